@@ -1,0 +1,38 @@
+# Loadout build. `make test` is the README's test command and what CI runs.
+GO        ?= go
+BIN       ?= bin/loadout
+POLICIES  := fifo group
+WASM_DIR  := policies/builtin/wasm
+WASM      := $(addprefix $(WASM_DIR)/,$(addsuffix .wasm,$(POLICIES)))
+# Tests talk to real processes on 2 cores: keep package parallelism low.
+TESTFLAGS ?= -p 2 -timeout 20m
+
+.PHONY: build policies test vet lint bench clean
+
+build: policies
+	$(GO) build -trimpath -o $(BIN) ./cmd/loadout
+
+# Built-in policies: Go main packages compiled to wasip1 reactor modules and
+# embedded into the binary by policies/builtin.
+policies: $(WASM)
+
+$(WASM_DIR)/%.wasm: $(shell find policies sdk -name '*.go' -not -name '*_test.go') go.mod
+	GOOS=wasip1 GOARCH=wasm CGO_ENABLED=0 $(GO) build -buildmode=c-shared -trimpath -o $@ ./policies/$*
+
+test: policies vet
+	$(GO) test $(TESTFLAGS) ./...
+
+vet: policies
+	$(GO) vet ./...
+	GOOS=wasip1 GOARCH=wasm $(GO) vet ./sdk/... ./policies/...
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	  if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
+
+lint: vet
+	staticcheck ./...
+
+bench: policies
+	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+clean:
+	rm -rf bin $(WASM)

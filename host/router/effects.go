@@ -1,0 +1,345 @@
+package router
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/loadout-dev/loadout/sdk"
+)
+
+// effects implements sdk.Effects for the scheduler. Its methods run only
+// inside a policy call, on the run-loop goroutine. Every call is checked: a
+// policy may be buggy or hostile, and the run-loop rules hold regardless.
+type effects struct{ r *Router }
+
+// readOnlyHost is what the swapper gets: reads and logs only.
+type readOnlyHost struct{ fx *effects }
+
+func (h readOnlyHost) Log(level sdk.LogLevel, msg string) {
+	h.fx.logAs(h.fx.r.cfg.SwapperName, level, msg)
+}
+func (h readOnlyHost) ModelState(name string) (sdk.ModelInfo, bool) { return h.fx.ModelState(name) }
+func (h readOnlyHost) RunningModels() []sdk.ModelInfo               { return h.fx.RunningModels() }
+func (h readOnlyHost) Snapshot() sdk.Snapshot                       { return h.fx.Snapshot() }
+
+func (fx *effects) Log(level sdk.LogLevel, msg string) {
+	fx.logAs(fx.r.cfg.SchedulerName, level, msg)
+}
+
+func (fx *effects) logAs(policy string, level sdk.LogLevel, msg string) {
+	fx.r.log.Log(context.Background(), slogLevel(level), msg, "policy", policy)
+}
+
+func (fx *effects) info(m *model) sdk.ModelInfo {
+	info := sdk.ModelInfo{
+		Name:             m.name,
+		State:            m.state,
+		InFlight:         uint32(m.inFlight),
+		ConcurrencyLimit: m.cfg.ConcurrencyLimit,
+		Priority:         m.cfg.Priority,
+		Pinned:           m.cfg.Pinned,
+		Group:            m.cfg.Group,
+		TTL:              int64(m.cfg.TTL),
+		EstimatedVRAM:    m.cfg.VRAM,
+	}
+	if !m.lastUse.IsZero() {
+		info.LastUse = m.lastUse.UnixNano()
+	}
+	return info
+}
+
+func (fx *effects) ModelState(name string) (sdk.ModelInfo, bool) {
+	m, ok := fx.r.loop.models[name]
+	if !ok {
+		return sdk.ModelInfo{}, false
+	}
+	return fx.info(m), true
+}
+
+func (fx *effects) RunningModels() []sdk.ModelInfo {
+	l := &fx.r.loop
+	var out []sdk.ModelInfo
+	for _, name := range l.names {
+		if m := l.models[name]; m.state.Running() {
+			out = append(out, fx.info(m))
+		}
+	}
+	return out
+}
+
+func (fx *effects) Snapshot() sdk.Snapshot {
+	l := &fx.r.loop
+	s := sdk.Snapshot{Now: l.now.UnixNano(), Models: make([]sdk.ModelInfo, 0, len(l.names))}
+	for _, name := range l.names {
+		s.Models = append(s.Models, fx.info(l.models[name]))
+	}
+	return s
+}
+
+// GrantServe hands the caller the model's upstream. In-flight goes up only
+// if the caller took it (DESIGN.md rule 3). A grant the router refuses (a
+// model that is not ready) fails the caller rather than stranding it.
+func (fx *effects) GrantServe(id sdk.RequestID, name string) bool {
+	r, l := fx.r, &fx.r.loop
+	w, ok := l.waiters[id]
+	if !ok {
+		r.refused(&l.schedCounters, fmt.Sprintf("GrantServe(%d, %q): unknown request id", id, name))
+		return false
+	}
+	m, ok := l.models[name]
+	if !ok || m.state != sdk.StateReady {
+		state := "unknown"
+		if ok {
+			state = m.state.String()
+		}
+		r.refused(&l.schedCounters, fmt.Sprintf("GrantServe(%d, %q): model is %s", id, name, state))
+		r.fail(w, sdk.CodeInternal, fmt.Sprintf("scheduler %s granted model %q, which is %s (policy bug)", r.cfg.SchedulerName, name, state))
+		return false
+	}
+	delete(l.waiters, id)
+	g := &Grant{Model: name, Upstream: m.inst.Upstream()}
+	g.release = func() {
+		select {
+		case r.serveDones <- serveDone{id: id, model: name}:
+		case <-r.done:
+		}
+	}
+	if !r.deliver(w, result{grant: g}) {
+		return false
+	}
+	m.inFlight++
+	m.lastUse = l.now
+	return true
+}
+
+func (fx *effects) GrantError(id sdk.RequestID, code sdk.ErrorCode, msg string) {
+	r, l := fx.r, &fx.r.loop
+	w, ok := l.waiters[id]
+	if !ok {
+		r.refused(&l.schedCounters, fmt.Sprintf("GrantError(%d): unknown request id", id))
+		return
+	}
+	if msg == "" {
+		msg = "request failed"
+	}
+	r.fail(w, code, msg)
+}
+
+func (fx *effects) SetQueuePosition(id sdk.RequestID, pos int) {
+	r, l := fx.r, &fx.r.loop
+	w, ok := l.waiters[id]
+	if !ok {
+		r.refused(&l.schedCounters, fmt.Sprintf("SetQueuePosition(%d): unknown request id", id))
+		return
+	}
+	if pos < 0 {
+		pos = 0
+	}
+	w.held, w.pos = true, pos
+	if w.req.Progress == nil {
+		return
+	}
+	p := Progress{Model: w.req.Model, Position: pos, Loading: pos == 0}
+	// Latest wins; the loop is the only sender, so this cannot block.
+	select {
+	case w.req.Progress <- p:
+	default:
+		select {
+		case <-w.req.Progress:
+		default:
+		}
+		select {
+		case w.req.Progress <- p:
+		default:
+		}
+	}
+}
+
+// runningSet is what a swapper sees: every model whose process is not
+// stopped, together with the targets of swaps already started (rule 4),
+// sorted, without target.
+func (fx *effects) runningSet(target string) []string {
+	l := &fx.r.loop
+	var out []string
+	for _, name := range l.names {
+		if name == target {
+			continue
+		}
+		if _, swapping := l.swaps[name]; swapping || l.models[name].state.Running() {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+func (fx *effects) Plan(target string) (sdk.Plan, error) {
+	r, l := fx.r, &fx.r.loop
+	if _, ok := l.models[target]; !ok {
+		return sdk.Plan{}, sdk.ErrUnknownModel
+	}
+	running := fx.runningSet(target)
+	plan, err := l.swapper.Plan(sdk.PlanRequest{Now: l.now.UnixNano(), Target: target, Running: running})
+	if err != nil {
+		l.swapCounters.Failures++
+		l.swapCounters.LastError = err.Error()
+		r.log.Error("swapper policy failed", "policy", r.cfg.SwapperName, "target", target, "err", err)
+		return sdk.Plan{}, sdk.ErrSwapperFailed
+	}
+	for _, name := range plan.Evict {
+		if !slices.Contains(running, name) {
+			r.refused(&l.swapCounters, fmt.Sprintf("plan for %q evicts %q, which is not running", target, name))
+			return sdk.Plan{}, sdk.ErrSwapperFailed
+		}
+	}
+	return plan, nil
+}
+
+// StartSwap checks the request against the run-loop rules and launches the
+// swap goroutine. The scheduler hears the result as OnSwapDone.
+func (fx *effects) StartSwap(s sdk.SwapRequest) error {
+	r, l := fx.r, &fx.r.loop
+	refuse := func(err error, why string) error {
+		r.refused(&l.schedCounters, fmt.Sprintf("StartSwap(%q): %s", s.Model, why))
+		return err
+	}
+	target, ok := l.models[s.Model]
+	if !ok {
+		return refuse(sdk.ErrUnknownModel, "unknown model")
+	}
+	if l.shuttingDown {
+		return refuse(sdk.ErrNotAllowed, "shutting down")
+	}
+	if _, active := l.swaps[s.Model]; active || target.state == sdk.StateStarting {
+		return refuse(sdk.ErrSwapActive, "a swap for it is already running")
+	}
+	if target.state == sdk.StateStopping {
+		return refuse(sdk.ErrSwapActive, "it is being stopped; retry when the stop is done")
+	}
+	for _, sw := range l.swaps {
+		if slices.Contains(sw.evict, s.Model) {
+			return refuse(sdk.ErrSwapActive, fmt.Sprintf("the swap for %q is evicting it", sw.target))
+		}
+	}
+	var evicted []*model
+	for _, name := range s.Evict {
+		m, ok := l.models[name]
+		switch {
+		case !ok:
+			return refuse(sdk.ErrUnknownModel, fmt.Sprintf("evicts unknown model %q", name))
+		case name == s.Model:
+			return refuse(sdk.ErrBadArgument, "evicts its own target")
+		case m.inFlight > 0: // rule 6
+			return refuse(sdk.ErrModelBusy, fmt.Sprintf("evicts %q, which has %d requests in flight", name, m.inFlight))
+		case l.swaps[name] != nil || m.state == sdk.StateStarting:
+			return refuse(sdk.ErrSwapActive, fmt.Sprintf("evicts %q, which is being started", name))
+		}
+		evicted = append(evicted, m)
+	}
+	for _, sw := range l.swaps {
+		for _, name := range s.Evict {
+			if slices.Contains(sw.evict, name) {
+				return refuse(sdk.ErrSwapActive, fmt.Sprintf("the swap for %q is already evicting %q", sw.target, name))
+			}
+		}
+	}
+
+	running := fx.runningSet(s.Model)
+	sw := &swap{target: s.Model, evict: slices.Clone(s.Evict), devices: slices.Clone(s.Devices)}
+	l.swaps[s.Model] = sw
+	if err := l.swapper.OnSwapStart(sdk.SwapStartEvent{
+		Now: l.now.UnixNano(), Target: s.Model, Running: running, Evict: sw.evict, Devices: sw.devices,
+	}); err != nil {
+		l.swapCounters.Failures++
+		l.swapCounters.LastError = err.Error()
+		r.log.Warn("swapper on_swap_start failed", "policy", r.cfg.SwapperName, "err", err)
+	}
+
+	// Hand the goroutine everything it needs by value: it must not touch
+	// loop state.
+	var stops []Instance
+	for _, m := range evicted {
+		if m.state == sdk.StateReady {
+			stops = append(stops, m.inst)
+		}
+		if m.state.Running() {
+			m.state = sdk.StateStopping
+		}
+	}
+	already := target.state == sdk.StateReady
+	var inst Instance
+	if already {
+		inst = target.inst
+	} else {
+		target.state = sdk.StateStarting
+	}
+	r.log.Info("swap", "model", s.Model, "evict", s.Evict, "devices", s.Devices)
+	go r.doSwap(sw, target.cfg, stops, inst)
+	return nil
+}
+
+// doSwap runs on its own goroutine: stop the evicted servers in parallel,
+// start the target (unless it is already up), and report back.
+func (r *Router) doSwap(sw *swap, mc ModelConfig, stops []Instance, ready Instance) {
+	started := time.Now()
+	done := make(chan struct{}, len(stops))
+	for _, inst := range stops {
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), stopTimeout(mc))
+			defer cancel()
+			if err := inst.Stop(ctx); err != nil {
+				r.log.Warn("evicting model", "err", err)
+			}
+			done <- struct{}{}
+		}()
+	}
+	for range stops {
+		<-done
+	}
+	res := swapDone{target: sw.target, evicted: sw.evict, inst: ready}
+	if ready == nil {
+		devices := make([]int, len(sw.devices))
+		for i, d := range sw.devices {
+			devices[i] = int(d)
+		}
+		inst, err := mc.Process.Start(r.procCtx, StartSpec{Devices: devices})
+		switch {
+		case err != nil && r.procCtx.Err() != nil:
+			res.err = errStopped
+		case err != nil:
+			res.err = err
+		default:
+			res.inst = inst
+		}
+		if res.err == nil {
+			r.log.Info("model loaded", "model", sw.target, "load_time", time.Since(started).Round(time.Millisecond))
+		}
+	}
+	select {
+	case r.swapDones <- res:
+	case <-r.done:
+		if res.inst != nil && res.inst != ready {
+			_ = res.inst.Stop(context.Background())
+		}
+	}
+}
+
+func (fx *effects) StopProcesses(names []string) error {
+	r, l := fx.r, &fx.r.loop
+	for _, name := range names {
+		if _, ok := l.models[name]; !ok {
+			r.refused(&l.schedCounters, fmt.Sprintf("StopProcesses: unknown model %q", name))
+			return sdk.ErrUnknownModel
+		}
+	}
+	for _, name := range names {
+		m := l.models[name]
+		if _, swapping := l.swaps[name]; swapping {
+			m.stopAfterStart = true
+			continue
+		}
+		r.stopModel(m)
+	}
+	return nil
+}

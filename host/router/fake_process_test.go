@@ -1,0 +1,166 @@
+package router
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"sync"
+	"testing"
+	"time"
+)
+
+// fakeProcess is the in-memory Process this package's tests use in place of
+// a backend plugin: the one fake the design allows, at the lowest seam.
+// Every start and stop is reported on the world's event channel so tests
+// wait for events, never for time.
+type fakeProcess struct {
+	name  string
+	world *fakeWorld
+	mu    sync.Mutex
+	gate  chan struct{} // when set, Start blocks until it is closed
+	fail  error         // when set, Start returns it
+}
+
+type fakeInstance struct {
+	proc   *fakeProcess
+	url    *url.URL
+	exited chan struct{}
+	once   sync.Once
+	err    error
+}
+
+// fakeWorld tracks every fake process of one test.
+type fakeWorld struct {
+	mu      sync.Mutex
+	events  chan string
+	running map[string]*fakeInstance
+	starts  map[string]int
+	maxLive int // the most instances alive at once
+	port    int
+}
+
+func newFakeWorld() *fakeWorld {
+	return &fakeWorld{events: make(chan string, 256), running: map[string]*fakeInstance{}, starts: map[string]int{}, port: 40000}
+}
+
+func (w *fakeWorld) process(name string) *fakeProcess { return &fakeProcess{name: name, world: w} }
+
+// hold makes the next starts of p block until the returned func is called.
+func (p *fakeProcess) hold() (release func()) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	gate := make(chan struct{})
+	p.gate = gate
+	var once sync.Once
+	return func() { once.Do(func() { close(gate) }) }
+}
+
+func (p *fakeProcess) Start(ctx context.Context, spec StartSpec) (Instance, error) {
+	p.mu.Lock()
+	gate, fail := p.gate, p.fail
+	p.mu.Unlock()
+	p.world.emit("starting " + p.name)
+	if gate != nil {
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			p.world.emit("aborted " + p.name)
+			return nil, ctx.Err()
+		}
+	}
+	if fail != nil {
+		p.world.emit("failed " + p.name)
+		return nil, fail
+	}
+	w := p.world
+	w.mu.Lock()
+	w.port++
+	inst := &fakeInstance{proc: p, url: &url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", w.port)}, exited: make(chan struct{})}
+	if _, dup := w.running[p.name]; dup {
+		w.mu.Unlock()
+		return nil, errors.New("fake: " + p.name + " started twice")
+	}
+	w.running[p.name] = inst
+	w.starts[p.name]++
+	w.maxLive = max(w.maxLive, len(w.running))
+	w.mu.Unlock()
+	p.world.emit("ready " + p.name)
+	return inst, nil
+}
+
+func (i *fakeInstance) Upstream() *url.URL      { return i.url }
+func (i *fakeInstance) Exited() <-chan struct{} { return i.exited }
+func (i *fakeInstance) Err() error              { return i.err }
+
+func (i *fakeInstance) exit(err error) bool {
+	first := false
+	i.once.Do(func() {
+		first = true
+		i.err = err
+		w := i.proc.world
+		w.mu.Lock()
+		delete(w.running, i.proc.name)
+		w.mu.Unlock()
+		close(i.exited)
+	})
+	return first
+}
+
+func (i *fakeInstance) Stop(ctx context.Context) error {
+	if i.exit(nil) {
+		i.proc.world.emit("stopped " + i.proc.name)
+	}
+	return nil
+}
+
+// crash makes the running instance of name exit on its own.
+func (w *fakeWorld) crash(t *testing.T, name string) {
+	t.Helper()
+	w.mu.Lock()
+	inst := w.running[name]
+	w.mu.Unlock()
+	if inst == nil {
+		t.Fatalf("crash: %s is not running", name)
+	}
+	inst.exit(errors.New("segmentation fault"))
+}
+
+func (w *fakeWorld) emit(ev string) { w.events <- ev }
+
+// expect waits for the next events to be exactly want, in order.
+func (w *fakeWorld) expect(t *testing.T, want ...string) {
+	t.Helper()
+	for _, ev := range want {
+		select {
+		case got := <-w.events:
+			if got != ev {
+				t.Fatalf("process event: got %q, want %q", got, ev)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("process event: timed out waiting for %q", ev)
+		}
+	}
+}
+
+// expectNone asserts that no process event is pending. Callers first make
+// sure the run loop has handled everything they sent (a Models query is
+// processed after every earlier event).
+func (w *fakeWorld) expectNone(t *testing.T) {
+	t.Helper()
+	select {
+	case ev := <-w.events:
+		t.Fatalf("unexpected process event %q", ev)
+	default:
+	}
+}
+
+func (w *fakeWorld) live() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []string
+	for name := range w.running {
+		out = append(out, name)
+	}
+	return out
+}

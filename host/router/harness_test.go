@@ -1,0 +1,252 @@
+package router
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/loadout-dev/loadout/host/policy"
+	"github.com/loadout-dev/loadout/internal/wasmbuild"
+	"github.com/loadout-dev/loadout/sdk"
+)
+
+// The router's tests run the real built-in policies through the real Wasm
+// runtime: one runtime and one compilation per test binary.
+var (
+	policyOnce sync.Once
+	policyRT   *policy.Runtime
+	fifoMod    *policy.Module
+	groupMod   *policy.Module
+	policyErr  error
+)
+
+func policies(t testing.TB) (*policy.Runtime, *policy.Module, *policy.Module) {
+	t.Helper()
+	policyOnce.Do(func() {
+		ctx := context.Background()
+		policyRT, policyErr = policy.NewRuntime(ctx, policy.Options{Logger: testLogger()})
+		if policyErr != nil {
+			return
+		}
+		for _, p := range []struct {
+			pkg string
+			dst **policy.Module
+		}{
+			{"github.com/loadout-dev/loadout/policies/fifo", &fifoMod},
+			{"github.com/loadout-dev/loadout/policies/group", &groupMod},
+		} {
+			wasm, err := wasmbuild.Build(p.pkg)
+			if err != nil {
+				policyErr = err
+				return
+			}
+			if *p.dst, err = policyRT.Compile(ctx, p.pkg, wasm); err != nil {
+				policyErr = err
+				return
+			}
+		}
+	})
+	if policyErr != nil {
+		t.Fatalf("policies: %v", policyErr)
+	}
+	return policyRT, fifoMod, groupMod
+}
+
+func testLogger() *slog.Logger {
+	if os.Getenv("LOADOUT_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+// harness is a router over fake processes with the real fifo + group
+// policies.
+type harness struct {
+	t     *testing.T
+	r     *Router
+	world *fakeWorld
+	procs map[string]*fakeProcess
+}
+
+// groupsExclusiveAB is the topology most tests use: a and b swap in one
+// exclusive group, c in another exclusive group, e in a persistent,
+// non-exclusive group that nothing evicts.
+const groupsExclusiveAB = `{"groups": {
+	"ab": {"swap": true, "exclusive": true, "members": ["a", "b"]},
+	"c":  {"swap": true, "exclusive": true, "members": ["c"]},
+	"e":  {"swap": true, "exclusive": false, "persistent": true, "members": ["e"]}}}`
+
+type harnessOpts struct {
+	groups    string
+	scheduler string // fifo settings JSON
+	models    map[string]ModelConfig
+	newSched  func(fx sdk.Effects) (SchedulerPolicy, error) // overrides the fifo policy
+	tick      time.Duration
+}
+
+func newHarness(t *testing.T, o harnessOpts) *harness {
+	t.Helper()
+	rt, fifo, group := policies(t)
+	if o.groups == "" {
+		o.groups = groupsExclusiveAB
+	}
+	if o.scheduler == "" {
+		o.scheduler = "{}"
+	}
+	h := &harness{t: t, world: newFakeWorld(), procs: map[string]*fakeProcess{}}
+	models := map[string]ModelConfig{}
+	names := []string{"a", "b", "c", "e"}
+	for name := range o.models {
+		if !strings.Contains(strings.Join(names, ","), name) {
+			names = append(names, name)
+		}
+	}
+	for _, name := range names {
+		p := h.world.process(name)
+		h.procs[name] = p
+		mc := o.models[name]
+		mc.Process = p
+		models[name] = mc
+	}
+	ctx := context.Background()
+	cfg := Config{
+		Models:        models,
+		SchedulerName: "builtin:fifo",
+		SwapperName:   "builtin:group",
+		TickInterval:  o.tick,
+		Logger:        testLogger(),
+		NewScheduler: func(fx sdk.Effects) (SchedulerPolicy, error) {
+			return rt.NewScheduler(ctx, fifo, []byte(o.scheduler), fx)
+		},
+		NewSwapper: func(host sdk.Host) (SwapperPolicy, error) {
+			return rt.NewSwapper(ctx, group, []byte(o.groups), host)
+		},
+	}
+	if o.newSched != nil {
+		cfg.NewScheduler = o.newSched
+		cfg.SchedulerName = "test"
+	}
+	r, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.r = r
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := r.Shutdown(ctx); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+		if live := h.world.live(); len(live) > 0 {
+			t.Errorf("processes left running after shutdown: %v", live)
+		}
+	})
+	return h
+}
+
+// call is one Acquire running in the background.
+type call struct {
+	model    string
+	cancel   context.CancelFunc
+	progress chan Progress
+	done     chan struct{}
+	grant    *Grant
+	err      error
+}
+
+// acquire starts an Acquire for model and returns at once.
+func (h *harness) acquire(model string) *call {
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &call{model: model, cancel: cancel, progress: make(chan Progress, 1), done: make(chan struct{})}
+	go func() {
+		defer close(c.done)
+		c.grant, c.err = h.r.Acquire(ctx, Request{Model: model, Progress: c.progress})
+	}()
+	h.t.Cleanup(cancel)
+	return c
+}
+
+// wait waits for the call to end and returns its grant, failing the test
+// on an error.
+func (c *call) wait(t *testing.T) *Grant {
+	t.Helper()
+	c.waitDone(t)
+	if c.err != nil {
+		t.Fatalf("acquire %s: %v", c.model, c.err)
+	}
+	return c.grant
+}
+
+func (c *call) waitDone(t *testing.T) {
+	t.Helper()
+	select {
+	case <-c.done:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("acquire %s: no answer", c.model)
+	}
+}
+
+// waitErr waits for the call to fail and returns its *Error.
+func (c *call) waitErr(t *testing.T) *Error {
+	t.Helper()
+	c.waitDone(t)
+	e, ok := c.err.(*Error)
+	if !ok {
+		t.Fatalf("acquire %s: got grant=%v err=%v, want a router error", c.model, c.grant, c.err)
+	}
+	return e
+}
+
+// held waits until the scheduler has queued the call (position ≥ 1) or
+// made it wait on a swap (position 0, loading).
+func (c *call) held(t *testing.T, wantLoading bool) Progress {
+	t.Helper()
+	for {
+		select {
+		case p := <-c.progress:
+			if p.Loading == wantLoading {
+				return p
+			}
+		case <-c.done:
+			t.Fatalf("acquire %s ended (err=%v) instead of waiting", c.model, c.err)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("acquire %s: not held (loading=%v)", c.model, wantLoading)
+		}
+	}
+}
+
+// pending asserts that the call has not ended.
+func (c *call) pending(t *testing.T) {
+	t.Helper()
+	select {
+	case <-c.done:
+		t.Fatalf("acquire %s ended (grant=%v err=%v), want it still waiting", c.model, c.grant, c.err)
+	default:
+	}
+}
+
+// status returns the router's view of one model; the query is answered
+// after every event sent before it.
+func (h *harness) status(name string) ModelStatus {
+	for _, s := range h.r.Models() {
+		if s.Model == name {
+			return s
+		}
+	}
+	h.t.Fatalf("no model %s", name)
+	return ModelStatus{}
+}
+
+func (h *harness) expectState(name, state string) {
+	h.t.Helper()
+	if got := h.status(name).State; got != state {
+		h.t.Fatalf("model %s is %s, want %s", name, got, state)
+	}
+}
+
+func (c *call) String() string { return fmt.Sprintf("acquire(%s)", c.model) }

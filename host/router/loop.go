@@ -1,0 +1,514 @@
+package router
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/loadout-dev/loadout/sdk"
+)
+
+// waiter is one caller between Acquire and its grant or error.
+type waiter struct {
+	id      sdk.RequestID
+	ctx     context.Context
+	req     Request
+	respond chan result // unbuffered: a send proves the caller took it (rule 3)
+	held    bool        // the scheduler said it holds it (SetQueuePosition)
+	pos     int
+}
+
+type result struct {
+	grant *Grant
+	err   error
+}
+
+type serveDone struct {
+	id    sdk.RequestID
+	model string
+}
+
+type swapDone struct {
+	target  string
+	inst    Instance // nil on error
+	err     error
+	evicted []string
+}
+
+type stopDone struct {
+	model string
+	gen   uint64
+}
+
+type exitEvent struct {
+	model string
+	gen   uint64
+}
+
+type unloadRequest struct {
+	models []string
+	done   chan error // buffered 1
+}
+
+// model is one row of the process table.
+type model struct {
+	name     string
+	cfg      ModelConfig
+	state    sdk.ModelState
+	inst     Instance // set while Ready or Stopping
+	gen      uint64   // bumps with every instance, so stale exits are ignored
+	inFlight int
+	lastUse  time.Time
+	lastErr  string
+	// stopAfterStart: an unload arrived while a swap was starting the
+	// model; stop it as soon as the swap ends.
+	stopAfterStart bool
+	// unloadWaiters are closed when the model reaches Stopped or Failed.
+	unloadWaiters []chan struct{}
+}
+
+// swap is one swap started by StartSwap and not yet done.
+type swap struct {
+	target  string
+	evict   []string
+	devices []int32
+}
+
+// loopState is everything the run loop owns. No other goroutine touches it
+// (DESIGN.md rule 1): the API reaches it through channels and queries.
+type loopState struct {
+	sched   SchedulerPolicy
+	swapper SwapperPolicy
+	fx      *effects
+
+	models  map[string]*model
+	names   []string // sorted model ids
+	waiters map[sdk.RequestID]*waiter
+	swaps   map[string]*swap
+	nextID  sdk.RequestID
+	changed []string // models whose state changed outside a swap since the last tick
+	now     time.Time
+
+	shuttingDown bool
+
+	schedCounters PolicyCounters
+	swapCounters  PolicyCounters
+}
+
+func (l *loopState) init(cfg Config) {
+	l.models = make(map[string]*model, len(cfg.Models))
+	for name, mc := range cfg.Models {
+		l.models[name] = &model{name: name, cfg: mc}
+		l.names = append(l.names, name)
+	}
+	slices.Sort(l.names)
+	l.waiters = map[sdk.RequestID]*waiter{}
+	l.swaps = map[string]*swap{}
+}
+
+func (r *Router) run() {
+	defer close(r.done)
+	tick := time.NewTicker(r.cfg.TickInterval)
+	defer tick.Stop()
+	l := &r.loop
+	for {
+		select {
+		case w := <-r.requests:
+			r.onRequest(w)
+		case w := <-r.cancels:
+			r.onCancel(w)
+		case ev := <-r.serveDones:
+			r.onServeDone(ev)
+		case ev := <-r.swapDones:
+			r.onSwapDone(ev)
+		case ev := <-r.stopDones:
+			r.onStopDone(ev)
+		case ev := <-r.exits:
+			r.onExit(ev)
+		case req := <-r.unloads:
+			r.onUnload(req)
+		case fn := <-r.queries:
+			fn()
+		case <-tick.C:
+			r.onTick()
+		case <-r.shutdown:
+			r.onShutdown()
+		}
+		if l.shuttingDown && r.quiet() {
+			r.procCancel()
+			return
+		}
+	}
+}
+
+func (r *Router) stamp() int64 {
+	r.loop.now = time.Now()
+	return r.loop.now.UnixNano()
+}
+
+func (r *Router) onRequest(w *waiter) {
+	l := &r.loop
+	if l.shuttingDown {
+		r.deliver(w, result{err: ErrShuttingDown})
+		return
+	}
+	l.nextID++
+	w.id = l.nextID
+	l.waiters[w.id] = w
+	prio := w.req.Priority
+	if m, ok := l.models[w.req.Model]; ok && prio == 0 {
+		prio = m.cfg.Priority
+	}
+	err := l.sched.OnRequest(sdk.RequestEvent{
+		Now: r.stamp(), ID: w.id, Model: w.req.Model, Priority: prio, Client: w.req.Client,
+	})
+	if r.schedulerFailed("on_request", err) {
+		return
+	}
+	// Rule 5: every request ends granted, errored, or held (queued or
+	// waiting on a swap). A request the policy said nothing about would
+	// wait forever; fail it instead.
+	if w2, ok := l.waiters[w.id]; ok && !w2.held {
+		r.refused(&l.schedCounters, fmt.Sprintf("neither granted, failed nor queued request %d for %q", w.id, w.req.Model))
+		r.fail(w2, sdk.CodeInternal, fmt.Sprintf("scheduler %s dropped the request (policy bug)", r.cfg.SchedulerName))
+	}
+}
+
+func (r *Router) onCancel(w *waiter) {
+	l := &r.loop
+	if _, ok := l.waiters[w.id]; !ok {
+		return // already granted or failed: nothing to tell
+	}
+	delete(l.waiters, w.id)
+	err := l.sched.OnCancel(sdk.CancelEvent{Now: r.stamp(), ID: w.id, Model: w.req.Model})
+	r.schedulerFailed("on_cancel", err)
+}
+
+func (r *Router) onServeDone(ev serveDone) {
+	l := &r.loop
+	if m, ok := l.models[ev.model]; ok {
+		m.inFlight--
+		m.lastUse = time.Now()
+	}
+	err := l.sched.OnServeDone(sdk.ServeDoneEvent{Now: r.stamp(), ID: ev.id, Model: ev.model})
+	r.schedulerFailed("on_serve_done", err)
+}
+
+func (r *Router) onSwapDone(ev swapDone) {
+	l := &r.loop
+	delete(l.swaps, ev.target)
+	for _, name := range ev.evicted {
+		r.setStopped(l.models[name])
+	}
+	m := l.models[ev.target]
+	errText := ""
+	switch {
+	case ev.err != nil:
+		errText = ev.err.Error()
+		m.state, m.inst, m.lastErr = sdk.StateFailed, nil, errText
+		r.log.Error("model failed to start", "model", ev.target, "err", ev.err)
+		r.releaseUnloadWaiters(m)
+	case m.inst == ev.inst:
+		// The target was already ready; the swap only evicted.
+	default:
+		m.gen++
+		m.state, m.inst, m.lastErr = sdk.StateReady, ev.inst, ""
+		m.lastUse = time.Now() // the TTL counts from the load
+		r.log.Info("model ready", "model", ev.target, "upstream", ev.inst.Upstream().String())
+		go r.watchExit(m.name, m.gen, ev.inst)
+	}
+	if m.stopAfterStart {
+		m.stopAfterStart = false
+		r.stopModel(m)
+	}
+	err := l.sched.OnSwapDone(sdk.SwapDoneEvent{Now: r.stamp(), Model: ev.target, Err: errText})
+	r.schedulerFailed("on_swap_done", err)
+}
+
+func (r *Router) onStopDone(ev stopDone) {
+	m := r.loop.models[ev.model]
+	if m.gen != ev.gen || m.state != sdk.StateStopping {
+		return
+	}
+	r.setStopped(m)
+	r.log.Info("model stopped", "model", m.name)
+	r.loop.changed = append(r.loop.changed, m.name)
+	r.tickNow()
+}
+
+// onExit handles a model server that exited on its own.
+func (r *Router) onExit(ev exitEvent) {
+	m := r.loop.models[ev.model]
+	if m.gen != ev.gen || m.state != sdk.StateReady {
+		return // an expected exit (stop, eviction) or an old instance
+	}
+	reason := "exited"
+	if err := m.inst.Err(); err != nil {
+		reason = err.Error()
+	}
+	r.log.Error("model server exited unexpectedly", "model", m.name, "in_flight", m.inFlight, "err", reason)
+	m.state, m.inst, m.lastErr = sdk.StateFailed, nil, "exited unexpectedly: "+reason
+	r.releaseUnloadWaiters(m)
+	r.loop.changed = append(r.loop.changed, m.name)
+	r.tickNow()
+}
+
+func (r *Router) onUnload(req unloadRequest) {
+	l := &r.loop
+	targets := req.models
+	if len(targets) == 0 {
+		for _, name := range l.names {
+			if l.models[name].state.Running() {
+				targets = append(targets, name)
+			}
+		}
+	}
+	for _, name := range targets {
+		if _, ok := l.models[name]; !ok {
+			req.done <- &Error{Code: sdk.CodeModelNotFound, Message: fmt.Sprintf("unload: unknown model %q", name)}
+			return
+		}
+	}
+	if len(targets) == 0 {
+		req.done <- nil
+		return
+	}
+	err := l.sched.OnUnload(sdk.UnloadEvent{Now: r.stamp(), Models: targets, Reason: sdk.UnloadAdmin})
+	if r.schedulerFailed("on_unload", err) {
+		// The policy is gone; do what an unload means anyway.
+		for _, name := range targets {
+			r.stopModel(l.models[name])
+		}
+	}
+	// Wait for every target that is not stopped yet.
+	var pending []chan struct{}
+	for _, name := range targets {
+		m := l.models[name]
+		if m.state == sdk.StateStopped || m.state == sdk.StateFailed {
+			continue
+		}
+		ch := make(chan struct{})
+		m.unloadWaiters = append(m.unloadWaiters, ch)
+		pending = append(pending, ch)
+	}
+	go func() {
+		for _, ch := range pending {
+			<-ch
+		}
+		req.done <- nil
+	}()
+}
+
+func (r *Router) onTick() {
+	l := &r.loop
+	now := time.Now()
+	var expired []string
+	if !l.shuttingDown {
+		for _, name := range l.names {
+			m := l.models[name]
+			if m.cfg.TTL > 0 && m.state == sdk.StateReady && m.inFlight == 0 && now.Sub(m.lastUse) >= m.cfg.TTL {
+				expired = append(expired, name)
+			}
+		}
+	}
+	if len(expired) > 0 {
+		err := l.sched.OnUnload(sdk.UnloadEvent{Now: r.stamp(), Models: expired, Reason: sdk.UnloadTTL})
+		if r.schedulerFailed("on_unload", err) {
+			return
+		}
+	}
+	r.tickNow()
+}
+
+// tickNow delivers a TickEvent with the models changed since the last one.
+func (r *Router) tickNow() {
+	l := &r.loop
+	changed := l.changed
+	l.changed = nil
+	err := l.sched.OnTick(sdk.TickEvent{Now: r.stamp(), Changed: changed})
+	r.schedulerFailed("on_tick", err)
+}
+
+func (r *Router) onShutdown() {
+	l := &r.loop
+	if l.shuttingDown {
+		return
+	}
+	l.shuttingDown = true
+	r.log.Info("shutting down: failing waiting requests, stopping models after in-flight requests finish")
+	err := l.sched.OnShutdown(sdk.ShutdownEvent{Now: r.stamp(), Reason: "shutting down"})
+	r.schedulerFailed("on_shutdown", err)
+	// Whatever the policy still holds gets the error anyway.
+	for _, w := range l.waiters {
+		r.deliver(w, result{err: ErrShuttingDown})
+	}
+	clear(l.waiters)
+	r.stopIdle()
+}
+
+// quiet reports, during shutdown, whether the loop may exit: no swap
+// running, no request in flight, every process stopped. Along the way it
+// stops models that have become idle.
+func (r *Router) quiet() bool {
+	l := &r.loop
+	r.stopIdle()
+	if len(l.swaps) > 0 {
+		return false
+	}
+	for _, m := range l.models {
+		if m.inFlight > 0 || m.state == sdk.StateStarting || m.state == sdk.StateStopping || m.state == sdk.StateReady {
+			return false
+		}
+	}
+	return true
+}
+
+// stopIdle, during shutdown, stops every ready model with nothing in flight.
+func (r *Router) stopIdle() {
+	for _, m := range r.loop.models {
+		if m.state == sdk.StateReady && m.inFlight == 0 {
+			r.stopModel(m)
+		}
+	}
+}
+
+// schedulerFailed handles an error from a scheduler call: the policy lost
+// its state (crashed, timed out, unhealthy), so every caller it held gets a
+// clear error now instead of waiting forever (rule 7). It reports whether
+// err was non-nil.
+func (r *Router) schedulerFailed(event string, err error) bool {
+	if err == nil {
+		return false
+	}
+	l := &r.loop
+	l.schedCounters.Failures++
+	l.schedCounters.LastError = err.Error()
+	r.log.Error("scheduler policy failed; failing the requests it held", "policy", r.cfg.SchedulerName, "event", event, "waiting", len(l.waiters), "err", err)
+	msg := fmt.Sprintf("scheduler policy %s failed: %v", r.cfg.SchedulerName, err)
+	for id, w := range l.waiters {
+		delete(l.waiters, id)
+		r.deliver(w, result{err: &Error{Code: sdk.CodeUnavailable, Message: msg}})
+	}
+	return true
+}
+
+// refused records a policy call the router would not carry out.
+func (r *Router) refused(c *PolicyCounters, what string) {
+	c.RefusedEffects++
+	c.LastError = what
+	r.log.Warn("policy call refused", "what", what)
+}
+
+// deliver hands res to w's caller and reports whether the caller took it.
+// It never blocks past the caller's departure (rule 3's proof of life).
+func (r *Router) deliver(w *waiter, res result) bool {
+	select {
+	case w.respond <- res:
+		return true
+	case <-w.ctx.Done():
+		return false
+	}
+}
+
+// fail errors one waiting caller and forgets it.
+func (r *Router) fail(w *waiter, code sdk.ErrorCode, msg string) {
+	delete(r.loop.waiters, w.id)
+	r.deliver(w, result{err: &Error{Code: code, Message: msg}})
+}
+
+func (r *Router) setStopped(m *model) {
+	if m.state == sdk.StateStopping || m.state == sdk.StateReady {
+		m.state, m.inst = sdk.StateStopped, nil
+	}
+	r.releaseUnloadWaiters(m)
+}
+
+func (r *Router) releaseUnloadWaiters(m *model) {
+	for _, ch := range m.unloadWaiters {
+		close(ch)
+	}
+	m.unloadWaiters = nil
+}
+
+// stopModel begins stopping a model in the background; a Starting model is
+// stopped as soon as its swap ends.
+func (r *Router) stopModel(m *model) {
+	switch m.state {
+	case sdk.StateReady:
+		m.state = sdk.StateStopping
+		inst, name, gen := m.inst, m.name, m.gen
+		timeout := stopTimeout(m.cfg)
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), timeout)
+			defer cancel()
+			if err := inst.Stop(ctx); err != nil {
+				r.log.Warn("stopping model", "model", name, "err", err)
+			}
+			select {
+			case r.stopDones <- stopDone{model: name, gen: gen}:
+			case <-r.done:
+			}
+		}()
+	case sdk.StateStarting:
+		m.stopAfterStart = true
+	}
+}
+
+func stopTimeout(mc ModelConfig) time.Duration {
+	if mc.StopTimeout > 0 {
+		return mc.StopTimeout + 5*time.Second
+	}
+	return 15 * time.Second
+}
+
+// watchExit reports when a ready instance's server exits, for whatever
+// reason; the loop ignores exits it caused.
+func (r *Router) watchExit(name string, gen uint64, inst Instance) {
+	select {
+	case <-inst.Exited():
+	case <-r.done:
+		return
+	}
+	select {
+	case r.exits <- exitEvent{model: name, gen: gen}:
+	case <-r.done:
+	}
+}
+
+func (l *loopState) modelStatuses() []ModelStatus {
+	out := make([]ModelStatus, 0, len(l.names))
+	for _, name := range l.names {
+		m := l.models[name]
+		st := ModelStatus{
+			Model: name, State: m.state.String(), InFlight: m.inFlight,
+			LastUse: m.lastUse, LastError: m.lastErr, Group: m.cfg.Group, VRAM: m.cfg.VRAM,
+		}
+		if m.inst != nil {
+			st.Upstream = m.inst.Upstream().String()
+		}
+		out = append(out, st)
+	}
+	for _, w := range l.waiters {
+		if !w.held {
+			continue
+		}
+		i, ok := slices.BinarySearchFunc(out, w.req.Model, func(s ModelStatus, name string) int {
+			return strings.Compare(s.Model, name)
+		})
+		if !ok {
+			continue
+		}
+		if w.pos == 0 {
+			out[i].Loading++
+		} else {
+			out[i].Queued++
+		}
+	}
+	return out
+}
+
+// errStopped marks a swap's target start that was aborted by shutdown.
+var errStopped = errors.New("aborted: loadout is shutting down")

@@ -1,0 +1,327 @@
+package router
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"sync"
+	"time"
+
+	"github.com/loadout-dev/loadout/sdk"
+)
+
+// SchedulerPolicy is a scheduler as the run loop calls it: sdk.Scheduler with
+// an error from every event, which host/policy's Wasm scheduler returns when
+// the policy crashed, timed out or is unhealthy. Any error means the policy
+// lost the callers it held; the router fails them (DESIGN.md rule 7).
+type SchedulerPolicy interface {
+	OnRequest(sdk.RequestEvent) error
+	OnSwapDone(sdk.SwapDoneEvent) error
+	OnServeDone(sdk.ServeDoneEvent) error
+	OnCancel(sdk.CancelEvent) error
+	OnUnload(sdk.UnloadEvent) error
+	OnTick(sdk.TickEvent) error
+	OnShutdown(sdk.ShutdownEvent) error
+}
+
+// SwapperPolicy is a swapper as the run loop calls it.
+type SwapperPolicy interface {
+	Plan(sdk.PlanRequest) (sdk.Plan, error)
+	OnSwapStart(sdk.SwapStartEvent) error
+}
+
+// ModelConfig is the static part of a model that policies read through
+// sdk.ModelInfo.
+type ModelConfig struct {
+	Process          Process       // how to start it
+	Priority         int32         // default request priority
+	ConcurrencyLimit uint32        // max in-flight requests; 0 = the scheduler's default
+	Pinned           bool          // never evicted by eviction policies that honour it
+	Group            string        // swap group name, for policies and the API
+	TTL              time.Duration // unload after this long idle; 0 = never
+	StopTimeout      time.Duration // how long Stop may take before the backend kills (0: 10 s)
+	VRAM             uint64        // declared need in bytes; 0 = unknown
+}
+
+// Config builds a Router.
+type Config struct {
+	// Models maps model id → its config. Required, non-empty.
+	Models map[string]ModelConfig
+	// NewScheduler makes the scheduler policy bound to the router's Effects.
+	NewScheduler func(fx sdk.Effects) (SchedulerPolicy, error)
+	// NewSwapper makes the swapper policy; it may only read.
+	NewSwapper func(h sdk.Host) (SwapperPolicy, error)
+	// SchedulerName and SwapperName name the policies in errors and logs
+	// (e.g. "builtin:fifo", "/etc/loadout/mine.wasm").
+	SchedulerName, SwapperName string
+	// TickInterval is how often OnTick runs (TTL checks, queue aging).
+	// Default 1 s.
+	TickInterval time.Duration
+	// Logger receives one line per real event (a swap, an eviction, a crash).
+	Logger *slog.Logger
+}
+
+// Request is one caller asking for a model.
+type Request struct {
+	Model    string // resolved model id
+	Priority int32  // 0: the model's configured priority
+	Client   string // client id for fairness policies; may be empty
+	// Progress, if not nil, receives the caller's latest queue position
+	// while it waits; the router never blocks on it (latest value wins, so
+	// give it a buffer of 1).
+	Progress chan Progress
+}
+
+// Progress is a waiting caller's place: Position 0 with Loading means its
+// model is loading; Position n > 0 means n-th in the queue.
+type Progress struct {
+	Model    string
+	Position int
+	Loading  bool
+}
+
+// Grant is a caller's permission to use a model's upstream. Release must be
+// called exactly once when the response is finished (later calls are
+// no-ops); until then the model counts the request as in flight and is never
+// evicted (DESIGN.md rule 6).
+type Grant struct {
+	Model    string
+	Upstream *url.URL
+	release  func()
+	once     sync.Once
+}
+
+// Release ends the grant: the model's in-flight count goes down.
+func (g *Grant) Release() { g.once.Do(g.release) }
+
+// Error is a request the router or its policy failed. Code maps to an HTTP
+// status and OpenAI error type.
+type Error struct {
+	Code    sdk.ErrorCode
+	Message string
+}
+
+func (e *Error) Error() string { return e.Message }
+
+// HTTPStatus is the status code for e.Code.
+func (e *Error) HTTPStatus() int {
+	switch e.Code {
+	case sdk.CodeModelNotFound:
+		return http.StatusNotFound
+	case sdk.CodeQueueFull, sdk.CodeConcurrencyLimit:
+		return http.StatusTooManyRequests
+	case sdk.CodeUnavailable:
+		return http.StatusServiceUnavailable
+	case sdk.CodeSwapFailed:
+		return http.StatusBadGateway
+	case sdk.CodeTimeout:
+		return http.StatusGatewayTimeout
+	case sdk.CodeTooLarge:
+		return http.StatusInsufficientStorage
+	default:
+		return http.StatusInternalServerError
+	}
+}
+
+// ErrShuttingDown is returned to callers once shutdown has begun.
+var ErrShuttingDown = &Error{Code: sdk.CodeUnavailable, Message: "loadout is shutting down"}
+
+// ModelStatus is one model as GET /api/models shows it.
+type ModelStatus struct {
+	Model     string    `json:"model"`
+	State     string    `json:"state"`
+	InFlight  int       `json:"in_flight"`
+	Queued    int       `json:"queued"`  // callers queued for it
+	Loading   int       `json:"loading"` // callers waiting on its swap
+	LastUse   time.Time `json:"last_use,omitzero"`
+	LastError string    `json:"last_error,omitempty"`
+	Upstream  string    `json:"upstream,omitempty"`
+	Group     string    `json:"group,omitempty"`
+	VRAM      uint64    `json:"vram_bytes,omitempty"`
+}
+
+// PolicyCounters counts a policy's misbehaviour as the router saw it.
+type PolicyCounters struct {
+	Failures       int    `json:"failures"`        // calls that returned an error (crash, deadline, unhealthy)
+	RefusedEffects int    `json:"refused_effects"` // Effects calls the router refused (unknown id, busy evict, …)
+	LastError      string `json:"last_error,omitempty"`
+}
+
+// Router is the run loop and its API. Create with New; all methods are safe
+// for concurrent use.
+type Router struct {
+	cfg Config
+	log *slog.Logger
+
+	requests   chan *waiter
+	cancels    chan *waiter
+	serveDones chan serveDone
+	swapDones  chan swapDone
+	stopDones  chan stopDone
+	exits      chan exitEvent
+	unloads    chan unloadRequest
+	queries    chan func()
+	shutdown   chan struct{}
+	done       chan struct{} // closed when the loop has exited
+
+	procCtx    context.Context // cancelled at the end of shutdown: aborts starts
+	procCancel context.CancelFunc
+
+	loop loopState // touched only by the run-loop goroutine (rule 1)
+}
+
+// New validates cfg, makes the policies and starts the run loop.
+// Errors: an empty model table, a missing policy constructor, or the
+// policy's own construction error.
+func New(cfg Config) (*Router, error) {
+	if len(cfg.Models) == 0 {
+		return nil, errors.New("router: no models configured")
+	}
+	if cfg.NewScheduler == nil || cfg.NewSwapper == nil {
+		return nil, errors.New("router: a scheduler and a swapper policy are required")
+	}
+	if cfg.TickInterval <= 0 {
+		cfg.TickInterval = time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.SchedulerName == "" {
+		cfg.SchedulerName = "scheduler"
+	}
+	if cfg.SwapperName == "" {
+		cfg.SwapperName = "swapper"
+	}
+	r := &Router{
+		cfg:        cfg,
+		log:        cfg.Logger,
+		requests:   make(chan *waiter),
+		cancels:    make(chan *waiter),
+		serveDones: make(chan serveDone),
+		swapDones:  make(chan swapDone),
+		stopDones:  make(chan stopDone),
+		exits:      make(chan exitEvent),
+		unloads:    make(chan unloadRequest),
+		queries:    make(chan func()),
+		shutdown:   make(chan struct{}),
+		done:       make(chan struct{}),
+	}
+	r.procCtx, r.procCancel = context.WithCancel(context.Background())
+	r.loop.init(cfg)
+	fx := &effects{r: r}
+	sw, err := cfg.NewSwapper(readOnlyHost{fx})
+	if err != nil {
+		return nil, fmt.Errorf("router: swapper %s: %w", cfg.SwapperName, err)
+	}
+	sched, err := cfg.NewScheduler(fx)
+	if err != nil {
+		return nil, fmt.Errorf("router: scheduler %s: %w", cfg.SchedulerName, err)
+	}
+	r.loop.sched, r.loop.swapper, r.loop.fx = sched, sw, fx
+	go r.run()
+	return r, nil
+}
+
+// Acquire waits until the scheduler grants req a model, fails it, or ctx
+// ends (the caller left: the scheduler is told and the request never
+// triggers a swap). The returned Grant must be released.
+// Errors: *Error (policy or router decision), ctx.Err(), ErrShuttingDown.
+func (r *Router) Acquire(ctx context.Context, req Request) (*Grant, error) {
+	w := &waiter{ctx: ctx, req: req, respond: make(chan result)}
+	select {
+	case r.requests <- w:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-r.done:
+		return nil, ErrShuttingDown
+	}
+	select {
+	case res := <-w.respond:
+		return res.grant, res.err
+	case <-ctx.Done():
+		select {
+		case r.cancels <- w:
+		case <-r.done:
+		}
+		return nil, ctx.Err()
+	}
+}
+
+// Unload stops the given models (all running models when none are given)
+// through the scheduler's OnUnload, and waits until their processes have
+// exited or ctx ends. Callers waiting for those models get an error.
+func (r *Router) Unload(ctx context.Context, models ...string) error {
+	req := unloadRequest{models: models, done: make(chan error, 1)}
+	select {
+	case r.unloads <- req:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-r.done:
+		return ErrShuttingDown
+	}
+	select {
+	case err := <-req.done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Models returns every model's status, sorted by id.
+func (r *Router) Models() []ModelStatus {
+	var out []ModelStatus
+	r.query(func() { out = r.loop.modelStatuses() })
+	return out
+}
+
+// Counters returns how often each policy failed or had an Effects call
+// refused, keyed "scheduler" and "swapper".
+func (r *Router) Counters() map[string]PolicyCounters {
+	out := map[string]PolicyCounters{}
+	r.query(func() {
+		out["scheduler"] = r.loop.schedCounters
+		out["swapper"] = r.loop.swapCounters
+	})
+	return out
+}
+
+// query runs fn on the run loop and waits for it; after shutdown it does
+// nothing.
+func (r *Router) query(fn func()) {
+	ran := make(chan struct{})
+	select {
+	case r.queries <- func() { fn(); close(ran) }:
+		<-ran
+	case <-r.done:
+	}
+}
+
+// Shutdown fails every waiting caller, refuses new ones, lets in-flight
+// requests finish, stops every model process and ends the run loop. It
+// returns when all processes have exited, or ctx's error if ctx ends first
+// (then remaining starts are aborted and processes killed as fast as the
+// backends allow).
+func (r *Router) Shutdown(ctx context.Context) error {
+	select {
+	case r.shutdown <- struct{}{}:
+	case <-r.done:
+		return nil
+	}
+	select {
+	case <-r.done:
+		return nil
+	case <-ctx.Done():
+		r.procCancel()
+		select {
+		case <-r.done:
+		case <-time.After(5 * time.Second):
+		}
+		return fmt.Errorf("router: shutdown: %w", ctx.Err())
+	}
+}
+
+// Done is closed when the run loop has exited.
+func (r *Router) Done() <-chan struct{} { return r.done }

@@ -1,0 +1,459 @@
+package router
+
+import (
+	"context"
+	"errors"
+	"github.com/loadout-dev/loadout/internal/wasmbuild"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/loadout-dev/loadout/sdk"
+)
+
+func TestRouter_ColdLoadThenFastPath(t *testing.T) {
+	h := newHarness(t, harnessOpts{})
+	c := h.acquire("a")
+	h.world.expect(t, "starting a", "ready a")
+	g := c.wait(t)
+	if g.Model != "a" || g.Upstream == nil {
+		t.Fatalf("grant = %+v", g)
+	}
+	if st := h.status("a"); st.State != "ready" || st.InFlight != 1 {
+		t.Fatalf("status = %+v, want ready with 1 in flight", st)
+	}
+	g.Release()
+	g.Release() // idempotent
+	h.acquire("a").wait(t).Release()
+	if st := h.status("a"); st.InFlight != 0 {
+		t.Fatalf("in flight = %d after releases", st.InFlight)
+	}
+	h.world.expectNone(t) // the second request needed no swap
+}
+
+// Rule 1: all scheduler state lives on the run loop. Many callers at once,
+// under -race, would show any state touched elsewhere.
+func TestRouter_Rule1_ConcurrentCallers(t *testing.T) {
+	h := newHarness(t, harnessOpts{})
+	var wg sync.WaitGroup
+	for i := range 40 {
+		wg.Go(func() {
+			model := []string{"a", "b", "c", "e"}[i%4]
+			g, err := h.r.Acquire(context.Background(), Request{Model: model})
+			if err != nil {
+				t.Errorf("acquire %s: %v", model, err)
+				return
+			}
+			_ = h.r.Models()
+			g.Release()
+		})
+	}
+	wg.Wait()
+	for _, st := range h.r.Models() {
+		if st.InFlight != 0 || st.Queued != 0 || st.Loading != 0 {
+			t.Errorf("after all callers: %+v", st)
+		}
+	}
+	if h.world.maxLive > 2 {
+		t.Errorf("%d processes alive at once; exclusive groups allow at most 2 plus persistent e", h.world.maxLive)
+	}
+}
+
+// Rule 2: a slow load never blocks the loop: while a loads, a request for a
+// ready model in another (persistent) group is served.
+func TestRouter_Rule2_SlowLoadDoesNotBlock(t *testing.T) {
+	h := newHarness(t, harnessOpts{})
+	h.acquire("e").wait(t).Release()
+	h.world.expect(t, "starting e", "ready e")
+
+	release := h.procs["a"].hold()
+	ca := h.acquire("a")
+	h.world.expect(t, "starting a")
+	ca.held(t, true)
+
+	h.acquire("e").wait(t).Release() // served while a is still loading
+	ca.pending(t)
+	release()
+	h.world.expect(t, "ready a")
+	ca.wait(t).Release()
+}
+
+// Rule 3: in-flight goes up only when the caller took the grant. A grant to
+// a caller that already left must not count, or the model could never be
+// evicted again.
+func TestRouter_Rule3_GrantToDepartedCallerNotCounted(t *testing.T) {
+	h := newHarness(t, harnessOpts{})
+	h.acquire("a").wait(t).Release()
+	h.world.expect(t, "starting a", "ready a")
+
+	gone, cancel := context.WithCancel(context.Background())
+	cancel()
+	var granted bool
+	var inFlight int
+	h.r.query(func() {
+		l := &h.r.loop
+		l.nextID++
+		id := l.nextID
+		l.waiters[id] = &waiter{id: id, ctx: gone, req: Request{Model: "a"}, respond: make(chan result)}
+		granted = l.fx.GrantServe(id, "a")
+		inFlight = l.models["a"].inFlight
+	})
+	if granted || inFlight != 0 {
+		t.Fatalf("GrantServe to a departed caller = %v with %d in flight, want false and 0", granted, inFlight)
+	}
+	// And so a can still be evicted.
+	h.acquire("b").wait(t).Release()
+	h.world.expect(t, "stopped a", "starting b", "ready b")
+}
+
+// Rule 3, end to end: a caller that leaves while its model loads is not
+// counted when the load completes.
+func TestRouter_Rule3_CallerLeavesDuringLoad(t *testing.T) {
+	h := newHarness(t, harnessOpts{})
+	release := h.procs["a"].hold()
+	c := h.acquire("a")
+	h.world.expect(t, "starting a")
+	c.held(t, true)
+	c.cancel()
+	c.waitDone(t)
+	if !errors.Is(c.err, context.Canceled) {
+		t.Fatalf("err = %v, want context.Canceled", c.err)
+	}
+	release()
+	h.world.expect(t, "ready a")
+	if st := h.status("a"); st.InFlight != 0 || st.Loading != 0 {
+		t.Fatalf("status = %+v, want nothing in flight or waiting", st)
+	}
+	h.acquire("b").wait(t).Release()
+	h.world.expect(t, "stopped a", "starting b", "ready b")
+}
+
+// Rule 4: the swapper's running set includes models still starting. b
+// shares a's exclusive swap group; while a starts, b must wait rather than
+// start beside it.
+func TestRouter_Rule4_RunningSetIncludesStartingSwaps(t *testing.T) {
+	h := newHarness(t, harnessOpts{})
+	release := h.procs["a"].hold()
+	ca := h.acquire("a")
+	h.world.expect(t, "starting a")
+	ca.held(t, true)
+	cb := h.acquire("b")
+	cb.held(t, false)
+	h.expectState("b", "stopped")
+	release()
+	h.world.expect(t, "ready a")
+	ca.wait(t).Release()
+	h.world.expect(t, "stopped a", "starting b", "ready b")
+	cb.wait(t).Release()
+	if h.world.maxLive != 1 {
+		t.Fatalf("%d processes of one exclusive swap group alive at once", h.world.maxLive)
+	}
+}
+
+// Rule 5: a queued caller that leaves is removed and never triggers a swap.
+func TestRouter_Rule5_CancelledQueuedRequestNeverSwaps(t *testing.T) {
+	h := newHarness(t, harnessOpts{})
+	ga := h.acquire("a").wait(t)
+	h.world.expect(t, "starting a", "ready a")
+	cb := h.acquire("b")
+	if p := cb.held(t, false); p.Position != 1 {
+		t.Fatalf("queue position = %d, want 1", p.Position)
+	}
+	cb.cancel()
+	cb.waitDone(t)
+	if st := h.status("b"); st.Queued != 0 {
+		t.Fatalf("b still queued after its caller left: %+v", st)
+	}
+	ga.Release()
+	h.expectState("b", "stopped")
+	h.expectState("a", "ready")
+	h.world.expectNone(t)
+}
+
+// silentScheduler answers nothing: the router must not let its requests
+// wait forever (rule 5's host-side guard).
+type silentScheduler struct{ fx sdk.Effects }
+
+func (silentScheduler) OnRequest(sdk.RequestEvent) error     { return nil }
+func (silentScheduler) OnSwapDone(sdk.SwapDoneEvent) error   { return nil }
+func (silentScheduler) OnServeDone(sdk.ServeDoneEvent) error { return nil }
+func (silentScheduler) OnCancel(sdk.CancelEvent) error       { return nil }
+func (silentScheduler) OnUnload(sdk.UnloadEvent) error       { return nil }
+func (silentScheduler) OnTick(sdk.TickEvent) error           { return nil }
+func (silentScheduler) OnShutdown(sdk.ShutdownEvent) error   { return nil }
+
+func TestRouter_Rule5_DroppedRequestIsFailed(t *testing.T) {
+	h := newHarness(t, harnessOpts{newSched: func(fx sdk.Effects) (SchedulerPolicy, error) {
+		return silentScheduler{fx}, nil
+	}})
+	e := h.acquire("a").waitErr(t)
+	if e.Code != sdk.CodeInternal || !strings.Contains(e.Message, "dropped") {
+		t.Fatalf("error = %v (code %d), want an internal 'dropped' error", e, e.Code)
+	}
+	if c := h.r.Counters()["scheduler"]; c.RefusedEffects != 1 {
+		t.Fatalf("counters = %+v, want 1 refusal recorded", c)
+	}
+}
+
+// Rule 6: a model with requests in flight is never evicted: b waits until
+// a's request is done.
+func TestRouter_Rule6_BusyModelNeverEvicted(t *testing.T) {
+	h := newHarness(t, harnessOpts{})
+	ga := h.acquire("a").wait(t)
+	h.world.expect(t, "starting a", "ready a")
+	cb := h.acquire("b")
+	cb.held(t, false)
+	h.expectState("a", "ready")
+	h.world.expectNone(t)
+	ga.Release()
+	h.world.expect(t, "stopped a", "starting b", "ready b")
+	cb.wait(t).Release()
+}
+
+// Rule 6 in the host: a StartSwap that evicts a busy model is refused even
+// if a policy asks for it.
+func TestRouter_Rule6_StartSwapRefusesBusyEviction(t *testing.T) {
+	h := newHarness(t, harnessOpts{})
+	ga := h.acquire("a").wait(t)
+	defer ga.Release()
+	h.world.expect(t, "starting a", "ready a")
+	var err error
+	h.r.query(func() { err = h.r.loop.fx.StartSwap(sdk.SwapRequest{Model: "b", Evict: []string{"a"}}) })
+	if !errors.Is(err, sdk.ErrModelBusy) {
+		t.Fatalf("StartSwap evicting a busy model: err = %v, want ErrModelBusy", err)
+	}
+	h.expectState("a", "ready")
+}
+
+// failingScheduler holds every request until one for "boom", where it
+// fails like a crashed Wasm policy does.
+type failingScheduler struct{ fx sdk.Effects }
+
+func (s failingScheduler) OnRequest(ev sdk.RequestEvent) error {
+	if ev.Model == "boom" {
+		return errors.New("wasm trap: unreachable")
+	}
+	s.fx.SetQueuePosition(ev.ID, 1)
+	return nil
+}
+func (failingScheduler) OnSwapDone(sdk.SwapDoneEvent) error   { return nil }
+func (failingScheduler) OnServeDone(sdk.ServeDoneEvent) error { return nil }
+func (failingScheduler) OnCancel(sdk.CancelEvent) error       { return nil }
+func (failingScheduler) OnUnload(sdk.UnloadEvent) error       { return nil }
+func (failingScheduler) OnTick(sdk.TickEvent) error           { return nil }
+func (failingScheduler) OnShutdown(sdk.ShutdownEvent) error   { return nil }
+
+// Rule 7: a policy that fails loses the requests it held; each gets a clear
+// error naming the policy, and the router keeps running.
+func TestRouter_Rule7_PolicyFailureFailsHeldRequests(t *testing.T) {
+	h := newHarness(t, harnessOpts{
+		models: map[string]ModelConfig{"boom": {}},
+		newSched: func(fx sdk.Effects) (SchedulerPolicy, error) {
+			return failingScheduler{fx}, nil
+		},
+	})
+	held := []*call{h.acquire("a"), h.acquire("b")}
+	for _, c := range held {
+		c.held(t, false)
+	}
+	boom := h.acquire("boom")
+	for _, c := range append(held, boom) {
+		e := c.waitErr(t)
+		if e.Code != sdk.CodeUnavailable || !strings.Contains(e.Message, "scheduler policy test failed") || !strings.Contains(e.Message, "unreachable") {
+			t.Fatalf("%s: error = %q (code %d)", c, e.Message, e.Code)
+		}
+	}
+	if c := h.r.Counters()["scheduler"]; c.Failures != 1 {
+		t.Fatalf("counters = %+v, want 1 failure", c)
+	}
+	later := h.acquire("c")
+	later.held(t, false) // still running and taking requests
+	later.cancel()
+}
+
+// llama-swap's collation: A B C A B C arriving while A loads is served
+// A A B B C C.
+func TestRouter_QueueCollation(t *testing.T) {
+	h := newHarness(t, harnessOpts{groups: `{"groups": {"all": {"members": ["a","b","c","e"]}}}`})
+	release := h.procs["a"].hold()
+	var mu sync.Mutex
+	var order []string
+	var calls []*call
+	for i, m := range []string{"a", "b", "c", "a", "b", "c"} {
+		c := h.acquire(m)
+		c.held(t, m == "a")
+		if i == 0 {
+			h.world.expect(t, "starting a")
+		}
+		calls = append(calls, c)
+	}
+	release()
+	var wg sync.WaitGroup
+	for _, c := range calls {
+		wg.Go(func() {
+			g := c.wait(t)
+			mu.Lock()
+			order = append(order, g.Model)
+			mu.Unlock()
+			g.Release()
+		})
+	}
+	wg.Wait()
+	if got := strings.Join(order, " "); got != "a a b b c c" {
+		t.Fatalf("served %q, want \"a a b b c c\"", got)
+	}
+}
+
+func TestRouter_SwapFailureFailsWaiters(t *testing.T) {
+	h := newHarness(t, harnessOpts{})
+	h.procs["a"].fail = errors.New("llama-server exited with status 1: error loading model")
+	c1, c2 := h.acquire("a"), h.acquire("a")
+	for _, c := range []*call{c1, c2} {
+		e := c.waitErr(t)
+		if e.HTTPStatus() != 502 || !strings.Contains(e.Message, "error loading model") {
+			t.Fatalf("error = %q (status %d), want 502 with the start error", e.Message, e.HTTPStatus())
+		}
+	}
+	if st := h.status("a"); st.State != "failed" || !strings.Contains(st.LastError, "error loading model") {
+		t.Fatalf("status = %+v", st)
+	}
+	h.procs["a"].fail = nil
+	h.acquire("a").wait(t).Release() // the next request starts it again
+}
+
+func TestRouter_CrashedModelRestartsOnNextRequest(t *testing.T) {
+	h := newHarness(t, harnessOpts{})
+	h.acquire("a").wait(t).Release()
+	h.world.expect(t, "starting a", "ready a")
+	h.world.crash(t, "a")
+	for h.status("a").State != "failed" {
+		h.r.query(func() {}) // let the exit event through
+	}
+	if st := h.status("a"); !strings.Contains(st.LastError, "segmentation fault") {
+		t.Fatalf("last error = %q", st.LastError)
+	}
+	h.acquire("a").wait(t).Release()
+	h.world.expect(t, "starting a", "ready a")
+}
+
+func TestRouter_UnloadStopsAndWaits(t *testing.T) {
+	h := newHarness(t, harnessOpts{})
+	h.acquire("a").wait(t).Release()
+	h.acquire("e").wait(t).Release()
+	h.world.expect(t, "starting a", "ready a", "starting e", "ready e")
+	if err := h.r.Unload(context.Background(), "a"); err != nil {
+		t.Fatal(err)
+	}
+	h.world.expect(t, "stopped a")
+	h.expectState("a", "stopped")
+	h.expectState("e", "ready")
+	if err := h.r.Unload(context.Background()); err != nil { // everything
+		t.Fatal(err)
+	}
+	h.world.expect(t, "stopped e")
+	var rerr *Error
+	if err := h.r.Unload(context.Background(), "nope"); !errors.As(err, &rerr) || rerr.HTTPStatus() != 404 {
+		t.Fatalf("unload of an unknown model: %v", err)
+	}
+}
+
+func TestRouter_UnloadFailsCallersWaitingOnTheSwap(t *testing.T) {
+	h := newHarness(t, harnessOpts{})
+	release := h.procs["a"].hold()
+	c := h.acquire("a")
+	h.world.expect(t, "starting a")
+	c.held(t, true)
+	unloaded := make(chan error, 1)
+	go func() { unloaded <- h.r.Unload(context.Background(), "a") }()
+	if e := c.waitErr(t); e.HTTPStatus() != 503 {
+		t.Fatalf("waiter error = %v, want 503", e)
+	}
+	release()
+	h.world.expect(t, "ready a", "stopped a")
+	if err := <-unloaded; err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestRouter_TTLUnloadsIdleModel(t *testing.T) {
+	h := newHarness(t, harnessOpts{
+		tick:   5 * time.Millisecond,
+		models: map[string]ModelConfig{"a": {TTL: 30 * time.Millisecond}},
+	})
+	g := h.acquire("a").wait(t)
+	h.world.expect(t, "starting a", "ready a")
+	h.expectState("a", "ready") // busy: the TTL does not apply
+	g.Release()
+	h.world.expect(t, "stopped a") // idle for its TTL
+	h.expectState("a", "stopped")
+}
+
+func TestRouter_ShutdownDrainsAndStopsEverything(t *testing.T) {
+	h := newHarness(t, harnessOpts{})
+	ga := h.acquire("a").wait(t)
+	h.acquire("e").wait(t).Release()
+	h.world.expect(t, "starting a", "ready a", "starting e", "ready e")
+	queued := h.acquire("b")
+	queued.held(t, false)
+
+	shut := make(chan error, 1)
+	go func() { shut <- h.r.Shutdown(context.Background()) }()
+	if e := queued.waitErr(t); e.HTTPStatus() != 503 || !strings.Contains(e.Message, "shutting down") {
+		ga.Release()
+		t.Fatalf("queued caller got %q (status %d), want 503 shutting down", e.Message, e.HTTPStatus())
+	}
+	h.world.expect(t, "stopped e") // idle: stopped at once
+	select {
+	case err := <-shut:
+		t.Fatalf("shutdown returned (%v) while a request was in flight", err)
+	default:
+	}
+	ga.Release()
+	h.world.expect(t, "stopped a")
+	if err := <-shut; err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.r.Acquire(context.Background(), Request{Model: "a"}); err != ErrShuttingDown {
+		t.Fatalf("acquire after shutdown: %v", err)
+	}
+}
+
+// Rule 7 through the real Wasm runtime: a scheduler that loops forever is
+// stopped by its deadline, its request gets a clear error, and the host
+// keeps running on a fresh instance. The same policy then grants a model
+// that is not loaded, which the router refuses and turns into an error
+// rather than a caller left waiting.
+func TestRouter_Rule7_LoopingWasmPolicy(t *testing.T) {
+	rt, _, _ := policies(t)
+	wasm, err := wasmbuildEvil()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	mod, err := rt.Compile(ctx, "evil.wasm", wasm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t, harnessOpts{
+		models: map[string]ModelConfig{"boom": {}},
+		newSched: func(fx sdk.Effects) (SchedulerPolicy, error) {
+			return rt.NewScheduler(ctx, mod, []byte(`{"misbehave": "loop", "model": "boom"}`), fx)
+		},
+	})
+	e := h.acquire("boom").waitErr(t)
+	if e.HTTPStatus() != 503 || !strings.Contains(e.Message, "scheduler policy test failed") {
+		t.Fatalf("looping policy: error %q (status %d), want 503 naming the policy", e.Message, e.HTTPStatus())
+	}
+	e = h.acquire("a").waitErr(t)
+	if e.HTTPStatus() != 500 || !strings.Contains(e.Message, `granted model "a", which is stopped`) {
+		t.Fatalf("grant of a stopped model: error %q (status %d)", e.Message, e.HTTPStatus())
+	}
+	if c := h.r.Counters()["scheduler"]; c.Failures != 1 || c.RefusedEffects != 1 {
+		t.Fatalf("counters = %+v, want 1 failure and 1 refusal", c)
+	}
+}
+
+func wasmbuildEvil() ([]byte, error) {
+	return wasmbuild.Build("github.com/loadout-dev/loadout/host/policy/testdata/guests/evil")
+}

@@ -1,0 +1,9 @@
+package router
+
+import (
+	"log/slog"
+
+	"github.com/loadout-dev/loadout/sdk"
+)
+
+func slogLevel(l sdk.LogLevel) slog.Level { return slog.Level(l) }

@@ -1,0 +1,426 @@
+package sdk
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+)
+
+// The loadout_v1 wire encoding. Every message is
+//
+//	version u8 (= ABIVersion) | kind u8 | fields…
+//
+// with fields little-endian and fixed width (u8, bool as u8, i32, u32, i64,
+// u64); a string or byte slice is u32 length then bytes; a list is u32 count
+// then items; a nested struct is its fields without header. There are no
+// optional fields: a new field means a new ABI version. The golden files in
+// testdata/golden pin the encoding byte for byte.
+
+// Kind identifies a message type on the wire (the second header byte).
+type Kind uint8
+
+// Message kinds.
+const (
+	KindInit           Kind = 1
+	KindRequest        Kind = 2
+	KindSwapDone       Kind = 3
+	KindServeDone      Kind = 4
+	KindCancel         Kind = 5
+	KindUnload         Kind = 6
+	KindTick           Kind = 7
+	KindShutdown       Kind = 8
+	KindPlanRequest    Kind = 9
+	KindPlan           Kind = 10
+	KindSwapStart      Kind = 11
+	KindSwapRequest    Kind = 12
+	KindModelInfo      Kind = 13
+	KindModelList      Kind = 14
+	KindSnapshot       Kind = 15
+	KindStopRequest    Kind = 16
+	headerSize              = 2
+	maxDecodedElements      = 1 << 20
+)
+
+// ErrMalformed is wrapped by every decoding error: a truncated message, a
+// wrong version or kind, a length past the end, or trailing bytes.
+var ErrMalformed = errors.New("malformed loadout_v1 message")
+
+// Message is implemented by every type that crosses the ABI. Its methods are
+// unexported: only this package defines messages.
+type Message interface {
+	kind() Kind
+	encode(e *encoder)
+	decode(d *decoder)
+}
+
+// AppendMessage appends m's encoding (header and fields) to dst and returns
+// the extended slice.
+func AppendMessage(dst []byte, m Message) []byte {
+	e := encoder{b: append(dst, ABIVersion, byte(m.kind()))}
+	m.encode(&e)
+	return e.b
+}
+
+// DecodeMessage decodes src, which must hold exactly one message of m's kind,
+// into m. Errors wrap ErrMalformed and say what is wrong and where.
+func DecodeMessage(src []byte, m Message) error {
+	if len(src) < headerSize {
+		return fmt.Errorf("%w: %d bytes, want at least a %d-byte header", ErrMalformed, len(src), headerSize)
+	}
+	if src[0] != ABIVersion {
+		return fmt.Errorf("%w: version %d, want %d", ErrMalformed, src[0], ABIVersion)
+	}
+	if Kind(src[1]) != m.kind() {
+		return fmt.Errorf("%w: kind %d, want %d", ErrMalformed, src[1], m.kind())
+	}
+	d := decoder{b: src, off: headerSize}
+	m.decode(&d)
+	if d.err == nil && d.off != len(d.b) {
+		d.err = fmt.Errorf("%w: %d trailing bytes after kind %d", ErrMalformed, len(d.b)-d.off, m.kind())
+	}
+	return d.err
+}
+
+type encoder struct{ b []byte }
+
+func (e *encoder) u8(v uint8)   { e.b = append(e.b, v) }
+func (e *encoder) u32(v uint32) { e.b = binary.LittleEndian.AppendUint32(e.b, v) }
+func (e *encoder) i32(v int32)  { e.u32(uint32(v)) }
+func (e *encoder) u64(v uint64) { e.b = binary.LittleEndian.AppendUint64(e.b, v) }
+func (e *encoder) i64(v int64)  { e.u64(uint64(v)) }
+func (e *encoder) boolean(v bool) {
+	if v {
+		e.u8(1)
+	} else {
+		e.u8(0)
+	}
+}
+func (e *encoder) str(s string)   { e.u32(uint32(len(s))); e.b = append(e.b, s...) }
+func (e *encoder) bytes(p []byte) { e.u32(uint32(len(p))); e.b = append(e.b, p...) }
+func (e *encoder) strs(l []string) {
+	e.u32(uint32(len(l)))
+	for _, s := range l {
+		e.str(s)
+	}
+}
+func (e *encoder) i32s(l []int32) {
+	e.u32(uint32(len(l)))
+	for _, v := range l {
+		e.i32(v)
+	}
+}
+
+// decoder reads fields; the first error sticks and later reads return zero
+// values, so decode methods need no error plumbing.
+type decoder struct {
+	b   []byte
+	off int
+	err error
+}
+
+func (d *decoder) need(n int, what string) bool {
+	if d.err != nil {
+		return false
+	}
+	if n < 0 || len(d.b)-d.off < n {
+		d.err = fmt.Errorf("%w: %s needs %d bytes at offset %d, %d left", ErrMalformed, what, n, d.off, len(d.b)-d.off)
+		return false
+	}
+	return true
+}
+
+func (d *decoder) u8() uint8 {
+	if !d.need(1, "u8") {
+		return 0
+	}
+	v := d.b[d.off]
+	d.off++
+	return v
+}
+
+func (d *decoder) u32() uint32 {
+	if !d.need(4, "u32") {
+		return 0
+	}
+	v := binary.LittleEndian.Uint32(d.b[d.off:])
+	d.off += 4
+	return v
+}
+
+func (d *decoder) i32() int32 { return int32(d.u32()) }
+
+func (d *decoder) u64() uint64 {
+	if !d.need(8, "u64") {
+		return 0
+	}
+	v := binary.LittleEndian.Uint64(d.b[d.off:])
+	d.off += 8
+	return v
+}
+
+func (d *decoder) i64() int64 { return int64(d.u64()) }
+
+func (d *decoder) boolean() bool {
+	switch d.u8() {
+	case 0:
+		return false
+	case 1:
+		return true
+	default:
+		if d.err == nil {
+			d.err = fmt.Errorf("%w: bool at offset %d is neither 0 nor 1", ErrMalformed, d.off-1)
+		}
+		return false
+	}
+}
+
+func (d *decoder) raw() []byte {
+	n := d.u32()
+	if !d.need(int(n), "string") {
+		return nil
+	}
+	p := d.b[d.off : d.off+int(n)]
+	d.off += int(n)
+	return p
+}
+
+func (d *decoder) str() string { return string(d.raw()) }
+
+func (d *decoder) bytes() []byte {
+	p := d.raw()
+	if p == nil {
+		return nil
+	}
+	return append([]byte(nil), p...)
+}
+
+// count reads a list length and checks that count items of at least
+// minItem bytes each can still follow, so garbage cannot make us allocate.
+func (d *decoder) count(minItem int, what string) int {
+	n := d.u32()
+	if d.err != nil {
+		return 0
+	}
+	if n > maxDecodedElements || int(n)*minItem > len(d.b)-d.off {
+		d.err = fmt.Errorf("%w: %s count %d at offset %d exceeds the message", ErrMalformed, what, n, d.off-4)
+		return 0
+	}
+	return int(n)
+}
+
+func (d *decoder) strs() []string {
+	n := d.count(4, "string list")
+	if n == 0 {
+		return nil
+	}
+	l := make([]string, n)
+	for i := range l {
+		l[i] = d.str()
+	}
+	return l
+}
+
+func (d *decoder) i32s() []int32 {
+	n := d.count(4, "int list")
+	if n == 0 {
+		return nil
+	}
+	l := make([]int32, n)
+	for i := range l {
+		l[i] = d.i32()
+	}
+	return l
+}
+
+func (m *InitEvent) kind() Kind            { return KindInit }
+func (m *InitEvent) encode(e *encoder)     { e.i64(m.Now); e.bytes(m.Settings) }
+func (m *InitEvent) decode(d *decoder)     { m.Now = d.i64(); m.Settings = d.bytes() }
+func (m *RequestEvent) kind() Kind         { return KindRequest }
+func (m *SwapDoneEvent) kind() Kind        { return KindSwapDone }
+func (m *ServeDoneEvent) kind() Kind       { return KindServeDone }
+func (m *CancelEvent) kind() Kind          { return KindCancel }
+func (m *UnloadEvent) kind() Kind          { return KindUnload }
+func (m *TickEvent) kind() Kind            { return KindTick }
+func (m *ShutdownEvent) kind() Kind        { return KindShutdown }
+func (m *PlanRequest) kind() Kind          { return KindPlanRequest }
+func (m *Plan) kind() Kind                 { return KindPlan }
+func (m *SwapStartEvent) kind() Kind       { return KindSwapStart }
+func (m *SwapRequest) kind() Kind          { return KindSwapRequest }
+func (m *ModelInfo) kind() Kind            { return KindModelInfo }
+func (m *ModelList) kind() Kind            { return KindModelList }
+func (m *Snapshot) kind() Kind             { return KindSnapshot }
+func (m *StopRequest) kind() Kind          { return KindStopRequest }
+func (m *ShutdownEvent) encode(e *encoder) { e.i64(m.Now); e.str(m.Reason) }
+func (m *ShutdownEvent) decode(d *decoder) { m.Now = d.i64(); m.Reason = d.str() }
+
+func (m *RequestEvent) encode(e *encoder) {
+	e.i64(m.Now)
+	e.u64(uint64(m.ID))
+	e.str(m.Model)
+	e.i32(m.Priority)
+	e.str(m.Client)
+}
+
+func (m *RequestEvent) decode(d *decoder) {
+	m.Now = d.i64()
+	m.ID = RequestID(d.u64())
+	m.Model = d.str()
+	m.Priority = d.i32()
+	m.Client = d.str()
+}
+
+func (m *SwapDoneEvent) encode(e *encoder) { e.i64(m.Now); e.str(m.Model); e.str(m.Err) }
+func (m *SwapDoneEvent) decode(d *decoder) { m.Now = d.i64(); m.Model = d.str(); m.Err = d.str() }
+
+func (m *ServeDoneEvent) encode(e *encoder) { e.i64(m.Now); e.u64(uint64(m.ID)); e.str(m.Model) }
+func (m *ServeDoneEvent) decode(d *decoder) {
+	m.Now = d.i64()
+	m.ID = RequestID(d.u64())
+	m.Model = d.str()
+}
+
+func (m *CancelEvent) encode(e *encoder) { e.i64(m.Now); e.u64(uint64(m.ID)); e.str(m.Model) }
+func (m *CancelEvent) decode(d *decoder) {
+	m.Now = d.i64()
+	m.ID = RequestID(d.u64())
+	m.Model = d.str()
+}
+
+func (m *UnloadEvent) encode(e *encoder) { e.i64(m.Now); e.strs(m.Models); e.u8(uint8(m.Reason)) }
+func (m *UnloadEvent) decode(d *decoder) {
+	m.Now = d.i64()
+	m.Models = d.strs()
+	m.Reason = UnloadReason(d.u8())
+}
+
+func (m *TickEvent) encode(e *encoder) { e.i64(m.Now); e.strs(m.Changed) }
+func (m *TickEvent) decode(d *decoder) { m.Now = d.i64(); m.Changed = d.strs() }
+
+func (m *PlanRequest) encode(e *encoder) { e.i64(m.Now); e.str(m.Target); e.strs(m.Running) }
+func (m *PlanRequest) decode(d *decoder) {
+	m.Now = d.i64()
+	m.Target = d.str()
+	m.Running = d.strs()
+}
+
+func (m *Plan) encode(e *encoder) { e.strs(m.Evict); e.i32s(m.Devices) }
+func (m *Plan) decode(d *decoder) { m.Evict = d.strs(); m.Devices = d.i32s() }
+
+func (m *SwapRequest) encode(e *encoder) { e.str(m.Model); e.strs(m.Evict); e.i32s(m.Devices) }
+func (m *SwapRequest) decode(d *decoder) {
+	m.Model = d.str()
+	m.Evict = d.strs()
+	m.Devices = d.i32s()
+}
+
+func (m *SwapStartEvent) encode(e *encoder) {
+	e.i64(m.Now)
+	e.str(m.Target)
+	e.strs(m.Running)
+	e.strs(m.Evict)
+	e.i32s(m.Devices)
+}
+
+func (m *SwapStartEvent) decode(d *decoder) {
+	m.Now = d.i64()
+	m.Target = d.str()
+	m.Running = d.strs()
+	m.Evict = d.strs()
+	m.Devices = d.i32s()
+}
+
+// StopRequest is the argument of the stop_processes import.
+type StopRequest struct{ Models []string }
+
+func (m *StopRequest) encode(e *encoder) { e.strs(m.Models) }
+func (m *StopRequest) decode(d *decoder) { m.Models = d.strs() }
+
+// ModelList is the reply of the running_models import.
+type ModelList struct{ Models []ModelInfo }
+
+func (m *ModelList) encode(e *encoder) { encodeModels(e, m.Models) }
+func (m *ModelList) decode(d *decoder) { m.Models = decodeModels(d) }
+
+func (m *ModelInfo) encode(e *encoder) {
+	e.str(m.Name)
+	e.u8(uint8(m.State))
+	e.u32(m.InFlight)
+	e.u32(m.ConcurrencyLimit)
+	e.i32(m.Priority)
+	e.boolean(m.Pinned)
+	e.str(m.Group)
+	e.i64(m.LastUse)
+	e.i64(m.TTL)
+	e.u64(m.EstimatedVRAM)
+	e.u64(m.MeasuredVRAM)
+	e.i32s(m.Devices)
+}
+
+func (m *ModelInfo) decode(d *decoder) {
+	m.Name = d.str()
+	m.State = ModelState(d.u8())
+	m.InFlight = d.u32()
+	m.ConcurrencyLimit = d.u32()
+	m.Priority = d.i32()
+	m.Pinned = d.boolean()
+	m.Group = d.str()
+	m.LastUse = d.i64()
+	m.TTL = d.i64()
+	m.EstimatedVRAM = d.u64()
+	m.MeasuredVRAM = d.u64()
+	m.Devices = d.i32s()
+}
+
+// modelInfoMinSize is the encoded size of a ModelInfo with empty strings and lists.
+const modelInfoMinSize = 4 + 1 + 4 + 4 + 4 + 1 + 4 + 8 + 8 + 8 + 8 + 4
+
+func encodeModels(e *encoder, l []ModelInfo) {
+	e.u32(uint32(len(l)))
+	for i := range l {
+		l[i].encode(e)
+	}
+}
+
+func decodeModels(d *decoder) []ModelInfo {
+	n := d.count(modelInfoMinSize, "model list")
+	if n == 0 {
+		return nil
+	}
+	l := make([]ModelInfo, n)
+	for i := range l {
+		l[i].decode(d)
+	}
+	return l
+}
+
+func (m *Snapshot) encode(e *encoder) {
+	e.i64(m.Now)
+	encodeModels(e, m.Models)
+	e.u32(uint32(len(m.GPUs)))
+	for _, g := range m.GPUs {
+		e.i32(g.Index)
+		e.str(g.Name)
+		e.u64(g.Total)
+		e.u64(g.Free)
+		e.u64(g.Leased)
+	}
+}
+
+func (m *Snapshot) decode(d *decoder) {
+	m.Now = d.i64()
+	m.Models = decodeModels(d)
+	n := d.count(4+4+8+8+8, "gpu list")
+	if n == 0 {
+		m.GPUs = nil
+		return
+	}
+	m.GPUs = make([]GPUInfo, n)
+	for i := range m.GPUs {
+		g := &m.GPUs[i]
+		g.Index = d.i32()
+		g.Name = d.str()
+		g.Total = d.u64()
+		g.Free = d.u64()
+		g.Leased = d.u64()
+	}
+}

@@ -1,0 +1,22 @@
+// Package sdk is the policy SDK for Loadout's `loadout_v1` ABI.
+//
+// A policy is an ordinary Go package that implements Scheduler (the queue and
+// the decision tree: serve, join a swap, queue, or start a swap) or Swapper
+// (eviction: which running models must stop before a target can load), and
+// registers a factory for it from an init function:
+//
+//	func init() { sdk.RegisterScheduler(New) }
+//	func main() {}
+//
+// Built with GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared, the same
+// package becomes a sandboxed policy module that Loadout loads at run time;
+// built natively, it is unit-tested with plain `go test` through
+// sdk/policytest. The SDK owns everything about the ABI: the compact binary
+// codec (codec.go), the exports and imports (abi_wasm.go, wasip1 only), panic
+// recovery and the yield at the end of each export. The host (host/policy)
+// uses the same types and codec, so both halves agree by construction.
+//
+// Policies are deterministic: time is an input (every event carries Now, in
+// Unix nanoseconds) and the sandbox gives no clock, filesystem, network or
+// environment. A recorded trace therefore replays bit for bit.
+package sdk

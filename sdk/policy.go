@@ -1,0 +1,180 @@
+package sdk
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Scheduler owns the queue, the waiting callers and the decision tree. The
+// host calls it from one goroutine, one event at a time, so it needs no
+// locks. It must never block: slow work goes through Effects.StartSwap,
+// whose result comes back as OnSwapDone. Every OnRequest must end, before it
+// returns, in exactly one of: GrantServe, GrantError, or holding the request
+// and saying so with SetQueuePosition (0 while it waits on a swap, 1.. while
+// queued); the host fails a request that got none of these (DESIGN.md rule 5).
+type Scheduler interface {
+	OnRequest(ev RequestEvent)
+	OnSwapDone(ev SwapDoneEvent)
+	OnServeDone(ev ServeDoneEvent)
+	OnCancel(ev CancelEvent)
+	OnUnload(ev UnloadEvent)
+	OnTick(ev TickEvent)
+	OnShutdown(ev ShutdownEvent)
+}
+
+// Swapper is the eviction policy: given a target and the running set, which
+// models must stop, and optionally where to place the target. Plan is a
+// speculative, pure query (called for every request and every queue drain):
+// it must not log or keep state that changes its answers. OnSwapStart is
+// called once per real swap and is where a swapper logs its decision
+// (llama-swap's Swapper contract).
+type Swapper interface {
+	Plan(q PlanRequest) (Plan, error)
+	OnSwapStart(ev SwapStartEvent)
+}
+
+// Host is what every policy may read and write: logs and the host's view of
+// models and GPUs. Reads cost one host call each (~60 ns through Wasm).
+type Host interface {
+	// Log writes one structured log line attributed to the policy. Log only
+	// real events (a swap, an eviction), never speculative decisions.
+	Log(level LogLevel, msg string)
+	// ModelState returns one model's current state; ok is false for an
+	// unknown model.
+	ModelState(model string) (info ModelInfo, ok bool)
+	// RunningModels returns every model whose state is Running(), sorted by
+	// name.
+	RunningModels() []ModelInfo
+	// Snapshot returns every model and GPU.
+	Snapshot() Snapshot
+}
+
+// Effects is a scheduler's whole window onto the world: "the scheduler's
+// syscall table" (llama-swap's router design). The host checks every call;
+// a call the host refuses returns one of the Err* values below and is
+// recorded against the policy.
+type Effects interface {
+	Host
+	// GrantServe hands caller id the model and reports whether the caller
+	// was still there to take it. The host counts the model's in-flight
+	// requests only on true (DESIGN.md rule 3); false also for an unknown
+	// request or a model that is not ready.
+	GrantServe(id RequestID, model string) bool
+	// GrantError fails caller id with an error the client sees.
+	GrantError(id RequestID, code ErrorCode, msg string)
+	// StartSwap stops s.Evict, then starts s.Model, in the background; the
+	// result arrives as OnSwapDone. Refused (ErrModelBusy) if an evicted
+	// model has requests in flight (rule 6), (ErrSwapActive) if s.Model
+	// already has a swap, (ErrUnknownModel) for an unknown model.
+	StartSwap(s SwapRequest) error
+	// StopProcesses stops the models in the background (an unload). A stop
+	// that finishes arrives as a TickEvent naming the model.
+	StopProcesses(models []string) error
+	// SetQueuePosition tells the host, and through it the caller, that the
+	// scheduler holds request id: 0 while it waits for a swap of its model,
+	// 1 for the head of the queue, and so on.
+	SetQueuePosition(id RequestID, pos int)
+	// Plan asks the configured swapper what must happen before target can
+	// load. The host builds the running set (rule 4).
+	Plan(target string) (Plan, error)
+}
+
+// SchedulerFactory makes a scheduler from its settings (JSON from the
+// config's `routing.scheduler.settings`, "{}" if none).
+type SchedulerFactory func(fx Effects, settings []byte) (Scheduler, error)
+
+// SwapperFactory makes a swapper from its settings (JSON from the config's
+// `routing.router.settings`, "{}" if none).
+type SwapperFactory func(h Host, settings []byte) (Swapper, error)
+
+// PolicyKind is the value of a module's `loadout_policy_kind` export.
+type PolicyKind uint32
+
+// Policy kinds.
+const (
+	KindNone      PolicyKind = 0 // nothing registered: the module is refused
+	KindScheduler PolicyKind = 1
+	KindSwapper   PolicyKind = 2
+)
+
+// String returns "scheduler", "swapper" or "none".
+func (k PolicyKind) String() string {
+	switch k {
+	case KindScheduler:
+		return "scheduler"
+	case KindSwapper:
+		return "swapper"
+	default:
+		return "none"
+	}
+}
+
+var (
+	registeredScheduler SchedulerFactory
+	registeredSwapper   SwapperFactory
+)
+
+// RegisterScheduler registers the module's scheduler. Call it once, from an
+// init function: in a Wasm reactor module main never runs.
+func RegisterScheduler(f SchedulerFactory) { registeredScheduler = f }
+
+// RegisterSwapper registers the module's swapper. Call it once, from an init
+// function.
+func RegisterSwapper(f SwapperFactory) { registeredSwapper = f }
+
+// ResultError is a refusal returned by a host import: the negative i32 the
+// import returned.
+type ResultError int32
+
+// Host import results. A host import returns >= 0 on success.
+const (
+	ErrUnknownRequest ResultError = -1 // no waiting caller has this id
+	ErrUnknownModel   ResultError = -2 // no such model
+	ErrNotReady       ResultError = -3 // GrantServe of a model that is not ready
+	ErrNotAllowed     ResultError = -4 // the call is not for this kind of policy
+	ErrModelBusy      ResultError = -5 // StartSwap would evict a model with requests in flight
+	ErrSwapActive     ResultError = -6 // StartSwap for a model that already has a swap
+	ErrSwapperFailed  ResultError = -7 // Plan: the swapper failed; the host logged why
+	ErrBadArgument    ResultError = -8 // a malformed argument
+)
+
+var resultNames = map[ResultError]string{
+	ErrUnknownRequest: "unknown request id",
+	ErrUnknownModel:   "unknown model",
+	ErrNotReady:       "model is not ready",
+	ErrNotAllowed:     "not allowed for this policy kind",
+	ErrModelBusy:      "would evict a model with requests in flight",
+	ErrSwapActive:     "model already has a swap in progress",
+	ErrSwapperFailed:  "swapper failed",
+	ErrBadArgument:    "malformed argument",
+}
+
+func (e ResultError) Error() string {
+	if s, ok := resultNames[e]; ok {
+		return s
+	}
+	return fmt.Sprintf("host error %d", int32(e))
+}
+
+// AsResult returns the host import result for err: 0 for nil, the
+// ResultError's value, or ErrBadArgument for any other error.
+func AsResult(err error) int32 {
+	if err == nil {
+		return 0
+	}
+	var re ResultError
+	if errors.As(err, &re) {
+		return int32(re)
+	}
+	return int32(ErrBadArgument)
+}
+
+// Export status codes: the high 32 bits of every event export's i64 result.
+// The low 32 bits are the length of the output written to the out buffer.
+const (
+	StatusOK       = 0 // handled
+	StatusError    = 1 // the policy returned an error; its text was passed to set_error
+	StatusPanic    = 2 // the policy panicked; the panic text was passed to set_error
+	StatusBadInput = 3 // the event could not be decoded
+	StatusNoPolicy = 4 // no policy of the kind this export needs is registered
+)

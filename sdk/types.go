@@ -1,0 +1,208 @@
+package sdk
+
+import "fmt"
+
+// ABIVersion is the version of the loadout_v1 ABI this SDK speaks: the
+// value of the `loadout_abi_version` export, and the first byte of every
+// encoded message. The host refuses a module whose version differs.
+const ABIVersion = 1
+
+// RequestID identifies one waiting caller to a policy. The host assigns it;
+// ids are never reused within a host's lifetime.
+type RequestID uint64
+
+// ModelState is a model's process state as the host derives it on its run
+// loop (llama-swap's process states, plus Failed).
+type ModelState uint8
+
+// Model states.
+const (
+	StateStopped  ModelState = 0 // no process; a request must start a swap
+	StateStarting ModelState = 1 // a swap is loading it
+	StateReady    ModelState = 2 // serving
+	StateStopping ModelState = 3 // being stopped (evicted, unloaded or TTL)
+	StateFailed   ModelState = 4 // its last start failed or it crashed; the next request starts it again
+)
+
+var stateNames = [...]string{"stopped", "starting", "ready", "stopping", "failed"}
+
+// String returns the state's lower-case name, e.g. "ready".
+func (s ModelState) String() string {
+	if int(s) < len(stateNames) {
+		return stateNames[s]
+	}
+	return fmt.Sprintf("state(%d)", s)
+}
+
+// Running reports whether a process exists or is being made for the model:
+// everything but Stopped and Failed. These are the models a swapper sees as
+// running.
+func (s ModelState) Running() bool {
+	return s == StateStarting || s == StateReady || s == StateStopping
+}
+
+// ErrorCode classifies an error granted to a caller; the host maps it to an
+// HTTP status and an OpenAI error type.
+type ErrorCode int32
+
+// Error codes for GrantError.
+const (
+	CodeInternal         ErrorCode = 0 // 500: the policy's own fault
+	CodeModelNotFound    ErrorCode = 1 // 404: no such model
+	CodeQueueFull        ErrorCode = 2 // 429: the queue is at its limit
+	CodeConcurrencyLimit ErrorCode = 3 // 429: the model's concurrencyLimit is reached
+	CodeUnavailable      ErrorCode = 4 // 503: unloaded, shutting down, or cannot be placed now
+	CodeSwapFailed       ErrorCode = 5 // 502: the model failed to start
+	CodeTimeout          ErrorCode = 6 // 504: waited too long
+	CodeTooLarge         ErrorCode = 7 // 507: can never fit, even with everything evicted
+)
+
+// LogLevel is a log line's severity, mapped onto log/slog's levels.
+type LogLevel int32
+
+// Log levels (slog's numeric values).
+const (
+	LevelDebug LogLevel = -4
+	LevelInfo  LogLevel = 0
+	LevelWarn  LogLevel = 4
+	LevelError LogLevel = 8
+)
+
+// UnloadReason says why the host asks a scheduler to unload models.
+type UnloadReason uint8
+
+// Unload reasons.
+const (
+	UnloadAdmin UnloadReason = 0 // an operator asked (/unload, /api/models/unload/{model}); stop even if busy
+	UnloadTTL   UnloadReason = 1 // the model has been idle for its ttl; stop only if still idle
+)
+
+// RequestEvent is one new caller waiting for a model.
+type RequestEvent struct {
+	Now      int64     // host time, Unix nanoseconds
+	ID       RequestID // the caller's id
+	Model    string    // the resolved model id (aliases already resolved)
+	Priority int32     // higher is served first; the request's own, else the model's, else 0
+	Client   string    // the client id (x_client_id / X-Loadout-Client), may be empty
+}
+
+// SwapDoneEvent reports that a swap started with StartSwap has finished.
+type SwapDoneEvent struct {
+	Now   int64
+	Model string // the swap's target
+	Err   string // empty when the model is ready; otherwise why it failed (stderr tail included)
+}
+
+// ServeDoneEvent reports that a granted caller has finished with its model:
+// the model's in-flight count has already gone down by one.
+type ServeDoneEvent struct {
+	Now   int64
+	ID    RequestID
+	Model string
+}
+
+// CancelEvent reports that a waiting caller has left (its client
+// disconnected). The scheduler must forget it: never grant it, never start a
+// swap for it.
+type CancelEvent struct {
+	Now   int64
+	ID    RequestID
+	Model string
+}
+
+// UnloadEvent asks the scheduler to unload models.
+type UnloadEvent struct {
+	Now    int64
+	Models []string
+	Reason UnloadReason
+}
+
+// TickEvent arrives periodically and whenever a model's process changed
+// state outside a swap (it crashed, or a stop finished), so the scheduler
+// can re-examine its queue.
+type TickEvent struct {
+	Now     int64
+	Changed []string // models whose state changed since the last event, may be empty
+}
+
+// ShutdownEvent tells the scheduler the host is stopping: every caller it
+// still holds must get an error.
+type ShutdownEvent struct {
+	Now    int64
+	Reason string
+}
+
+// PlanRequest asks a swapper what must happen before Target can load.
+// Running is every model whose process is not stopped, together with the
+// targets of swaps already started (DESIGN.md run-loop rule 4), sorted, and
+// without Target itself.
+type PlanRequest struct {
+	Now     int64
+	Target  string
+	Running []string
+}
+
+// Plan is a swapper's answer: the running models to evict and, optionally,
+// the GPU devices to place the target on (nil: the host places it).
+// llama-swap's EvictionFor(target, running) is the case with no devices.
+type Plan struct {
+	Evict   []string
+	Devices []int32
+}
+
+// SwapRequest is what a scheduler asks the host to do in StartSwap: stop
+// Evict, then start Model on Devices.
+type SwapRequest struct {
+	Model   string
+	Evict   []string
+	Devices []int32
+}
+
+// SwapStartEvent tells the swapper that a swap it planned is really
+// starting: the one place a swapper should log its decision.
+type SwapStartEvent struct {
+	Now     int64
+	Target  string
+	Running []string
+	Evict   []string
+	Devices []int32
+}
+
+// InitEvent carries a policy's settings (JSON, from the config's
+// `settings:`) once, before any other event.
+type InitEvent struct {
+	Now      int64
+	Settings []byte
+}
+
+// ModelInfo is one model as the host sees it.
+type ModelInfo struct {
+	Name             string
+	State            ModelState
+	InFlight         uint32 // granted callers not yet done
+	ConcurrencyLimit uint32 // the model's concurrencyLimit; 0 means the scheduler's default
+	Priority         int32  // the model's configured priority
+	Pinned           bool   // never evict
+	Group            string // the model's swap group ("" when the config has none)
+	LastUse          int64  // Unix nanoseconds of the last grant or serve-done; 0 if never
+	TTL              int64  // idle time before unload, nanoseconds; 0 = never
+	EstimatedVRAM    uint64 // bytes, from config, backend estimate or heuristic; 0 if unknown
+	MeasuredVRAM     uint64 // bytes, measured while loaded; 0 if unknown
+	Devices          []int32
+}
+
+// GPUInfo is one GPU as the host accounts it.
+type GPUInfo struct {
+	Index  int32
+	Name   string
+	Total  uint64 // bytes
+	Free   uint64 // bytes: the smaller of what the driver reports and Total minus Leased
+	Leased uint64 // bytes held by loaded models and jobs
+}
+
+// Snapshot is the whole picture a policy may read: every model and GPU.
+type Snapshot struct {
+	Now    int64
+	Models []ModelInfo
+	GPUs   []GPUInfo
+}
