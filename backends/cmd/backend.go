@@ -1,0 +1,223 @@
+package cmdbackend
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/loadout-dev/loadout/plugins"
+)
+
+// Defaults for the spec's zero values.
+const (
+	// DefaultHealthCheckTimeout bounds a start when the spec sets none.
+	DefaultHealthCheckTimeout = 120 * time.Second
+	// DefaultStopTimeout is the grace between SIGTERM and SIGKILL when
+	// Stop is given none.
+	DefaultStopTimeout = 10 * time.Second
+	// closeTimeout is the grace Close gives every server before SIGKILL.
+	closeTimeout = time.Second
+)
+
+// Version is the cmd backend's version, reported by Capabilities.
+const Version = "0.1.0"
+
+// Backend runs command-line model servers; see the package comment. The zero
+// value is not usable: call New. Close stops every server.
+type Backend struct {
+	log *slog.Logger
+
+	mu     sync.Mutex
+	procs  map[string]*process // by model id; an exited one stays until restarted
+	closed bool
+}
+
+var (
+	_ plugins.Backend = (*Backend)(nil)
+	_ io.Closer       = (*Backend)(nil)
+)
+
+// New returns a Backend that logs to logger (nil: slog.Default()).
+func New(logger *slog.Logger) *Backend {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	return &Backend{log: logger, procs: make(map[string]*process)}
+}
+
+// Start implements plugins.Backend: it expands ${PORT} and ${MODEL_ID} in
+// Cmd, CmdStop and Proxy (picking a free loopback port when Port is 0), runs
+// the command and waits for its check endpoint.
+func (b *Backend) Start(ctx context.Context, spec plugins.ModelSpec) (plugins.Started, error) {
+	if spec.Model == "" {
+		return plugins.Started{}, errors.New("start: empty model id")
+	}
+	if spec.Port == 0 {
+		port, err := freePort()
+		if err != nil {
+			return plugins.Started{}, fmt.Errorf("model %q: pick a port: %w", spec.Model, err)
+		}
+		spec.Port = port
+	}
+	macros := strings.NewReplacer("${PORT}", strconv.Itoa(spec.Port), "${MODEL_ID}", spec.Model)
+	spec.Cmd = macros.Replace(spec.Cmd)
+	spec.CmdStop = macros.Replace(spec.CmdStop)
+	spec.Proxy = macros.Replace(spec.Proxy)
+
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return plugins.Started{}, fmt.Errorf("model %q: backend is shutting down", spec.Model)
+	}
+	if p := b.procs[spec.Model]; p != nil && !p.exited() {
+		b.mu.Unlock()
+		return plugins.Started{}, fmt.Errorf("model %q: %w", spec.Model, plugins.ErrAlreadyRunning)
+	}
+	p, err := launch(spec, b.log)
+	if err != nil {
+		b.mu.Unlock()
+		return plugins.Started{}, err
+	}
+	b.procs[spec.Model] = p
+	b.mu.Unlock()
+
+	timeout := spec.HealthCheckTimeout
+	if timeout <= 0 {
+		timeout = DefaultHealthCheckTimeout
+	}
+	if err := p.waitReady(ctx, timeout); err != nil {
+		p.signal(syscall.SIGKILL)
+		<-p.done
+		return plugins.Started{}, err
+	}
+	return plugins.Started{Upstream: p.upstream, Pids: []int{p.pid}}, nil
+}
+
+// Stop implements plugins.Backend.
+func (b *Backend) Stop(ctx context.Context, model string, timeout time.Duration) error {
+	p, err := b.lookup(model)
+	if err != nil {
+		return err
+	}
+	if timeout <= 0 {
+		timeout = DefaultStopTimeout
+	}
+	return p.stop(ctx, timeout)
+}
+
+// Health implements plugins.Backend; a ready server is probed once.
+func (b *Backend) Health(ctx context.Context, model string) (plugins.Health, error) {
+	p, err := b.lookup(model)
+	if err != nil {
+		return plugins.Health{}, err
+	}
+	h := plugins.Health{State: p.getState()}
+	switch h.State {
+	case plugins.StateReady:
+		if p.checkURL == "" {
+			h.Ready = true
+		} else if err := p.probe(ctx); err != nil {
+			h.Message = err.Error()
+		} else {
+			h.Ready = true
+		}
+	case plugins.StateExited:
+		if err := p.exitInfo().Err(); err != nil {
+			h.Message = err.Error()
+		} else {
+			h.Message = "stopped"
+		}
+	default:
+		h.Message = string(h.State)
+	}
+	return h, nil
+}
+
+// Estimate implements plugins.Backend: a command line says nothing about
+// memory, so the estimate is always unknown.
+func (b *Backend) Estimate(context.Context, plugins.ModelSpec) (plugins.Estimate, error) {
+	return plugins.Estimate{}, nil
+}
+
+// Stats implements plugins.Backend: the pids of the server's process group;
+// MemoryBytes stays 0 (the host measures device memory by pid).
+func (b *Backend) Stats(_ context.Context, model string) (plugins.Stats, error) {
+	p, err := b.lookup(model)
+	if err != nil {
+		return plugins.Stats{}, err
+	}
+	if p.exited() {
+		return plugins.Stats{}, nil
+	}
+	return plugins.Stats{Pids: groupPids(p.pid)}, nil
+}
+
+// Capabilities implements plugins.Backend.
+func (b *Backend) Capabilities(context.Context) (plugins.Capabilities, error) {
+	return plugins.Capabilities{Name: "cmd", Version: Version}, nil
+}
+
+// Wait implements plugins.Backend.
+func (b *Backend) Wait(ctx context.Context, model string) (plugins.Exit, error) {
+	p, err := b.lookup(model)
+	if err != nil {
+		return plugins.Exit{}, err
+	}
+	select {
+	case <-p.done:
+		return p.exitInfo(), nil
+	case <-ctx.Done():
+		return plugins.Exit{}, fmt.Errorf("model %q: wait: %w", model, ctx.Err())
+	}
+}
+
+// Close stops every server (SIGTERM, SIGKILL after a second) and refuses
+// later starts. plugins.Serve calls it when the plugin shuts down.
+func (b *Backend) Close() error {
+	b.mu.Lock()
+	b.closed = true
+	procs := make([]*process, 0, len(b.procs))
+	for _, p := range b.procs {
+		procs = append(procs, p)
+	}
+	b.mu.Unlock()
+
+	var wg sync.WaitGroup
+	for _, p := range procs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = p.stop(context.Background(), closeTimeout)
+		}()
+	}
+	wg.Wait()
+	return nil
+}
+
+func (b *Backend) lookup(model string) (*process, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	p := b.procs[model]
+	if p == nil {
+		return nil, fmt.Errorf("model %q: %w", model, plugins.ErrUnknownModel)
+	}
+	return p, nil
+}
+
+// freePort asks the kernel for a free loopback TCP port.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}

@@ -1,0 +1,310 @@
+package cmdbackend
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/google/shlex"
+
+	"github.com/loadout-dev/loadout/plugins"
+)
+
+// Polling of the check endpoint while a server starts: no fixed sleep, the
+// first probe is immediate and the gap doubles from firstPoll to maxPoll.
+const (
+	firstPoll    = 5 * time.Millisecond
+	maxPoll      = 250 * time.Millisecond
+	probeTimeout = 5 * time.Second
+	// drainTimeout bounds the wait for a dead server's output pipes, which
+	// a process that left the group could hold open.
+	drainTimeout = time.Second
+)
+
+// process is one model server: a process group led by cmd.
+type process struct {
+	model    string
+	cmdStop  string
+	upstream string
+	checkURL string // "" when the check is off
+	pid      int
+	log      *slog.Logger
+	stderr   tail
+	done     chan struct{} // closed once the server has exited
+
+	mu        sync.Mutex
+	state     plugins.State
+	requested bool
+	exit      plugins.Exit // valid once done is closed
+}
+
+// launch starts the server of spec (already expanded) and watches it until it
+// exits. It does not wait for readiness.
+func launch(spec plugins.ModelSpec, log *slog.Logger) (*process, error) {
+	argv, err := shlex.Split(spec.Cmd)
+	if err != nil {
+		return nil, fmt.Errorf("model %q: parse cmd: %w", spec.Model, err)
+	}
+	if len(argv) == 0 {
+		return nil, fmt.Errorf("model %q: empty cmd", spec.Model)
+	}
+	upstream := strings.TrimRight(spec.Proxy, "/")
+	if upstream == "" {
+		upstream = "http://127.0.0.1:" + strconv.Itoa(spec.Port)
+	}
+	p := &process{
+		model:    spec.Model,
+		cmdStop:  spec.CmdStop,
+		upstream: upstream,
+		log:      log.With("model", spec.Model),
+		done:     make(chan struct{}),
+		state:    plugins.StateStarting,
+	}
+	switch ep := spec.CheckEndpoint; ep {
+	case "none":
+	case "":
+		p.checkURL = upstream + "/health"
+	default:
+		p.checkURL = upstream + "/" + strings.TrimLeft(ep, "/")
+	}
+
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = append(os.Environ(), spec.Env...)
+	if spec.Devices != nil {
+		ids := make([]string, len(spec.Devices))
+		for i, d := range spec.Devices {
+			ids[i] = strconv.Itoa(d)
+		}
+		cmd.Env = append(cmd.Env, "CUDA_VISIBLE_DEVICES="+strings.Join(ids, ","))
+	}
+	cmd.SysProcAttr = serverSysProcAttr()
+	// Own pipes rather than io.Writers: exec's copy goroutines would make
+	// Wait block on a grandchild that holds the pipe open.
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("model %q: %w", spec.Model, err)
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		return nil, fmt.Errorf("model %q: %w", spec.Model, err)
+	}
+	cmd.Stdout, cmd.Stderr = outW, errW
+	err = cmd.Start()
+	outW.Close()
+	errW.Close()
+	if err != nil {
+		outR.Close()
+		errR.Close()
+		return nil, fmt.Errorf("model %q: start %s: %w", spec.Model, argv[0], err)
+	}
+	p.pid = cmd.Process.Pid
+	p.log.Info("model server started", "pid", p.pid, "cmd", spec.Cmd, "upstream", upstream)
+
+	var drained sync.WaitGroup
+	drain := func(r io.ReadCloser, stream string, keep bool) {
+		drained.Add(1)
+		go func() {
+			defer drained.Done()
+			defer r.Close()
+			readLines(r, func(line string) {
+				if keep {
+					p.stderr.add(line)
+				}
+				p.log.Debug("model server output", "stream", stream, "line", line)
+			})
+		}()
+	}
+	drain(outR, "stdout", false)
+	drain(errR, "stderr", true)
+
+	go func() {
+		err := cmd.Wait()
+		// The leader is gone: take the rest of its group with it.
+		_ = syscall.Kill(-p.pid, syscall.SIGKILL)
+		waitTimeout(&drained, drainTimeout)
+		p.finish(cmd.ProcessState, err)
+	}()
+	return p, nil
+}
+
+// finish records how the server exited and closes done.
+func (p *process) finish(ps *os.ProcessState, waitErr error) {
+	exit := plugins.Exit{Code: -1, StderrTail: p.stderr.String()}
+	if ps != nil {
+		exit.Code = ps.ExitCode()
+		if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			exit.Signal = ws.Signal().String()
+		}
+	} else if waitErr != nil {
+		exit.Signal = waitErr.Error()
+	}
+	p.mu.Lock()
+	exit.Requested = p.requested
+	p.exit = exit
+	p.state = plugins.StateExited
+	p.mu.Unlock()
+	close(p.done)
+	p.log.Info("model server exited", "pid", p.pid, "code", exit.Code, "signal", exit.Signal, "requested", exit.Requested)
+}
+
+func waitTimeout(wg *sync.WaitGroup, d time.Duration) {
+	ch := make(chan struct{})
+	go func() { wg.Wait(); close(ch) }()
+	select {
+	case <-ch:
+	case <-time.After(d):
+	}
+}
+
+func (p *process) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+func (p *process) exitInfo() plugins.Exit {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.exit
+}
+
+func (p *process) getState() plugins.State {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.state
+}
+
+// waitReady polls the check endpoint until it answers 2xx, the server exits,
+// timeout passes or ctx ends.
+func (p *process) waitReady(ctx context.Context, timeout time.Duration) error {
+	start := time.Now()
+	wctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	delay := firstPoll
+	last := "no check yet"
+	for p.checkURL != "" {
+		err := p.probe(wctx)
+		if err == nil {
+			break
+		}
+		last = err.Error()
+		select {
+		case <-p.done:
+			if err := p.exitInfo().Err(); err != nil {
+				return fmt.Errorf("model %q exited while starting: %w", p.model, err)
+			}
+			return fmt.Errorf("model %q was stopped while starting", p.model)
+		case <-wctx.Done():
+			if ctx.Err() != nil {
+				return fmt.Errorf("model %q: start: %w", p.model, ctx.Err())
+			}
+			return fmt.Errorf("model %q not ready after %s (last check: %s)", p.model, timeout, last)
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, maxPoll)
+	}
+	p.mu.Lock()
+	if p.state == plugins.StateStarting {
+		p.state = plugins.StateReady
+	}
+	p.mu.Unlock()
+	p.log.Info("model server ready", "pid", p.pid, "after", time.Since(start).Round(time.Millisecond).String())
+	return nil
+}
+
+var probeClient = &http.Client{Timeout: probeTimeout}
+
+// probe asks the check endpoint once; nil means 2xx.
+func (p *process) probe(ctx context.Context) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.checkURL, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := probeClient.Do(req)
+	if err != nil {
+		return err
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	resp.Body.Close()
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return fmt.Errorf("GET %s: %s", p.checkURL, resp.Status)
+	}
+	return nil
+}
+
+// stop asks the server to exit (cmdStop or SIGTERM to its group), SIGKILLs the
+// group after timeout or when ctx ends, and returns once it has exited.
+func (p *process) stop(ctx context.Context, timeout time.Duration) error {
+	p.mu.Lock()
+	p.requested = true
+	if p.state != plugins.StateExited {
+		p.state = plugins.StateStopping
+	}
+	p.mu.Unlock()
+	if p.exited() {
+		return nil
+	}
+	if p.cmdStop != "" {
+		p.runCmdStop(ctx, timeout)
+	} else {
+		p.signal(syscall.SIGTERM)
+	}
+	grace := time.NewTimer(timeout)
+	defer grace.Stop()
+	select {
+	case <-p.done:
+		return nil
+	case <-grace.C:
+		p.log.Warn("model server ignored stop; killing", "pid", p.pid, "timeout", timeout.String())
+	case <-ctx.Done():
+	}
+	p.signal(syscall.SIGKILL)
+	select {
+	case <-p.done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("model %q: stop: %w", p.model, ctx.Err())
+	}
+}
+
+// signal sends sig to the server's whole process group.
+func (p *process) signal(sig syscall.Signal) {
+	if err := syscall.Kill(-p.pid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
+		p.log.Warn("signal model server", "pid", p.pid, "signal", sig, "err", err)
+	}
+}
+
+// runCmdStop runs cmdStop with ${PID} substituted; a failure is logged, and
+// the SIGKILL escalation in stop still applies.
+func (p *process) runCmdStop(ctx context.Context, timeout time.Duration) {
+	argv, err := shlex.Split(strings.ReplaceAll(p.cmdStop, "${PID}", strconv.Itoa(p.pid)))
+	if err == nil && len(argv) == 0 {
+		err = errors.New("empty command")
+	}
+	if err != nil {
+		p.log.Warn("cmdStop unusable; sending SIGTERM", "err", err)
+		p.signal(syscall.SIGTERM)
+		return
+	}
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	out, err := exec.CommandContext(cctx, argv[0], argv[1:]...).CombinedOutput()
+	if err != nil {
+		p.log.Warn("cmdStop failed", "cmd", p.cmdStop, "err", err, "output", string(out))
+	}
+}

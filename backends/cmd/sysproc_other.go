@@ -1,0 +1,14 @@
+//go:build unix && !linux
+
+package cmdbackend
+
+import "syscall"
+
+// serverSysProcAttr puts a model server in its own process group; without
+// Pdeathsig only Close protects against orphans here.
+func serverSysProcAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setpgid: true}
+}
+
+// groupPids knows only the group leader where there is no /proc.
+func groupPids(pgid int) []int { return []int{pgid} }

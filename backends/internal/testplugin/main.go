@@ -1,0 +1,68 @@
+// Command testplugin is the backend plugin binary the tests of plugins,
+// backends and host/router run as real processes:
+//
+//	testplugin cmd              serve the cmd backend (needs the host handshake)
+//	testplugin sim              serve the sim backend, running "testplugin sim-server"
+//	testplugin sim-server ARGS  run a simulated model server (simserver flags)
+//
+// With TESTPLUGIN_IGNORE_SIGTERM=1 in its environment, sim-server ignores
+// SIGTERM, to test SIGKILL escalation. Build it with
+//
+//	go build -o DIR/testplugin ./backends/internal/testplugin
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	cmdbackend "github.com/loadout-dev/loadout/backends/cmd"
+	"github.com/loadout-dev/loadout/backends/sim"
+	simserver "github.com/loadout-dev/loadout/backends/sim/server"
+	"github.com/loadout-dev/loadout/plugins"
+)
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprintln(os.Stderr, "usage: testplugin cmd|sim|sim-server [flags]")
+		os.Exit(2)
+	}
+	switch os.Args[1] {
+	case "cmd":
+		plugins.Serve(cmdbackend.New(plugins.Logger()))
+	case "sim":
+		exe, err := os.Executable()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		plugins.Serve(sim.New([]string{exe, "sim-server"}, plugins.Logger()))
+	case "sim-server":
+		if err := simServer(os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+	default:
+		fmt.Fprintf(os.Stderr, "testplugin: unknown mode %q\n", os.Args[1])
+		os.Exit(2)
+	}
+}
+
+func simServer(args []string) error {
+	opts, err := simserver.ParseFlags(args)
+	if err != nil {
+		return err
+	}
+	opts.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	sigs := []os.Signal{os.Interrupt, syscall.SIGTERM}
+	if os.Getenv("TESTPLUGIN_IGNORE_SIGTERM") == "1" {
+		signal.Ignore(syscall.SIGTERM)
+		sigs = sigs[:1]
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), sigs...)
+	defer stop()
+	return simserver.Run(ctx, opts)
+}

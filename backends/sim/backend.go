@@ -1,0 +1,208 @@
+package sim
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	cmdbackend "github.com/loadout-dev/loadout/backends/cmd"
+	simserver "github.com/loadout-dev/loadout/backends/sim/server"
+	"github.com/loadout-dev/loadout/plugins"
+)
+
+// Version is the sim backend's version, reported by Capabilities.
+const Version = "0.1.0"
+
+// Backend runs simulated model servers. Options (ModelSpec.Options) are a
+// JSON object with any of
+//
+//	load_time           duration string, e.g. "2s"
+//	vram                bytes (number) or a size string, e.g. "8GiB"
+//	ttft                duration string
+//	tokens_per_second   number
+//	max_batch           integer
+//	seed                integer
+//	crash_after_tokens  integer: the server exits abruptly after that many
+//	                    tokens in total
+//
+// ModelSpec.Cmd and CheckEndpoint are ignored; Env, Port, Devices and
+// HealthCheckTimeout apply as in the cmd backend. Close stops every server.
+type Backend struct {
+	argv []string
+	cmd  *cmdbackend.Backend
+
+	mu        sync.Mutex
+	upstreams map[string]string // by model id
+}
+
+var (
+	_ plugins.Backend = (*Backend)(nil)
+	_ io.Closer       = (*Backend)(nil)
+)
+
+// New returns a Backend whose servers run argv followed by sim-server flags;
+// argv is the command that runs simserver, e.g.
+// []string{os.Executable(), "sim-server"}. logger nil means slog.Default().
+func New(argv []string, logger *slog.Logger) *Backend {
+	return &Backend{
+		argv:      append([]string(nil), argv...),
+		cmd:       cmdbackend.New(logger),
+		upstreams: make(map[string]string),
+	}
+}
+
+// Start implements plugins.Backend.
+func (b *Backend) Start(ctx context.Context, spec plugins.ModelSpec) (plugins.Started, error) {
+	flags, _, err := parseOptions(spec.Options)
+	if err != nil {
+		return plugins.Started{}, fmt.Errorf("model %q: %w", spec.Model, err)
+	}
+	words := append(append([]string(nil), b.argv...), "--host", "127.0.0.1", "--model", spec.Model)
+	words = append(words, flags...)
+	quoted := make([]string, len(words))
+	for i, w := range words {
+		quoted[i] = shellQuote(w)
+	}
+	spec.Cmd = strings.Join(quoted, " ") + " --port ${PORT}"
+	spec.CmdStop, spec.Proxy, spec.CheckEndpoint = "", "", "/health"
+	st, err := b.cmd.Start(ctx, spec)
+	if err != nil {
+		return st, err
+	}
+	b.mu.Lock()
+	b.upstreams[spec.Model] = st.Upstream
+	b.mu.Unlock()
+	return st, nil
+}
+
+// Stop implements plugins.Backend.
+func (b *Backend) Stop(ctx context.Context, model string, timeout time.Duration) error {
+	return b.cmd.Stop(ctx, model, timeout)
+}
+
+// Health implements plugins.Backend.
+func (b *Backend) Health(ctx context.Context, model string) (plugins.Health, error) {
+	return b.cmd.Health(ctx, model)
+}
+
+// Estimate implements plugins.Backend: the options' vram, split evenly over
+// the spec's devices.
+func (b *Backend) Estimate(_ context.Context, spec plugins.ModelSpec) (plugins.Estimate, error) {
+	_, opts, err := parseOptions(spec.Options)
+	if err != nil {
+		return plugins.Estimate{}, fmt.Errorf("model %q: %w", spec.Model, err)
+	}
+	n := max(1, len(spec.Devices))
+	per := make([]uint64, n)
+	for i := range per {
+		per[i] = uint64(opts.VRAM) / uint64(n)
+	}
+	return plugins.Estimate{Known: true, BytesPerDevice: per}, nil
+}
+
+// Stats implements plugins.Backend: the process group's pids and the VRAM
+// footprint the server reports at /sim/stats.
+func (b *Backend) Stats(ctx context.Context, model string) (plugins.Stats, error) {
+	st, err := b.cmd.Stats(ctx, model)
+	if err != nil || len(st.Pids) == 0 {
+		return st, err
+	}
+	b.mu.Lock()
+	upstream := b.upstreams[model]
+	b.mu.Unlock()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, upstream+"/sim/stats", nil)
+	if err != nil {
+		return st, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return st, fmt.Errorf("model %q: stats: %w", model, err)
+	}
+	defer resp.Body.Close()
+	var body struct {
+		VRAMBytes uint64 `json:"vram_bytes"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		return st, fmt.Errorf("model %q: stats: %w", model, err)
+	}
+	st.MemoryBytes = body.VRAMBytes
+	return st, nil
+}
+
+// Capabilities implements plugins.Backend.
+func (b *Backend) Capabilities(context.Context) (plugins.Capabilities, error) {
+	return plugins.Capabilities{
+		Name:     "sim",
+		Version:  Version,
+		Features: []string{plugins.FeatureEstimate, plugins.FeatureMeasuredMemory},
+	}, nil
+}
+
+// Wait implements plugins.Backend.
+func (b *Backend) Wait(ctx context.Context, model string) (plugins.Exit, error) {
+	return b.cmd.Wait(ctx, model)
+}
+
+// Close stops every server; plugins.Serve calls it on shutdown.
+func (b *Backend) Close() error { return b.cmd.Close() }
+
+// optionKey is what an option name may look like.
+var optionKey = regexp.MustCompile(`^[a-z][a-z_]*$`)
+
+// parseOptions turns the JSON options into sim-server flags and checks them
+// the way the server will, returning the flags and the parsed options.
+func parseOptions(raw json.RawMessage) ([]string, simserver.Options, error) {
+	var m map[string]any
+	if len(bytes.TrimSpace(raw)) > 0 {
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.UseNumber()
+		if err := dec.Decode(&m); err != nil {
+			return nil, simserver.Options{}, fmt.Errorf("sim options: want a JSON object: %w", err)
+		}
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var flags []string
+	for _, k := range keys {
+		if !optionKey.MatchString(k) || k == "host" || k == "port" || k == "model" {
+			return nil, simserver.Options{}, fmt.Errorf("sim options: unknown option %q", k)
+		}
+		var v string
+		switch x := m[k].(type) {
+		case string:
+			v = x
+		case json.Number:
+			v = x.String()
+		default:
+			return nil, simserver.Options{}, fmt.Errorf("sim options: %s: want a string or a number", k)
+		}
+		flags = append(flags, "--"+strings.ReplaceAll(k, "_", "-")+"="+v)
+	}
+	opts, err := simserver.ParseFlags(flags)
+	if err != nil {
+		return nil, simserver.Options{}, fmt.Errorf("sim options: %w", err)
+	}
+	return flags, opts, nil
+}
+
+// shellQuote quotes s for the cmd backend's POSIX-style word splitting.
+func shellQuote(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("_-./:=@%+,", r))
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}

@@ -1,0 +1,10 @@
+// Package sim is the "sim" backend: it runs simulated model servers (package
+// simserver, in sim/server) as separate OS processes and implements
+// plugins.Backend for them, so tests and benchmarks exercise real processes,
+// ports and streams where no real model server can run.
+//
+// The process machinery (process groups, readiness, stop, orphan safety) is
+// the cmd backend's; this package adds the translation of a model's options
+// into a sim-server command line, an exact Estimate, and the measured VRAM
+// the server reports. It touches no GPU.
+package sim

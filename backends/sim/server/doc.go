@@ -1,0 +1,11 @@
+// Package simserver is a simulated OpenAI-compatible model server: it takes
+// a configurable time to load (answering /health with 503 until then),
+// reports a configurable VRAM footprint, and generates deterministic text at
+// a configurable token rate with iteration-level continuous batching: one
+// decode loop advances up to max_batch sequences per step, a new request
+// joins at the next step, and a step takes longer the larger the batch.
+//
+// It owns the HTTP endpoints and the decode loop of one simulated server
+// process; Run is what `loadout sim-server` calls. It touches no GPU and no
+// file, and knows nothing of plugins or the host.
+package simserver

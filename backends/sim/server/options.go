@@ -1,0 +1,159 @@
+package simserver
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Options configure a simulated server. The zero value of each field means
+// its documented default.
+type Options struct {
+	// Host is the address to listen on; default 127.0.0.1.
+	Host string
+	// Port is the TCP port to listen on; 0 picks a free one.
+	Port int
+	// Listener, if set, is served instead of listening on Host:Port.
+	Listener net.Listener
+	// Model is the model id /v1/models lists and responses carry when a
+	// request names none; default "sim".
+	Model string
+	// LoadTime is how long the server "loads" before /health answers 200.
+	LoadTime time.Duration
+	// VRAM is the simulated device memory footprint in bytes, reported at
+	// /sim/stats.
+	VRAM int64
+	// TTFT is the prefill time of a request before it joins the decode loop.
+	TTFT time.Duration
+	// TokensPerSecond is the decode rate of a lone sequence; default 50. A
+	// step of a batch of b sequences takes (1 + 0.05·(b−1)) / TokensPerSecond
+	// seconds.
+	TokensPerSecond float64
+	// MaxBatch is how many sequences decode together per step; default 8.
+	MaxBatch int
+	// Seed makes generated text and embeddings differ between servers;
+	// output is a function of seed and input only.
+	Seed int64
+	// CrashAfterTokens, if positive, makes the process exit abruptly (status
+	// 1) once that many tokens have been generated in total.
+	CrashAfterTokens int64
+	// Logger receives the server's log lines; default slog.Default().
+	Logger *slog.Logger
+}
+
+func (o Options) withDefaults() Options {
+	if o.Host == "" {
+		o.Host = "127.0.0.1"
+	}
+	if o.Model == "" {
+		o.Model = "sim"
+	}
+	if o.TokensPerSecond == 0 {
+		o.TokensPerSecond = 50
+	}
+	if o.MaxBatch == 0 {
+		o.MaxBatch = 8
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return o
+}
+
+func (o Options) validate() error {
+	var errs []error
+	if o.Port < 0 || o.Port > 65535 {
+		errs = append(errs, fmt.Errorf("port %d out of range", o.Port))
+	}
+	if o.LoadTime < 0 || o.TTFT < 0 {
+		errs = append(errs, errors.New("load time and ttft must not be negative"))
+	}
+	if o.VRAM < 0 {
+		errs = append(errs, errors.New("vram must not be negative"))
+	}
+	if !(o.TokensPerSecond > 0) || math.IsInf(o.TokensPerSecond, 0) {
+		errs = append(errs, fmt.Errorf("tokens per second must be positive, got %v", o.TokensPerSecond))
+	}
+	if o.MaxBatch < 1 {
+		errs = append(errs, fmt.Errorf("max batch must be at least 1, got %d", o.MaxBatch))
+	}
+	if o.CrashAfterTokens < 0 {
+		errs = append(errs, errors.New("crash after tokens must not be negative"))
+	}
+	return errors.Join(errs...)
+}
+
+// ParseFlags parses the command line of `loadout sim-server` (args without
+// the program and subcommand names) into Options with defaults applied:
+//
+//	--host 127.0.0.1 --port N --model ID --load-time 2s --vram 8GiB
+//	--ttft 50ms --tokens-per-second 50 --max-batch 8 --seed 1
+//	--crash-after-tokens N
+//
+// --vram takes bytes or a size with a unit: KB, MB, GB (powers of 1000) or
+// KiB, MiB, GiB, TiB (powers of 1024). Invalid or out-of-range values are
+// errors, and so is a positional argument.
+func ParseFlags(args []string) (Options, error) {
+	var o Options
+	fs := flag.NewFlagSet("sim-server", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.StringVar(&o.Host, "host", "127.0.0.1", "address to listen on")
+	fs.IntVar(&o.Port, "port", 0, "TCP port to listen on (0: any free port)")
+	fs.StringVar(&o.Model, "model", "sim", "model id")
+	fs.DurationVar(&o.LoadTime, "load-time", 0, "time before /health answers 200")
+	fs.Func("vram", "simulated VRAM footprint (bytes, or e.g. 8GiB)", func(s string) error {
+		n, err := parseBytes(s)
+		o.VRAM = n
+		return err
+	})
+	fs.DurationVar(&o.TTFT, "ttft", 0, "prefill time before a request joins the decode loop")
+	fs.Float64Var(&o.TokensPerSecond, "tokens-per-second", 50, "decode rate of a lone sequence")
+	fs.IntVar(&o.MaxBatch, "max-batch", 8, "sequences decoded together per step")
+	fs.Int64Var(&o.Seed, "seed", 0, "seed of the generated text")
+	fs.Int64Var(&o.CrashAfterTokens, "crash-after-tokens", 0, "exit abruptly after this many tokens in total (0: never)")
+	if err := fs.Parse(args); err != nil {
+		return Options{}, fmt.Errorf("sim-server: %w", err)
+	}
+	if fs.NArg() > 0 {
+		return Options{}, fmt.Errorf("sim-server: unexpected argument %q", fs.Arg(0))
+	}
+	// Validate before defaults: an explicit --max-batch=0 is an error.
+	if err := o.validate(); err != nil {
+		return Options{}, fmt.Errorf("sim-server: %w", err)
+	}
+	return o.withDefaults(), nil
+}
+
+// parseBytes reads "1073741824", "8GiB", "1.5 GB" and the like.
+func parseBytes(s string) (int64, error) {
+	s = strings.TrimSpace(s)
+	i := strings.IndexFunc(s, func(r rune) bool { return (r < '0' || r > '9') && r != '.' })
+	num, unit := s, ""
+	if i >= 0 {
+		num, unit = s[:i], strings.TrimSpace(s[i:])
+	}
+	mult, ok := map[string]float64{
+		"": 1, "B": 1,
+		"KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12,
+		"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40,
+	}[unit]
+	if !ok {
+		return 0, fmt.Errorf("size %q: unknown unit %q", s, unit)
+	}
+	f, err := strconv.ParseFloat(num, 64)
+	if err != nil {
+		return 0, fmt.Errorf("size %q: %w", s, err)
+	}
+	b := f * mult
+	if b < 0 || b >= math.MaxInt64 {
+		return 0, fmt.Errorf("size %q out of range", s)
+	}
+	return int64(b), nil
+}

@@ -1,0 +1,434 @@
+package simserver
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+)
+
+// defaultMaxTokens is the completion length when a request sets none.
+const defaultMaxTokens = 16
+
+// maxBody bounds a request body, in bytes.
+const maxBody = 16 << 20
+
+// Run serves the simulated model until ctx ends, then shuts down (ending open
+// streams) and returns nil; it returns an error if it cannot listen or the
+// options are invalid. With CrashAfterTokens set it may exit the process.
+func Run(ctx context.Context, opts Options) error {
+	opts = opts.withDefaults()
+	if err := opts.validate(); err != nil {
+		return fmt.Errorf("sim-server: %w", err)
+	}
+	ln := opts.Listener
+	if ln == nil {
+		var err error
+		ln, err = net.Listen("tcp", net.JoinHostPort(opts.Host, strconv.Itoa(opts.Port)))
+		if err != nil {
+			return fmt.Errorf("sim-server: %w", err)
+		}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	s := newServer(opts)
+	go s.engine.run(ctx)
+	loaded := time.AfterFunc(opts.LoadTime, func() {
+		s.loaded.Store(true)
+		opts.Logger.Info("sim model loaded", "model", opts.Model, "load_time", opts.LoadTime.String())
+	})
+	defer loaded.Stop()
+
+	srv := &http.Server{
+		Handler:           s.routes(),
+		ReadHeaderTimeout: 10 * time.Second,
+		BaseContext:       func(net.Listener) context.Context { return ctx },
+	}
+	go func() {
+		<-ctx.Done()
+		sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer scancel()
+		_ = srv.Shutdown(sctx)
+	}()
+	opts.Logger.Info("sim server listening", "addr", ln.Addr().String(), "model", opts.Model,
+		"vram_bytes", opts.VRAM, "tokens_per_second", opts.TokensPerSecond, "max_batch", opts.MaxBatch)
+	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("sim-server: %w", err)
+	}
+	return nil
+}
+
+// server is one simulated model server.
+type server struct {
+	opts   Options
+	engine *engine
+	loaded atomic.Bool
+	ids    atomic.Uint64
+}
+
+func newServer(o Options) *server {
+	s := &server{opts: o}
+	s.engine = newEngine(o, func() {
+		fmt.Fprintf(os.Stderr, "sim-server: crash_after_tokens=%d reached, exiting\n", o.CrashAfterTokens)
+		os.Exit(1)
+	})
+	return s
+}
+
+func (s *server) routes() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /health", s.health)
+	mux.HandleFunc("GET /sim/stats", s.stats)
+	mux.HandleFunc("GET /v1/models", s.ready(s.models))
+	mux.HandleFunc("POST /v1/chat/completions", s.ready(s.chat))
+	mux.HandleFunc("POST /v1/completions", s.ready(s.completions))
+	mux.HandleFunc("POST /v1/embeddings", s.ready(s.embeddings))
+	return mux
+}
+
+// ready answers 503 while the model loads, like llama-server.
+func (s *server) ready(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if !s.loaded.Load() {
+			writeError(w, http.StatusServiceUnavailable, "unavailable_error", "Loading model")
+			return
+		}
+		h(w, r)
+	}
+}
+
+func (s *server) health(w http.ResponseWriter, r *http.Request) {
+	s.ready(func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})(w, r)
+}
+
+// simStats is the body of GET /sim/stats.
+type simStats struct {
+	Model           string `json:"model"`
+	Loaded          bool   `json:"loaded"`
+	VRAMBytes       int64  `json:"vram_bytes"`
+	ActiveSequences int64  `json:"active_sequences"`
+	TokensGenerated int64  `json:"tokens_generated"`
+	Steps           int64  `json:"steps"`
+	Pid             int    `json:"pid"`
+}
+
+func (s *server) stats(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, simStats{
+		Model:           s.opts.Model,
+		Loaded:          s.loaded.Load(),
+		VRAMBytes:       s.opts.VRAM,
+		ActiveSequences: s.engine.active.Load(),
+		TokensGenerated: s.engine.generated.Load(),
+		Steps:           s.engine.steps.Load(),
+		Pid:             os.Getpid(),
+	})
+}
+
+func (s *server) models(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]any{
+		"object": "list",
+		"data": []map[string]any{{
+			"id": s.opts.Model, "object": "model", "created": 0, "owned_by": "loadout-sim",
+		}},
+	})
+}
+
+// genRequest is the part of a chat or completions request the simulator uses.
+type genRequest struct {
+	Model    string `json:"model"`
+	Messages []struct {
+		Content json.RawMessage `json:"content"`
+	} `json:"messages"`
+	Prompt              json.RawMessage `json:"prompt"`
+	MaxTokens           *int            `json:"max_tokens"`
+	MaxCompletionTokens *int            `json:"max_completion_tokens"`
+	Stream              bool            `json:"stream"`
+	StreamOptions       struct {
+		IncludeUsage bool `json:"include_usage"`
+	} `json:"stream_options"`
+}
+
+func (q *genRequest) maxTokens() (int, error) {
+	n := defaultMaxTokens
+	if q.MaxCompletionTokens != nil {
+		n = *q.MaxCompletionTokens
+	}
+	if q.MaxTokens != nil {
+		n = *q.MaxTokens
+	}
+	if n < 1 || n > 1<<20 {
+		return 0, fmt.Errorf("max_tokens must be between 1 and %d, got %d", 1<<20, n)
+	}
+	return n, nil
+}
+
+// chatPrompt joins the text of all messages; content is a string or a list
+// of parts with "text".
+func (q *genRequest) chatPrompt() (string, error) {
+	var b strings.Builder
+	for i, m := range q.Messages {
+		var text string
+		if err := json.Unmarshal(m.Content, &text); err != nil {
+			var parts []struct {
+				Text string `json:"text"`
+			}
+			if err := json.Unmarshal(m.Content, &parts); err != nil {
+				return "", fmt.Errorf("messages[%d].content: want a string or a list of parts", i)
+			}
+			for _, p := range parts {
+				text += p.Text
+			}
+		}
+		b.WriteString(text)
+		b.WriteByte('\n')
+	}
+	if len(q.Messages) == 0 {
+		return "", errors.New("messages is required")
+	}
+	return b.String(), nil
+}
+
+// texts reads an input that is a string or a list of strings.
+func texts(raw json.RawMessage, field string) ([]string, error) {
+	var one string
+	if err := json.Unmarshal(raw, &one); err == nil {
+		return []string{one}, nil
+	}
+	var many []string
+	if err := json.Unmarshal(raw, &many); err != nil || len(many) == 0 {
+		return nil, fmt.Errorf("%s must be a string or a non-empty list of strings", field)
+	}
+	return many, nil
+}
+
+func (s *server) chat(w http.ResponseWriter, r *http.Request) {
+	s.generate(w, r, true)
+}
+
+func (s *server) completions(w http.ResponseWriter, r *http.Request) {
+	s.generate(w, r, false)
+}
+
+// generate serves a chat (chat true) or completions request.
+func (s *server) generate(w http.ResponseWriter, r *http.Request, chat bool) {
+	var q genRequest
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody)).Decode(&q); err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_request_error", "invalid JSON body: "+err.Error())
+		return
+	}
+	n, err := q.maxTokens()
+	var prompt string
+	if err == nil && chat {
+		prompt, err = q.chatPrompt()
+	} else if err == nil {
+		var ps []string
+		ps, err = texts(q.Prompt, "prompt")
+		prompt = strings.Join(ps, "\n")
+	}
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_request_error", err.Error())
+		return
+	}
+	model := q.Model
+	if model == "" {
+		model = s.opts.Model
+	}
+	ctx := r.Context()
+
+	// Prefill, then join the decode loop.
+	if s.opts.TTFT > 0 {
+		t := time.NewTimer(s.opts.TTFT)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return
+		}
+	}
+	sq := newSeq(ctx, n)
+	if err := s.engine.submit(sq); err != nil {
+		return
+	}
+
+	e := encoding{chat: chat, model: model, created: time.Now().Unix()}
+	if chat {
+		e.id = fmt.Sprintf("chatcmpl-sim%d", s.ids.Add(1))
+	} else {
+		e.id = fmt.Sprintf("cmpl-sim%d", s.ids.Add(1))
+	}
+	gen := newGenerator(s.opts.Seed, prompt)
+	usage := map[string]int{"prompt_tokens": countTokens(prompt), "completion_tokens": n, "total_tokens": countTokens(prompt) + n}
+
+	if !q.Stream {
+		for range n {
+			select {
+			case <-sq.tokens:
+			case <-ctx.Done():
+				return
+			}
+		}
+		writeJSON(w, http.StatusOK, e.whole(gen.text(n), usage))
+		return
+	}
+
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	send := func(v any) error {
+		b, err := json.Marshal(v)
+		if err != nil {
+			return err
+		}
+		if _, err := fmt.Fprintf(w, "data: %s\n\n", b); err != nil {
+			return err
+		}
+		return rc.Flush()
+	}
+	if chat {
+		if send(e.chunk(map[string]any{"role": "assistant", "content": ""}, nil)) != nil {
+			return
+		}
+	}
+	for i := range n {
+		select {
+		case <-sq.tokens:
+		case <-ctx.Done():
+			return
+		}
+		if send(e.delta(gen.piece(i))) != nil {
+			return // the client left; ctx is canceled and the loop drops the sequence
+		}
+	}
+	finish := "length"
+	if send(e.chunk(e.emptyDelta(), &finish)) != nil {
+		return
+	}
+	if q.StreamOptions.IncludeUsage {
+		u := e.chunk(nil, nil)
+		u["choices"] = []any{}
+		u["usage"] = usage
+		if send(u) != nil {
+			return
+		}
+	}
+	_, _ = fmt.Fprint(w, "data: [DONE]\n\n")
+	_ = rc.Flush()
+}
+
+// encoding shapes OpenAI chat and completions responses.
+type encoding struct {
+	chat    bool
+	id      string
+	model   string
+	created int64
+}
+
+func (e encoding) object(stream bool) string {
+	switch {
+	case e.chat && stream:
+		return "chat.completion.chunk"
+	case e.chat:
+		return "chat.completion"
+	default:
+		return "text_completion"
+	}
+}
+
+func (e encoding) emptyDelta() map[string]any {
+	if e.chat {
+		return map[string]any{}
+	}
+	return nil
+}
+
+// delta is a streamed chunk carrying one piece of text.
+func (e encoding) delta(text string) map[string]any {
+	if e.chat {
+		return e.chunk(map[string]any{"content": text}, nil)
+	}
+	c := e.chunk(nil, nil)
+	c["choices"] = []any{map[string]any{"index": 0, "text": text, "finish_reason": nil}}
+	return c
+}
+
+// chunk is a streamed chunk with a chat delta (or, for completions, empty
+// text) and a finish reason.
+func (e encoding) chunk(delta map[string]any, finish *string) map[string]any {
+	choice := map[string]any{"index": 0, "finish_reason": finish}
+	if e.chat {
+		choice["delta"] = delta
+	} else {
+		choice["text"] = ""
+	}
+	return map[string]any{
+		"id": e.id, "object": e.object(true), "created": e.created, "model": e.model,
+		"choices": []any{choice},
+	}
+}
+
+// whole is a non-streamed response.
+func (e encoding) whole(text string, usage map[string]int) map[string]any {
+	choice := map[string]any{"index": 0, "finish_reason": "length"}
+	if e.chat {
+		choice["message"] = map[string]any{"role": "assistant", "content": text}
+	} else {
+		choice["text"] = text
+	}
+	return map[string]any{
+		"id": e.id, "object": e.object(false), "created": e.created, "model": e.model,
+		"choices": []any{choice}, "usage": usage,
+	}
+}
+
+func (s *server) embeddings(w http.ResponseWriter, r *http.Request) {
+	var q struct {
+		Model string          `json:"model"`
+		Input json.RawMessage `json:"input"`
+	}
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody)).Decode(&q); err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_request_error", "invalid JSON body: "+err.Error())
+		return
+	}
+	inputs, err := texts(q.Input, "input")
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_request_error", err.Error())
+		return
+	}
+	if q.Model == "" {
+		q.Model = s.opts.Model
+	}
+	data := make([]any, len(inputs))
+	tokens := 0
+	for i, in := range inputs {
+		data[i] = map[string]any{"object": "embedding", "index": i, "embedding": embedding(s.opts.Seed, in)}
+		tokens += countTokens(in)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{
+		"object": "list", "data": data, "model": q.Model,
+		"usage": map[string]int{"prompt_tokens": tokens, "total_tokens": tokens},
+	})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// writeError writes an OpenAI-shaped error.
+func writeError(w http.ResponseWriter, status int, typ, msg string) {
+	writeJSON(w, status, map[string]any{
+		"error": map[string]any{"message": msg, "type": typ, "code": status},
+	})
+}

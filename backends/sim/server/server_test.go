@@ -1,0 +1,499 @@
+package simserver_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"math"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	simserver "github.com/loadout-dev/loadout/backends/sim/server"
+)
+
+// start runs a server with opts on a loopback port until the test ends and
+// returns its base URL.
+func start(t *testing.T, opts simserver.Options) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.Listener = ln
+	opts.Logger = slog.New(slog.DiscardHandler)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- simserver.Run(ctx, opts) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	return "http://" + ln.Addr().String()
+}
+
+// startLoaded is start with the model already loaded.
+func startLoaded(t *testing.T, opts simserver.Options) string {
+	t.Helper()
+	url := start(t, opts)
+	waitStatus(t, url+"/health", http.StatusOK)
+	return url
+}
+
+func waitStatus(t *testing.T, url string, want int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		resp, err := http.Get(url)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == want {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("GET %s never answered %d", url, want)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func post(t *testing.T, ctx context.Context, url string, body any) *http.Response {
+	t.Helper()
+	b, _ := json.Marshal(body)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(b))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("POST %s: %v", url, err)
+	}
+	return resp
+}
+
+func chatBody(prompt string, maxTokens int, stream bool) map[string]any {
+	return map[string]any{
+		"model":      "m",
+		"messages":   []map[string]any{{"role": "user", "content": prompt}},
+		"max_tokens": maxTokens,
+		"stream":     stream,
+	}
+}
+
+// chat sends a non-streaming chat request and returns its text and usage.
+func chat(t *testing.T, url, prompt string, maxTokens int) (string, map[string]int) {
+	t.Helper()
+	resp := post(t, context.Background(), url+"/v1/chat/completions", chatBody(prompt, maxTokens, false))
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		t.Fatalf("chat = %d %s", resp.StatusCode, b)
+	}
+	var out struct {
+		Choices []struct {
+			Message struct{ Content string }
+		}
+		Usage map[string]int
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		t.Fatal(err)
+	}
+	return out.Choices[0].Message.Content, out.Usage
+}
+
+// event is one SSE data line and when it arrived.
+type event struct {
+	data string
+	at   time.Time
+}
+
+// contents extracts choices[0].delta.content of chat chunks.
+func contents(t *testing.T, evs []event) []string {
+	t.Helper()
+	var out []string
+	for _, e := range evs {
+		if e.data == "[DONE]" {
+			continue
+		}
+		var c struct {
+			Choices []struct {
+				Delta struct {
+					Content *string
+				}
+			}
+		}
+		if err := json.Unmarshal([]byte(e.data), &c); err != nil {
+			t.Fatalf("bad chunk %q: %v", e.data, err)
+		}
+		if len(c.Choices) > 0 && c.Choices[0].Delta.Content != nil && *c.Choices[0].Delta.Content != "" {
+			out = append(out, *c.Choices[0].Delta.Content)
+		}
+	}
+	return out
+}
+
+func TestServer_LoadingAnswers503(t *testing.T) {
+	url := start(t, simserver.Options{LoadTime: time.Hour})
+	for _, path := range []string{"/health", "/v1/models"} {
+		resp, err := http.Get(url + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var body struct {
+			Error struct{ Message, Type string }
+		}
+		_ = json.NewDecoder(resp.Body).Decode(&body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusServiceUnavailable || body.Error.Message == "" {
+			t.Errorf("GET %s while loading = %d %+v, want 503 with an OpenAI error", path, resp.StatusCode, body)
+		}
+	}
+	resp := post(t, context.Background(), url+"/v1/chat/completions", chatBody("hi", 1, false))
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("chat while loading = %d, want 503", resp.StatusCode)
+	}
+}
+
+func TestServer_LoadTime(t *testing.T) {
+	const load = 200 * time.Millisecond
+	begin := time.Now()
+	url := start(t, simserver.Options{LoadTime: load})
+	waitStatus(t, url+"/health", http.StatusOK)
+	if d := time.Since(begin); d < load {
+		t.Errorf("/health answered 200 after %s, before the %s load time", d, load)
+	}
+}
+
+func TestServer_StreamingArrivesChunkByChunk(t *testing.T) {
+	const tokens = 50
+	url := startLoaded(t, simserver.Options{TokensPerSecond: 50}) // a 20 ms step: 1 s in all
+	body := chatBody("tell me", tokens, true)
+	body["stream_options"] = map[string]any{"include_usage": true}
+	resp := post(t, context.Background(), url+"/v1/chat/completions", body)
+	defer resp.Body.Close()
+	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
+		t.Errorf("Content-Type = %q", ct)
+	}
+	var evs []event
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		d, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok {
+			continue
+		}
+		evs = append(evs, event{d, time.Now()})
+		if len(contents(t, evs)) == 1 && len(contents(t, evs[len(evs)-1:])) == 1 {
+			// The first token is here: a buffered response would only
+			// arrive once all of them had been generated.
+			if st := stats(t, url); st.TokensGenerated >= tokens {
+				t.Errorf("first chunk arrived after all %d tokens were generated: the stream is buffered", tokens)
+			}
+		}
+	}
+	if len(evs) == 0 || evs[len(evs)-1].data != "[DONE]" {
+		t.Fatalf("stream did not end with [DONE]: %v", evs)
+	}
+	words := contents(t, evs)
+	if len(words) != tokens {
+		t.Fatalf("got %d content chunks, want %d (max_tokens)", len(words), tokens)
+	}
+	var usage struct{ Usage map[string]int }
+	_ = json.Unmarshal([]byte(evs[len(evs)-2].data), &usage)
+	if usage.Usage["completion_tokens"] != tokens {
+		t.Errorf("usage chunk = %s", evs[len(evs)-2].data)
+	}
+	text, _ := chat(t, url, "tell me", tokens)
+	if strings.Join(words, "") != text {
+		t.Errorf("streamed text %q != non-streamed text %q", strings.Join(words, ""), text)
+	}
+}
+
+func TestServer_DeterministicText(t *testing.T) {
+	fast := simserver.Options{TokensPerSecond: 2000}
+	a := startLoaded(t, fast)
+	b := startLoaded(t, fast)
+	seeded := fast
+	seeded.Seed = 7
+	c := startLoaded(t, seeded)
+	for _, tc := range []struct {
+		name      string
+		url1, p1  string
+		url2, p2  string
+		wantEqual bool
+	}{
+		{"same prompt and seed, two servers", a, "hello", b, "hello", true},
+		{"same prompt, other seed", a, "hello", c, "hello", false},
+		{"other prompt, same seed", a, "hello", a, "goodbye", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t1, u1 := chat(t, tc.url1, tc.p1, 12)
+			t2, _ := chat(t, tc.url2, tc.p2, 12)
+			if (t1 == t2) != tc.wantEqual {
+				t.Errorf("texts %q and %q: equal=%v, want %v", t1, t2, t1 == t2, tc.wantEqual)
+			}
+			if n := len(strings.Fields(t1)); n != 12 || u1["completion_tokens"] != 12 {
+				t.Errorf("text has %d words, usage %v; want 12 (max_tokens)", n, u1)
+			}
+		})
+	}
+}
+
+func TestServer_ContinuousBatching(t *testing.T) {
+	const (
+		tokens = 30
+		rate   = 100 // tokens per second: a 10 ms step
+	)
+	for _, tc := range []struct {
+		name     string
+		maxBatch int
+		n        int
+		// the decode steps the n concurrent requests may take
+		minSteps, maxSteps int64
+	}{
+		// Batched, they overlap: far fewer steps than one after another.
+		{"4 requests share a batch", 8, 4, tokens, 2 * tokens},
+		// One at a time: exactly n × tokens steps.
+		{"max_batch 1 serialises", 1, 3, 3 * tokens, 3 * tokens},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			url := startLoaded(t, simserver.Options{TokensPerSecond: rate, MaxBatch: tc.maxBatch})
+			// Wall time on a shared 2-core machine is noisy: the step
+			// count is the proof, the timing gets three tries.
+			for try := 1; ; try++ {
+				begin := time.Now()
+				chat(t, url, "alone", tokens)
+				single := time.Since(begin)
+
+				before := stats(t, url).Steps
+				begin = time.Now()
+				var wg sync.WaitGroup
+				for range tc.n {
+					wg.Go(func() { chat(t, url, "together", tokens) })
+				}
+				wg.Wait()
+				all := time.Since(begin)
+				n := stats(t, url).Steps - before
+				t.Logf("single %s; %d concurrent %s (×%.2f) in %d steps", single, tc.n, all, float64(all)/float64(single), n)
+				if n < tc.minSteps || n > tc.maxSteps {
+					t.Fatalf("%d concurrent requests of %d tokens took %d decode steps, want %d..%d", tc.n, tokens, n, tc.minSteps, tc.maxSteps)
+				}
+				// Steps are scheduled back to back and never end early, so
+				// the batch takes at least its steps' time.
+				if minimum := time.Duration(tc.minSteps) * time.Second / rate; all < minimum*9/10 {
+					t.Fatalf("%d steps took %s, less than %s", n, all, minimum)
+				}
+				if tc.maxBatch == 1 || all < time.Duration(tc.n)*single {
+					return
+				}
+				if try == 3 {
+					t.Fatalf("%d concurrent requests took %s, not less than %d× a single one (%s)", tc.n, all, tc.n, single)
+				}
+			}
+		})
+	}
+}
+
+// simStats is the part of /sim/stats the tests read.
+type simStats struct {
+	ActiveSequences int64 `json:"active_sequences"`
+	TokensGenerated int64 `json:"tokens_generated"`
+	Steps           int64 `json:"steps"`
+}
+
+func stats(t *testing.T, url string) simStats {
+	t.Helper()
+	resp, err := http.Get(url + "/sim/stats")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var st simStats
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+func TestServer_JoinsMidGeneration(t *testing.T) {
+	const long, short = 200, 3
+	url := startLoaded(t, simserver.Options{TokensPerSecond: 100})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	resp := post(t, ctx, url+"/v1/chat/completions", chatBody("long", long, true))
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for seen := 0; seen < 5 && sc.Scan(); {
+		if strings.HasPrefix(sc.Text(), "data: ") {
+			seen++
+		}
+	}
+	// The long request is mid-generation: a short one joins its batch at
+	// the next step instead of waiting for it to finish.
+	before := stats(t, url)
+	chat(t, url, "short", short)
+	after := stats(t, url)
+	if n := after.Steps - before.Steps; n > 2*short+2 {
+		t.Errorf("a %d-token request took %d steps behind a running %d-token one; it should join the batch", short, n, long)
+	}
+	if after.TokensGenerated >= long || after.ActiveSequences != 1 {
+		t.Errorf("stats after the short request = %+v; want the long one still decoding", after)
+	}
+}
+
+func TestServer_ClientDisconnectStopsSequence(t *testing.T) {
+	url := startLoaded(t, simserver.Options{TokensPerSecond: 200})
+	ctx, cancel := context.WithCancel(context.Background())
+	resp := post(t, ctx, url+"/v1/chat/completions", chatBody("endless", 1<<20, true))
+	sc := bufio.NewScanner(resp.Body)
+	for seen := 0; seen < 3 && sc.Scan(); {
+		if strings.HasPrefix(sc.Text(), "data: ") {
+			seen++
+		}
+	}
+	cancel()
+	resp.Body.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		st := stats(t, url)
+		if st.ActiveSequences == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("sequence still decoding after its client left: %+v", st)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestServer_Endpoints(t *testing.T) {
+	url := startLoaded(t, simserver.Options{Model: "tiny", VRAM: 3 << 30, TokensPerSecond: 2000})
+	get := func(path string) map[string]any {
+		resp, err := http.Get(url + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var m map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&m)
+		return m
+	}
+	if m := get("/v1/models"); m["data"].([]any)[0].(map[string]any)["id"] != "tiny" {
+		t.Errorf("/v1/models = %v", m)
+	}
+	if m := get("/sim/stats"); m["vram_bytes"] != float64(3<<30) || m["loaded"] != true {
+		t.Errorf("/sim/stats = %v", m)
+	}
+
+	resp := post(t, context.Background(), url+"/v1/completions", map[string]any{"prompt": "once upon", "max_tokens": 5})
+	var cmpl struct {
+		Object  string
+		Choices []struct{ Text string }
+		Usage   map[string]int
+	}
+	_ = json.NewDecoder(resp.Body).Decode(&cmpl)
+	resp.Body.Close()
+	if cmpl.Object != "text_completion" || len(strings.Fields(cmpl.Choices[0].Text)) != 5 || cmpl.Usage["prompt_tokens"] != 2 {
+		t.Errorf("/v1/completions = %+v", cmpl)
+	}
+
+	embed := func(input any) [][]float64 {
+		resp := post(t, context.Background(), url+"/v1/embeddings", map[string]any{"input": input})
+		defer resp.Body.Close()
+		var out struct {
+			Data []struct{ Embedding []float64 }
+		}
+		_ = json.NewDecoder(resp.Body).Decode(&out)
+		vs := make([][]float64, len(out.Data))
+		for i, d := range out.Data {
+			vs[i] = d.Embedding
+		}
+		return vs
+	}
+	vs := embed([]string{"a", "b"})
+	again := embed("a")
+	if len(vs) != 2 || len(again) != 1 || !equal(vs[0], again[0]) || equal(vs[0], vs[1]) {
+		t.Fatalf("embeddings not deterministic per input: %v / %v", vs, again)
+	}
+	var norm float64
+	for _, x := range vs[0] {
+		norm += x * x
+	}
+	if math.Abs(norm-1) > 1e-9 {
+		t.Errorf("embedding norm² = %v, want 1", norm)
+	}
+
+	for _, bad := range []struct {
+		path string
+		body any
+	}{
+		{"/v1/chat/completions", map[string]any{"messages": []any{}}},
+		{"/v1/chat/completions", chatBody("x", 0, false)},
+		{"/v1/completions", map[string]any{"prompt": 42}},
+		{"/v1/embeddings", map[string]any{}},
+	} {
+		resp := post(t, context.Background(), url+bad.path, bad.body)
+		var e struct{ Error struct{ Type string } }
+		_ = json.NewDecoder(resp.Body).Decode(&e)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest || e.Error.Type != "invalid_request_error" {
+			t.Errorf("POST %s %v = %d %+v, want 400 invalid_request_error", bad.path, bad.body, resp.StatusCode, e)
+		}
+	}
+}
+
+func equal(a, b []float64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func TestParseFlags_Values(t *testing.T) {
+	for _, tc := range []struct {
+		args    []string
+		want    func(simserver.Options) bool
+		wantErr string
+	}{
+		{args: nil, want: func(o simserver.Options) bool {
+			return o.Host == "127.0.0.1" && o.Model == "sim" && o.TokensPerSecond == 50 && o.MaxBatch == 8 && o.VRAM == 0
+		}},
+		{args: []string{"--vram", "8GiB", "--port", "5801"}, want: func(o simserver.Options) bool { return o.VRAM == 8<<30 && o.Port == 5801 }},
+		{args: []string{"--vram=1.5GB"}, want: func(o simserver.Options) bool { return o.VRAM == 1_500_000_000 }},
+		{args: []string{"--vram=12345"}, want: func(o simserver.Options) bool { return o.VRAM == 12345 }},
+		{args: []string{"--load-time=2s", "--ttft=50ms", "--seed=3", "--crash-after-tokens=9"}, want: func(o simserver.Options) bool {
+			return o.LoadTime == 2*time.Second && o.TTFT == 50*time.Millisecond && o.Seed == 3 && o.CrashAfterTokens == 9
+		}},
+		{args: []string{"--vram=8XB"}, wantErr: "unknown unit"},
+		{args: []string{"--vram=-1"}, wantErr: "vram"},
+		{args: []string{"--max-batch=0"}, wantErr: "max batch"},
+		{args: []string{"--tokens-per-second=-3"}, wantErr: "tokens per second"},
+		{args: []string{"--port=70000"}, wantErr: "port"},
+		{args: []string{"--nope"}, wantErr: "not defined"},
+		{args: []string{"extra"}, wantErr: "unexpected argument"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			o, err := simserver.ParseFlags(tc.args)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("ParseFlags error = %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || !tc.want(o) {
+				t.Fatalf("ParseFlags = %+v, %v", o, err)
+			}
+		})
+	}
+}

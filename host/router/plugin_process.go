@@ -1,0 +1,205 @@
+package router
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os/exec"
+	"sync"
+	"time"
+
+	"github.com/loadout-dev/loadout/plugins"
+)
+
+// PluginLauncher owns the process of one backend plugin binary, shared by
+// every model of that backend: it launches the plugin on first use, hands the
+// running one out after that, and launches a fresh one once it has exited.
+// Its methods are safe for concurrent use.
+type PluginLauncher struct {
+	name   string
+	newCmd func() *exec.Cmd
+	log    *slog.Logger
+
+	mu     sync.Mutex
+	client *plugins.Client // nil before the first launch
+}
+
+// NewPluginLauncher returns a launcher for the backend called name (used in
+// logs and errors) whose plugin process newCmd describes; newCmd is called
+// for every launch and must return a fresh, unstarted command. logger nil
+// means slog.Default().
+func NewPluginLauncher(name string, newCmd func() *exec.Cmd, logger *slog.Logger) *PluginLauncher {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	return &PluginLauncher{name: name, newCmd: newCmd, log: logger.With("backend", name)}
+}
+
+// Client returns the running plugin, launching one (bounded by ctx) if none
+// runs yet or the last one has exited.
+func (l *PluginLauncher) Client(ctx context.Context) (*plugins.Client, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.client != nil && !l.client.Exited() {
+		return l.client, nil
+	}
+	if l.client != nil {
+		l.client.Kill() // reap what go-plugin still holds of the dead one
+		l.log.Warn("backend plugin exited; launching a new one")
+	}
+	c, err := plugins.Launch(ctx, l.newCmd(), l.log)
+	if err != nil {
+		return nil, fmt.Errorf("backend plugin %s: %w", l.name, err)
+	}
+	l.client = c
+	l.log.Info("backend plugin launched")
+	return c, nil
+}
+
+// Close ends the plugin process, if one runs; the plugin stops its model
+// servers first. A later Client call launches a new one.
+func (l *PluginLauncher) Close() {
+	l.mu.Lock()
+	c := l.client
+	l.client = nil
+	l.mu.Unlock()
+	if c != nil {
+		c.Kill()
+	}
+}
+
+// pluginExitedError is the reason of an instance whose plugin died.
+type pluginExitedError struct{ plugin string }
+
+func (e pluginExitedError) Error() string { return "backend plugin " + e.plugin + " exited" }
+func (e pluginExitedError) Unwrap() error { return plugins.ErrPluginExited }
+
+// PluginProcess is the Process of one model served by a backend plugin.
+type PluginProcess struct {
+	spec     plugins.ModelSpec
+	launcher *PluginLauncher
+}
+
+var _ Process = (*PluginProcess)(nil)
+
+// NewPluginProcess returns the Process of the model spec describes, started
+// through launcher's plugin. Start fills in spec.Devices from its StartSpec.
+func NewPluginProcess(spec plugins.ModelSpec, launcher *PluginLauncher) *PluginProcess {
+	return &PluginProcess{spec: spec, launcher: launcher}
+}
+
+// Start implements Process. Errors from a plugin that died say "backend
+// plugin NAME exited" and wrap plugins.ErrPluginExited.
+func (p *PluginProcess) Start(ctx context.Context, s StartSpec) (Instance, error) {
+	c, err := p.launcher.Client(ctx)
+	if err != nil {
+		return nil, err
+	}
+	spec := p.spec
+	spec.Devices = s.Devices
+	started, err := c.Start(ctx, spec)
+	if errors.Is(err, plugins.ErrPluginExited) {
+		return nil, fmt.Errorf("start model %s: %w", spec.Model, pluginExitedError{p.launcher.name})
+	}
+	if err != nil {
+		return nil, fmt.Errorf("start model %s: %w", spec.Model, err)
+	}
+	upstream, err := url.Parse(started.Upstream)
+	if err != nil {
+		_ = c.Stop(ctx, spec.Model, 0)
+		return nil, fmt.Errorf("start model %s: backend plugin %s gave a bad upstream: %w", spec.Model, p.launcher.name, err)
+	}
+	inst := &pluginInstance{
+		model:    spec.Model,
+		plugin:   p.launcher.name,
+		client:   c,
+		upstream: upstream,
+		exited:   make(chan struct{}),
+	}
+	go inst.watch()
+	return inst, nil
+}
+
+// pluginInstance is a started model server behind a plugin.
+type pluginInstance struct {
+	model, plugin string
+	client        *plugins.Client
+	upstream      *url.URL
+	exited        chan struct{}
+	err           error // written once, before exited is closed
+}
+
+func (i *pluginInstance) Upstream() *url.URL      { return i.upstream }
+func (i *pluginInstance) Exited() <-chan struct{} { return i.exited }
+func (i *pluginInstance) Err() error              { return i.err }
+
+// watch waits for the server's exit, or the plugin's, and closes exited.
+func (i *pluginInstance) watch() {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	type result struct {
+		exit plugins.Exit
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		e, err := i.client.Wait(ctx, i.model)
+		done <- result{e, err}
+	}()
+	select {
+	case r := <-done:
+		switch {
+		case r.err == nil:
+			if err := r.exit.Err(); err != nil {
+				i.err = fmt.Errorf("model %s: %w", i.model, err)
+			}
+		case i.pluginGone():
+			// The stream fails a moment before the process is reaped; wait
+			// for that, so a Start after Exited launches a fresh plugin.
+			i.err = pluginExitedError{i.plugin}
+		default:
+			i.err = fmt.Errorf("model %s: lost track of its server: %w", i.model, r.err)
+		}
+	case <-i.client.Done():
+		i.err = pluginExitedError{i.plugin}
+	}
+	close(i.exited)
+}
+
+// pluginGone reports whether the plugin process has exited, or does so
+// within pluginExitGrace, after Wait failed.
+func (i *pluginInstance) pluginGone() bool {
+	t := time.NewTimer(pluginExitGrace)
+	defer t.Stop()
+	select {
+	case <-i.client.Done():
+		return true
+	case <-t.C:
+		return false
+	}
+}
+
+// pluginExitGrace bounds pluginGone's wait; plugins.Client.Kill gives a
+// plugin two seconds to exit before killing it.
+const pluginExitGrace = 5 * time.Second
+
+// Stop implements Instance, with the backend's default grace before SIGKILL.
+func (i *pluginInstance) Stop(ctx context.Context) error {
+	select {
+	case <-i.exited:
+		return nil
+	default:
+	}
+	err := i.client.Stop(ctx, i.model, 0)
+	if err != nil && !errors.Is(err, plugins.ErrPluginExited) {
+		return fmt.Errorf("stop model %s: %w", i.model, err)
+	}
+	select {
+	case <-i.exited:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("stop model %s: %w", i.model, ctx.Err())
+	}
+}

@@ -1,0 +1,184 @@
+package plugins
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Backend starts, watches and stops model servers. One value may manage many
+// models at once, keyed by ModelSpec.Model; its methods are called
+// concurrently. Every method that names a model returns an error wrapping
+// ErrUnknownModel for a model it never started.
+//
+// The host's *Client implements Backend over gRPC, so code written against
+// Backend runs in-process in tests and across the plugin boundary in
+// production.
+type Backend interface {
+	// Start launches the model server and returns once it is ready: its
+	// check endpoint answered 2xx within spec.HealthCheckTimeout. An error
+	// wrapping ErrAlreadyRunning means the model is already running. The
+	// error of a server that exited while starting carries the tail of its
+	// stderr. When ctx ends first, the server is killed and ctx's error is
+	// returned.
+	Start(ctx context.Context, spec ModelSpec) (Started, error)
+	// Stop asks the model server to exit (SIGTERM, or spec.CmdStop), kills
+	// it after timeout (<= 0: the backend's default) and returns once it
+	// has exited. Stopping a server that has already exited returns nil.
+	Stop(ctx context.Context, model string, timeout time.Duration) error
+	// Health reports the model server's state; a ready server also answered
+	// its check endpoint just now.
+	Health(ctx context.Context, model string) (Health, error)
+	// Estimate predicts the model's memory use before it is started.
+	Estimate(ctx context.Context, spec ModelSpec) (Estimate, error)
+	// Stats reports the server's pids and measured memory.
+	Stats(ctx context.Context, model string) (Stats, error)
+	// Capabilities names the backend and what it supports.
+	Capabilities(ctx context.Context) (Capabilities, error)
+	// Wait blocks until the model server has exited (returning at once if
+	// it already has) or ctx ends, and says how it exited.
+	Wait(ctx context.Context, model string) (Exit, error)
+}
+
+// Errors a Backend returns, wrapped; they survive the gRPC boundary, so
+// errors.Is works on what a *Client returns.
+var (
+	// ErrUnknownModel: the backend never started the named model.
+	ErrUnknownModel = errors.New("unknown model")
+	// ErrAlreadyRunning: Start was called for a model that is running.
+	ErrAlreadyRunning = errors.New("model already running")
+	// ErrPluginExited: the plugin process exited (or could not be
+	// reached), so the call could not complete. Only a *Client returns it.
+	ErrPluginExited = errors.New("backend plugin exited")
+)
+
+// ModelSpec is everything a backend needs to run one model server.
+type ModelSpec struct {
+	// Model is the model id, unique within the host.
+	Model string
+	// Cmd is the server's command line, split into words as a POSIX shell
+	// would (quotes and backslashes, no expansion). ${PORT} and ${MODEL_ID}
+	// are substituted.
+	Cmd string
+	// CmdStop, if set, is run to stop the server instead of sending
+	// SIGTERM; ${PID} is substituted with the server's pid.
+	CmdStop string
+	// Proxy is the upstream base URL; empty means http://127.0.0.1:${PORT}.
+	Proxy string
+	// CheckEndpoint is the path that answers 2xx once the server is ready;
+	// empty means /health and "none" skips the check.
+	CheckEndpoint string
+	// Env entries (KEY=VALUE) are added to the plugin's own environment.
+	Env []string
+	// Port is the TCP port the server listens on; 0 lets the backend pick a
+	// free loopback port.
+	Port int
+	// Devices are GPU indices, exported to the server as
+	// CUDA_VISIBLE_DEVICES; nil leaves that variable as it is.
+	Devices []int
+	// HealthCheckTimeout bounds Start's wait for readiness; 0 means the
+	// backend's default. On the wire it travels in seconds.
+	HealthCheckTimeout time.Duration
+	// Options are backend-specific settings, a JSON object (or nil).
+	Options json.RawMessage
+}
+
+// Started is what Start returns for a ready server.
+type Started struct {
+	// Upstream is the base URL requests are proxied to,
+	// e.g. http://127.0.0.1:5801.
+	Upstream string
+	// Pids are the server's process ids.
+	Pids []int
+}
+
+// State is where a model server is in its life.
+type State string
+
+// The states of a model server, in order.
+const (
+	StateStarting State = "starting"
+	StateReady    State = "ready"
+	StateStopping State = "stopping"
+	StateExited   State = "exited"
+)
+
+// Health is a model server's state as Health reports it.
+type Health struct {
+	// Ready is true when the server is up and answered its check endpoint.
+	Ready bool
+	// State is where the server is in its life.
+	State State
+	// Message says why the server is not ready, if it is not.
+	Message string
+}
+
+// Estimate is a backend's prediction of a model's memory use.
+type Estimate struct {
+	// Known is false when the backend cannot estimate; BytesPerDevice is
+	// then nil.
+	Known bool
+	// BytesPerDevice[i] is the memory in bytes the model will take on
+	// spec.Devices[i]; one entry when spec.Devices is empty.
+	BytesPerDevice []uint64
+}
+
+// Stats are a running server's measured figures.
+type Stats struct {
+	// Pids are the process ids of the server's whole process group.
+	Pids []int
+	// MemoryBytes is the device memory the server uses over all its
+	// devices, in bytes; 0 when the backend cannot tell (the host then
+	// measures by pid).
+	MemoryBytes uint64
+}
+
+// Features a backend may list in Capabilities.
+const (
+	// FeatureEstimate: Estimate returns Known estimates.
+	FeatureEstimate = "estimate"
+	// FeatureMeasuredMemory: Stats reports MemoryBytes.
+	FeatureMeasuredMemory = "measured_memory"
+)
+
+// Capabilities name a backend and what it supports.
+type Capabilities struct {
+	// Name of the backend, e.g. "cmd" or "sim".
+	Name string
+	// Version of the backend, free-form.
+	Version string
+	// Features the backend supports: FeatureEstimate, FeatureMeasuredMemory
+	// or backend-specific names.
+	Features []string
+}
+
+// Exit says how a model server exited.
+type Exit struct {
+	// Code is the exit status, -1 when a signal ended the process.
+	Code int
+	// Signal names the signal that ended the process, e.g. "killed";
+	// empty when it exited by itself.
+	Signal string
+	// Requested is true when Stop (or the plugin's shutdown) asked for it.
+	Requested bool
+	// StderrTail is the last lines (at most 4 KiB) of the server's stderr.
+	StderrTail string
+}
+
+// Err is nil for a requested exit and otherwise an error that says how the
+// server exited, with its stderr tail.
+func (e Exit) Err() error {
+	if e.Requested {
+		return nil
+	}
+	how := fmt.Sprintf("exit status %d", e.Code)
+	if e.Signal != "" {
+		how = "signal: " + e.Signal
+	}
+	if e.StderrTail == "" {
+		return fmt.Errorf("model server exited unexpectedly (%s)", how)
+	}
+	return fmt.Errorf("model server exited unexpectedly (%s); stderr tail:\n%s", how, e.StderrTail)
+}
