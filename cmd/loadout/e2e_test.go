@@ -1,0 +1,437 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/loadout-dev/loadout/internal/wasmbuild"
+)
+
+// The end-to-end tests run the real binary: `loadout serve` with real
+// backend plugins (`loadout backend sim|cmd`) starting real simulated model
+// servers, driven over HTTP on 127.0.0.1, and checked by pid.
+
+var loadoutBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "loadout-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := func() int {
+		defer os.RemoveAll(dir)
+		if err := buildBinary(dir); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		return m.Run()
+	}()
+	os.Exit(code)
+}
+
+// buildBinary builds the built-in policies (when `make policies` has not)
+// and the loadout binary that embeds them.
+func buildBinary(dir string) error {
+	for _, name := range []string{"fifo", "group"} {
+		out := filepath.Join("..", "..", "policies", "builtin", "wasm", name+".wasm")
+		if _, err := os.Stat(out); err == nil {
+			continue
+		}
+		if msg, err := wasmbuild.Command("github.com/loadout-dev/loadout/policies/"+name, out).CombinedOutput(); err != nil {
+			return fmt.Errorf("building policy %s: %v\n%s", name, err, msg)
+		}
+	}
+	loadoutBin = filepath.Join(dir, "loadout")
+	if msg, err := exec.Command("go", "build", "-o", loadoutBin, ".").CombinedOutput(); err != nil {
+		return fmt.Errorf("building loadout: %v\n%s", err, msg)
+	}
+	return nil
+}
+
+// server is one running `loadout serve`.
+type server struct {
+	t    *testing.T
+	cmd  *exec.Cmd
+	base string
+	mu   sync.Mutex
+	logs bytes.Buffer
+	exit chan error
+}
+
+var listenRE = regexp.MustCompile(`msg="loadout serving" listen=(\S+)`)
+
+// startServer runs loadout serve on configPath (or the embedded default
+// when empty) and waits until it listens.
+func startServer(t *testing.T, configPath string) *server {
+	t.Helper()
+	args := []string{"serve", "--listen", "127.0.0.1:0", "--shutdown-timeout", "20s"}
+	if configPath != "" {
+		args = append(args, "--config", configPath)
+	}
+	s := &server{t: t, cmd: exec.Command(loadoutBin, args...), exit: make(chan error, 1)}
+	s.cmd.Env = append(os.Environ(),
+		"LOADOUT_BIN="+loadoutBin,
+		"LOADOUT_E2E_START_PORT="+strconv.Itoa(20000+rand.IntN(30000)))
+	stderr, err := s.cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	listening := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			line := sc.Text()
+			s.mu.Lock()
+			s.logs.WriteString(line + "\n")
+			s.mu.Unlock()
+			if m := listenRE.FindStringSubmatch(line); m != nil {
+				listening <- m[1]
+			}
+		}
+		s.exit <- s.cmd.Wait()
+	}()
+	t.Cleanup(func() {
+		if s.cmd.ProcessState == nil {
+			_ = s.cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-s.exit:
+			case <-time.After(30 * time.Second):
+				_ = s.cmd.Process.Kill()
+			}
+		}
+		if t.Failed() {
+			t.Logf("loadout log:\n%s", s.log())
+		}
+	})
+	select {
+	case addr := <-listening:
+		s.base = "http://" + addr
+	case err := <-s.exit:
+		t.Fatalf("loadout serve exited before listening: %v\n%s", err, s.log())
+	case <-time.After(60 * time.Second):
+		t.Fatalf("loadout serve did not start listening\n%s", s.log())
+	}
+	return s
+}
+
+func (s *server) log() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.logs.String()
+}
+
+// stop sends SIGTERM and waits for a clean exit.
+func (s *server) stop() {
+	s.t.Helper()
+	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		s.t.Fatal(err)
+	}
+	select {
+	case err := <-s.exit:
+		if err != nil {
+			s.t.Fatalf("loadout exited with %v after SIGTERM, want 0\n%s", err, s.log())
+		}
+	case <-time.After(40 * time.Second):
+		s.t.Fatalf("loadout did not exit after SIGTERM")
+	}
+}
+
+func (s *server) post(path, body string) (int, string) {
+	s.t.Helper()
+	resp, err := http.Post(s.base+path, "application/json", strings.NewReader(body))
+	if err != nil {
+		s.t.Fatalf("POST %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func (s *server) get(path string) (int, string) {
+	s.t.Helper()
+	resp, err := http.Get(s.base + path)
+	if err != nil {
+		s.t.Fatalf("GET %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func chat(model string, stream bool) string {
+	return fmt.Sprintf(`{"model":%q,"stream":%v,"max_tokens":8,"messages":[{"role":"user","content":"hello"}]}`, model, stream)
+}
+
+// mustChat sends a non-streaming chat completion and requires a 200.
+func (s *server) mustChat(model string) {
+	s.t.Helper()
+	if code, body := s.post("/v1/chat/completions", chat(model, false)); code != 200 {
+		s.t.Fatalf("chat %s: %d %s", model, code, body)
+	}
+}
+
+// modelPids returns the pids of the simulated model servers serving model,
+// found in /proc by their command line.
+func modelPids(t *testing.T, model string) []int {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		raw, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		args := strings.Split(strings.TrimRight(string(raw), "\x00"), "\x00")
+		if len(args) < 2 || args[0] != loadoutBin || args[1] != "sim-server" {
+			continue
+		}
+		for i, a := range args {
+			if (a == "--model" && i+1 < len(args) && args[i+1] == model) || a == "--model="+model {
+				pids = append(pids, pid)
+			}
+		}
+	}
+	return pids
+}
+
+func alive(pid int) bool {
+	if err := syscall.Kill(pid, 0); err != nil {
+		return false
+	}
+	// A zombie is dead for our purposes.
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	return err == nil && !strings.Contains(string(stat), ") Z ")
+}
+
+// eventually polls cond until it holds or 20 s pass: for conditions with
+// no event to await (a process disappearing).
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func onePid(t *testing.T, model string) int {
+	t.Helper()
+	pids := modelPids(t, model)
+	if len(pids) != 1 {
+		t.Fatalf("model %s: %d server processes (%v), want 1", model, len(pids), pids)
+	}
+	return pids[0]
+}
+
+func TestServe_SwapsEvictsAndShutsDownClean(t *testing.T) {
+	s := startServer(t, "../../testdata/e2e/sim.yaml")
+
+	s.mustChat("model-a") // an alias: cold-loads a
+	pidA := onePid(t, "a")
+	s.mustChat("keep") // persistent group: loads beside a
+	pidKeep := onePid(t, "keep")
+	if !alive(pidA) {
+		t.Fatal("loading a persistent model evicted a")
+	}
+
+	s.mustChat("b") // same exclusive group: evicts a
+	pidB := onePid(t, "b")
+	eventually(t, "a's server to exit", func() bool { return !alive(pidA) })
+	if !alive(pidKeep) {
+		t.Fatal("the persistent model was evicted")
+	}
+
+	_, running := s.get("/running")
+	if !strings.Contains(running, `"b"`) || !strings.Contains(running, `"keep"`) || strings.Contains(running, `"a"`) {
+		t.Fatalf("/running = %s", running)
+	}
+
+	s.stop()
+	for _, pid := range []int{pidB, pidKeep} {
+		if alive(pid) {
+			t.Errorf("model server %d still running after shutdown", pid)
+		}
+	}
+	if left := modelPids(t, "b"); len(left) > 0 {
+		t.Errorf("processes left: %v", left)
+	}
+}
+
+func TestServe_ConcurrentRequestsShareOneLoad(t *testing.T) {
+	s := startServer(t, "../../testdata/e2e/sim.yaml")
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			if code, body := s.post("/v1/chat/completions", chat("a", false)); code != 200 {
+				t.Errorf("chat: %d %s", code, body)
+			}
+		})
+	}
+	wg.Wait()
+	if n := strings.Count(s.log(), `msg="model loaded" model=a `); n != 1 {
+		t.Fatalf("a was loaded %d times for 8 concurrent requests, want 1", n)
+	}
+	onePid(t, "a")
+}
+
+func TestServe_StreamArrivesTokenByToken(t *testing.T) {
+	s := startServer(t, "../../testdata/e2e/sim.yaml")
+	s.mustChat("a") // loaded, so timing below is generation only
+	body := `{"model":"a","stream":true,"max_tokens":12,"messages":[{"role":"user","content":"count"}]}`
+	resp, err := http.Post(s.base+"/v1/chat/completions", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/event-stream") {
+		t.Fatalf("content type %q", ct)
+	}
+	var arrivals []time.Time
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if line := sc.Text(); strings.HasPrefix(line, "data: ") && line != "data: [DONE]" {
+			arrivals = append(arrivals, time.Now())
+		}
+	}
+	// 12 tokens at 50 tokens/s take about 240 ms to generate; a buffered
+	// stream would deliver them all at once.
+	if len(arrivals) < 10 {
+		t.Fatalf("%d chunks", len(arrivals))
+	}
+	spread := arrivals[len(arrivals)-1].Sub(arrivals[0])
+	if spread < 120*time.Millisecond {
+		t.Fatalf("chunks arrived within %v of each other: the stream was buffered", spread)
+	}
+}
+
+func TestServe_UnloadAndTTL(t *testing.T) {
+	s := startServer(t, "../../testdata/e2e/sim.yaml")
+	s.mustChat("a")
+	pidA := onePid(t, "a")
+	if code, _ := s.post("/unload", ""); code != 200 {
+		t.Fatalf("/unload: %d", code)
+	}
+	if alive(pidA) {
+		t.Fatal("/unload returned before a's server exited")
+	}
+
+	s.mustChat("idle") // ttl: 1 second
+	pidIdle := onePid(t, "idle")
+	eventually(t, "the idle model's TTL to unload it", func() bool { return !alive(pidIdle) })
+	_, running := s.get("/running")
+	if strings.Contains(running, `"idle"`) {
+		t.Fatalf("/running after TTL: %s", running)
+	}
+}
+
+func TestServe_BackendCrashMidStream(t *testing.T) {
+	s := startServer(t, "../../testdata/e2e/sim.yaml")
+	body := `{"model":"crashy","stream":true,"max_tokens":50,"messages":[{"role":"user","content":"go"}]}`
+	resp, err := http.Post(s.base+"/v1/chat/completions", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(raw), `"error"`) {
+		t.Fatalf("stream of a crashing backend ended without an error event:\n%s", raw)
+	}
+	eventually(t, "crashy to be marked failed", func() bool {
+		_, models := s.get("/api/models")
+		return strings.Contains(models, `"failed"`)
+	})
+	// The next request starts it again.
+	if code, body := s.post("/v1/chat/completions", `{"model":"crashy","max_tokens":2,"messages":[{"role":"user","content":"x"}]}`); code != 200 {
+		t.Fatalf("request after the crash: %d %s", code, body)
+	}
+}
+
+func TestServe_CmdBackend(t *testing.T) {
+	s := startServer(t, "../../testdata/e2e/sim.yaml")
+	s.mustChat("viacmd")
+	pid := onePid(t, "viacmd")
+	s.stop()
+	if alive(pid) {
+		t.Fatal("the cmd backend's server outlived loadout")
+	}
+}
+
+func TestServe_BadInput(t *testing.T) {
+	s := startServer(t, "../../testdata/e2e/sim.yaml")
+	for _, tc := range []struct {
+		name, body string
+		want       int
+	}{
+		{"malformed JSON", `{"model": "a",`, 400},
+		{"missing model", `{"messages": []}`, 400},
+		{"unknown model", `{"model": "nope", "messages": []}`, 404},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, body := s.post("/v1/chat/completions", tc.body)
+			var e struct {
+				Error struct{ Message string } `json:"error"`
+			}
+			if code != tc.want || json.Unmarshal([]byte(body), &e) != nil || e.Error.Message == "" {
+				t.Fatalf("got %d %s, want %d with an OpenAI-shaped error", code, body, tc.want)
+			}
+		})
+	}
+	s.mustChat("a") // and it is still serving
+}
+
+func TestServe_EmbeddedDefaultConfig(t *testing.T) {
+	s := startServer(t, "")
+	_, models := s.get("/v1/models")
+	for _, id := range []string{"small", "medium", "embed"} {
+		if !strings.Contains(models, `"`+id+`"`) {
+			t.Fatalf("/v1/models lacks %s: %s", id, models)
+		}
+	}
+	s.mustChat("small")
+	s.stop()
+}
+
+func TestServe_OpenAIPythonClient(t *testing.T) {
+	if err := exec.Command("python3", "-c", "import openai").Run(); err != nil {
+		if os.Getenv("LOADOUT_REQUIRE_PYTHON") != "" {
+			t.Fatal("the openai Python package is required (pip install -r testdata/requirements.txt)")
+		}
+		t.Skip("the openai Python package is not installed (pip install -r testdata/requirements.txt)")
+	}
+	s := startServer(t, "../../testdata/e2e/sim.yaml")
+	out, err := exec.Command("python3", "../../testdata/e2e/openai_client.py", s.base+"/v1").CombinedOutput()
+	if err != nil {
+		t.Fatalf("openai client: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "ok") {
+		t.Fatalf("openai client output:\n%s", out)
+	}
+}

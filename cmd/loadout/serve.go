@@ -1,0 +1,348 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/loadout-dev/loadout/host/config"
+	"github.com/loadout-dev/loadout/host/policy"
+	"github.com/loadout-dev/loadout/host/proxy"
+	"github.com/loadout-dev/loadout/host/router"
+	"github.com/loadout-dev/loadout/plugins"
+	"github.com/loadout-dev/loadout/policies/builtin"
+	"github.com/loadout-dev/loadout/sdk"
+	"github.com/spf13/cobra"
+)
+
+type serveOptions struct {
+	configPath      string
+	listen          string
+	logLevel        string
+	shutdownTimeout time.Duration
+}
+
+func newServeCmd() *cobra.Command {
+	var o serveOptions
+	cmd := &cobra.Command{
+		Use:   "serve [--config FILE] [--listen ADDR]",
+		Short: "Serve the OpenAI-compatible endpoint, loading and swapping models on demand",
+		Long: `Serve the OpenAI-compatible endpoint. Every request names a model; Loadout
+loads it through its backend plugin, evicting or queueing as the configured
+scheduler and router policies decide, and proxies the request to it.
+
+With no --config, an embedded default configuration of three simulated models
+is served (small and medium in one exclusive swap group, embed in a persistent
+group), so the endpoint can be tried with curl at once.
+
+SIGINT or SIGTERM stops taking requests, fails queued ones, lets in-flight
+requests finish (up to --shutdown-timeout), stops every model process and
+exits 0.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return runServe(ctx, o)
+		},
+	}
+	cmd.Flags().StringVarP(&o.configPath, "config", "c", "", "configuration file (llama-swap compatible YAML); default: the embedded example")
+	cmd.Flags().StringVarP(&o.listen, "listen", "l", "127.0.0.1:8080", "address to listen on")
+	cmd.Flags().StringVar(&o.logLevel, "log-level", "", "debug, info, warn or error (default: the config's logLevel)")
+	cmd.Flags().DurationVar(&o.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long in-flight requests may take to finish on shutdown")
+	return cmd
+}
+
+// loadConfig reads the file at path, or the embedded default when path is
+// empty.
+func loadConfig(path string) (*config.Config, []config.Warning, error) {
+	if path == "" {
+		return config.Parse("embedded default config", config.DefaultYAML())
+	}
+	return config.Load(path)
+}
+
+func newLogger(level string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("log level %q: want debug, info, warn or error", level)
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l})), nil
+}
+
+func runServe(ctx context.Context, o serveOptions) error {
+	cfg, warnings, err := loadConfig(o.configPath)
+	if err != nil {
+		return err
+	}
+	level := cfg.LogLevel
+	if o.logLevel != "" {
+		level = o.logLevel
+	}
+	log, err := newLogger(level)
+	if err != nil {
+		return err
+	}
+	for _, w := range warnings {
+		log.Warn(w.String())
+	}
+
+	started := time.Now()
+	rt, err := policy.NewRuntime(ctx, policy.Options{Logger: log})
+	if err != nil {
+		return err
+	}
+	defer rt.Close(context.Background())
+	schedMod, err := loadPolicy(ctx, rt, cfg.Routing.Scheduler, sdk.KindScheduler)
+	if err != nil {
+		return err
+	}
+	swapMod, err := loadPolicy(ctx, rt, cfg.Routing.Router, sdk.KindSwapper)
+	if err != nil {
+		return err
+	}
+	schedSettings, err := cfg.SchedulerSettingsJSON()
+	if err != nil {
+		return err
+	}
+	swapSettings, err := cfg.RouterSettingsJSON()
+	if err != nil {
+		return err
+	}
+
+	launchers := map[string]*router.PluginLauncher{}
+	defer func() {
+		for _, l := range launchers {
+			l.Close()
+		}
+	}()
+	models := map[string]router.ModelConfig{}
+	var catalog []proxy.ModelEntry
+	for _, id := range cfg.ModelIDs() {
+		m := cfg.Models[id]
+		launcher, err := backendLauncher(launchers, m.Backend, log)
+		if err != nil {
+			return fmt.Errorf("model %s: %w", id, err)
+		}
+		spec, err := modelSpec(cfg, m)
+		if err != nil {
+			return fmt.Errorf("model %s: %w", id, err)
+		}
+		group := ""
+		if g := cfg.GroupOf(id); g != nil {
+			group = g.Name
+		}
+		models[id] = router.ModelConfig{
+			Process:          router.NewPluginProcess(spec, launcher),
+			Priority:         int32(m.Priority),
+			ConcurrencyLimit: uint32(max(m.ConcurrencyLimit, 0)),
+			Pinned:           m.Pinned,
+			Group:            group,
+			TTL:              m.TTL,
+			StopTimeout:      m.UnloadTimeout,
+			VRAM:             uint64(max(m.VRAM, 0)),
+		}
+		catalog = append(catalog, proxy.ModelEntry{
+			ID: id, Name: m.Name, Description: m.Description, Aliases: m.Aliases,
+			UseModelName: m.UseModelName, Unlisted: m.Unlisted, Backend: m.Backend,
+		})
+	}
+
+	var sched *policy.Scheduler
+	var swapper *policy.Swapper
+	r, err := router.New(router.Config{
+		Models:        models,
+		SchedulerName: schedMod.Name,
+		SwapperName:   swapMod.Name,
+		Logger:        log,
+		NewScheduler: func(fx sdk.Effects) (router.SchedulerPolicy, error) {
+			s, err := rt.NewScheduler(ctx, schedMod, schedSettings, fx)
+			sched = s
+			return s, err
+		},
+		NewSwapper: func(h sdk.Host) (router.SwapperPolicy, error) {
+			s, err := rt.NewSwapper(ctx, swapMod, swapSettings, h)
+			swapper = s
+			return s, err
+		},
+	})
+	if err != nil {
+		return err
+	}
+
+	handler, err := proxy.New(proxy.Config{
+		Router:               r,
+		Models:               catalog,
+		APIKeys:              cfg.APIKeys,
+		IncludeAliasesInList: cfg.IncludeAliasesInList,
+		SendLoadingState:     cfg.SendLoadingState,
+		Logger:               log,
+		PolicyStatus: func() []proxy.PolicyInfo {
+			return []proxy.PolicyInfo{policyInfo("scheduler", sched.Status()), policyInfo("swapper", swapper.Status())}
+		},
+	})
+	if err != nil {
+		return err
+	}
+
+	ln, err := net.Listen("tcp", o.listen)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 30 * time.Second}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+	log.Info("loadout serving", "listen", ln.Addr().String(), "config", cfg.File, "models", len(models),
+		"scheduler", schedMod.Name, "router", swapMod.Name, "startup", time.Since(started).Round(time.Millisecond))
+
+	for _, id := range cfg.Preload {
+		go preload(ctx, r, id, log)
+	}
+
+	select {
+	case <-ctx.Done():
+	case err := <-serveErr:
+		log.Error("http server stopped", "err", err)
+	}
+	log.Info("shutting down", "timeout", o.shutdownTimeout)
+	sctx, cancel := context.WithTimeout(context.Background(), o.shutdownTimeout)
+	defer cancel()
+	// The router fails queued callers at once, so the HTTP server's wait
+	// covers only requests really in flight.
+	routerDone := make(chan error, 1)
+	go func() { routerDone <- r.Shutdown(sctx) }()
+	httpErr := srv.Shutdown(sctx)
+	rErr := <-routerDone
+	if err := errors.Join(httpErr, rErr); err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	log.Info("stopped")
+	return nil
+}
+
+// preload loads a model at startup (hooks.on_startup.preload) the way a
+// request would, so the scheduler and swapper decide as usual.
+func preload(ctx context.Context, r *router.Router, id string, log *slog.Logger) {
+	g, err := r.Acquire(ctx, router.Request{Model: id})
+	if err != nil {
+		log.Warn("preload failed", "model", id, "err", err)
+		return
+	}
+	g.Release()
+	log.Info("preloaded", "model", id)
+}
+
+func policyInfo(role string, s policy.Status) proxy.PolicyInfo {
+	return proxy.PolicyInfo{Role: role, Name: s.Name, Healthy: s.Healthy, Crashes: s.Crashes, Instantiations: s.Instantiations, LastError: s.LastError}
+}
+
+// loadPolicy compiles a built-in or on-disk policy and checks it is of the
+// kind its place in the config needs.
+func loadPolicy(ctx context.Context, rt *policy.Runtime, p config.Policy, want sdk.PolicyKind) (*policy.Module, error) {
+	var wasm []byte
+	var err error
+	name := p.Wasm
+	if p.Use != "" {
+		name = "builtin:" + p.Use
+		wasm, err = builtin.Lookup(p.Use)
+	} else {
+		wasm, err = os.ReadFile(p.Wasm)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s policy: %w", want, err)
+	}
+	mod, err := rt.Compile(ctx, name, wasm)
+	if err != nil {
+		return nil, err
+	}
+	if mod.Kind != want {
+		return nil, fmt.Errorf("%s: is a %s policy, but it is configured as the %s", name, mod.Kind, want)
+	}
+	return mod, nil
+}
+
+// backendLauncher returns the shared launcher for a backend: a built-in one
+// runs this binary as `loadout backend NAME`, any other is a plugin binary.
+func backendLauncher(launchers map[string]*router.PluginLauncher, backend string, log *slog.Logger) (*router.PluginLauncher, error) {
+	name := backend
+	if name == config.BackendVLLM {
+		name = config.BackendCmd // vLLM is an OpenAI-compatible command line
+	}
+	if l, ok := launchers[name]; ok {
+		return l, nil
+	}
+	var newCmd func() *exec.Cmd
+	switch name {
+	case config.BackendCmd, config.BackendSim:
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, err
+		}
+		newCmd = func() *exec.Cmd { return exec.Command(exe, "backend", name) }
+	case config.BackendLlamaServer:
+		return nil, fmt.Errorf("backend %q is not available in this build yet; run llama-server with the cmd backend", name)
+	default:
+		newCmd = func() *exec.Cmd { return exec.Command(name) }
+	}
+	l := router.NewPluginLauncher(name, newCmd, log)
+	launchers[name] = l
+	return l, nil
+}
+
+func modelSpec(cfg *config.Config, m *config.Model) (plugins.ModelSpec, error) {
+	opts, err := m.OptionsJSON()
+	if err != nil {
+		return plugins.ModelSpec{}, err
+	}
+	check := m.CheckEndpoint
+	if check == "" {
+		check = "none"
+	}
+	return plugins.ModelSpec{
+		Model:              m.ID,
+		Cmd:                m.Cmd,
+		CmdStop:            m.CmdStop,
+		Proxy:              m.Proxy,
+		CheckEndpoint:      check,
+		Env:                m.Env,
+		Port:               m.Port,
+		HealthCheckTimeout: cfg.HealthCheckTimeout,
+		Options:            opts,
+	}, nil
+}
+
+func newConfigCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "config",
+		Short: "Work with configuration files",
+	}
+	cmd.AddCommand(&cobra.Command{
+		Use:   "check [FILE]",
+		Short: "Validate a configuration (llama-swap's format is accepted) without starting anything",
+		Long: `Validate a configuration file and report what it maps to: models and their
+backends, swap groups, the scheduler and router policies, and every key that
+is accepted but not honoured yet. Errors name file:line:column and the key.
+With no FILE, the embedded default configuration is checked.`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			path := ""
+			if len(args) == 1 {
+				path = args[0]
+			}
+			cfg, warnings, err := loadConfig(path)
+			if err != nil {
+				return err
+			}
+			fmt.Fprint(cmd.OutOrStdout(), config.Report(cfg, warnings))
+			return nil
+		},
+	})
+	return cmd
+}

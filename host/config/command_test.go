@@ -1,0 +1,54 @@
+package config
+
+import (
+	"reflect"
+	"testing"
+)
+
+func TestSplitCommand_Table(t *testing.T) {
+	tests := []struct {
+		in      string
+		want    []string
+		wantErr string
+	}{
+		{in: "llama-server --port 8080", want: []string{"llama-server", "--port", "8080"}},
+		{in: "  a\t b \n c  ", want: []string{"a", "b", "c"}},
+		{in: `a 'b c' "d e"`, want: []string{"a", "b c", "d e"}},
+		{in: `a 'x\y' "q\"r\\s\$t\z"`, want: []string{"a", `x\y`, `q"r\s$t\z`}},
+		{in: `a b\ c \'d`, want: []string{"a", "b c", "'d"}},
+		{in: `a ''`, want: []string{"a", ""}},
+		{in: `--samplers "top_k;top_p"x`, want: []string{"--samplers", "top_k;top_px"}},
+		{in: `a#b # c`, want: []string{"a#b", "#", "c"}},
+		{in: "", wantErr: "empty command"},
+		{in: "   ", wantErr: "empty command"},
+		{in: `a 'b`, wantErr: "unterminated single quote"},
+		{in: `a "b`, wantErr: "unterminated double quote"},
+		{in: `a \`, wantErr: "trailing backslash"},
+	}
+	for _, tt := range tests {
+		got, err := SplitCommand(tt.in)
+		if tt.wantErr != "" {
+			if err == nil || err.Error() != tt.wantErr {
+				t.Errorf("SplitCommand(%q) = %q, %v; want error %q", tt.in, got, err, tt.wantErr)
+			}
+			continue
+		}
+		if err != nil || !reflect.DeepEqual(got, tt.want) {
+			t.Errorf("SplitCommand(%q) = %q, %v; want %q", tt.in, got, err, tt.want)
+		}
+	}
+}
+
+func TestFoldCommand_Table(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"a b", "a b"},
+		{"a\n  b\n\n c\n", "a b c"},
+		{"a \\\n  --x 1 \\\n  --y 2", "a --x 1 --y 2"},
+		{stripComments("# head\na\n  # indented comment\nb # not a comment\n"), "a b # not a comment"},
+	}
+	for _, tt := range tests {
+		if got := foldCommand(tt.in); got != tt.want {
+			t.Errorf("foldCommand(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}

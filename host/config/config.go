@@ -1,0 +1,291 @@
+package config
+
+import (
+	"encoding/json"
+	"slices"
+	"sort"
+	"time"
+)
+
+// DefaultGroup is the name of llama-swap's implicit group: every model that no
+// configured group lists belongs to it, and it swaps exclusively (one of its
+// models runs at a time, and running one unloads every other group).
+const DefaultGroup = "(default)"
+
+// Built-in backends a model's `backend:` may name. Any other value containing a
+// path separator is the path of a backend plugin binary.
+const (
+	BackendCmd         = "cmd"         // runs the model's `cmd` (llama-swap's only kind); the default when cmd is set
+	BackendSim         = "sim"         // the simulator: load time, VRAM and token rate from `options`
+	BackendLlamaServer = "llamaserver" // llama.cpp's llama-server, with GGUF-based VRAM estimates
+	BackendVLLM        = "vllm"        // vLLM's OpenAI-compatible server
+)
+
+// Built-in policy names for routing.scheduler.use and routing.router.use.
+const (
+	SchedulerFIFO     = "fifo"        // llama-swap's scheduler: first in, first out, by priority
+	RouterGroup       = "group"       // llama-swap's group swapper (swap, exclusive, persistent groups)
+	RouterMatrix      = "matrix"      // llama-swap's solver-based swap matrix
+	RouterPriorityLRU = "prioritylru" // Loadout's VRAM-aware swapper: evicts low priority, least recently used first
+)
+
+// Config is a loaded, validated configuration: every default applied, every
+// macro substituted, every alias and group resolved. Build one with Load or
+// Parse; the zero value is not useful.
+type Config struct {
+	// File is the name the configuration was loaded from, as used in messages.
+	File string
+	// Dir is the directory relative paths (wasm policies, backend plugins)
+	// were resolved against: the directory of File.
+	Dir string
+
+	// HealthCheckTimeout is how long a model may take to become ready.
+	// YAML: healthCheckTimeout, whole seconds, default 120, raised to
+	// llama-swap's minimum of 15 with a warning.
+	HealthCheckTimeout time.Duration
+	// LogLevel is one of debug, info, warn, error (llama-swap's logLevel),
+	// default info.
+	LogLevel string
+	// StartPort is the first port handed out for ${PORT} (llama-swap's
+	// startPort), default 5800.
+	StartPort int
+	// GlobalTTL is how long an idle model stays loaded; 0 means forever.
+	// YAML: globalTTL, whole seconds, default 0 (llama-swap's).
+	GlobalTTL time.Duration
+	// UnloadTimeout is how long a stopping model gets before it is killed.
+	// YAML: unloadTimeout, whole seconds, default 10 (llama-swap's).
+	UnloadTimeout time.Duration
+	// APIKeys, when not empty, are the keys a client must present
+	// (llama-swap's apiKeys); ${env.VAR} substituted.
+	APIKeys []string
+	// Macros are the global macros in definition order, ${env.VAR} substituted.
+	Macros []Macro
+	// SendLoadingState streams loading progress in the reasoning field
+	// (llama-swap's sendLoadingState); each Model carries the effective value.
+	SendLoadingState bool
+	// IncludeAliasesInList lists aliases in /v1/models (llama-swap's
+	// includeAliasesInList).
+	IncludeAliasesInList bool
+
+	// Models maps model id to model. ModelIDs gives them in a stable order.
+	Models map[string]*Model
+	// Groups are the effective swap groups in definition order, followed by
+	// DefaultGroup when some model is in no configured group. They come from
+	// the legacy top-level `groups:` or from routing.router.settings.groups of
+	// the built-in group router; with any other router every model is in
+	// DefaultGroup.
+	Groups []*Group
+	// Routing names the scheduler and router (swapper) policies.
+	Routing Routing
+	// GPUs are the declared devices (`gpus:`), used when NVML is absent.
+	GPUs []GPU
+	// Preload lists the model ids to load at startup
+	// (hooks.on_startup.preload, aliases resolved, in order).
+	Preload []string
+
+	aliases map[string]string // alias -> model id
+	matrix  *matrixConfig     // router matrix settings, when the router is matrix
+	notes   []string          // how llama-swap keys were mapped, for Report
+}
+
+// Macro is one macro definition. Value is a string, int64, float64 or bool.
+type Macro struct {
+	Name  string
+	Value any
+}
+
+// Model is one entry of `models:`, resolved: macros (global, model, ${MODEL_ID},
+// ${PORT}) substituted, defaults applied.
+type Model struct {
+	// ID is the key under models:, the name clients ask for.
+	ID string
+	// Pos is where the model's key is in the file.
+	Pos Pos
+
+	// Backend is BackendCmd, BackendSim, BackendLlamaServer, BackendVLLM, or
+	// the absolute path of a backend plugin binary (Loadout's `backend:`;
+	// default BackendCmd when cmd is set).
+	Backend string
+	// Options is the free-form `options:` mapping handed to the backend as
+	// JSON (see OptionsJSON), for example sim's load_time, vram,
+	// tokens_per_second. Values are string, int64, float64, bool, nil,
+	// []any or map[string]any.
+	Options map[string]any
+
+	// Cmd is llama-swap's cmd: comment lines dropped, trailing backslashes
+	// removed and lines joined with single spaces (llama-swap folds a
+	// multi-line cmd the same way). Split it with SplitCommand.
+	Cmd string
+	// CmdStop is llama-swap's cmdStop, folded like Cmd; ${PID} is left for
+	// the backend to substitute when it runs.
+	CmdStop string
+	// Proxy is the upstream base URL (llama-swap's proxy, default
+	// http://127.0.0.1:${PORT}). It is empty for backends other than
+	// BackendCmd unless set: those backends report their own URL.
+	Proxy string
+	// Port is the port assigned for ${PORT}, or 0. Ports count up from
+	// StartPort in sorted model-id order over the models whose cmd uses
+	// ${PORT} (llama-swap's rule) and the models of non-cmd backends, which
+	// always get one to listen on.
+	Port int
+	// Env holds "NAME=value" entries added to the backend's environment.
+	Env []string
+	// CheckEndpoint is the readiness path (llama-swap's checkEndpoint, default
+	// /health); empty means no health check (llama-swap's "none").
+	CheckEndpoint string
+
+	// Aliases are other names clients may use for this model.
+	Aliases []string
+	// Name and Description are shown in /v1/models.
+	Name, Description string
+	// UseModelName replaces the model name sent upstream (llama-swap's).
+	UseModelName string
+	// Unlisted hides the model from /v1/models.
+	Unlisted bool
+	// Metadata is passed through to /v1/models, macros substituted with their
+	// types kept (llama-swap's metadata).
+	Metadata map[string]any
+	// Filters is llama-swap's request filters (stripParams, setParams,
+	// setParamsByID), kept as written; Loadout warns that it does not apply
+	// them yet.
+	Filters map[string]any
+
+	// TTL is how long the model may stay idle before it is unloaded; 0 means
+	// never. YAML: ttl, whole seconds; -1 or absent means GlobalTTL.
+	TTL time.Duration
+	// UnloadTimeout is the grace period before a stopping model is killed.
+	// YAML: unloadTimeout, whole seconds; 0 or absent means the global one.
+	UnloadTimeout time.Duration
+	// ConcurrencyLimit caps parallel requests (llama-swap's
+	// concurrencyLimit); 0 means the default (llama-swap's is 10).
+	ConcurrencyLimit int
+	// SendLoadingState is the effective setting (the model's own
+	// sendLoadingState, else the global one).
+	SendLoadingState bool
+
+	// VRAM is the declared VRAM footprint in bytes (Loadout's `vram:`), or 0
+	// to ask the backend for an estimate.
+	VRAM int64
+	// Priority orders queued requests (higher first) and eviction. It comes
+	// from the model's `priority:` or from llama-swap's
+	// routing.scheduler.settings.fifo.priority; default 0.
+	Priority int
+	// Pinned models are never evicted (Loadout's `pinned:`).
+	Pinned bool
+}
+
+// OptionsJSON returns Options as a JSON object ("{}" when there are none), the
+// form a backend plugin receives.
+func (m *Model) OptionsJSON() ([]byte, error) {
+	if len(m.Options) == 0 {
+		return []byte("{}"), nil
+	}
+	return json.Marshal(m.Options)
+}
+
+// Group is one swap group, with llama-swap's defaults applied (swap and
+// exclusive default to true).
+type Group struct {
+	// Name is the group's key, or DefaultGroup.
+	Name string
+	// Swap: only one member runs at a time. False lets all members run
+	// together.
+	Swap bool
+	// Exclusive: running a member unloads every other (non-persistent) group.
+	Exclusive bool
+	// Persistent: other groups never unload this group's members.
+	Persistent bool
+	// Members are model ids, in the order written (sorted for DefaultGroup).
+	Members []string
+	// Implicit is true for DefaultGroup, made up of the models no group lists.
+	Implicit bool
+	// Pos is where the group is defined (the first model's position for
+	// DefaultGroup).
+	Pos Pos
+}
+
+// GPU is a declared device (`gpus:`).
+type GPU struct {
+	// Name identifies the device, default "gpu<index>".
+	Name string
+	// Memory is the device's memory in bytes (ParseSize syntax in YAML).
+	Memory int64
+}
+
+// Routing names the two policies of the run loop: the scheduler orders
+// requests, the router (llama-swap's name for the swapper) decides what to
+// evict.
+type Routing struct {
+	Scheduler Policy
+	Router    Policy
+}
+
+// Policy is one routing policy: a built-in (Use) or a Wasm module (Wasm),
+// exactly one of the two.
+type Policy struct {
+	// Use is a built-in policy name (SchedulerFIFO; RouterGroup, RouterMatrix,
+	// RouterPriorityLRU), or empty when Wasm is set.
+	Use string
+	// Wasm is the absolute path of a policy module, resolved against the
+	// configuration file's directory; empty when Use is set.
+	Wasm string
+	// Settings is the `settings:` mapping as written (macros substituted), as
+	// a JSON object with the YAML key order kept; "{}" when absent. What the
+	// policy receives at init is SchedulerSettingsJSON / RouterSettingsJSON.
+	Settings json.RawMessage
+	// Pos is where the policy is configured (zero when defaulted).
+	Pos Pos
+}
+
+// Name is the built-in name or the Wasm path, for messages.
+func (p Policy) Name() string {
+	if p.Wasm != "" {
+		return p.Wasm
+	}
+	return p.Use
+}
+
+// ModelIDs returns the model ids in sorted order, the order ports are
+// assigned in.
+func (c *Config) ModelIDs() []string {
+	ids := make([]string, 0, len(c.Models))
+	for id := range c.Models {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+// ResolveModel maps a name a client used, a model id or an alias, to the
+// model id (llama-swap's RealModelName). Ids win over aliases.
+func (c *Config) ResolveModel(nameOrAlias string) (id string, ok bool) {
+	if _, ok := c.Models[nameOrAlias]; ok {
+		return nameOrAlias, true
+	}
+	if c.aliases != nil {
+		id, ok = c.aliases[nameOrAlias]
+		return id, ok
+	}
+	for _, id := range c.ModelIDs() {
+		if slices.Contains(c.Models[id].Aliases, nameOrAlias) {
+			return id, true
+		}
+	}
+	return "", false
+}
+
+// GroupOf returns the effective group of a model id: the configured group that
+// lists it, or DefaultGroup (which Parse always adds for ungrouped models). It
+// returns nil for an unknown id, or for a model no group of a hand-built
+// Config lists.
+func (c *Config) GroupOf(modelID string) *Group {
+	if _, ok := c.Models[modelID]; !ok {
+		return nil
+	}
+	for _, g := range c.Groups {
+		if slices.Contains(g.Members, modelID) {
+			return g
+		}
+	}
+	return nil
+}

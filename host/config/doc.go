@@ -1,0 +1,32 @@
+// Package config turns Loadout's YAML configuration into a typed, validated
+// Config.
+//
+// The format is llama-swap's (github.com/mostlygeek/llama-swap): a llama-swap
+// configuration loads unchanged, with the same defaults, macro rules, ${PORT}
+// assignment, alias and group rules, and rejects what llama-swap rejects. Keys
+// llama-swap has and Loadout does not act on yet are accepted with a Warning
+// naming the key. Loadout adds a few keys of its own: per model `backend`,
+// `options`, `vram`, `priority` and `pinned`; top-level `gpus`; and
+// routing.scheduler / routing.router may name a WebAssembly policy module with
+// `wasm:` instead of a built-in with `use:`. Top-level keys starting with "x-"
+// are ignored, as in docker compose, to hold YAML anchors (&name) that models
+// merge with <<: *name. Any other unknown key is an error.
+//
+// Every problem is reported as file:line:col, the key path and what was wrong,
+// and Parse reports all the problems it finds, not only the first:
+//
+//	config.yaml:14:5: models.llama.ttl: want a whole number of seconds, got "abc"
+//
+// The order of work, which matters when macros are involved, follows
+// llama-swap: ${env.VAR} is substituted everywhere first (an unset variable is
+// an error); then, per model in sorted id order, comment lines are dropped from
+// cmd and cmdStop, MODEL_ID, global and model macros are substituted in every
+// value of the model, ${PORT} is assigned, and any ${name} left over is an
+// error. Global macros are also substituted in the other sections.
+//
+// The package owns parsing and validation only. It does not start processes,
+// open policy modules or talk to GPUs: it checks that a wasm path or backend
+// plugin path exists and hands the rest to host/policy, host/router and
+// host/gpu. Policy settings reach policies as JSON (SchedulerSettingsJSON,
+// RouterSettingsJSON); backend options as JSON (Model.OptionsJSON).
+package config

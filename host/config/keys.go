@@ -1,0 +1,98 @@
+package config
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// notHonoured lists llama-swap keys Loadout accepts, so that a llama-swap
+// configuration loads unchanged, but does not act on yet. Each use gets one
+// warning naming the key. When a package starts honouring one, give it a typed
+// field and delete it from here.
+var notHonoured = map[string]string{
+	// top level
+	"logTimeFormat":      "log timestamps follow Loadout's structured logger",
+	"logToStdout":        "Loadout logs its own events; upstream output goes to the backend's log",
+	"logRequests":        "an old llama-swap key; Loadout does not log request bodies",
+	"metricsMaxInMemory": "metrics retention is not configurable yet",
+	"captureBuffer":      "request/response capture is not implemented",
+	"ui":                 "Loadout has no web UI",
+	"performance":        "system performance polling is not implemented",
+	"store":              "the activity store is not implemented",
+	"peers":              "remote peers are not supported; requests for peer models will 404",
+	"profiles":           "profiles are not supported",
+	"selectors":          "selectors are not supported",
+	"upstream":           "the /upstream passthrough ignore list is not configurable",
+}
+
+// modelNotHonoured is notHonoured for keys inside a model.
+var modelNotHonoured = map[string]string{
+	"filters":      "request filters (stripParams, setParams, setParamsByID) are kept but not applied",
+	"timeouts":     "proxy timeouts use Loadout's defaults",
+	"compat":       "compat settings are not supported",
+	"capabilities": "capabilities are not reported in /v1/models yet",
+}
+
+// unknownKey reports a key that neither Loadout nor llama-swap defines, with a
+// "did you mean" when one known key is close.
+func (d *decoder) unknownKey(k *yaml.Node, path string, known []string) {
+	msg := fmt.Sprintf("unknown key %q", k.Value)
+	if s := suggest(k.Value, known); s != "" {
+		msg += fmt.Sprintf("; did you mean %q?", s)
+	}
+	d.errorf(k, path, "%s", msg)
+}
+
+// suggest returns the known key closest to key, or "" when none is close: the
+// same key in another case or spelling (check_endpoint for checkEndpoint), or
+// at most a third of its letters away by edit distance.
+func suggest(key string, known []string) string {
+	norm := func(s string) string {
+		return strings.ToLower(strings.NewReplacer("_", "", "-", "").Replace(s))
+	}
+	best, bestDist := "", -1
+	for _, k := range known {
+		if norm(k) == norm(key) {
+			return k
+		}
+		dist := levenshtein(strings.ToLower(key), strings.ToLower(k))
+		limit := max(1, len(k)/3)
+		if dist <= limit && (bestDist < 0 || dist < bestDist) {
+			best, bestDist = k, dist
+		}
+	}
+	return best
+}
+
+func levenshtein(a, b string) int {
+	ra, rb := []rune(a), []rune(b)
+	prev := make([]int, len(rb)+1)
+	cur := make([]int, len(rb)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(ra); i++ {
+		cur[0] = i
+		for j := 1; j <= len(rb); j++ {
+			cost := 1
+			if ra[i-1] == rb[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(rb)]
+}
+
+func keysOf[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

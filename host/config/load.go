@@ -1,0 +1,331 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Defaults, llama-swap's unless noted.
+const (
+	defaultHealthCheckTimeout = 120 // seconds
+	minHealthCheckTimeout     = 15  // seconds; llama-swap raises smaller values to this
+	defaultStartPort          = 5800
+	defaultUnloadTimeout      = 10 // seconds
+	defaultLogLevel           = "info"
+	defaultCheckEndpoint      = "/health"
+	defaultProxy              = "http://127.0.0.1:${PORT}" // llama-swap's is http://localhost:${PORT}; 127.0.0.1 avoids an IPv6 lookup
+)
+
+// topKeys are the top-level keys Loadout honours; notHonoured holds the
+// llama-swap keys it accepts with a warning.
+var topKeys = []string{
+	"healthCheckTimeout", "logLevel", "startPort", "globalTTL", "unloadTimeout",
+	"apiKeys", "macros", "models", "groups", "matrix", "routing", "gpus", "hooks",
+	"sendLoadingState", "includeAliasesInList",
+}
+
+// Load reads and parses the configuration file at path. See Parse.
+func Load(path string) (*Config, []Warning, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("config: %w", err)
+	}
+	return Parse(path, data)
+}
+
+// Parse parses a configuration. name is used in messages and its directory
+// resolves relative paths (wasm policies, backend plugins). It returns the
+// warnings (keys accepted but not acted on) even when the configuration is
+// invalid; the error is then an Errors listing every problem found, each
+// naming file:line:col and the key.
+func Parse(name string, data []byte) (*Config, []Warning, error) {
+	d := &decoder{file: name}
+	cfg := d.parse(data, filepath.Dir(name))
+	d.sorted()
+	if len(d.errs) > 0 {
+		return nil, d.warns, d.errs
+	}
+	return cfg, d.warns, nil
+}
+
+var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+
+// syntaxError turns a yaml.v3 error into an *Error, lifting the line number
+// out of its text.
+func (d *decoder) syntaxError(err error) {
+	msg := err.Error()
+	var te *yaml.TypeError
+	if errors.As(err, &te) && len(te.Errors) > 0 {
+		msg = te.Errors[0]
+	}
+	e := &Error{Pos: Pos{File: d.file}, Message: strings.TrimPrefix(msg, "yaml: ")}
+	if m := yamlLine.FindStringSubmatch(msg); m != nil {
+		e.Line, _ = strconv.Atoi(m[1])
+		e.Message = m[2]
+		// yaml.v3 numbers the lines of scanner errors from 1 but those of
+		// parser errors ("did not find expected ...") from 0.
+		if strings.HasPrefix(e.Message, "did not find expected") {
+			e.Line++
+		}
+	}
+	d.errs = append(d.errs, e)
+}
+
+func (d *decoder) parse(data []byte, dir string) *Config {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var doc yaml.Node
+	if err := dec.Decode(&doc); err != nil && err != io.EOF {
+		d.syntaxError(err)
+		return nil
+	}
+	var extra yaml.Node
+	switch err := dec.Decode(&extra); {
+	case err == nil:
+		d.errorf(&extra, "", "a configuration is one YAML document; remove the second one (---)")
+	case err != io.EOF:
+		d.syntaxError(err)
+	}
+
+	var root *yaml.Node
+	if doc.Kind != 0 {
+		root = d.normalize(&doc, "")
+	}
+	if isNull(root) {
+		d.errorf(nil, "models", "the configuration is empty: at least one model is required")
+		return nil
+	}
+	if root.Kind != yaml.MappingNode {
+		d.errorf(root, "", "want a mapping of settings at the top level, got a %s", kindName(root))
+		return nil
+	}
+	d.substituteEnv(root, "")
+
+	abs, err := filepath.Abs(dir)
+	if err == nil {
+		dir = abs
+	}
+	cfg := &Config{
+		File:               d.file,
+		Dir:                dir,
+		HealthCheckTimeout: defaultHealthCheckTimeout * time.Second,
+		LogLevel:           defaultLogLevel,
+		StartPort:          defaultStartPort,
+		UnloadTimeout:      defaultUnloadTimeout * time.Second,
+		Models:             map[string]*Model{},
+	}
+
+	top := map[string]pair{}
+	for _, p := range d.pairs(root, "") {
+		switch {
+		case slices.Contains(topKeys, p.name):
+			top[p.name] = p
+		case strings.HasPrefix(p.name, "x-"):
+			// An extension field, as in docker compose: a place for anchors.
+		case notHonoured[p.name] != "":
+			d.warnf(p.key, p.name, "accepted for llama-swap compatibility but not honoured: %s", notHonoured[p.name])
+		default:
+			d.unknownKey(p.key, p.name, append(slices.Clone(topKeys), keysOf(notHonoured)...))
+		}
+	}
+	get := func(k string) *yaml.Node {
+		if p, ok := top[k]; ok {
+			return p.val
+		}
+		return nil
+	}
+
+	d.globals(cfg, top)
+	cfg.Macros = d.macros(get("macros"), "macros", nil)
+
+	// Global macros may be used in any value (llama-swap); models get theirs
+	// merged with their own, the rest get the globals here.
+	for _, k := range []string{"apiKeys", "hooks", "gpus", "groups", "matrix", "routing"} {
+		d.substitute(get(k), k, cfg.Macros)
+	}
+	for _, k := range []string{"apiKeys", "hooks", "gpus"} {
+		d.leftoverMacros(get(k), k)
+	}
+
+	d.apiKeys(cfg, get("apiKeys"))
+	src := d.models(cfg, top["models"])
+	d.aliases(cfg, src)
+	d.gpus(cfg, get("gpus"))
+	d.routing(cfg, src, top)
+	d.hooks(cfg, get("hooks"))
+	return cfg
+}
+
+// globals decodes the scalar top-level settings.
+func (d *decoder) globals(cfg *Config, top map[string]pair) {
+	if p, ok := top["healthCheckTimeout"]; ok {
+		if s, ok := d.seconds(p.val, p.name, 0); ok {
+			if s < minHealthCheckTimeout {
+				d.warnf(p.val, p.name, "raised from %d to %d seconds, llama-swap's minimum", s, minHealthCheckTimeout)
+				s = minHealthCheckTimeout
+			}
+			cfg.HealthCheckTimeout = time.Duration(s) * time.Second
+		}
+	}
+	if p, ok := top["logLevel"]; ok {
+		if s, ok := d.str(p.val, p.name); ok {
+			switch s {
+			case "debug", "info", "warn", "error":
+				cfg.LogLevel = s
+			default:
+				d.errorf(p.val, p.name, "want one of debug, info, warn, error, got %q", s)
+			}
+		}
+	}
+	if p, ok := top["startPort"]; ok {
+		if n, ok := d.integer(p.val, p.name, "a port number"); ok {
+			if n < 1 || n > 65535 {
+				d.errorf(p.val, p.name, "want a port number from 1 to 65535, got %d", n)
+			} else {
+				cfg.StartPort = n
+			}
+		}
+	}
+	if p, ok := top["globalTTL"]; ok {
+		if s, ok := d.seconds(p.val, p.name, 0); ok {
+			cfg.GlobalTTL = time.Duration(s) * time.Second
+		}
+	}
+	if p, ok := top["unloadTimeout"]; ok {
+		if s, ok := d.seconds(p.val, p.name, 0); ok {
+			cfg.UnloadTimeout = time.Duration(s) * time.Second
+		}
+	}
+	if p, ok := top["sendLoadingState"]; ok {
+		cfg.SendLoadingState, _ = d.boolean(p.val, p.name)
+	}
+	if p, ok := top["includeAliasesInList"]; ok {
+		cfg.IncludeAliasesInList, _ = d.boolean(p.val, p.name)
+	}
+}
+
+// apiKeys decodes llama-swap's apiKeys: non-empty strings without spaces.
+func (d *decoder) apiKeys(cfg *Config, n *yaml.Node) {
+	items, _ := d.items(n, "apiKeys")
+	for i, it := range items {
+		p := index("apiKeys", i)
+		s, ok := d.str(it, p)
+		switch {
+		case !ok:
+		case s == "":
+			d.errorf(it, p, "an API key cannot be empty")
+		case strings.ContainsAny(s, " \t\n"):
+			d.errorf(it, p, "an API key cannot contain spaces")
+		default:
+			cfg.APIKeys = append(cfg.APIKeys, s)
+		}
+	}
+}
+
+// gpus decodes the declared devices.
+func (d *decoder) gpus(cfg *Config, n *yaml.Node) {
+	items, _ := d.items(n, "gpus")
+	seen := map[string]int{}
+	for i, it := range items {
+		path := index("gpus", i)
+		g := GPU{Name: fmt.Sprintf("gpu%d", i)}
+		var hasMemory bool
+		for _, p := range d.pairs(it, path) {
+			kp := join(path, p.name)
+			switch p.name {
+			case "name":
+				if s, ok := d.str(p.val, kp); ok && s != "" {
+					g.Name = s
+				}
+			case "memory":
+				hasMemory = true
+				g.Memory, _ = d.size(p.val, kp)
+			default:
+				d.unknownKey(p.key, kp, []string{"name", "memory"})
+			}
+		}
+		if it.Kind != yaml.MappingNode {
+			continue
+		}
+		if !hasMemory {
+			d.errorf(it, path, "memory is required (for example memory: 24GiB)")
+		}
+		if line, dup := seen[g.Name]; dup {
+			d.errorf(it, path, "GPU name %q is already used (line %d)", g.Name, line)
+		}
+		seen[g.Name] = it.Line
+		cfg.GPUs = append(cfg.GPUs, g)
+	}
+}
+
+// size decodes a memory size (ParseSize syntax, or a YAML integer of bytes).
+func (d *decoder) size(n *yaml.Node, path string) (int64, bool) {
+	if n.Kind != yaml.ScalarNode || isNull(n) {
+		d.errorf(n, path, "want a size like 24GiB, 512MiB, 1.5GB or a byte count, got a %s", kindName(n))
+		return 0, false
+	}
+	v, err := ParseSize(n.Value)
+	if err != nil {
+		d.errorf(n, path, "%v", err)
+		return 0, false
+	}
+	return v, true
+}
+
+// hooks decodes hooks.on_startup.preload (llama-swap's only hook), resolving
+// aliases to model ids.
+func (d *decoder) hooks(cfg *Config, n *yaml.Node) {
+	for _, p := range d.pairs(n, "hooks") {
+		kp := join("hooks", p.name)
+		if p.name != "on_startup" {
+			d.unknownKey(p.key, kp, []string{"on_startup"})
+			continue
+		}
+		for _, q := range d.pairs(p.val, kp) {
+			qp := join(kp, q.name)
+			if q.name != "preload" {
+				d.unknownKey(q.key, qp, []string{"preload"})
+				continue
+			}
+			items, _ := d.items(q.val, qp)
+			for i, it := range items {
+				ip := index(qp, i)
+				name, ok := d.str(it, ip)
+				name = strings.TrimSpace(name)
+				if !ok || name == "" {
+					continue
+				}
+				id, ok := cfg.ResolveModel(name)
+				if !ok {
+					d.errorf(it, ip, "model %q is not defined%s", name, d.didYouMeanModel(cfg, name))
+					continue
+				}
+				if slices.Contains(cfg.Preload, id) {
+					d.warnf(it, ip, "model %s is already preloaded", id)
+					continue
+				}
+				cfg.Preload = append(cfg.Preload, id)
+			}
+		}
+	}
+}
+
+// didYouMeanModel suggests a model id or alias close to name.
+func (d *decoder) didYouMeanModel(cfg *Config, name string) string {
+	names := cfg.ModelIDs()
+	names = append(names, keysOf(cfg.aliases)...)
+	if s := suggest(name, names); s != "" {
+		return fmt.Sprintf("; did you mean %q?", s)
+	}
+	return ""
+}

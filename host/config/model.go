@@ -1,0 +1,426 @@
+package config
+
+import (
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// modelKeys are the keys a model may have: llama-swap's (modelNotHonoured
+// holds those accepted with a warning) and Loadout's own.
+var modelKeys = []string{
+	// llama-swap
+	"cmd", "cmdStop", "proxy", "aliases", "env", "checkEndpoint", "ttl",
+	"useModelName", "unlisted", "name", "description", "concurrencyLimit",
+	"unloadTimeout", "metadata", "macros", "sendLoadingState",
+	// Loadout
+	"backend", "options", "vram", "priority", "pinned",
+}
+
+var builtinBackends = []string{BackendCmd, BackendSim, BackendLlamaServer, BackendVLLM}
+
+// modelSrc keeps the YAML a model came from, for checks across models.
+type modelSrc struct {
+	model    *Model
+	key      *yaml.Node   // the model id's key
+	aliases  []*yaml.Node // one per Model.Aliases entry
+	aliasIdx []int        // its index in the YAML list
+	priority *yaml.Node   // the priority: value, when set
+}
+
+// models decodes `models:` in sorted id order (the order ports are assigned
+// in, as in llama-swap).
+func (d *decoder) models(cfg *Config, top pair) map[string]*modelSrc {
+	src := map[string]*modelSrc{}
+	if top.val == nil {
+		d.errorf(nil, "models", "no models defined: at least one model is required")
+		return src
+	}
+	if isNull(top.val) {
+		d.errorf(top.key, "models", "no models defined: at least one model is required")
+		return src
+	}
+	byID := map[string]pair{}
+	for _, p := range d.pairs(top.val, "models") {
+		byID[p.name] = p
+	}
+	if top.val.Kind == yaml.MappingNode && len(byID) == 0 {
+		d.errorf(top.key, "models", "no models defined: at least one model is required")
+	}
+	ids := keysOf(byID)
+	sort.Strings(ids)
+	nextPort := cfg.StartPort
+	for _, id := range ids {
+		p := byID[id]
+		s := d.model(cfg, id, p, &nextPort)
+		if s != nil {
+			cfg.Models[id] = s.model
+			src[id] = s
+		}
+	}
+	return src
+}
+
+func (d *decoder) model(cfg *Config, id string, mp pair, nextPort *int) *modelSrc {
+	path := join("models", id)
+	m := &Model{
+		ID:               id,
+		Pos:              d.pos(mp.key),
+		CheckEndpoint:    defaultCheckEndpoint,
+		TTL:              cfg.GlobalTTL,
+		UnloadTimeout:    cfg.UnloadTimeout,
+		SendLoadingState: cfg.SendLoadingState,
+	}
+	if id == "" {
+		d.errorf(mp.key, path, "a model id cannot be empty")
+		return nil
+	}
+	if mp.val.Kind != yaml.MappingNode {
+		d.errorf(mp.val, path, "want a mapping with at least cmd (or backend), got a %s", kindName(mp.val))
+		return nil
+	}
+	s := &modelSrc{model: m, key: mp.key}
+
+	fields := map[string]pair{}
+	var order []string
+	for _, p := range d.pairs(mp.val, path) {
+		switch {
+		case slices.Contains(modelKeys, p.name):
+		case modelNotHonoured[p.name] != "":
+			d.warnf(p.key, join(path, p.name), "accepted for llama-swap compatibility but not honoured: %s", modelNotHonoured[p.name])
+		default:
+			d.unknownKey(p.key, join(path, p.name), append(slices.Clone(modelKeys), keysOf(modelNotHonoured)...))
+			continue
+		}
+		fields[p.name] = p
+		order = append(order, p.name)
+	}
+
+	// Macros: llama-swap strips comments from cmd and cmdStop first, then
+	// substitutes MODEL_ID, the global and the model's macros in every value.
+	var local []Macro
+	if p, ok := fields["macros"]; ok {
+		local = d.macros(p.val, join(path, "macros"), cfg.Macros)
+	}
+	for _, k := range []string{"cmd", "cmdStop"} {
+		if p, ok := fields[k]; ok && p.val.Kind == yaml.ScalarNode {
+			p.val.Value = stripComments(p.val.Value)
+		}
+	}
+	merged := mergeMacros(id, cfg.Macros, local)
+	for _, k := range order {
+		if k != "macros" {
+			d.substitute(fields[k].val, join(path, k), merged)
+		}
+	}
+
+	// Backend: cmd when cmd is set, else it must be named.
+	cmd := ""
+	if p, ok := fields["cmd"]; ok {
+		if c, ok := d.str(p.val, join(path, "cmd")); ok {
+			cmd = foldCommand(c)
+		}
+	}
+	if p, ok := fields["backend"]; ok {
+		m.Backend = d.backend(cfg, p.val, join(path, "backend"))
+	} else if _, ok := fields["cmd"]; ok {
+		m.Backend = BackendCmd
+	} else {
+		d.errorf(mp.key, path, "cmd is required (or name a backend: %s, or a plugin path)", strings.Join(builtinBackends, ", "))
+	}
+	if m.Backend == BackendCmd && cmd == "" {
+		if p, ok := fields["cmd"]; ok {
+			d.errorf(p.val, join(path, "cmd"), "the command is empty")
+		} else if _, ok := fields["backend"]; ok {
+			d.errorf(mp.key, path, "backend cmd needs a cmd")
+		}
+	}
+
+	// ${PORT}: llama-swap assigns one to each model whose cmd uses it, and
+	// rejects a proxy that uses it when cmd does not. Non-cmd backends always
+	// get one: the host hands it to the plugin to listen on.
+	proxy := ""
+	proxyNode := mp.key
+	if p, ok := fields["proxy"]; ok {
+		proxyNode = p.val
+		proxy, _ = d.str(p.val, join(path, "proxy"))
+	} else if m.Backend == BackendCmd {
+		proxy = defaultProxy
+	}
+	cmdHasPort := strings.Contains(cmd, "${PORT}")
+	proxyHasPort := strings.Contains(proxy, "${PORT}")
+	var allow []string
+	switch {
+	case m.Backend == BackendCmd && cmd == "":
+		// reported above; a ${PORT} complaint would only add noise
+	case m.Backend == BackendCmd && !cmdHasPort && proxyHasPort:
+		what := "proxy"
+		if _, ok := fields["proxy"]; !ok {
+			what = fmt.Sprintf("proxy (default %s)", defaultProxy)
+		}
+		d.errorf(proxyNode, join(path, "proxy"), "${PORT} is used in %s but not in cmd; llama-swap rejects this too: pass --port ${PORT} in cmd, or set proxy to the URL the server listens on", what)
+		allow = append(allow, macroPort) // reported once, here
+	case m.Backend == BackendCmd && !cmdHasPort:
+	case m.Backend != "":
+		if *nextPort > 65535 {
+			d.errorf(mp.key, path, "ran out of ports: startPort %d plus one per model passes 65535", cfg.StartPort)
+			allow = append(allow, macroPort)
+			break
+		}
+		m.Port = *nextPort
+		*nextPort++
+		port := []Macro{{Name: macroPort, Value: int64(m.Port)}}
+		for _, k := range order {
+			if k != "macros" {
+				d.substitute(fields[k].val, join(path, k), port)
+			}
+		}
+		cmd = strings.ReplaceAll(cmd, "${PORT}", fmt.Sprint(m.Port))
+		proxy = strings.ReplaceAll(proxy, "${PORT}", fmt.Sprint(m.Port))
+	}
+	for _, k := range order {
+		if k != "macros" {
+			a := allow
+			if k == "cmdStop" {
+				a = append(slices.Clone(allow), macroPID)
+			}
+			d.leftoverMacros(fields[k].val, join(path, k), a...)
+		}
+	}
+
+	m.Cmd = cmd
+	if m.Cmd != "" {
+		if _, err := SplitCommand(m.Cmd); err != nil {
+			d.errorf(fields["cmd"].val, join(path, "cmd"), "%v", err)
+		}
+	}
+	m.Proxy = proxy
+	if p, ok := fields["proxy"]; ok {
+		if !strings.Contains(proxy, "${") { // else reported as a macro problem
+			d.checkProxy(p.val, join(path, "proxy"), proxy)
+		}
+		if m.Backend != BackendCmd && m.Backend != "" {
+			d.warnf(p.key, join(path, "proxy"), "ignored for backend %s, which reports its own URL", m.Backend)
+			m.Proxy = ""
+		}
+	}
+
+	for _, k := range order {
+		p := fields[k]
+		kp := join(path, k)
+		switch k {
+		case "cmdStop":
+			if c, ok := d.str(p.val, kp); ok {
+				m.CmdStop = foldCommand(c)
+				if m.CmdStop != "" {
+					if _, err := SplitCommand(m.CmdStop); err != nil {
+						d.errorf(p.val, kp, "%v", err)
+					}
+				}
+			}
+		case "aliases":
+			items, _ := d.items(p.val, kp)
+			for i, it := range items {
+				a, ok := d.str(it, index(kp, i))
+				if !ok {
+					continue
+				}
+				if strings.TrimSpace(a) == "" {
+					d.errorf(it, index(kp, i), "an alias cannot be empty")
+					continue
+				}
+				m.Aliases = append(m.Aliases, a)
+				s.aliases = append(s.aliases, it)
+				s.aliasIdx = append(s.aliasIdx, i)
+			}
+		case "env":
+			items, _ := d.items(p.val, kp)
+			for i, it := range items {
+				e, ok := d.str(it, index(kp, i))
+				if !ok {
+					continue
+				}
+				if name, _, found := strings.Cut(e, "="); !found || name == "" || strings.ContainsAny(name, " \t") {
+					d.errorf(it, index(kp, i), "want NAME=value, got %q", e)
+					continue
+				}
+				m.Env = append(m.Env, e)
+			}
+		case "checkEndpoint":
+			if c, ok := d.str(p.val, kp); ok {
+				switch {
+				case c == "none":
+					m.CheckEndpoint = ""
+				case !strings.HasPrefix(c, "/"):
+					d.errorf(p.val, kp, "want a path starting with / (or none to skip health checks), got %q", c)
+				default:
+					m.CheckEndpoint = c
+				}
+			}
+		case "ttl":
+			if t, ok := d.seconds(p.val, kp, -1); ok && t >= 0 {
+				m.TTL = time.Duration(t) * time.Second
+			}
+		case "unloadTimeout":
+			if t, ok := d.seconds(p.val, kp, 0); ok && t > 0 {
+				m.UnloadTimeout = time.Duration(t) * time.Second
+			}
+		case "useModelName":
+			m.UseModelName, _ = d.str(p.val, kp)
+		case "name":
+			m.Name, _ = d.str(p.val, kp)
+		case "description":
+			m.Description, _ = d.str(p.val, kp)
+		case "unlisted":
+			m.Unlisted, _ = d.boolean(p.val, kp)
+		case "sendLoadingState":
+			if !isNull(p.val) {
+				m.SendLoadingState, _ = d.boolean(p.val, kp)
+			}
+		case "concurrencyLimit":
+			if n, ok := d.integer(p.val, kp, "a whole number of requests"); ok {
+				if n < 0 {
+					d.errorf(p.val, kp, "want 0 (the default) or more, got %d", n)
+				} else {
+					m.ConcurrencyLimit = n
+				}
+			}
+		case "metadata":
+			m.Metadata = d.mapValue(p.val, kp)
+		case "filters":
+			m.Filters = d.mapValue(p.val, kp)
+		case "options":
+			m.Options = d.mapValue(p.val, kp)
+		case "vram":
+			m.VRAM, _ = d.size(p.val, kp)
+		case "priority":
+			if n, ok := d.integer(p.val, kp, "a whole number (higher runs first)"); ok {
+				m.Priority = n
+				s.priority = p.val
+			}
+		case "pinned":
+			m.Pinned, _ = d.boolean(p.val, kp)
+		}
+	}
+	return s
+}
+
+// mapValue decodes a free-form mapping (metadata, options, filters).
+func (d *decoder) mapValue(n *yaml.Node, path string) map[string]any {
+	if isNull(n) {
+		return nil
+	}
+	if n.Kind != yaml.MappingNode {
+		d.errorf(n, path, "want a mapping, got a %s", kindName(n))
+		return nil
+	}
+	m, _ := d.value(n, path).(map[string]any)
+	return m
+}
+
+// checkProxy validates an upstream base URL: http or https with a host.
+func (d *decoder) checkProxy(n *yaml.Node, path, proxy string) {
+	u, err := url.Parse(proxy)
+	if err != nil {
+		d.errorf(n, path, "invalid URL: %v", err)
+		return
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		d.errorf(n, path, "want an http:// or https:// URL with a host, like http://127.0.0.1:8080, got %q", proxy)
+	}
+}
+
+// backend decodes `backend:`: a built-in name, or the path of a plugin binary
+// (anything with a path separator), resolved against the configuration's
+// directory, which must exist.
+func (d *decoder) backend(cfg *Config, n *yaml.Node, path string) string {
+	b, ok := d.str(n, path)
+	if !ok {
+		return ""
+	}
+	if slices.Contains(builtinBackends, b) {
+		return b
+	}
+	if !strings.ContainsAny(b, `/\`) {
+		msg := fmt.Sprintf("unknown backend %q: want %s, or the path of a plugin binary", b, strings.Join(builtinBackends, ", "))
+		if s := suggest(b, builtinBackends); s != "" {
+			msg += fmt.Sprintf("; did you mean %q?", s)
+		}
+		d.errorf(n, path, "%s", msg)
+		return ""
+	}
+	p := d.resolvePath(cfg, b)
+	if fi, err := os.Stat(p); err != nil {
+		d.errorf(n, path, "backend plugin %s: %v", b, pathErr(err))
+		return ""
+	} else if fi.IsDir() {
+		d.errorf(n, path, "backend plugin %s is a directory", b)
+		return ""
+	}
+	return p
+}
+
+func (d *decoder) resolvePath(cfg *Config, p string) string {
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(cfg.Dir, p)
+	}
+	return filepath.Clean(p)
+}
+
+func pathErr(err error) string {
+	if os.IsNotExist(err) {
+		return "no such file"
+	}
+	if pe, ok := err.(*os.PathError); ok {
+		return pe.Err.Error()
+	}
+	return err.Error()
+}
+
+// aliases validates aliases across models (llama-swap: aliases are unique
+// globally) and builds the alias index. When two models claim a name, the one
+// later in the file gets the error.
+func (d *decoder) aliases(cfg *Config, src map[string]*modelSrc) {
+	type claim struct {
+		alias, model string
+		index        int
+		node         *yaml.Node
+	}
+	var claims []claim
+	for id, s := range src {
+		for i, a := range s.model.Aliases {
+			claims = append(claims, claim{a, id, s.aliasIdx[i], s.aliases[i]})
+		}
+	}
+	sort.Slice(claims, func(i, j int) bool { return less(d.pos(claims[i].node), d.pos(claims[j].node)) })
+	cfg.aliases = map[string]string{}
+	first := map[string]claim{}
+	for _, c := range claims {
+		path := index(join(join("models", c.model), "aliases"), c.index)
+		if c.alias == c.model {
+			d.warnf(c.node, path, "alias %q is the model's own id; drop it", c.alias)
+			continue
+		}
+		if other, ok := src[c.alias]; ok {
+			d.errorf(c.node, path, "alias %q of model %s is the id of model %s (line %d)", c.alias, c.model, c.alias, other.key.Line)
+			continue
+		}
+		if f, ok := first[c.alias]; ok {
+			if f.model == c.model {
+				d.errorf(c.node, path, "duplicate alias %q (already listed at line %d)", c.alias, f.node.Line)
+			} else {
+				d.errorf(c.node, path, "alias %q of model %s is already an alias of model %s (line %d)", c.alias, c.model, f.model, f.node.Line)
+			}
+			continue
+		}
+		first[c.alias] = c
+		cfg.aliases[c.alias] = c.model
+	}
+}

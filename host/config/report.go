@@ -1,0 +1,185 @@
+package config
+
+import (
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// Report renders a loaded configuration for people: the text of
+// `loadout config check FILE`. It lists the global settings, every model with
+// its backend, port, group, TTL, VRAM, priority and aliases, the commands, the
+// groups, the scheduler and router with the JSON settings each receives, the
+// GPUs, the preload list, how llama-swap's legacy keys were mapped, and the
+// warnings. API keys are counted, never shown.
+func Report(cfg *Config, warnings []Warning) string {
+	var b strings.Builder
+	ids := cfg.ModelIDs()
+	fmt.Fprintf(&b, "%s: OK: %s, %s, %s\n", cfg.File,
+		plural(len(ids), "model"), plural(len(cfg.Groups), "group"), plural(len(cfg.GPUs), "GPU"))
+
+	b.WriteString("\nSettings\n")
+	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "  logLevel\t%s\n", cfg.LogLevel)
+	fmt.Fprintf(tw, "  healthCheckTimeout\t%s\n", duration(cfg.HealthCheckTimeout))
+	fmt.Fprintf(tw, "  globalTTL\t%s\n", ttl(cfg.GlobalTTL))
+	fmt.Fprintf(tw, "  unloadTimeout\t%s\n", duration(cfg.UnloadTimeout))
+	fmt.Fprintf(tw, "  startPort\t%d\n", cfg.StartPort)
+	fmt.Fprintf(tw, "  apiKeys\t%s\n", apiKeys(len(cfg.APIKeys)))
+	fmt.Fprintf(tw, "  sendLoadingState\t%t\n", cfg.SendLoadingState)
+	fmt.Fprintf(tw, "  includeAliasesInList\t%t\n", cfg.IncludeAliasesInList)
+	if len(cfg.Macros) > 0 {
+		names := make([]string, len(cfg.Macros))
+		for i, m := range cfg.Macros {
+			names[i] = m.Name
+		}
+		fmt.Fprintf(tw, "  macros\t%s\n", strings.Join(names, ", "))
+	}
+	tw.Flush()
+
+	b.WriteString("\nModels\n")
+	tw = tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  ID\tBACKEND\tPORT\tGROUP\tTTL\tVRAM\tPRIORITY\tALIASES")
+	for _, id := range ids {
+		m := cfg.Models[id]
+		group := "-"
+		if g := cfg.GroupOf(id); g != nil {
+			group = g.Name
+		}
+		port, vram := "-", "backend estimate"
+		if m.Port != 0 {
+			port = fmt.Sprint(m.Port)
+		}
+		if m.VRAM != 0 {
+			vram = formatSize(m.VRAM)
+		}
+		prio := fmt.Sprint(m.Priority)
+		if m.Pinned {
+			prio += " pinned"
+		}
+		aliases := strings.Join(m.Aliases, ", ")
+		if aliases == "" {
+			aliases = "-"
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", id, m.Backend, port, group, ttl(m.TTL), vram, prio, aliases)
+	}
+	tw.Flush()
+
+	b.WriteString("\nUpstreams\n")
+	for _, id := range ids {
+		m := cfg.Models[id]
+		switch {
+		case m.Backend == BackendCmd:
+			fmt.Fprintf(&b, "  %s: %s\n      proxy %s, health check %s\n", id, m.Cmd, m.Proxy, health(m.CheckEndpoint))
+		default:
+			opts, _ := m.OptionsJSON()
+			fmt.Fprintf(&b, "  %s: backend %s, options %s\n", id, m.Backend, opts)
+		}
+	}
+
+	b.WriteString("\nGroups (what may run together)\n")
+	tw = tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  NAME\tSWAP\tEXCLUSIVE\tPERSISTENT\tMEMBERS")
+	for _, g := range cfg.Groups {
+		name := g.Name
+		if g.Implicit {
+			name += " (implicit: models in no group)"
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", name, yes(g.Swap), yes(g.Exclusive), yes(g.Persistent), strings.Join(g.Members, ", "))
+	}
+	tw.Flush()
+	if cfg.Routing.Router.Use != RouterGroup || cfg.Routing.Router.Wasm != "" {
+		fmt.Fprintf(&b, "  (the router is %s, not group: groups only label models in its snapshot)\n", cfg.Routing.Router.Name())
+	}
+
+	b.WriteString("\nRouting\n")
+	for _, r := range []struct {
+		role string
+		p    Policy
+		js   func() ([]byte, error)
+	}{
+		{"scheduler", cfg.Routing.Scheduler, cfg.SchedulerSettingsJSON},
+		{"router", cfg.Routing.Router, cfg.RouterSettingsJSON},
+	} {
+		kind := "built-in"
+		if r.p.Wasm != "" {
+			kind = "wasm module"
+		}
+		js, err := r.js()
+		if err != nil {
+			js = []byte("error: " + err.Error())
+		}
+		fmt.Fprintf(&b, "  %s: %s (%s)\n      settings %s\n", r.role, r.p.Name(), kind, js)
+	}
+
+	if len(cfg.GPUs) > 0 {
+		b.WriteString("\nGPUs (declared; used when NVML is not available)\n")
+		for _, g := range cfg.GPUs {
+			fmt.Fprintf(&b, "  %s: %s\n", g.Name, formatSize(g.Memory))
+		}
+	}
+	if len(cfg.Preload) > 0 {
+		fmt.Fprintf(&b, "\nPreload at startup: %s\n", strings.Join(cfg.Preload, ", "))
+	}
+	if len(cfg.notes) > 0 {
+		b.WriteString("\nllama-swap keys mapped\n")
+		for _, n := range cfg.notes {
+			fmt.Fprintf(&b, "  %s\n", n)
+		}
+	}
+	if len(warnings) > 0 {
+		fmt.Fprintf(&b, "\n%s\n", plural(len(warnings), "warning"))
+		for _, w := range warnings {
+			fmt.Fprintf(&b, "  %s\n", w)
+		}
+	}
+	return b.String()
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
+}
+
+func yes(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
+func apiKeys(n int) string {
+	if n == 0 {
+		return "none (every request allowed)"
+	}
+	return plural(n, "key") + " required"
+}
+
+func health(ep string) string {
+	if ep == "" {
+		return "none"
+	}
+	return ep
+}
+
+func ttl(d time.Duration) string {
+	if d == 0 {
+		return "never"
+	}
+	return duration(d)
+}
+
+// duration prints 5m rather than 5m0s.
+func duration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
