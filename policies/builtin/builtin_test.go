@@ -1,0 +1,42 @@
+package builtin
+
+import (
+	"bytes"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestLookup_Unknown(t *testing.T) {
+	_, err := Lookup("lifo")
+	if err == nil || !strings.Contains(err.Error(), `"lifo"`) || !strings.Contains(err.Error(), "fifo, group") {
+		t.Errorf("Lookup(lifo) error %v, want one naming it and listing the built-ins", err)
+	}
+}
+
+// TestLookup_Builtins passes both before and after `make policies`: an
+// embedded module must be WebAssembly, a missing one must say how to build it.
+func TestLookup_Builtins(t *testing.T) {
+	for _, name := range Names() {
+		b, err := Lookup(name)
+		switch {
+		case err == nil:
+			if !bytes.HasPrefix(b, []byte("\x00asm")) {
+				t.Errorf("Lookup(%s): %d bytes that are not a WebAssembly module", name, len(b))
+			}
+		case !strings.Contains(err.Error(), "make policies"):
+			t.Errorf("Lookup(%s): %v, want it to say to run `make policies`", name, err)
+		}
+	}
+}
+
+func TestNames(t *testing.T) {
+	names := Names()
+	if !slices.IsSorted(names) || !slices.Contains(names, "fifo") || !slices.Contains(names, "group") {
+		t.Errorf("Names() = %v", names)
+	}
+	names[0] = "changed"
+	if Names()[0] == "changed" {
+		t.Error("Names returns the package's own slice")
+	}
+}

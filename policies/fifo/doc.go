@@ -1,0 +1,72 @@
+// Command fifo is Loadout's default scheduler policy: llama-swap's FIFO
+// scheduler, with priorities, a bounded queue and aging. It is built to a
+// WebAssembly module (GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared)
+// and embedded in the loadout binary as the built-in scheduler "fifo".
+//
+// # What it does with a request
+//
+// For every request, in order:
+//
+//  1. An unknown model is refused (404).
+//  2. If a swap (a model load) for the same model is already running, the
+//     request joins it and is served when it finishes.
+//  3. Fast path: if the model is ready, the swapper evicts nothing for it,
+//     and no running swap is evicting it, the request is served at once.
+//  4. If loading the model would collide with a running swap (it would evict
+//     that swap's model, that swap evicts this model, or both evict the same
+//     model), the request is queued.
+//  5. If loading it would evict a model that is still serving requests, the
+//     request is queued until that model is idle: a busy model is never
+//     evicted.
+//  6. Otherwise a swap starts (the evictions the swapper chose, then the
+//     load) and the request waits for it. Swaps that touch disjoint models
+//     run in parallel.
+//
+// When a swap finishes, every request waiting on it is served (or fails
+// with the load's error, 502), then the queue is drained: each queued
+// request, in queue order, goes through the steps again. A queued request
+// for a model that now has a swap joins it, so requests arriving as
+// A B C A B C for models that exclude each other are served A A B B C C,
+// with two swaps instead of five. Requests still blocked keep their
+// places. The queue is also drained when a model becomes idle, after an
+// unload, and on every tick (a crashed or stopped model may unblock it).
+//
+// A model serves at most its concurrencyLimit requests at once (10 when
+// unset, as in llama-swap); a request beyond that is refused with 429.
+//
+// # Queue order
+//
+// The queue is ordered by priority, highest first, and by arrival among
+// equal priorities. A request's priority is its own (X-Loadout-Priority),
+// else the model's configured priority, else this policy's per-model
+// priority setting. A request that has waited longer than max_wait is
+// "aged" and goes ahead of every request that has not, aged requests in
+// arrival order, so a steady stream of high-priority requests cannot
+// starve a low-priority one. Every change of a queued request's position is
+// reported to it (shown to clients that stream the loading progress).
+//
+// A caller that disconnects is removed from the queue and from the swap it
+// waited on; it never starts a swap. A swap whose callers all left still
+// completes.
+//
+// Unloads: an operator's unload fails the requests waiting on the models'
+// swaps or queued for them (503, "model unloaded") and stops the models even
+// if busy. An idle-timeout (ttl) unload stops only the models that are
+// ready, idle, not loading, and not wanted by a queued request. On shutdown
+// every request still held fails with 503.
+//
+// # Settings
+//
+// All optional; an unknown key is an error at load.
+//
+//	routing:
+//	  scheduler:
+//	    name: fifo
+//	    settings:
+//	      max_queue: 1024   # most requests queued at once; 0 = unlimited; beyond: 429
+//	      max_wait: 60s     # age after which a queued request goes first; a Go
+//	                        # duration or a number of seconds; 0 = no aging
+//	      fifo:             # llama-swap's setting, accepted as is
+//	        priority:       # per-model priority for requests that have none
+//	          big-model: 10
+package main

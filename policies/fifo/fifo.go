@@ -1,0 +1,474 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/loadout-dev/loadout/sdk"
+)
+
+// request is one caller the scheduler holds: queued, or waiting on a swap.
+type request struct {
+	id       sdk.RequestID
+	model    string
+	priority int32
+	arrived  int64  // Now of its OnRequest
+	seq      uint64 // arrival order
+	aged     bool   // queued longer than max_wait: goes first
+	pos      int    // last queue position sent; 0 none yet or waiting on a swap
+}
+
+// swap is a swap this scheduler started and the callers waiting on it.
+type swap struct {
+	evict   []string
+	waiters []request
+}
+
+// scheduler is the FIFO scheduler. All its state is touched only by the
+// host's run loop, one event at a time.
+type scheduler struct {
+	fx      sdk.Effects
+	cfg     settings
+	active  map[string]*swap // by target
+	queue   []request        // sorted by before()
+	seq     uint64
+	agingAt int64 // Now from which some queued request may have aged
+
+	// blocked caches, within one drain, the models whose requests were
+	// found blocked; see drain.
+	blocked map[string]bool
+}
+
+// New makes the FIFO scheduler from its settings JSON; it is the factory
+// registered with sdk.RegisterScheduler. Errors name the offending setting.
+func New(fx sdk.Effects, rawSettings []byte) (sdk.Scheduler, error) {
+	cfg, err := parseSettings(rawSettings)
+	if err != nil {
+		return nil, err
+	}
+	return &scheduler{
+		fx:      fx,
+		cfg:     cfg,
+		active:  make(map[string]*swap),
+		agingAt: math.MaxInt64,
+		blocked: make(map[string]bool),
+	}, nil
+}
+
+// verdict is what the decision tree did with a request.
+type verdict uint8
+
+const (
+	handled verdict = iota // granted, failed, joined a swap or started one
+	blocked                // must wait in the queue
+)
+
+// OnRequest runs the decision tree for a new caller and queues it if it is
+// blocked.
+func (s *scheduler) OnRequest(ev sdk.RequestEvent) {
+	s.age(ev.Now)
+	prio := ev.Priority
+	if prio == 0 {
+		prio = s.cfg.priority[ev.Model]
+	}
+	s.seq++
+	r := request{id: ev.ID, model: ev.Model, priority: prio, arrived: ev.Now, seq: s.seq}
+	if s.decide(&r) == blocked {
+		s.enqueue(r)
+	}
+}
+
+// decide is the decision tree for one request, new or queued. It never
+// queues: a blocked request is the caller's to keep.
+func (s *scheduler) decide(r *request) verdict {
+	// (2) Join the swap already loading this model. Checked before (1): a
+	// model we started a swap for is known, and a join then costs no host
+	// call besides its queue position (draining a long queue is mostly
+	// joins).
+	if sw := s.active[r.model]; sw != nil {
+		s.wait(sw, r)
+		return handled
+	}
+	// (1) Unknown model.
+	info, ok := s.fx.ModelState(r.model)
+	if !ok {
+		s.fx.GrantError(r.id, sdk.CodeModelNotFound, fmt.Sprintf("model %q not found", r.model))
+		return handled
+	}
+	plan, err := s.fx.Plan(r.model)
+	if err != nil {
+		s.fx.GrantError(r.id, sdk.CodeInternal, fmt.Sprintf("planning a swap for model %q: %v", r.model, err))
+		return handled
+	}
+	collides := s.collides(r.model, plan.Evict)
+	// (3) Fast path.
+	if info.State == sdk.StateReady && len(plan.Evict) == 0 && !collides {
+		s.grant(r, &info)
+		return handled
+	}
+	// (4) Collides with a running swap; (5) would evict a busy model.
+	if collides || s.busy(plan.Evict) {
+		return blocked
+	}
+	// (6) Start a swap and wait on it.
+	req := sdk.SwapRequest{Model: r.model, Evict: plan.Evict, Devices: plan.Devices}
+	switch err := s.fx.StartSwap(req); {
+	case err == nil:
+	case errors.Is(err, sdk.ErrModelBusy), errors.Is(err, sdk.ErrSwapActive):
+		// The host knows of a load or a request we do not (e.g. from before
+		// this instance); wait for the SwapDone or ServeDone that drains.
+		return blocked
+	case errors.Is(err, sdk.ErrUnknownModel):
+		s.fx.GrantError(r.id, sdk.CodeModelNotFound, fmt.Sprintf("model %q not found", r.model))
+		return handled
+	default:
+		s.fx.GrantError(r.id, sdk.CodeInternal, fmt.Sprintf("starting a swap for model %q: %v", r.model, err))
+		return handled
+	}
+	sw := &swap{evict: slices.Clone(plan.Evict)}
+	s.active[r.model] = sw
+	clear(s.blocked) // a new swap changes what collides
+	s.fx.Log(sdk.LevelInfo, fmt.Sprintf("swap started: model=%s evict=[%s] request_id=%d",
+		r.model, strings.Join(plan.Evict, ","), r.id))
+	s.wait(sw, r)
+	return handled
+}
+
+// wait adds r to the swap's waiters and tells it so (position 0).
+func (s *scheduler) wait(sw *swap, r *request) {
+	r.pos = 0
+	sw.waiters = append(sw.waiters, *r)
+	s.fx.SetQueuePosition(r.id, 0)
+}
+
+// grant serves r unless its model is at its concurrency limit. info is the
+// model's state; its InFlight is counted up on a grant, so one ModelState
+// read serves many grants within one event.
+func (s *scheduler) grant(r *request, info *sdk.ModelInfo) {
+	limit := info.ConcurrencyLimit
+	if limit == 0 {
+		limit = defaultConcurrencyLimit
+	}
+	if info.InFlight >= limit {
+		s.fx.GrantError(r.id, sdk.CodeConcurrencyLimit,
+			fmt.Sprintf("model %q is serving its limit of %d concurrent requests", r.model, limit))
+		return
+	}
+	if s.fx.GrantServe(r.id, r.model) {
+		info.InFlight++
+	}
+}
+
+// collides reports whether a swap of target evicting evict would collide
+// with a running swap of another model: it would evict that swap's target,
+// that swap evicts target, or both evict the same model.
+func (s *scheduler) collides(target string, evict []string) bool {
+	for t, sw := range s.active {
+		if t == target {
+			continue
+		}
+		if slices.Contains(evict, t) || slices.Contains(sw.evict, target) {
+			return true
+		}
+		for _, e := range evict {
+			if slices.Contains(sw.evict, e) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// busy reports whether any of models has requests in flight. It reads the
+// host's count, which survives a re-instantiation of this policy.
+func (s *scheduler) busy(models []string) bool {
+	for _, m := range models {
+		if info, ok := s.fx.ModelState(m); ok && info.InFlight > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// before is the queue order: aged requests first, in arrival order; then
+// higher priority first, ties in arrival order.
+func before(a, b *request) bool {
+	if a.aged != b.aged {
+		return a.aged
+	}
+	if !a.aged && a.priority != b.priority {
+		return a.priority > b.priority
+	}
+	return a.seq < b.seq
+}
+
+// enqueue queues a new blocked request in order, or refuses it when the
+// queue is full.
+func (s *scheduler) enqueue(r request) {
+	if s.cfg.maxQueue > 0 && len(s.queue) >= s.cfg.maxQueue {
+		s.fx.GrantError(r.id, sdk.CodeQueueFull,
+			fmt.Sprintf("the queue is full (%d requests waiting)", len(s.queue)))
+		return
+	}
+	i := sort.Search(len(s.queue), func(i int) bool { return before(&r, &s.queue[i]) })
+	s.queue = slices.Insert(s.queue, i, r)
+	if s.cfg.maxWait > 0 {
+		s.agingAt = min(s.agingAt, r.arrived+s.cfg.maxWait+1)
+	}
+	s.sendPositions(i)
+}
+
+// age marks the requests queued longer than max_wait at now and re-sorts
+// the queue if any aged.
+func (s *scheduler) age(now int64) {
+	if s.cfg.maxWait <= 0 || now < s.agingAt {
+		return
+	}
+	next, changed := int64(math.MaxInt64), false
+	for i := range s.queue {
+		r := &s.queue[i]
+		switch {
+		case r.aged:
+		case now-r.arrived > s.cfg.maxWait:
+			r.aged, changed = true, true
+		default:
+			next = min(next, r.arrived+s.cfg.maxWait+1)
+		}
+	}
+	s.agingAt = next
+	if changed {
+		slices.SortStableFunc(s.queue, func(a, b request) int {
+			if before(&a, &b) {
+				return -1
+			}
+			if before(&b, &a) {
+				return 1
+			}
+			return 0
+		})
+		s.sendPositions(0)
+	}
+}
+
+// sendPositions tells every queued request from index from on whose
+// position changed its new one (1-based). Positions before from are known
+// not to have changed.
+func (s *scheduler) sendPositions(from int) {
+	for i := from; i < len(s.queue); i++ {
+		r := &s.queue[i]
+		if r.pos != i+1 {
+			r.pos = i + 1
+			s.fx.SetQueuePosition(r.id, r.pos)
+		}
+	}
+}
+
+// drain runs the decision tree again for every queued request, in queue
+// order; those still blocked keep their order.
+//
+// Within one drain, a model whose request was blocked stays blocked for
+// the rest of the drain unless a swap starts: grants only add requests in
+// flight, which can only block more. So later requests for that model skip
+// the tree (and its host calls); draining a long queue costs a map lookup
+// per request that cannot move.
+func (s *scheduler) drain() {
+	if len(s.queue) == 0 {
+		return
+	}
+	clear(s.blocked)
+	kept := s.queue[:0]
+	for i := range s.queue {
+		r := s.queue[i]
+		if s.blocked[r.model] {
+			kept = append(kept, r)
+			continue
+		}
+		if s.decide(&r) == blocked {
+			s.blocked[r.model] = true
+			kept = append(kept, r)
+		}
+	}
+	clear(s.queue[len(kept):])
+	s.queue = kept
+	clear(s.blocked)
+	s.sendPositions(0)
+}
+
+// OnSwapDone serves (or fails) every caller waiting on the swap, then
+// drains the queue.
+func (s *scheduler) OnSwapDone(ev sdk.SwapDoneEvent) {
+	s.age(ev.Now)
+	if sw := s.active[ev.Model]; sw != nil {
+		delete(s.active, ev.Model)
+		s.finish(ev, sw.waiters)
+	}
+	// Drain even for a swap we did not start (before a re-instantiation,
+	// or one whose callers an unload failed): requests may have queued
+	// behind it.
+	s.drain()
+}
+
+// finish ends the callers that waited on a finished swap.
+func (s *scheduler) finish(ev sdk.SwapDoneEvent, waiters []request) {
+	if ev.Err != "" {
+		msg := fmt.Sprintf("model %q failed to start: %s", ev.Model, ev.Err)
+		for _, w := range waiters {
+			s.fx.GrantError(w.id, sdk.CodeSwapFailed, msg)
+		}
+		return
+	}
+	info, ok := s.fx.ModelState(ev.Model)
+	if !ok || info.State != sdk.StateReady {
+		// Stopped again before we saw it ready (an unload raced the load):
+		// the callers go through the decision tree once more.
+		for _, w := range waiters {
+			if s.decide(&w) == blocked {
+				s.requeue(w)
+			}
+		}
+		return
+	}
+	for _, w := range waiters {
+		s.grant(&w, &info)
+	}
+}
+
+// requeue puts a request that was already accepted back in the queue,
+// regardless of max_queue.
+func (s *scheduler) requeue(r request) {
+	i := sort.Search(len(s.queue), func(i int) bool { return before(&r, &s.queue[i]) })
+	s.queue = slices.Insert(s.queue, i, r)
+	s.sendPositions(i)
+}
+
+// OnServeDone drains the queue when the model has become idle: requests
+// that would have evicted it may now proceed.
+func (s *scheduler) OnServeDone(ev sdk.ServeDoneEvent) {
+	s.age(ev.Now)
+	if info, ok := s.fx.ModelState(ev.Model); !ok || info.InFlight == 0 {
+		s.drain()
+	}
+}
+
+// OnCancel forgets a caller that left. It never starts a swap; a swap whose
+// callers all left completes with nobody to serve.
+func (s *scheduler) OnCancel(ev sdk.CancelEvent) {
+	s.age(ev.Now)
+	if i := slices.IndexFunc(s.queue, func(r request) bool { return r.id == ev.ID }); i >= 0 {
+		s.queue = slices.Delete(s.queue, i, i+1)
+		s.sendPositions(i)
+		return
+	}
+	if sw := s.active[ev.Model]; sw != nil && removeWaiter(sw, ev.ID) {
+		return
+	}
+	for _, sw := range s.active {
+		if removeWaiter(sw, ev.ID) {
+			return
+		}
+	}
+}
+
+func removeWaiter(sw *swap, id sdk.RequestID) bool {
+	i := slices.IndexFunc(sw.waiters, func(r request) bool { return r.id == id })
+	if i < 0 {
+		return false
+	}
+	sw.waiters = slices.Delete(sw.waiters, i, i+1)
+	return true
+}
+
+// OnUnload handles an operator's unload (fail the models' callers, stop
+// the models even if busy) and a ttl unload (stop only idle models nobody
+// waits for).
+func (s *scheduler) OnUnload(ev sdk.UnloadEvent) {
+	s.age(ev.Now)
+	if ev.Reason == sdk.UnloadTTL {
+		s.unloadIdle(ev.Models)
+		return
+	}
+	unloading := make(map[string]bool, len(ev.Models))
+	for _, m := range ev.Models {
+		unloading[m] = true
+		if sw := s.active[m]; sw != nil {
+			// The host's swap goes on; its SwapDone finds no entry.
+			delete(s.active, m)
+			for _, w := range sw.waiters {
+				s.fx.GrantError(w.id, sdk.CodeUnavailable, fmt.Sprintf("model %q unloaded", m))
+			}
+		}
+	}
+	kept := s.queue[:0]
+	for _, r := range s.queue {
+		if unloading[r.model] {
+			s.fx.GrantError(r.id, sdk.CodeUnavailable, fmt.Sprintf("model %q unloaded", r.model))
+			continue
+		}
+		kept = append(kept, r)
+	}
+	clear(s.queue[len(kept):])
+	s.queue = kept
+	if len(ev.Models) > 0 {
+		if err := s.fx.StopProcesses(ev.Models); err != nil {
+			s.fx.Log(sdk.LevelWarn, fmt.Sprintf("unload: stopping [%s]: %v", strings.Join(ev.Models, ","), err))
+		}
+	}
+	s.sendPositions(0)
+	s.drain()
+}
+
+// unloadIdle stops the models that are ready, idle, not loading and not
+// wanted by a queued request.
+func (s *scheduler) unloadIdle(models []string) {
+	var stop []string
+	for _, m := range models {
+		info, ok := s.fx.ModelState(m)
+		if !ok || info.State != sdk.StateReady || info.InFlight > 0 || s.active[m] != nil {
+			continue
+		}
+		if slices.ContainsFunc(s.queue, func(r request) bool { return r.model == m }) {
+			continue
+		}
+		stop = append(stop, m)
+	}
+	if len(stop) == 0 {
+		return
+	}
+	if err := s.fx.StopProcesses(stop); err != nil {
+		s.fx.Log(sdk.LevelWarn, fmt.Sprintf("ttl unload: stopping [%s]: %v", strings.Join(stop, ","), err))
+	}
+}
+
+// OnTick re-orders the queue for aging and drains it: a model that crashed
+// or finished stopping may unblock requests.
+func (s *scheduler) OnTick(ev sdk.TickEvent) {
+	s.age(ev.Now)
+	s.drain()
+}
+
+// OnShutdown fails every caller still held.
+func (s *scheduler) OnShutdown(ev sdk.ShutdownEvent) {
+	msg := "loadout is shutting down"
+	if ev.Reason != "" {
+		msg += ": " + ev.Reason
+	}
+	targets := make([]string, 0, len(s.active))
+	for t := range s.active {
+		targets = append(targets, t)
+	}
+	slices.Sort(targets)
+	for _, t := range targets {
+		for _, w := range s.active[t].waiters {
+			s.fx.GrantError(w.id, sdk.CodeUnavailable, msg)
+		}
+		delete(s.active, t)
+	}
+	for _, r := range s.queue {
+		s.fx.GrantError(r.id, sdk.CodeUnavailable, msg)
+	}
+	s.queue = nil
+}

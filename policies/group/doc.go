@@ -1,0 +1,44 @@
+// Command group is Loadout's default swapper (eviction) policy: llama-swap's
+// groups. It is built to a WebAssembly module (GOOS=wasip1 GOARCH=wasm go
+// build -buildmode=c-shared) and embedded in the loadout binary as the
+// built-in swapper "group".
+//
+// Models are put in named groups. When a model must load, a running model
+// is evicted (stopped first) when
+//
+//   - it is in the same group, and that group has swap: true (only one of
+//     its members runs at a time); or
+//   - it is in another group, the loading model's group has
+//     exclusive: true, and the other group is not persistent.
+//
+// So loading a model of a non-exclusive group leaves every other group
+// alone, and a persistent group is never evicted by another group. Models
+// in no group form an implicit group named "(default)" with swap and
+// exclusive on: with no groups configured, one model runs at a time.
+//
+// The swapper places nothing on devices (the host does) and never evicts a
+// model that is serving: the scheduler waits for it to go idle.
+//
+// # Settings
+//
+//	routing:
+//	  router:
+//	    name: group
+//	    settings:
+//	      groups:
+//	        chat:
+//	          swap: true        # one member at a time (default true)
+//	          exclusive: true   # loading a member evicts other groups (default true)
+//	          persistent: false # other groups never evict this one (default false)
+//	          members: [llama-8b, qwen-7b]
+//	        embeddings:
+//	          swap: false
+//	          exclusive: false
+//	          persistent: true
+//	          members: [bge-small]
+//
+// A group named "(default)" may be given explicitly (Loadout's config layer
+// writes the implicit group out with the models it holds); it then behaves
+// like any other group. A model listed in two groups and an unknown key are
+// errors at load.
+package main

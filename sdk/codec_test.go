@@ -1,0 +1,312 @@
+package sdk_test
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/loadout-dev/loadout/sdk"
+)
+
+var update = flag.Bool("update", false, "rewrite sdk/testdata/golden/*.hex from the current encoder")
+
+// message is one kind of the wire encoding: a fresh value to decode into
+// and a sample with every field set.
+type message struct {
+	name   string
+	kind   sdk.Kind
+	fresh  func() sdk.Message
+	sample sdk.Message
+}
+
+var model = sdk.ModelInfo{
+	Name: "llama-8b", State: sdk.StateReady, InFlight: 3, ConcurrencyLimit: 10,
+	Priority: -2, Pinned: true, Group: "chat", LastUse: 1_700_000_000_123_456_789,
+	TTL: 300e9, EstimatedVRAM: 6 << 30, MeasuredVRAM: 5<<30 + 12345, Devices: []int32{0, 1},
+}
+
+// messages lists every kind, in Kind order.
+var messages = []message{
+	{"init", sdk.KindInit, func() sdk.Message { return new(sdk.InitEvent) },
+		&sdk.InitEvent{Now: 1_700_000_000_000_000_001, Settings: []byte(`{"max_queue":8}`)}},
+	{"request", sdk.KindRequest, func() sdk.Message { return new(sdk.RequestEvent) },
+		&sdk.RequestEvent{Now: 1_700_000_000_000_000_002, ID: 0x0102030405060708, Model: "llama-8b", Priority: -7, Client: "ci"}},
+	{"swap_done", sdk.KindSwapDone, func() sdk.Message { return new(sdk.SwapDoneEvent) },
+		&sdk.SwapDoneEvent{Now: 3, Model: "qwen", Err: "exit status 1: CUDA out of memory"}},
+	{"serve_done", sdk.KindServeDone, func() sdk.Message { return new(sdk.ServeDoneEvent) },
+		&sdk.ServeDoneEvent{Now: 4, ID: 42, Model: "qwen"}},
+	{"cancel", sdk.KindCancel, func() sdk.Message { return new(sdk.CancelEvent) },
+		&sdk.CancelEvent{Now: 5, ID: 43, Model: "qwen"}},
+	{"unload", sdk.KindUnload, func() sdk.Message { return new(sdk.UnloadEvent) },
+		&sdk.UnloadEvent{Now: 6, Models: []string{"a", "bb"}, Reason: sdk.UnloadTTL}},
+	{"tick", sdk.KindTick, func() sdk.Message { return new(sdk.TickEvent) },
+		&sdk.TickEvent{Now: 7, Changed: []string{"crashed"}}},
+	{"shutdown", sdk.KindShutdown, func() sdk.Message { return new(sdk.ShutdownEvent) },
+		&sdk.ShutdownEvent{Now: 8, Reason: "SIGTERM"}},
+	{"plan_request", sdk.KindPlanRequest, func() sdk.Message { return new(sdk.PlanRequest) },
+		&sdk.PlanRequest{Now: 9, Target: "b", Running: []string{"a", "c"}}},
+	{"plan", sdk.KindPlan, func() sdk.Message { return new(sdk.Plan) },
+		&sdk.Plan{Evict: []string{"a"}, Devices: []int32{1, -1}}},
+	{"swap_start", sdk.KindSwapStart, func() sdk.Message { return new(sdk.SwapStartEvent) },
+		&sdk.SwapStartEvent{Now: 11, Target: "b", Running: []string{"a", "c"}, Evict: []string{"a"}, Devices: []int32{2}}},
+	{"swap_request", sdk.KindSwapRequest, func() sdk.Message { return new(sdk.SwapRequest) },
+		&sdk.SwapRequest{Model: "b", Evict: []string{"a", "c"}, Devices: []int32{0}}},
+	{"model_info", sdk.KindModelInfo, func() sdk.Message { return new(sdk.ModelInfo) }, &model},
+	{"model_list", sdk.KindModelList, func() sdk.Message { return new(sdk.ModelList) },
+		&sdk.ModelList{Models: []sdk.ModelInfo{model, {Name: "stopped"}}}},
+	{"snapshot", sdk.KindSnapshot, func() sdk.Message { return new(sdk.Snapshot) },
+		&sdk.Snapshot{Now: 15, Models: []sdk.ModelInfo{model},
+			GPUs: []sdk.GPUInfo{{Index: 0, Name: "NVIDIA H100 80GB HBM3", Total: 80 << 30, Free: 70 << 30, Leased: 6 << 30}}}},
+	{"stop_request", sdk.KindStopRequest, func() sdk.Message { return new(sdk.StopRequest) },
+		&sdk.StopRequest{Models: []string{"a"}}},
+}
+
+func TestCodec_CoversEveryKind(t *testing.T) {
+	for i, m := range messages {
+		if want := sdk.Kind(i + 1); m.kind != want {
+			t.Fatalf("messages[%d] is kind %d, want %d (every kind, in order)", i, m.kind, want)
+		}
+		if b := sdk.AppendMessage(nil, m.fresh()); b[0] != sdk.ABIVersion || sdk.Kind(b[1]) != m.kind {
+			t.Errorf("%s: header % x, want version %d kind %d", m.name, b[:2], sdk.ABIVersion, m.kind)
+		}
+	}
+	if len(messages) != int(sdk.KindStopRequest) {
+		t.Errorf("%d kinds tested, want %d", len(messages), sdk.KindStopRequest)
+	}
+}
+
+// TestCodec_Golden pins the encoding byte for byte: a change to the wire
+// format shows up here, and must come with a new ABIVersion.
+func TestCodec_Golden(t *testing.T) {
+	for _, m := range messages {
+		t.Run(m.name, func(t *testing.T) {
+			path := filepath.Join("testdata", "golden", m.name+".hex")
+			got := sdk.AppendMessage(nil, m.sample)
+			if *update {
+				if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(path, formatHex(m, got), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			text, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("%v (run go test ./sdk -update to write it)", err)
+			}
+			want, err := parseHex(text)
+			if err != nil {
+				t.Fatalf("%s: %v", path, err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Errorf("encoding of %s changed:\n got: % x\nwant: % x\n(a wire change needs a new ABIVersion; then go test ./sdk -update)", m.name, got, want)
+			}
+			decoded := m.fresh()
+			if err := sdk.DecodeMessage(want, decoded); err != nil {
+				t.Fatalf("decoding %s: %v", path, err)
+			}
+			if !reflect.DeepEqual(decoded, m.sample) {
+				t.Errorf("decoding %s:\n got %+v\nwant %+v", path, decoded, m.sample)
+			}
+		})
+	}
+}
+
+// formatHex writes a golden file: a comment line, then 16 bytes a line.
+func formatHex(m message, b []byte) []byte {
+	var out bytes.Buffer
+	fmt.Fprintf(&out, "# loadout_v1 %s (kind %d), %d bytes: %T\n", m.name, m.kind, len(b), m.sample)
+	fmt.Fprintf(&out, "# generated by go test ./sdk -update from the sample in codec_test.go\n")
+	for len(b) > 0 {
+		n := min(16, len(b))
+		out.WriteString(strings.TrimSpace(fmt.Sprintf("% x", b[:n])))
+		out.WriteByte('\n')
+		b = b[n:]
+	}
+	return out.Bytes()
+}
+
+// parseHex reads a golden file: hex digits, whitespace ignored, lines
+// starting with # are comments.
+func parseHex(text []byte) ([]byte, error) {
+	var digits strings.Builder
+	for line := range strings.SplitSeq(string(text), "\n") {
+		if strings.HasPrefix(strings.TrimSpace(line), "#") {
+			continue
+		}
+		digits.WriteString(strings.Join(strings.Fields(line), ""))
+	}
+	return hex.DecodeString(digits.String())
+}
+
+func TestCodec_RoundTrip(t *testing.T) {
+	for _, m := range messages {
+		for _, v := range []sdk.Message{m.sample, m.fresh()} {
+			b := sdk.AppendMessage([]byte("prefix"), v)
+			if !bytes.HasPrefix(b, []byte("prefix")) {
+				t.Fatalf("%s: AppendMessage lost dst", m.name)
+			}
+			b = b[len("prefix"):]
+			got := m.fresh()
+			if err := sdk.DecodeMessage(b, got); err != nil {
+				t.Fatalf("%s: %v", m.name, err)
+			}
+			if !reflect.DeepEqual(got, v) {
+				t.Errorf("%s: round trip\n got %+v\nwant %+v", m.name, got, v)
+			}
+			if again := sdk.AppendMessage(nil, got); !bytes.Equal(again, b) {
+				t.Errorf("%s: re-encoding differs", m.name)
+			}
+		}
+	}
+}
+
+// TestCodec_Malformed: every way a message can be wrong is an error that
+// wraps sdk.ErrMalformed.
+func TestCodec_Malformed(t *testing.T) {
+	for _, m := range messages {
+		good := sdk.AppendMessage(nil, m.sample)
+		cases := map[string][]byte{
+			"empty":         nil,
+			"header only":   good[:1],
+			"wrong version": append([]byte{sdk.ABIVersion + 1}, good[1:]...),
+			"wrong kind":    append([]byte{sdk.ABIVersion, byte(m.kind%16 + 1)}, good[2:]...),
+			"trailing byte": append(bytes.Clone(good), 0),
+		}
+		for n := 2; n < len(good); n++ {
+			cases[fmt.Sprintf("truncated to %d", n)] = good[:n]
+		}
+		for name, b := range cases {
+			if err := sdk.DecodeMessage(b, m.fresh()); !errors.Is(err, sdk.ErrMalformed) {
+				t.Errorf("%s, %s: error %v, want ErrMalformed", m.name, name, err)
+			}
+		}
+	}
+}
+
+// TestCodec_HugeCountsDoNotAllocate: a list count larger than the message
+// could hold is refused before anything is allocated for it.
+func TestCodec_HugeCountsDoNotAllocate(t *testing.T) {
+	hostile := []struct {
+		name  string
+		fresh func() sdk.Message
+		b     []byte
+	}{
+		{"strings", func() sdk.Message { return new(sdk.StopRequest) }, withCount(sdk.KindStopRequest, 1<<20)},
+		{"strings, max u32", func() sdk.Message { return new(sdk.StopRequest) }, withCount(sdk.KindStopRequest, 1<<32-1)},
+		{"models", func() sdk.Message { return new(sdk.ModelList) }, withCount(sdk.KindModelList, 1<<20)},
+		{"devices", func() sdk.Message { return new(sdk.Plan) }, append(withCount(sdk.KindPlan, 0), 0xff, 0xff, 0x0f, 0)},
+		{"string length", func() sdk.Message { return new(sdk.SwapDoneEvent) }, append(withCount(sdk.KindSwapDone, 0), 0, 0, 0, 0, 0xff, 0xff, 0xff, 0x7f)},
+	}
+	for _, h := range hostile {
+		if err := sdk.DecodeMessage(h.b, h.fresh()); !errors.Is(err, sdk.ErrMalformed) {
+			t.Errorf("%s: error %v, want ErrMalformed", h.name, err)
+		}
+		if n := bytesAllocated(func() { _ = sdk.DecodeMessage(h.b, h.fresh()) }); n > allocBound(len(h.b)) {
+			t.Errorf("%s: decoding %d bytes allocated %d bytes", h.name, len(h.b), n)
+		}
+	}
+}
+
+// withCount is a header then a u32 count, and nothing the count promises.
+func withCount(k sdk.Kind, n uint32) []byte {
+	return binary.LittleEndian.AppendUint32([]byte{sdk.ABIVersion, byte(k)}, n)
+}
+
+// bytesAllocated is the average heap bytes one call of f allocates.
+func bytesAllocated(f func()) uint64 {
+	const runs = 100
+	f() // warm up
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for range runs {
+		f()
+	}
+	runtime.ReadMemStats(&after)
+	return (after.TotalAlloc - before.TotalAlloc) / runs
+}
+
+// allocBound is the most a decode of n bytes may allocate: a small
+// multiple of n (a Go string header is 16 bytes for a 4-byte encoded
+// empty string; a ModelInfo ~130 bytes for its 58), plus the message.
+func allocBound(n int) uint64 { return uint64(8*n + 512) }
+
+// retained is the memory a decoded value holds: strings' and slices'
+// backing arrays, recursively (the top-level value itself excluded).
+func retained(v reflect.Value) uint64 {
+	switch v.Kind() {
+	case reflect.Pointer:
+		if v.IsNil() {
+			return 0
+		}
+		return retained(v.Elem())
+	case reflect.String:
+		return uint64(v.Len())
+	case reflect.Slice:
+		n := uint64(v.Cap()) * uint64(v.Type().Elem().Size())
+		for i := range v.Len() {
+			n += retained(v.Index(i))
+		}
+		return n
+	case reflect.Struct:
+		var n uint64
+		for i := range v.NumField() {
+			n += retained(v.Field(i))
+		}
+		return n
+	}
+	return 0
+}
+
+// fuzzDecode is the body of every FuzzDecode target: decoding arbitrary
+// bytes never panics, what it keeps is bounded by the input's size, and a
+// message that decodes re-encodes to the same bytes (the encoding is
+// canonical).
+func fuzzDecode(f *testing.F, m message) {
+	f.Add(sdk.AppendMessage(nil, m.sample))
+	f.Add(sdk.AppendMessage(nil, m.fresh()))
+	f.Add([]byte{sdk.ABIVersion, byte(m.kind)})
+	f.Add(withCount(m.kind, 1<<31))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		v := m.fresh()
+		if err := sdk.DecodeMessage(b, v); err != nil {
+			if !errors.Is(err, sdk.ErrMalformed) {
+				t.Fatalf("error %v does not wrap ErrMalformed", err)
+			}
+			return
+		}
+		if n := retained(reflect.ValueOf(v)); n > allocBound(len(b)) {
+			t.Fatalf("decoding %d bytes keeps %d bytes", len(b), n)
+		}
+		if again := sdk.AppendMessage(nil, v); !bytes.Equal(again, b) {
+			t.Fatalf("re-encoding differs:\n  in % x\n out % x", b, again)
+		}
+	})
+}
+
+func FuzzDecodeInit(f *testing.F)        { fuzzDecode(f, messages[sdk.KindInit-1]) }
+func FuzzDecodeRequest(f *testing.F)     { fuzzDecode(f, messages[sdk.KindRequest-1]) }
+func FuzzDecodeSwapDone(f *testing.F)    { fuzzDecode(f, messages[sdk.KindSwapDone-1]) }
+func FuzzDecodeServeDone(f *testing.F)   { fuzzDecode(f, messages[sdk.KindServeDone-1]) }
+func FuzzDecodeCancel(f *testing.F)      { fuzzDecode(f, messages[sdk.KindCancel-1]) }
+func FuzzDecodeUnload(f *testing.F)      { fuzzDecode(f, messages[sdk.KindUnload-1]) }
+func FuzzDecodeTick(f *testing.F)        { fuzzDecode(f, messages[sdk.KindTick-1]) }
+func FuzzDecodeShutdown(f *testing.F)    { fuzzDecode(f, messages[sdk.KindShutdown-1]) }
+func FuzzDecodePlanRequest(f *testing.F) { fuzzDecode(f, messages[sdk.KindPlanRequest-1]) }
+func FuzzDecodePlan(f *testing.F)        { fuzzDecode(f, messages[sdk.KindPlan-1]) }
+func FuzzDecodeSwapStart(f *testing.F)   { fuzzDecode(f, messages[sdk.KindSwapStart-1]) }
+func FuzzDecodeSwapRequest(f *testing.F) { fuzzDecode(f, messages[sdk.KindSwapRequest-1]) }
+func FuzzDecodeModelInfo(f *testing.F)   { fuzzDecode(f, messages[sdk.KindModelInfo-1]) }
+func FuzzDecodeModelList(f *testing.F)   { fuzzDecode(f, messages[sdk.KindModelList-1]) }
+func FuzzDecodeSnapshot(f *testing.F)    { fuzzDecode(f, messages[sdk.KindSnapshot-1]) }
+func FuzzDecodeStopRequest(f *testing.F) { fuzzDecode(f, messages[sdk.KindStopRequest-1]) }

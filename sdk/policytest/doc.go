@@ -1,0 +1,36 @@
+// Package policytest runs a Loadout policy natively, in a plain `go test`,
+// against Host: a fake host that implements sdk.Effects the way the real run
+// loop does and records every effect the policy asks for.
+//
+// A scheduler test builds a Host with its models, makes the scheduler with
+// the Host as its Effects, attaches it, and drives a scenario with the
+// Host's helpers, which deliver events the way the run loop would:
+//
+//	h := policytest.NewHost(t,
+//		sdk.ModelInfo{Name: "a"},
+//		sdk.ModelInfo{Name: "b"})
+//	h.Swapper = policytest.NativeSwapper(mySwapper) // optional; nil plans no evictions
+//	s, err := New(h, []byte(`{}`))                  // the policy's factory
+//	if err != nil { t.Fatal(err) }
+//	h.Scheduler = policytest.Native(s)
+//
+//	h.Request(1, "a")       // OnRequest: the policy starts a swap for a
+//	h.CompleteSwap("a", "") // a is ready: OnSwapDone
+//	if !h.Granted(1) { t.Fatal(h.Calls) }
+//
+// Scheduler and Swapper are the policy interfaces with an error on every
+// method, so the same scenario drives a native policy (through Native and
+// NativeSwapper) or a WebAssembly module loaded by host/policy, whose
+// scheduler and swapper have exactly these methods.
+//
+// The Host checks the host-side contract as it goes (sdk.Scheduler's and
+// DESIGN.md's run-loop rules): every request must end, within its
+// OnRequest, granted, errored or held with a queue position; a caller is
+// granted or failed at most once; a cancelled caller is never touched
+// again; a model that is not ready is never granted; a swap that would
+// evict a busy model is refused. A breach is reported with the test's
+// Errorf, so a policy test fails with a message naming the rule.
+//
+// Everything is synchronous and deterministic: no goroutines, no sleeps,
+// and time is the Host's Now field, advanced by the test.
+package policytest

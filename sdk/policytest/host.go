@@ -1,0 +1,551 @@
+package policytest
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/loadout-dev/loadout/sdk"
+)
+
+// Host is a fake Loadout host: an sdk.Effects (and so an sdk.Host) that
+// keeps a model table, applies effects the way the run loop does, and
+// records them in Calls. Set Models (NewHost does), optionally Swapper, and
+// Scheduler before driving a scenario. A Host is not safe for concurrent
+// use; neither is the run loop it imitates.
+type Host struct {
+	// Models is the model table by name. Tests may change it between
+	// events, e.g. to crash a model (State = sdk.StateFailed) before a Tick.
+	Models map[string]*sdk.ModelInfo
+	// GPUs is returned by Snapshot.
+	GPUs []sdk.GPUInfo
+	// Now is the host time in Unix nanoseconds put on every event; Advance
+	// moves it.
+	Now int64
+	// Swapper answers Plan; nil plans no evictions. StartSwap calls its
+	// OnSwapStart, as the host does.
+	Swapper Swapper
+	// Scheduler receives the events the helpers send.
+	Scheduler Scheduler
+	// Calls is every effect the policy asked for, in order.
+	Calls Calls
+
+	tb      testing.TB
+	callers map[sdk.RequestID]*caller
+	active  map[string]sdk.SwapRequest // swaps started and not completed, by target
+	started []sdk.SwapRequest
+	stops   map[string]bool // models StopProcesses is stopping; Tick finishes them
+}
+
+type callerState uint8
+
+const (
+	waiting   callerState = iota // submitted and not ended
+	granted                      // GrantServe returned true
+	served                       // granted, then ServeDone
+	errored                      // GrantError
+	gone                         // left, and a grant found it gone
+	cancelled                    // OnCancel delivered while waiting
+)
+
+type caller struct {
+	model   string
+	state   callerState
+	left    bool // the client disconnected (Leave or Cancel)
+	hasPos  bool
+	pos     int
+	granted string // the model it was granted
+	code    sdk.ErrorCode
+	msg     string
+}
+
+// NewHost returns a Host with the given models (in StateStopped unless
+// they say otherwise), starting at Now = 1,000,000,000,000 ns. Breaches of
+// the host contract and scheduler errors are reported to tb.
+func NewHost(tb testing.TB, models ...sdk.ModelInfo) *Host {
+	h := &Host{
+		Models:  make(map[string]*sdk.ModelInfo, len(models)),
+		Now:     1e12,
+		tb:      tb,
+		callers: make(map[sdk.RequestID]*caller),
+		active:  make(map[string]sdk.SwapRequest),
+		stops:   make(map[string]bool),
+	}
+	for _, m := range models {
+		h.Models[m.Name] = &m
+	}
+	return h
+}
+
+func (h *Host) violate(format string, args ...any) {
+	h.tb.Helper()
+	h.tb.Errorf("policytest: "+format, args...)
+}
+
+// Log records the line.
+func (h *Host) Log(level sdk.LogLevel, msg string) {
+	h.Calls = append(h.Calls, Call{Op: OpLog, Level: level, Msg: msg})
+}
+
+// ModelState returns a copy of the model's entry in Models.
+func (h *Host) ModelState(model string) (sdk.ModelInfo, bool) {
+	m, ok := h.Models[model]
+	if !ok {
+		return sdk.ModelInfo{}, false
+	}
+	return h.info(model, m), true
+}
+
+func (h *Host) info(name string, m *sdk.ModelInfo) sdk.ModelInfo {
+	info := *m
+	info.Name = name
+	info.Devices = slices.Clone(m.Devices)
+	return info
+}
+
+// RunningModels returns every model whose State.Running(), sorted by name.
+func (h *Host) RunningModels() []sdk.ModelInfo {
+	var out []sdk.ModelInfo
+	for _, name := range h.names() {
+		if m := h.Models[name]; m.State.Running() {
+			out = append(out, h.info(name, m))
+		}
+	}
+	return out
+}
+
+// Snapshot returns every model, sorted by name, and GPUs.
+func (h *Host) Snapshot() sdk.Snapshot {
+	s := sdk.Snapshot{Now: h.Now, GPUs: slices.Clone(h.GPUs)}
+	for _, name := range h.names() {
+		s.Models = append(s.Models, h.info(name, h.Models[name]))
+	}
+	return s
+}
+
+func (h *Host) names() []string {
+	names := make([]string, 0, len(h.Models))
+	for name := range h.Models {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// Running returns the running set the host hands a swapper for target
+// (DESIGN.md rule 4): every model whose State.Running(), plus the targets
+// of swaps started and not yet completed, sorted, without target.
+func (h *Host) Running(target string) []string {
+	var out []string
+	for name, m := range h.Models {
+		if name != target && m.State.Running() {
+			out = append(out, name)
+		}
+	}
+	for name := range h.active {
+		if name != target && !slices.Contains(out, name) {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Plan forwards to Swapper with the running set of Running(target). An
+// unknown target is sdk.ErrUnknownModel; a swapper error is
+// sdk.ErrSwapperFailed (the error itself is logged to the test).
+func (h *Host) Plan(target string) (sdk.Plan, error) {
+	if _, ok := h.Models[target]; !ok {
+		return sdk.Plan{}, sdk.ErrUnknownModel
+	}
+	if h.Swapper == nil {
+		return sdk.Plan{}, nil
+	}
+	p, err := h.Swapper.Plan(sdk.PlanRequest{Now: h.Now, Target: target, Running: h.Running(target)})
+	if err != nil {
+		h.tb.Logf("policytest: swapper Plan(%q): %v", target, err)
+		return sdk.Plan{}, sdk.ErrSwapperFailed
+	}
+	return p, nil
+}
+
+// GrantServe hands the caller the model. It returns false for a caller that
+// has left (Leave) and ends it; it reports a breach for an unknown caller,
+// one already granted, failed or cancelled, or a model that is not ready.
+// On true the model's InFlight goes up and its LastUse becomes Now.
+func (h *Host) GrantServe(id sdk.RequestID, model string) bool {
+	h.tb.Helper()
+	call := Call{Op: OpGrantServe, ID: id, Model: model}
+	defer func() { h.Calls = append(h.Calls, call) }()
+	c := h.holder(string(OpGrantServe), id)
+	if c == nil {
+		return false
+	}
+	m, ok := h.Models[model]
+	switch {
+	case !ok:
+		h.violate("GrantServe(%d, %q): unknown model", id, model)
+		return false
+	case c.left:
+		c.state = gone
+		return false
+	case m.State != sdk.StateReady:
+		h.violate("GrantServe(%d, %q): model is %s, not ready", id, model, m.State)
+		return false
+	}
+	m.InFlight++
+	m.LastUse = h.Now
+	c.state, c.granted = granted, model
+	call.OK = true
+	return true
+}
+
+// holder returns the caller id if the policy may still act on it, and
+// reports a breach otherwise.
+func (h *Host) holder(op string, id sdk.RequestID) *caller {
+	h.tb.Helper()
+	c, ok := h.callers[id]
+	switch {
+	case !ok:
+		h.violate("%s(%d): unknown request", op, id)
+	case c.state == cancelled:
+		h.violate("%s(%d): the request was cancelled (OnCancel); the policy must forget it", op, id)
+	case c.state != waiting:
+		h.violate("%s(%d): the request has already ended (%s)", op, id, c.outcome())
+	default:
+		return c
+	}
+	return nil
+}
+
+// GrantError fails the caller. It reports a breach for an unknown caller or
+// one that has already ended or was cancelled.
+func (h *Host) GrantError(id sdk.RequestID, code sdk.ErrorCode, msg string) {
+	h.tb.Helper()
+	h.Calls = append(h.Calls, Call{Op: OpGrantError, ID: id, Code: code, Msg: msg})
+	if c := h.holder(string(OpGrantError), id); c != nil {
+		c.state, c.code, c.msg = errored, code, msg
+	}
+}
+
+// SetQueuePosition records the caller's position (0: waiting on a swap).
+func (h *Host) SetQueuePosition(id sdk.RequestID, pos int) {
+	h.tb.Helper()
+	h.Calls = append(h.Calls, Call{Op: OpSetQueuePosition, ID: id, Pos: pos})
+	if pos < 0 {
+		h.violate("SetQueuePosition(%d, %d): negative position", id, pos)
+		return
+	}
+	if c := h.holder(string(OpSetQueuePosition), id); c != nil {
+		c.hasPos, c.pos = true, pos
+	}
+}
+
+// StartSwap applies the swap as the host does: it is refused with
+// sdk.ErrUnknownModel for an unknown model, sdk.ErrSwapActive if the target
+// already has a swap, and sdk.ErrModelBusy if an evicted model has
+// requests in flight (DESIGN.md rule 6). Otherwise the target becomes
+// StateStarting, the evicted models StateStopping, the Swapper's
+// OnSwapStart is called, and the swap stays active until CompleteSwap.
+func (h *Host) StartSwap(s sdk.SwapRequest) (err error) {
+	h.tb.Helper()
+	s = sdk.SwapRequest{Model: s.Model, Evict: slices.Clone(s.Evict), Devices: slices.Clone(s.Devices)}
+	defer func() {
+		h.Calls = append(h.Calls, Call{Op: OpStartSwap, Model: s.Model, Models: s.Evict, Devices: s.Devices, Err: err})
+	}()
+	target, ok := h.Models[s.Model]
+	if !ok {
+		return sdk.ErrUnknownModel
+	}
+	if _, ok := h.active[s.Model]; ok {
+		return sdk.ErrSwapActive
+	}
+	for _, e := range s.Evict {
+		m, ok := h.Models[e]
+		if !ok {
+			return sdk.ErrUnknownModel
+		}
+		if m.InFlight > 0 {
+			return sdk.ErrModelBusy
+		}
+	}
+	running := h.Running(s.Model)
+	for _, e := range s.Evict {
+		if m := h.Models[e]; m.State.Running() {
+			m.State = sdk.StateStopping
+		}
+	}
+	target.State = sdk.StateStarting
+	h.active[s.Model] = s
+	h.started = append(h.started, s)
+	if h.Swapper != nil {
+		ev := sdk.SwapStartEvent{Now: h.Now, Target: s.Model, Running: running, Evict: s.Evict, Devices: s.Devices}
+		if err := h.Swapper.OnSwapStart(ev); err != nil {
+			h.violate("swapper OnSwapStart(%q): %v", s.Model, err)
+		}
+	}
+	return nil
+}
+
+// StopProcesses puts every running model of the list in StateStopping;
+// the next Tick finishes the stops (StateStopped) and reports the models as
+// changed. An unknown model refuses the whole call with sdk.ErrUnknownModel.
+func (h *Host) StopProcesses(models []string) (err error) {
+	models = slices.Clone(models)
+	defer func() { h.Calls = append(h.Calls, Call{Op: OpStopProcesses, Models: models, Err: err}) }()
+	for _, name := range models {
+		if _, ok := h.Models[name]; !ok {
+			return sdk.ErrUnknownModel
+		}
+	}
+	for _, name := range models {
+		if m := h.Models[name]; m.State.Running() {
+			m.State = sdk.StateStopping
+			h.stops[name] = true
+		}
+	}
+	return nil
+}
+
+func (h *Host) scheduler(event string) Scheduler {
+	h.tb.Helper()
+	if h.Scheduler == nil {
+		h.tb.Fatalf("policytest: %s: Host.Scheduler is not set", event)
+	}
+	return h.Scheduler
+}
+
+func (h *Host) check(event string, err error) {
+	h.tb.Helper()
+	if err != nil {
+		h.tb.Fatalf("policytest: %s: %v", event, err)
+	}
+}
+
+// Request sends OnRequest for a new caller id of model, with the model's
+// priority, as Submit does.
+func (h *Host) Request(id sdk.RequestID, model string) {
+	h.tb.Helper()
+	h.Submit(sdk.RequestEvent{ID: id, Model: model})
+}
+
+// Submit sends OnRequest for a new caller. A zero ev.Now becomes h.Now and
+// a zero ev.Priority the model's Priority, as the host resolves them. After
+// the call the request must have been granted, failed, or given a queue
+// position (DESIGN.md rule 5); a breach is reported.
+func (h *Host) Submit(ev sdk.RequestEvent) {
+	h.tb.Helper()
+	if _, dup := h.callers[ev.ID]; dup {
+		h.tb.Fatalf("policytest: Submit: request id %d reused", ev.ID)
+	}
+	if ev.Now == 0 {
+		ev.Now = h.Now
+	}
+	if m, ok := h.Models[ev.Model]; ok && ev.Priority == 0 {
+		ev.Priority = m.Priority
+	}
+	c := &caller{model: ev.Model}
+	h.callers[ev.ID] = c
+	h.check(fmt.Sprintf("OnRequest(%d, %q)", ev.ID, ev.Model), h.scheduler("Submit").OnRequest(ev))
+	if c.state == waiting && !c.hasPos {
+		h.violate("OnRequest(%d, %q) returned without granting, failing or holding the request (SetQueuePosition)", ev.ID, ev.Model)
+	}
+}
+
+// CompleteSwap finishes the active swap for model: its evicted models
+// become StateStopped, the target StateReady (err == "") or StateFailed,
+// then the scheduler gets OnSwapDone with err as the reason.
+func (h *Host) CompleteSwap(model string, err string) {
+	h.tb.Helper()
+	s, ok := h.active[model]
+	if !ok {
+		h.tb.Fatalf("policytest: CompleteSwap(%q): no swap for it is active (active: %v)", model, h.ActiveSwaps())
+	}
+	delete(h.active, model)
+	for _, e := range s.Evict {
+		if m := h.Models[e]; m.State == sdk.StateStopping {
+			m.State = sdk.StateStopped
+		}
+	}
+	if err == "" {
+		h.Models[model].State = sdk.StateReady
+	} else {
+		h.Models[model].State = sdk.StateFailed
+	}
+	delete(h.stops, model)
+	h.check(fmt.Sprintf("OnSwapDone(%q)", model), h.scheduler("CompleteSwap").OnSwapDone(sdk.SwapDoneEvent{Now: h.Now, Model: model, Err: err}))
+}
+
+// ServeDone ends a granted caller: its model's InFlight goes down, LastUse
+// becomes Now, and the scheduler gets OnServeDone.
+func (h *Host) ServeDone(id sdk.RequestID) {
+	h.tb.Helper()
+	c, ok := h.callers[id]
+	if !ok || c.state != granted {
+		h.tb.Fatalf("policytest: ServeDone(%d): the request is not being served (%s)", id, c.outcome())
+	}
+	c.state = served
+	m := h.Models[c.granted]
+	m.InFlight--
+	m.LastUse = h.Now
+	h.check(fmt.Sprintf("OnServeDone(%d)", id), h.scheduler("ServeDone").OnServeDone(sdk.ServeDoneEvent{Now: h.Now, ID: id, Model: c.granted}))
+}
+
+// Leave marks a waiting caller as gone without telling the scheduler, as
+// when a client disconnects just before a grant: GrantServe then returns
+// false. Cancel delivers the event.
+func (h *Host) Leave(id sdk.RequestID) {
+	h.tb.Helper()
+	c, ok := h.callers[id]
+	if !ok || c.state != waiting {
+		h.tb.Fatalf("policytest: Leave(%d): the request is not waiting (%s)", id, c.outcome())
+	}
+	c.left = true
+}
+
+// Cancel tells the scheduler a waiting caller has left (OnCancel). From
+// then on any effect naming the caller is a breach.
+func (h *Host) Cancel(id sdk.RequestID) {
+	h.tb.Helper()
+	c, ok := h.callers[id]
+	if !ok || c.state != waiting {
+		h.tb.Fatalf("policytest: Cancel(%d): the request is not waiting (%s)", id, c.outcome())
+	}
+	c.left, c.state = true, cancelled
+	h.check(fmt.Sprintf("OnCancel(%d)", id), h.scheduler("Cancel").OnCancel(sdk.CancelEvent{Now: h.Now, ID: id, Model: c.model}))
+}
+
+// Unload sends OnUnload for the models.
+func (h *Host) Unload(reason sdk.UnloadReason, models ...string) {
+	h.tb.Helper()
+	h.check("OnUnload", h.scheduler("Unload").OnUnload(sdk.UnloadEvent{Now: h.Now, Models: models, Reason: reason}))
+}
+
+// Tick finishes the stops StopProcesses began (those models become
+// StateStopped) and sends OnTick naming them, sorted, as changed.
+func (h *Host) Tick() {
+	h.tb.Helper()
+	var changed []string
+	for name := range h.stops {
+		if m := h.Models[name]; m.State == sdk.StateStopping {
+			m.State = sdk.StateStopped
+			changed = append(changed, name)
+		}
+	}
+	clear(h.stops)
+	slices.Sort(changed)
+	h.check("OnTick", h.scheduler("Tick").OnTick(sdk.TickEvent{Now: h.Now, Changed: changed}))
+}
+
+// Shutdown sends OnShutdown; afterwards every caller the scheduler still
+// held must have been failed, and any that was not is reported.
+func (h *Host) Shutdown(reason string) {
+	h.tb.Helper()
+	h.check("OnShutdown", h.scheduler("Shutdown").OnShutdown(sdk.ShutdownEvent{Now: h.Now, Reason: reason}))
+	for id, c := range h.callers {
+		if c.state == waiting {
+			h.violate("OnShutdown: request %d (%q) was not failed", id, c.model)
+		}
+	}
+}
+
+// Advance moves Now forward by d.
+func (h *Host) Advance(d time.Duration) { h.Now += int64(d) }
+
+// Granted reports whether GrantServe succeeded for the caller.
+func (h *Host) Granted(id sdk.RequestID) bool {
+	c, ok := h.callers[id]
+	return ok && (c.state == granted || c.state == served)
+}
+
+// Errored returns the code the caller was failed with; ok is false if it
+// was not failed.
+func (h *Host) Errored(id sdk.RequestID) (code sdk.ErrorCode, ok bool) {
+	c, found := h.callers[id]
+	if !found || c.state != errored {
+		return 0, false
+	}
+	return c.code, true
+}
+
+// ErrorText returns the message the caller was failed with, or "".
+func (h *Host) ErrorText(id sdk.RequestID) string {
+	if c, ok := h.callers[id]; ok && c.state == errored {
+		return c.msg
+	}
+	return ""
+}
+
+// QueuePosition returns the caller's last position while the scheduler
+// holds it: 0 waiting on a swap, 1.. queued. ok is false once the request
+// has ended or if it never got a position.
+func (h *Host) QueuePosition(id sdk.RequestID) (pos int, ok bool) {
+	c, found := h.callers[id]
+	if !found || c.state != waiting || !c.hasPos {
+		return 0, false
+	}
+	return c.pos, true
+}
+
+// Outcome describes the caller's state for test messages: "granted a",
+// "errored CodeQueueFull: …", "queued at 2", "waiting on a swap", …
+func (h *Host) Outcome(id sdk.RequestID) string {
+	c, ok := h.callers[id]
+	if !ok {
+		return "unknown request"
+	}
+	return c.outcome()
+}
+
+func (c *caller) outcome() string {
+	if c == nil {
+		return "unknown request"
+	}
+	switch c.state {
+	case granted:
+		return "granted " + c.granted
+	case served:
+		return "served by " + c.granted
+	case errored:
+		return fmt.Sprintf("errored %s: %s", CodeName(c.code), c.msg)
+	case gone:
+		return "left before its grant"
+	case cancelled:
+		return "cancelled"
+	}
+	switch {
+	case !c.hasPos:
+		return "held without a position"
+	case c.pos == 0:
+		return "waiting on a swap"
+	}
+	return fmt.Sprintf("queued at %d", c.pos)
+}
+
+// Serving returns the callers granted and not yet done (ServeDone), in id
+// order.
+func (h *Host) Serving() []sdk.RequestID {
+	var out []sdk.RequestID
+	for id, c := range h.callers {
+		if c.state == granted {
+			out = append(out, id)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// SwapsStarted returns every swap StartSwap accepted, in order.
+func (h *Host) SwapsStarted() []sdk.SwapRequest { return slices.Clone(h.started) }
+
+// ActiveSwaps returns the targets of swaps started and not yet completed,
+// sorted.
+func (h *Host) ActiveSwaps() []string {
+	out := make([]string, 0, len(h.active))
+	for name := range h.active {
+		out = append(out, name)
+	}
+	slices.Sort(out)
+	return out
+}
