@@ -1,0 +1,189 @@
+package proxy
+
+import (
+	"encoding/json"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/gorilla/mux"
+
+	"github.com/loadout-dev/loadout/host/router"
+)
+
+// writeJSON sends v as a 200 JSON response.
+func (s *Server) writeJSON(w http.ResponseWriter, r *http.Request, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		s.writeError(w, r, &apiError{status: http.StatusInternalServerError, code: "internal_error", msg: "encoding the response: " + err.Error()})
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(append(b, '\n'))
+}
+
+// modelObject is one entry of GET /v1/models, OpenAI's list shape plus
+// llama-swap's name and description.
+type modelObject struct {
+	ID          string `json:"id"`
+	Object      string `json:"object"`
+	Created     int64  `json:"created"`
+	OwnedBy     string `json:"owned_by"`
+	Name        string `json:"name,omitempty"`
+	Description string `json:"description,omitempty"`
+}
+
+// listModels is GET /v1/models: listed models (and their aliases when
+// IncludeAliasesInList), sorted by id.
+func (s *Server) listModels(w http.ResponseWriter, r *http.Request) {
+	created := s.started.Unix()
+	data := make([]modelObject, 0, len(s.catalog.entries))
+	for _, e := range s.catalog.entries {
+		if e.Unlisted {
+			continue
+		}
+		obj := modelObject{ID: e.ID, Object: "model", Created: created, OwnedBy: "loadout",
+			Name: strings.TrimSpace(e.Name), Description: strings.TrimSpace(e.Description)}
+		data = append(data, obj)
+		if s.cfg.IncludeAliasesInList {
+			for _, a := range e.Aliases {
+				obj.ID = a
+				data = append(data, obj)
+			}
+		}
+	}
+	slices.SortFunc(data, func(a, b modelObject) int { return strings.Compare(a.ID, b.ID) })
+	if origin := r.Header.Get("Origin"); origin != "" {
+		w.Header().Set("Access-Control-Allow-Origin", origin)
+	}
+	s.writeJSON(w, r, struct {
+		Object string        `json:"object"`
+		Data   []modelObject `json:"data"`
+	}{"list", data})
+}
+
+// runningModel is one entry of GET /running, llama-swap's shape.
+type runningModel struct {
+	Model       string `json:"model"`
+	State       string `json:"state"`
+	Proxy       string `json:"proxy,omitempty"`
+	Name        string `json:"name,omitempty"`
+	Description string `json:"description,omitempty"`
+}
+
+// running is GET /running: the models with a process (starting, ready or
+// stopping).
+func (s *Server) running(w http.ResponseWriter, r *http.Request) {
+	out := []runningModel{}
+	for _, m := range s.router.Models() {
+		switch m.State {
+		case "starting", "ready", "stopping":
+		default:
+			continue
+		}
+		rm := runningModel{Model: m.Model, State: m.State, Proxy: m.Upstream}
+		if e := s.catalog.lookup(m.Model); e != nil {
+			rm.Name, rm.Description = e.Name, e.Description
+		}
+		out = append(out, rm)
+	}
+	s.writeJSON(w, r, map[string]any{"running": out})
+}
+
+// unloadAll is GET|POST /unload and POST /api/models/unload: stop every
+// running model and answer "OK" once they have exited.
+func (s *Server) unloadAll(w http.ResponseWriter, r *http.Request) {
+	if err := s.router.Unload(r.Context()); err != nil {
+		s.writeError(w, r, acquireError(err, "(all)"))
+		return
+	}
+	writeOK(w)
+}
+
+// unloadModel is POST /api/models/unload/{model}: the model by id or alias.
+func (s *Server) unloadModel(w http.ResponseWriter, r *http.Request) {
+	name := mux.Vars(r)["model"]
+	e := s.catalog.lookup(name)
+	if e == nil {
+		s.writeError(w, r, s.catalog.unknown(name))
+		return
+	}
+	exchangeOf(r).model = e.ID
+	if err := s.router.Unload(r.Context(), e.ID); err != nil {
+		s.writeError(w, r, acquireError(err, e.ID))
+		return
+	}
+	writeOK(w)
+}
+
+func writeOK(w http.ResponseWriter) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	_, _ = w.Write([]byte("OK"))
+}
+
+// apiModel is one entry of GET /api/models: the router's status and the
+// catalog's description of the model.
+type apiModel struct {
+	router.ModelStatus
+	Name         string   `json:"name,omitempty"`
+	Description  string   `json:"description,omitempty"`
+	Aliases      []string `json:"aliases,omitempty"`
+	UseModelName string   `json:"use_model_name,omitempty"`
+	Unlisted     bool     `json:"unlisted,omitempty"`
+	Backend      string   `json:"backend,omitempty"`
+}
+
+// apiModels is GET /api/models.
+func (s *Server) apiModels(w http.ResponseWriter, r *http.Request) {
+	statuses := s.router.Models()
+	out := make([]apiModel, 0, len(statuses))
+	for _, st := range statuses {
+		m := apiModel{ModelStatus: st}
+		if e := s.catalog.lookup(st.Model); e != nil {
+			m.Name, m.Description, m.Aliases = e.Name, e.Description, e.Aliases
+			m.UseModelName, m.Unlisted, m.Backend = e.UseModelName, e.Unlisted, e.Backend
+		}
+		out = append(out, m)
+	}
+	s.writeJSON(w, r, map[string]any{"models": out})
+}
+
+// apiPolicy is one entry of GET /api/policies.
+type apiPolicy struct {
+	Role           string                `json:"role"`
+	Name           string                `json:"name,omitempty"`
+	Healthy        *bool                 `json:"healthy,omitempty"` // absent when PolicyStatus does not describe the role
+	Crashes        int                   `json:"crashes"`
+	Instantiations int                   `json:"instantiations,omitempty"`
+	LastError      string                `json:"last_error,omitempty"`
+	Counters       router.PolicyCounters `json:"counters"`
+}
+
+// apiPolicies is GET /api/policies: the loaded policies and how often each
+// failed or had an effect refused.
+func (s *Server) apiPolicies(w http.ResponseWriter, r *http.Request) {
+	counters := s.router.Counters()
+	var infos []PolicyInfo
+	if s.cfg.PolicyStatus != nil {
+		infos = s.cfg.PolicyStatus()
+	}
+	out := make([]apiPolicy, 0, len(infos)+len(counters))
+	seen := map[string]bool{}
+	for _, pi := range infos {
+		healthy := pi.Healthy
+		out = append(out, apiPolicy{Role: pi.Role, Name: pi.Name, Healthy: &healthy, Crashes: pi.Crashes,
+			Instantiations: pi.Instantiations, LastError: pi.LastError, Counters: counters[pi.Role]})
+		seen[pi.Role] = true
+	}
+	roles := make([]string, 0, len(counters))
+	for role := range counters {
+		if !seen[role] {
+			roles = append(roles, role)
+		}
+	}
+	slices.Sort(roles)
+	for _, role := range roles {
+		out = append(out, apiPolicy{Role: role, Counters: counters[role]})
+	}
+	s.writeJSON(w, r, map[string]any{"policies": out})
+}

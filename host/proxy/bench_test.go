@@ -1,0 +1,214 @@
+package proxy
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// benchBody is a small chat completion request, the proxy's common case.
+const benchBody = `{"model":"a","messages":[{"role":"user","content":"hi"}],"max_tokens":8}`
+
+// newBenchEnv is a Loadout with model a loaded and room for many
+// concurrent requests, logging only warnings. native swaps the Wasm
+// policies for a minimal Go scheduler.
+func newBenchEnv(tb testing.TB, native bool) *env {
+	e := newEnv(tb, envOpts{
+		native: native,
+		limits: map[string]uint32{"a": 1024},
+		logger: slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	})
+	resp := e.send(request{path: "/v1/chat/completions", body: benchBody})
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		tb.Fatalf("warm-up: status %d", resp.StatusCode)
+	}
+	return e
+}
+
+// post sends one small request on a keep-alive client and drains the
+// answer.
+func post(client *http.Client, target string) error {
+	resp, err := client.Post(target, "application/json", strings.NewReader(benchBody))
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if err == nil && resp.StatusCode != http.StatusOK {
+		err = fmt.Errorf("status %d", resp.StatusCode)
+	}
+	return err
+}
+
+func benchClient(conns int) *http.Client {
+	return &http.Client{Transport: &http.Transport{
+		Proxy:               nil,
+		MaxIdleConns:        conns * 2,
+		MaxIdleConnsPerHost: conns * 2,
+		DisableCompression:  true,
+	}}
+}
+
+// BenchmarkProxy_Small is one small non-streaming request through the
+// whole path: HTTP in, body parse, router run loop, reverse proxy to a
+// model server on 127.0.0.1, release. "wasm" runs the built-in fifo and
+// group policies through the Wasm runtime, as Loadout does; "native" runs
+// a minimal Go scheduler instead, so the difference is the policies' cost.
+func BenchmarkProxy_Small(b *testing.B) {
+	for _, native := range []bool{false, true} {
+		name := "wasm"
+		if native {
+			name = "native"
+		}
+		b.Run(name, func(b *testing.B) {
+			e := newBenchEnv(b, native)
+			client := benchClient(1)
+			defer client.CloseIdleConnections()
+			target := e.ts.URL + "/v1/chat/completions"
+			b.ReportAllocs()
+			start := time.Now()
+			n := 0
+			for b.Loop() {
+				if err := post(client, target); err != nil {
+					b.Fatal(err)
+				}
+				n++
+			}
+			elapsed := time.Since(start)
+			b.ReportMetric(float64(elapsed.Nanoseconds())/float64(n), "ns/req")
+			b.ReportMetric(float64(n)/elapsed.Seconds(), "req/s")
+		})
+	}
+}
+
+// overheadRun is one row of the proxy-overhead report.
+type overheadRun struct {
+	path        string
+	concurrency int
+	requests    int
+	elapsed     time.Duration
+	latencies   []time.Duration // sorted
+}
+
+func (r overheadRun) percentile(p float64) time.Duration {
+	return r.latencies[int(float64(len(r.latencies)-1)*p)]
+}
+
+// measure sends n requests to target from conc keep-alive clients at once.
+func measure(tb testing.TB, target string, conc, n int) overheadRun {
+	client := benchClient(conc)
+	defer client.CloseIdleConnections()
+	// Warm the connections up.
+	for range conc {
+		if err := post(client, target); err != nil {
+			tb.Fatalf("%s: %v", target, err)
+		}
+	}
+	lat := make([]time.Duration, n)
+	var next atomic.Int64
+	var failed atomic.Pointer[error]
+	var wg sync.WaitGroup
+	start := time.Now()
+	for range conc {
+		wg.Go(func() {
+			for {
+				i := next.Add(1) - 1
+				if i >= int64(n) {
+					return
+				}
+				t0 := time.Now()
+				if err := post(client, target); err != nil {
+					failed.CompareAndSwap(nil, &err)
+					return
+				}
+				lat[i] = time.Since(t0)
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	if err := failed.Load(); err != nil {
+		tb.Fatalf("%s at concurrency %d: %v", target, conc, *err)
+	}
+	slices.Sort(lat)
+	return overheadRun{concurrency: conc, requests: n, elapsed: elapsed, latencies: lat}
+}
+
+// TestProxyOverheadReport is the three-way proxy benchmark: the same small
+// request sent straight to a model server, through a bare
+// httputil.ReverseProxy (same transport settings as Loadout's), and
+// through Loadout (router, Wasm policies, metrics, logging), each at 1 and
+// 32 concurrent keep-alive clients. A fourth row runs Loadout with a
+// minimal Go scheduler in place of the Wasm policies, to show what the
+// policies cost. It prints a markdown table. Skipped
+// unless LOADOUT_BENCH=1 (LOADOUT_BENCH_N sets the requests per row,
+// default 20000):
+//
+//	LOADOUT_BENCH=1 go test -run TestProxyOverheadReport -v ./host/proxy
+func TestProxyOverheadReport(t *testing.T) {
+	if os.Getenv("LOADOUT_BENCH") != "1" {
+		t.Skip("set LOADOUT_BENCH=1 to run the proxy overhead benchmark")
+	}
+	n := 20000
+	if s := os.Getenv("LOADOUT_BENCH_N"); s != "" {
+		if _, err := fmt.Sscan(s, &n); err != nil || n <= 0 {
+			t.Fatalf("LOADOUT_BENCH_N=%q", s)
+		}
+	}
+	e := newBenchEnv(t, false)
+	native := newBenchEnv(t, true)
+	upstream, err := url.Parse(e.status("a").Upstream)
+	if err != nil || upstream.Host == "" {
+		t.Fatalf("model a's upstream %q: %v", e.status("a").Upstream, err)
+	}
+	bare := httptest.NewServer(&httputil.ReverseProxy{
+		Rewrite:       func(pr *httputil.ProxyRequest) { pr.SetURL(upstream) },
+		Transport:     newTransport(),
+		FlushInterval: -1,
+	})
+	defer bare.Close()
+
+	paths := []struct{ name, url string }{
+		{"direct", upstream.String() + "/v1/chat/completions"},
+		{"httputil.ReverseProxy", bare.URL + "/v1/chat/completions"},
+		{"Loadout", e.ts.URL + "/v1/chat/completions"},
+		{"Loadout, Go scheduler instead of Wasm", native.ts.URL + "/v1/chat/completions"},
+	}
+	var runs []overheadRun
+	for _, conc := range []int{1, 32} {
+		for _, p := range paths {
+			r := measure(t, p.url, conc, n)
+			r.path = p.name
+			runs = append(runs, r)
+		}
+	}
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "\n| path | clients | requests | req/s | p50 | p99 |\n|---|---:|---:|---:|---:|---:|\n")
+	for _, r := range runs {
+		fmt.Fprintf(&sb, "| %s | %d | %d | %.0f | %s | %s |\n", r.path, r.concurrency, r.requests,
+			float64(r.requests)/r.elapsed.Seconds(), round(r.percentile(0.50)), round(r.percentile(0.99)))
+	}
+	fmt.Print(sb.String())
+}
+
+func round(d time.Duration) string {
+	switch {
+	case d >= time.Millisecond:
+		return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond))
+	default:
+		return fmt.Sprintf("%.0f µs", float64(d)/float64(time.Microsecond))
+	}
+}

@@ -1,0 +1,376 @@
+package proxy
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"mime/multipart"
+	"net/http"
+	"strconv"
+	"strings"
+)
+
+// Loadout's extension fields: read by the proxy, passed to the router, and
+// never seen by an upstream.
+const (
+	fieldPriority  = "x_priority"
+	fieldClientID  = "x_client_id"
+	headerPriority = "X-Loadout-Priority"
+	headerClient   = "X-Loadout-Client"
+)
+
+// modelRequest is what the proxy needs from an inference request's body.
+type modelRequest struct {
+	model     string // the name the client asked for ("" if none)
+	stream    bool   // "stream": true
+	priority  int32
+	hasPrio   bool
+	client    string
+	hasClient bool
+	from      modelSource
+	kind      bodyKind
+	// strip: the body carries extension fields the upstream must not see.
+	strip bool
+}
+
+type modelSource uint8
+
+type bodyKind uint8
+
+const (
+	kindNone bodyKind = iota
+	kindJSON
+	kindForm
+)
+
+const (
+	fromNone modelSource = iota
+	fromJSON
+	fromForm
+	fromQuery
+)
+
+// readBody reads the whole request body, at most s.maxBody bytes.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *apiError) {
+	if r.ContentLength > s.maxBody {
+		return nil, s.tooLarge()
+	}
+	if r.Body == nil || r.Body == http.NoBody {
+		return nil, nil
+	}
+	var buf bytes.Buffer
+	if r.ContentLength > 0 {
+		buf.Grow(int(r.ContentLength) + bytes.MinRead)
+	}
+	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, s.maxBody))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, s.tooLarge()
+		}
+		if clientGone(r.Context()) {
+			return nil, &apiError{status: statusClientGone, code: "client_gone", msg: "client went away while sending the body"}
+		}
+		return nil, &apiError{status: http.StatusBadRequest, code: "invalid_body", msg: fmt.Sprintf("reading the request body: %v", err)}
+	}
+	return buf.Bytes(), nil
+}
+
+func (s *Server) tooLarge() *apiError {
+	return &apiError{status: http.StatusRequestEntityTooLarge, code: "request_too_large",
+		msg: fmt.Sprintf("request body is larger than the limit of %d bytes", s.maxBody)}
+}
+
+// requestFields are the top-level fields of a JSON body the proxy reads.
+// Raw, so that a field of an unexpected type is reported by name and the
+// rest of the body is validated but not decoded.
+type requestFields struct {
+	Model    json.RawMessage `json:"model"`
+	Stream   json.RawMessage `json:"stream"`
+	Priority json.RawMessage `json:"x_priority"`
+	ClientID json.RawMessage `json:"x_client_id"`
+}
+
+// parseModelRequest finds the model and the extension fields in a JSON
+// body, a multipart form, or the query string, in that order. The headers
+// supply priority and client id where the body has none.
+func parseModelRequest(r *http.Request, body []byte) (modelRequest, *apiError) {
+	var mr modelRequest
+	ct, params, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	switch {
+	case ct == "multipart/form-data":
+		mr.kind = kindForm
+		if e := mr.parseForm(body, params["boundary"]); e != nil {
+			return mr, e
+		}
+	case len(bytes.TrimSpace(body)) > 0:
+		mr.kind = kindJSON
+		if e := mr.parseJSON(body); e != nil {
+			return mr, e
+		}
+	}
+	if mr.model == "" {
+		if q := r.URL.Query().Get("model"); q != "" {
+			mr.model, mr.from = q, fromQuery
+		}
+	}
+	if mr.model == "" {
+		return mr, badRequest("missing_model", `no model given: set "model" in the JSON body, in the multipart form, or as the ?model= query parameter`)
+	}
+	if !mr.hasPrio {
+		if h := r.Header.Get(headerPriority); h != "" {
+			p, err := strconv.ParseInt(strings.TrimSpace(h), 10, 32)
+			if err != nil {
+				return mr, badRequest("invalid_priority", fmt.Sprintf("header %s: want a 32-bit integer, got %q", headerPriority, h))
+			}
+			mr.priority, mr.hasPrio = int32(p), true
+		}
+	}
+	if !mr.hasClient {
+		if h := r.Header.Get(headerClient); h != "" {
+			mr.client, mr.hasClient = h, true
+		}
+	}
+	return mr, nil
+}
+
+func badRequest(code, msg string) *apiError {
+	return &apiError{status: http.StatusBadRequest, code: code, msg: msg}
+}
+
+func (mr *modelRequest) parseJSON(body []byte) *apiError {
+	var f requestFields
+	if err := json.Unmarshal(body, &f); err != nil {
+		var se *json.SyntaxError
+		var te *json.UnmarshalTypeError
+		switch {
+		case errors.As(err, &se):
+			return badRequest("invalid_json", fmt.Sprintf("malformed JSON in the request body at byte offset %d: %v", se.Offset, se))
+		case errors.As(err, &te) && te.Field == "":
+			return badRequest("invalid_json", fmt.Sprintf("the request body must be a JSON object, got a JSON %s", te.Value))
+		default:
+			return badRequest("invalid_json", fmt.Sprintf("the request body is not valid JSON: %v", err))
+		}
+	}
+	if len(f.Model) > 0 && string(f.Model) != "null" {
+		if err := json.Unmarshal(f.Model, &mr.model); err != nil {
+			return badRequest("invalid_model", fmt.Sprintf(`"model" in the JSON body must be a string, got %s`, truncate(f.Model, 40)))
+		}
+		if mr.model != "" {
+			mr.from = fromJSON
+		}
+	}
+	mr.stream = string(f.Stream) == "true"
+	if len(f.Priority) > 0 {
+		mr.strip = true
+		if string(f.Priority) != "null" {
+			if err := json.Unmarshal(f.Priority, &mr.priority); err != nil {
+				return badRequest("invalid_priority", fmt.Sprintf(`%q in the JSON body must be a 32-bit integer, got %s`, fieldPriority, truncate(f.Priority, 40)))
+			}
+			mr.hasPrio = true
+		}
+	}
+	if len(f.ClientID) > 0 {
+		mr.strip = true
+		if string(f.ClientID) != "null" {
+			if err := json.Unmarshal(f.ClientID, &mr.client); err != nil {
+				return badRequest("invalid_client_id", fmt.Sprintf(`%q in the JSON body must be a string, got %s`, fieldClientID, truncate(f.ClientID, 40)))
+			}
+			mr.hasClient = true
+		}
+	}
+	return nil
+}
+
+func truncate(b []byte, n int) string {
+	if len(b) > n {
+		return string(b[:n]) + "…"
+	}
+	return string(b)
+}
+
+// maxFormField bounds the form fields the proxy reads (model, x_priority,
+// x_client_id).
+const maxFormField = 4096
+
+func (mr *modelRequest) parseForm(body []byte, boundary string) *apiError {
+	if boundary == "" {
+		return badRequest("invalid_form", "multipart/form-data request without a boundary parameter")
+	}
+	mpr := multipart.NewReader(bytes.NewReader(body), boundary)
+	for {
+		part, err := mpr.NextRawPart()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return badRequest("invalid_form", fmt.Sprintf("malformed multipart form: %v", err))
+		}
+		name := part.FormName()
+		if part.FileName() != "" || (name != "model" && name != fieldPriority && name != fieldClientID) {
+			continue
+		}
+		v, err := io.ReadAll(io.LimitReader(part, maxFormField))
+		if err != nil {
+			return badRequest("invalid_form", fmt.Sprintf("malformed multipart form: field %q: %v", name, err))
+		}
+		val := strings.TrimSpace(string(v))
+		switch name {
+		case "model":
+			if mr.model == "" && val != "" {
+				mr.model, mr.from = val, fromForm
+			}
+		case fieldPriority:
+			mr.strip = true
+			p, err := strconv.ParseInt(val, 10, 32)
+			if err != nil {
+				return badRequest("invalid_priority", fmt.Sprintf("form field %q must be a 32-bit integer, got %q", fieldPriority, val))
+			}
+			mr.priority, mr.hasPrio = int32(p), true
+		case fieldClientID:
+			mr.strip = true
+			mr.client, mr.hasClient = val, true
+		}
+	}
+}
+
+// rewriteBody returns the body the upstream gets: without the extension
+// fields, and with the model renamed to useModel when that is not empty (a
+// model from the query string is renamed there). It returns body itself
+// when nothing needs to change.
+func (mr *modelRequest) rewriteBody(r *http.Request, body []byte, useModel string) ([]byte, error) {
+	rename := useModel != "" && useModel != mr.model
+	var err error
+	switch {
+	case mr.kind == kindJSON && (mr.strip || rename && mr.from == fromJSON):
+		body, err = rewriteJSON(body, rename && mr.from == fromJSON, useModel)
+	case mr.kind == kindForm && (mr.strip || rename && mr.from == fromForm):
+		_, params, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+		body, err = rewriteForm(body, params["boundary"], rename && mr.from == fromForm, useModel)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if rename && mr.from == fromQuery {
+		q := r.URL.Query()
+		q.Set("model", useModel)
+		u := *r.URL
+		u.RawQuery = q.Encode()
+		r.URL = &u
+	}
+	return body, nil
+}
+
+func isExtensionField(key string) bool {
+	return strings.EqualFold(key, fieldPriority) || strings.EqualFold(key, fieldClientID)
+}
+
+// rewriteJSON edits the top level of a JSON object in place: it drops the
+// extension fields and, when rename is set, replaces the model's value.
+// Everything else (member order, spacing, number spelling) keeps its bytes.
+// Keys match case-insensitively, as encoding/json matched them when the
+// body was parsed.
+func rewriteJSON(body []byte, rename bool, model string) ([]byte, error) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return nil, fmt.Errorf("rewriting the body: not a JSON object")
+	}
+	prevEnd := int(dec.InputOffset()) // just after '{', then after each member
+	out := bytes.NewBuffer(make([]byte, 0, len(body)+len(model)+2))
+	out.Write(body[:prevEnd])
+	first := true
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, fmt.Errorf("rewriting the body: %w", err)
+		}
+		key, _ := tok.(string)
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return nil, fmt.Errorf("rewriting the body: member %q: %w", key, err)
+		}
+		end := int(dec.InputOffset())
+		member := body[prevEnd:end] // [ws][,]ws"key"ws:ws value
+		prevEnd = end
+		if isExtensionField(key) {
+			continue
+		}
+		member = trimSeparator(member)
+		if !first {
+			out.WriteByte(',')
+		}
+		first = false
+		if rename && strings.EqualFold(key, "model") {
+			out.Write(member[:len(member)-len(raw)])
+			b, err := json.Marshal(model)
+			if err != nil {
+				return nil, fmt.Errorf("rewriting the body: %w", err)
+			}
+			out.Write(b)
+			continue
+		}
+		out.Write(member)
+	}
+	out.Write(body[prevEnd:]) // ws '}' and whatever trails it
+	return out.Bytes(), nil
+}
+
+// trimSeparator drops the whitespace and the comma that precede a member
+// other than the first; the spacing after the comma stays.
+func trimSeparator(member []byte) []byte {
+	i := 0
+	for i < len(member) && isSpace(member[i]) {
+		i++
+	}
+	if i < len(member) && member[i] == ',' {
+		return member[i+1:]
+	}
+	return member
+}
+
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+
+// rewriteForm rebuilds a multipart body with the same boundary: the
+// extension fields dropped and, when rename is set, the model field's value
+// replaced. Every other part keeps its headers and bytes.
+func rewriteForm(body []byte, boundary string, rename bool, model string) ([]byte, error) {
+	var out bytes.Buffer
+	out.Grow(len(body))
+	mw := multipart.NewWriter(&out)
+	if err := mw.SetBoundary(boundary); err != nil {
+		return nil, fmt.Errorf("rewriting the form: %w", err)
+	}
+	mpr := multipart.NewReader(bytes.NewReader(body), boundary)
+	for {
+		part, err := mpr.NextRawPart()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("rewriting the form: %w", err)
+		}
+		name := part.FormName()
+		if part.FileName() == "" && isExtensionField(name) {
+			continue
+		}
+		pw, err := mw.CreatePart(part.Header)
+		if err != nil {
+			return nil, fmt.Errorf("rewriting the form: %w", err)
+		}
+		if rename && name == "model" && part.FileName() == "" {
+			_, err = io.WriteString(pw, model)
+		} else {
+			_, err = io.Copy(pw, part)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("rewriting the form: %w", err)
+		}
+	}
+	if err := mw.Close(); err != nil {
+		return nil, fmt.Errorf("rewriting the form: %w", err)
+	}
+	return out.Bytes(), nil
+}

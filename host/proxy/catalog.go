@@ -1,0 +1,82 @@
+package proxy
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// catalog resolves the names clients use (ids and aliases) to models. It
+// is built once by New and only read afterwards.
+type catalog struct {
+	entries []ModelEntry           // sorted by id
+	byName  map[string]*ModelEntry // ids and aliases
+	listed  []string               // listed ids, sorted, for "known models" hints
+}
+
+func newCatalog(models []ModelEntry) (*catalog, error) {
+	if len(models) == 0 {
+		return nil, fmt.Errorf("the model catalog is empty")
+	}
+	c := &catalog{entries: slices.Clone(models), byName: map[string]*ModelEntry{}}
+	slices.SortFunc(c.entries, func(a, b ModelEntry) int { return strings.Compare(a.ID, b.ID) })
+	owner := map[string]string{} // name → what claimed it, for errors
+	claim := func(name, what string) error {
+		if name == "" {
+			return fmt.Errorf("%s is empty", what)
+		}
+		if prev, dup := owner[name]; dup {
+			return fmt.Errorf("%s %q is also %s", what, name, prev)
+		}
+		owner[name] = what
+		return nil
+	}
+	for i := range c.entries {
+		e := &c.entries[i]
+		if err := claim(e.ID, "model id"); err != nil {
+			return nil, err
+		}
+		c.byName[e.ID] = e
+		if !e.Unlisted {
+			c.listed = append(c.listed, e.ID)
+		}
+	}
+	for i := range c.entries {
+		e := &c.entries[i]
+		for _, a := range e.Aliases {
+			if err := claim(a, fmt.Sprintf("an alias of model %q", e.ID)); err != nil {
+				return nil, err
+			}
+			c.byName[a] = e
+		}
+	}
+	return c, nil
+}
+
+// lookup resolves a model id or alias; nil if unknown.
+func (c *catalog) lookup(name string) *ModelEntry { return c.byName[name] }
+
+func (c *catalog) ids() []string {
+	out := make([]string, len(c.entries))
+	for i, e := range c.entries {
+		out[i] = e.ID
+	}
+	return out
+}
+
+// unknown is the 404 for a name the catalog does not know; it names a few
+// models the client could use instead.
+func (c *catalog) unknown(name string) *apiError {
+	const hint = 5
+	known := c.listed
+	more := ""
+	if len(known) > hint {
+		more = fmt.Sprintf(" and %d more (GET /v1/models)", len(known)-hint)
+		known = known[:hint]
+	}
+	msg := fmt.Sprintf("model %q not found; known models: %s%s", name, strings.Join(known, ", "), more)
+	if len(known) == 0 {
+		msg = fmt.Sprintf("model %q not found", name)
+	}
+	return &apiError{status: 404, code: "model_not_found", msg: msg}
+}

@@ -1,0 +1,34 @@
+// Package proxy is Loadout's HTTP face: everything that comes in over HTTP
+// and everything that goes out to a model server.
+//
+// It owns:
+//
+//   - the OpenAI endpoints (/v1/chat/completions, /v1/completions,
+//     /v1/embeddings, /v1/responses, the rerank family, audio, images): it
+//     finds the model a request names (JSON body, multipart form or ?model=),
+//     resolves aliases against the catalog, strips Loadout's extension fields
+//     (x_priority, x_client_id) and applies useModelName, rewriting the body
+//     only when one of those is needed;
+//   - asking the router for the model (Router.Acquire) and reverse-proxying
+//     the request to the granted upstream with httputil.ReverseProxy, SSE
+//     streamed without buffering, and releasing the grant exactly once when
+//     the response is done, whatever way it ends;
+//   - llama-swap's loading state (sendLoadingState): a streaming chat request
+//     that must wait gets its SSE response early, with progress chunks, and
+//     the upstream's stream continues in the same response;
+//   - errors as OpenAI-shaped JSON with the right status, or as an SSE error
+//     event once a stream has started;
+//   - llama-swap's operational endpoints (/health, /running, /unload,
+//     /api/models/unload, /upstream/{model}/...), Loadout's admin API
+//     (/api/models, /api/policies) and Prometheus metrics (/metrics, on a
+//     registry of its own);
+//   - API-key checks, the request-body limit, request ids and one log line
+//     per request.
+//
+// It must not touch scheduling state: whether a model can serve, must load,
+// must wait or must fail is the router's (and its policies') decision, asked
+// through the Router interface and never second-guessed or cached here. It
+// knows upstreams only as the URL a Grant carries, and processes, GPUs and
+// policies not at all. Graceful shutdown belongs to the http.Server that
+// serves a Server; every handler here ends when its request's context ends.
+package proxy

@@ -1,0 +1,124 @@
+package proxy
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"github.com/loadout-dev/loadout/host/router"
+	"github.com/loadout-dev/loadout/sdk"
+)
+
+// apiError is an error as a client sees it: an HTTP status and the OpenAI
+// error object {"error":{"message","type","code"}}.
+type apiError struct {
+	status int
+	code   string // machine-readable, e.g. "model_not_found"
+	msg    string
+}
+
+func (e *apiError) Error() string { return e.msg }
+
+// errorType is the OpenAI error type for a status.
+func errorType(status int) string {
+	switch {
+	case status == http.StatusUnauthorized:
+		return "authentication_error"
+	case status == http.StatusForbidden:
+		return "permission_error"
+	case status == http.StatusTooManyRequests:
+		return "rate_limit_error"
+	case status >= 500:
+		return "server_error"
+	default:
+		return "invalid_request_error"
+	}
+}
+
+type errorBody struct {
+	Error errorObject `json:"error"`
+}
+
+type errorObject struct {
+	Message string `json:"message"`
+	Type    string `json:"type"`
+	Code    string `json:"code,omitempty"`
+}
+
+// body is e as OpenAI-shaped JSON.
+func (e *apiError) body() []byte {
+	b, err := json.Marshal(errorBody{errorObject{Message: e.msg, Type: errorType(e.status), Code: e.code}})
+	if err != nil { // a string and two constants always marshal
+		panic(err)
+	}
+	return b
+}
+
+// writeError sends e as the response and records it for the request's log
+// line. A client that already left gets nothing.
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, e *apiError) {
+	ex := exchangeOf(r)
+	if e.status == statusClientGone {
+		ex.fail(statusClientGone, e.msg)
+		return
+	}
+	ex.fail(e.status, e.msg)
+	if ex.sse != nil { // the response started as an SSE stream
+		ex.sse.sendError(e)
+		return
+	}
+	b := append(e.body(), '\n')
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(b)))
+	h.Del("Content-Encoding")
+	if e.status == http.StatusTooManyRequests || e.status == http.StatusServiceUnavailable {
+		h.Set("Retry-After", "1")
+	}
+	if e.status == http.StatusUnauthorized {
+		h.Set("WWW-Authenticate", `Bearer realm="loadout"`)
+	}
+	w.WriteHeader(e.status)
+	_, _ = w.Write(b)
+}
+
+// acquireError turns an error from Router.Acquire (or Unload) into what the
+// client sees. model is the requested model, for messages.
+func acquireError(err error, model string) *apiError {
+	var re *router.Error
+	switch {
+	case errors.As(err, &re):
+		return &apiError{status: re.HTTPStatus(), code: routerCode(re.Code), msg: re.Message}
+	case errors.Is(err, context.Canceled):
+		return &apiError{status: statusClientGone, code: "client_gone", msg: "client went away while waiting for model " + model}
+	case errors.Is(err, context.DeadlineExceeded):
+		return &apiError{status: http.StatusGatewayTimeout, code: "timeout", msg: fmt.Sprintf("timed out waiting for model %s", model)}
+	default:
+		return &apiError{status: http.StatusInternalServerError, code: "internal_error", msg: fmt.Sprintf("model %s: %v", model, err)}
+	}
+}
+
+// routerCode is the OpenAI error code for a policy's error code.
+func routerCode(c sdk.ErrorCode) string {
+	switch c {
+	case sdk.CodeModelNotFound:
+		return "model_not_found"
+	case sdk.CodeQueueFull:
+		return "queue_full"
+	case sdk.CodeConcurrencyLimit:
+		return "concurrency_limit"
+	case sdk.CodeUnavailable:
+		return "unavailable"
+	case sdk.CodeSwapFailed:
+		return "model_load_failed"
+	case sdk.CodeTimeout:
+		return "timeout"
+	case sdk.CodeTooLarge:
+		return "model_too_large"
+	default:
+		return "internal_error"
+	}
+}

@@ -1,0 +1,99 @@
+package proxy
+
+import (
+	"context"
+	"net/http"
+	"time"
+)
+
+// statusClientGone is the status logged and counted for a request whose
+// client left before its response was done (nginx's 499). It is never
+// written: nobody is there to read it.
+const statusClientGone = 499
+
+type exchangeKey struct{}
+
+// exchange is one request's state, from ServeHTTP to its log line. It is
+// also the http.ResponseWriter handlers write to, so it sees the status.
+// Only the request's own goroutine touches it (the Acquire goroutine of a
+// loading-state request reports through a channel).
+type exchange struct {
+	http.ResponseWriter
+	start time.Time
+	id    string // request id (X-Request-Id)
+
+	status    int  // status written, 0 until then
+	completed bool // the handler returned without panicking
+
+	inference bool   // a model endpoint: counted in metrics
+	model     string // resolved model id, "" until known
+
+	// logical is the request's real outcome when it differs from what was
+	// written: an error sent as an SSE event after a 200, or a client that
+	// left (statusClientGone).
+	logical int
+	errMsg  string // why it failed, for the log line
+
+	sse *loadingStream // the early SSE response, once started
+}
+
+func exchangeOf(r *http.Request) *exchange {
+	ex, _ := r.Context().Value(exchangeKey{}).(*exchange)
+	if ex == nil {
+		// A handler called outside ServeHTTP (never in production).
+		ex = &exchange{start: time.Now()}
+	}
+	return ex
+}
+
+// fail records the request's outcome for the log line and metrics.
+func (ex *exchange) fail(status int, msg string) {
+	ex.logical, ex.errMsg = status, msg
+}
+
+// outcome is the status to log and count.
+func (ex *exchange) outcome() int {
+	switch {
+	case ex.logical != 0:
+		return ex.logical
+	case ex.status != 0:
+		return ex.status
+	case !ex.completed:
+		return http.StatusInternalServerError
+	default:
+		return http.StatusOK
+	}
+}
+
+func (ex *exchange) WriteHeader(code int) {
+	if ex.status == 0 && code >= 200 {
+		ex.status = code
+	}
+	ex.ResponseWriter.WriteHeader(code)
+}
+
+func (ex *exchange) Write(p []byte) (int, error) {
+	if ex.status == 0 {
+		ex.status = http.StatusOK
+	}
+	return ex.ResponseWriter.Write(p)
+}
+
+// FlushError flushes the response to the client (httputil.ReverseProxy
+// flushes SSE through http.ResponseController, which finds this).
+func (ex *exchange) FlushError() error {
+	if ex.status == 0 {
+		ex.status = http.StatusOK
+	}
+	return http.NewResponseController(ex.ResponseWriter).Flush()
+}
+
+// Flush implements http.Flusher for handlers that type-assert it.
+func (ex *exchange) Flush() { _ = ex.FlushError() }
+
+// Unwrap lets http.ResponseController reach the connection (hijacking for
+// upgraded /upstream connections, deadlines).
+func (ex *exchange) Unwrap() http.ResponseWriter { return ex.ResponseWriter }
+
+// clientGone reports whether the request's client has left.
+func clientGone(ctx context.Context) bool { return ctx.Err() == context.Canceled }

@@ -1,0 +1,189 @@
+package proxy
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/loadout-dev/loadout/host/router"
+)
+
+const requestIDHeader = "X-Request-Id"
+
+// inference handles an OpenAI endpoint: find the model, get it from the
+// router, proxy to it. chat marks /v1/chat/completions, the one endpoint
+// whose streaming requests may get the loading state.
+func (s *Server) inference(chat bool) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		ex := exchangeOf(r)
+		ex.inference = true
+		body, e := s.readBody(w, r)
+		if e != nil {
+			s.writeError(w, r, e)
+			return
+		}
+		mr, e := parseModelRequest(r, body)
+		if e != nil {
+			s.writeError(w, r, e)
+			return
+		}
+		entry := s.catalog.lookup(mr.model)
+		if entry == nil {
+			s.writeError(w, r, s.catalog.unknown(mr.model))
+			return
+		}
+		ex.model = entry.ID
+		out, err := mr.rewriteBody(r, body, entry.UseModelName)
+		if err != nil {
+			s.writeError(w, r, badRequest("invalid_body", err.Error()))
+			return
+		}
+		setBody(r, out)
+		req := router.Request{Model: entry.ID, Priority: mr.priority, Client: mr.client}
+		s.serve(w, r, req, mr.model, chat && mr.stream && s.cfg.SendLoadingState)
+	}
+}
+
+// setBody makes body the request's body, with its length fixed.
+func setBody(r *http.Request, body []byte) {
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	r.ContentLength = int64(len(body))
+	r.TransferEncoding = nil
+	r.Header.Del("Transfer-Encoding")
+	r.Header.Set("Content-Length", strconv.Itoa(len(body)))
+	if len(body) == 0 {
+		r.Body = http.NoBody
+	}
+	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+}
+
+// serve acquires the model, proxies the request to its upstream and
+// releases the grant when the response is done, even if the proxy panics
+// (an aborted stream). requested is the name the client used, for the
+// loading-state chunks.
+func (s *Server) serve(w http.ResponseWriter, r *http.Request, req router.Request, requested string, loadingState bool) {
+	ex := exchangeOf(r)
+	// The extension headers are Loadout's; the upstream never sees them.
+	r.Header.Del(headerPriority)
+	r.Header.Del(headerClient)
+	waitStart := time.Now()
+	var grant *router.Grant
+	var err error
+	if loadingState {
+		grant, err = s.acquireShowingProgress(w, r, req, requested)
+	} else {
+		grant, err = s.router.Acquire(r.Context(), req)
+	}
+	if err != nil {
+		s.writeError(w, r, acquireError(err, req.Model))
+		return
+	}
+	mm := s.metrics.model(req.Model)
+	mm.queueWait.Observe(time.Since(waitStart).Seconds())
+	mm.inFlight.Inc()
+	defer func() {
+		grant.Release()
+		mm.inFlight.Dec()
+	}()
+	rp := s.upstreams.proxy(grant.Upstream)
+	if ex.sse != nil {
+		// The SSE headers are out; the upstream's stream continues the body.
+		rp.ServeHTTP(&continuation{w: ex.sse.w, header: http.Header{}}, r)
+		return
+	}
+	rp.ServeHTTP(w, r)
+}
+
+// continuation is the ResponseWriter the upstream's response goes to when
+// a loading-state stream already sent its headers: the upstream's status
+// and headers are dropped, its body is appended.
+type continuation struct {
+	w      http.ResponseWriter
+	header http.Header
+}
+
+func (c *continuation) Header() http.Header         { return c.header }
+func (c *continuation) WriteHeader(int)             {}
+func (c *continuation) Write(p []byte) (int, error) { return c.w.Write(p) }
+func (c *continuation) FlushError() error           { return http.NewResponseController(c.w).Flush() }
+
+// upstream handles /upstream/{model}/{path...}: any method, proxied to the
+// model's own path after the model is acquired (and loaded if need be).
+// The model id may contain slashes; the shortest leading run of segments
+// that names a model wins, as in llama-swap.
+func (s *Server) upstream(w http.ResponseWriter, r *http.Request) {
+	ex := exchangeOf(r)
+	ex.inference = true
+	rest := strings.TrimPrefix(r.URL.EscapedPath(), "/upstream/")
+	segs := strings.Split(rest, "/")
+	var entry *ModelEntry
+	name, n := "", 0
+	for i, seg := range segs {
+		part, err := url.PathUnescape(seg)
+		if err != nil {
+			break
+		}
+		if i > 0 {
+			name += "/"
+		}
+		name += part
+		if entry = s.catalog.lookup(name); entry != nil {
+			n = i + 1
+			break
+		}
+	}
+	switch {
+	case rest == "":
+		s.writeError(w, r, badRequest("missing_model", "no model given: use /upstream/{model}/{path}"))
+		return
+	case entry == nil:
+		s.writeError(w, r, s.catalog.unknown(strings.SplitN(rest, "/", 2)[0]))
+		return
+	}
+	ex.model = entry.ID
+	if n == len(segs) {
+		// /upstream/m → /upstream/m/, so relative links in the upstream's
+		// pages resolve; 308 keeps the method and body.
+		loc := "/upstream/" + rest + "/"
+		if r.URL.RawQuery != "" {
+			loc += "?" + r.URL.RawQuery
+		}
+		code := http.StatusPermanentRedirect
+		if r.Method == http.MethodGet || r.Method == http.MethodHead {
+			code = http.StatusMovedPermanently
+		}
+		http.Redirect(w, r, loc, code)
+		return
+	}
+	if r.ContentLength > s.maxBody {
+		s.writeError(w, r, s.tooLarge())
+		return
+	}
+	if r.Body != nil && r.Body != http.NoBody {
+		r.Body = http.MaxBytesReader(w, r.Body, s.maxBody)
+	}
+	remaining := "/" + strings.Join(segs[n:], "/")
+	u := *r.URL
+	u.RawPath = remaining
+	u.Path, _ = url.PathUnescape(remaining) // each segment unescaped above
+	if u.EscapedPath() == u.Path {
+		u.RawPath = ""
+	}
+	r.URL = &u
+	req := router.Request{Model: entry.ID}
+	if h := r.Header.Get(headerPriority); h != "" {
+		p, err := strconv.ParseInt(strings.TrimSpace(h), 10, 32)
+		if err != nil {
+			s.writeError(w, r, badRequest("invalid_priority", fmt.Sprintf("header %s: want a 32-bit integer, got %q", headerPriority, h)))
+			return
+		}
+		req.Priority = int32(p)
+	}
+	req.Client = r.Header.Get(headerClient)
+	s.serve(w, r, req, entry.ID, false)
+}

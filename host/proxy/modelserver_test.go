@@ -1,0 +1,364 @@
+package proxy
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/loadout-dev/loadout/host/router"
+)
+
+// modelWorld is the set of model servers one test runs: real HTTP servers
+// on 127.0.0.1 behind a router.Process, each a tiny OpenAI-compatible API.
+// Tests steer them through the X-Test-Mode request header and coordinate
+// with them through channels, never through time:
+//
+//	(none)  non-streaming: a JSON echo of what the server received;
+//	        "stream": true: three SSE chunks and [DONE]
+//	gated   SSE; each chunk after the first waits for a receive on step
+//	die     SSE; one chunk, then the connection is hijacked and closed
+//	diejson half a JSON answer, then the connection is closed
+//	upgrade 101 Switching Protocols, then one line echoed on the connection
+//	hold    announces itself on holding, then waits for a receive on
+//	        release before echoing (never streams)
+//	status  answers X-Test-Status with an OpenAI error body
+type modelWorld struct {
+	t       testing.TB
+	events  chan string   // "start m", "stop m"
+	step    chan struct{} // lets a gated stream send its next chunk
+	holding chan string   // a hold request reached model m
+	release chan struct{} // ends one hold request
+	quit    chan struct{} // closed at the end of the test: every handler returns
+
+	mu    sync.Mutex
+	gates map[string]chan struct{} // start gates
+	fails map[string]error         // Start errors
+	dead  map[string]bool          // instances whose server is gone at once
+	live  map[string]*modelInstance
+}
+
+func newModelWorld(t testing.TB) *modelWorld {
+	return &modelWorld{
+		t:       t,
+		events:  make(chan string, 256),
+		step:    make(chan struct{}),
+		holding: make(chan string, 16),
+		release: make(chan struct{}),
+		quit:    make(chan struct{}),
+		gates:   map[string]chan struct{}{},
+		fails:   map[string]error{},
+		dead:    map[string]bool{},
+		live:    map[string]*modelInstance{},
+	}
+}
+
+func (w *modelWorld) process(name string) router.Process { return &modelProcess{name: name, w: w} }
+
+// gate makes the next starts of model block until the returned func runs.
+func (w *modelWorld) gate(model string) (open func()) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	ch := make(chan struct{})
+	w.gates[model] = ch
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			w.mu.Lock()
+			delete(w.gates, model)
+			w.mu.Unlock()
+			close(ch)
+		})
+	}
+}
+
+func (w *modelWorld) emit(ev string) {
+	select {
+	case w.events <- ev:
+	default:
+		w.t.Errorf("model world: event channel full, dropped %q", ev)
+	}
+}
+
+// expect waits for the next process events to be exactly want.
+func (w *modelWorld) expect(t testing.TB, want ...string) {
+	t.Helper()
+	for _, ev := range want {
+		select {
+		case got := <-w.events:
+			if got != ev {
+				t.Fatalf("process event: got %q, want %q", got, ev)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("process event: timed out waiting for %q", ev)
+		}
+	}
+}
+
+// expectNone asserts that no process event is pending (callers first make
+// sure the router has handled everything, e.g. with a Models query).
+func (w *modelWorld) expectNone(t testing.TB) {
+	t.Helper()
+	select {
+	case ev := <-w.events:
+		t.Fatalf("unexpected process event %q", ev)
+	default:
+	}
+}
+
+// waitHolding waits until a hold request has reached model.
+func (w *modelWorld) waitHolding(t testing.TB, model string) {
+	t.Helper()
+	select {
+	case got := <-w.holding:
+		if got != model {
+			t.Fatalf("hold request reached %q, want %q", got, model)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no hold request reached %s", model)
+	}
+}
+
+// releaseOne ends one hold request.
+func (w *modelWorld) releaseOne(t testing.TB) {
+	t.Helper()
+	select {
+	case w.release <- struct{}{}:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no hold request to release")
+	}
+}
+
+// stepOne lets one gated stream send its next chunk.
+func (w *modelWorld) stepOne(t testing.TB) {
+	t.Helper()
+	select {
+	case w.step <- struct{}{}:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no gated stream waiting for a step")
+	}
+}
+
+func (w *modelWorld) liveModels() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []string
+	for m := range w.live {
+		out = append(out, m)
+	}
+	return out
+}
+
+type modelProcess struct {
+	name string
+	w    *modelWorld
+}
+
+func (p *modelProcess) Start(ctx context.Context, spec router.StartSpec) (router.Instance, error) {
+	w := p.w
+	w.emit("start " + p.name)
+	w.mu.Lock()
+	gate, fail, dead := w.gates[p.name], w.fails[p.name], w.dead[p.name]
+	w.mu.Unlock()
+	if gate != nil {
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	if fail != nil {
+		return nil, fail
+	}
+	inst := &modelInstance{name: p.name, w: w, exited: make(chan struct{}), stopping: make(chan struct{})}
+	inst.srv = httptest.NewServer(inst)
+	u, err := url.Parse(inst.srv.URL)
+	if err != nil {
+		return nil, err
+	}
+	inst.url = u
+	if dead {
+		inst.srv.Close() // the port now refuses connections
+	}
+	w.mu.Lock()
+	w.live[p.name] = inst
+	w.mu.Unlock()
+	return inst, nil
+}
+
+type modelInstance struct {
+	name     string
+	w        *modelWorld
+	srv      *httptest.Server
+	url      *url.URL
+	exited   chan struct{}
+	stopping chan struct{}
+	once     sync.Once
+}
+
+func (m *modelInstance) Upstream() *url.URL      { return m.url }
+func (m *modelInstance) Exited() <-chan struct{} { return m.exited }
+func (m *modelInstance) Err() error              { return nil }
+
+func (m *modelInstance) Stop(ctx context.Context) error {
+	m.once.Do(func() {
+		close(m.stopping)
+		m.srv.CloseClientConnections()
+		m.srv.Close()
+		m.w.mu.Lock()
+		delete(m.w.live, m.name)
+		m.w.mu.Unlock()
+		close(m.exited)
+		m.w.emit("stop " + m.name)
+	})
+	return nil
+}
+
+// echo is what a model server answers a non-streaming request: everything
+// the tests check about what the upstream saw.
+type echo struct {
+	Object      string            `json:"object"`
+	Server      string            `json:"server"` // the model whose server answered
+	Method      string            `json:"method"`
+	Path        string            `json:"path"`
+	Query       string            `json:"query"`
+	ContentType string            `json:"content_type"`
+	Length      int64             `json:"content_length"`
+	Body        string            `json:"body"`
+	Headers     map[string]string `json:"headers"`
+}
+
+// echoedHeaders are the request headers an echo reports.
+var echoedHeaders = []string{"Authorization", "X-Api-Key", headerPriority, headerClient, requestIDHeader, "X-Forwarded-For", "Transfer-Encoding"}
+
+func (m *modelInstance) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	var fields struct {
+		Model  string `json:"model"`
+		Stream bool   `json:"stream"`
+	}
+	_ = json.Unmarshal(body, &fields)
+	mode := r.Header.Get("X-Test-Mode")
+	switch mode {
+	case "hold":
+		if !m.wait(r, m.w.holding, m.name) || !m.waitRecv(r, m.w.release) {
+			return
+		}
+	case "upgrade":
+		// A protocol switch: echo one line on the raw connection.
+		conn, brw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			m.w.t.Errorf("hijack: %v", err)
+			return
+		}
+		defer conn.Close()
+		brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n")
+		brw.Flush()
+		line, _ := brw.ReadString('\n')
+		brw.WriteString("echo " + line)
+		brw.Flush()
+		return
+	case "diejson":
+		// Half a JSON answer, then the connection dies.
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Length", "1000")
+		w.WriteHeader(http.StatusOK)
+		fmt.Fprint(w, `{"object":"chat.completion","choices":[`)
+		_ = http.NewResponseController(w).Flush()
+		if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+			conn.Close()
+		}
+		return
+	case "status":
+		code, _ := strconv.Atoi(r.Header.Get("X-Test-Status"))
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(code)
+		fmt.Fprint(w, `{"error":{"message":"upstream says no","type":"invalid_request_error"}}`)
+		return
+	}
+	if mode == "gated" || mode == "die" || fields.Stream && mode != "hold" {
+		m.stream(w, r, mode, fields.Model)
+		return
+	}
+	e := echo{Object: "chat.completion", Server: m.name, Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery,
+		ContentType: r.Header.Get("Content-Type"), Length: r.ContentLength, Body: string(body), Headers: map[string]string{}}
+	for _, h := range echoedHeaders {
+		if v := r.Header.Get(h); v != "" {
+			e.Headers[h] = v
+		}
+	}
+	if len(r.TransferEncoding) > 0 {
+		e.Headers["Transfer-Encoding"] = r.TransferEncoding[0]
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(e)
+}
+
+func (m *modelInstance) stream(w http.ResponseWriter, r *http.Request, mode, model string) {
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.WriteHeader(http.StatusOK)
+	flush := func() { _ = http.NewResponseController(w).Flush() }
+	send := func(i int) {
+		fmt.Fprintf(w, "data: {\"object\":\"chat.completion.chunk\",\"model\":%q,\"choices\":[{\"index\":0,\"delta\":{\"content\":\"tok%d\"}}]}\n\n", model, i)
+		flush()
+	}
+	send(1)
+	switch mode {
+	case "gated":
+		for i := 2; i <= 3; i++ {
+			if !m.waitRecv(r, m.w.step) {
+				return
+			}
+			send(i)
+		}
+	case "die":
+		conn, _, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			m.w.t.Errorf("hijack: %v", err)
+			return
+		}
+		conn.Close()
+		return
+	default:
+		send(2)
+		send(3)
+	}
+	fmt.Fprint(w, "data: [DONE]\n\n")
+	flush()
+}
+
+// wait sends v on ch unless the request, the server or the test ends.
+func (m *modelInstance) wait(r *http.Request, ch chan string, v string) bool {
+	select {
+	case ch <- v:
+		return true
+	case <-r.Context().Done():
+	case <-m.stopping:
+	case <-m.w.quit:
+	}
+	return false
+}
+
+// waitRecv receives from ch unless the request, the server or the test
+// ends.
+func (m *modelInstance) waitRecv(r *http.Request, ch chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	case <-r.Context().Done():
+	case <-m.stopping:
+	case <-m.w.quit:
+	}
+	return false
+}

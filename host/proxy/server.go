@@ -1,0 +1,309 @@
+package proxy
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"time"
+
+	"github.com/gorilla/mux"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/loadout-dev/loadout/host/router"
+)
+
+// DefaultMaxBodyBytes is the request-body limit when Config.MaxBodyBytes is
+// zero: 32 MiB, enough for a long chat history or a short audio file.
+const DefaultMaxBodyBytes = 32 << 20
+
+// Router is the part of *router.Router the proxy uses. Tests and the binary
+// pass the real router; nothing here keeps scheduling state of its own.
+type Router interface {
+	// Acquire waits until the model named in req may serve, and returns the
+	// grant to release when the response is done.
+	Acquire(ctx context.Context, req router.Request) (*router.Grant, error)
+	// Unload stops the given models (all running models when none is
+	// given) and waits until they have exited.
+	Unload(ctx context.Context, models ...string) error
+	// Models returns every model's status, sorted by id.
+	Models() []router.ModelStatus
+	// Counters returns each policy's failure counters, keyed by role.
+	Counters() map[string]router.PolicyCounters
+}
+
+var _ Router = (*router.Router)(nil)
+
+// ModelEntry is one model of the catalog as clients see it. The binary
+// fills the catalog from the YAML config; its ids are the router's model
+// ids.
+type ModelEntry struct {
+	ID          string   // the model id clients use and the router knows
+	Name        string   // display name for /v1/models; optional
+	Description string   // description for /v1/models; optional
+	Aliases     []string // other names that resolve to ID
+	// UseModelName, when set, replaces the request's model name before the
+	// upstream sees it (llama-swap's useModelName).
+	UseModelName string
+	Unlisted     bool   // hidden from /v1/models; still served
+	Backend      string // the backend plugin's name, shown by /api/models
+}
+
+// PolicyInfo describes one loaded policy for GET /api/policies. The binary
+// supplies it through Config.PolicyStatus; the router's failure counters
+// for the same role are shown beside it.
+type PolicyInfo struct {
+	Role           string // "scheduler" or "swapper"
+	Name           string // e.g. "builtin:fifo" or a .wasm path
+	Healthy        bool   // false once the policy was disabled for crashing
+	Crashes        int    // crashes since it was loaded
+	Instantiations int    // instances made, the first included
+	LastError      string // the last error a call returned
+}
+
+// Config builds a Server. Router and Models are required.
+type Config struct {
+	// Router grants models; usually the binary's *router.Router.
+	Router Router
+	// Models is the catalog: every model the router knows, with the names
+	// clients may use for it.
+	Models []ModelEntry
+	// APIKeys, when not empty, are the keys a client must present
+	// (Authorization: Bearer <key>, or X-Api-Key) on every endpoint but
+	// GET /health.
+	APIKeys []string
+	// MaxBodyBytes limits request bodies; larger ones get 413. Zero means
+	// DefaultMaxBodyBytes.
+	MaxBodyBytes int64
+	// IncludeAliasesInList lists every alias in /v1/models as a model of
+	// its own (llama-swap's includeAliasesInList).
+	IncludeAliasesInList bool
+	// SendLoadingState starts the SSE response of a streaming chat
+	// completion that has to wait, and reports its queue position or the
+	// model's load as reasoning_content chunks (llama-swap's
+	// sendLoadingState).
+	SendLoadingState bool
+	// PolicyStatus, when set, describes the loaded policies for
+	// /api/policies.
+	PolicyStatus func() []PolicyInfo
+	// Logger receives one line per request: debug when it succeeded, warn
+	// when it failed. Nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Server is Loadout's HTTP handler. Create it with New and serve it with an
+// http.Server; it is safe for concurrent use.
+type Server struct {
+	cfg       Config
+	router    Router
+	catalog   *catalog
+	log       *slog.Logger
+	maxBody   int64
+	keyHashes [][sha256.Size]byte
+	mux       *mux.Router
+	upstreams *upstreams
+	metrics   *metrics
+	ids       *idSource
+	started   time.Time
+}
+
+// New checks cfg and builds the server. Errors: no router, an empty
+// catalog, or a catalog whose ids and aliases are empty or collide.
+func New(cfg Config) (*Server, error) {
+	if cfg.Router == nil {
+		return nil, errors.New("proxy: a router is required")
+	}
+	cat, err := newCatalog(cfg.Models)
+	if err != nil {
+		return nil, fmt.Errorf("proxy: %w", err)
+	}
+	if cfg.MaxBodyBytes < 0 {
+		return nil, fmt.Errorf("proxy: MaxBodyBytes %d is negative", cfg.MaxBodyBytes)
+	}
+	if cfg.MaxBodyBytes == 0 {
+		cfg.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	s := &Server{
+		cfg:     cfg,
+		router:  cfg.Router,
+		catalog: cat,
+		log:     cfg.Logger,
+		maxBody: cfg.MaxBodyBytes,
+		ids:     newIDSource(),
+		started: time.Now(),
+	}
+	for i, k := range cfg.APIKeys {
+		if k == "" {
+			return nil, fmt.Errorf("proxy: API key %d is empty", i)
+		}
+		s.keyHashes = append(s.keyHashes, sha256.Sum256([]byte(k)))
+	}
+	s.metrics = newMetrics(cat.ids())
+	s.upstreams = newUpstreams(s)
+	s.mux = s.routes()
+	return s, nil
+}
+
+// Registry is the Prometheus registry /metrics serves. The binary may
+// register collectors of its own (GPU memory, jobs) on it.
+func (s *Server) Registry() *prometheus.Registry { return s.metrics.reg }
+
+func (s *Server) routes() *mux.Router {
+	m := mux.NewRouter()
+	// Paths are proxied as they came; mux's cleaning would redirect
+	// /upstream/m//x and similar.
+	m.SkipClean(true)
+	post := func(path string, h http.HandlerFunc) { m.HandleFunc(path, h).Methods(http.MethodPost) }
+
+	// The OpenAI API. Chat completions first: it is the hottest route.
+	post("/v1/chat/completions", s.inference(true))
+	for _, p := range []string{
+		"/v1/completions", "/v1/embeddings", "/v1/responses",
+		"/v1/rerank", "/rerank", "/v1/reranking", "/reranking",
+		"/v1/audio/speech", "/v1/audio/transcriptions", "/v1/images/generations",
+	} {
+		post(p, s.inference(false))
+	}
+	m.HandleFunc("/v1/models", s.listModels).Methods(http.MethodGet)
+
+	// llama-swap's operational endpoints.
+	m.HandleFunc("/health", s.health).Methods(http.MethodGet, http.MethodHead)
+	m.HandleFunc("/running", s.running).Methods(http.MethodGet)
+	m.HandleFunc("/unload", s.unloadAll).Methods(http.MethodGet, http.MethodPost)
+	post("/api/models/unload", s.unloadAll)
+	post("/api/models/unload/{model:.+}", s.unloadModel)
+	m.PathPrefix("/upstream/").HandlerFunc(s.upstream)
+
+	// Loadout's own.
+	m.HandleFunc("/api/models", s.apiModels).Methods(http.MethodGet)
+	m.HandleFunc("/api/policies", s.apiPolicies).Methods(http.MethodGet)
+	m.Handle("/metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{
+		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	})).Methods(http.MethodGet)
+
+	m.NotFoundHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.writeError(w, r, &apiError{status: http.StatusNotFound, code: "unknown_endpoint",
+			msg: fmt.Sprintf("no endpoint %s %s", r.Method, r.URL.Path)})
+	})
+	m.MethodNotAllowedHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.writeError(w, r, &apiError{status: http.StatusMethodNotAllowed, code: "method_not_allowed",
+			msg: fmt.Sprintf("method %s is not allowed on %s", r.Method, r.URL.Path)})
+	})
+	return m
+}
+
+// ServeHTTP gives the request an id, checks its API key, routes it, and
+// logs it and counts it when it ends (also when it panics: an aborted
+// stream still gets its line).
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	ex := &exchange{ResponseWriter: w, start: time.Now(), id: s.ids.fromRequest(r)}
+	w.Header().Set(requestIDHeader, ex.id)
+	r.Header.Set(requestIDHeader, ex.id) // the upstream logs the same id
+	r = r.WithContext(context.WithValue(r.Context(), exchangeKey{}, ex))
+	defer s.finish(ex, r)
+	if r.Method == http.MethodOptions {
+		preflight(ex, r) // browsers send no credentials with it
+		ex.completed = true
+		return
+	}
+	if !(r.URL.Path == "/health" && (r.Method == http.MethodGet || r.Method == http.MethodHead)) {
+		if e := s.authorize(r); e != nil {
+			s.writeError(ex, r, e)
+			ex.completed = true
+			return
+		}
+	}
+	s.mux.ServeHTTP(ex, r)
+	ex.completed = true
+}
+
+// finish writes the request's log line and, for requests that named a
+// model, its metrics. It runs deferred, so it also sees a handler that
+// panicked: httputil.ReverseProxy aborts a response whose body copy failed
+// with http.ErrAbortHandler (the client left, or the upstream died
+// mid-body); anything else is a bug, logged with its stack. The panic goes
+// on to net/http either way.
+func (s *Server) finish(ex *exchange, r *http.Request) {
+	if p := recover(); p != nil {
+		switch {
+		case p != http.ErrAbortHandler:
+			ex.fail(http.StatusInternalServerError, fmt.Sprintf("panic: %v\n%s", p, debug.Stack()))
+		case ex.logical == 0:
+			// The upstream side records its own failure (responseGuard);
+			// what is left is a client that stopped reading.
+			ex.fail(statusClientGone, "response aborted: the client went away")
+		}
+		defer panic(p)
+	}
+	status := ex.outcome()
+	d := time.Since(ex.start)
+	if ex.inference {
+		s.metrics.observeRequest(ex.model, status, d)
+	}
+	attrs := []slog.Attr{
+		slog.String("request_id", ex.id),
+		slog.String("method", r.Method),
+		slog.String("path", r.URL.Path),
+		slog.Int("status", status),
+		slog.Duration("duration", d),
+	}
+	if ex.model != "" {
+		attrs = append(attrs, slog.String("model", ex.model))
+	}
+	ctx := context.Background()
+	switch {
+	case status == statusClientGone:
+		s.log.LogAttrs(ctx, slog.LevelInfo, "client went away", attrs...)
+	case status >= 400 || ex.errMsg != "":
+		if ex.errMsg != "" {
+			attrs = append(attrs, slog.String("err", ex.errMsg))
+		}
+		s.log.LogAttrs(ctx, slog.LevelWarn, "request failed", attrs...)
+	default:
+		if s.log.Enabled(ctx, slog.LevelDebug) {
+			s.log.LogAttrs(ctx, slog.LevelDebug, "request", attrs...)
+		}
+	}
+}
+
+// preflight answers a CORS preflight for any path permissively, as
+// llama-swap does, so browser-based clients can call the API.
+func preflight(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h.Set("Access-Control-Allow-Origin", "*")
+	h.Set("Access-Control-Allow-Methods", "GET, POST, PUT, PATCH, DELETE, OPTIONS")
+	allow := "Content-Type, Authorization, Accept, X-Requested-With, X-Api-Key, " + requestIDHeader + ", " + headerPriority + ", " + headerClient
+	if req := r.Header.Get("Access-Control-Request-Headers"); req != "" && headerList(req) {
+		allow = req
+	}
+	h.Set("Access-Control-Allow-Headers", allow)
+	h.Set("Access-Control-Max-Age", "86400")
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// headerList reports whether s looks like a list of header names, safe to
+// echo back.
+func headerList(s string) bool {
+	if len(s) > 1024 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == ',' || c == ' ') {
+			return false
+		}
+	}
+	return true
+}
+
+func (s *Server) health(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	_, _ = w.Write([]byte("OK"))
+}

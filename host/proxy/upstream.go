@@ -1,0 +1,309 @@
+package proxy
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+)
+
+// newTransport is the transport to model servers: plain HTTP/1.1 to
+// localhost (or a LAN peer), so keep-alive pools are generous, compression
+// is left to client and server, and no environment proxy applies. There is
+// no response-header timeout: a model may think long before its first
+// byte; the client's context bounds the wait.
+func newTransport() *http.Transport {
+	return &http.Transport{
+		Proxy: nil,
+		DialContext: (&net.Dialer{
+			Timeout:   10 * time.Second,
+			KeepAlive: 30 * time.Second,
+		}).DialContext,
+		MaxIdleConns:          1024,
+		MaxIdleConnsPerHost:   256,
+		IdleConnTimeout:       90 * time.Second,
+		ExpectContinueTimeout: time.Second,
+		DisableCompression:    true,
+		ForceAttemptHTTP2:     false,
+	}
+}
+
+// upstreams caches one httputil.ReverseProxy per upstream URL, all sharing
+// one transport (and so one keep-alive pool per upstream).
+type upstreams struct {
+	s         *Server
+	transport http.RoundTripper
+	bufs      *bufferPool
+
+	mu      sync.RWMutex
+	proxies map[upstreamKey]*httputil.ReverseProxy
+}
+
+type upstreamKey struct{ scheme, host, path string }
+
+// maxCachedProxies bounds the cache: model servers get a new port when they
+// restart, so old entries are dropped wholesale now and then.
+const maxCachedProxies = 256
+
+func newUpstreams(s *Server) *upstreams {
+	return &upstreams{
+		s:         s,
+		transport: newTransport(),
+		bufs:      &bufferPool{},
+		proxies:   map[upstreamKey]*httputil.ReverseProxy{},
+	}
+}
+
+func (u *upstreams) proxy(target *url.URL) *httputil.ReverseProxy {
+	key := upstreamKey{target.Scheme, target.Host, target.Path}
+	u.mu.RLock()
+	rp := u.proxies[key]
+	u.mu.RUnlock()
+	if rp != nil {
+		return rp
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if rp = u.proxies[key]; rp != nil {
+		return rp
+	}
+	if len(u.proxies) >= maxCachedProxies {
+		clear(u.proxies)
+	}
+	t := *target
+	rp = &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(&t)
+			pr.SetXForwarded()
+		},
+		Transport:      u.transport,
+		FlushInterval:  -1, // SSE and chunked bodies reach the client as they arrive
+		BufferPool:     u.bufs,
+		ErrorHandler:   u.s.upstreamFailed,
+		ModifyResponse: u.s.upstreamResponded,
+		ErrorLog:       slog.NewLogLogger(u.s.log.Handler(), slog.LevelWarn),
+	}
+	u.proxies[key] = rp
+	return rp
+}
+
+// upstreamFailed is the ReverseProxy's ErrorHandler: no response came from
+// the upstream (connection refused, reset before the headers), so nothing
+// has been written yet — unless a loading-state stream already started, in
+// which case the error goes out as an SSE event.
+func (s *Server) upstreamFailed(w http.ResponseWriter, r *http.Request, err error) {
+	ex := exchangeOf(r)
+	if clientGone(r.Context()) {
+		ex.fail(statusClientGone, "client went away while the upstream was answering")
+		return
+	}
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		s.writeError(w, r, s.tooLarge())
+		return
+	}
+	s.writeError(w, r, &apiError{status: http.StatusBadGateway, code: "upstream_error",
+		msg: fmt.Sprintf("model %s: upstream request failed: %v", ex.model, err)})
+}
+
+// upstreamResponded is the ReverseProxy's ModifyResponse. The body is
+// guarded (responseGuard) so that an upstream dying mid-body is recorded
+// and, for SSE, ends the client's stream with an error event instead of a
+// cut connection. Under a loading-state stream (headers already sent), the
+// upstream's response is turned into SSE events: its stream as is, a JSON
+// answer as one data event, an error status as an error event. An upgrade
+// (101, a WebSocket through /upstream) is left alone: its body is the
+// connection.
+func (s *Server) upstreamResponded(resp *http.Response) error {
+	ex := exchangeOf(resp.Request)
+	resp.Header.Del(requestIDHeader) // ours was set already
+	if resp.StatusCode == http.StatusSwitchingProtocols {
+		return nil
+	}
+	isSSE := isEventStream(resp.Header.Get("Content-Type"))
+	if ex.sse == nil {
+		resp.Body = &responseGuard{body: resp.Body, ex: ex, req: resp.Request, sse: isSSE, atBoundary: true}
+		if isSSE {
+			// The guard may append an error event.
+			resp.Header.Del("Content-Length")
+			resp.ContentLength = -1
+		}
+		return nil
+	}
+	resp.Header.Del("Content-Length")
+	resp.ContentLength = -1
+	switch {
+	case resp.StatusCode == http.StatusOK && isSSE:
+		resp.Body = &responseGuard{body: resp.Body, ex: ex, req: resp.Request, sse: true, atBoundary: true}
+	case resp.StatusCode == http.StatusOK:
+		b, err := readUpstreamBody(resp.Body)
+		var c bytes.Buffer
+		if err == nil {
+			err = json.Compact(&c, b)
+		}
+		if err != nil {
+			e := &apiError{status: http.StatusBadGateway, code: "upstream_error",
+				msg: fmt.Sprintf("model %s: the upstream answered a streaming request with an unreadable %s body: %v", ex.model, resp.Header.Get("Content-Type"), err)}
+			ex.fail(e.status, e.msg)
+			resp.Body = io.NopCloser(bytes.NewReader(sseErrorEvent(e)))
+			return nil
+		}
+		// Not streamed after all: one data event with the whole answer.
+		out := make([]byte, 0, c.Len()+24)
+		out = append(out, "data: "...)
+		out = append(out, c.Bytes()...)
+		out = append(out, "\n\ndata: [DONE]\n\n"...)
+		resp.Body = io.NopCloser(bytes.NewReader(out))
+	default:
+		b, _ := readUpstreamBody(resp.Body)
+		e := &apiError{status: resp.StatusCode, code: "upstream_error",
+			msg: fmt.Sprintf("model %s: upstream answered %d: %s", ex.model, resp.StatusCode, upstreamMessage(b))}
+		ex.fail(e.status, e.msg)
+		resp.Body = io.NopCloser(bytes.NewReader(sseErrorEvent(e)))
+	}
+	return nil
+}
+
+// maxUpstreamRewrite bounds an upstream body the proxy reads whole to turn
+// it into SSE events.
+const maxUpstreamRewrite = 8 << 20
+
+func readUpstreamBody(body io.ReadCloser) ([]byte, error) {
+	defer body.Close()
+	b, err := io.ReadAll(io.LimitReader(body, maxUpstreamRewrite+1))
+	if err == nil && len(b) > maxUpstreamRewrite {
+		err = fmt.Errorf("larger than %d bytes", maxUpstreamRewrite)
+	}
+	return b, err
+}
+
+// upstreamMessage is the message of an upstream's error body: the OpenAI
+// error's message, a string error, or the text itself.
+func upstreamMessage(b []byte) string {
+	var oa struct {
+		Error json.RawMessage `json:"error"`
+	}
+	if json.Unmarshal(b, &oa) == nil && len(oa.Error) > 0 {
+		var obj struct {
+			Message string `json:"message"`
+		}
+		var str string
+		if json.Unmarshal(oa.Error, &obj) == nil && obj.Message != "" {
+			return obj.Message
+		}
+		if json.Unmarshal(oa.Error, &str) == nil && str != "" {
+			return str
+		}
+	}
+	msg := strings.TrimSpace(string(b))
+	if len(msg) > 500 {
+		msg = msg[:500] + "…"
+	}
+	if msg == "" {
+		msg = "(empty body)"
+	}
+	return msg
+}
+
+func isEventStream(contentType string) bool {
+	mt, _, _ := mime.ParseMediaType(contentType)
+	return mt == "text/event-stream"
+}
+
+// sseErrorEvent is e as the last event of an SSE stream.
+func sseErrorEvent(e *apiError) []byte {
+	b := e.body()
+	out := make([]byte, 0, len(b)+10)
+	out = append(out, "data: "...)
+	out = append(out, b...)
+	return append(out, "\n\n"...)
+}
+
+// responseGuard wraps an upstream's response body to catch an upstream
+// that fails mid-body (the connection dies, the chunked body breaks off)
+// while the client is still there. The failure is recorded for the log
+// line and metrics (502). An SSE stream then ends with an error event and a
+// clean EOF, so the client reads why instead of a cut connection; any other
+// body returns the error, and httputil.ReverseProxy aborts the response
+// (the client sees it truncated, which is all HTTP allows once the status
+// is out).
+type responseGuard struct {
+	body io.ReadCloser
+	ex   *exchange
+	req  *http.Request
+	sse  bool
+	// atBoundary: the bytes so far end with a complete SSE event ("\n\n"),
+	// or nothing was read yet.
+	atBoundary bool
+	last       byte // the last byte read
+	tail       []byte
+	done       bool
+}
+
+func (g *responseGuard) Read(p []byte) (int, error) {
+	if g.tail != nil {
+		n := copy(p, g.tail)
+		g.tail = g.tail[n:]
+		if len(g.tail) == 0 {
+			g.tail, g.done = nil, true
+		}
+		return n, nil
+	}
+	if g.done {
+		return 0, io.EOF
+	}
+	n, err := g.body.Read(p)
+	if n > 0 && g.sse {
+		g.track(p[:n])
+	}
+	if err == nil || err == io.EOF || clientGone(g.req.Context()) {
+		return n, err
+	}
+	e := &apiError{status: http.StatusBadGateway, code: "upstream_error",
+		msg: fmt.Sprintf("model %s: upstream failed mid-stream: %v", g.ex.model, err)}
+	g.ex.fail(e.status, e.msg)
+	if !g.sse {
+		return n, err
+	}
+	ev := sseErrorEvent(e)
+	if !g.atBoundary {
+		// End the partial event first so the error event stands alone.
+		ev = append([]byte("\n\n"), ev...)
+	}
+	g.tail = ev
+	return n, nil
+}
+
+func (g *responseGuard) track(b []byte) {
+	switch {
+	case len(b) >= 2:
+		g.atBoundary = b[len(b)-2] == '\n' && b[len(b)-1] == '\n'
+	default:
+		g.atBoundary = g.last == '\n' && b[0] == '\n'
+	}
+	g.last = b[len(b)-1]
+}
+
+func (g *responseGuard) Close() error { return g.body.Close() }
+
+// bufferPool recycles ReverseProxy's 32 KiB copy buffers.
+type bufferPool struct{ p sync.Pool }
+
+func (bp *bufferPool) Get() []byte {
+	if b, ok := bp.p.Get().(*[]byte); ok {
+		return *b
+	}
+	return make([]byte, 32<<10)
+}
+
+func (bp *bufferPool) Put(b []byte) { bp.p.Put(&b) }
