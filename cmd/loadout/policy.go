@@ -163,18 +163,10 @@ A tenth of --events runs first as an unmeasured warm-up.`,
 				if m.Kind != sdk.KindScheduler {
 					return fmt.Errorf("--swapper is for benchmarking a scheduler; %s is a %s", m.Name, m.Kind)
 				}
-				sm, err := compileFile(ctx, r, swapperFile)
-				if err != nil {
+				if opts.Swapper, err = compileFile(ctx, r, swapperFile); err != nil {
 					return err
 				}
-				// The swapper reads through the same fake host; Bench
-				// gives it one when it makes the scheduler's.
-				sw, err := policy.NewBenchSwapper(ctx, r, sm, []byte(swapperSettings), models)
-				if err != nil {
-					return err
-				}
-				defer sw.Close(ctx)
-				opts.Swapper = sw
+				opts.SwapperSettings = []byte(swapperSettings)
 			}
 			res, err := policy.Bench(ctx, r, m, opts)
 			if err != nil {
@@ -203,11 +195,13 @@ func compileFile(ctx context.Context, r *policy.Runtime, path string) (*policy.M
 
 func printBench(out io.Writer, res *policy.BenchResult, events int) {
 	fmt.Fprintf(out, "policy: %s (%s), %d ready models, %d events per scenario\n\n", res.Policy, res.Kind, res.Models, events)
-	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "event\tcalls\tmedian µs\tp99 µs\tmean µs\t\n")
-	us := func(d time.Duration) string { return fmt.Sprintf("%.2f", float64(d.Nanoseconds())/1e3) }
+	width := len("event")
 	for _, s := range res.Scenarios {
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t\n", s.Name, s.Events, us(s.Median), us(s.P99), us(s.Mean))
+		width = max(width, len(s.Name))
 	}
-	tw.Flush()
+	us := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
+	fmt.Fprintf(out, "%-*s  %7s  %10s  %10s  %10s\n", width, "event", "calls", "median µs", "p99 µs", "mean µs")
+	for _, s := range res.Scenarios {
+		fmt.Fprintf(out, "%-*s  %7d  %10.2f  %10.2f  %10.2f\n", width, s.Name, s.Events, us(s.Median), us(s.P99), us(s.Mean))
+	}
 }

@@ -1,0 +1,157 @@
+package policy
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/loadout-dev/loadout/sdk"
+)
+
+func TestCompile_GoGuest(t *testing.T) {
+	r, _ := newTestRuntime(t, Options{})
+	for _, tc := range []struct {
+		guest string
+		kind  sdk.PolicyKind
+	}{{"echo", sdk.KindScheduler}, {"swapper", sdk.KindSwapper}} {
+		m := compile(t, r, tc.guest+".wasm", guest(t, tc.guest))
+		if m.Kind != tc.kind || m.ABIVersion != sdk.ABIVersion || m.Name != tc.guest+".wasm" {
+			t.Errorf("%s: got kind %s, ABI v%d, name %q", tc.guest, m.Kind, m.ABIVersion, m.Name)
+		}
+		if !slices.IsSorted(m.Exports) || !slices.Contains(m.Exports, "on_request") || !slices.Contains(m.Exports, "plan") {
+			t.Errorf("%s: exports %v", tc.guest, m.Exports)
+		}
+		if got := m.Signature("on_request"); got != "(i32) -> i64" {
+			t.Errorf("%s: on_request signature %q", tc.guest, got)
+		}
+		if got := m.Signature("loadout_v1.grant_serve"); got != "(i64, i32, i32) -> i32" {
+			t.Errorf("%s: grant_serve import signature %q", tc.guest, got)
+		}
+		for _, imp := range m.Imports {
+			if !strings.HasPrefix(imp, "loadout_v1.") && !strings.HasPrefix(imp, "wasi_snapshot_preview1.") {
+				t.Errorf("%s: import %s", tc.guest, imp)
+			}
+		}
+	}
+}
+
+func TestCompile_MiniPolicy(t *testing.T) {
+	r, _ := newTestRuntime(t, Options{})
+	m := compile(t, r, "mini.wasm", miniPolicy().bytes())
+	if m.Kind != sdk.KindScheduler {
+		t.Fatalf("kind %s", m.Kind)
+	}
+}
+
+// TestCompile_Refused checks every way a module is refused at load: each
+// error names the file and says what is wrong.
+func TestCompile_Refused(t *testing.T) {
+	echo := guest(t, "echo")
+	tests := []struct {
+		name string
+		wasm func() []byte
+		want []string
+	}{
+		{"not wasm", func() []byte { return []byte("#!/bin/sh\necho hello\n") }, []string{"not a WebAssembly module"}},
+		{"empty", func() []byte { return nil }, []string{"not a WebAssembly module (0 bytes"}},
+		{"truncated go guest", func() []byte { return echo[:len(echo)/2] }, []string{"invalid or truncated"}},
+		{"truncated mini", func() []byte { b := miniPolicy().bytes(); return b[:len(b)-7] }, []string{"invalid or truncated"}},
+		{"wrong ABI version", func() []byte { s := miniPolicy(); s.version = 2; return s.bytes() },
+			[]string{"built for ABI v2, this host speaks v1"}},
+		{"no policy registered", func() []byte { s := miniPolicy(); s.kind = 0; return s.bytes() },
+			[]string{"registers no policy", "sdk.RegisterScheduler"}},
+		{"unknown kind", func() []byte { s := miniPolicy(); s.kind = 7; return s.bytes() }, []string{"unknown policy kind 7"}},
+		{"missing version export", func() []byte { s := miniPolicy(); s.omit = []string{"loadout_abi_version"}; return s.bytes() },
+			[]string{"lacks export loadout_abi_version () -> i32"}},
+		{"missing scheduler export", func() []byte { s := miniPolicy(); s.omit = []string{"on_tick"}; return s.bytes() },
+			[]string{"lacks export on_tick (i32) -> i64", "scheduler policy"}},
+		{"missing swapper export", func() []byte { s := miniPolicy(); s.kind = 2; s.omit = []string{"plan"}; return s.bytes() },
+			[]string{"lacks export plan (i32) -> i64", "swapper policy"}},
+		{"missing init", func() []byte { s := miniPolicy(); s.omit = []string{"init"}; return s.bytes() },
+			[]string{"lacks export init (i32) -> i64"}},
+		{"wrong event signature", func() []byte {
+			s := miniPolicy()
+			s.sigs["on_request"] = [2][]byte{{wI64}, {wI64}}
+			return s.bytes()
+		}, []string{"export on_request has signature (i64) -> i64, want (i32) -> i64"}},
+		{"wrong version signature", func() []byte {
+			s := miniPolicy()
+			s.sigs["loadout_abi_version"] = [2][]byte{nil, {wI64}}
+			s.bodies["loadout_abi_version"] = i64c(1)
+			return s.bytes()
+		}, []string{"export loadout_abi_version has signature () -> i64, want () -> i32"}},
+		{"foreign import", func() []byte {
+			s := miniPolicy()
+			s.extraImports = []wasmImport{{"env", "fopen", []byte{wI32}, []byte{wI32}}}
+			return s.bytes()
+		}, []string{`imports from "env" (function fopen)`, "only from loadout_v1 and wasi_snapshot_preview1"}},
+		{"unknown host import", func() []byte {
+			s := miniPolicy()
+			s.extraImports = []wasmImport{{"loadout_v1", "launch_missiles", nil, nil}}
+			return s.bytes()
+		}, []string{"imports loadout_v1.launch_missiles, which this host does not provide"}},
+		{"host import with wrong signature", func() []byte {
+			s := miniPolicy()
+			s.extraImports = []wasmImport{{"loadout_v1", "grant_serve", []byte{wI32, wI32, wI32}, []byte{wI32}}}
+			return s.bytes()
+		}, []string{"imports loadout_v1.grant_serve with signature (i32, i32, i32) -> i32, want (i64, i32, i32) -> i32"}},
+		{"unknown wasi import", func() []byte {
+			s := miniPolicy()
+			s.extraImports = []wasmImport{{"wasi_snapshot_preview1", "sock_open", nil, nil}}
+			return s.bytes()
+		}, []string{"imports wasi_snapshot_preview1.sock_open, which this host does not provide"}},
+		{"no memory", func() []byte { s := miniPolicy(); s.noMemory = true; return s.bytes() }, []string{"exports no memory"}},
+	}
+	r, _ := newTestRuntime(t, Options{})
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			m, err := r.Compile(context.Background(), "policies/"+strings.ReplaceAll(tc.name, " ", "_")+".wasm", tc.wasm())
+			if err == nil {
+				t.Fatalf("compiled a bad module: %+v", m)
+			}
+			msg := err.Error()
+			t.Log(msg)
+			if !strings.Contains(msg, "policies/"+strings.ReplaceAll(tc.name, " ", "_")+".wasm") {
+				t.Errorf("error does not name the file: %s", msg)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(msg, w) {
+					t.Errorf("error %q lacks %q", msg, w)
+				}
+			}
+		})
+	}
+}
+
+func TestNewScheduler_Refused(t *testing.T) {
+	r, _ := newTestRuntime(t, Options{})
+	ctx := context.Background()
+	swapper := compile(t, r, "swapper.wasm", guest(t, "swapper"))
+	if _, err := r.NewScheduler(ctx, swapper, nil, newFakeEffects()); err == nil || !strings.Contains(err.Error(), "swapper.wasm: is a swapper, not a scheduler") {
+		t.Errorf("swapper as scheduler: %v", err)
+	}
+	echo := compile(t, r, "echo.wasm", guest(t, "echo"))
+	if _, err := r.NewSwapper(ctx, echo, nil, newFakeEffects()); err == nil || !strings.Contains(err.Error(), "is a scheduler, not a swapper") {
+		t.Errorf("scheduler as swapper: %v", err)
+	}
+	if _, err := r.NewScheduler(ctx, echo, []byte(`{"fail_init": "no such thing"}`), newFakeEffects()); err == nil ||
+		!strings.Contains(err.Error(), "policy echo.wasm: init: no such thing") {
+		t.Errorf("init error: %v", err)
+	}
+	if _, err := r.NewScheduler(ctx, echo, []byte(`{not json`), newFakeEffects()); err == nil || !strings.Contains(err.Error(), "echo: settings") {
+		t.Errorf("bad settings: %v", err)
+	}
+	bad := miniPolicy()
+	bad.buffersAddr = 0x7FFFFFF0
+	m := compile(t, r, "mini.wasm", bad.bytes())
+	if _, err := r.NewScheduler(ctx, m, nil, newFakeEffects()); err == nil || !strings.Contains(err.Error(), "abi_buffers returned address 0x7ffffff0, outside the module's memory") {
+		t.Errorf("abi_buffers out of range: %v", err)
+	}
+	small := miniPolicy()
+	small.inCap = 8
+	m = compile(t, r, "mini.wasm", small.bytes())
+	if _, err := r.NewScheduler(ctx, m, nil, newFakeEffects()); err == nil || !strings.Contains(err.Error(), "in-buffer holds 8 bytes") {
+		t.Errorf("tiny in-buffer: %v", err)
+	}
+}

@@ -1,0 +1,250 @@
+package policy
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/loadout-dev/loadout/sdk"
+)
+
+// crashAndRecover sends a request for model "bad" to the evil guest set to
+// misbehave, checks the *CrashError, then checks that a request for "good"
+// succeeds on a fresh instance.
+func crashAndRecover(t *testing.T, r *Runtime, settings, wantReason string) (*Scheduler, time.Duration) {
+	t.Helper()
+	fx := newFakeEffects(model("good", sdk.StateReady), model("bad", sdk.StateReady))
+	s := newScheduler(t, r, "evil", settings, fx)
+	start := time.Now()
+	err := s.OnRequest(sdk.RequestEvent{ID: 1, Model: "bad"})
+	elapsed := time.Since(start)
+	var ce *CrashError
+	if !errors.As(err, &ce) {
+		t.Fatalf("got %v, want a *CrashError", err)
+	}
+	t.Logf("%v after %s", err, elapsed)
+	if ce.Policy != "evil.wasm" || ce.Event != "on_request" || !strings.Contains(ce.Reason, wantReason) {
+		t.Errorf("crash %+v, want reason containing %q", ce, wantReason)
+	}
+	if !strings.HasPrefix(err.Error(), "policy evil.wasm crashed in on_request: ") {
+		t.Errorf("error %q", err)
+	}
+	if err := s.OnRequest(sdk.RequestEvent{ID: 2, Model: "good"}); err != nil {
+		t.Fatalf("after the crash: %v", err)
+	}
+	if fx.calls[len(fx.calls)-1] != "grant_serve 2 good" {
+		t.Errorf("effects %q", fx.calls)
+	}
+	st := s.Status()
+	if st.Instantiations != 2 || st.Crashes != 1 || !st.Healthy || st.LastError != err.Error() && st.LastError != ce.Error() {
+		t.Errorf("status %+v", st)
+	}
+	return s, elapsed
+}
+
+func TestSandbox_Panic(t *testing.T) {
+	r, _ := newTestRuntime(t, Options{})
+	crashAndRecover(t, r, `{"misbehave": "panic", "model": "bad"}`, "panic: evil: deliberate panic")
+}
+
+func TestSandbox_PanicInGoroutine(t *testing.T) {
+	r, _ := newTestRuntime(t, Options{})
+	crashAndRecover(t, r, `{"misbehave": "goexit-panic", "model": "bad"}`, "panic: evil: panic in a goroutine")
+}
+
+func TestSandbox_InfiniteLoop(t *testing.T) {
+	timeout := 100 * time.Millisecond
+	r, logs := newTestRuntime(t, Options{CallTimeout: timeout})
+	_, elapsed := crashAndRecover(t, r, `{"misbehave": "loop", "model": "bad"}`, "deadline of 100ms exceeded")
+	// Interrupted at about the deadline: not before it, and not long after
+	// (the slack covers a loaded CI machine).
+	if elapsed < timeout || elapsed > timeout+time.Second {
+		t.Errorf("for {} was interrupted after %s; deadline %s", elapsed, timeout)
+	}
+	if got := logs.find("WARN policy crashed; instance discarded", "policy=evil.wasm", "event=on_request", "reason=deadline of 100ms exceeded"); len(got) != 1 {
+		t.Errorf("crash log lines %q", got)
+	}
+}
+
+func TestSandbox_UnboundedAllocation(t *testing.T) {
+	// A generous deadline, so that it is the memory limit that stops it.
+	r, _ := newTestRuntime(t, Options{CallTimeout: 20 * time.Second, MemoryLimitPages: 512})
+	crashAndRecover(t, r, `{"misbehave": "alloc", "model": "bad"}`, "out of memory")
+}
+
+func TestSandbox_StackOverflow(t *testing.T) {
+	r, _ := newTestRuntime(t, Options{CallTimeout: 20 * time.Second})
+	crashAndRecover(t, r, `{"misbehave": "stack", "model": "bad"}`, "out of memory") // goroutine stacks live in linear memory
+}
+
+func TestSandbox_Exit(t *testing.T) {
+	r, _ := newTestRuntime(t, Options{})
+	crashAndRecover(t, r, `{"misbehave": "exit", "model": "bad"}`, "exited with code 3")
+}
+
+func TestSandbox_Traps(t *testing.T) {
+	for _, tc := range []struct {
+		name, reason string
+		body         []byte
+	}{
+		{"unreachable", "wasm error: unreachable", opUnreachable},
+		{"out of bounds", "wasm error: out of bounds memory access", ops(i32c(-16), opI32Load, opDrop, i64c(0))},
+		{"unknown status", "unknown status 9: mini: deliberate error", statusBody(9)},
+		{"status panic", "mini: deliberate error", statusBody(sdk.StatusPanic)},
+		{"loop", "deadline of 100ms exceeded", ops(opLoopForever, i64c(0))},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, _ := newTestRuntime(t, Options{})
+			spec := miniPolicy()
+			spec.bodies["on_request"] = tc.body
+			m := compile(t, r, "mini.wasm", spec.bytes())
+			s, err := r.NewScheduler(context.Background(), m, nil, newFakeEffects())
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = s.OnRequest(sdk.RequestEvent{ID: 1, Model: "a"})
+			var ce *CrashError
+			if !errors.As(err, &ce) || ce.Reason != tc.reason {
+				t.Fatalf("got %v, want a crash with reason %q", err, tc.reason)
+			}
+			if err := s.OnTick(sdk.TickEvent{}); err != nil {
+				t.Fatal(err)
+			}
+			if st := s.Status(); st.Instantiations != 2 || st.Crashes != 1 {
+				t.Errorf("status %+v", st)
+			}
+		})
+	}
+}
+
+// TestSandbox_GarbagePointers: every import given pointers outside memory,
+// absurd lengths or malformed messages answers ErrBadArgument (-8); the
+// host does not panic and the instance lives on.
+func TestSandbox_GarbagePointers(t *testing.T) {
+	r, logs := newTestRuntime(t, Options{})
+	fx := newFakeEffects(model("good", sdk.StateReady))
+	s := newScheduler(t, r, "evil", `{"misbehave": "garbage"}`, fx)
+	if err := s.OnRequest(sdk.RequestEvent{ID: 1, Model: "good"}); err != nil {
+		t.Fatal(err)
+	}
+	want := "INFO: garbage grant_serve=-8 grant_serve_len=-8 grant_error=-8 grant_error_code=-8 start_swap=-8 start_swap_junk=-8 stop_processes=-8 set_queue_position=-8 model_state=-8 model_state_buf=-8 running_models=-8 snapshot=-8 plan=-8 plan_buf=-8"
+	if len(fx.logs) != 1 || fx.logs[0] != want {
+		t.Errorf("logs\n got %q\nwant %q", fx.logs, want)
+	}
+	if len(fx.calls) != 1 || fx.calls[0] != "grant_serve 1 good" {
+		t.Errorf("effects %q", fx.calls)
+	}
+	if got := logs.find("policy passed an invalid pointer to log", "policy=evil.wasm"); len(got) != 1 {
+		t.Errorf("log lines %q", got)
+	}
+	if st := s.Status(); st.Crashes != 0 || st.Instantiations != 1 {
+		t.Errorf("status %+v", st)
+	}
+}
+
+// TestSandbox_Spam: log lines are capped per call, and stdout goes to the
+// runtime's logger, bounded.
+func TestSandbox_Spam(t *testing.T) {
+	r, logs := newTestRuntime(t, Options{})
+	fx := newFakeEffects(model("good", sdk.StateReady))
+	s := newScheduler(t, r, "evil", `{"misbehave": "spam"}`, fx)
+	if err := s.OnRequest(sdk.RequestEvent{ID: 1, Model: "good"}); err != nil {
+		t.Fatal(err)
+	}
+	if len(fx.logs) != maxLogsPerCall {
+		t.Errorf("%d log lines reached the host, want %d", len(fx.logs), maxLogsPerCall)
+	}
+	if got := logs.find("policy log lines dropped", "dropped=936"); len(got) != 1 {
+		t.Errorf("log lines %q", got)
+	}
+	out := logs.find("policy output", "stdout spam")
+	if len(out) != 1 || len(out[0]) > maxOutput+200 || !strings.Contains(out[0], "more bytes") {
+		t.Errorf("output log lines: %d, first %d bytes", len(out), len(strings.Join(out, "")))
+	}
+}
+
+func TestSandbox_CrashInInit(t *testing.T) {
+	r, _ := newTestRuntime(t, Options{})
+	m := compile(t, r, "evil.wasm", guest(t, "evil"))
+	for _, tc := range []struct{ settings, want string }{
+		{`{"misbehave": "panic", "in": "init"}`, "policy evil.wasm: init: panic: evil: deliberate panic"},
+		{`{"misbehave": "exit", "in": "init"}`, "policy evil.wasm: init: exited with code 3"},
+	} {
+		_, err := r.NewScheduler(context.Background(), m, []byte(tc.settings), newFakeEffects())
+		if err == nil || err.Error() != tc.want {
+			t.Errorf("%s: got %v, want %q", tc.settings, err, tc.want)
+		}
+	}
+}
+
+func TestSandbox_LoopInInit(t *testing.T) {
+	r, _ := newTestRuntime(t, Options{})
+	m := compile(t, r, "evil.wasm", guest(t, "evil"))
+	r.startTimeout = 50 * time.Millisecond
+	_, err := r.NewScheduler(context.Background(), m, []byte(`{"misbehave": "loop", "in": "init"}`), newFakeEffects())
+	if err == nil || err.Error() != "policy evil.wasm: init: deadline of 50ms exceeded" {
+		t.Errorf("got %v", err)
+	}
+}
+
+// TestSandbox_CrashLoop: more than MaxCrashes crashes within CrashWindow
+// disable the policy; from then on every call returns ErrUnhealthy at once,
+// without allocating or instantiating.
+func TestSandbox_CrashLoop(t *testing.T) {
+	r, logs := newTestRuntime(t, Options{MaxCrashes: 2})
+	fx := newFakeEffects(model("good", sdk.StateReady))
+	s := newScheduler(t, r, "evil", `{"misbehave": "panic"}`, fx)
+	for i := range 3 {
+		err := s.OnRequest(sdk.RequestEvent{ID: sdk.RequestID(i), Model: "good"})
+		var ce *CrashError
+		if !errors.As(err, &ce) {
+			t.Fatalf("call %d: %v", i, err)
+		}
+		if disabled := errors.Is(err, ErrUnhealthy); disabled != (i == 2) {
+			t.Errorf("call %d: errors.Is(ErrUnhealthy) = %v", i, disabled)
+		}
+	}
+	st := s.Status()
+	if st.Healthy || st.Crashes != 3 || st.Instantiations != 3 {
+		t.Errorf("status %+v", st)
+	}
+	err := s.OnRequest(sdk.RequestEvent{ID: 9, Model: "good"})
+	if !errors.Is(err, ErrUnhealthy) || err.Error() != "policy evil.wasm: disabled after crashing repeatedly (3 crashes within 1m0s)" {
+		t.Fatalf("got %v", err)
+	}
+	ev := sdk.RequestEvent{ID: 10, Model: "good"}
+	if allocs := testing.AllocsPerRun(1000, func() { _ = s.OnRequest(ev) }); allocs != 0 {
+		t.Errorf("a call to an unhealthy policy allocates %v times", allocs)
+	}
+	start := time.Now()
+	for range 10000 {
+		_ = s.OnTick(sdk.TickEvent{})
+	}
+	if per := time.Since(start) / 10000; per > 10*time.Microsecond {
+		t.Errorf("a call to an unhealthy policy costs %s", per)
+	}
+	if st := s.Status(); st.Instantiations != 3 {
+		t.Errorf("instantiated while unhealthy: %+v", st)
+	}
+	if got := logs.find("ERROR policy disabled: crash-looping", "policy=evil.wasm", "crashes=3"); len(got) != 1 {
+		t.Errorf("log lines %q", got)
+	}
+}
+
+// TestSandbox_CrashWindow: crashes older than the window do not count.
+func TestSandbox_CrashWindow(t *testing.T) {
+	r, _ := newTestRuntime(t, Options{MaxCrashes: 1, CrashWindow: time.Nanosecond})
+	s := newScheduler(t, r, "evil", `{"misbehave": "panic"}`, newFakeEffects())
+	for i := range 4 {
+		err := s.OnRequest(sdk.RequestEvent{ID: sdk.RequestID(i), Model: "x"})
+		var ce *CrashError
+		if !errors.As(err, &ce) || errors.Is(err, ErrUnhealthy) {
+			t.Fatalf("call %d: %v", i, err)
+		}
+	}
+	if st := s.Status(); !st.Healthy || st.Crashes != 4 || st.Instantiations != 5 {
+		t.Errorf("status %+v", st)
+	}
+}

@@ -1,0 +1,78 @@
+package policy
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/loadout-dev/loadout/sdk"
+)
+
+// Swapper is a live swapper (eviction) policy: one Wasm instance, re-made
+// after a crash. Call it from one goroutine only; a scheduler's plan import
+// calls it (through sdk.Effects.Plan) while that scheduler's own call is in
+// progress, which is fine: they are different instances. Errors are as for
+// Scheduler.
+type Swapper struct {
+	sv *supervisor
+
+	q     sdk.PlanRequest
+	start sdk.SwapStartEvent
+}
+
+// NewSwapper instantiates m, which must be a swapper, and initialises it
+// with settings (JSON; empty means "{}"). h answers its reads; a swapper may
+// only log and read (every effect import returns sdk.ErrNotAllowed).
+func (r *Runtime) NewSwapper(ctx context.Context, m *Module, settings []byte, h sdk.Host) (*Swapper, error) {
+	if m.Kind != sdk.KindSwapper {
+		return nil, fmt.Errorf("policy %s: is a %s, not a swapper", m.Name, m.Kind)
+	}
+	if h == nil {
+		return nil, fmt.Errorf("policy %s: NewSwapper needs an sdk.Host", m.Name)
+	}
+	sv, err := newSupervisor(r, m, settings, nil, h)
+	if err != nil {
+		return nil, err
+	}
+	return &Swapper{sv: sv}, nil
+}
+
+// Plan asks what must happen before q.Target can load: the models to evict
+// and, optionally, the devices to place it on.
+func (s *Swapper) Plan(q sdk.PlanRequest) (sdk.Plan, error) {
+	s.q = q
+	n, err := s.sv.call(evPlan, &s.q)
+	s.q = sdk.PlanRequest{}
+	if err != nil {
+		return sdk.Plan{}, err
+	}
+	in := s.sv.in
+	if n > in.outCap {
+		return sdk.Plan{}, s.sv.fail(fmt.Errorf("policy %s: plan: output of %d bytes exceeds the %d-byte out-buffer", s.sv.m.Name, n, in.outCap))
+	}
+	b, ok := in.mem.Read(in.outAddr, n)
+	if !ok {
+		return sdk.Plan{}, s.sv.fail(fmt.Errorf("policy %s: plan: out-buffer outside the module's memory", s.sv.m.Name))
+	}
+	var p sdk.Plan
+	if err := sdk.DecodeMessage(b, &p); err != nil {
+		return sdk.Plan{}, s.sv.fail(fmt.Errorf("policy %s: plan: %w", s.sv.m.Name, err))
+	}
+	return p, nil
+}
+
+// OnSwapStart tells the swapper that a swap it planned is starting.
+func (s *Swapper) OnSwapStart(ev sdk.SwapStartEvent) error {
+	s.start = ev
+	_, err := s.sv.call(evSwapStart, &s.start)
+	s.start = sdk.SwapStartEvent{}
+	return err
+}
+
+// Status returns the policy's health and counters.
+func (s *Swapper) Status() Status { return s.sv.status }
+
+// Close discards the instance. Every later call returns an error.
+func (s *Swapper) Close(ctx context.Context) error {
+	s.sv.close()
+	return nil
+}

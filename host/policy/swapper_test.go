@@ -1,0 +1,107 @@
+package policy
+
+import (
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/loadout-dev/loadout/sdk"
+)
+
+func TestSwapper_Plan(t *testing.T) {
+	r, _ := newTestRuntime(t, Options{})
+	h := newFakeEffects()
+	s := newSwapper(t, r, `{"max_running": 2}`, h)
+	p, err := s.Plan(sdk.PlanRequest{Now: 1, Target: "d", Running: []string{"a", "b", "c"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(p.Evict, []string{"a", "b"}) || p.Devices != nil {
+		t.Errorf("plan %+v", p)
+	}
+	if err := s.OnSwapStart(sdk.SwapStartEvent{Now: 2, Target: "d", Running: []string{"a", "b", "c"}, Evict: p.Evict}); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(h.logs, []string{"INFO: swap d evicting [a b]"}) {
+		t.Errorf("logs %q", h.logs)
+	}
+}
+
+// TestSwapper_PlanError: a plan error (status 1) is an ordinary error; the
+// instance stays.
+func TestSwapper_PlanError(t *testing.T) {
+	r, _ := newTestRuntime(t, Options{})
+	s := newSwapper(t, r, `{"fail_target": "huge"}`, newFakeEffects())
+	_, err := s.Plan(sdk.PlanRequest{Target: "huge"})
+	var ce *CrashError
+	if err == nil || errors.As(err, &ce) || err.Error() != "policy swapper.wasm: plan: cannot place huge" {
+		t.Fatalf("got %v", err)
+	}
+	if _, err := s.Plan(sdk.PlanRequest{Target: "small"}); err != nil {
+		t.Fatal(err)
+	}
+	if st := s.Status(); st.Instantiations != 1 || st.Crashes != 0 {
+		t.Errorf("status %+v", st)
+	}
+}
+
+// TestSwapper_EffectsNotAllowed: a swapper may only log and read; every
+// effect import answers ErrNotAllowed and reaches nothing.
+func TestSwapper_EffectsNotAllowed(t *testing.T) {
+	r, _ := newTestRuntime(t, Options{})
+	h := newFakeEffects(model("m", sdk.StateReady))
+	s := newSwapper(t, r, `{"probe": true}`, h)
+	if err := s.OnSwapStart(sdk.SwapStartEvent{Target: "m"}); err != nil {
+		t.Fatal(err)
+	}
+	want := "INFO: probe grant_serve=-4 grant_error=-4 start_swap=-4 stop_processes=-4 set_queue_position=-4 plan=-4"
+	if !slices.Contains(h.logs, want) {
+		t.Errorf("logs %q, want %q", h.logs, want)
+	}
+	if len(h.calls) != 0 {
+		t.Errorf("a swapper's effects reached the host: %q", h.calls)
+	}
+}
+
+// TestSwapper_LoopInNestedPlan: a swapper that loops inside a scheduler's
+// plan is killed at its own deadline; the scheduler, whose clock is paused
+// while it waits, survives and sees ErrSwapperFailed.
+func TestSwapper_LoopInNestedPlan(t *testing.T) {
+	timeout := 250 * time.Millisecond
+	r, logs := newTestRuntime(t, Options{CallTimeout: timeout})
+	fx := newFakeEffects(model("a", sdk.StateReady), model("x", sdk.StateStopped), model("y", sdk.StateStopped))
+	fx.swapper = newSwapper(t, r, `{"loop_target": "x"}`, fx)
+	s := newScheduler(t, r, "echo", "", fx)
+
+	start := time.Now()
+	if err := s.OnRequest(sdk.RequestEvent{ID: 1, Model: "x"}); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("first request %s", time.Since(start))
+	if elapsed := time.Since(start); elapsed < timeout {
+		t.Errorf("the swapper's deadline fired after only %s", elapsed)
+	}
+	// Had the scheduler's clock run while it waited, it would have died
+	// too: its deadline started before the swapper's.
+	if err := s.OnRequest(sdk.RequestEvent{ID: 2, Model: "x"}); err != nil {
+		t.Fatal(err)
+	}
+	wantCalls(t, fx,
+		"grant_error 1 4 cannot place x: swapper failed",
+		"grant_error 2 4 cannot place x: swapper failed")
+	if st := s.Status(); st.Crashes != 0 || st.Instantiations != 1 {
+		t.Errorf("scheduler status %+v", st)
+	}
+	if st := fx.swapper.Status(); st.Crashes != 2 || st.Instantiations != 3 || !st.Healthy {
+		t.Errorf("swapper status %+v", st)
+	}
+	if got := logs.find("swapper failed to plan", "policy=echo.wasm", "deadline of 250ms exceeded"); len(got) != 2 {
+		t.Errorf("log lines %q", got)
+	}
+	// The swapper's fresh instance plans again.
+	if err := s.OnRequest(sdk.RequestEvent{ID: 3, Model: "y"}); err != nil {
+		t.Fatal(err)
+	}
+	wantCalls(t, fx, "start_swap y evict=[] devices=[]", "set_queue_position 3 0")
+}
