@@ -3,6 +3,7 @@
 package sdk
 
 import (
+	"errors"
 	"fmt"
 	"runtime"
 	"unsafe"
@@ -16,15 +17,14 @@ const (
 )
 
 var (
-	inBuf      [inBufSize]byte
-	outBuf     [outBufSize]byte
-	bufDesc    [4]uint32
-	scratch    = make([]byte, 4096) // replies of host reads; grows on demand
-	sendBuf    []byte               // arguments encoded for host imports
-	scheduler  Scheduler
-	swapper    Swapper
-	wasmFx     wasmEffects
-	lastOutLen uint32
+	inBuf     [inBufSize]byte
+	outBuf    [outBufSize]byte
+	bufDesc   [4]uint32
+	scratch   = make([]byte, 4096) // replies of host reads; grows on demand
+	sendBuf   []byte               // arguments encoded for host imports
+	scheduler Scheduler
+	swapper   Swapper
+	wasmFx    wasmEffects
 )
 
 //go:wasmimport loadout_v1 log
@@ -69,20 +69,20 @@ func bytesPtr(b []byte) unsafe.Pointer {
 	return unsafe.Pointer(&b[0])
 }
 
-// read calls a (buf, limit) → len host read, growing scratch and retrying
-// when the reply is larger than the buffer. It returns the reply or the
-// negative result.
-func read(call func(buf unsafe.Pointer, limit uint32) int32) ([]byte, int32) {
-	for {
-		n := call(bytesPtr(scratch), uint32(len(scratch)))
-		if n < 0 {
-			return nil, n
-		}
-		if int(n) <= len(scratch) {
-			return scratch[:n], n
-		}
+// reply returns the host read's reply in scratch, or ok=false for a
+// negative result. A host read writes its reply only when it fits and
+// always returns the full length, so when n exceeds the buffer the caller
+// grows scratch with grow and calls again. Written without closures: in Go
+// compiled to Wasm every allocation costs about 1.3 µs.
+func reply(n int32) (b []byte, retry bool, ok bool) {
+	switch {
+	case n < 0:
+		return nil, false, false
+	case int(n) > len(scratch):
 		scratch = make([]byte, int(n))
+		return nil, true, true
 	}
+	return scratch[:n], false, true
 }
 
 type wasmEffects struct{}
@@ -91,33 +91,60 @@ func (wasmEffects) Log(level LogLevel, msg string) {
 	hostLog(int32(level), strPtr(msg), uint32(len(msg)))
 }
 
+// Decoded replies live in globals: a local whose address reaches
+// DecodeMessage would escape to the heap on every call.
+var (
+	replyInfo  ModelInfo
+	replyList  ModelList
+	replySnap  Snapshot
+	replyPlan  Plan
+	replyError error
+)
+
 func (wasmEffects) ModelState(model string) (ModelInfo, bool) {
-	b, n := read(func(buf unsafe.Pointer, limit uint32) int32 {
-		return hostModelState(strPtr(model), uint32(len(model)), buf, limit)
-	})
-	var info ModelInfo
-	if n < 0 || DecodeMessage(b, &info) != nil {
-		return ModelInfo{}, false
+	for {
+		n := hostModelState(strPtr(model), uint32(len(model)), bytesPtr(scratch), uint32(len(scratch)))
+		b, retry, ok := reply(n)
+		if retry {
+			continue
+		}
+		if !ok {
+			return ModelInfo{}, false
+		}
+		replyInfo = ModelInfo{}
+		if DecodeMessage(b, &replyInfo) != nil {
+			return ModelInfo{}, false
+		}
+		return replyInfo, true
 	}
-	return info, true
 }
 
 func (wasmEffects) RunningModels() []ModelInfo {
-	b, n := read(hostRunningModels)
-	var l ModelList
-	if n < 0 || DecodeMessage(b, &l) != nil {
-		return nil
+	for {
+		b, retry, ok := reply(hostRunningModels(bytesPtr(scratch), uint32(len(scratch))))
+		if retry {
+			continue
+		}
+		replyList = ModelList{}
+		if !ok || DecodeMessage(b, &replyList) != nil {
+			return nil
+		}
+		return replyList.Models
 	}
-	return l.Models
 }
 
 func (wasmEffects) Snapshot() Snapshot {
-	b, n := read(hostSnapshot)
-	var s Snapshot
-	if n < 0 || DecodeMessage(b, &s) != nil {
-		return Snapshot{}
+	for {
+		b, retry, ok := reply(hostSnapshot(bytesPtr(scratch), uint32(len(scratch))))
+		if retry {
+			continue
+		}
+		replySnap = Snapshot{}
+		if !ok || DecodeMessage(b, &replySnap) != nil {
+			return Snapshot{}
+		}
+		return replySnap
 	}
-	return s
 }
 
 func (wasmEffects) GrantServe(id RequestID, model string) bool {
@@ -147,17 +174,21 @@ func (wasmEffects) SetQueuePosition(id RequestID, pos int) {
 }
 
 func (wasmEffects) Plan(target string) (Plan, error) {
-	b, n := read(func(buf unsafe.Pointer, limit uint32) int32 {
-		return hostPlan(strPtr(target), uint32(len(target)), buf, limit)
-	})
-	if n < 0 {
-		return Plan{}, ResultError(n)
+	for {
+		n := hostPlan(strPtr(target), uint32(len(target)), bytesPtr(scratch), uint32(len(scratch)))
+		b, retry, ok := reply(n)
+		if retry {
+			continue
+		}
+		if !ok {
+			return Plan{}, ResultError(n)
+		}
+		replyPlan = Plan{}
+		if err := DecodeMessage(b, &replyPlan); err != nil {
+			return Plan{}, err
+		}
+		return replyPlan, nil
 	}
-	var p Plan
-	if err := DecodeMessage(b, &p); err != nil {
-		return Plan{}, err
-	}
-	return p, nil
 }
 
 //go:wasmexport loadout_abi_version
@@ -174,6 +205,17 @@ func policyKind() uint32 {
 	return uint32(KindNone)
 }
 
+// planIsPure reports, after init, whether the swapper implements
+// PurePlanner and claims it (1) or not (0).
+//
+//go:wasmexport plan_is_pure
+func planIsPure() uint32 {
+	if p, ok := swapper.(PurePlanner); ok && p.PurePlan() {
+		return 1
+	}
+	return 0
+}
+
 //go:wasmexport abi_buffers
 func abiBuffers() uint32 {
 	bufDesc = [4]uint32{
@@ -187,142 +229,232 @@ func result(status uint32, outLen uint32) uint64 { return uint64(status)<<32 | u
 
 func setError(msg string) { hostSetError(strPtr(msg), uint32(len(msg))) }
 
-// guard runs one export: it decodes the event in inBuf[:n] into m, calls
-// fn, turns a panic into StatusPanic, and yields to the Go scheduler so
-// goroutines the policy started (and the GC's) run and the heap stays small.
-func guard(n uint32, m Message, fn func() error) (res uint64) {
-	defer runtime.Gosched()
-	defer func() {
-		if r := recover(); r != nil {
-			setError(fmt.Sprintf("panic: %v", r))
-			res = result(StatusPanic, 0)
-		}
-	}()
+// yieldEvery is how many exports run between yields to the Go scheduler.
+// Yielding lets goroutines the policy started, and the runtime's background
+// GC work, run so the guest heap stays small; a yield costs about 5 µs in
+// Wasm, so doing it at the end of every export would triple the cost of a
+// typical event (docs/RATIONALE.md).
+const yieldEvery = 64
+
+var exportCount uint32
+
+// enter decodes the event in inBuf[:n] into m (a global, so nothing
+// escapes). It returns ok=false and the status to return when the event is
+// malformed.
+func enter(n uint32, m Message) (uint64, bool) {
 	if n > inBufSize {
 		setError(fmt.Sprintf("event of %d bytes exceeds the %d-byte input buffer", n, inBufSize))
-		return result(StatusBadInput, 0)
+		return result(StatusBadInput, 0), false
 	}
-	if m != nil {
-		if err := DecodeMessage(inBuf[:n], m); err != nil {
-			setError(err.Error())
-			return result(StatusBadInput, 0)
-		}
-	}
-	lastOutLen = 0
-	if err := fn(); err != nil {
+	if err := DecodeMessage(inBuf[:n], m); err != nil {
 		setError(err.Error())
-		return result(StatusError, 0)
+		return result(StatusBadInput, 0), false
 	}
-	return result(StatusOK, lastOutLen)
+	return 0, true
 }
 
-var errNoScheduler = fmt.Errorf("no scheduler registered (call sdk.RegisterScheduler from init)")
-
-func onScheduler(n uint32, m Message, fn func(Scheduler)) uint64 {
-	if scheduler == nil {
-		setError(errNoScheduler.Error())
-		return result(StatusNoPolicy, 0)
+// leave ends every export: it turns a panic into StatusPanic and yields
+// now and then. Deferred directly, so recover sees the panic.
+func leave(res *uint64) {
+	if r := recover(); r != nil {
+		setError(fmt.Sprintf("panic: %v", r))
+		*res = result(StatusPanic, 0)
 	}
-	return guard(n, m, func() error { fn(scheduler); return nil })
-}
-
-//go:wasmexport init
-func abiInit(n uint32) uint64 {
-	var ev InitEvent
-	return guard(n, &ev, func() error {
-		settings := ev.Settings
-		if len(settings) == 0 {
-			settings = []byte("{}")
-		}
-		switch {
-		case registeredScheduler != nil:
-			s, err := registeredScheduler(wasmFx, settings)
-			if err != nil {
-				return err
-			}
-			scheduler = s
-		case registeredSwapper != nil:
-			s, err := registeredSwapper(wasmFx, settings)
-			if err != nil {
-				return err
-			}
-			swapper = s
-		default:
-			return errNoScheduler
-		}
-		return nil
-	})
-}
-
-//go:wasmexport on_request
-func onRequest(n uint32) uint64 {
-	var ev RequestEvent
-	return onScheduler(n, &ev, func(s Scheduler) { s.OnRequest(ev) })
-}
-
-//go:wasmexport on_swap_done
-func onSwapDone(n uint32) uint64 {
-	var ev SwapDoneEvent
-	return onScheduler(n, &ev, func(s Scheduler) { s.OnSwapDone(ev) })
-}
-
-//go:wasmexport on_serve_done
-func onServeDone(n uint32) uint64 {
-	var ev ServeDoneEvent
-	return onScheduler(n, &ev, func(s Scheduler) { s.OnServeDone(ev) })
-}
-
-//go:wasmexport on_cancel
-func onCancel(n uint32) uint64 {
-	var ev CancelEvent
-	return onScheduler(n, &ev, func(s Scheduler) { s.OnCancel(ev) })
-}
-
-//go:wasmexport on_unload
-func onUnload(n uint32) uint64 {
-	var ev UnloadEvent
-	return onScheduler(n, &ev, func(s Scheduler) { s.OnUnload(ev) })
-}
-
-//go:wasmexport on_tick
-func onTick(n uint32) uint64 {
-	var ev TickEvent
-	return onScheduler(n, &ev, func(s Scheduler) { s.OnTick(ev) })
-}
-
-//go:wasmexport on_shutdown
-func onShutdown(n uint32) uint64 {
-	var ev ShutdownEvent
-	return onScheduler(n, &ev, func(s Scheduler) { s.OnShutdown(ev) })
-}
-
-//go:wasmexport plan
-func plan(n uint32) uint64 {
-	if swapper == nil {
-		setError("no swapper registered (call sdk.RegisterSwapper from init)")
-		return result(StatusNoPolicy, 0)
+	exportCount++
+	if exportCount%yieldEvery == 0 {
+		runtime.Gosched()
 	}
-	var q PlanRequest
-	return guard(n, &q, func() error {
-		p, err := swapper.Plan(q)
+}
+
+var errNoScheduler = errors.New("no scheduler registered (call sdk.RegisterScheduler from init)")
+
+func noScheduler() uint64 {
+	setError(errNoScheduler.Error())
+	return result(StatusNoPolicy, 0)
+}
+
+func noSwapper() uint64 {
+	setError("no swapper registered (call sdk.RegisterSwapper from init)")
+	return result(StatusNoPolicy, 0)
+}
+
+// The events being handled. Policies receive them by value.
+var (
+	evInit      InitEvent
+	evRequest   RequestEvent
+	evSwapDone  SwapDoneEvent
+	evServeDone ServeDoneEvent
+	evCancel    CancelEvent
+	evUnload    UnloadEvent
+	evTick      TickEvent
+	evShutdown  ShutdownEvent
+	evPlan      PlanRequest
+	evSwapStart SwapStartEvent
+)
+
+func initPolicy() error {
+	settings := evInit.Settings
+	if len(settings) == 0 {
+		settings = []byte("{}")
+	}
+	switch {
+	case registeredScheduler != nil:
+		s, err := registeredScheduler(wasmFx, settings)
 		if err != nil {
 			return err
 		}
-		out := AppendMessage(outBuf[:0], &p)
-		if len(out) > outBufSize {
-			return fmt.Errorf("plan of %d bytes exceeds the %d-byte output buffer", len(out), outBufSize)
+		scheduler = s
+	case registeredSwapper != nil:
+		s, err := registeredSwapper(wasmFx, settings)
+		if err != nil {
+			return err
 		}
-		lastOutLen = uint32(len(out))
-		return nil
-	})
+		swapper = s
+	default:
+		return errNoScheduler
+	}
+	return nil
+}
+
+//go:wasmexport init
+func abiInit(n uint32) (res uint64) {
+	defer leave(&res)
+	internStrings, internTable = true, make(map[string]string)
+	if r, ok := enter(n, &evInit); !ok {
+		return r
+	}
+	if err := initPolicy(); err != nil {
+		setError(err.Error())
+		return result(StatusError, 0)
+	}
+	return result(StatusOK, 0)
+}
+
+//go:wasmexport on_request
+func onRequest(n uint32) (res uint64) {
+	defer leave(&res)
+	if scheduler == nil {
+		return noScheduler()
+	}
+	if r, ok := enter(n, &evRequest); !ok {
+		return r
+	}
+	scheduler.OnRequest(evRequest)
+	return result(StatusOK, 0)
+}
+
+//go:wasmexport on_swap_done
+func onSwapDone(n uint32) (res uint64) {
+	defer leave(&res)
+	if scheduler == nil {
+		return noScheduler()
+	}
+	if r, ok := enter(n, &evSwapDone); !ok {
+		return r
+	}
+	scheduler.OnSwapDone(evSwapDone)
+	return result(StatusOK, 0)
+}
+
+//go:wasmexport on_serve_done
+func onServeDone(n uint32) (res uint64) {
+	defer leave(&res)
+	if scheduler == nil {
+		return noScheduler()
+	}
+	if r, ok := enter(n, &evServeDone); !ok {
+		return r
+	}
+	scheduler.OnServeDone(evServeDone)
+	return result(StatusOK, 0)
+}
+
+//go:wasmexport on_cancel
+func onCancel(n uint32) (res uint64) {
+	defer leave(&res)
+	if scheduler == nil {
+		return noScheduler()
+	}
+	if r, ok := enter(n, &evCancel); !ok {
+		return r
+	}
+	scheduler.OnCancel(evCancel)
+	return result(StatusOK, 0)
+}
+
+//go:wasmexport on_unload
+func onUnload(n uint32) (res uint64) {
+	defer leave(&res)
+	if scheduler == nil {
+		return noScheduler()
+	}
+	if r, ok := enter(n, &evUnload); !ok {
+		return r
+	}
+	scheduler.OnUnload(evUnload)
+	return result(StatusOK, 0)
+}
+
+//go:wasmexport on_tick
+func onTick(n uint32) (res uint64) {
+	defer leave(&res)
+	if scheduler == nil {
+		return noScheduler()
+	}
+	if r, ok := enter(n, &evTick); !ok {
+		return r
+	}
+	scheduler.OnTick(evTick)
+	return result(StatusOK, 0)
+}
+
+//go:wasmexport on_shutdown
+func onShutdown(n uint32) (res uint64) {
+	defer leave(&res)
+	if scheduler == nil {
+		return noScheduler()
+	}
+	if r, ok := enter(n, &evShutdown); !ok {
+		return r
+	}
+	scheduler.OnShutdown(evShutdown)
+	return result(StatusOK, 0)
+}
+
+var planOut Plan
+
+//go:wasmexport plan
+func plan(n uint32) (res uint64) {
+	defer leave(&res)
+	if swapper == nil {
+		return noSwapper()
+	}
+	if r, ok := enter(n, &evPlan); !ok {
+		return r
+	}
+	var err error
+	planOut, err = swapper.Plan(evPlan)
+	if err != nil {
+		setError(err.Error())
+		return result(StatusError, 0)
+	}
+	out := AppendMessage(outBuf[:0], &planOut)
+	if len(out) > outBufSize {
+		setError(fmt.Sprintf("plan of %d bytes exceeds the %d-byte output buffer", len(out), outBufSize))
+		return result(StatusError, 0)
+	}
+	return result(StatusOK, uint32(len(out)))
 }
 
 //go:wasmexport on_swap_start
-func onSwapStart(n uint32) uint64 {
+func onSwapStart(n uint32) (res uint64) {
+	defer leave(&res)
 	if swapper == nil {
-		setError("no swapper registered (call sdk.RegisterSwapper from init)")
-		return result(StatusNoPolicy, 0)
+		return noSwapper()
 	}
-	var ev SwapStartEvent
-	return guard(n, &ev, func() error { swapper.OnSwapStart(ev); return nil })
+	if r, ok := enter(n, &evSwapStart); !ok {
+		return r
+	}
+	swapper.OnSwapStart(evSwapStart)
+	return result(StatusOK, 0)
 }

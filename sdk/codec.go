@@ -56,9 +56,15 @@ type Message interface {
 // AppendMessage appends m's encoding (header and fields) to dst and returns
 // the extended slice.
 func AppendMessage(dst []byte, m Message) []byte {
-	e := encoder{b: append(dst, ABIVersion, byte(m.kind()))}
-	m.encode(&e)
-	return e.b
+	e := &encoder{}
+	if internStrings {
+		e = &guestEncoder // the guest is single-threaded; see guestDecoder
+	}
+	e.b = append(dst, ABIVersion, byte(m.kind()))
+	m.encode(e)
+	b := e.b
+	e.b = nil
+	return b
 }
 
 // DecodeMessage decodes src, which must hold exactly one message of m's kind,
@@ -73,13 +79,31 @@ func DecodeMessage(src []byte, m Message) error {
 	if Kind(src[1]) != m.kind() {
 		return fmt.Errorf("%w: kind %d, want %d", ErrMalformed, src[1], m.kind())
 	}
-	d := decoder{b: src, off: headerSize}
-	m.decode(&d)
-	if d.err == nil && d.off != len(d.b) {
+	d := &decoder{}
+	if internStrings {
+		d = &guestDecoder
+	}
+	*d = decoder{b: src, off: headerSize}
+	m.decode(d)
+	if d.err == nil && d.short == 0 && d.off != len(d.b) {
 		d.err = fmt.Errorf("%w: %d trailing bytes after kind %d", ErrMalformed, len(d.b)-d.off, m.kind())
 	}
-	return d.err
+	err := d.err
+	if d.short != 0 {
+		err = fmt.Errorf("%w: kind %d truncated: a field at offset %d runs past the end (%d bytes)", ErrMalformed, m.kind(), d.short-1, len(src))
+	}
+	*d = decoder{}
+	return err
 }
+
+// guestDecoder and guestEncoder are reused by the single-threaded guest:
+// passed through the Message interface, a local decoder escapes to the heap,
+// and each allocation costs about 1.3 µs in Wasm. The host (internStrings
+// off) allocates one per call, which costs it nothing that matters.
+var (
+	guestDecoder decoder
+	guestEncoder encoder
+)
 
 type encoder struct{ b []byte }
 
@@ -110,55 +134,56 @@ func (e *encoder) i32s(l []int32) {
 	}
 }
 
-// decoder reads fields; the first error sticks and later reads return zero
-// values, so decode methods need no error plumbing.
+// decoder reads fields. The reads are written to inline (no call on their
+// path, within the compiler's budget): in Go compiled to Wasm a call that is
+// not inlined costs tens of nanoseconds, and a message has dozens of
+// fields. A read past the end records where it happened in short and makes
+// every later read return zero; DecodeMessage turns that into the error.
 type decoder struct {
-	b   []byte
-	off int
-	err error
-}
-
-func (d *decoder) need(n int, what string) bool {
-	if d.err != nil {
-		return false
-	}
-	if n < 0 || len(d.b)-d.off < n {
-		d.err = fmt.Errorf("%w: %s needs %d bytes at offset %d, %d left", ErrMalformed, what, n, d.off, len(d.b)-d.off)
-		return false
-	}
-	return true
+	b     []byte
+	off   int
+	short int // 1 + the offset of the first read past the end; 0 if none
+	err   error
 }
 
 func (d *decoder) u8() uint8 {
-	if !d.need(1, "u8") {
-		return 0
+	if o := d.off; o < len(d.b) {
+		d.off = o + 1
+		return d.b[o]
 	}
-	v := d.b[d.off]
-	d.off++
-	return v
+	d.ranOut()
+	return 0
 }
 
 func (d *decoder) u32() uint32 {
-	if !d.need(4, "u32") {
-		return 0
+	if o := d.off; o+4 <= len(d.b) {
+		d.off = o + 4
+		return binary.LittleEndian.Uint32(d.b[o:])
 	}
-	v := binary.LittleEndian.Uint32(d.b[d.off:])
-	d.off += 4
-	return v
+	d.ranOut()
+	return 0
 }
 
 func (d *decoder) i32() int32 { return int32(d.u32()) }
 
 func (d *decoder) u64() uint64 {
-	if !d.need(8, "u64") {
-		return 0
+	if o := d.off; o+8 <= len(d.b) {
+		d.off = o + 8
+		return binary.LittleEndian.Uint64(d.b[o:])
 	}
-	v := binary.LittleEndian.Uint64(d.b[d.off:])
-	d.off += 8
-	return v
+	d.ranOut()
+	return 0
 }
 
 func (d *decoder) i64() int64 { return int64(d.u64()) }
+
+// ranOut records a read past the end. Small enough to inline itself.
+func (d *decoder) ranOut() {
+	if d.short == 0 {
+		d.short = d.off + 1
+	}
+	d.off = len(d.b)
+}
 
 func (d *decoder) boolean() bool {
 	switch d.u8() {
@@ -175,16 +200,47 @@ func (d *decoder) boolean() bool {
 }
 
 func (d *decoder) raw() []byte {
-	n := d.u32()
-	if !d.need(int(n), "string") {
-		return nil
+	n := int(d.u32())
+	if o := d.off; n <= len(d.b)-o {
+		d.off = o + n
+		return d.b[o : o+n]
 	}
-	p := d.b[d.off : d.off+int(n)]
-	d.off += int(n)
-	return p
+	d.ranOut()
+	return nil
 }
 
-func (d *decoder) str() string { return string(d.raw()) }
+func (d *decoder) str() string {
+	p := d.raw()
+	if internStrings {
+		return intern(p)
+	}
+	return string(p)
+}
+
+// String interning, for the guest only. In Go compiled to Wasm every
+// allocation costs about 1.3 µs (docs/RATIONALE.md), and decoded strings
+// are almost always one of a few model names, so the guest glue turns
+// internStrings on and repeated strings cost a map lookup (which does not
+// allocate). The host leaves it off: it decodes from several goroutines.
+var (
+	internStrings bool
+	internTable   map[string]string
+)
+
+// maxInterned bounds the table, so unbounded strings (client ids) cannot
+// grow it without limit; past it strings are allocated as usual.
+const maxInterned = 4096
+
+func intern(p []byte) string {
+	if s, ok := internTable[string(p)]; ok {
+		return s
+	}
+	s := string(p)
+	if len(internTable) < maxInterned {
+		internTable[s] = s
+	}
+	return s
+}
 
 func (d *decoder) bytes() []byte {
 	p := d.raw()
@@ -199,6 +255,9 @@ func (d *decoder) bytes() []byte {
 func (d *decoder) count(minItem int, what string) int {
 	n := d.u32()
 	if d.err != nil {
+		return 0
+	}
+	if n == 0 {
 		return 0
 	}
 	if n > maxDecodedElements || int(n)*minItem > len(d.b)-d.off {

@@ -33,6 +33,18 @@ type Swapper interface {
 	OnSwapStart(ev SwapStartEvent)
 }
 
+// PurePlanner is implemented by a swapper whose Plan depends only on its
+// settings, the target and the running set: it reads no ModelState,
+// RunningModels or Snapshot, and keeps no state that changes its answers
+// (llama-swap's EvictionFor contract). When PurePlan returns true, the host
+// may answer a Plan for a target and running set it has seen from a cache
+// instead of calling the module, which takes a nested Wasm call off the
+// path of every request for a loaded model. A swapper that weighs VRAM,
+// in-flight counts or last use (prioritylru) must not claim it.
+type PurePlanner interface {
+	PurePlan() bool
+}
+
 // Host is what every policy may read and write: logs and the host's view of
 // models and GPUs. Reads cost one host call each (~60 ns through Wasm).
 type Host interface {
@@ -109,9 +121,10 @@ func (k PolicyKind) String() string {
 	}
 }
 
+// The registered factories; the wasip1 glue (abi_wasm.go) reads them.
 var (
-	registeredScheduler SchedulerFactory
-	registeredSwapper   SwapperFactory
+	registeredScheduler SchedulerFactory //lint:ignore U1000 read by the wasip1 build
+	registeredSwapper   SwapperFactory   //lint:ignore U1000 read by the wasip1 build
 )
 
 // RegisterScheduler registers the module's scheduler. Call it once, from an

@@ -433,3 +433,28 @@ func TestServe_OpenAIPythonClient(t *testing.T) {
 		t.Fatalf("openai client output:\n%s", out)
 	}
 }
+
+func TestServe_ModelExitsDuringStartup(t *testing.T) {
+	s := startServer(t, "../../testdata/e2e/sim.yaml")
+	code, body := s.post("/v1/chat/completions", chat("broken", false))
+	if code != 502 || !strings.Contains(body, "model file corrupt") {
+		t.Fatalf("got %d %s, want 502 with the server's stderr", code, body)
+	}
+	s.mustChat("a") // nothing else is affected
+}
+
+func TestConfigCheck_ReportsFileLine(t *testing.T) {
+	out, err := exec.Command(loadoutBin, "config", "check", "../../testdata/e2e/bad.yaml").CombinedOutput()
+	if err == nil {
+		t.Fatalf("config check of a bad file succeeded:\n%s", out)
+	}
+	if !strings.Contains(string(out), "bad.yaml:4:10") || !strings.Contains(string(out), "models.a.ttl") {
+		t.Fatalf("error does not name file:line and key:\n%s", out)
+	}
+	good := exec.Command(loadoutBin, "config", "check", "../../testdata/e2e/sim.yaml")
+	good.Env = append(os.Environ(), "LOADOUT_BIN="+loadoutBin, "LOADOUT_E2E_START_PORT=20000")
+	out, err = good.CombinedOutput()
+	if err != nil {
+		t.Fatalf("config check of a good file: %v\n%s", err, out)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/loadout-dev/loadout/sdk"
@@ -13,6 +14,10 @@ import (
 // inside a policy call, on the run-loop goroutine. Every call is checked: a
 // policy may be buggy or hostile, and the run-loop rules hold regardless.
 type effects struct{ r *Router }
+
+// maxCachedPlans bounds the plan cache: a target and running set per entry,
+// and a box swaps between few of them.
+const maxCachedPlans = 1024
 
 // readOnlyHost is what the swapper gets: reads and logs only.
 type readOnlyHost struct{ fx *effects }
@@ -180,6 +185,15 @@ func (fx *effects) Plan(target string) (sdk.Plan, error) {
 		return sdk.Plan{}, sdk.ErrUnknownModel
 	}
 	running := fx.runningSet(target)
+	var key string
+	if l.purePlans {
+		// The swapper claimed sdk.PurePlanner: its plan is a function of
+		// the target and the running set, which is exactly the key.
+		key = target + "\x00" + strings.Join(running, "\x00")
+		if p, ok := l.planCache[key]; ok {
+			return p, nil
+		}
+	}
 	plan, err := l.swapper.Plan(sdk.PlanRequest{Now: l.now.UnixNano(), Target: target, Running: running})
 	if err != nil {
 		l.swapCounters.Failures++
@@ -192,6 +206,12 @@ func (fx *effects) Plan(target string) (sdk.Plan, error) {
 			r.refused(&l.swapCounters, fmt.Sprintf("plan for %q evicts %q, which is not running", target, name))
 			return sdk.Plan{}, sdk.ErrSwapperFailed
 		}
+	}
+	if l.purePlans {
+		if len(l.planCache) >= maxCachedPlans {
+			clear(l.planCache)
+		}
+		l.planCache[key] = plan
 	}
 	return plan, nil
 }

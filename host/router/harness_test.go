@@ -67,7 +67,7 @@ func testLogger() *slog.Logger {
 // harness is a router over fake processes with the real fifo + group
 // policies.
 type harness struct {
-	t     *testing.T
+	t     testing.TB
 	r     *Router
 	world *fakeWorld
 	procs map[string]*fakeProcess
@@ -86,10 +86,11 @@ type harnessOpts struct {
 	scheduler string // fifo settings JSON
 	models    map[string]ModelConfig
 	newSched  func(fx sdk.Effects) (SchedulerPolicy, error) // overrides the fifo policy
+	wrapSwap  func(*policy.Swapper) SwapperPolicy           // wraps the group policy
 	tick      time.Duration
 }
 
-func newHarness(t *testing.T, o harnessOpts) *harness {
+func newHarness(t testing.TB, o harnessOpts) *harness {
 	t.Helper()
 	rt, fifo, group := policies(t)
 	if o.groups == "" {
@@ -124,7 +125,11 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 			return rt.NewScheduler(ctx, fifo, []byte(o.scheduler), fx)
 		},
 		NewSwapper: func(host sdk.Host) (SwapperPolicy, error) {
-			return rt.NewSwapper(ctx, group, []byte(o.groups), host)
+			sw, err := rt.NewSwapper(ctx, group, []byte(o.groups), host)
+			if err != nil || o.wrapSwap == nil {
+				return sw, err
+			}
+			return o.wrapSwap(sw), nil
 		},
 	}
 	if o.newSched != nil {

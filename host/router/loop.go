@@ -96,6 +96,11 @@ type loopState struct {
 
 	schedCounters PolicyCounters
 	swapCounters  PolicyCounters
+
+	// purePlans: the swapper claims sdk.PurePlanner, so plans are cached
+	// by target and running set (effects.Plan).
+	purePlans bool
+	planCache map[string]sdk.Plan
 }
 
 func (l *loopState) init(cfg Config) {
@@ -107,6 +112,7 @@ func (l *loopState) init(cfg Config) {
 	slices.Sort(l.names)
 	l.waiters = map[sdk.RequestID]*waiter{}
 	l.swaps = map[string]*swap{}
+	l.planCache = map[string]sdk.Plan{}
 }
 
 func (r *Router) run() {

@@ -27,7 +27,9 @@ type SchedulerPolicy interface {
 	OnShutdown(sdk.ShutdownEvent) error
 }
 
-// SwapperPolicy is a swapper as the run loop calls it.
+// SwapperPolicy is a swapper as the run loop calls it. One that also
+// implements sdk.PurePlanner and claims it gets its plans cached by target
+// and running set.
 type SwapperPolicy interface {
 	Plan(sdk.PlanRequest) (sdk.Plan, error)
 	OnSwapStart(sdk.SwapStartEvent) error
@@ -221,6 +223,9 @@ func New(cfg Config) (*Router, error) {
 		return nil, fmt.Errorf("router: scheduler %s: %w", cfg.SchedulerName, err)
 	}
 	r.loop.sched, r.loop.swapper, r.loop.fx = sched, sw, fx
+	if pp, ok := sw.(sdk.PurePlanner); ok && pp.PurePlan() {
+		r.loop.purePlans = true
+	}
 	go r.run()
 	return r, nil
 }

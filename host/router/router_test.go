@@ -3,6 +3,7 @@ package router
 import (
 	"context"
 	"errors"
+	"github.com/loadout-dev/loadout/host/policy"
 	"github.com/loadout-dev/loadout/internal/wasmbuild"
 	"strings"
 	"sync"
@@ -456,4 +457,103 @@ func TestRouter_Rule7_LoopingWasmPolicy(t *testing.T) {
 
 func wasmbuildEvil() ([]byte, error) {
 	return wasmbuild.Build("github.com/loadout-dev/loadout/host/policy/testdata/guests/evil")
+}
+
+// countingSwapper counts the plans the router asks the Wasm group swapper
+// for. Embedding *policy.Swapper passes its PurePlan claim on.
+type countingSwapper struct {
+	*policy.Swapper
+	plans int
+}
+
+func (c *countingSwapper) Plan(q sdk.PlanRequest) (sdk.Plan, error) {
+	c.plans++
+	return c.Swapper.Plan(q)
+}
+
+// impureSwapper hides PurePlan: every plan goes to the module.
+type impureSwapper struct{ c *countingSwapper }
+
+func (s impureSwapper) Plan(q sdk.PlanRequest) (sdk.Plan, error) { return s.c.Plan(q) }
+func (s impureSwapper) OnSwapStart(ev sdk.SwapStartEvent) error  { return s.c.OnSwapStart(ev) }
+
+// The group swapper claims sdk.PurePlanner, so the router asks it once per
+// target and running set; a swapper that does not claim it is asked for
+// every request.
+func TestRouter_PurePlansAreCached(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		pure      bool
+		wantPlans int
+	}{
+		{"pure", true, 1},
+		{"impure", false, 5},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var c *countingSwapper
+			h := newHarness(t, harnessOpts{wrapSwap: func(sw *policy.Swapper) SwapperPolicy {
+				c = &countingSwapper{Swapper: sw}
+				if tc.pure {
+					return c
+				}
+				return impureSwapper{c}
+			}})
+			for range 5 {
+				h.acquire("e").wait(t).Release()
+			}
+			var plans int
+			h.r.query(func() { plans = c.plans })
+			if plans != tc.wantPlans {
+				t.Fatalf("%d plans for 5 requests, want %d", plans, tc.wantPlans)
+			}
+		})
+	}
+}
+
+// garbageScheduler makes every kind of call a buggy policy might, then
+// fails the real request properly.
+type garbageScheduler struct {
+	silentScheduler
+	results []error
+	granted bool
+}
+
+func (g *garbageScheduler) OnRequest(ev sdk.RequestEvent) error {
+	fx := g.fx
+	g.granted = fx.GrantServe(ev.ID+1000, "a") // no such request
+	fx.GrantError(ev.ID+1000, sdk.CodeInternal, "nobody")
+	fx.SetQueuePosition(ev.ID+1000, 3)
+	g.results = []error{
+		fx.StartSwap(sdk.SwapRequest{Model: "nope"}),
+		fx.StartSwap(sdk.SwapRequest{Model: "a", Evict: []string{"a"}}),
+		fx.StartSwap(sdk.SwapRequest{Model: "a", Evict: []string{"ghost"}}),
+		fx.StopProcesses([]string{"ghost"}),
+	}
+	fx.GrantError(ev.ID, sdk.CodeModelNotFound, "handled")
+	return nil
+}
+
+func TestRouter_PolicyGarbageIsRefused(t *testing.T) {
+	g := &garbageScheduler{}
+	h := newHarness(t, harnessOpts{newSched: func(fx sdk.Effects) (SchedulerPolicy, error) {
+		g.fx = fx
+		return g, nil
+	}})
+	if e := h.acquire("a").waitErr(t); e.Message != "handled" || e.HTTPStatus() != 404 {
+		t.Fatalf("the real request got %v", e)
+	}
+	want := []error{sdk.ErrUnknownModel, sdk.ErrBadArgument, sdk.ErrUnknownModel, sdk.ErrUnknownModel}
+	for i, err := range g.results {
+		if !errors.Is(err, want[i]) {
+			t.Errorf("call %d: err = %v, want %v", i, err, want[i])
+		}
+	}
+	if g.granted {
+		t.Error("GrantServe of an unknown request returned true")
+	}
+	if c := h.r.Counters()["scheduler"]; c.RefusedEffects != 7 {
+		t.Errorf("refused = %d, want 7 (3 unknown ids, 4 bad swaps or stops)", c.RefusedEffects)
+	}
+	h.expectState("a", "stopped")
+	h.world.expectNone(t)
 }

@@ -349,6 +349,9 @@ func (s *scheduler) requeue(r request) {
 // that would have evicted it may now proceed.
 func (s *scheduler) OnServeDone(ev sdk.ServeDoneEvent) {
 	s.age(ev.Now)
+	if len(s.queue) == 0 {
+		return // nothing to drain: spare the host read
+	}
 	if info, ok := s.fx.ModelState(ev.Model); !ok || info.InFlight == 0 {
 		s.drain()
 	}

@@ -138,6 +138,10 @@ func (s *swapper) Plan(q sdk.PlanRequest) (sdk.Plan, error) {
 }
 
 // OnSwapStart logs the swap once, when it really starts.
+// PurePlan claims sdk.PurePlanner: a group plan depends only on the groups,
+// the target and the running set, so the host may reuse it.
+func (s *swapper) PurePlan() bool { return true }
+
 func (s *swapper) OnSwapStart(ev sdk.SwapStartEvent) {
 	s.h.Log(sdk.LevelInfo, fmt.Sprintf("group swap: model=%s group=%s evict=[%s]",
 		ev.Target, s.groupName(ev.Target), strings.Join(ev.Evict, ",")))
