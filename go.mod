@@ -3,6 +3,7 @@ module github.com/loadout-dev/loadout
 go 1.26.8
 
 require (
+	github.com/NVIDIA/go-nvml v0.13.1-0
 	github.com/gorilla/mux v1.8.1
 	github.com/prometheus/client_golang v1.25.0
 )

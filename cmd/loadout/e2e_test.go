@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/loadout-dev/loadout/internal/wasmbuild"
+	"github.com/loadout-dev/loadout/policies/builtin"
 )
 
 // The end-to-end tests run the real binary: `loadout serve` with real
@@ -49,7 +50,7 @@ func TestMain(m *testing.M) {
 // be embedded silently; the Go build cache makes this cheap) and the loadout
 // binary that embeds them.
 func buildBinary(dir string) error {
-	for _, name := range []string{"fifo", "group"} {
+	for _, name := range builtin.Names() {
 		out := filepath.Join("..", "..", "policies", "builtin", "wasm", name+".wasm")
 		if msg, err := wasmbuild.Command("github.com/loadout-dev/loadout/policies/"+name, out).CombinedOutput(); err != nil {
 			return fmt.Errorf("building policy %s: %v\n%s", name, err, msg)

@@ -1,0 +1,360 @@
+package gpu
+
+import (
+	"fmt"
+	"maps"
+	"math/bits"
+	"slices"
+	"sync"
+)
+
+// Ledger records leases: bytes of GPU memory on specific devices held by an
+// owner (a model id or a job id). It never over-commits a device: a lease
+// is granted, all or nothing, only if every device it names has the memory
+// free, where a device's free memory is
+//
+//	min(driver-reported free, Total − leased − margin)
+//
+// (drivers report free memory late, so the ledger's own accounting bounds
+// it; Ollama's scheduler does the same). Every figure is in bytes. A Ledger
+// is safe for concurrent use: the run loop changes it and the admin API
+// reads it. It reads the inventory outside its lock, so a slow driver call
+// never blocks a reader of the leases for long.
+type Ledger struct {
+	inv    Inventory
+	margin uint64
+
+	mu     sync.Mutex
+	leases map[string]map[int]uint64 // owner → device → bytes
+	leased map[int]uint64            // device → bytes, summed over owners
+}
+
+// NewLedger returns an empty ledger over inv. margin is the per-device
+// reserve in bytes that no lease may take (CUDA contexts, allocator slack,
+// processes Loadout does not know about), typically a few hundred MiB on a
+// real GPU; it may be 0.
+func NewLedger(inv Inventory, margin uint64) *Ledger {
+	return &Ledger{inv: inv, margin: margin, leases: map[string]map[int]uint64{}, leased: map[int]uint64{}}
+}
+
+// Inventory returns the inventory the ledger reads.
+func (l *Ledger) Inventory() Inventory { return l.inv }
+
+// Margin returns the per-device reserve, in bytes.
+func (l *Ledger) Margin() uint64 { return l.margin }
+
+// free is a device's free memory once credit bytes of its leases are
+// released: the driver's figure plus the credit (those processes are still
+// stopping, so the driver does not count their memory free yet), bounded by
+// the accounting. l.mu is held.
+func (l *Ledger) free(dev Device, credit uint64) uint64 {
+	driver := min(satAdd(dev.Free, credit), dev.Total)
+	leased := l.leased[dev.Index] - min(credit, l.leased[dev.Index])
+	return min(driver, satSub(dev.Total, satAdd(leased, l.margin)))
+}
+
+// Acquire grants owner a lease of perDevice (bytes by device index), all or
+// nothing. It fails, changing nothing, with ErrHeld if owner already holds
+// a lease, with ErrUnknownDevice for an index the inventory lacks, and with
+// *InsufficientError (errors.Is ErrInsufficient) naming the first device,
+// in index order, that lacks the memory. Devices with 0 bytes are left out
+// of the lease.
+func (l *Ledger) Acquire(owner string, perDevice map[int]uint64) error {
+	devs, err := l.inv.Devices()
+	if err != nil {
+		return fmt.Errorf("gpu lease for %s: %w", owner, err)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, held := l.leases[owner]; held {
+		return fmt.Errorf("gpu lease for %s: %w", owner, ErrHeld)
+	}
+	for _, d := range SortedDevices(perDevice) {
+		need := perDevice[d]
+		if need == 0 {
+			continue
+		}
+		dev, ok := find(devs, d)
+		if !ok {
+			return fmt.Errorf("gpu lease for %s: %w %d", owner, ErrUnknownDevice, d)
+		}
+		if free := l.free(dev, 0); need > free {
+			return fmt.Errorf("gpu lease for %s: %w", owner, &InsufficientError{Device: d, Need: need, Free: free})
+		}
+	}
+	l.grant(owner, perDevice)
+	return nil
+}
+
+// Reserve places owner's need bytes and leases them, in one step, after
+// releasing the leases of the owners in evict (the models a swap stops). It
+// places on exactly devices when given (a swapper's choice: Split over
+// them), else where Place says; either way with no margin beyond the
+// ledger's own. The evicted models' processes are still running when a
+// swap starts, so each device's driver-reported free memory is credited
+// with what their leases held on it; call WaitFree before starting owner's
+// process. It returns the placement (bytes by device; empty for a need of
+// 0, which still records an empty lease) or, changing nothing, ErrHeld,
+// ErrUnknownDevice, or *DoesNotFitError (errors.Is ErrDoesNotFit).
+func (l *Ledger) Reserve(owner string, need uint64, devices []int, evict []string) (map[int]uint64, error) {
+	devs, err := l.inv.Devices()
+	if err != nil {
+		return nil, fmt.Errorf("gpu lease for %s: %w", owner, err)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, held := l.leases[owner]; held {
+		return nil, fmt.Errorf("gpu lease for %s: %w", owner, ErrHeld)
+	}
+	free := l.freeAfter(devs, evict)
+	if len(devices) > 0 {
+		on := make([]DeviceFree, 0, len(devices))
+		for _, d := range devices {
+			i := slices.IndexFunc(free, func(f DeviceFree) bool { return f.Index == d })
+			if i < 0 {
+				return nil, fmt.Errorf("gpu lease for %s: %w %d", owner, ErrUnknownDevice, d)
+			}
+			on = append(on, free[i])
+		}
+		slices.SortFunc(on, func(a, b DeviceFree) int { return a.Index - b.Index })
+		free = on
+	}
+	var placement map[int]uint64
+	if len(devices) > 0 {
+		placement, err = Split(need, free, 0)
+	} else {
+		placement, err = Place(need, free, 0)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("gpu lease for %s: %w", owner, err)
+	}
+	for _, e := range evict {
+		if e != owner {
+			l.release(e)
+		}
+	}
+	l.grant(owner, placement)
+	return maps.Clone(placement), nil
+}
+
+// freeAfter returns every device's free memory once the leases of releasing
+// are gone (see free). l.mu is held.
+func (l *Ledger) freeAfter(devs []Device, releasing []string) []DeviceFree {
+	credit := map[int]uint64{}
+	for i, e := range releasing {
+		if slices.Contains(releasing[:i], e) {
+			continue
+		}
+		for d, b := range l.leases[e] {
+			credit[d] += b
+		}
+	}
+	out := make([]DeviceFree, len(devs))
+	for i, dev := range devs {
+		out[i] = DeviceFree{Index: dev.Index, Free: l.free(dev, credit[dev.Index])}
+	}
+	return out
+}
+
+// Free returns every device's free memory in bytes, in index order: what a
+// new lease could take once the leases of releasing (if any) are gone.
+// Pass it to Place.
+func (l *Ledger) Free(releasing ...string) ([]DeviceFree, error) {
+	devs, err := l.inv.Devices()
+	if err != nil {
+		return nil, err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.freeAfter(devs, releasing), nil
+}
+
+// Release ends owner's lease and reports whether it held one. Releasing
+// twice is harmless.
+func (l *Ledger) Release(owner string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.release(owner)
+}
+
+func (l *Ledger) release(owner string) bool {
+	lease, ok := l.leases[owner]
+	if !ok {
+		return false
+	}
+	for d, b := range lease {
+		if l.leased[d] -= b; l.leased[d] == 0 {
+			delete(l.leased, d)
+		}
+	}
+	delete(l.leases, owner)
+	return true
+}
+
+func (l *Ledger) grant(owner string, perDevice map[int]uint64) {
+	lease := make(map[int]uint64, len(perDevice))
+	for d, b := range perDevice {
+		if b > 0 {
+			lease[d] = b
+			l.leased[d] += b
+		}
+	}
+	l.leases[owner] = lease
+}
+
+// Resize replaces owner's lease with perDevice, as when the measured usage
+// of a loaded model replaces its estimate. The memory is already in use, so
+// only the accounting bounds it (the driver's free figure already counts
+// it, and the margin is for new leases): it fails, changing nothing, with
+// *InsufficientError if a device would have more leased than its total,
+// ErrUnknownDevice, or ErrNoLease if owner holds none.
+func (l *Ledger) Resize(owner string, perDevice map[int]uint64) error {
+	devs, err := l.inv.Devices()
+	if err != nil {
+		return fmt.Errorf("gpu lease for %s: %w", owner, err)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	old, ok := l.leases[owner]
+	if !ok {
+		return fmt.Errorf("gpu lease for %s: %w", owner, ErrNoLease)
+	}
+	for _, d := range SortedDevices(perDevice) {
+		need := perDevice[d]
+		if need <= old[d] {
+			continue
+		}
+		dev, ok := find(devs, d)
+		if !ok {
+			return fmt.Errorf("gpu lease for %s: %w %d", owner, ErrUnknownDevice, d)
+		}
+		others := l.leased[d] - old[d]
+		if satAdd(others, need) > dev.Total {
+			return fmt.Errorf("gpu lease for %s: %w", owner, &InsufficientError{Device: d, Need: need, Free: satSub(dev.Total, others)})
+		}
+	}
+	l.release(owner)
+	l.grant(owner, perDevice)
+	return nil
+}
+
+// Lease returns a copy of owner's lease (bytes by device) and whether it
+// holds one.
+func (l *Ledger) Lease(owner string) (map[int]uint64, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	lease, ok := l.leases[owner]
+	return maps.Clone(lease), ok
+}
+
+// DeviceLeases is one device in Leases: the body of GET /api/gpus. Memory
+// figures are bytes.
+type DeviceLeases struct {
+	Index int    `json:"index"`
+	UUID  string `json:"uuid,omitempty"`
+	Name  string `json:"name"`
+	// Total is the device's memory.
+	Total uint64 `json:"total"`
+	// Free is what a new lease can take: min(DriverFree, Total − Leased −
+	// Margin).
+	Free uint64 `json:"free"`
+	// Leased is the sum of the holders' leases.
+	Leased uint64 `json:"leased"`
+	// DriverFree is what the driver reports free (Total for a declared
+	// device).
+	DriverFree uint64 `json:"driver_free"`
+	// Margin is the ledger's per-device reserve.
+	Margin uint64 `json:"margin"`
+	// Holders are the leases on this device, by owner.
+	Holders []Holder `json:"holders"`
+}
+
+// Holder is one owner's lease on one device.
+type Holder struct {
+	Owner string `json:"owner"` // model id or job id
+	Bytes uint64 `json:"bytes"`
+}
+
+// Leases returns every device with its free memory and its holders, in
+// index order.
+func (l *Ledger) Leases() ([]DeviceLeases, error) {
+	devs, err := l.inv.Devices()
+	if err != nil {
+		return nil, err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	owners := slices.Sorted(maps.Keys(l.leases))
+	out := make([]DeviceLeases, len(devs))
+	for i, dev := range devs {
+		dl := DeviceLeases{
+			Index: dev.Index, UUID: dev.UUID, Name: dev.Name,
+			Total: dev.Total, Free: l.free(dev, 0), Leased: l.leased[dev.Index],
+			DriverFree: dev.Free, Margin: l.margin, Holders: []Holder{},
+		}
+		for _, o := range owners {
+			if b := l.leases[o][dev.Index]; b > 0 {
+				dl.Holders = append(dl.Holders, Holder{Owner: o, Bytes: b})
+			}
+		}
+		out[i] = dl
+	}
+	return out, nil
+}
+
+// Rescale spreads total bytes over the devices of lease in proportion to
+// what it holds on each (rounding down, remainder to the lowest indices):
+// how a model's measured usage, which ProcessMemory sums over all devices,
+// becomes a lease to Resize to. An empty lease gives nil.
+func Rescale(lease map[int]uint64, total uint64) map[int]uint64 {
+	var sum uint64
+	for _, b := range lease {
+		sum += b
+	}
+	if sum == 0 {
+		return nil
+	}
+	devices := SortedDevices(lease)
+	out := make(map[int]uint64, len(lease))
+	var given uint64
+	for _, d := range devices {
+		// total×lease/sum without overflow: lease ≤ sum, so the quotient
+		// is at most total and fits.
+		hi, lo := bits.Mul64(total, lease[d])
+		share, _ := bits.Div64(hi, lo, sum)
+		out[d] = share
+		given += share
+	}
+	for _, d := range devices { // fewer than len(devices) bytes are left
+		if given == total {
+			break
+		}
+		out[d]++
+		given++
+	}
+	return out
+}
+
+func find(devs []Device, index int) (Device, bool) {
+	for _, d := range devs {
+		if d.Index == index {
+			return d, true
+		}
+	}
+	return Device{}, false
+}
+
+func satAdd(a, b uint64) uint64 {
+	s, carry := bits.Add64(a, b, 0)
+	if carry != 0 {
+		return ^uint64(0)
+	}
+	return s
+}
+
+func satSub(a, b uint64) uint64 {
+	if a < b {
+		return 0
+	}
+	return a - b
+}
