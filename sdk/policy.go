@@ -149,6 +149,7 @@ const (
 	ErrSwapActive     ResultError = -6 // StartSwap for a model that already has a swap
 	ErrSwapperFailed  ResultError = -7 // Plan: the swapper failed; the host logged why
 	ErrBadArgument    ResultError = -8 // a malformed argument
+	ErrDoesNotFit     ResultError = -9 // StartSwap: the target does not fit in GPU memory even with the evictions
 )
 
 var resultNames = map[ResultError]string{
@@ -160,6 +161,7 @@ var resultNames = map[ResultError]string{
 	ErrSwapActive:     "model already has a swap in progress",
 	ErrSwapperFailed:  "swapper failed",
 	ErrBadArgument:    "malformed argument",
+	ErrDoesNotFit:     "does not fit in GPU memory with the planned evictions",
 }
 
 func (e ResultError) Error() string {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/loadout-dev/loadout/host/config"
+	"github.com/loadout-dev/loadout/host/gpu"
 	"github.com/loadout-dev/loadout/host/policy"
 	"github.com/loadout-dev/loadout/host/proxy"
 	"github.com/loadout-dev/loadout/host/router"
@@ -117,6 +119,14 @@ func runServe(ctx context.Context, o serveOptions) error {
 		return err
 	}
 
+	inv, ledger, err := openGPUs(cfg, log)
+	if err != nil {
+		return err
+	}
+	if c, ok := inv.(io.Closer); ok {
+		defer c.Close()
+	}
+
 	launchers := map[string]*router.PluginLauncher{}
 	defer func() {
 		for _, l := range launchers {
@@ -139,6 +149,10 @@ func runServe(ctx context.Context, o serveOptions) error {
 		if g := cfg.GroupOf(id); g != nil {
 			group = g.Name
 		}
+		vram := uint64(max(m.VRAM, 0))
+		if ledger != nil && vram == 0 {
+			vram = backendEstimate(ctx, launcher, spec, log)
+		}
 		models[id] = router.ModelConfig{
 			Process:          router.NewPluginProcess(spec, launcher),
 			Priority:         int32(m.Priority),
@@ -147,7 +161,7 @@ func runServe(ctx context.Context, o serveOptions) error {
 			Group:            group,
 			TTL:              m.TTL,
 			StopTimeout:      m.UnloadTimeout,
-			VRAM:             uint64(max(m.VRAM, 0)),
+			VRAM:             vram,
 		}
 		catalog = append(catalog, proxy.ModelEntry{
 			ID: id, Name: m.Name, Description: m.Description, Aliases: m.Aliases,
@@ -159,6 +173,7 @@ func runServe(ctx context.Context, o serveOptions) error {
 	var swapper *policy.Swapper
 	r, err := router.New(router.Config{
 		Models:        models,
+		Ledger:        ledger,
 		SchedulerName: schedMod.Name,
 		SwapperName:   swapMod.Name,
 		Logger:        log,
@@ -184,6 +199,13 @@ func runServe(ctx context.Context, o serveOptions) error {
 		IncludeAliasesInList: cfg.IncludeAliasesInList,
 		SendLoadingState:     cfg.SendLoadingState,
 		Logger:               log,
+		GPUs: func() (any, error) {
+			if ledger == nil {
+				return map[string]any{"source": inv.Source(), "devices": []any{}}, nil
+			}
+			devices, err := ledger.Leases()
+			return map[string]any{"source": inv.Source(), "margin": ledger.Margin(), "devices": devices}, err
+		},
 		PolicyStatus: func() []proxy.PolicyInfo {
 			return []proxy.PolicyInfo{policyInfo("scheduler", sched.Status()), policyInfo("swapper", swapper.Status())}
 		},
@@ -225,6 +247,73 @@ func runServe(ctx context.Context, o serveOptions) error {
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// nvmlMargin is the memory kept free on every NVML device beyond the
+// leases: CUDA contexts, fragmentation, other tenants' small allocations.
+const nvmlMargin = 512 << 20
+
+// openGPUs opens the GPU inventory (NVML, else the config's declared
+// devices) and, when there are devices, the lease ledger over them. It
+// rejects a config whose pinned models cannot all fit at once.
+func openGPUs(cfg *config.Config, log *slog.Logger) (gpu.Inventory, *gpu.Ledger, error) {
+	declared := make([]gpu.DeclaredDevice, 0, len(cfg.GPUs))
+	for _, g := range cfg.GPUs {
+		declared = append(declared, gpu.DeclaredDevice{Name: g.Name, Memory: uint64(max(g.Memory, 0))})
+	}
+	inv := gpu.Open(log, declared)
+	if inv.Source() == gpu.SourceNone {
+		return inv, nil, nil
+	}
+	var margin uint64
+	if inv.Source() == gpu.SourceNVML {
+		margin = nvmlMargin
+	}
+	devices, err := inv.Devices()
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading the GPUs: %w", err)
+	}
+	var total, pinned uint64
+	for _, d := range devices {
+		total += d.Total - min(d.Total, margin)
+	}
+	var names []string
+	for _, id := range cfg.ModelIDs() {
+		if m := cfg.Models[id]; m.Pinned && m.VRAM > 0 {
+			pinned += uint64(m.VRAM)
+			names = append(names, id)
+		}
+	}
+	if pinned > total {
+		return nil, nil, fmt.Errorf("pinned models %v need %.1f GiB of GPU memory together, but the GPUs hold %.1f GiB: pinned models are never evicted, so they must fit at once",
+			names, float64(pinned)/(1<<30), float64(total)/(1<<30))
+	}
+	return inv, gpu.NewLedger(inv, margin), nil
+}
+
+// backendEstimate asks a model's backend how much GPU memory it will need
+// (llama-server's from GGUF metadata, sim's from its options): the second
+// source of a VRAM figure after the config's `vram`. 0 when it cannot tell.
+func backendEstimate(ctx context.Context, launcher *router.PluginLauncher, spec plugins.ModelSpec, log *slog.Logger) uint64 {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	c, err := launcher.Client(ctx)
+	if err != nil {
+		log.Warn("no VRAM estimate: backend plugin did not start", "model", spec.Model, "err", err)
+		return 0
+	}
+	est, err := c.Estimate(ctx, spec)
+	if err != nil || !est.Known {
+		log.Info("no VRAM estimate for model; it is accounted as 0 bytes until measured", "model", spec.Model, "err", err)
+		return 0
+	}
+	var sum uint64
+	for _, b := range est.BytesPerDevice {
+		sum += b
+	}
+	n, src := gpu.Estimate(0, sum, "")
+	log.Debug("VRAM estimate", "model", spec.Model, "bytes", n, "source", src)
+	return n
 }
 
 // preload loads a model at startup (hooks.on_startup.preload) the way a

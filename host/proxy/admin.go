@@ -187,3 +187,18 @@ func (s *Server) apiPolicies(w http.ResponseWriter, r *http.Request) {
 	}
 	s.writeJSON(w, r, map[string]any{"policies": out})
 }
+
+// apiGPUs is GET /api/gpus: each device's total, free and leased memory and
+// which models (and jobs) hold leases on it.
+func (s *Server) apiGPUs(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.GPUs == nil {
+		s.writeJSON(w, r, map[string]any{"source": "none", "devices": []any{}})
+		return
+	}
+	v, err := s.cfg.GPUs()
+	if err != nil {
+		s.writeError(w, r, &apiError{status: http.StatusServiceUnavailable, code: "gpu_unavailable", msg: "reading the GPUs: " + err.Error()})
+		return
+	}
+	s.writeJSON(w, r, v)
+}

@@ -87,6 +87,10 @@ type Config struct {
 	// model's load as reasoning_content chunks (llama-swap's
 	// sendLoadingState).
 	SendLoadingState bool
+	// GPUs, when set, describes the GPUs and their leases for /api/gpus
+	// (any JSON-encodable value; the binary passes host/gpu's ledger view).
+	// Nil: /api/gpus answers an empty device list.
+	GPUs func() (any, error)
 	// PolicyStatus, when set, describes the loaded policies for
 	// /api/policies.
 	PolicyStatus func() []PolicyInfo
@@ -184,6 +188,7 @@ func (s *Server) routes() *mux.Router {
 	// Loadout's own.
 	m.HandleFunc("/api/models", s.apiModels).Methods(http.MethodGet)
 	m.HandleFunc("/api/policies", s.apiPolicies).Methods(http.MethodGet)
+	m.HandleFunc("/api/gpus", s.apiGPUs).Methods(http.MethodGet)
 	m.Handle("/metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{
 		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	})).Methods(http.MethodGet)

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/loadout-dev/loadout/host/gpu"
 	"github.com/loadout-dev/loadout/sdk"
 )
 
@@ -14,6 +15,10 @@ import (
 // inside a policy call, on the run-loop goroutine. Every call is checked: a
 // policy may be buggy or hostile, and the run-loop rules hold regardless.
 type effects struct{ r *Router }
+
+// freeMemoryWait bounds how long a swap waits for evicted models' memory to
+// show as free in the driver before starting its target anyway.
+const freeMemoryWait = 10 * time.Second
 
 // maxCachedPlans bounds the plan cache: a target and running set per entry,
 // and a box swaps between few of them.
@@ -48,6 +53,10 @@ func (fx *effects) info(m *model) sdk.ModelInfo {
 		Group:            m.cfg.Group,
 		TTL:              int64(m.cfg.TTL),
 		EstimatedVRAM:    m.cfg.VRAM,
+		MeasuredVRAM:     m.measured,
+	}
+	for _, d := range fx.r.loop.devices(m.name) {
+		info.Devices = append(info.Devices, int32(d))
 	}
 	if !m.lastUse.IsZero() {
 		info.LastUse = m.lastUse.UnixNano()
@@ -79,6 +88,15 @@ func (fx *effects) Snapshot() sdk.Snapshot {
 	s := sdk.Snapshot{Now: l.now.UnixNano(), Models: make([]sdk.ModelInfo, 0, len(l.names))}
 	for _, name := range l.names {
 		s.Models = append(s.Models, fx.info(l.models[name]))
+	}
+	if l.ledger != nil {
+		devices, err := l.ledger.Leases()
+		if err != nil {
+			fx.r.log.Warn("reading GPU memory for a snapshot", "err", err)
+		}
+		for _, d := range devices {
+			s.GPUs = append(s.GPUs, sdk.GPUInfo{Index: int32(d.Index), Name: d.Name, Total: d.Total, Free: d.Free, Leased: d.Leased})
+		}
 	}
 	return s
 }
@@ -128,6 +146,9 @@ func (fx *effects) GrantError(id sdk.RequestID, code sdk.ErrorCode, msg string) 
 	}
 	if msg == "" {
 		msg = "request failed"
+	}
+	if why, ok := l.planFailures[w.req.Model]; ok {
+		msg += ": " + why // the swapper's reason, which the scheduler only saw as a code
 	}
 	r.fail(w, code, msg)
 }
@@ -196,6 +217,7 @@ func (fx *effects) Plan(target string) (sdk.Plan, error) {
 	}
 	plan, err := l.swapper.Plan(sdk.PlanRequest{Now: l.now.UnixNano(), Target: target, Running: running})
 	if err != nil {
+		l.planFailures[target] = err.Error()
 		l.swapCounters.Failures++
 		l.swapCounters.LastError = err.Error()
 		r.log.Error("swapper policy failed", "policy", r.cfg.SwapperName, "target", target, "err", err)
@@ -265,8 +287,29 @@ func (fx *effects) StartSwap(s sdk.SwapRequest) error {
 		}
 	}
 
-	running := fx.runningSet(s.Model)
+	already := target.state == sdk.StateReady
 	sw := &swap{target: s.Model, evict: slices.Clone(s.Evict), devices: slices.Clone(s.Devices)}
+	var placement map[int]uint64
+	if l.ledger != nil && !already {
+		// A load that does not fit is never started: lease the memory now,
+		// in the same step that gives back what the evicted models hold.
+		r.releaseLease(target) // a lease left by a failed start or a crash
+		var want []int
+		for _, d := range s.Devices {
+			want = append(want, int(d))
+		}
+		p, err := l.ledger.Reserve(s.Model, target.cfg.VRAM, want, s.Evict)
+		if err != nil {
+			return refuse(sdk.ErrDoesNotFit, err.Error())
+		}
+		placement = p
+		sw.devices = sw.devices[:0]
+		for _, d := range gpu.SortedDevices(p) {
+			sw.devices = append(sw.devices, int32(d))
+		}
+	}
+
+	running := fx.runningSet(s.Model)
 	l.swaps[s.Model] = sw
 	if err := l.swapper.OnSwapStart(sdk.SwapStartEvent{
 		Now: l.now.UnixNano(), Target: s.Model, Running: running, Evict: sw.evict, Devices: sw.devices,
@@ -287,21 +330,24 @@ func (fx *effects) StartSwap(s sdk.SwapRequest) error {
 			m.state = sdk.StateStopping
 		}
 	}
-	already := target.state == sdk.StateReady
 	var inst Instance
 	if already {
 		inst = target.inst
 	} else {
 		target.state = sdk.StateStarting
 	}
-	r.log.Info("swap", "model", s.Model, "evict", s.Evict, "devices", s.Devices)
-	go r.doSwap(sw, target.cfg, stops, inst)
+	r.log.Info("swap", "model", s.Model, "evict", s.Evict, "devices", sw.devices)
+	var inv gpu.Inventory
+	if l.ledger != nil {
+		inv = l.ledger.Inventory()
+	}
+	go r.doSwap(sw, target.cfg, stops, inst, inv, placement)
 	return nil
 }
 
 // doSwap runs on its own goroutine: stop the evicted servers in parallel,
 // start the target (unless it is already up), and report back.
-func (r *Router) doSwap(sw *swap, mc ModelConfig, stops []Instance, ready Instance) {
+func (r *Router) doSwap(sw *swap, mc ModelConfig, stops []Instance, ready Instance, inv gpu.Inventory, placement map[int]uint64) {
 	started := time.Now()
 	done := make(chan struct{}, len(stops))
 	for _, inst := range stops {
@@ -316,6 +362,17 @@ func (r *Router) doSwap(sw *swap, mc ModelConfig, stops []Instance, ready Instan
 	}
 	for range stops {
 		<-done
+	}
+	// Drivers report freed memory late: wait until it is back (bounded)
+	// rather than start into an out-of-memory, or sleep a fixed time.
+	if inv != nil && len(stops) > 0 {
+		for _, d := range gpu.SortedDevices(placement) {
+			ctx, cancel := context.WithTimeout(r.procCtx, freeMemoryWait)
+			if _, err := gpu.WaitFree(ctx, inv, d, placement[d]); err != nil {
+				r.log.Warn("GPU memory not back after eviction; starting anyway", "model", sw.target, "gpu", d, "err", err)
+			}
+			cancel()
+		}
 	}
 	res := swapDone{target: sw.target, evicted: sw.evict, inst: ready}
 	if ready == nil {

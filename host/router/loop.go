@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/loadout-dev/loadout/host/gpu"
 	"github.com/loadout-dev/loadout/sdk"
 )
 
@@ -63,6 +64,7 @@ type model struct {
 	inFlight int
 	lastUse  time.Time
 	lastErr  string
+	measured uint64 // bytes the running server uses, once measured
 	// stopAfterStart: an unload arrived while a swap was starting the
 	// model; stop it as soon as the swap ends.
 	stopAfterStart bool
@@ -101,6 +103,12 @@ type loopState struct {
 	// by target and running set (effects.Plan).
 	purePlans bool
 	planCache map[string]sdk.Plan
+
+	ledger *gpu.Ledger // nil: no VRAM accounting
+	// planFailures holds, during one event, why the swapper could not plan
+	// for a target, so an error the scheduler grants for it can say why.
+	planFailures map[string]string
+	measuring    bool
 }
 
 func (l *loopState) init(cfg Config) {
@@ -113,12 +121,16 @@ func (l *loopState) init(cfg Config) {
 	l.waiters = map[sdk.RequestID]*waiter{}
 	l.swaps = map[string]*swap{}
 	l.planCache = map[string]sdk.Plan{}
+	l.planFailures = map[string]string{}
+	l.ledger = cfg.Ledger
 }
 
 func (r *Router) run() {
 	defer close(r.done)
 	tick := time.NewTicker(r.cfg.TickInterval)
 	defer tick.Stop()
+	measure := time.NewTicker(r.cfg.MeasureInterval)
+	defer measure.Stop()
 	l := &r.loop
 	for {
 		select {
@@ -140,6 +152,10 @@ func (r *Router) run() {
 			fn()
 		case <-tick.C:
 			r.onTick()
+		case <-measure.C:
+			r.startMeasuring()
+		case ms := <-r.measured:
+			r.onMeasured(ms)
 		case <-r.shutdown:
 			r.onShutdown()
 		}
@@ -151,6 +167,7 @@ func (r *Router) run() {
 }
 
 func (r *Router) stamp() int64 {
+	clear(r.loop.planFailures)
 	r.loop.now = time.Now()
 	return r.loop.now.UnixNano()
 }
@@ -216,6 +233,7 @@ func (r *Router) onSwapDone(ev swapDone) {
 		errText = ev.err.Error()
 		m.state, m.inst, m.lastErr = sdk.StateFailed, nil, errText
 		r.log.Error("model failed to start", "model", ev.target, "err", ev.err)
+		r.releaseLease(m)
 		r.releaseUnloadWaiters(m)
 	case m.inst == ev.inst:
 		// The target was already ready; the swap only evicted.
@@ -257,6 +275,7 @@ func (r *Router) onExit(ev exitEvent) {
 	}
 	r.log.Error("model server exited unexpectedly", "model", m.name, "in_flight", m.inFlight, "err", reason)
 	m.state, m.inst, m.lastErr = sdk.StateFailed, nil, "exited unexpectedly: "+reason
+	r.releaseLease(m)
 	r.releaseUnloadWaiters(m)
 	r.loop.changed = append(r.loop.changed, m.name)
 	r.tickNow()
@@ -429,7 +448,17 @@ func (r *Router) setStopped(m *model) {
 	if m.state == sdk.StateStopping || m.state == sdk.StateReady {
 		m.state, m.inst = sdk.StateStopped, nil
 	}
+	r.releaseLease(m)
 	r.releaseUnloadWaiters(m)
+}
+
+// releaseLease gives back a model's GPU memory once its process is gone
+// (stopped, failed to start, crashed). Releasing twice is harmless.
+func (r *Router) releaseLease(m *model) {
+	m.measured = 0
+	if r.cfg.Ledger != nil {
+		r.cfg.Ledger.Release(m.name)
+	}
 }
 
 func (r *Router) releaseUnloadWaiters(m *model) {
@@ -484,6 +513,18 @@ func (r *Router) watchExit(name string, gen uint64, inst Instance) {
 	}
 }
 
+// devices returns the GPUs a model holds leases on, in index order.
+func (l *loopState) devices(name string) []int {
+	if l.ledger == nil {
+		return nil
+	}
+	lease, ok := l.ledger.Lease(name)
+	if !ok {
+		return nil
+	}
+	return gpu.SortedDevices(lease)
+}
+
 func (l *loopState) modelStatuses() []ModelStatus {
 	out := make([]ModelStatus, 0, len(l.names))
 	for _, name := range l.names {
@@ -491,6 +532,7 @@ func (l *loopState) modelStatuses() []ModelStatus {
 		st := ModelStatus{
 			Model: name, State: m.state.String(), InFlight: m.inFlight,
 			LastUse: m.lastUse, LastError: m.lastErr, Group: m.cfg.Group, VRAM: m.cfg.VRAM,
+			Measured: m.measured, Devices: l.devices(name),
 		}
 		if m.inst != nil {
 			st.Upstream = m.inst.Upstream().String()
@@ -518,3 +560,92 @@ func (l *loopState) modelStatuses() []ModelStatus {
 
 // errStopped marks a swap's target start that was aborted by shutdown.
 var errStopped = errors.New("aborted: loadout is shutting down")
+
+// measurement is one loaded model's measured memory use.
+type measurement struct {
+	model string
+	gen   uint64
+	bytes uint64
+}
+
+// startMeasuring asks every ready server that can report its memory, off
+// the loop, and hands the figures back as one event.
+func (r *Router) startMeasuring() {
+	l := &r.loop
+	if l.measuring || l.shuttingDown {
+		return
+	}
+	type target struct {
+		name string
+		gen  uint64
+		rep  MemoryReporter
+	}
+	var targets []target
+	for _, name := range l.names {
+		m := l.models[name]
+		if rep, ok := m.inst.(MemoryReporter); ok && m.state == sdk.StateReady {
+			targets = append(targets, target{name, m.gen, rep})
+		}
+	}
+	if len(targets) == 0 {
+		return
+	}
+	l.measuring = true
+	var inv gpu.Inventory
+	if l.ledger != nil {
+		inv = l.ledger.Inventory()
+	}
+	go func() {
+		var byPid map[int]uint64
+		if inv != nil && inv.Source() == gpu.SourceNVML {
+			byPid, _ = inv.ProcessMemory()
+		}
+		out := make([]measurement, 0, len(targets))
+		for _, t := range targets {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			pids, reported, err := t.rep.Memory(ctx)
+			cancel()
+			if err != nil {
+				continue
+			}
+			bytes := reported
+			if byPid != nil { // the driver's figure wins over the backend's
+				var sum uint64
+				for _, pid := range pids {
+					sum += byPid[pid]
+				}
+				bytes = sum
+			}
+			out = append(out, measurement{model: t.name, gen: t.gen, bytes: bytes})
+		}
+		select {
+		case r.measured <- out:
+		case <-r.done:
+		}
+	}()
+}
+
+// onMeasured records measured memory use and corrects the model's lease
+// to it: a model that uses more (or less) than its estimate is noticed.
+func (r *Router) onMeasured(ms []measurement) {
+	l := &r.loop
+	l.measuring = false
+	for _, me := range ms {
+		m := l.models[me.model]
+		if m.gen != me.gen || m.state != sdk.StateReady || me.bytes == 0 {
+			continue
+		}
+		if m.measured != me.bytes && m.cfg.VRAM > 0 && me.bytes > m.cfg.VRAM+m.cfg.VRAM/10 {
+			r.log.Warn("model uses more GPU memory than its estimate", "model", m.name, "estimate", m.cfg.VRAM, "measured", me.bytes)
+		}
+		m.measured = me.bytes
+		if l.ledger == nil {
+			continue
+		}
+		if lease, ok := l.ledger.Lease(m.name); ok && len(lease) > 0 {
+			if err := l.ledger.Resize(m.name, gpu.Rescale(lease, me.bytes)); err != nil {
+				r.log.Warn("correcting the lease to the measured use", "model", m.name, "err", err)
+			}
+		}
+	}
+}

@@ -203,3 +203,12 @@ func (i *pluginInstance) Stop(ctx context.Context) error {
 		return fmt.Errorf("stop model %s: %w", i.model, ctx.Err())
 	}
 }
+
+// Memory implements MemoryReporter through the backend's Stats.
+func (i *pluginInstance) Memory(ctx context.Context) ([]int, uint64, error) {
+	st, err := i.client.Stats(ctx, i.model)
+	if err != nil {
+		return nil, 0, err
+	}
+	return st.Pids, st.MemoryBytes, nil
+}

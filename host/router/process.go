@@ -41,3 +41,13 @@ type Instance interface {
 	// exited or ctx ends. Stopping an exited instance returns nil.
 	Stop(ctx context.Context) error
 }
+
+// MemoryReporter is an Instance that can say what its server uses. The run
+// loop asks every few seconds, off the loop, and the measured figure
+// replaces the model's estimate in the lease ledger and in snapshots
+// (Ollama's rule: measure once loaded).
+type MemoryReporter interface {
+	// Memory returns the server's process ids and the memory in bytes its
+	// backend reports it using (0 when the backend cannot tell).
+	Memory(ctx context.Context) (pids []int, bytes uint64, err error)
+}

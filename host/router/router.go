@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/loadout-dev/loadout/host/gpu"
 	"github.com/loadout-dev/loadout/sdk"
 )
 
@@ -64,6 +65,13 @@ type Config struct {
 	TickInterval time.Duration
 	// Logger receives one line per real event (a swap, an eviction, a crash).
 	Logger *slog.Logger
+	// Ledger accounts GPU memory: every load leases its model's VRAM on
+	// the devices it is placed on, a load that does not fit is never
+	// started, and snapshots carry the devices. Nil: no VRAM accounting.
+	Ledger *gpu.Ledger
+	// MeasureInterval is how often loaded models' memory use is measured
+	// (MemoryReporter). Default 5 s.
+	MeasureInterval time.Duration
 }
 
 // Request is one caller asking for a model.
@@ -142,7 +150,9 @@ type ModelStatus struct {
 	LastError string    `json:"last_error,omitempty"`
 	Upstream  string    `json:"upstream,omitempty"`
 	Group     string    `json:"group,omitempty"`
-	VRAM      uint64    `json:"vram_bytes,omitempty"`
+	VRAM      uint64    `json:"vram_bytes,omitempty"`          // declared or estimated need
+	Measured  uint64    `json:"measured_vram_bytes,omitempty"` // measured while loaded
+	Devices   []int     `json:"devices,omitempty"`             // GPUs it holds leases on
 }
 
 // PolicyCounters counts a policy's misbehaviour as the router saw it.
@@ -166,6 +176,7 @@ type Router struct {
 	exits      chan exitEvent
 	unloads    chan unloadRequest
 	queries    chan func()
+	measured   chan []measurement
 	shutdown   chan struct{}
 	done       chan struct{} // closed when the loop has exited
 
@@ -188,6 +199,9 @@ func New(cfg Config) (*Router, error) {
 	if cfg.TickInterval <= 0 {
 		cfg.TickInterval = time.Second
 	}
+	if cfg.MeasureInterval <= 0 {
+		cfg.MeasureInterval = 5 * time.Second
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -208,6 +222,7 @@ func New(cfg Config) (*Router, error) {
 		exits:      make(chan exitEvent),
 		unloads:    make(chan unloadRequest),
 		queries:    make(chan func()),
+		measured:   make(chan []measurement),
 		shutdown:   make(chan struct{}),
 		done:       make(chan struct{}),
 	}

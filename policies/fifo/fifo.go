@@ -101,7 +101,10 @@ func (s *scheduler) decide(r *request) verdict {
 	}
 	plan, err := s.fx.Plan(r.model)
 	if err != nil {
-		s.fx.GrantError(r.id, sdk.CodeInternal, fmt.Sprintf("planning a swap for model %q: %v", r.model, err))
+		// The swapper cannot place the model (e.g. it does not fit even
+		// with everything evictable evicted) or failed; the host adds its
+		// reason to the message.
+		s.fx.GrantError(r.id, sdk.CodeUnavailable, fmt.Sprintf("cannot load model %q: %v", r.model, err))
 		return handled
 	}
 	collides := s.collides(r.model, plan.Evict)
@@ -124,6 +127,9 @@ func (s *scheduler) decide(r *request) verdict {
 		return blocked
 	case errors.Is(err, sdk.ErrUnknownModel):
 		s.fx.GrantError(r.id, sdk.CodeModelNotFound, fmt.Sprintf("model %q not found", r.model))
+		return handled
+	case errors.Is(err, sdk.ErrDoesNotFit):
+		s.fx.GrantError(r.id, sdk.CodeTooLarge, fmt.Sprintf("model %q does not fit in GPU memory with the evictions the router policy chose", r.model))
 		return handled
 	default:
 		s.fx.GrantError(r.id, sdk.CodeInternal, fmt.Sprintf("starting a swap for model %q: %v", r.model, err))

@@ -515,7 +515,7 @@ var scenarios = []scenario{
 		}),
 		run: func(t *testing.T, h *policytest.Host) {
 			h.Request(1, "a")
-			wantErrored(t, h, sdk.CodeInternal, 1)
+			wantErrored(t, h, sdk.CodeUnavailable, 1)
 			wantSwaps(t, h)
 		},
 	},
