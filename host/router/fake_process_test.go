@@ -15,11 +15,12 @@ import (
 // Every start and stop is reported on the world's event channel so tests
 // wait for events, never for time.
 type fakeProcess struct {
-	name  string
-	world *fakeWorld
-	mu    sync.Mutex
-	gate  chan struct{} // when set, Start blocks until it is closed
-	fail  error         // when set, Start returns it
+	name   string
+	world  *fakeWorld
+	mu     sync.Mutex
+	gate   chan struct{} // when set, Start blocks until it is closed
+	fail   error         // when set, Start returns it
+	memory uint64        // what its instances report using (MemoryReporter)
 }
 
 type fakeInstance struct {
@@ -87,6 +88,13 @@ func (p *fakeProcess) Start(ctx context.Context, spec StartSpec) (Instance, erro
 	w.mu.Unlock()
 	p.world.emit("ready " + p.name)
 	return inst, nil
+}
+
+// Memory implements MemoryReporter: the process's configured figure.
+func (i *fakeInstance) Memory(context.Context) ([]int, uint64, error) {
+	i.proc.mu.Lock()
+	defer i.proc.mu.Unlock()
+	return nil, i.proc.memory, nil
 }
 
 func (i *fakeInstance) Upstream() *url.URL      { return i.url }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/loadout-dev/loadout/host/gpu"
 	"github.com/loadout-dev/loadout/host/policy"
 	"github.com/loadout-dev/loadout/internal/wasmbuild"
 	"github.com/loadout-dev/loadout/sdk"
@@ -88,6 +89,8 @@ type harnessOpts struct {
 	newSched  func(fx sdk.Effects) (SchedulerPolicy, error) // overrides the fifo policy
 	wrapSwap  func(*policy.Swapper) SwapperPolicy           // wraps the group policy
 	tick      time.Duration
+	ledger    *gpu.Ledger
+	measure   time.Duration
 }
 
 func newHarness(t testing.TB, o harnessOpts) *harness {
@@ -116,11 +119,13 @@ func newHarness(t testing.TB, o harnessOpts) *harness {
 	}
 	ctx := context.Background()
 	cfg := Config{
-		Models:        models,
-		SchedulerName: "builtin:fifo",
-		SwapperName:   "builtin:group",
-		TickInterval:  o.tick,
-		Logger:        testLogger(),
+		Models:          models,
+		SchedulerName:   "builtin:fifo",
+		SwapperName:     "builtin:group",
+		TickInterval:    o.tick,
+		Ledger:          o.ledger,
+		MeasureInterval: o.measure,
+		Logger:          testLogger(),
 		NewScheduler: func(fx sdk.Effects) (SchedulerPolicy, error) {
 			return rt.NewScheduler(ctx, fifo, []byte(o.scheduler), fx)
 		},

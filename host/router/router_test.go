@@ -3,8 +3,10 @@ package router
 import (
 	"context"
 	"errors"
+	"github.com/loadout-dev/loadout/host/gpu"
 	"github.com/loadout-dev/loadout/host/policy"
 	"github.com/loadout-dev/loadout/internal/wasmbuild"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -556,4 +558,36 @@ func TestRouter_PolicyGarbageIsRefused(t *testing.T) {
 	}
 	h.expectState("a", "stopped")
 	h.world.expectNone(t)
+}
+
+// A model that uses more GPU memory than its estimate is noticed once
+// measured, and its lease is corrected to what it really uses.
+func TestRouter_MeasuredMemoryCorrectsTheLease(t *testing.T) {
+	const gib = 1 << 30
+	ledger := gpu.NewLedger(gpu.NewDeclared([]gpu.DeclaredDevice{{Name: "sim0", Memory: 24 * gib}}), 0)
+	h := newHarness(t, harnessOpts{
+		ledger:  ledger,
+		measure: 5 * time.Millisecond,
+		models:  map[string]ModelConfig{"a": {VRAM: 4 * gib}},
+	})
+	h.procs["a"].memory = 7 * gib
+	h.acquire("a").wait(t).Release()
+	if lease, _ := ledger.Lease("a"); lease[0] != 4*gib && lease[0] != 7*gib {
+		t.Fatalf("lease after load = %v", lease)
+	}
+	for h.status("a").Measured != 7*gib {
+		h.r.query(func() {}) // measurements arrive as loop events
+	}
+	if lease, _ := ledger.Lease("a"); lease[0] != 7*gib {
+		t.Fatalf("lease after measuring = %d bytes, want 7 GiB", lease[0])
+	}
+	if st := h.status("a"); !slices.Equal(st.Devices, []int{0}) {
+		t.Fatalf("devices = %v, want [0]", st.Devices)
+	}
+	if err := h.r.Unload(context.Background(), "a"); err != nil {
+		t.Fatal(err)
+	}
+	if _, held := ledger.Lease("a"); held {
+		t.Fatal("an unloaded model still holds its lease")
+	}
 }
