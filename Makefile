@@ -21,6 +21,9 @@ $(WASM_DIR)/%.wasm: $(shell find policies sdk -name '*.go' -not -name '*_test.go
 
 test: policies vet
 	$(GO) test $(TESTFLAGS) ./...
+	# The run loop's rule 1 (all scheduling state on one goroutine) is
+	# checked by the race detector.
+	$(GO) test $(TESTFLAGS) -race ./host/router ./host/proxy
 
 vet: policies
 	$(GO) vet ./...
