@@ -1,7 +1,7 @@
 # Loadout build. `make test` is the README's test command and what CI runs.
 GO        ?= go
 BIN       ?= bin/loadout
-POLICIES  := fifo group prioritylru
+POLICIES  := fifo group matrix prioritylru
 WASM_DIR  := policies/builtin/wasm
 WASM      := $(addprefix $(WASM_DIR)/,$(addsuffix .wasm,$(POLICIES)))
 # Tests talk to real processes on 2 cores: keep package parallelism low.

@@ -20,7 +20,7 @@ import (
 var modules embed.FS
 
 // builtins are the policies `make policies` builds, sorted.
-var builtins = []string{"fifo", "group", "prioritylru"}
+var builtins = []string{"fifo", "group", "matrix", "prioritylru"}
 
 // Names returns the names of the built-in policies, sorted, whether or not
 // this binary embeds their modules.

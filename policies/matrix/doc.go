@@ -1,0 +1,97 @@
+// Command matrix is Loadout's matrix swapper (eviction) policy: llama-swap's
+// matrix router (routing.router.use: matrix). It is built to a WebAssembly
+// module (GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared) like every
+// built-in policy.
+//
+// The matrix lists the combinations of models that may run together. When a
+// model must load, the swapper keeps the allowed combination that is
+// cheapest to reach and evicts the running models outside it:
+//
+//  1. If the target is in no set, it runs alone: everything running is
+//     evicted.
+//  2. Otherwise, of the combinations that contain the target, it chooses
+//     the one for which the running models outside it have the lowest total
+//     evict cost, and evicts those. Running models inside it stay: a
+//     combination allows any subset of itself.
+//  3. A tie goes to the earlier combination: sets in the order given, and
+//     within a set the order its expression expands in.
+//
+// Only the target is started, never the rest of its combination. A running
+// model that no var names is outside every combination, so it is always
+// evicted. Evict costs are positive integers, 1 unless given: a costly model
+// (slow to load) is kept at the price of evicting several cheap ones. The
+// swapper never places models on devices (the host does) and never evicts a
+// model that is serving: the scheduler waits for it to go idle. Its plans
+// depend only on the settings, the target and the running set, so the host
+// may reuse them (sdk.PurePlanner).
+//
+// # Expressions
+//
+// Each set is an expression over vars:
+//
+//	a          the model of var a
+//	a & b      a and b together
+//	a | b      a, or b
+//	(a | b)    grouping; & binds tighter than |
+//	+name      the combinations of the set called name
+//
+// An expression stands for a list of combinations:
+//
+//	"L"                  [L]
+//	"a & b"              [a b]
+//	"a | b & c"          [a], [b c]
+//	"(a | b) & (c | d)"  [a c], [a d], [b c], [b d]
+//	"+llms & v"          each combination of llms, with v
+//
+// A combination listed twice counts once, where it first appears (so
+// "a & a" is [a], and a combination that a later set repeats belongs to the
+// earlier set). Sets may reference sets defined before or after them, but not
+// in a cycle.
+//
+// # Settings
+//
+// Loadout's config layer translates llama-swap's `matrix:` section into
+// this JSON (evict costs keyed by model id, sets as an ordered list):
+//
+//	{"matrix": {
+//	  "vars": {"g": "gemma-27b", "q": "qwen-32b", "v": "voxtral", "x": "llama-70b"},
+//	  "evict_costs": {"voxtral": 50},
+//	  "sets": [
+//	    {"name": "standard", "expr": "(g | q) & v"},
+//	    {"name": "big", "expr": "+standard | x"}
+//	  ]}}
+//
+// vars maps short ids (1 to 8 ASCII letters or digits) to model ids; the
+// expressions use the ids. evict_costs maps model ids to costs from 1 to
+// 1,000,000,000. Here loading qwen-32b while gemma-27b and voxtral run evicts
+// gemma-27b (set standard, combination [qwen-32b voxtral], cost 1), and
+// loading llama-70b evicts both.
+//
+// With no sets, every model runs alone. Anything wrong is an error at load
+// that names the setting: an unknown key, a bad var id, a cost out of
+// range, a cost keyed by a var id, a set name used twice, an unknown var or
+// set, a reference cycle ("a" -> "b" -> "a"), or a syntax error with its set
+// and column:
+//
+//	matrix settings: set "standard": column 7: expected identifier, got ")"
+//
+// A matrix too large to expand or index at load is refused too: all the
+// sets together may expand to at most 100,000 combinations (fewer with more
+// than 64 models), and their index to 16 MiB and 4,000,000 model pairs.
+//
+// # Logs
+//
+// A plan logs nothing. A swap that really starts logs one line:
+//
+//	matrix swap: model=qwen-32b set=standard dsl="(g | q) & v" combination=[qwen-32b,voxtral] cost=1 evict=[gemma-27b]
+//
+// set=(none) says the target is in no set and runs alone.
+//
+// # How it is fast
+//
+// Every set is expanded once, at load, to bitsets over the models; for each
+// model, the combinations that contain it are indexed as bit columns, one
+// per model they share it with (solver.go). A plan then costs a pass over
+// 64 combinations per machine word, with no allocation: about 1 µs natively
+// and a few µs of guest time in Wasm for 10,000 combinations.
+package main

@@ -1,0 +1,306 @@
+package main
+
+import (
+	"fmt"
+	"math/bits"
+	"slices"
+	"strings"
+
+	"github.com/loadout-dev/loadout/sdk"
+)
+
+// maxTermWords bounds the expansion of the sets, so that a matrix like
+// "(a|b|c|d) & (e|f|g|h) & …" cannot hang init or exhaust the guest's
+// memory: no expression, and not all the sets together, may expand to
+// more than maxTermWords words of combinations (100,000 combinations with
+// up to 64 models, half as many with up to 128, and so on), counted before
+// duplicates are dropped. The check comes before the work. In Wasm, init
+// runs some 40 times slower than natively, and a 100,000-combination
+// matrix takes about half a second of the host's 2 s start deadline. A
+// variable so that tests can lower it.
+var maxTermWords = 100_000
+
+// matrix is a compiled matrix: the models, their costs, and every allowed
+// combination, computed once at init.
+type matrix struct {
+	models []string         // model index → model id, sorted
+	index  map[string]int32 // model id → model index
+	cost   []int64          // model index → evict cost
+	other  map[string]int64 // evict costs of models no var names
+	sets   []setSettings    // in settings order
+	words  int              // words per combination: (len(models)+63)/64, at least 1
+	combos []uint64         // combination c is combos[c*words : (c+1)*words]
+	setOf  []int32          // combination → the set it came from
+	// targets[m] indexes the combinations that contain model m (solver.go).
+	targets []candidates
+}
+
+// combo returns combination c's bitset.
+func (m *matrix) combo(c int32) []uint64 {
+	return m.combos[int(c)*m.words : int(c+1)*m.words]
+}
+
+// has reports whether combination c contains model i.
+func (m *matrix) has(c, i int32) bool {
+	return m.combos[int(c)*m.words+int(i>>6)]&(1<<(i&63)) != 0
+}
+
+// describe lists combination c's models, sorted.
+func (m *matrix) describe(c int32) string {
+	var names []string
+	for w, word := range m.combo(c) {
+		for ; word != 0; word &= word - 1 {
+			names = append(names, m.models[w*64+bits.TrailingZeros64(word)])
+		}
+	}
+	return strings.Join(names, ",")
+}
+
+// compile checks the settings' meaning and compiles them: the sets'
+// expressions are parsed, references resolved in dependency order, and
+// every set expanded to its combinations, then all of them indexed for
+// the solver.
+func compile(cfg settings) (*matrix, error) {
+	m := &matrix{index: make(map[string]int32), other: make(map[string]int64), sets: cfg.sets}
+	varOf := make(map[string]string, len(cfg.vars)) // model id → its first var, for hints
+	for _, id := range sortedKeys(cfg.vars) {
+		model := cfg.vars[id]
+		if _, ok := varOf[model]; !ok {
+			varOf[model] = id
+			m.models = append(m.models, model)
+		}
+	}
+	slices.Sort(m.models)
+	for i, model := range m.models {
+		m.index[model] = int32(i)
+	}
+	m.words = max(1, (len(m.models)+63)/64)
+	m.cost = make([]int64, len(m.models))
+	for i := range m.cost {
+		m.cost[i] = 1
+	}
+	for _, model := range sortedKeys(cfg.costs) {
+		i, known := m.index[model]
+		switch {
+		case known:
+			m.cost[i] = cfg.costs[model]
+		case cfg.vars[model] != "":
+			return nil, fmt.Errorf("matrix.evict_costs: %q is a var id; key evict costs by model id (%q)", model, cfg.vars[model])
+		default:
+			m.other[model] = cfg.costs[model]
+		}
+	}
+
+	// Parse every set and find what it references.
+	roots := make(map[string]*node, len(cfg.sets))
+	deps := make(map[string][]string, len(cfg.sets))
+	for i, set := range cfg.sets {
+		if !validSetName(set.name) {
+			return nil, fmt.Errorf("matrix.sets[%d]: set name %q: want ASCII letters, digits, '_', '-' or '.'", i, set.name)
+		}
+		if _, dup := roots[set.name]; dup {
+			return nil, fmt.Errorf("matrix.sets[%d]: set %q is defined twice", i, set.name)
+		}
+		root, err := parse(set.expr)
+		if err != nil {
+			return nil, fmt.Errorf("set %q: %w", set.name, err)
+		}
+		roots[set.name] = root
+	}
+	for _, set := range cfg.sets {
+		var err error
+		walk(roots[set.name], func(n *node) {
+			if n.kind != nodeRef || err != nil {
+				return
+			}
+			if _, ok := roots[n.name]; !ok {
+				err = fmt.Errorf("set %q: %w", set.name, &exprError{col: column(set.expr, n.off), msg: fmt.Sprintf("unknown set %q", "+"+n.name)})
+				return
+			}
+			if !slices.Contains(deps[set.name], n.name) {
+				deps[set.name] = append(deps[set.name], n.name)
+			}
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	order, err := dependencyOrder(cfg.sets, deps)
+	if err != nil {
+		return nil, err
+	}
+
+	// Expand the sets, references first.
+	vars := make(map[string]int, len(cfg.vars))
+	for id, model := range cfg.vars {
+		vars[id] = int(m.index[model])
+	}
+	x := &expander{
+		words: m.words,
+		limit: max(1, maxTermWords/m.words),
+		vars:  vars,
+		sets:  make(map[string]*dnf, len(cfg.sets)),
+		hint:  func(v string) string { return unknownVar(v, varOf, cfg.vars) },
+	}
+	exprs := make(map[string]string, len(cfg.sets))
+	for _, set := range cfg.sets {
+		exprs[set.name] = set.expr
+	}
+	total := 0
+	for _, name := range order {
+		x.src = exprs[name]
+		d, err := x.expand(roots[name])
+		if err == nil && total+d.len() > x.limit {
+			err = fmt.Errorf("the sets together expand to more than %d combinations", x.limit)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("set %q: %w", name, err)
+		}
+		total += d.len()
+		x.sets[name] = d
+	}
+
+	// Every combination once, in set order, then in each set's order.
+	all := &dnf{words: m.words, terms: make([]uint64, 0, total*m.words)}
+	x.seen.reset(total)
+	for i, set := range cfg.sets {
+		d := x.sets[set.name]
+		for j := range d.len() {
+			before := all.len()
+			x.seen.add(all, d.term(j))
+			if all.len() > before {
+				m.setOf = append(m.setOf, int32(i))
+			}
+		}
+	}
+	m.combos = all.terms
+	if err := m.buildCandidates(); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// walk calls f for n and every node below it.
+func walk(n *node, f func(*node)) {
+	f(n)
+	for _, k := range n.kids {
+		walk(k, f)
+	}
+}
+
+// dependencyOrder orders the sets so that every set comes after the sets
+// it references, and names the first reference cycle it finds.
+func dependencyOrder(sets []setSettings, deps map[string][]string) ([]string, error) {
+	const (
+		unseen = iota
+		visiting
+		done
+	)
+	state := make(map[string]int, len(sets))
+	var order, path []string
+	var visit func(name string) error
+	visit = func(name string) error {
+		switch state[name] {
+		case visiting:
+			cycle := path[slices.Index(path, name):]
+			quoted := make([]string, 0, len(cycle)+1)
+			for _, s := range append(cycle, name) {
+				quoted = append(quoted, fmt.Sprintf("%q", s))
+			}
+			return fmt.Errorf("sets reference each other in a cycle: %s", strings.Join(quoted, " -> "))
+		case done:
+			return nil
+		}
+		state[name] = visiting
+		path = append(path, name)
+		for _, dep := range deps[name] {
+			if err := visit(dep); err != nil {
+				return err
+			}
+		}
+		path = path[:len(path)-1]
+		state[name] = done
+		order = append(order, name)
+		return nil
+	}
+	for _, set := range sets {
+		if err := visit(set.name); err != nil {
+			return nil, err
+		}
+	}
+	return order, nil
+}
+
+// unknownVar explains an identifier that is not a var.
+func unknownVar(v string, varOf, vars map[string]string) string {
+	if id, ok := varOf[v]; ok {
+		return fmt.Sprintf("unknown var %q (%q is a model id: write its var %q)", v, v, id)
+	}
+	ids := sortedKeys(vars)
+	if len(ids) == 0 {
+		return fmt.Sprintf("unknown var %q (matrix.vars is empty)", v)
+	}
+	if len(ids) > 10 {
+		ids = append(ids[:10], "…")
+	}
+	return fmt.Sprintf("unknown var %q (vars: %s)", v, strings.Join(ids, ", "))
+}
+
+// swapper is the matrix swapper.
+type swapper struct {
+	h     sdk.Host
+	m     *matrix
+	sc    scratch  // the solver's buffers, reused so that Plan does not allocate
+	evict []string // Plan's answer, reused likewise
+}
+
+// New makes the matrix swapper from its settings JSON; it is the factory
+// registered with sdk.RegisterSwapper. Errors name the offending setting,
+// and for an expression the set and the column.
+func New(h sdk.Host, rawSettings []byte) (sdk.Swapper, error) {
+	cfg, err := parseSettings(rawSettings)
+	if err != nil {
+		return nil, fmt.Errorf("matrix settings: %w", err)
+	}
+	m, err := compile(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("matrix settings: %w", err)
+	}
+	return &swapper{h: h, m: m}, nil
+}
+
+// Plan evicts, in the order of q.Running, the running models outside the
+// cheapest combination that contains q.Target; every running model when
+// q.Target is in no set. It places nothing. The returned Evict is reused
+// by the next call (the SDK encodes it at once).
+func (s *swapper) Plan(q sdk.PlanRequest) (sdk.Plan, error) {
+	combo := s.m.solve(q.Target, q.Running, &s.sc)
+	s.evict = s.evict[:0]
+	for i, name := range q.Running {
+		if mi := s.sc.run[i]; mi == unknownModel || mi >= 0 && (combo < 0 || !s.m.has(combo, mi)) {
+			s.evict = append(s.evict, name)
+		}
+	}
+	if len(s.evict) == 0 {
+		return sdk.Plan{}, nil
+	}
+	return sdk.Plan{Evict: s.evict}, nil
+}
+
+// PurePlan claims sdk.PurePlanner: a matrix plan depends only on the
+// settings, the target and the running set, so the host may reuse it.
+func (s *swapper) PurePlan() bool { return true }
+
+// OnSwapStart logs the swap once, when it really starts: the set and
+// combination chosen for the target, and what evicting the rest costs.
+func (s *swapper) OnSwapStart(ev sdk.SwapStartEvent) {
+	combo := s.m.solve(ev.Target, ev.Running, &s.sc)
+	cost := s.m.evictCost(combo, ev.Running, s.sc.run)
+	set, expr, models := "(none)", "", ev.Target
+	if combo >= 0 {
+		cfg := s.m.sets[s.m.setOf[combo]]
+		set, expr, models = cfg.name, cfg.expr, s.m.describe(combo)
+	}
+	s.h.Log(sdk.LevelInfo, fmt.Sprintf("matrix swap: model=%s set=%s dsl=%q combination=[%s] cost=%d evict=[%s]",
+		ev.Target, set, expr, models, cost, strings.Join(ev.Evict, ",")))
+}
