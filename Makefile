@@ -4,6 +4,8 @@ BIN       ?= bin/loadout
 POLICIES  := fifo group matrix prioritylru
 WASM_DIR  := policies/builtin/wasm
 WASM      := $(addprefix $(WASM_DIR)/,$(addsuffix .wasm,$(POLICIES)))
+# go-nvml's C header marks functions Loadout does not call as deprecated.
+export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 # Tests talk to real processes on 2 cores: keep package parallelism low.
 TESTFLAGS ?= -p 2 -timeout 20m
 

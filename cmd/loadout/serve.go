@@ -418,7 +418,10 @@ func newConfigCmd() *cobra.Command {
 		Long: `Validate a configuration file and report what it maps to: models and their
 backends, swap groups, the scheduler and router policies, and every key that
 is accepted but not honoured yet. Errors name file:line:column and the key.
-With no FILE, the embedded default configuration is checked.`,
+The scheduler and router policies are then loaded and initialised with their
+settings, as serve would, so a policy that refuses its settings is reported
+too. Nothing is started. With no FILE, the embedded default configuration is
+checked.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			path := ""
@@ -430,8 +433,62 @@ With no FILE, the embedded default configuration is checked.`,
 				return err
 			}
 			fmt.Fprint(cmd.OutOrStdout(), config.Report(cfg, warnings))
+			if err := checkPolicies(cmd.Context(), cfg); err != nil {
+				return err
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), "policies: loaded and initialised with their settings")
 			return nil
 		},
 	})
 	return cmd
 }
+
+// checkPolicies loads the configured scheduler and router and initialises
+// them with their settings against an inert host, so that settings only the
+// policy itself understands are checked too.
+func checkPolicies(ctx context.Context, cfg *config.Config) error {
+	log := slog.New(slog.DiscardHandler)
+	rt, err := policy.NewRuntime(ctx, policy.Options{Logger: log})
+	if err != nil {
+		return err
+	}
+	defer rt.Close(context.Background())
+	schedMod, err := loadPolicy(ctx, rt, cfg.Routing.Scheduler, sdk.KindScheduler)
+	if err != nil {
+		return err
+	}
+	swapMod, err := loadPolicy(ctx, rt, cfg.Routing.Router, sdk.KindSwapper)
+	if err != nil {
+		return err
+	}
+	schedSettings, err := cfg.SchedulerSettingsJSON()
+	if err != nil {
+		return err
+	}
+	swapSettings, err := cfg.RouterSettingsJSON()
+	if err != nil {
+		return err
+	}
+	if _, err := rt.NewScheduler(ctx, schedMod, schedSettings, inertHost{}); err != nil {
+		return fmt.Errorf("routing.scheduler: %w", err)
+	}
+	if _, err := rt.NewSwapper(ctx, swapMod, swapSettings, inertHost{}); err != nil {
+		return fmt.Errorf("routing.router: %w", err)
+	}
+	return nil
+}
+
+// inertHost is the host of `config check`: no models, no GPUs, and every
+// effect refused. Policies only read at init, if at all.
+type inertHost struct{}
+
+func (inertHost) Log(sdk.LogLevel, string)                        {}
+func (inertHost) ModelState(string) (sdk.ModelInfo, bool)         { return sdk.ModelInfo{}, false }
+func (inertHost) RunningModels() []sdk.ModelInfo                  { return nil }
+func (inertHost) Snapshot() sdk.Snapshot                          { return sdk.Snapshot{} }
+func (inertHost) GrantServe(sdk.RequestID, string) bool           { return false }
+func (inertHost) GrantError(sdk.RequestID, sdk.ErrorCode, string) {}
+func (inertHost) StartSwap(sdk.SwapRequest) error                 { return sdk.ErrNotAllowed }
+func (inertHost) StopProcesses([]string) error                    { return sdk.ErrNotAllowed }
+func (inertHost) SetQueuePosition(sdk.RequestID, int)             {}
+func (inertHost) Plan(string) (sdk.Plan, error)                   { return sdk.Plan{}, sdk.ErrNotAllowed }
