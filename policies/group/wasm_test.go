@@ -2,12 +2,10 @@ package main
 
 import (
 	"context"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/loadout-dev/loadout/host/policy"
-	"github.com/loadout-dev/loadout/internal/wasmbuild"
+	"github.com/loadout-dev/loadout/internal/policywasm"
 	"github.com/loadout-dev/loadout/sdk/policytest"
 )
 
@@ -16,37 +14,10 @@ import (
 
 const pkgPath = "github.com/loadout-dev/loadout/policies/group"
 
-var wasm struct {
-	once sync.Once
-	rt   *policy.Runtime
-	mod  *policy.Module
-	err  error
-}
-
 // wasmModule builds and compiles the policy once per test binary.
 func wasmModule(tb testing.TB) (*policy.Runtime, *policy.Module) {
 	tb.Helper()
-	if testing.Short() {
-		tb.Skip("builds the policy to WebAssembly; skipped with -short")
-	}
-	wasm.once.Do(func() {
-		ctx := context.Background()
-		var b []byte
-		if b, wasm.err = wasmbuild.Build(pkgPath); wasm.err != nil {
-			return
-		}
-		// A generous per-call deadline: these tests check behaviour, and a
-		// loaded CI machine must not turn a slow call into a crash.
-		opts := policy.Options{CallTimeout: 10 * time.Second}
-		if wasm.rt, wasm.err = policy.NewRuntime(ctx, opts); wasm.err != nil {
-			return
-		}
-		wasm.mod, wasm.err = wasm.rt.Compile(ctx, "group", b)
-	})
-	if wasm.err != nil {
-		tb.Fatalf("%v", wasm.err)
-	}
-	return wasm.rt, wasm.mod
+	return policywasm.Module(tb, pkgPath)
 }
 
 func wasmSwapper(tb testing.TB, h *policytest.Host, settings string) (policytest.Swapper, error) {

@@ -1,0 +1,57 @@
+// Package policywasm loads a policy package as WebAssembly through the real
+// runtime (host/policy), for the tests and benchmarks that run a policy's
+// native scenarios again through Wasm. It builds each package once per test
+// binary and compiles it in one shared runtime.
+package policywasm
+
+import (
+	"context"
+	"path"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/loadout-dev/loadout/host/policy"
+	"github.com/loadout-dev/loadout/internal/wasmbuild"
+)
+
+var (
+	mu      sync.Mutex
+	rt      *policy.Runtime
+	modules = map[string]*policy.Module{}
+)
+
+// Module builds the policy package pkg (an import path) to WebAssembly and
+// compiles it, once per test binary, in a runtime with a generous per-call
+// deadline (10 s: these tests check behaviour, and a loaded CI machine must
+// not turn a slow call into a crash). With -short it skips tb: the build
+// takes seconds.
+func Module(tb testing.TB, pkg string) (*policy.Runtime, *policy.Module) {
+	tb.Helper()
+	if testing.Short() {
+		tb.Skip("builds the policy to WebAssembly; skipped with -short")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	ctx := context.Background()
+	if rt == nil {
+		r, err := policy.NewRuntime(ctx, policy.Options{CallTimeout: 10 * time.Second})
+		if err != nil {
+			tb.Fatalf("policy runtime: %v", err)
+		}
+		rt = r
+	}
+	if m, ok := modules[pkg]; ok {
+		return rt, m
+	}
+	b, err := wasmbuild.Build(pkg)
+	if err != nil {
+		tb.Fatalf("%v", err)
+	}
+	m, err := rt.Compile(ctx, path.Base(pkg), b)
+	if err != nil {
+		tb.Fatalf("%v", err)
+	}
+	modules[pkg] = m
+	return rt, m
+}
