@@ -86,7 +86,7 @@ func startServer(t testing.TB, configPath string) *server {
 	s := &server{t: t, cmd: exec.Command(loadoutBin, args...), exit: make(chan error, 1)}
 	s.cmd.Env = append(os.Environ(),
 		"LOADOUT_BIN="+loadoutBin,
-		"LOADOUT_E2E_START_PORT="+strconv.Itoa(20000+rand.IntN(30000)))
+		"LOADOUT_E2E_START_PORT="+strconv.Itoa(startPort()))
 	stderr, err := s.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -130,6 +130,26 @@ func startServer(t testing.TB, configPath string) *server {
 		t.Fatalf("loadout serve did not start listening\n%s", s.log())
 	}
 	return s
+}
+
+// startPort picks the first port for a test server's models: random, so
+// that servers of consecutive tests do not meet a port still in TIME_WAIT,
+// and below the kernel's ephemeral range, where the client sockets of every
+// test (ours and other packages') get their ports.
+func startPort() int {
+	low := 32768
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if n, err := strconv.Atoi(f[0]); err == nil {
+				low = n
+			}
+		}
+	}
+	base := 10000
+	if low-base < 2000 { // a very wide ephemeral range: take what is left
+		base = 1024
+	}
+	return base + rand.IntN(max(low-base-100, 100))
 }
 
 func (s *server) log() string {
