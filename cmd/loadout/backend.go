@@ -9,6 +9,7 @@ import (
 	"syscall"
 
 	cmdbackend "github.com/loadout-dev/loadout/backends/cmd"
+	"github.com/loadout-dev/loadout/backends/llamaserver"
 	"github.com/loadout-dev/loadout/backends/sim"
 	simserver "github.com/loadout-dev/loadout/backends/sim/server"
 	"github.com/loadout-dev/loadout/plugins"
@@ -17,7 +18,7 @@ import (
 
 // builtinBackends are the backend plugins compiled into this binary; the
 // host runs each as `loadout backend NAME` (a go-plugin subprocess).
-var builtinBackends = []string{"cmd", "sim"}
+var builtinBackends = []string{"cmd", "llamaserver", "sim"}
 
 func newBackendCmd() *cobra.Command {
 	return &cobra.Command{
@@ -29,6 +30,8 @@ func newBackendCmd() *cobra.Command {
 			switch args[0] {
 			case "cmd":
 				plugins.Serve(cmdbackend.New(plugins.Logger()))
+			case "llamaserver":
+				plugins.Serve(llamaserver.New(plugins.Logger()))
 			case "sim":
 				exe, err := os.Executable()
 				if err != nil {

@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/loadout-dev/loadout/backends/llamaserver"
 	"github.com/loadout-dev/loadout/host/config"
 	"github.com/loadout-dev/loadout/host/gpu"
 	"github.com/loadout-dev/loadout/host/policy"
@@ -94,6 +95,11 @@ func runServe(ctx context.Context, o serveOptions) error {
 	}
 	for _, w := range warnings {
 		log.Warn(w.String())
+	}
+	// A missing model file may yet appear (a disk mounted later): say so
+	// now, and let the load fail with the same message if it has not.
+	if err := checkModelFiles(cfg); err != nil {
+		log.Warn("model file check failed; those models will fail to load", "err", err)
 	}
 
 	started := time.Now()
@@ -369,14 +375,12 @@ func backendLauncher(launchers map[string]*router.PluginLauncher, backend string
 	}
 	var newCmd func() *exec.Cmd
 	switch name {
-	case config.BackendCmd, config.BackendSim:
+	case config.BackendCmd, config.BackendSim, config.BackendLlamaServer:
 		exe, err := os.Executable()
 		if err != nil {
 			return nil, err
 		}
 		newCmd = func() *exec.Cmd { return exec.Command(exe, "backend", name) }
-	case config.BackendLlamaServer:
-		return nil, fmt.Errorf("backend %q is not available in this build yet; run llama-server with the cmd backend", name)
 	default:
 		newCmd = func() *exec.Cmd { return exec.Command(name) }
 	}
@@ -433,6 +437,9 @@ checked.`,
 				return err
 			}
 			fmt.Fprint(cmd.OutOrStdout(), config.Report(cfg, warnings))
+			if err := checkModelFiles(cfg); err != nil {
+				return err
+			}
 			if err := checkPolicies(cmd.Context(), cfg); err != nil {
 				return err
 			}
@@ -441,6 +448,26 @@ checked.`,
 		},
 	})
 	return cmd
+}
+
+// checkModelFiles checks what backends can check without starting anything:
+// the GGUF file of every llamaserver model.
+func checkModelFiles(cfg *config.Config) error {
+	var errs []error
+	for _, id := range cfg.ModelIDs() {
+		m := cfg.Models[id]
+		if m.Backend != config.BackendLlamaServer {
+			continue
+		}
+		opts, err := m.OptionsJSON()
+		if err == nil {
+			err = llamaserver.Validate(opts)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: models.%s.options: %w", cfg.File, id, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // checkPolicies loads the configured scheduler and router and initialises

@@ -5,8 +5,8 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
+	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync/atomic"
 )
@@ -55,9 +55,13 @@ type idSource struct {
 }
 
 func newIDSource() *idSource {
-	var b [4]byte
+	var b [10]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms
-	return &idSource{prefix: hex.EncodeToString(b[:]) + "-"}
+	h := hex.EncodeToString(b[:])
+	// UUID-shaped (8-4-4-4-12 hex digits, version 4): model servers built
+	// on starlette-context, llama-cpp-python's among them, answer 400 to any
+	// other X-Request-Id.
+	return &idSource{prefix: h[:8] + "-" + h[8:12] + "-4" + h[13:16] + "-" + h[16:20] + "-"}
 }
 
 // maxRequestID bounds a client-supplied X-Request-Id.
@@ -69,7 +73,7 @@ func (ids *idSource) fromRequest(r *http.Request) string {
 	if id := r.Header.Get(requestIDHeader); id != "" && len(id) <= maxRequestID && printable(id) {
 		return id
 	}
-	return ids.prefix + strconv.FormatUint(ids.n.Add(1), 36)
+	return ids.prefix + fmt.Sprintf("%012x", ids.n.Add(1)&(1<<48-1))
 }
 
 func printable(s string) bool {

@@ -1,0 +1,187 @@
+package llamaserver
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+
+	gguf "github.com/gpustack/gguf-parser-go"
+)
+
+// ggufMagic opens every GGUF file.
+var ggufMagic = []byte("GGUF")
+
+// cacheTypes are the KV cache types llama-server's --cache-type-k/-v take.
+var cacheTypes = map[string]gguf.GGMLType{
+	"f32":    gguf.GGMLTypeF32,
+	"f16":    gguf.GGMLTypeF16,
+	"bf16":   gguf.GGMLTypeBF16,
+	"q8_0":   gguf.GGMLTypeQ8_0,
+	"q4_0":   gguf.GGMLTypeQ4_0,
+	"q4_1":   gguf.GGMLTypeQ4_1,
+	"iq4_nl": gguf.GGMLTypeIQ4_NL,
+	"q5_0":   gguf.GGMLTypeQ5_0,
+	"q5_1":   gguf.GGMLTypeQ5_1,
+}
+
+// Validate checks a model's options (ModelSpec.Options, a JSON object) and
+// its GGUF file without starting anything: the options must be well formed
+// and name a readable GGUF file whose metadata parses. `loadout config
+// check` calls it; the error names the file.
+func Validate(optionsJSON json.RawMessage) error {
+	o, err := parseOptions(optionsJSON)
+	if err != nil {
+		return err
+	}
+	_, err = readGGUF(o.Model)
+	return err
+}
+
+// checkGGUF is the cheap check Start makes: the file exists, is a regular
+// file and starts with the GGUF magic.
+func checkGGUF(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("model file %s: %w", path, unwrapPathError(err))
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err == nil && st.IsDir() {
+		return fmt.Errorf("model file %s: is a directory, want a .gguf file", path)
+	}
+	head := make([]byte, len(ggufMagic))
+	if _, err := io.ReadFull(f, head); err != nil || !bytes.Equal(head, ggufMagic) {
+		return fmt.Errorf("model file %s: not a GGUF file (it does not start with %q)", path, ggufMagic)
+	}
+	return nil
+}
+
+// unwrapPathError drops the *PathError's repetition of the path.
+func unwrapPathError(err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+// readGGUF checks path and parses its metadata and tensor infos (not the
+// tensor data). The parser panics on some malformed files; that becomes an
+// error too.
+func readGGUF(path string) (gf *gguf.GGUFFile, err error) {
+	if err := checkGGUF(path); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			gf, err = nil, fmt.Errorf("model file %s: malformed GGUF: %v", path, r)
+		}
+	}()
+	gf, err = gguf.ParseGGUFFile(path, gguf.SkipLargeMetadata())
+	if err != nil {
+		return nil, fmt.Errorf("model file %s: malformed GGUF: %w", path, err)
+	}
+	return gf, nil
+}
+
+// memory is a model's predicted memory on its GPUs, in bytes.
+type memory struct {
+	Weights uint64 // tensors placed on the GPUs
+	KVCache uint64 // the KV cache of the offloaded layers
+}
+
+func (m memory) total() uint64 { return m.Weights + m.KVCache }
+
+// estimateMemory predicts what llama-server puts on the GPUs for o:
+//
+//   - weights: the bytes of every tensor of an offloaded layer, by its type
+//     (a Q4_K tensor costs its blocks, not 4 bits per weight), as llama.cpp
+//     places them: with --n-gpu-layers N, the output layer and the last N-1
+//     blocks (auto and all: everything); the token embeddings stay on the
+//     CPU unless the output reuses them;
+//   - KV cache: for every offloaded block, n_ctx × (n_embd_k_gqa +
+//     n_embd_v_gqa) elements of the cache types (f16 by default), where
+//     n_ctx is --ctx-size or the model's training context. llama-server's
+//     --ctx-size is the cache shared by all --parallel slots (each slot gets
+//     ctx_size/parallel), so the slots do not multiply it.
+//
+// Compute buffers and the CUDA context are not counted; the host measures
+// the real figure once the model is loaded.
+func estimateMemory(gf *gguf.GGUFFile, o options) (m memory, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			m, err = memory{}, fmt.Errorf("model file %s: malformed GGUF: %v", o.Model, r)
+		}
+	}()
+	a := gf.Architecture()
+	nLayer := a.BlockCount
+	if nLayer == 0 {
+		return memory{}, fmt.Errorf("model file %s: no %s.block_count in the metadata: not a model llama-server serves", o.Model, a.Architecture)
+	}
+	offloaded := offloadFilter(o.GPULayers, nLayer)
+
+	hasOutput := false
+	for _, ti := range gf.TensorInfos {
+		if ti.Name == "output.weight" {
+			hasOutput = true
+		}
+	}
+	for _, ti := range gf.TensorInfos {
+		layer := nLayer // the output layer
+		if rest, ok := strings.CutPrefix(ti.Name, "blk."); ok {
+			n, _, _ := strings.Cut(rest, ".")
+			if i, err := strconv.ParseUint(n, 10, 64); err == nil {
+				layer = i
+			}
+		} else if strings.HasPrefix(ti.Name, "token_embd") && (hasOutput || ti.Name != "token_embd.weight") {
+			continue // the input layer lives on the CPU
+		}
+		if offloaded(layer) {
+			m.Weights += ti.Bytes()
+		}
+	}
+
+	if a.AttentionRecurrent {
+		return m, nil // a recurrent state, not a KV cache: small, not counted
+	}
+	nCtx := uint64(o.CtxSize)
+	if nCtx == 0 {
+		nCtx = a.MaximumContextLength
+	}
+	kType, vType := gguf.GGMLTypeF16, gguf.GGMLTypeF16
+	if o.CacheTypeK != "" {
+		kType = cacheTypes[o.CacheTypeK]
+	}
+	if o.CacheTypeV != "" {
+		vType = cacheTypes[o.CacheTypeV]
+	}
+	for i := range nLayer {
+		if !offloaded(i) {
+			continue
+		}
+		headsKV := a.AttentionHeadCountKV
+		if i < uint64(len(a.AttentionHeadCountKVs)) {
+			headsKV = a.AttentionHeadCountKVs[i]
+		}
+		kGQA := uint64(a.AttentionKeyLength) * headsKV
+		vGQA := uint64(a.AttentionValueLength) * headsKV
+		m.KVCache += nCtx * (kType.RowSizeOf([]uint64{kGQA}) + vType.RowSizeOf([]uint64{vGQA}))
+	}
+	return m, nil
+}
+
+// offloadFilter says which layers --n-gpu-layers puts on the GPUs: layers
+// are numbered 0..nLayer-1 for the blocks and nLayer for the output, and
+// llama.cpp offloads the last N of them (all for auto, all and negative N).
+func offloadFilter(gpuLayers string, nLayer uint64) func(layer uint64) bool {
+	n, err := strconv.ParseInt(gpuLayers, 10, 64)
+	if err != nil || n < 0 || uint64(n) > nLayer {
+		return func(uint64) bool { return true }
+	}
+	start := nLayer + 1 - uint64(n)
+	return func(layer uint64) bool { return layer >= start }
+}

@@ -1,0 +1,236 @@
+package llamaserver
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/loadout-dev/loadout/plugins"
+)
+
+// The GGUF fixtures come from testdata/llamacpp/make_gguf.py (Python, the
+// gguf package); tests that need them skip without it, and fail under
+// LOADOUT_REQUIRE_LLAMACPP=1.
+
+var fixtures struct {
+	once     sync.Once
+	dir      string
+	manifest manifest
+	err      error
+	missing  string
+}
+
+// manifest is make_gguf.py's manifest.json: what it wrote, computed in
+// Python independently of the Go GGUF parser.
+type manifest struct {
+	Models []struct {
+		Name          string
+		File          string
+		NLayer        uint64            `json:"n_layer"`
+		NHeadKV       uint64            `json:"n_head_kv"`
+		HeadDim       uint64            `json:"head_dim"`
+		ContextLength uint64            `json:"context_length"`
+		TiedOutput    bool              `json:"tied_output"`
+		TensorBytes   map[string]uint64 `json:"tensor_bytes"`
+	}
+}
+
+func ggufFixtures(t *testing.T) (string, manifest) {
+	t.Helper()
+	fixtures.once.Do(func() {
+		if out, err := exec.Command("python3", "-c", "import gguf, numpy").CombinedOutput(); err != nil {
+			fixtures.missing = fmt.Sprintf("python3 with gguf and numpy is needed to write the GGUF fixtures (pip install -r testdata/llamacpp/requirements.txt): %v: %s", err, lastLine(string(out)))
+			return
+		}
+		fixtures.dir, fixtures.err = filepath.Abs("../../testdata/gguf")
+		if fixtures.err != nil {
+			return
+		}
+		if out, err := exec.Command("python3", "../../testdata/llamacpp/make_gguf.py", "--out", fixtures.dir).CombinedOutput(); err != nil {
+			fixtures.err = fmt.Errorf("make_gguf.py: %v\n%s", err, out)
+			return
+		}
+		raw, err := os.ReadFile(filepath.Join(fixtures.dir, "manifest.json"))
+		if err == nil {
+			err = json.Unmarshal(raw, &fixtures.manifest)
+		}
+		fixtures.err = err
+	})
+	if fixtures.missing != "" {
+		if os.Getenv("LOADOUT_REQUIRE_LLAMACPP") == "1" {
+			t.Fatal(fixtures.missing)
+		}
+		t.Skip(fixtures.missing)
+	}
+	if fixtures.err != nil {
+		t.Fatal(fixtures.err)
+	}
+	return fixtures.dir, fixtures.manifest
+}
+
+func TestLlamaServer_EstimateFromGGUF(t *testing.T) {
+	dir, m := ggufFixtures(t)
+	if len(m.Models) != 3 {
+		t.Fatalf("manifest lists %d models, want 3", len(m.Models))
+	}
+	b := New(quiet)
+	for _, model := range m.Models {
+		// What llama.cpp puts on the GPU, from the generator's own byte
+		// counts: every tensor but the input embeddings (unless the output
+		// reuses them), and f16 K and V rows of n_head_kv × head_dim per
+		// layer and context cell.
+		var weights, outputLayer uint64
+		for name, n := range model.TensorBytes {
+			if name == "token_embd.weight" && !model.TiedOutput {
+				continue
+			}
+			weights += n
+			if !strings.HasPrefix(name, "blk.") {
+				outputLayer += n
+			}
+		}
+		perBlock := (weights - outputLayer) / model.NLayer // the blocks are alike
+		kvRow := model.NHeadKV * model.HeadDim             // elements per cell, K or V
+		for _, tc := range []struct {
+			name    string
+			options string
+			devices []int
+			want    uint64
+		}{
+			{"the model's own context", `{}`, nil,
+				weights + model.NLayer*model.ContextLength*2*kvRow*2},
+			{"ctx_size 128, parallel slots share it", `{"ctx_size": 128, "parallel": 4}`, nil,
+				weights + model.NLayer*128*2*kvRow*2},
+			{"q8_0 cache", `{"ctx_size": 128, "cache_type_k": "q8_0", "cache_type_v": "q8_0"}`, nil,
+				weights + model.NLayer*128*2*(kvRow/32*34)},
+			{"f32 keys", `{"ctx_size": 128, "cache_type_k": "f32"}`, nil,
+				weights + model.NLayer*128*(kvRow*4+kvRow*2)},
+			{"no GPU layers", `{"ctx_size": 128, "n_gpu_layers": 0}`, nil, 0},
+			{"output layer and the last block", `{"ctx_size": 128, "n_gpu_layers": 2}`, nil,
+				outputLayer + perBlock + 128*2*kvRow*2},
+			{"all layers", `{"ctx_size": 128, "n_gpu_layers": "all"}`, nil,
+				weights + model.NLayer*128*2*kvRow*2},
+			{"split over two GPUs", `{"ctx_size": 128}`, []int{0, 1},
+				weights + model.NLayer*128*2*kvRow*2},
+		} {
+			t.Run(model.Name+"/"+tc.name, func(t *testing.T) {
+				var opts map[string]any
+				if err := json.Unmarshal([]byte(tc.options), &opts); err != nil {
+					t.Fatal(err)
+				}
+				opts["model"] = filepath.Join(dir, model.File)
+				raw, _ := json.Marshal(opts)
+				spec := plugins.ModelSpec{Model: model.Name, Options: raw, Devices: tc.devices}
+				est, err := b.Estimate(context.Background(), spec)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var sum uint64
+				for _, n := range est.BytesPerDevice {
+					sum += n
+				}
+				if !est.Known || len(est.BytesPerDevice) != max(1, len(tc.devices)) {
+					t.Fatalf("estimate %+v", est)
+				}
+				// An even split rounds up on each device.
+				if sum < tc.want || sum > tc.want+uint64(len(tc.devices)) {
+					t.Fatalf("estimate %d bytes (%v), want %d", sum, est.BytesPerDevice, tc.want)
+				}
+			})
+		}
+		if err := Validate(json.RawMessage(fmt.Sprintf(`{"model": %q}`, filepath.Join(dir, model.File)))); err != nil {
+			t.Errorf("Validate %s: %v", model.File, err)
+		}
+	}
+}
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return lines[len(lines)-1]
+}
+
+// quiet is the backends' logger in tests.
+var quiet = slog.New(slog.DiscardHandler)
+
+// writeFile writes data to a file in a temporary directory.
+func writeFile(t *testing.T, name string, data []byte) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestLlamaServer_BadModelFile(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name string
+		path string
+		want string
+	}{
+		{"missing", filepath.Join(dir, "nope.gguf"), "no such file or directory"},
+		{"a directory", dir, "is a directory"},
+		{"empty", writeFile(t, "empty.gguf", nil), "not a GGUF file"},
+		{"safetensors", writeFile(t, "m.safetensors", []byte(`{"__metadata__":{}}`)), "not a GGUF file"},
+		{"truncated GGUF", writeFile(t, "cut.gguf", []byte("GGUF\x03\x00\x00\x00\x05")), "malformed GGUF"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			raw := json.RawMessage(fmt.Sprintf(`{"model": %q, "binary": "true"}`, tc.path))
+			check := func(what string, err error, wantDetail string) {
+				t.Helper()
+				if err == nil || !strings.Contains(err.Error(), tc.path) || !strings.Contains(err.Error(), wantDetail) {
+					t.Errorf("%s: error %v, want one naming %s and saying %q", what, err, tc.path, wantDetail)
+				}
+			}
+			check("Validate", Validate(raw), tc.want)
+			b := New(quiet)
+			_, err := b.Estimate(context.Background(), plugins.ModelSpec{Model: "m", Options: raw})
+			check("Estimate", err, tc.want)
+			if tc.name == "truncated GGUF" {
+				return // Start checks only the magic; llama-server's load fails on it
+			}
+			_, err = b.Start(context.Background(), plugins.ModelSpec{Model: "m", Options: raw})
+			check("Start", err, tc.want)
+		})
+	}
+}
+
+func TestLlamaServer_MissingBinary(t *testing.T) {
+	model := writeFile(t, "m.gguf", []byte("GGUF\x03\x00\x00\x00"))
+	raw := json.RawMessage(fmt.Sprintf(`{"model": %q, "binary": "llama-server-that-is-not-installed"}`, model))
+	_, err := New(quiet).Start(context.Background(), plugins.ModelSpec{Model: "m", Options: raw})
+	if err == nil || !strings.Contains(err.Error(), "llama-server-that-is-not-installed") || !strings.Contains(err.Error(), "install llama.cpp, or set the binary option") {
+		t.Fatalf("error %v", err)
+	}
+}
+
+// FuzzReadGGUF feeds arbitrary files to the GGUF reading and the estimate:
+// an error is fine, a panic or a hang is not.
+func FuzzReadGGUF(f *testing.F) {
+	f.Add([]byte("GGUF"))
+	f.Add([]byte("GGUF\x03\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00"))
+	f.Add([]byte("GGUF\x03\x00\x00\x00\x01\x00\x00\x00\x00\x00\x00\x00\x01\x00\x00\x00\x00\x00\x00\x00"))
+	if tiny, err := os.ReadFile("../../testdata/gguf/tiny.gguf"); err == nil {
+		f.Add(tiny[:min(len(tiny), 64<<10)])
+	}
+	dir := f.TempDir()
+	f.Fuzz(func(t *testing.T, data []byte) {
+		path := filepath.Join(dir, "f.gguf")
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		gf, err := readGGUF(path)
+		if err != nil {
+			return
+		}
+		_, _ = estimateMemory(gf, options{Model: path, CtxSize: 16})
+	})
+}

@@ -1,0 +1,98 @@
+package llamaserver
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/shlex"
+)
+
+func TestLlamaServer_CommandLine(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		options string
+		want    []string
+	}{
+		{
+			name:    "model only",
+			options: `{"model": "/models/q.gguf"}`,
+			want:    []string{"llama-server", "--model", "/models/q.gguf", "--host", "127.0.0.1", "--port", "${PORT}"},
+		},
+		{
+			name: "every option",
+			options: `{"model": "/m/a.gguf", "binary": "/opt/llama.cpp/bin/llama-server", "ctx_size": 8192,
+				"n_gpu_layers": 99, "parallel": 4, "flash_attn": true, "cache_type_k": "q8_0", "cache_type_v": "Q8_0",
+				"extra_args": ["--threads", "8", "--jinja"]}`,
+			want: []string{"/opt/llama.cpp/bin/llama-server", "--model", "/m/a.gguf", "--ctx-size", "8192",
+				"--n-gpu-layers", "99", "--parallel", "4", "--flash-attn", "on", "--cache-type-k", "q8_0",
+				"--cache-type-v", "q8_0", "--threads", "8", "--jinja", "--host", "127.0.0.1", "--port", "${PORT}"},
+		},
+		{
+			name:    "gpu layers all, flash attention auto",
+			options: `{"model": "m.gguf", "n_gpu_layers": "all", "flash_attn": "auto"}`,
+			want:    []string{"llama-server", "--model", "m.gguf", "--n-gpu-layers", "all", "--flash-attn", "auto", "--host", "127.0.0.1", "--port", "${PORT}"},
+		},
+		{
+			name:    "no gpu layers, flash attention off, ctx_size 0 is the default",
+			options: `{"model": "m.gguf", "n_gpu_layers": 0, "flash_attn": false, "ctx_size": 0}`,
+			want:    []string{"llama-server", "--model", "m.gguf", "--n-gpu-layers", "0", "--flash-attn", "off", "--host", "127.0.0.1", "--port", "${PORT}"},
+		},
+		{
+			name:    "words that need quoting survive the cmd backend's splitting",
+			options: `{"model": "/my models/it's.gguf", "extra_args": ["--alias", "a b", "--chat-template", "{{ x }}\"", ""]}`,
+			want:    []string{"llama-server", "--model", "/my models/it's.gguf", "--alias", "a b", "--chat-template", "{{ x }}\"", "", "--host", "127.0.0.1", "--port", "${PORT}"},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o, err := parseOptions([]byte(tc.options))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := o.args(); !slices.Equal(got, tc.want) {
+				t.Fatalf("args:\n got %q\nwant %q", got, tc.want)
+			}
+			// The cmd backend splits Cmd as a POSIX shell would.
+			split, err := shlex.Split(o.commandLine())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(split, tc.want) {
+				t.Fatalf("commandLine %s splits into\n %q\nwant %q", o.commandLine(), split, tc.want)
+			}
+		})
+	}
+}
+
+func TestLlamaServer_BadOptions(t *testing.T) {
+	for _, tc := range []struct {
+		name, options, want string
+	}{
+		{"no options", ``, "model (the GGUF file) is required"},
+		{"no model", `{"ctx_size": 4096}`, "model (the GGUF file) is required"},
+		{"empty model", `{"model": " "}`, "model (the GGUF file) is required"},
+		{"unknown option", `{"model": "m.gguf", "ctx": 4096}`, `unknown option "ctx" (known: binary, cache_type_k`},
+		{"not an object", `[1]`, "want a JSON object"},
+		{"ctx_size a string", `{"model": "m.gguf", "ctx_size": "4k"}`, "ctx_size: want a whole number, got a string"},
+		{"negative ctx_size", `{"model": "m.gguf", "ctx_size": -1}`, "ctx_size -1"},
+		{"zero parallel", `{"model": "m.gguf", "parallel": 0}`, "parallel 0: want 1 or more"},
+		{"gpu layers word", `{"model": "m.gguf", "n_gpu_layers": "most"}`, `n_gpu_layers "most"`},
+		{"gpu layers fraction", `{"model": "m.gguf", "n_gpu_layers": 1.5}`, "n_gpu_layers 1.5"},
+		{"flash_attn word", `{"model": "m.gguf", "flash_attn": "yes"}`, "flash_attn \"yes\": want true, false, on, off or auto"},
+		{"cache type", `{"model": "m.gguf", "cache_type_k": "q3_k"}`, `cache_type_k "q3_k": want one of bf16, f16, f32`},
+		{"extra_args a string", `{"model": "m.gguf", "extra_args": "--threads 8"}`, "extra_args: want a list of strings"},
+		{"extra_args sets the port", `{"model": "m.gguf", "extra_args": ["--port", "80"]}`, "--port is set by the backend"},
+		{"extra_args sets the context", `{"model": "m.gguf", "extra_args": ["-c=4096"]}`, "-c is set by the ctx_size option"},
+		{"empty binary", `{"model": "m.gguf", "binary": ""}`, "binary is empty"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := parseOptions([]byte(tc.options))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want one containing %q", err, tc.want)
+			}
+			if !strings.HasPrefix(err.Error(), "llamaserver options: ") {
+				t.Fatalf("error %q does not say it is about the llamaserver options", err)
+			}
+		})
+	}
+}
