@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"strings"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -106,7 +106,7 @@ func newHarness(t testing.TB, o harnessOpts) *harness {
 	models := map[string]ModelConfig{}
 	names := []string{"a", "b", "c", "e"}
 	for name := range o.models {
-		if !strings.Contains(strings.Join(names, ","), name) {
+		if !slices.Contains(names, name) {
 			names = append(names, name)
 		}
 	}
