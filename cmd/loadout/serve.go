@@ -175,9 +175,18 @@ func runServe(ctx context.Context, o serveOptions) error {
 		})
 	}
 
+	// A scheduler of the operator's own that crash-loops is replaced by the
+	// built-in fifo (DESIGN.md rule 7), compiled now so the switch is quick.
+	var fallbackMod *policy.Module
+	if cfg.Routing.Scheduler.Use != config.SchedulerFIFO {
+		if fallbackMod, err = loadPolicy(ctx, rt, config.Policy{Use: config.SchedulerFIFO}, sdk.KindScheduler); err != nil {
+			return fmt.Errorf("fallback scheduler: %w", err)
+		}
+	}
+
 	var sched *policy.Scheduler
 	var swapper *policy.Swapper
-	r, err := router.New(router.Config{
+	rcfg := router.Config{
 		Models:        models,
 		Ledger:        ledger,
 		SchedulerName: schedMod.Name,
@@ -193,7 +202,14 @@ func runServe(ctx context.Context, o serveOptions) error {
 			swapper = s
 			return s, err
 		},
-	})
+	}
+	if fallbackMod != nil {
+		rcfg.FallbackName = fallbackMod.Name
+		rcfg.NewFallbackScheduler = func(fx sdk.Effects) (router.SchedulerPolicy, error) {
+			return rt.NewScheduler(ctx, fallbackMod, []byte("{}"), fx)
+		}
+	}
+	r, err := router.New(rcfg)
 	if err != nil {
 		return err
 	}

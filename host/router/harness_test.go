@@ -88,6 +88,7 @@ type harnessOpts struct {
 	models    map[string]ModelConfig
 	newSched  func(fx sdk.Effects) (SchedulerPolicy, error) // overrides the fifo policy
 	wrapSwap  func(*policy.Swapper) SwapperPolicy           // wraps the group policy
+	fallback  bool                                          // the Wasm fifo as the fallback scheduler
 	tick      time.Duration
 	ledger    *gpu.Ledger
 	measure   time.Duration
@@ -140,6 +141,12 @@ func newHarness(t testing.TB, o harnessOpts) *harness {
 	if o.newSched != nil {
 		cfg.NewScheduler = o.newSched
 		cfg.SchedulerName = "test"
+	}
+	if o.fallback {
+		cfg.FallbackName = "builtin:fifo"
+		cfg.NewFallbackScheduler = func(fx sdk.Effects) (SchedulerPolicy, error) {
+			return rt.NewScheduler(ctx, fifo, []byte("{}"), fx)
+		}
 	}
 	r, err := New(cfg)
 	if err != nil {

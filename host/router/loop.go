@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/loadout-dev/loadout/host/gpu"
+	"github.com/loadout-dev/loadout/host/policy"
 	"github.com/loadout-dev/loadout/sdk"
 )
 
@@ -103,6 +104,8 @@ type loopState struct {
 	// by target and running set (effects.Plan).
 	purePlans bool
 	planCache map[string]sdk.Plan
+
+	onFallback bool // the fallback scheduler replaced a crash-looping one
 
 	ledger *gpu.Ledger // nil: no VRAM accounting
 	// planFailures holds, during one event, why the swapper could not plan
@@ -417,7 +420,25 @@ func (r *Router) schedulerFailed(event string, err error) bool {
 		delete(l.waiters, id)
 		r.deliver(w, result{err: &Error{Code: sdk.CodeUnavailable, Message: msg}})
 	}
+	if errors.Is(err, policy.ErrUnhealthy) && r.cfg.NewFallbackScheduler != nil && !l.onFallback {
+		r.fallBack()
+	}
 	return true
+}
+
+// fallBack replaces a crash-looping scheduler with the fallback. The new
+// scheduler starts with nothing queued (the callers the old one held have
+// been failed); swaps still running report to it as usual.
+func (r *Router) fallBack() {
+	l := &r.loop
+	fb, err := r.cfg.NewFallbackScheduler(l.fx)
+	if err != nil {
+		r.log.Error("fallback scheduler failed to start; requests keep failing", "policy", r.cfg.FallbackName, "err", err)
+		return
+	}
+	r.log.Error("scheduler policy is crash-looping; the fallback takes over", "policy", r.cfg.SchedulerName, "fallback", r.cfg.FallbackName)
+	l.sched, l.onFallback = fb, true
+	r.cfg.SchedulerName = r.cfg.FallbackName
 }
 
 // refused records a policy call the router would not carry out.

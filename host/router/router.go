@@ -60,6 +60,12 @@ type Config struct {
 	// SchedulerName and SwapperName name the policies in errors and logs
 	// (e.g. "builtin:fifo", "/etc/loadout/mine.wasm").
 	SchedulerName, SwapperName string
+	// NewFallbackScheduler, if set, makes the scheduler that takes over
+	// when the configured one is disabled for crash-looping (an error that
+	// matches policy.ErrUnhealthy), so that requests are scheduled again
+	// rather than failed (DESIGN.md rule 7). FallbackName names it.
+	NewFallbackScheduler func(fx sdk.Effects) (SchedulerPolicy, error)
+	FallbackName         string
 	// TickInterval is how often OnTick runs (TTL checks, queue aging).
 	// Default 1 s.
 	TickInterval time.Duration

@@ -591,3 +591,44 @@ func TestRouter_MeasuredMemoryCorrectsTheLease(t *testing.T) {
 		t.Fatal("an unloaded model still holds its lease")
 	}
 }
+
+// Rule 7's fallback: a scheduler that crashes on every request is disabled
+// after the crash limit, and the fallback scheduler takes over: requests are
+// scheduled again instead of failing.
+func TestRouter_Rule7_FallbackTakesOverFromCrashLoop(t *testing.T) {
+	rt, _, _ := policies(t)
+	wasm, err := wasmbuildEvil()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	mod, err := rt.Compile(ctx, "evil.wasm", wasm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t, harnessOpts{
+		fallback: true,
+		newSched: func(fx sdk.Effects) (SchedulerPolicy, error) {
+			return rt.NewScheduler(ctx, mod, []byte(`{"misbehave": "panic"}`), fx)
+		},
+	})
+	crashes := 0
+	for ; crashes < 20; crashes++ {
+		c := h.acquire("a")
+		c.waitDone(t)
+		if c.err == nil {
+			c.grant.Release()
+			break // served: the fallback has taken over
+		}
+		if e, ok := c.err.(*Error); !ok || e.HTTPStatus() != 503 {
+			t.Fatalf("request %d: %v, want a 503 from the crashing policy", crashes, c.err)
+		}
+	}
+	if crashes == 0 || crashes >= 20 {
+		t.Fatalf("served after %d failed requests; want some crashes, then the fallback", crashes)
+	}
+	h.world.expect(t, "starting a", "ready a") // the fallback scheduled a real load
+	if c := h.r.Counters()["scheduler"]; c.Failures != crashes {
+		t.Fatalf("failures = %d, want %d", c.Failures, crashes)
+	}
+}
