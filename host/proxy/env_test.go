@@ -20,53 +20,20 @@ import (
 
 	"github.com/loadout-dev/loadout/host/policy"
 	"github.com/loadout-dev/loadout/host/router"
-	"github.com/loadout-dev/loadout/internal/wasmbuild"
+	"github.com/loadout-dev/loadout/internal/policywasm"
 	"github.com/loadout-dev/loadout/sdk"
 )
 
 // The proxy's tests run the real router with the real built-in policies
 // (fifo + group) through the real Wasm runtime: one runtime and one
 // compilation per test binary.
-var (
-	policyOnce sync.Once
-	policyRT   *policy.Runtime
-	fifoMod    *policy.Module
-	groupMod   *policy.Module
-	policyErr  error
-)
-
+// policies returns the runtime and the built-in fifo and group policies,
+// built to Wasm once per test binary.
 func policies(t testing.TB) (*policy.Runtime, *policy.Module, *policy.Module) {
 	t.Helper()
-	policyOnce.Do(func() {
-		ctx := context.Background()
-		// A generous per-call deadline: these tests check HTTP, not policy
-		// latency, and run beside other packages' tests on two cores.
-		policyRT, policyErr = policy.NewRuntime(ctx, policy.Options{Logger: quietLogger(), CallTimeout: 5 * time.Second})
-		if policyErr != nil {
-			return
-		}
-		for _, p := range []struct {
-			pkg string
-			dst **policy.Module
-		}{
-			{"github.com/loadout-dev/loadout/policies/fifo", &fifoMod},
-			{"github.com/loadout-dev/loadout/policies/group", &groupMod},
-		} {
-			wasm, err := wasmbuild.Build(p.pkg)
-			if err != nil {
-				policyErr = err
-				return
-			}
-			if *p.dst, err = policyRT.Compile(ctx, p.pkg, wasm); err != nil {
-				policyErr = err
-				return
-			}
-		}
-	})
-	if policyErr != nil {
-		t.Fatalf("policies: %v", policyErr)
-	}
-	return policyRT, fifoMod, groupMod
+	rt, fifo := policywasm.Module(t, "github.com/loadout-dev/loadout/policies/fifo")
+	_, group := policywasm.Module(t, "github.com/loadout-dev/loadout/policies/group")
+	return rt, fifo, group
 }
 
 func quietLogger() *slog.Logger {

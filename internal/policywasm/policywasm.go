@@ -6,6 +6,8 @@ package policywasm
 
 import (
 	"context"
+	"log/slog"
+	"os"
 	"path"
 	"sync"
 	"testing"
@@ -24,7 +26,8 @@ var (
 // Module builds the policy package pkg (an import path) to WebAssembly and
 // compiles it, once per test binary, in a runtime with a generous per-call
 // deadline (10 s: these tests check behaviour, and a loaded CI machine must
-// not turn a slow call into a crash). With -short it skips tb: the build
+// not turn a slow call into a crash). Tests of the deadline itself need a
+// runtime of their own. With -short it skips tb: the build
 // takes seconds.
 func Module(tb testing.TB, pkg string) (*policy.Runtime, *policy.Module) {
 	tb.Helper()
@@ -35,7 +38,7 @@ func Module(tb testing.TB, pkg string) (*policy.Runtime, *policy.Module) {
 	defer mu.Unlock()
 	ctx := context.Background()
 	if rt == nil {
-		r, err := policy.NewRuntime(ctx, policy.Options{CallTimeout: 10 * time.Second})
+		r, err := policy.NewRuntime(ctx, policy.Options{CallTimeout: 10 * time.Second, Logger: logger()})
 		if err != nil {
 			tb.Fatalf("policy runtime: %v", err)
 		}
@@ -54,4 +57,13 @@ func Module(tb testing.TB, pkg string) (*policy.Runtime, *policy.Module) {
 	}
 	modules[pkg] = m
 	return rt, m
+}
+
+// logger discards the runtime's own lines (guest output, crash reports)
+// unless LOADOUT_TEST_LOG is set.
+func logger() *slog.Logger {
+	if os.Getenv("LOADOUT_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.DiscardHandler)
 }
