@@ -208,13 +208,13 @@ func (s *server) mustChat(model string) {
 	}
 }
 
-// modelPids returns the pids of the simulated model servers serving model,
-// found in /proc by their command line.
-func modelPids(t *testing.T, model string) []int {
-	t.Helper()
+// pidsMatching returns the pids of the processes whose command line
+// (argv, from /proc) match accepts.
+func pidsMatching(tb testing.TB, match func(args []string) bool) []int {
+	tb.Helper()
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	var pids []int
 	for _, e := range entries {
@@ -226,17 +226,27 @@ func modelPids(t *testing.T, model string) []int {
 		if err != nil {
 			continue
 		}
-		args := strings.Split(strings.TrimRight(string(raw), "\x00"), "\x00")
-		if len(args) < 2 || args[0] != loadoutBin || args[1] != "sim-server" {
-			continue
-		}
-		for i, a := range args {
-			if (a == "--model" && i+1 < len(args) && args[i+1] == model) || a == "--model="+model {
-				pids = append(pids, pid)
-			}
+		if match(strings.Split(strings.TrimRight(string(raw), "\x00"), "\x00")) {
+			pids = append(pids, pid)
 		}
 	}
 	return pids
+}
+
+// modelPids returns the pids of the simulated model servers serving model.
+func modelPids(t *testing.T, model string) []int {
+	t.Helper()
+	return pidsMatching(t, func(args []string) bool {
+		if len(args) < 2 || args[0] != loadoutBin || args[1] != "sim-server" {
+			return false
+		}
+		for i, a := range args {
+			if (a == "--model" && i+1 < len(args) && args[i+1] == model) || a == "--model="+model {
+				return true
+			}
+		}
+		return false
+	})
 }
 
 func alive(pid int) bool {

@@ -113,29 +113,15 @@ func llamaLastLine(s string) string {
 // when model is "", found in /proc by their command line.
 func llamaPids(tb testing.TB, model string) []int {
 	tb.Helper()
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	var pids []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		raw, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err != nil {
-			continue
-		}
-		args := strings.Split(strings.TrimRight(string(raw), "\x00"), "\x00")
+	candidates := pidsMatching(tb, func(args []string) bool {
 		isServer := false
 		for i, a := range args {
 			if a == "-m" && i+1 < len(args) && args[i+1] == "llama_cpp.server" {
 				isServer = true
 			}
 		}
-		if !isServer || !alive(pid) {
-			continue
+		if !isServer {
+			return false
 		}
 		for i, a := range args {
 			if a != "--model" || i+1 >= len(args) {
@@ -143,8 +129,15 @@ func llamaPids(tb testing.TB, model string) []int {
 			}
 			file := args[i+1]
 			if (model == "" && filepath.Dir(file) == llamacpp.dir) || file == filepath.Join(llamacpp.dir, model+".gguf") {
-				pids = append(pids, pid)
+				return true
 			}
+		}
+		return false
+	})
+	var pids []int
+	for _, pid := range candidates {
+		if alive(pid) { // a zombie is gone for our purposes
+			pids = append(pids, pid)
 		}
 	}
 	return pids
