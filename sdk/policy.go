@@ -80,7 +80,10 @@ type Effects interface {
 	// already has a swap, (ErrUnknownModel) for an unknown model.
 	StartSwap(s SwapRequest) error
 	// StopProcesses stops the models in the background (an unload). A stop
-	// that finishes arrives as a TickEvent naming the model.
+	// that finishes arrives as a TickEvent naming the model. A model with
+	// requests in flight is never cut off (rule 6): it shows as
+	// StateStopping at once, takes no new request, and stops when its last
+	// one ends. A model being started stops once its start ends.
 	StopProcesses(models []string) error
 	// SetQueuePosition tells the host, and through it the caller, that the
 	// scheduler holds request id: 0 while it waits for a swap of its model,

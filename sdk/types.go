@@ -57,6 +57,11 @@ const (
 	CodeTooLarge         ErrorCode = 7 // 507: can never fit, even with everything evicted
 )
 
+// Valid reports whether c is one of the codes above. A host refuses (logs
+// and counts) a GrantError with any other code and fails the caller with
+// CodeInternal instead; sdk/policytest reports it as a breach.
+func (c ErrorCode) Valid() bool { return c >= CodeInternal && c <= CodeTooLarge }
+
 // LogLevel is a log line's severity, mapped onto log/slog's levels.
 type LogLevel int32
 

@@ -175,17 +175,25 @@ func runServe(ctx context.Context, o serveOptions) error {
 		})
 	}
 
-	// A scheduler of the operator's own that crash-loops is replaced by the
-	// built-in fifo (DESIGN.md rule 7), compiled now so the switch is quick.
-	var fallbackMod *policy.Module
-	if cfg.Routing.Scheduler.Use != config.SchedulerFIFO {
-		if fallbackMod, err = loadPolicy(ctx, rt, config.Policy{Use: config.SchedulerFIFO}, sdk.KindScheduler); err != nil {
-			return fmt.Errorf("fallback scheduler: %w", err)
-		}
+	// A policy that crash-loops is replaced until its cool-down ends: the
+	// scheduler by the built-in fifo, the swapper by the built-in group
+	// swapper over the config's groups (DESIGN.md rule 7). Both are
+	// compiled now so the switch is quick.
+	fallbackSched, err := loadPolicy(ctx, rt, config.Policy{Use: config.SchedulerFIFO}, sdk.KindScheduler)
+	if err != nil {
+		return fmt.Errorf("fallback scheduler: %w", err)
+	}
+	fallbackSwap, err := loadPolicy(ctx, rt, config.Policy{Use: config.RouterGroup}, sdk.KindSwapper)
+	if err != nil {
+		return fmt.Errorf("fallback router: %w", err)
+	}
+	groupSettings, err := cfg.GroupSettingsJSON()
+	if err != nil {
+		return err
 	}
 
-	var sched *policy.Scheduler
-	var swapper *policy.Swapper
+	var sched *policy.FallbackScheduler
+	var swapper *policy.FallbackSwapper
 	rcfg := router.Config{
 		Models:        models,
 		Ledger:        ledger,
@@ -194,20 +202,24 @@ func runServe(ctx context.Context, o serveOptions) error {
 		Logger:        log,
 		NewScheduler: func(fx sdk.Effects) (router.SchedulerPolicy, error) {
 			s, err := rt.NewScheduler(ctx, schedMod, schedSettings, fx)
-			sched = s
-			return s, err
+			if err != nil {
+				return nil, err
+			}
+			sched = policy.NewFallbackScheduler(s, func() (*policy.Scheduler, error) {
+				return rt.NewScheduler(ctx, fallbackSched, []byte("{}"), fx)
+			}, policy.Backoff{})
+			return sched, nil
 		},
 		NewSwapper: func(h sdk.Host) (router.SwapperPolicy, error) {
 			s, err := rt.NewSwapper(ctx, swapMod, swapSettings, h)
-			swapper = s
-			return s, err
+			if err != nil {
+				return nil, err
+			}
+			swapper = policy.NewFallbackSwapper(s, func() (*policy.Swapper, error) {
+				return rt.NewSwapper(ctx, fallbackSwap, groupSettings, h)
+			}, policy.Backoff{})
+			return swapper, nil
 		},
-	}
-	if fallbackMod != nil {
-		rcfg.FallbackName = fallbackMod.Name
-		rcfg.NewFallbackScheduler = func(fx sdk.Effects) (router.SchedulerPolicy, error) {
-			return rt.NewScheduler(ctx, fallbackMod, []byte("{}"), fx)
-		}
 	}
 	r, err := router.New(rcfg)
 	if err != nil {
@@ -229,7 +241,16 @@ func runServe(ctx context.Context, o serveOptions) error {
 			return map[string]any{"source": inv.Source(), "margin": ledger.Margin(), "devices": devices}, err
 		},
 		PolicyStatus: func() []proxy.PolicyInfo {
-			return []proxy.PolicyInfo{policyInfo("scheduler", sched.Status()), policyInfo("swapper", swapper.Status())}
+			var out []proxy.PolicyInfo
+			r.OnLoop(func() { // the policies live on the run loop (rule 1)
+				for _, st := range sched.Statuses() {
+					out = append(out, policyInfo("scheduler", st))
+				}
+				for _, st := range swapper.Statuses() {
+					out = append(out, policyInfo("swapper", st))
+				}
+			})
+			return out
 		},
 	})
 	if err != nil {
@@ -351,7 +372,8 @@ func preload(ctx context.Context, r *router.Router, id string, log *slog.Logger)
 }
 
 func policyInfo(role string, s policy.Status) proxy.PolicyInfo {
-	return proxy.PolicyInfo{Role: role, Name: s.Name, Healthy: s.Healthy, Crashes: s.Crashes, Instantiations: s.Instantiations, LastError: s.LastError}
+	return proxy.PolicyInfo{Role: role, Name: s.Name, Healthy: s.Healthy, Crashes: s.Crashes, Instantiations: s.Instantiations, LastError: s.LastError,
+		Active: s.Active, Fallback: s.Fallback, DisabledReason: s.DisabledReason, RetryAt: s.RetryAt}
 }
 
 // loadPolicy compiles a built-in or on-disk policy and checks it is of the

@@ -602,17 +602,7 @@ func (c *Config) RouterSettingsJSON() ([]byte, error) {
 	p := c.Routing.Router
 	switch {
 	case p.Wasm == "" && p.Use == RouterGroup:
-		groups := object{}
-		for _, g := range c.Groups {
-			members := g.Members
-			if members == nil {
-				members = []string{}
-			}
-			groups = append(groups, member{g.Name, object{
-				{"swap", g.Swap}, {"exclusive", g.Exclusive}, {"persistent", g.Persistent}, {"members", members},
-			}})
-		}
-		return json.Marshal(object{{"groups", groups}})
+		return c.GroupSettingsJSON()
 	case p.Wasm == "" && p.Use == RouterMatrix && c.matrix != nil:
 		sets := c.matrix.sets
 		if sets == nil {
@@ -625,6 +615,25 @@ func (c *Config) RouterSettingsJSON() ([]byte, error) {
 		}}})
 	}
 	return rawSettings(p.Settings), nil
+}
+
+// GroupSettingsJSON is the built-in group swapper's settings for this
+// config's groups (llama-swap's `groups:`, with the implicit "(default)"
+// group of the models in none). It configures the group swapper when it is
+// the router, and the fallback that replaces any other router while that
+// one is disabled for crash-looping.
+func (c *Config) GroupSettingsJSON() ([]byte, error) {
+	groups := object{}
+	for _, g := range c.Groups {
+		members := g.Members
+		if members == nil {
+			members = []string{}
+		}
+		groups = append(groups, member{g.Name, object{
+			{"swap", g.Swap}, {"exclusive", g.Exclusive}, {"persistent", g.Persistent}, {"members", members},
+		}})
+	}
+	return json.Marshal(object{{"groups", groups}})
 }
 
 func sortedObject[V any](m map[string]V) object {

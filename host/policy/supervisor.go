@@ -17,6 +17,12 @@ type Status struct {
 	Crashes        int            // crashes since the policy was made, failed re-instantiations included
 	Instantiations int            // successful instantiations, the first included
 	LastError      string         // the last error a call returned, "" if none
+
+	// Set by the fallback decorators (FallbackScheduler, FallbackSwapper):
+	Active         bool      // this policy is the one called now
+	Fallback       bool      // this is the fallback, not the configured policy
+	DisabledReason string    // why the configured policy is disabled, while it is
+	RetryAt        time.Time // when a disabled configured policy is tried again
 }
 
 // supervisor owns one policy (a module, its settings and its window onto
@@ -220,6 +226,32 @@ func (sv *supervisor) intern(b []byte) string {
 		sv.names[s] = s
 	}
 	return s
+}
+
+// revive gives a policy disabled for crash-looping a fresh start: its
+// crash window is cleared and a new instance made with its settings. A
+// closed policy stays closed. The error is the re-instantiation's; the
+// policy is then disabled again.
+func (sv *supervisor) revive() error {
+	if sv.disabled != nil && !errors.Is(sv.disabled, ErrUnhealthy) {
+		return sv.disabled
+	}
+	if sv.in != nil {
+		sv.in.close()
+		sv.in = nil
+	}
+	sv.disabled, sv.crashes = nil, sv.crashes[:0]
+	in := newInstance(sv)
+	if err := in.instantiate(sv.settings); err != nil {
+		sv.status.Crashes++
+		sv.disabled = fmt.Errorf("policy %s: %w (its retry failed: %v)", sv.m.Name, ErrUnhealthy, err)
+		return sv.fail(sv.disabled)
+	}
+	sv.in = in
+	sv.status.Instantiations++
+	sv.status.Healthy = true
+	sv.flushOutput(in)
+	return nil
 }
 
 // close discards the instance; every later call fails.

@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/gorilla/mux"
 
@@ -90,10 +92,17 @@ func (s *Server) running(w http.ResponseWriter, r *http.Request) {
 	s.writeJSON(w, r, map[string]any{"running": out})
 }
 
+// unloadOptions reads an unload's query: ?force=true stops models with
+// requests in flight at once (otherwise they stop when those end).
+func unloadOptions(r *http.Request, models ...string) router.UnloadOptions {
+	force, _ := strconv.ParseBool(r.URL.Query().Get("force"))
+	return router.UnloadOptions{Models: models, Force: force}
+}
+
 // unloadAll is GET|POST /unload and POST /api/models/unload: stop every
 // running model and answer "OK" once they have exited.
 func (s *Server) unloadAll(w http.ResponseWriter, r *http.Request) {
-	if err := s.router.Unload(r.Context()); err != nil {
+	if err := s.router.Unload(r.Context(), unloadOptions(r)); err != nil {
 		s.writeError(w, r, acquireError(err, "(all)"))
 		return
 	}
@@ -109,7 +118,7 @@ func (s *Server) unloadModel(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	exchangeOf(r).model = e.ID
-	if err := s.router.Unload(r.Context(), e.ID); err != nil {
+	if err := s.router.Unload(r.Context(), unloadOptions(r, e.ID)); err != nil {
 		s.writeError(w, r, acquireError(err, e.ID))
 		return
 	}
@@ -152,6 +161,10 @@ func (s *Server) apiModels(w http.ResponseWriter, r *http.Request) {
 type apiPolicy struct {
 	Role           string                `json:"role"`
 	Name           string                `json:"name,omitempty"`
+	Active         bool                  `json:"active"`             // the policy called now for its role
+	Fallback       bool                  `json:"fallback,omitempty"` // the built-in fallback of a disabled policy
+	DisabledReason string                `json:"disabled_reason,omitempty"`
+	RetryAt        time.Time             `json:"retry_at,omitzero"` // when a disabled policy is tried again
 	Healthy        *bool                 `json:"healthy,omitempty"` // absent when PolicyStatus does not describe the role
 	Crashes        int                   `json:"crashes"`
 	Instantiations int                   `json:"instantiations,omitempty"`
@@ -171,8 +184,12 @@ func (s *Server) apiPolicies(w http.ResponseWriter, r *http.Request) {
 	seen := map[string]bool{}
 	for _, pi := range infos {
 		healthy := pi.Healthy
-		out = append(out, apiPolicy{Role: pi.Role, Name: pi.Name, Healthy: &healthy, Crashes: pi.Crashes,
-			Instantiations: pi.Instantiations, LastError: pi.LastError, Counters: counters[pi.Role]})
+		ap := apiPolicy{Role: pi.Role, Name: pi.Name, Active: pi.Active, Fallback: pi.Fallback, DisabledReason: pi.DisabledReason,
+			RetryAt: pi.RetryAt, Healthy: &healthy, Crashes: pi.Crashes, Instantiations: pi.Instantiations, LastError: pi.LastError}
+		if pi.Active {
+			ap.Counters = counters[pi.Role] // the router counts per role, against the policy in charge
+		}
+		out = append(out, ap)
 		seen[pi.Role] = true
 	}
 	roles := make([]string, 0, len(counters))

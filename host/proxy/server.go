@@ -27,9 +27,9 @@ type Router interface {
 	// Acquire waits until the model named in req may serve, and returns the
 	// grant to release when the response is done.
 	Acquire(ctx context.Context, req router.Request) (*router.Grant, error)
-	// Unload stops the given models (all running models when none is
-	// given) and waits until they have exited.
-	Unload(ctx context.Context, models ...string) error
+	// Unload stops the models opt names (all running models when none is
+	// named) and waits, bounded, until they have exited.
+	Unload(ctx context.Context, opt router.UnloadOptions) error
 	// Models returns every model's status, sorted by id.
 	Models() []router.ModelStatus
 	// Counters returns each policy's failure counters, keyed by role.
@@ -63,6 +63,12 @@ type PolicyInfo struct {
 	Crashes        int    // crashes since it was loaded
 	Instantiations int    // instances made, the first included
 	LastError      string // the last error a call returned
+	Active         bool   // the policy called now for its role
+	Fallback       bool   // the built-in fallback, not the configured policy
+	// DisabledReason says why a configured policy is disabled, while it
+	// is; RetryAt is when it is tried again (zero when not disabled).
+	DisabledReason string
+	RetryAt        time.Time
 }
 
 // Config builds a Server. Router and Models are required.

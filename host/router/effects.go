@@ -45,7 +45,7 @@ func (fx *effects) logAs(policy string, level sdk.LogLevel, msg string) {
 func (fx *effects) info(m *model) sdk.ModelInfo {
 	info := sdk.ModelInfo{
 		Name:             m.name,
-		State:            m.state,
+		State:            m.visible(),
 		InFlight:         uint32(m.inFlight),
 		ConcurrencyLimit: m.cfg.ConcurrencyLimit,
 		Priority:         m.cfg.Priority,
@@ -111,11 +111,16 @@ func (fx *effects) GrantServe(id sdk.RequestID, name string) bool {
 		r.refused(&l.schedCounters, fmt.Sprintf("GrantServe(%d, %q): unknown request id", id, name))
 		return false
 	}
+	if name != w.req.Model {
+		r.refused(&l.schedCounters, fmt.Sprintf("GrantServe(%d, %q): the request asked for model %q", id, name, w.req.Model))
+		r.fail(w, sdk.CodeInternal, fmt.Sprintf("scheduler %s granted model %q to a request for %q (policy bug)", r.cfg.SchedulerName, name, w.req.Model))
+		return false
+	}
 	m, ok := l.models[name]
-	if !ok || m.state != sdk.StateReady {
+	if !ok || m.visible() != sdk.StateReady {
 		state := "unknown"
 		if ok {
-			state = m.state.String()
+			state = m.visible().String()
 		}
 		r.refused(&l.schedCounters, fmt.Sprintf("GrantServe(%d, %q): model is %s", id, name, state))
 		r.fail(w, sdk.CodeInternal, fmt.Sprintf("scheduler %s granted model %q, which is %s (policy bug)", r.cfg.SchedulerName, name, state))
@@ -144,6 +149,10 @@ func (fx *effects) GrantError(id sdk.RequestID, code sdk.ErrorCode, msg string) 
 		r.refused(&l.schedCounters, fmt.Sprintf("GrantError(%d): unknown request id", id))
 		return
 	}
+	if !code.Valid() {
+		r.refused(&l.schedCounters, fmt.Sprintf("GrantError(%d, %d): unknown error code; failing the request with %d", id, code, sdk.CodeInternal))
+		code = sdk.CodeInternal
+	}
 	if msg == "" {
 		msg = "request failed"
 	}
@@ -161,6 +170,7 @@ func (fx *effects) SetQueuePosition(id sdk.RequestID, pos int) {
 		return
 	}
 	if pos < 0 {
+		r.refused(&l.schedCounters, fmt.Sprintf("SetQueuePosition(%d, %d): negative position; holding the request at 0", id, pos))
 		pos = 0
 	}
 	w.held, w.pos = true, pos
@@ -216,6 +226,12 @@ func (fx *effects) Plan(target string) (sdk.Plan, error) {
 		}
 	}
 	plan, err := l.swapper.Plan(sdk.PlanRequest{Now: l.now.UnixNano(), Target: target, Running: running})
+	if l.swapHandover != nil && l.swapHandover.HandedOver() {
+		// Another swapper answers now: what the old one planned no
+		// longer holds, and the new one may not be pure.
+		clear(l.planCache)
+		l.purePlans = purePlanner(l.swapper)
+	}
 	if err != nil {
 		l.planFailures[target] = err.Error()
 		l.swapCounters.Failures++
@@ -225,11 +241,13 @@ func (fx *effects) Plan(target string) (sdk.Plan, error) {
 	}
 	for _, name := range plan.Evict {
 		if !slices.Contains(running, name) {
+			why := fmt.Sprintf("swapper %s planned to evict %q, which is not running", r.cfg.SwapperName, name)
 			r.refused(&l.swapCounters, fmt.Sprintf("plan for %q evicts %q, which is not running", target, name))
+			l.planFailures[target] = why
 			return sdk.Plan{}, sdk.ErrSwapperFailed
 		}
 	}
-	if l.purePlans {
+	if l.purePlans && key != "" {
 		if len(l.planCache) >= maxCachedPlans {
 			clear(l.planCache)
 		}
@@ -256,7 +274,7 @@ func (fx *effects) StartSwap(s sdk.SwapRequest) error {
 	if _, active := l.swaps[s.Model]; active || target.state == sdk.StateStarting {
 		return refuse(sdk.ErrSwapActive, "a swap for it is already running")
 	}
-	if target.state == sdk.StateStopping {
+	if target.visible() == sdk.StateStopping {
 		return refuse(sdk.ErrSwapActive, "it is being stopped; retry when the stop is done")
 	}
 	for _, sw := range l.swaps {
@@ -321,13 +339,13 @@ func (fx *effects) StartSwap(s sdk.SwapRequest) error {
 
 	// Hand the goroutine everything it needs by value: it must not touch
 	// loop state.
-	var stops []Instance
+	var stops []eviction
 	for _, m := range evicted {
 		if m.state == sdk.StateReady {
-			stops = append(stops, m.inst)
+			stops = append(stops, eviction{model: m.name, gen: m.gen, inst: m.inst})
 		}
 		if m.state.Running() {
-			m.state = sdk.StateStopping
+			m.state, m.stopWhenIdle = sdk.StateStopping, false
 		}
 	}
 	var inst Instance
@@ -345,17 +363,31 @@ func (fx *effects) StartSwap(s sdk.SwapRequest) error {
 	return nil
 }
 
-// doSwap runs on its own goroutine: stop the evicted servers in parallel,
-// start the target (unless it is already up), and report back.
-func (r *Router) doSwap(sw *swap, mc ModelConfig, stops []Instance, ready Instance, inv gpu.Inventory, placement map[int]uint64) {
+// eviction is one running server a swap stops, handed to the swap
+// goroutine by value.
+type eviction struct {
+	model string
+	gen   uint64
+	inst  Instance
+}
+
+// doSwap runs on its own goroutine: stop the evicted servers in parallel
+// (each reports its stop to the loop as it ends, so the table shows it
+// stopped while the target still loads), start the target (unless it is
+// already up), and report back.
+func (r *Router) doSwap(sw *swap, mc ModelConfig, stops []eviction, ready Instance, inv gpu.Inventory, placement map[int]uint64) {
 	started := time.Now()
 	done := make(chan struct{}, len(stops))
-	for _, inst := range stops {
+	for _, ev := range stops {
 		go func() {
 			ctx, cancel := context.WithTimeout(context.Background(), stopTimeout(mc))
 			defer cancel()
-			if err := inst.Stop(ctx); err != nil {
-				r.log.Warn("evicting model", "err", err)
+			if err := ev.inst.Stop(ctx); err != nil {
+				r.log.Warn("evicting model", "model", ev.model, "err", err)
+			}
+			select {
+			case r.stopDones <- stopDone{model: ev.model, gen: ev.gen}:
+			case <-r.done:
 			}
 			done <- struct{}{}
 		}()
@@ -412,11 +444,14 @@ func (fx *effects) StopProcesses(names []string) error {
 	}
 	for _, name := range names {
 		m := l.models[name]
-		if _, swapping := l.swaps[name]; swapping {
+		switch {
+		case l.swaps[name] != nil:
 			m.stopAfterStart = true
-			continue
+		case m.state == sdk.StateReady && m.inFlight > 0: // rule 6: drain first
+			m.stopWhenIdle = true
+		default:
+			r.stopModel(m)
 		}
-		r.stopModel(m)
 	}
 	return nil
 }

@@ -88,7 +88,7 @@ type harnessOpts struct {
 	models    map[string]ModelConfig
 	newSched  func(fx sdk.Effects) (SchedulerPolicy, error) // overrides the fifo policy
 	wrapSwap  func(*policy.Swapper) SwapperPolicy           // wraps the group policy
-	fallback  bool                                          // the Wasm fifo as the fallback scheduler
+	newSwap   func(sdk.Host) (SwapperPolicy, error)         // overrides the group policy
 	tick      time.Duration
 	ledger    *gpu.Ledger
 	measure   time.Duration
@@ -142,11 +142,9 @@ func newHarness(t testing.TB, o harnessOpts) *harness {
 		cfg.NewScheduler = o.newSched
 		cfg.SchedulerName = "test"
 	}
-	if o.fallback {
-		cfg.FallbackName = "builtin:fifo"
-		cfg.NewFallbackScheduler = func(fx sdk.Effects) (SchedulerPolicy, error) {
-			return rt.NewScheduler(ctx, fifo, []byte("{}"), fx)
-		}
+	if o.newSwap != nil {
+		cfg.NewSwapper = o.newSwap
+		cfg.SwapperName = "test"
 	}
 	r, err := New(cfg)
 	if err != nil {

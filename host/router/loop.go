@@ -1,6 +1,7 @@
 package router
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -9,7 +10,6 @@ import (
 	"time"
 
 	"github.com/loadout-dev/loadout/host/gpu"
-	"github.com/loadout-dev/loadout/host/policy"
 	"github.com/loadout-dev/loadout/sdk"
 )
 
@@ -52,6 +52,7 @@ type exitEvent struct {
 
 type unloadRequest struct {
 	models []string
+	force  bool       // stop models with requests in flight too
 	done   chan error // buffered 1
 }
 
@@ -69,8 +70,22 @@ type model struct {
 	// stopAfterStart: an unload arrived while a swap was starting the
 	// model; stop it as soon as the swap ends.
 	stopAfterStart bool
+	// stopWhenIdle: an operator's unload arrived while the model had
+	// requests in flight; it takes no new ones (policies see it Stopping)
+	// and is stopped when the last one ends.
+	stopWhenIdle bool
 	// unloadWaiters are closed when the model reaches Stopped or Failed.
 	unloadWaiters []chan struct{}
+}
+
+// visible is the state policies and the API see: a Ready model draining
+// for an unload (stopWhenIdle) is already Stopping to them, so no policy
+// grants it new requests or plans around it as loaded.
+func (m *model) visible() sdk.ModelState {
+	if m.state == sdk.StateReady && m.stopWhenIdle {
+		return sdk.StateStopping
+	}
+	return m.state
 }
 
 // swap is one swap started by StartSwap and not yet done.
@@ -105,7 +120,10 @@ type loopState struct {
 	purePlans bool
 	planCache map[string]sdk.Plan
 
-	onFallback bool // the fallback scheduler replaced a crash-looping one
+	// schedHandover and swapHandover are the policies' decorators, if they
+	// are ones (host/policy's fallbacks): after a call they say whether the
+	// policy behind them changed.
+	schedHandover, swapHandover handover
 
 	ledger *gpu.Ledger // nil: no VRAM accounting
 	// planFailures holds, during one event, why the swapper could not plan
@@ -184,6 +202,12 @@ func (r *Router) onRequest(w *waiter) {
 	l.nextID++
 	w.id = l.nextID
 	l.waiters[w.id] = w
+	r.offer(w)
+}
+
+// offer delivers a waiting caller to the scheduler as an OnRequest event.
+func (r *Router) offer(w *waiter) {
+	l := &r.loop
 	prio := w.req.Priority
 	if m, ok := l.models[w.req.Model]; ok && prio == 0 {
 		prio = m.cfg.Priority
@@ -203,6 +227,27 @@ func (r *Router) onRequest(w *waiter) {
 	}
 }
 
+// reoffer hands the callers the scheduler held to the policy now in charge
+// behind it (a fallback decorator switched), as fresh OnRequest events in
+// arrival order: nothing the old policy held is lost.
+func (r *Router) reoffer() {
+	l := &r.loop
+	held := make([]*waiter, 0, len(l.waiters))
+	for _, w := range l.waiters {
+		if w.held {
+			held = append(held, w)
+		}
+	}
+	slices.SortFunc(held, func(a, b *waiter) int { return cmp.Compare(a.id, b.id) })
+	r.log.Info("scheduler policy changed; handing over the requests it held", "requests", len(held))
+	for _, w := range held {
+		if _, ok := l.waiters[w.id]; ok {
+			w.held = false
+			r.offer(w)
+		}
+	}
+}
+
 func (r *Router) onCancel(w *waiter) {
 	l := &r.loop
 	if _, ok := l.waiters[w.id]; !ok {
@@ -218,6 +263,9 @@ func (r *Router) onServeDone(ev serveDone) {
 	if m, ok := l.models[ev.model]; ok {
 		m.inFlight--
 		m.lastUse = time.Now()
+		if m.stopWhenIdle && m.inFlight == 0 {
+			r.stopModel(m)
+		}
 	}
 	err := l.sched.OnServeDone(sdk.ServeDoneEvent{Now: r.stamp(), ID: ev.id, Model: ev.model})
 	r.schedulerFailed("on_serve_done", err)
@@ -277,13 +325,18 @@ func (r *Router) onExit(ev exitEvent) {
 		reason = err.Error()
 	}
 	r.log.Error("model server exited unexpectedly", "model", m.name, "in_flight", m.inFlight, "err", reason)
-	m.state, m.inst, m.lastErr = sdk.StateFailed, nil, "exited unexpectedly: "+reason
+	m.state, m.inst, m.lastErr, m.stopWhenIdle = sdk.StateFailed, nil, "exited unexpectedly: "+reason, false
 	r.releaseLease(m)
 	r.releaseUnloadWaiters(m)
 	r.loop.changed = append(r.loop.changed, m.name)
 	r.tickNow()
 }
 
+// onUnload carries out an operator's unload. The scheduler is told first
+// (so it fails what it holds for the models), but the stop is the host's
+// own: an operator's unload is not the policy's to refuse. A model with
+// requests in flight stops when the last one ends, unless the unload is
+// forced; one being started stops once its start ends.
 func (r *Router) onUnload(req unloadRequest) {
 	l := &r.loop
 	targets := req.models
@@ -305,16 +358,18 @@ func (r *Router) onUnload(req unloadRequest) {
 		return
 	}
 	err := l.sched.OnUnload(sdk.UnloadEvent{Now: r.stamp(), Models: targets, Reason: sdk.UnloadAdmin})
-	if r.schedulerFailed("on_unload", err) {
-		// The policy is gone; do what an unload means anyway.
-		for _, name := range targets {
-			r.stopModel(l.models[name])
-		}
-	}
-	// Wait for every target that is not stopped yet.
+	r.schedulerFailed("on_unload", err)
 	var pending []chan struct{}
 	for _, name := range targets {
 		m := l.models[name]
+		switch {
+		case m.state == sdk.StateReady && m.inFlight > 0 && !req.force:
+			m.stopWhenIdle = true
+		case m.state == sdk.StateReady:
+			r.stopModel(m)
+		case l.swaps[name] != nil:
+			m.stopAfterStart = true
+		}
 		if m.state == sdk.StateStopped || m.state == sdk.StateFailed {
 			continue
 		}
@@ -328,6 +383,30 @@ func (r *Router) onUnload(req unloadRequest) {
 		}
 		req.done <- nil
 	}()
+}
+
+// stillStopping describes, for an unload that timed out, each of models
+// (every model when empty) that has not stopped yet and what it waits for.
+func (l *loopState) stillStopping(models []string) []string {
+	if len(models) == 0 {
+		models = l.names
+	}
+	var out []string
+	for _, name := range models {
+		m, ok := l.models[name]
+		if !ok || !m.state.Running() {
+			continue
+		}
+		switch {
+		case m.stopWhenIdle:
+			out = append(out, fmt.Sprintf("%s (%d requests in flight; they finish first unless the unload is forced)", name, m.inFlight))
+		case m.state == sdk.StateStarting:
+			out = append(out, name+" (still starting; it stops once started)")
+		default:
+			out = append(out, name+" ("+m.visible().String()+")")
+		}
+	}
+	return out
 }
 
 func (r *Router) onTick() {
@@ -403,15 +482,20 @@ func (r *Router) stopIdle() {
 	}
 }
 
-// schedulerFailed handles an error from a scheduler call: the policy lost
-// its state (crashed, timed out, unhealthy), so every caller it held gets a
-// clear error now instead of waiting forever (rule 7). It reports whether
-// err was non-nil.
+// schedulerFailed handles the end of a scheduler call. An error means the
+// policy lost its state (crashed, timed out, disabled), so every caller it
+// held gets a clear error now instead of waiting forever (rule 7). A
+// scheduler that changed behind a decorator (a fallback taking over or
+// giving back) gets the callers the old one held. It reports whether err
+// was non-nil.
 func (r *Router) schedulerFailed(event string, err error) bool {
+	l := &r.loop
 	if err == nil {
+		if l.schedHandover != nil && l.schedHandover.HandedOver() {
+			r.reoffer()
+		}
 		return false
 	}
-	l := &r.loop
 	l.schedCounters.Failures++
 	l.schedCounters.LastError = err.Error()
 	r.log.Error("scheduler policy failed; failing the requests it held", "policy", r.cfg.SchedulerName, "event", event, "waiting", len(l.waiters), "err", err)
@@ -420,25 +504,10 @@ func (r *Router) schedulerFailed(event string, err error) bool {
 		delete(l.waiters, id)
 		r.deliver(w, result{err: &Error{Code: sdk.CodeUnavailable, Message: msg}})
 	}
-	if errors.Is(err, policy.ErrUnhealthy) && r.cfg.NewFallbackScheduler != nil && !l.onFallback {
-		r.fallBack()
+	if l.schedHandover != nil {
+		l.schedHandover.HandedOver() // nothing is held any more
 	}
 	return true
-}
-
-// fallBack replaces a crash-looping scheduler with the fallback. The new
-// scheduler starts with nothing queued (the callers the old one held have
-// been failed); swaps still running report to it as usual.
-func (r *Router) fallBack() {
-	l := &r.loop
-	fb, err := r.cfg.NewFallbackScheduler(l.fx)
-	if err != nil {
-		r.log.Error("fallback scheduler failed to start; requests keep failing", "policy", r.cfg.FallbackName, "err", err)
-		return
-	}
-	r.log.Error("scheduler policy is crash-looping; the fallback takes over", "policy", r.cfg.SchedulerName, "fallback", r.cfg.FallbackName)
-	l.sched, l.onFallback = fb, true
-	r.cfg.SchedulerName = r.cfg.FallbackName
 }
 
 // refused records a policy call the router would not carry out.
@@ -494,7 +563,7 @@ func (r *Router) releaseUnloadWaiters(m *model) {
 func (r *Router) stopModel(m *model) {
 	switch m.state {
 	case sdk.StateReady:
-		m.state = sdk.StateStopping
+		m.state, m.stopWhenIdle = sdk.StateStopping, false
 		inst, name, gen := m.inst, m.name, m.gen
 		timeout := stopTimeout(m.cfg)
 		go func() {
@@ -551,7 +620,7 @@ func (l *loopState) modelStatuses() []ModelStatus {
 	for _, name := range l.names {
 		m := l.models[name]
 		st := ModelStatus{
-			Model: name, State: m.state.String(), InFlight: m.inFlight,
+			Model: name, State: m.visible().String(), InFlight: m.inFlight,
 			LastUse: m.lastUse, LastError: m.lastErr, Group: m.cfg.Group, VRAM: m.cfg.VRAM,
 			Measured: m.measured, Devices: l.devices(name),
 		}

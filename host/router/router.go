@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"strings"
 	"sync"
 	"time"
 
@@ -36,6 +37,13 @@ type SwapperPolicy interface {
 	OnSwapStart(sdk.SwapStartEvent) error
 }
 
+// handover is implemented by a policy decorator that may change which
+// policy answers behind it (host/policy's FallbackScheduler and
+// FallbackSwapper): HandedOver reports, once, that it changed since the
+// last call. The run loop then offers the requests the old scheduler held
+// to the new one, or drops the plans it cached from the old swapper.
+type handover interface{ HandedOver() bool }
+
 // ModelConfig is the static part of a model that policies read through
 // sdk.ModelInfo.
 type ModelConfig struct {
@@ -60,12 +68,6 @@ type Config struct {
 	// SchedulerName and SwapperName name the policies in errors and logs
 	// (e.g. "builtin:fifo", "/etc/loadout/mine.wasm").
 	SchedulerName, SwapperName string
-	// NewFallbackScheduler, if set, makes the scheduler that takes over
-	// when the configured one is disabled for crash-looping (an error that
-	// matches policy.ErrUnhealthy), so that requests are scheduled again
-	// rather than failed (DESIGN.md rule 7). FallbackName names it.
-	NewFallbackScheduler func(fx sdk.Effects) (SchedulerPolicy, error)
-	FallbackName         string
 	// TickInterval is how often OnTick runs (TTL checks, queue aging).
 	// Default 1 s.
 	TickInterval time.Duration
@@ -244,11 +246,17 @@ func New(cfg Config) (*Router, error) {
 		return nil, fmt.Errorf("router: scheduler %s: %w", cfg.SchedulerName, err)
 	}
 	r.loop.sched, r.loop.swapper, r.loop.fx = sched, sw, fx
-	if pp, ok := sw.(sdk.PurePlanner); ok && pp.PurePlan() {
-		r.loop.purePlans = true
-	}
+	r.loop.schedHandover, _ = sched.(handover)
+	r.loop.swapHandover, _ = sw.(handover)
+	r.loop.purePlans = purePlanner(sw)
 	go r.run()
 	return r, nil
+}
+
+// purePlanner reports whether sw claims sdk.PurePlanner.
+func purePlanner(sw SwapperPolicy) bool {
+	pp, ok := sw.(sdk.PurePlanner)
+	return ok && pp.PurePlan()
 }
 
 // Acquire waits until the scheduler grants req a model, fails it, or ctx
@@ -276,11 +284,36 @@ func (r *Router) Acquire(ctx context.Context, req Request) (*Grant, error) {
 	}
 }
 
-// Unload stops the given models (all running models when none are given)
-// through the scheduler's OnUnload, and waits until their processes have
-// exited or ctx ends. Callers waiting for those models get an error.
-func (r *Router) Unload(ctx context.Context, models ...string) error {
-	req := unloadRequest{models: models, done: make(chan error, 1)}
+// UnloadOptions says what Router.Unload stops and how.
+type UnloadOptions struct {
+	// Models are the model ids to stop; none means every running model.
+	Models []string
+	// Force stops models with requests in flight at once, cutting those
+	// requests; otherwise such a model takes no new request and stops when
+	// its last one ends.
+	Force bool
+	// Timeout bounds the wait for the models to stop when ctx has no
+	// earlier deadline; 0 means DefaultUnloadTimeout. The stop goes on
+	// after the wait ends.
+	Timeout time.Duration
+}
+
+// DefaultUnloadTimeout bounds an unload's wait for its models to stop.
+const DefaultUnloadTimeout = 2 * time.Minute
+
+// Unload stops models as an operator asks: the scheduler is told
+// (OnUnload) and fails what it holds for them, but the stop is the host's,
+// whatever the policy does. It waits until every model has stopped.
+// Errors: *Error with CodeModelNotFound for an unknown model (nothing is
+// stopped); *Error with CodeTimeout naming the models still stopping, and
+// why, when the wait ends first (their stop goes on); ctx.Err();
+// ErrShuttingDown.
+func (r *Router) Unload(ctx context.Context, opt UnloadOptions) error {
+	timeout := opt.Timeout
+	if timeout <= 0 {
+		timeout = DefaultUnloadTimeout
+	}
+	req := unloadRequest{models: opt.Models, force: opt.Force, done: make(chan error, 1)}
 	select {
 	case r.unloads <- req:
 	case <-ctx.Done():
@@ -288,11 +321,18 @@ func (r *Router) Unload(ctx context.Context, models ...string) error {
 	case <-r.done:
 		return ErrShuttingDown
 	}
+	t := time.NewTimer(timeout)
+	defer t.Stop()
 	select {
 	case err := <-req.done:
 		return err
 	case <-ctx.Done():
 		return ctx.Err()
+	case <-t.C:
+		var still []string
+		r.query(func() { still = r.loop.stillStopping(opt.Models) })
+		return &Error{Code: sdk.CodeTimeout, Message: fmt.Sprintf("unload: models still stopping after %s: %s",
+			timeout, strings.Join(still, "; "))}
 	}
 }
 
@@ -313,6 +353,12 @@ func (r *Router) Counters() map[string]PolicyCounters {
 	})
 	return out
 }
+
+// OnLoop runs fn on the run-loop goroutine and waits for it; after shutdown
+// fn does not run. It is how another goroutine reads state that lives on the
+// loop (rule 1), such as the policies' health for the admin API. fn must
+// not block nor call the Router.
+func (r *Router) OnLoop(fn func()) { r.query(fn) }
 
 // query runs fn on the run loop and waits for it; after shutdown it does
 // nothing.

@@ -345,18 +345,18 @@ func TestRouter_UnloadStopsAndWaits(t *testing.T) {
 	h.acquire("a").wait(t).Release()
 	h.acquire("e").wait(t).Release()
 	h.world.expect(t, "starting a", "ready a", "starting e", "ready e")
-	if err := h.r.Unload(context.Background(), "a"); err != nil {
+	if err := h.r.Unload(context.Background(), UnloadOptions{Models: []string{"a"}}); err != nil {
 		t.Fatal(err)
 	}
 	h.world.expect(t, "stopped a")
 	h.expectState("a", "stopped")
 	h.expectState("e", "ready")
-	if err := h.r.Unload(context.Background()); err != nil { // everything
+	if err := h.r.Unload(context.Background(), UnloadOptions{}); err != nil { // everything
 		t.Fatal(err)
 	}
 	h.world.expect(t, "stopped e")
 	var rerr *Error
-	if err := h.r.Unload(context.Background(), "nope"); !errors.As(err, &rerr) || rerr.HTTPStatus() != 404 {
+	if err := h.r.Unload(context.Background(), UnloadOptions{Models: []string{"nope"}}); !errors.As(err, &rerr) || rerr.HTTPStatus() != 404 {
 		t.Fatalf("unload of an unknown model: %v", err)
 	}
 }
@@ -368,7 +368,7 @@ func TestRouter_UnloadFailsCallersWaitingOnTheSwap(t *testing.T) {
 	h.world.expect(t, "starting a")
 	c.held(t, true)
 	unloaded := make(chan error, 1)
-	go func() { unloaded <- h.r.Unload(context.Background(), "a") }()
+	go func() { unloaded <- h.r.Unload(context.Background(), UnloadOptions{Models: []string{"a"}}) }()
 	if e := c.waitErr(t); e.HTTPStatus() != 503 {
 		t.Fatalf("waiter error = %v, want 503", e)
 	}
@@ -584,7 +584,7 @@ func TestRouter_MeasuredMemoryCorrectsTheLease(t *testing.T) {
 	if st := h.status("a"); !slices.Equal(st.Devices, []int{0}) {
 		t.Fatalf("devices = %v, want [0]", st.Devices)
 	}
-	if err := h.r.Unload(context.Background(), "a"); err != nil {
+	if err := h.r.Unload(context.Background(), UnloadOptions{Models: []string{"a"}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, held := ledger.Lease("a"); held {
@@ -606,10 +606,16 @@ func TestRouter_Rule7_FallbackTakesOverFromCrashLoop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	_, fifo, _ := policies(t)
 	h := newHarness(t, harnessOpts{
-		fallback: true,
 		newSched: func(fx sdk.Effects) (SchedulerPolicy, error) {
-			return rt.NewScheduler(ctx, mod, []byte(`{"misbehave": "panic"}`), fx)
+			primary, err := rt.NewScheduler(ctx, mod, []byte(`{"misbehave": "panic"}`), fx)
+			if err != nil {
+				return nil, err
+			}
+			return policy.NewFallbackScheduler(primary, func() (*policy.Scheduler, error) {
+				return rt.NewScheduler(ctx, fifo, []byte("{}"), fx)
+			}, policy.Backoff{Initial: time.Hour}), nil
 		},
 	})
 	crashes := 0

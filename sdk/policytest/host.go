@@ -187,6 +187,9 @@ func (h *Host) GrantServe(id sdk.RequestID, model string) bool {
 	case !ok:
 		h.violate("GrantServe(%d, %q): unknown model", id, model)
 		return false
+	case model != c.model:
+		h.violate("GrantServe(%d, %q): the request asked for model %q", id, model, c.model)
+		return false
 	case c.left:
 		c.state = gone
 		return false
@@ -224,6 +227,9 @@ func (h *Host) holder(op string, id sdk.RequestID) *caller {
 func (h *Host) GrantError(id sdk.RequestID, code sdk.ErrorCode, msg string) {
 	h.tb.Helper()
 	h.Calls = append(h.Calls, Call{Op: OpGrantError, ID: id, Code: code, Msg: msg})
+	if !code.Valid() {
+		h.violate("GrantError(%d, %d): unknown error code", id, code)
+	}
 	if c := h.holder(string(OpGrantError), id); c != nil {
 		c.state, c.code, c.msg = errored, code, msg
 	}

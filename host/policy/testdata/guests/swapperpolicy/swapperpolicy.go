@@ -13,9 +13,10 @@ import (
 
 // Settings are the swapper's JSON settings.
 type Settings struct {
-	MaxRunning int    `json:"max_running"` // default 4
-	FailTarget string `json:"fail_target"` // Plan returns an error for this target
-	LoopTarget string `json:"loop_target"` // Plan never returns for this target
+	MaxRunning  int    `json:"max_running"`  // default 4
+	FailTarget  string `json:"fail_target"`  // Plan returns an error for this target
+	LoopTarget  string `json:"loop_target"`  // Plan never returns for this target
+	PanicTarget string `json:"panic_target"` // Plan panics for this target
 }
 
 // Swapper is the swapper.
@@ -43,6 +44,9 @@ func (s *Swapper) Plan(q sdk.PlanRequest) (sdk.Plan, error) {
 	}
 	if q.Target == s.set.LoopTarget && q.Target != "" {
 		spin()
+	}
+	if q.Target == s.set.PanicTarget && q.Target != "" {
+		panic("swapperpolicy: panic_target " + q.Target)
 	}
 	var p sdk.Plan
 	if n := len(q.Running) + 1 - s.set.MaxRunning; n > 0 {
