@@ -55,7 +55,9 @@ func New(logger *slog.Logger) *Backend {
 
 // Start implements plugins.Backend: it expands ${PORT} and ${MODEL_ID} in
 // Cmd, CmdStop and Proxy (picking a free loopback port when Port is 0), runs
-// the command and waits for its check endpoint.
+// the command and waits until the server is ready (see the package comment).
+// A Port that something already listens on fails the start before anything
+// is run (plugins.CheckPortFree).
 func (b *Backend) Start(ctx context.Context, spec plugins.ModelSpec) (plugins.Started, error) {
 	if spec.Model == "" {
 		return plugins.Started{}, errors.New("start: empty model id")
@@ -66,6 +68,10 @@ func (b *Backend) Start(ctx context.Context, spec plugins.ModelSpec) (plugins.St
 			return plugins.Started{}, fmt.Errorf("model %q: pick a port: %w", spec.Model, err)
 		}
 		spec.Port = port
+	} else if err := plugins.CheckPortFree(spec.Port); err != nil {
+		// Another process answers there: launching would only make the
+		// server fail to bind while that process answers its checks.
+		return plugins.Started{}, fmt.Errorf("model %q: not started: %w (another process listens there: stop it, or change startPort)", spec.Model, err)
 	}
 	macros := strings.NewReplacer("${PORT}", strconv.Itoa(spec.Port), "${MODEL_ID}", spec.Model)
 	spec.Cmd = macros.Replace(spec.Cmd)
