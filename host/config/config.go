@@ -126,7 +126,9 @@ type Model struct {
 	// Port is the port assigned for ${PORT}, or 0. Ports count up from
 	// StartPort in sorted model-id order over the models whose cmd uses
 	// ${PORT} (llama-swap's rule) and the models of non-cmd backends, which
-	// always get one to listen on.
+	// always get one to listen on. ParseWith skips Loadout's own listen
+	// port and the ports Options.PortFree refuses (taken ones), with a
+	// warning for each.
 	Port int
 	// Env holds "NAME=value" entries added to the backend's environment.
 	Env []string
