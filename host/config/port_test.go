@@ -119,4 +119,3 @@ func TestParseWith_BadListen(t *testing.T) {
 		t.Errorf("ParseWith with listen 8080 = %v, want an error naming the listen address", err)
 	}
 }
-
