@@ -1,12 +1,16 @@
 package cmdbackend
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -183,6 +187,24 @@ func (b *Backend) Wait(ctx context.Context, model string) (plugins.Exit, error) 
 	case <-ctx.Done():
 		return plugins.Exit{}, fmt.Errorf("model %q: wait: %w", model, ctx.Err())
 	}
+}
+
+// Validate implements plugins.Backend: the cmd backend takes no options (it
+// runs Cmd as written), so every option is a problem; Cmd itself is the
+// host configuration's to check.
+func (b *Backend) Validate(_ context.Context, spec plugins.ModelSpec) ([]plugins.Problem, error) {
+	if len(bytes.TrimSpace(spec.Options)) == 0 {
+		return nil, nil
+	}
+	var opts map[string]json.RawMessage
+	if err := json.Unmarshal(spec.Options, &opts); err != nil {
+		return []plugins.Problem{{Message: fmt.Sprintf("want a JSON object: %v", err)}}, nil
+	}
+	var problems []plugins.Problem
+	for _, k := range slices.Sorted(maps.Keys(opts)) {
+		problems = append(problems, plugins.Problem{Option: k, Message: "the cmd backend takes no options: it runs cmd as written (put server flags in cmd)"})
+	}
+	return problems, nil
 }
 
 // Close stops every server (SIGTERM, SIGKILL after a second) and refuses
