@@ -297,6 +297,13 @@ func (d *decoder) model(cfg *Config, id string, mp pair, nextPort *int) *modelSr
 			m.Filters = d.mapValue(p.val, kp)
 		case "options":
 			m.Options = d.mapValue(p.val, kp)
+			m.optionsPos = d.pos(p.key)
+			if p.val.Kind == yaml.MappingNode {
+				m.optionPos = map[string]Pos{}
+				for i := 0; i+1 < len(p.val.Content); i += 2 {
+					m.optionPos[p.val.Content[i].Value] = d.pos(p.val.Content[i])
+				}
+			}
 		case "vram":
 			m.VRAM, _ = d.size(p.val, kp)
 		case "priority":
