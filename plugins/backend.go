@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -40,6 +41,44 @@ type Backend interface {
 	// Wait blocks until the model server has exited (returning at once if
 	// it already has) or ctx ends, and says how it exited.
 	Wait(ctx context.Context, model string) (Exit, error)
+	// Validate checks spec, its Options above all, without starting
+	// anything or reading the model's files, and returns what is wrong with
+	// it: nil when Start would accept it. The error is for a call that
+	// could not be made, never for an invalid spec. A *Client talking to a
+	// plugin built before Validate existed returns nil, nil.
+	Validate(ctx context.Context, spec ModelSpec) ([]Problem, error)
+}
+
+// Problem is one thing wrong with a ModelSpec, as Validate reports it.
+type Problem struct {
+	// Option is the key under the model's options the problem is about,
+	// e.g. "tokens_per_second"; empty when it is about the options as a
+	// whole or another part of the spec.
+	Option string
+	// Message says what is wrong and, where it can, what is wanted.
+	Message string
+}
+
+// String formats the problem as "option: message", or the message alone.
+func (p Problem) String() string {
+	if p.Option == "" {
+		return p.Message
+	}
+	return p.Option + ": " + p.Message
+}
+
+// ProblemsError joins problems into one error, one String a line, for a
+// Start refusing a spec Validate reports problems with; nil when there are
+// none.
+func ProblemsError(problems []Problem) error {
+	if len(problems) == 0 {
+		return nil
+	}
+	lines := make([]string, len(problems))
+	for i, p := range problems {
+		lines[i] = p.String()
+	}
+	return errors.New(strings.Join(lines, "; "))
 }
 
 // Errors a Backend returns, wrapped; they survive the gRPC boundary, so

@@ -133,6 +133,12 @@ func (c *Client) Wait(ctx context.Context, model string) (Exit, error) {
 	return c.rpc.Wait(ctx, model)
 }
 
+// Validate calls Backend.Validate in the plugin; a plugin built before
+// Validate existed reports no problems.
+func (c *Client) Validate(ctx context.Context, spec ModelSpec) ([]Problem, error) {
+	return c.rpc.Validate(ctx, spec)
+}
+
 // Done is closed once the plugin process has exited, for whatever reason.
 func (c *Client) Done() <-chan struct{} { return c.proc.done }
 

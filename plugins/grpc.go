@@ -97,6 +97,18 @@ func (s *grpcServer) Wait(req *pb.WaitRequest, stream grpc.ServerStreamingServer
 	})
 }
 
+func (s *grpcServer) Validate(ctx context.Context, req *pb.ValidateRequest) (*pb.ValidateResponse, error) {
+	problems, err := s.impl.Validate(ctx, specFromPB(req.GetSpec()))
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	resp := &pb.ValidateResponse{Problems: make([]*pb.Problem, len(problems))}
+	for i, p := range problems {
+		resp.Problems[i] = &pb.Problem{Option: p.Option, Message: p.Message}
+	}
+	return resp, nil
+}
+
 // grpcClient is a Backend that calls a plugin over gRPC.
 type grpcClient struct {
 	rpc pb.BackendClient
@@ -162,6 +174,21 @@ func (c *grpcClient) Wait(ctx context.Context, model string) (Exit, error) {
 		Requested:  e.GetRequested(),
 		StderrTail: e.GetStderrTail(),
 	}, nil
+}
+
+func (c *grpcClient) Validate(ctx context.Context, spec ModelSpec) ([]Problem, error) {
+	resp, err := c.rpc.Validate(ctx, &pb.ValidateRequest{Spec: specToPB(spec)})
+	if status.Code(err) == codes.Unimplemented {
+		return nil, nil // a plugin older than Validate
+	}
+	if err != nil {
+		return nil, fromStatus(ctx, err)
+	}
+	var problems []Problem
+	for _, p := range resp.GetProblems() {
+		problems = append(problems, Problem{Option: p.GetOption(), Message: p.GetMessage()})
+	}
+	return problems, nil
 }
 
 func specToPB(s ModelSpec) *pb.ModelSpec {

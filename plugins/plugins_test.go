@@ -165,3 +165,23 @@ func TestClient_PluginDeath(t *testing.T) {
 		t.Errorf("call on a dead plugin error = %v, want ErrPluginExited", err)
 	}
 }
+
+// Validate crosses the plugin boundary: each problem keeps its option and
+// message, and a valid spec has none.
+func TestClient_Validate(t *testing.T) {
+	c, _ := launch(t, "sim")
+	ctx := context.Background()
+	problems, err := c.Validate(ctx, plugins.ModelSpec{Model: "m", Options: []byte(`{"tokens_per_second": -1}`)})
+	if err != nil || len(problems) != 1 || problems[0].Option != "tokens_per_second" || !strings.Contains(problems[0].Message, "must be positive") {
+		t.Errorf("Validate(bad) = %+v, %v; want one tokens_per_second problem", problems, err)
+	}
+	problems, err = c.Validate(ctx, plugins.ModelSpec{Model: "m", Options: []byte(`{"tokens_per_second": 10}`)})
+	if err != nil || problems != nil {
+		t.Errorf("Validate(good) = %+v, %v; want none", problems, err)
+	}
+	cmdc, _ := launch(t, "cmd")
+	problems, err = cmdc.Validate(ctx, plugins.ModelSpec{Model: "m", Cmd: "server", Options: []byte(`{"threads": 8}`)})
+	if err != nil || len(problems) != 1 || problems[0].Option != "threads" {
+		t.Errorf("cmd Validate(options) = %+v, %v; want one problem naming threads", problems, err)
+	}
+}

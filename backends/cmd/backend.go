@@ -1,12 +1,16 @@
 package cmdbackend
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -55,7 +59,9 @@ func New(logger *slog.Logger) *Backend {
 
 // Start implements plugins.Backend: it expands ${PORT} and ${MODEL_ID} in
 // Cmd, CmdStop and Proxy (picking a free loopback port when Port is 0), runs
-// the command and waits for its check endpoint.
+// the command and waits until the server is ready (see the package comment).
+// A Port that something already listens on fails the start before anything
+// is run (plugins.CheckPortFree).
 func (b *Backend) Start(ctx context.Context, spec plugins.ModelSpec) (plugins.Started, error) {
 	if spec.Model == "" {
 		return plugins.Started{}, errors.New("start: empty model id")
@@ -66,6 +72,10 @@ func (b *Backend) Start(ctx context.Context, spec plugins.ModelSpec) (plugins.St
 			return plugins.Started{}, fmt.Errorf("model %q: pick a port: %w", spec.Model, err)
 		}
 		spec.Port = port
+	} else if err := plugins.CheckPortFree(spec.Port); err != nil {
+		// Another process answers there: launching would only make the
+		// server fail to bind while that process answers its checks.
+		return plugins.Started{}, fmt.Errorf("model %q: not started: %w (another process listens there: stop it, or change startPort)", spec.Model, err)
 	}
 	macros := strings.NewReplacer("${PORT}", strconv.Itoa(spec.Port), "${MODEL_ID}", spec.Model)
 	spec.Cmd = macros.Replace(spec.Cmd)
@@ -177,6 +187,24 @@ func (b *Backend) Wait(ctx context.Context, model string) (plugins.Exit, error) 
 	case <-ctx.Done():
 		return plugins.Exit{}, fmt.Errorf("model %q: wait: %w", model, ctx.Err())
 	}
+}
+
+// Validate implements plugins.Backend: the cmd backend takes no options (it
+// runs Cmd as written), so every option is a problem; Cmd itself is the
+// host configuration's to check.
+func (b *Backend) Validate(_ context.Context, spec plugins.ModelSpec) ([]plugins.Problem, error) {
+	if len(bytes.TrimSpace(spec.Options)) == 0 {
+		return nil, nil
+	}
+	var opts map[string]json.RawMessage
+	if err := json.Unmarshal(spec.Options, &opts); err != nil {
+		return []plugins.Problem{{Message: fmt.Sprintf("want a JSON object: %v", err)}}, nil
+	}
+	var problems []plugins.Problem
+	for _, k := range slices.Sorted(maps.Keys(opts)) {
+		problems = append(problems, plugins.Problem{Option: k, Message: "the cmd backend takes no options: it runs cmd as written (put server flags in cmd)"})
+	}
+	return problems, nil
 }
 
 // Close stops every server (SIGTERM, SIGKILL after a second) and refuses

@@ -8,4 +8,29 @@
 // cmdStop), and never outlives the plugin: the kernel kills it when the
 // plugin dies (Pdeathsig, Linux) and Close kills every process group on
 // shutdown. It knows nothing of the host, GPUs or scheduling.
+//
+// # Readiness: the answer must come from the server that was started
+//
+// A 2xx from the check endpoint alone proves only that something answers on
+// the upstream's port. A start is ready when all of these hold:
+//
+//  1. The port the host gave the server (ModelSpec.Port) was free just before
+//     the server was launched (plugins.CheckPortFree); a taken port fails the
+//     start at once, and nothing is run.
+//  2. The check endpoint answered 2xx.
+//  3. On Linux, for a loopback upstream: the listening socket that answered is
+//     not held only by processes outside the server's process group that are
+//     older than the server (read from /proc/net/tcp{,6} and /proc/PID/fd).
+//     Such a holder is another server that was there first; the check keeps
+//     polling, so the start ends with the server's own exit error (it cannot
+//     bind) or times out naming the holder. A holder newer than the server is
+//     accepted: servers may start helpers in other groups (docker-proxy).
+//     Where the holder cannot be seen (another user's process, no /proc, a
+//     remote upstream) the answer is trusted.
+//  4. The server has not exited. A server that exits while starting fails
+//     the start with its exit status and stderr tail, whatever answers on
+//     its port.
+//
+// The sim and llamaserver backends run their servers through this package
+// and get the same rule.
 package cmdbackend

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"strconv"
@@ -40,11 +41,15 @@ type process struct {
 	model    string
 	cmdStop  string
 	upstream string
-	checkURL string // "" when the check is off
-	pid      int
-	log      *slog.Logger
-	stderr   tail
-	done     chan struct{} // closed once the server has exited
+	// upstreamHost and upstreamPort are the upstream's, for telling whose
+	// listener answered the check; the port is 0 when the URL has none.
+	upstreamHost string
+	upstreamPort int
+	checkURL     string // "" when the check is off
+	pid          int
+	log          *slog.Logger
+	stderr       tail
+	done         chan struct{} // closed once the server has exited
 
 	mu        sync.Mutex
 	state     plugins.State
@@ -66,13 +71,19 @@ func launch(spec plugins.ModelSpec, log *slog.Logger) (*process, error) {
 	if upstream == "" {
 		upstream = "http://127.0.0.1:" + strconv.Itoa(spec.Port)
 	}
+	u, err := url.Parse(upstream)
+	if err != nil || u.Host == "" {
+		return nil, fmt.Errorf("model %q: upstream %q is not a URL", spec.Model, upstream)
+	}
 	p := &process{
-		model:    spec.Model,
-		cmdStop:  spec.CmdStop,
-		upstream: upstream,
-		log:      log.With("model", spec.Model),
-		done:     make(chan struct{}),
-		state:    plugins.StateStarting,
+		model:        spec.Model,
+		upstreamHost: u.Hostname(),
+		upstreamPort: urlPort(u),
+		cmdStop:      spec.CmdStop,
+		upstream:     upstream,
+		log:          log.With("model", spec.Model),
+		done:         make(chan struct{}),
+		state:        plugins.StateStarting,
 	}
 	switch ep := spec.CheckEndpoint; ep {
 	case "none":
@@ -193,8 +204,11 @@ func (p *process) getState() plugins.State {
 	return p.state
 }
 
-// waitReady polls the check endpoint until it answers 2xx, the server exits,
-// timeout passes or ctx ends.
+// waitReady polls the check endpoint until the server is ready, the server
+// exits, timeout passes or ctx ends. Ready means all of: the check endpoint
+// answered 2xx, the answering listener is not another, older server's (see
+// foreignListener), and the server has not exited. A server that exits fails
+// the start with its exit error whatever answers on its port.
 func (p *process) waitReady(ctx context.Context, timeout time.Duration) error {
 	start := time.Now()
 	wctx, cancel := context.WithTimeout(ctx, timeout)
@@ -204,15 +218,19 @@ func (p *process) waitReady(ctx context.Context, timeout time.Duration) error {
 	for p.checkURL != "" {
 		err := p.probe(wctx)
 		if err == nil {
+			err = foreignListener(p.pid, p.upstreamHost, p.upstreamPort)
+		}
+		if err == nil {
 			break
 		}
-		last = err.Error()
+		if wctx.Err() == nil || last == "no check yet" {
+			// A probe cut short by the deadline says less than the
+			// answer before it.
+			last = err.Error()
+		}
 		select {
 		case <-p.done:
-			if err := p.exitInfo().Err(); err != nil {
-				return fmt.Errorf("model %q exited while starting: %w", p.model, err)
-			}
-			return fmt.Errorf("model %q was stopped while starting", p.model)
+			return p.exitedWhileStarting()
 		case <-wctx.Done():
 			if ctx.Err() != nil {
 				return fmt.Errorf("model %q: start: %w", p.model, ctx.Err())
@@ -223,12 +241,39 @@ func (p *process) waitReady(ctx context.Context, timeout time.Duration) error {
 		delay = min(delay*3/2, maxPoll)
 	}
 	p.mu.Lock()
+	exited := p.state == plugins.StateExited
 	if p.state == plugins.StateStarting {
 		p.state = plugins.StateReady
 	}
 	p.mu.Unlock()
+	if exited {
+		return p.exitedWhileStarting()
+	}
 	p.log.Info("model server ready", "pid", p.pid, "after", time.Since(start).Round(time.Millisecond).String())
 	return nil
+}
+
+// exitedWhileStarting is the error of a start whose server has exited.
+func (p *process) exitedWhileStarting() error {
+	if err := p.exitInfo().Err(); err != nil {
+		return fmt.Errorf("model %q exited while starting: %w", p.model, err)
+	}
+	return fmt.Errorf("model %q was stopped while starting", p.model)
+}
+
+// urlPort is the TCP port u connects to: its own, else its scheme's; 0 when
+// neither says.
+func urlPort(u *url.URL) int {
+	if n, err := strconv.Atoi(u.Port()); err == nil {
+		return n
+	}
+	switch u.Scheme {
+	case "http":
+		return 80
+	case "https":
+		return 443
+	}
+	return 0
 }
 
 var probeClient = &http.Client{Timeout: probeTimeout}

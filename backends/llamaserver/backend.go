@@ -129,5 +129,16 @@ func (b *Backend) Wait(ctx context.Context, model string) (plugins.Exit, error) 
 	return b.cmd.Wait(ctx, model)
 }
 
+// Validate implements plugins.Backend: the options as Start reads them
+// (see Backend), without looking at the model file or the binary; the
+// package function Validate also reads the GGUF file. A problem's message
+// names the option.
+func (b *Backend) Validate(_ context.Context, spec plugins.ModelSpec) ([]plugins.Problem, error) {
+	if _, err := parseOptions(spec.Options); err != nil {
+		return []plugins.Problem{{Message: err.Error()}}, nil
+	}
+	return nil, nil
+}
+
 // Close stops every server; plugins.Serve calls it on shutdown.
 func (b *Backend) Close() error { return b.cmd.Close() }

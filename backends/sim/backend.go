@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -62,9 +63,9 @@ func New(argv []string, logger *slog.Logger) *Backend {
 
 // Start implements plugins.Backend.
 func (b *Backend) Start(ctx context.Context, spec plugins.ModelSpec) (plugins.Started, error) {
-	flags, _, err := parseOptions(spec.Options)
-	if err != nil {
-		return plugins.Started{}, fmt.Errorf("model %q: %w", spec.Model, err)
+	flags, _, problems := parseOptions(spec.Options)
+	if problems != nil {
+		return plugins.Started{}, fmt.Errorf("model %q: sim options: %w", spec.Model, plugins.ProblemsError(problems))
 	}
 	words := append(append([]string(nil), b.argv...), "--host", "127.0.0.1", "--model", spec.Model)
 	words = append(words, flags...)
@@ -97,9 +98,9 @@ func (b *Backend) Health(ctx context.Context, model string) (plugins.Health, err
 // Estimate implements plugins.Backend: the options' vram, split evenly over
 // the spec's devices.
 func (b *Backend) Estimate(_ context.Context, spec plugins.ModelSpec) (plugins.Estimate, error) {
-	_, opts, err := parseOptions(spec.Options)
-	if err != nil {
-		return plugins.Estimate{}, fmt.Errorf("model %q: %w", spec.Model, err)
+	_, opts, problems := parseOptions(spec.Options)
+	if problems != nil {
+		return plugins.Estimate{}, fmt.Errorf("model %q: sim options: %w", spec.Model, plugins.ProblemsError(problems))
 	}
 	n := max(1, len(spec.Devices))
 	per := make([]uint64, n)
@@ -152,21 +153,30 @@ func (b *Backend) Wait(ctx context.Context, model string) (plugins.Exit, error) 
 	return b.cmd.Wait(ctx, model)
 }
 
+// Validate implements plugins.Backend: each option is checked as the
+// sim server will check it (see Backend for the options).
+func (b *Backend) Validate(_ context.Context, spec plugins.ModelSpec) ([]plugins.Problem, error) {
+	_, _, problems := parseOptions(spec.Options)
+	return problems, nil
+}
+
 // Close stops every server; plugins.Serve calls it on shutdown.
 func (b *Backend) Close() error { return b.cmd.Close() }
 
 // optionKey is what an option name may look like.
 var optionKey = regexp.MustCompile(`^[a-z][a-z_]*$`)
 
-// parseOptions turns the JSON options into sim-server flags and checks them
-// the way the server will, returning the flags and the parsed options.
-func parseOptions(raw json.RawMessage) ([]string, simserver.Options, error) {
+// parseOptions turns the JSON options into sim-server flags, checked by the
+// server's own parser (simserver.ParseFlags) one option at a time, so that a
+// problem names its option; it returns the flags and the parsed options, or
+// the problems (nil when there are none).
+func parseOptions(raw json.RawMessage) ([]string, simserver.Options, []plugins.Problem) {
 	var m map[string]any
 	if len(bytes.TrimSpace(raw)) > 0 {
 		dec := json.NewDecoder(bytes.NewReader(raw))
 		dec.UseNumber()
 		if err := dec.Decode(&m); err != nil {
-			return nil, simserver.Options{}, fmt.Errorf("sim options: want a JSON object: %w", err)
+			return nil, simserver.Options{}, []plugins.Problem{{Message: fmt.Sprintf("want a JSON object: %v", err)}}
 		}
 	}
 	keys := make([]string, 0, len(m))
@@ -175,9 +185,11 @@ func parseOptions(raw json.RawMessage) ([]string, simserver.Options, error) {
 	}
 	sort.Strings(keys)
 	var flags []string
+	var problems []plugins.Problem
 	for _, k := range keys {
 		if !optionKey.MatchString(k) || k == "host" || k == "port" || k == "model" {
-			return nil, simserver.Options{}, fmt.Errorf("sim options: unknown option %q", k)
+			problems = append(problems, plugins.Problem{Option: k, Message: "unknown option (see the sim backend's options)"})
+			continue
 		}
 		var v string
 		switch x := m[k].(type) {
@@ -186,15 +198,37 @@ func parseOptions(raw json.RawMessage) ([]string, simserver.Options, error) {
 		case json.Number:
 			v = x.String()
 		default:
-			return nil, simserver.Options{}, fmt.Errorf("sim options: %s: want a string or a number", k)
+			problems = append(problems, plugins.Problem{Option: k, Message: "want a string or a number"})
+			continue
 		}
-		flags = append(flags, "--"+strings.ReplaceAll(k, "_", "-")+"="+v)
+		flag := "--" + strings.ReplaceAll(k, "_", "-") + "=" + v
+		if _, err := simserver.ParseFlags([]string{flag}); err != nil {
+			problems = append(problems, plugins.Problem{Option: k, Message: flagError(err, k)})
+			continue
+		}
+		flags = append(flags, flag)
+	}
+	if problems != nil {
+		return nil, simserver.Options{}, problems
 	}
 	opts, err := simserver.ParseFlags(flags)
 	if err != nil {
-		return nil, simserver.Options{}, fmt.Errorf("sim options: %w", err)
+		return nil, simserver.Options{}, []plugins.Problem{{Message: flagError(err, "")}}
 	}
 	return flags, opts, nil
+}
+
+// flagError rewords a simserver.ParseFlags error for the option k: without
+// the "sim-server: " prefix, and an unknown flag as an unknown option.
+func flagError(err error, k string) string {
+	if inner := errors.Unwrap(err); inner != nil {
+		err = inner
+	}
+	msg := err.Error()
+	if strings.HasPrefix(msg, "flag provided but not defined") {
+		return "unknown option (see the sim backend's options)"
+	}
+	return msg
 }
 
 // shellQuote quotes s for the cmd backend's POSIX-style word splitting.

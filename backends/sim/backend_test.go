@@ -158,17 +158,23 @@ func TestBackend_BadOptions(t *testing.T) {
 	t.Cleanup(func() { _ = b.Close() })
 	for _, tc := range []struct {
 		options string
+		option  string // the option Validate's problem names
 		want    string
 	}{
-		{`[1, 2]`, "JSON object"},
-		{`{"vram": "8XB"}`, "unknown unit"},
-		{`{"bogus": 1}`, "not defined"},
-		{`{"port": 1}`, "unknown option"},
-		{`{"seed": true}`, "string or a number"},
-		{`{"max_batch": 0}`, "max batch"},
+		{`[1, 2]`, "", "JSON object"},
+		{`{"vram": "8XB"}`, "vram", "unknown unit"},
+		{`{"bogus": 1}`, "bogus", "unknown option"},
+		{`{"port": 1}`, "port", "unknown option"},
+		{`{"seed": true}`, "seed", "string or a number"},
+		{`{"max_batch": 0}`, "max_batch", "max batch"},
+		{`{"tokens_per_second": -5, "seed": 1}`, "tokens_per_second", "must be positive, got -5"},
 	} {
 		t.Run(tc.options, func(t *testing.T) {
 			spec := plugins.ModelSpec{Model: "m", Options: json.RawMessage(tc.options)}
+			problems, err := b.Validate(context.Background(), spec)
+			if err != nil || len(problems) != 1 || problems[0].Option != tc.option || !strings.Contains(problems[0].Message, tc.want) {
+				t.Errorf("Validate = %+v, %v; want one problem with option %q and %q", problems, err, tc.option, tc.want)
+			}
 			if _, err := b.Estimate(context.Background(), spec); err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("Estimate error = %v, want %q", err, tc.want)
 			}
@@ -176,5 +182,9 @@ func TestBackend_BadOptions(t *testing.T) {
 				t.Errorf("Start error = %v, want %q", err, tc.want)
 			}
 		})
+	}
+	problems, err := b.Validate(context.Background(), plugins.ModelSpec{Model: "m", Options: json.RawMessage(`{"tokens_per_second": 20, "vram": "1GiB", "load_time": "10ms"}`)})
+	if err != nil || problems != nil {
+		t.Errorf("Validate of good options = %+v, %v; want none", problems, err)
 	}
 }

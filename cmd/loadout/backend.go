@@ -12,6 +12,8 @@ import (
 	"github.com/loadout-dev/loadout/backends/llamaserver"
 	"github.com/loadout-dev/loadout/backends/sim"
 	simserver "github.com/loadout-dev/loadout/backends/sim/server"
+	"github.com/loadout-dev/loadout/host/config"
+	"github.com/loadout-dev/loadout/host/router"
 	"github.com/loadout-dev/loadout/plugins"
 	"github.com/spf13/cobra"
 )
@@ -63,4 +65,61 @@ func newSimServerCmd() *cobra.Command {
 			return simserver.Run(ctx, opts)
 		},
 	}
+}
+
+// validateModels asks each model's backend plugin to check the model's spec
+// (Backend.Validate: its options above all) and returns every problem found
+// as config.Errors, each at the option's line in the file and naming the
+// model and the option, or nil. It starts the plugins it needs through
+// launchers (backendLauncher); model servers are not started.
+func validateModels(ctx context.Context, cfg *config.Config, launchers map[string]*router.PluginLauncher, log *slog.Logger) error {
+	var errs config.Errors
+	for _, id := range cfg.ModelIDs() {
+		m := cfg.Models[id]
+		launcher, err := backendLauncher(launchers, m.Backend, log)
+		if err != nil {
+			return fmt.Errorf("model %s: %w", id, err)
+		}
+		spec, err := modelSpec(cfg, m)
+		if err != nil {
+			return fmt.Errorf("model %s: %w", id, err)
+		}
+		c, err := launcher.Client(ctx)
+		if err != nil {
+			return fmt.Errorf("model %s: backend %s: %w", id, m.Backend, err)
+		}
+		problems, err := c.Validate(ctx, spec)
+		if err != nil {
+			return fmt.Errorf("model %s: backend %s: validate: %w", id, m.Backend, err)
+		}
+		for _, p := range problems {
+			errs = append(errs, m.OptionError(p.Option, p.Message))
+		}
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	return errs
+}
+
+// defaultListen is serve's --listen default, and config check's.
+const defaultListen = "127.0.0.1:8080"
+
+// checkBackends is validateModels for `config check`: it starts the backend
+// plugins the models need, quietly, and stops them before returning.
+func checkBackends(ctx context.Context, cfg *config.Config) error {
+	launchers := map[string]*router.PluginLauncher{}
+	defer func() {
+		for _, l := range launchers {
+			l.Close()
+		}
+	}()
+	return validateModels(ctx, cfg, launchers, slog.New(slog.DiscardHandler))
+}
+
+// hostOptions fit a configuration to this host (config.Options): ports for
+// ${PORT} skip listen's port and ports something already listens on
+// (plugins.CheckPortFree), and a proxy at listen is refused.
+func hostOptions(listen string) config.Options {
+	return config.Options{Listen: listen, PortFree: plugins.CheckPortFree}
 }

@@ -57,19 +57,19 @@ exits 0.`,
 		},
 	}
 	cmd.Flags().StringVarP(&o.configPath, "config", "c", "", "configuration file (llama-swap compatible YAML); default: the embedded example")
-	cmd.Flags().StringVarP(&o.listen, "listen", "l", "127.0.0.1:8080", "address to listen on")
+	cmd.Flags().StringVarP(&o.listen, "listen", "l", defaultListen, "address to listen on")
 	cmd.Flags().StringVar(&o.logLevel, "log-level", "", "debug, info, warn or error (default: the config's logLevel)")
 	cmd.Flags().DurationVar(&o.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long in-flight requests may take to finish on shutdown")
 	return cmd
 }
 
 // loadConfig reads the file at path, or the embedded default when path is
-// empty.
-func loadConfig(path string) (*config.Config, []config.Warning, error) {
+// empty, fitted to a Loadout listening on listen (hostOptions).
+func loadConfig(path, listen string) (*config.Config, []config.Warning, error) {
 	if path == "" {
-		return config.Parse("embedded default config", config.DefaultYAML())
+		return config.ParseWith("embedded default config", config.DefaultYAML(), hostOptions(listen))
 	}
-	return config.Load(path)
+	return config.LoadWith(path, hostOptions(listen))
 }
 
 func newLogger(level string) (*slog.Logger, error) {
@@ -81,7 +81,7 @@ func newLogger(level string) (*slog.Logger, error) {
 }
 
 func runServe(ctx context.Context, o serveOptions) error {
-	cfg, warnings, err := loadConfig(o.configPath)
+	cfg, warnings, err := loadConfig(o.configPath, o.listen)
 	if err != nil {
 		return err
 	}
@@ -139,6 +139,9 @@ func runServe(ctx context.Context, o serveOptions) error {
 			l.Close()
 		}
 	}()
+	if err := validateModels(ctx, cfg, launchers, log); err != nil {
+		return err
+	}
 	models := map[string]router.ModelConfig{}
 	var catalog []proxy.ModelEntry
 	for _, id := range cfg.ModelIDs() {
@@ -454,27 +457,34 @@ func newConfigCmd() *cobra.Command {
 		Use:   "config",
 		Short: "Work with configuration files",
 	}
-	cmd.AddCommand(&cobra.Command{
+	var listen string
+	check := &cobra.Command{
 		Use:   "check [FILE]",
-		Short: "Validate a configuration (llama-swap's format is accepted) without starting anything",
+		Short: "Validate a configuration (llama-swap's format is accepted) without starting any model",
 		Long: `Validate a configuration file and report what it maps to: models and their
 backends, swap groups, the scheduler and router policies, and every key that
 is accepted but not honoured yet. Errors name file:line:column and the key.
 The scheduler and router policies are then loaded and initialised with their
 settings, as serve would, so a policy that refuses its settings is reported
-too. Nothing is started. With no FILE, the embedded default configuration is
-checked.`,
+too. Each model's backend plugin checks the model's options (no model server
+is started). Ports for ${PORT} are assigned as serve would: skipping --listen's
+port and ports something already listens on, with a warning for each. With no
+FILE, the embedded default configuration is checked.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			path := ""
 			if len(args) == 1 {
 				path = args[0]
 			}
-			cfg, warnings, err := loadConfig(path)
+			cfg, warnings, err := loadConfig(path, listen)
 			if err != nil {
 				return err
 			}
 			fmt.Fprint(cmd.OutOrStdout(), config.Report(cfg, warnings))
+			if err := checkBackends(cmd.Context(), cfg); err != nil {
+				return err
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), "backends: every model's options accepted")
 			if err := checkModelFiles(cfg); err != nil {
 				return err
 			}
@@ -484,7 +494,9 @@ checked.`,
 			fmt.Fprintln(cmd.OutOrStdout(), "policies: loaded and initialised with their settings")
 			return nil
 		},
-	})
+	}
+	check.Flags().StringVarP(&listen, "listen", "l", defaultListen, "the address serve will listen on: its port is not handed to models")
+	cmd.AddCommand(check)
 	return cmd
 }
 

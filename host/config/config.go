@@ -126,7 +126,9 @@ type Model struct {
 	// Port is the port assigned for ${PORT}, or 0. Ports count up from
 	// StartPort in sorted model-id order over the models whose cmd uses
 	// ${PORT} (llama-swap's rule) and the models of non-cmd backends, which
-	// always get one to listen on.
+	// always get one to listen on. ParseWith skips Loadout's own listen
+	// port and the ports Options.PortFree refuses (taken ones), with a
+	// warning for each.
 	Port int
 	// Env holds "NAME=value" entries added to the backend's environment.
 	Env []string
@@ -172,6 +174,29 @@ type Model struct {
 	Priority int
 	// Pinned models are never evicted (Loadout's `pinned:`).
 	Pinned bool
+
+	optionsPos Pos            // where options: is, when set
+	optionPos  map[string]Pos // where each option's key is
+}
+
+// OptionError is the configuration error for a problem a backend found with
+// m's options (its Validate): at the option's key in the file (option ""
+// means the options as a whole: at options:), falling back to the model's
+// key, with the key path models.ID.options.OPTION, so it reads like every
+// other error Parse reports.
+func (m *Model) OptionError(option, message string) *Error {
+	key := join(join("models", m.ID), "options")
+	pos := m.optionsPos
+	if option != "" {
+		key = join(key, option)
+		if p, ok := m.optionPos[option]; ok {
+			pos = p
+		}
+	}
+	if pos.Line == 0 {
+		pos = m.Pos
+	}
+	return &Error{Pos: pos, Key: key, Message: message}
 }
 
 // OptionsJSON returns Options as a JSON object ("{}" when there are none), the

@@ -27,9 +27,11 @@ const maxDepth = 64
 // Config. Every helper reports through it and carries on, so one run reports
 // every problem it can.
 type decoder struct {
-	file  string
-	errs  Errors
-	warns []Warning
+	file       string
+	opts       Options
+	listenPort int // opts.Listen's port, 0 when unset
+	errs       Errors
+	warns      []Warning
 
 	// normalize's guards
 	nodes, depth    int

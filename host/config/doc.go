@@ -24,7 +24,15 @@
 // value of the model, ${PORT} is assigned, and any ${name} left over is an
 // error. Global macros are also substituted in the other sections.
 //
-// The package owns parsing and validation only. It does not start processes,
+// ParseWith fits the numbering of ${PORT} to the host (Options): ports are
+// still handed out in that order, but Loadout's own listen port and ports
+// another process holds are skipped, each with a warning, so a model server
+// is never told to listen where something else answers; and a cmd model's
+// proxy that points at Loadout's own listen address is an error. Parse
+// checks the file alone.
+//
+// The package owns parsing and validation only. It does not start processes
+// (whether a port is taken is asked of Options.PortFree),
 // open policy modules or talk to GPUs: it checks that a wasm path or backend
 // plugin path exists and hands the rest to host/policy, host/router and
 // host/gpu. Policy settings reach policies as JSON (SchedulerSettingsJSON,

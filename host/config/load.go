@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -35,13 +36,36 @@ var topKeys = []string{
 	"sendLoadingState", "includeAliasesInList",
 }
 
+// Options fit a configuration to the host it will run on. The zero value
+// checks the file alone, as Parse and Load do.
+type Options struct {
+	// Listen is Loadout's own listen address (serve's --listen), as
+	// host:port. Its port is never handed out for ${PORT} (the port is
+	// skipped, with a warning), and a cmd model whose proxy points at it is
+	// an error: Loadout would proxy the model's requests to itself. Empty:
+	// neither check is made.
+	Listen string
+	// PortFree, when set, is asked about each port before it is handed out
+	// for ${PORT}; a port it returns an error for is skipped, with a
+	// warning carrying that error, and the next one is tried. Loadout
+	// passes plugins.CheckPortFree, which binds 127.0.0.1:port briefly.
+	// nil takes every port as free (the file alone decides).
+	PortFree func(port int) error
+}
+
 // Load reads and parses the configuration file at path. See Parse.
 func Load(path string) (*Config, []Warning, error) {
+	return LoadWith(path, Options{})
+}
+
+// LoadWith reads and parses the configuration file at path with o. See
+// ParseWith.
+func LoadWith(path string, o Options) (*Config, []Warning, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, nil, fmt.Errorf("config: %w", err)
 	}
-	return Parse(path, data)
+	return ParseWith(path, data, o)
 }
 
 // Parse parses a configuration. name is used in messages and its directory
@@ -50,7 +74,22 @@ func Load(path string) (*Config, []Warning, error) {
 // invalid; the error is then an Errors listing every problem found, each
 // naming file:line:col and the key.
 func Parse(name string, data []byte) (*Config, []Warning, error) {
-	d := &decoder{file: name}
+	return ParseWith(name, data, Options{})
+}
+
+// ParseWith is Parse fitted to a host by o: ports for ${PORT} skip
+// Loadout's own listen port and the ports o.PortFree refuses, and a proxy
+// pointing at Loadout itself is an error. An o.Listen that is not host:port
+// is an error of its own (without a position in the file).
+func ParseWith(name string, data []byte, o Options) (*Config, []Warning, error) {
+	d := &decoder{file: name, opts: o}
+	if o.Listen != "" {
+		if _, port, err := net.SplitHostPort(o.Listen); err != nil {
+			return nil, nil, fmt.Errorf("listen address %q: %w", o.Listen, err)
+		} else if d.listenPort, err = strconv.Atoi(port); err != nil {
+			return nil, nil, fmt.Errorf("listen address %q: port %q is not a number", o.Listen, port)
+		}
+	}
 	cfg := d.parse(data, filepath.Dir(name))
 	d.sorted()
 	if len(d.errs) > 0 {

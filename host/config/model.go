@@ -169,13 +169,12 @@ func (d *decoder) model(cfg *Config, id string, mp pair, nextPort *int) *modelSr
 		allow = append(allow, macroPort) // reported once, here
 	case m.Backend == BackendCmd && !cmdHasPort:
 	case m.Backend != "":
-		if *nextPort > 65535 {
-			d.errorf(mp.key, path, "ran out of ports: startPort %d plus one per model passes 65535", cfg.StartPort)
+		assigned, ok := d.assignPort(mp.key, path, cfg, nextPort)
+		if !ok {
 			allow = append(allow, macroPort)
 			break
 		}
-		m.Port = *nextPort
-		*nextPort++
+		m.Port = assigned
 		port := []Macro{{Name: macroPort, Value: int64(m.Port)}}
 		for _, k := range order {
 			if k != "macros" {
@@ -204,7 +203,7 @@ func (d *decoder) model(cfg *Config, id string, mp pair, nextPort *int) *modelSr
 	m.Proxy = proxy
 	if p, ok := fields["proxy"]; ok {
 		if !strings.Contains(proxy, "${") { // else reported as a macro problem
-			d.checkProxy(p.val, join(path, "proxy"), proxy)
+			d.checkProxy(p.val, join(path, "proxy"), proxy, m.Backend == BackendCmd)
 		}
 		if m.Backend != BackendCmd && m.Backend != "" {
 			d.warnf(p.key, join(path, "proxy"), "ignored for backend %s, which reports its own URL", m.Backend)
@@ -298,6 +297,13 @@ func (d *decoder) model(cfg *Config, id string, mp pair, nextPort *int) *modelSr
 			m.Filters = d.mapValue(p.val, kp)
 		case "options":
 			m.Options = d.mapValue(p.val, kp)
+			m.optionsPos = d.pos(p.key)
+			if p.val.Kind == yaml.MappingNode {
+				m.optionPos = map[string]Pos{}
+				for i := 0; i+1 < len(p.val.Content); i += 2 {
+					m.optionPos[p.val.Content[i].Value] = d.pos(p.val.Content[i])
+				}
+			}
 		case "vram":
 			m.VRAM, _ = d.size(p.val, kp)
 		case "priority":
@@ -326,7 +332,10 @@ func (d *decoder) mapValue(n *yaml.Node, path string) map[string]any {
 }
 
 // checkProxy validates an upstream base URL: http or https with a host.
-func (d *decoder) checkProxy(n *yaml.Node, path, proxy string) {
+// checkProxy checks an explicit proxy URL; used says whether the backend
+// proxies to it (only cmd does), so that pointing at Loadout's own listen
+// address matters.
+func (d *decoder) checkProxy(n *yaml.Node, path, proxy string, used bool) {
 	u, err := url.Parse(proxy)
 	if err != nil {
 		d.errorf(n, path, "invalid URL: %v", err)
@@ -334,6 +343,10 @@ func (d *decoder) checkProxy(n *yaml.Node, path, proxy string) {
 	}
 	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		d.errorf(n, path, "want an http:// or https:// URL with a host, like http://127.0.0.1:8080, got %q", proxy)
+		return
+	}
+	if used && d.opts.Listen != "" && isListenAddress(u, d.opts.Listen) {
+		d.errorf(n, path, "%s is Loadout's own listen address (%s): the model's requests would be proxied back to Loadout; point proxy at the model server", proxy, d.opts.Listen)
 	}
 }
 

@@ -924,6 +924,153 @@ func (x *ExitEvent) GetStderrTail() string {
 	return ""
 }
 
+type ValidateRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Spec          *ModelSpec             `protobuf:"bytes,1,opt,name=spec,proto3" json:"spec,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ValidateRequest) Reset() {
+	*x = ValidateRequest{}
+	mi := &file_backend_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ValidateRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ValidateRequest) ProtoMessage() {}
+
+func (x *ValidateRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_backend_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ValidateRequest.ProtoReflect.Descriptor instead.
+func (*ValidateRequest) Descriptor() ([]byte, []int) {
+	return file_backend_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *ValidateRequest) GetSpec() *ModelSpec {
+	if x != nil {
+		return x.Spec
+	}
+	return nil
+}
+
+type ValidateResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// problems found in the spec, in no particular order; empty when the
+	// spec is valid.
+	Problems      []*Problem `protobuf:"bytes,1,rep,name=problems,proto3" json:"problems,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ValidateResponse) Reset() {
+	*x = ValidateResponse{}
+	mi := &file_backend_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ValidateResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ValidateResponse) ProtoMessage() {}
+
+func (x *ValidateResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_backend_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ValidateResponse.ProtoReflect.Descriptor instead.
+func (*ValidateResponse) Descriptor() ([]byte, []int) {
+	return file_backend_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *ValidateResponse) GetProblems() []*Problem {
+	if x != nil {
+		return x.Problems
+	}
+	return nil
+}
+
+// Problem is one thing wrong with a spec, for a config author.
+type Problem struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// option is the key under the model's options the problem is about,
+	// e.g. "tokens_per_second"; empty when it is about the options as a
+	// whole or another part of the spec.
+	Option string `protobuf:"bytes,1,opt,name=option,proto3" json:"option,omitempty"`
+	// message says what is wrong and, where it can, what is wanted.
+	Message       string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Problem) Reset() {
+	*x = Problem{}
+	mi := &file_backend_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Problem) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Problem) ProtoMessage() {}
+
+func (x *Problem) ProtoReflect() protoreflect.Message {
+	mi := &file_backend_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Problem.ProtoReflect.Descriptor instead.
+func (*Problem) Descriptor() ([]byte, []int) {
+	return file_backend_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *Problem) GetOption() string {
+	if x != nil {
+		return x.Option
+	}
+	return ""
+}
+
+func (x *Problem) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
 var File_backend_proto protoreflect.FileDescriptor
 
 const file_backend_proto_rawDesc = "" +
@@ -978,13 +1125,20 @@ const file_backend_proto_rawDesc = "" +
 	"\x06signal\x18\x02 \x01(\tR\x06signal\x12\x1c\n" +
 	"\trequested\x18\x03 \x01(\bR\trequested\x12\x1f\n" +
 	"\vstderr_tail\x18\x04 \x01(\tR\n" +
-	"stderrTail*i\n" +
+	"stderrTail\"D\n" +
+	"\x0fValidateRequest\x121\n" +
+	"\x04spec\x18\x01 \x01(\v2\x1d.loadout.plugins.v1.ModelSpecR\x04spec\"K\n" +
+	"\x10ValidateResponse\x127\n" +
+	"\bproblems\x18\x01 \x03(\v2\x1b.loadout.plugins.v1.ProblemR\bproblems\";\n" +
+	"\aProblem\x12\x16\n" +
+	"\x06option\x18\x01 \x01(\tR\x06option\x12\x18\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage*i\n" +
 	"\x05State\x12\x15\n" +
 	"\x11STATE_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eSTATE_STARTING\x10\x01\x12\x0f\n" +
 	"\vSTATE_READY\x10\x02\x12\x12\n" +
 	"\x0eSTATE_STOPPING\x10\x03\x12\x10\n" +
-	"\fSTATE_EXITED\x10\x042\xc5\x04\n" +
+	"\fSTATE_EXITED\x10\x042\x9c\x05\n" +
 	"\aBackend\x12L\n" +
 	"\x05Start\x12 .loadout.plugins.v1.StartRequest\x1a!.loadout.plugins.v1.StartResponse\x12I\n" +
 	"\x04Stop\x12\x1f.loadout.plugins.v1.StopRequest\x1a .loadout.plugins.v1.StopResponse\x12O\n" +
@@ -992,7 +1146,8 @@ const file_backend_proto_rawDesc = "" +
 	"\bEstimate\x12#.loadout.plugins.v1.EstimateRequest\x1a$.loadout.plugins.v1.EstimateResponse\x12L\n" +
 	"\x05Stats\x12 .loadout.plugins.v1.StatsRequest\x1a!.loadout.plugins.v1.StatsResponse\x12a\n" +
 	"\fCapabilities\x12'.loadout.plugins.v1.CapabilitiesRequest\x1a(.loadout.plugins.v1.CapabilitiesResponse\x12H\n" +
-	"\x04Wait\x12\x1f.loadout.plugins.v1.WaitRequest\x1a\x1d.loadout.plugins.v1.ExitEvent0\x01B.Z,github.com/loadout-dev/loadout/plugins/protob\x06proto3"
+	"\x04Wait\x12\x1f.loadout.plugins.v1.WaitRequest\x1a\x1d.loadout.plugins.v1.ExitEvent0\x01\x12U\n" +
+	"\bValidate\x12#.loadout.plugins.v1.ValidateRequest\x1a$.loadout.plugins.v1.ValidateResponseB.Z,github.com/loadout-dev/loadout/plugins/protob\x06proto3"
 
 var (
 	file_backend_proto_rawDescOnce sync.Once
@@ -1007,7 +1162,7 @@ func file_backend_proto_rawDescGZIP() []byte {
 }
 
 var file_backend_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_backend_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_backend_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_backend_proto_goTypes = []any{
 	(State)(0),                   // 0: loadout.plugins.v1.State
 	(*ModelSpec)(nil),            // 1: loadout.plugins.v1.ModelSpec
@@ -1025,30 +1180,37 @@ var file_backend_proto_goTypes = []any{
 	(*CapabilitiesResponse)(nil), // 13: loadout.plugins.v1.CapabilitiesResponse
 	(*WaitRequest)(nil),          // 14: loadout.plugins.v1.WaitRequest
 	(*ExitEvent)(nil),            // 15: loadout.plugins.v1.ExitEvent
+	(*ValidateRequest)(nil),      // 16: loadout.plugins.v1.ValidateRequest
+	(*ValidateResponse)(nil),     // 17: loadout.plugins.v1.ValidateResponse
+	(*Problem)(nil),              // 18: loadout.plugins.v1.Problem
 }
 var file_backend_proto_depIdxs = []int32{
 	1,  // 0: loadout.plugins.v1.StartRequest.spec:type_name -> loadout.plugins.v1.ModelSpec
 	0,  // 1: loadout.plugins.v1.HealthResponse.state:type_name -> loadout.plugins.v1.State
 	1,  // 2: loadout.plugins.v1.EstimateRequest.spec:type_name -> loadout.plugins.v1.ModelSpec
-	2,  // 3: loadout.plugins.v1.Backend.Start:input_type -> loadout.plugins.v1.StartRequest
-	4,  // 4: loadout.plugins.v1.Backend.Stop:input_type -> loadout.plugins.v1.StopRequest
-	6,  // 5: loadout.plugins.v1.Backend.Health:input_type -> loadout.plugins.v1.HealthRequest
-	8,  // 6: loadout.plugins.v1.Backend.Estimate:input_type -> loadout.plugins.v1.EstimateRequest
-	10, // 7: loadout.plugins.v1.Backend.Stats:input_type -> loadout.plugins.v1.StatsRequest
-	12, // 8: loadout.plugins.v1.Backend.Capabilities:input_type -> loadout.plugins.v1.CapabilitiesRequest
-	14, // 9: loadout.plugins.v1.Backend.Wait:input_type -> loadout.plugins.v1.WaitRequest
-	3,  // 10: loadout.plugins.v1.Backend.Start:output_type -> loadout.plugins.v1.StartResponse
-	5,  // 11: loadout.plugins.v1.Backend.Stop:output_type -> loadout.plugins.v1.StopResponse
-	7,  // 12: loadout.plugins.v1.Backend.Health:output_type -> loadout.plugins.v1.HealthResponse
-	9,  // 13: loadout.plugins.v1.Backend.Estimate:output_type -> loadout.plugins.v1.EstimateResponse
-	11, // 14: loadout.plugins.v1.Backend.Stats:output_type -> loadout.plugins.v1.StatsResponse
-	13, // 15: loadout.plugins.v1.Backend.Capabilities:output_type -> loadout.plugins.v1.CapabilitiesResponse
-	15, // 16: loadout.plugins.v1.Backend.Wait:output_type -> loadout.plugins.v1.ExitEvent
-	10, // [10:17] is the sub-list for method output_type
-	3,  // [3:10] is the sub-list for method input_type
-	3,  // [3:3] is the sub-list for extension type_name
-	3,  // [3:3] is the sub-list for extension extendee
-	0,  // [0:3] is the sub-list for field type_name
+	1,  // 3: loadout.plugins.v1.ValidateRequest.spec:type_name -> loadout.plugins.v1.ModelSpec
+	18, // 4: loadout.plugins.v1.ValidateResponse.problems:type_name -> loadout.plugins.v1.Problem
+	2,  // 5: loadout.plugins.v1.Backend.Start:input_type -> loadout.plugins.v1.StartRequest
+	4,  // 6: loadout.plugins.v1.Backend.Stop:input_type -> loadout.plugins.v1.StopRequest
+	6,  // 7: loadout.plugins.v1.Backend.Health:input_type -> loadout.plugins.v1.HealthRequest
+	8,  // 8: loadout.plugins.v1.Backend.Estimate:input_type -> loadout.plugins.v1.EstimateRequest
+	10, // 9: loadout.plugins.v1.Backend.Stats:input_type -> loadout.plugins.v1.StatsRequest
+	12, // 10: loadout.plugins.v1.Backend.Capabilities:input_type -> loadout.plugins.v1.CapabilitiesRequest
+	14, // 11: loadout.plugins.v1.Backend.Wait:input_type -> loadout.plugins.v1.WaitRequest
+	16, // 12: loadout.plugins.v1.Backend.Validate:input_type -> loadout.plugins.v1.ValidateRequest
+	3,  // 13: loadout.plugins.v1.Backend.Start:output_type -> loadout.plugins.v1.StartResponse
+	5,  // 14: loadout.plugins.v1.Backend.Stop:output_type -> loadout.plugins.v1.StopResponse
+	7,  // 15: loadout.plugins.v1.Backend.Health:output_type -> loadout.plugins.v1.HealthResponse
+	9,  // 16: loadout.plugins.v1.Backend.Estimate:output_type -> loadout.plugins.v1.EstimateResponse
+	11, // 17: loadout.plugins.v1.Backend.Stats:output_type -> loadout.plugins.v1.StatsResponse
+	13, // 18: loadout.plugins.v1.Backend.Capabilities:output_type -> loadout.plugins.v1.CapabilitiesResponse
+	15, // 19: loadout.plugins.v1.Backend.Wait:output_type -> loadout.plugins.v1.ExitEvent
+	17, // 20: loadout.plugins.v1.Backend.Validate:output_type -> loadout.plugins.v1.ValidateResponse
+	13, // [13:21] is the sub-list for method output_type
+	5,  // [5:13] is the sub-list for method input_type
+	5,  // [5:5] is the sub-list for extension type_name
+	5,  // [5:5] is the sub-list for extension extendee
+	0,  // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_backend_proto_init() }
@@ -1062,7 +1224,7 @@ func file_backend_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_backend_proto_rawDesc), len(file_backend_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   15,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

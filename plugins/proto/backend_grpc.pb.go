@@ -31,6 +31,7 @@ const (
 	Backend_Stats_FullMethodName        = "/loadout.plugins.v1.Backend/Stats"
 	Backend_Capabilities_FullMethodName = "/loadout.plugins.v1.Backend/Capabilities"
 	Backend_Wait_FullMethodName         = "/loadout.plugins.v1.Backend/Wait"
+	Backend_Validate_FullMethodName     = "/loadout.plugins.v1.Backend/Validate"
 )
 
 // BackendClient is the client API for Backend service.
@@ -58,6 +59,12 @@ type BackendClient interface {
 	// Wait sends exactly one ExitEvent when the model server has exited (at
 	// once if it already has), then ends the stream.
 	Wait(ctx context.Context, in *WaitRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ExitEvent], error)
+	// Validate checks a model's spec, its options above all, without starting
+	// anything or reading the model's files: what Start would refuse because
+	// of the spec itself. The host calls it at `loadout config check` and when
+	// serve starts. A plugin built before this RPC answers UNIMPLEMENTED,
+	// which the host takes as "no problems".
+	Validate(ctx context.Context, in *ValidateRequest, opts ...grpc.CallOption) (*ValidateResponse, error)
 }
 
 type backendClient struct {
@@ -147,6 +154,16 @@ func (c *backendClient) Wait(ctx context.Context, in *WaitRequest, opts ...grpc.
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Backend_WaitClient = grpc.ServerStreamingClient[ExitEvent]
 
+func (c *backendClient) Validate(ctx context.Context, in *ValidateRequest, opts ...grpc.CallOption) (*ValidateResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ValidateResponse)
+	err := c.cc.Invoke(ctx, Backend_Validate_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // BackendServer is the server API for Backend service.
 // All implementations must embed UnimplementedBackendServer
 // for forward compatibility.
@@ -172,6 +189,12 @@ type BackendServer interface {
 	// Wait sends exactly one ExitEvent when the model server has exited (at
 	// once if it already has), then ends the stream.
 	Wait(*WaitRequest, grpc.ServerStreamingServer[ExitEvent]) error
+	// Validate checks a model's spec, its options above all, without starting
+	// anything or reading the model's files: what Start would refuse because
+	// of the spec itself. The host calls it at `loadout config check` and when
+	// serve starts. A plugin built before this RPC answers UNIMPLEMENTED,
+	// which the host takes as "no problems".
+	Validate(context.Context, *ValidateRequest) (*ValidateResponse, error)
 	mustEmbedUnimplementedBackendServer()
 }
 
@@ -202,6 +225,9 @@ func (UnimplementedBackendServer) Capabilities(context.Context, *CapabilitiesReq
 }
 func (UnimplementedBackendServer) Wait(*WaitRequest, grpc.ServerStreamingServer[ExitEvent]) error {
 	return status.Error(codes.Unimplemented, "method Wait not implemented")
+}
+func (UnimplementedBackendServer) Validate(context.Context, *ValidateRequest) (*ValidateResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Validate not implemented")
 }
 func (UnimplementedBackendServer) mustEmbedUnimplementedBackendServer() {}
 func (UnimplementedBackendServer) testEmbeddedByValue()                 {}
@@ -343,6 +369,24 @@ func _Backend_Wait_Handler(srv interface{}, stream grpc.ServerStream) error {
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Backend_WaitServer = grpc.ServerStreamingServer[ExitEvent]
 
+func _Backend_Validate_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ValidateRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BackendServer).Validate(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Backend_Validate_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BackendServer).Validate(ctx, req.(*ValidateRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Backend_ServiceDesc is the grpc.ServiceDesc for Backend service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -373,6 +417,10 @@ var Backend_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Capabilities",
 			Handler:    _Backend_Capabilities_Handler,
+		},
+		{
+			MethodName: "Validate",
+			Handler:    _Backend_Validate_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -1,0 +1,121 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// parseWith is parse (see parse_test.go) with Options.
+func parseWith(t *testing.T, src string, o Options) (*Config, []string, []string) {
+	t.Helper()
+	cfg, warns, err := ParseWith("c.yaml", []byte(src), o)
+	var errs, ws []string
+	if err != nil {
+		var list Errors
+		if !errors.As(err, &list) {
+			t.Fatalf("error is %T, want Errors: %v", err, err)
+		}
+		for _, e := range list {
+			errs = append(errs, e.Error())
+		}
+	}
+	for _, w := range warns {
+		ws = append(ws, w.String())
+	}
+	return cfg, errs, ws
+}
+
+// bindCheck is the check Loadout passes as PortFree (plugins.CheckPortFree,
+// which host/config does not import): bind 127.0.0.1:port briefly.
+func bindCheck(port int) error {
+	l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	if err != nil {
+		return err
+	}
+	return l.Close()
+}
+
+// A port something already listens on is never handed out for ${PORT}: the
+// model gets the next free one, and a warning says which port was skipped.
+func TestParseWith_PortSkipsTakenPorts(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	taken := l.Addr().(*net.TCPAddr).Port
+	if taken == 65535 {
+		t.Skip("the kernel gave the last port; no next one to move to")
+	}
+	src := fmt.Sprintf("startPort: %d\nmodels:\n  a: {backend: sim}\n", taken)
+	cfg, errs, warns := parseWith(t, src, Options{PortFree: bindCheck})
+	eq(t, "errors", errs, nil)
+	if got := cfg.Models["a"].Port; got == taken {
+		t.Fatalf("model a got port %d, which another listener holds", got)
+	}
+	if len(warns) != 1 || !strings.Contains(warns[0], fmt.Sprintf("c.yaml:3:3: models.a: port %d skipped for ${PORT}", taken)) {
+		t.Errorf("warnings = %q, want one saying port %d was skipped", warns, taken)
+	}
+
+	// A cmd model's ${PORT} is substituted with the port it got.
+	src = fmt.Sprintf("startPort: %d\nmodels:\n  a:\n    cmd: server --port ${PORT}\n", taken)
+	cfg, errs, _ = parseWith(t, src, Options{PortFree: bindCheck})
+	eq(t, "errors", errs, nil)
+	m := cfg.Models["a"]
+	eq(t, "Cmd", m.Cmd, fmt.Sprintf("server --port %d", m.Port))
+	eq(t, "Proxy", m.Proxy, fmt.Sprintf("http://127.0.0.1:%d", m.Port))
+	if m.Port == taken {
+		t.Errorf("cmd model got the taken port %d", taken)
+	}
+}
+
+// Loadout's own listen port is never handed out, whatever startPort says.
+func TestParseWith_PortSkipsListenPort(t *testing.T) {
+	src := "startPort: 8080\nmodels:\n  a: {backend: sim}\n  b:\n    cmd: server --port ${PORT}\n"
+	cfg, errs, warns := parseWith(t, src, Options{Listen: "127.0.0.1:8080"})
+	eq(t, "errors", errs, nil)
+	eq(t, "a.Port", cfg.Models["a"].Port, 8081)
+	eq(t, "b.Port", cfg.Models["b"].Port, 8082)
+	eq(t, "warnings", warns, []string{"c.yaml:3:3: models.a: port 8080 is Loadout's own listen port (--listen 127.0.0.1:8080); skipped for ${PORT}"})
+
+	// Without Options, the file alone decides (llama-swap's numbering).
+	cfg, _, _ = parse(t, src)
+	eq(t, "a.Port without Options", cfg.Models["a"].Port, 8080)
+}
+
+// A cmd model whose proxy points at Loadout's own listen address is an
+// error naming file:line; other backends ignore proxy (with a warning).
+func TestParseWith_ProxyAtListenAddress(t *testing.T) {
+	for _, tc := range []struct {
+		listen, proxy string
+		bad           bool
+	}{
+		{"127.0.0.1:8080", "http://127.0.0.1:8080", true},
+		{"127.0.0.1:8080", "http://localhost:8080/v1", true},
+		{"0.0.0.0:8080", "http://127.0.0.1:8080", true},
+		{":8080", "http://localhost:8080", true},
+		{"localhost:8080", "http://[::1]:8080", true},
+		{"127.0.0.1:80", "http://127.0.0.1", true},
+		{"127.0.0.1:8080", "http://127.0.0.1:8081", false},
+		{"127.0.0.1:8080", "http://10.1.2.3:8080", false},
+	} {
+		src := "models:\n  m:\n    cmd: server\n    proxy: " + tc.proxy + "\n"
+		_, errs, _ := parseWith(t, src, Options{Listen: tc.listen})
+		if !tc.bad {
+			eq(t, tc.proxy+" vs "+tc.listen, errs, nil)
+			continue
+		}
+		want := fmt.Sprintf("c.yaml:4:12: models.m.proxy: %s is Loadout's own listen address (%s): the model's requests would be proxied back to Loadout; point proxy at the model server", tc.proxy, tc.listen)
+		eq(t, tc.proxy+" vs "+tc.listen, errs, []string{want})
+	}
+}
+
+func TestParseWith_BadListen(t *testing.T) {
+	if _, _, err := ParseWith("c.yaml", []byte("models:\n  a: {backend: sim}\n"), Options{Listen: "8080"}); err == nil || !strings.Contains(err.Error(), `listen address "8080"`) {
+		t.Errorf("ParseWith with listen 8080 = %v, want an error naming the listen address", err)
+	}
+}
