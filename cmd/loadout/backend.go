@@ -12,8 +12,8 @@ import (
 	"github.com/loadout-dev/loadout/backends/llamaserver"
 	"github.com/loadout-dev/loadout/backends/sim"
 	simserver "github.com/loadout-dev/loadout/backends/sim/server"
+	"github.com/loadout-dev/loadout/host/backend"
 	"github.com/loadout-dev/loadout/host/config"
-	"github.com/loadout-dev/loadout/host/router"
 	"github.com/loadout-dev/loadout/plugins"
 	"github.com/spf13/cobra"
 )
@@ -72,7 +72,7 @@ func newSimServerCmd() *cobra.Command {
 // as config.Errors, each at the option's line in the file and naming the
 // model and the option, or nil. It starts the plugins it needs through
 // launchers (backendLauncher); model servers are not started.
-func validateModels(ctx context.Context, cfg *config.Config, launchers map[string]*router.PluginLauncher, log *slog.Logger) error {
+func validateModels(ctx context.Context, cfg *config.Config, launchers map[string]*backend.PluginLauncher, log *slog.Logger) error {
 	var errs config.Errors
 	for _, id := range cfg.ModelIDs() {
 		m := cfg.Models[id]
@@ -108,7 +108,7 @@ const defaultListen = "127.0.0.1:8080"
 // checkBackends is validateModels for `config check`: it starts the backend
 // plugins the models need, quietly, and stops them before returning.
 func checkBackends(ctx context.Context, cfg *config.Config) error {
-	launchers := map[string]*router.PluginLauncher{}
+	launchers := map[string]*backend.PluginLauncher{}
 	defer func() {
 		for _, l := range launchers {
 			l.Close()

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/loadout-dev/loadout/backends/llamaserver"
+	"github.com/loadout-dev/loadout/host/backend"
 	"github.com/loadout-dev/loadout/host/config"
 	"github.com/loadout-dev/loadout/host/gpu"
 	"github.com/loadout-dev/loadout/host/policy"
@@ -133,7 +134,7 @@ func runServe(ctx context.Context, o serveOptions) error {
 		defer c.Close()
 	}
 
-	launchers := map[string]*router.PluginLauncher{}
+	launchers := map[string]*backend.PluginLauncher{}
 	defer func() {
 		for _, l := range launchers {
 			l.Close()
@@ -163,7 +164,7 @@ func runServe(ctx context.Context, o serveOptions) error {
 			vram = backendEstimate(ctx, launcher, spec, log)
 		}
 		models[id] = router.ModelConfig{
-			Process:          router.NewPluginProcess(spec, launcher),
+			Process:          backend.NewPluginProcess(spec, launcher),
 			Priority:         int32(m.Priority),
 			ConcurrencyLimit: uint32(max(m.ConcurrencyLimit, 0)),
 			Pinned:           m.Pinned,
@@ -340,7 +341,7 @@ func openGPUs(cfg *config.Config, log *slog.Logger) (gpu.Inventory, *gpu.Ledger,
 // backendEstimate asks a model's backend how much GPU memory it will need
 // (llama-server's from GGUF metadata, sim's from its options): the second
 // source of a VRAM figure after the config's `vram`. 0 when it cannot tell.
-func backendEstimate(ctx context.Context, launcher *router.PluginLauncher, spec plugins.ModelSpec, log *slog.Logger) uint64 {
+func backendEstimate(ctx context.Context, launcher *backend.PluginLauncher, spec plugins.ModelSpec, log *slog.Logger) uint64 {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	c, err := launcher.Client(ctx)
@@ -406,8 +407,8 @@ func loadPolicy(ctx context.Context, rt *policy.Runtime, p config.Policy, want s
 
 // backendLauncher returns the shared launcher for a backend: a built-in one
 // runs this binary as `loadout backend NAME`, any other is a plugin binary.
-func backendLauncher(launchers map[string]*router.PluginLauncher, backend string, log *slog.Logger) (*router.PluginLauncher, error) {
-	name := backend
+func backendLauncher(launchers map[string]*backend.PluginLauncher, backendName string, log *slog.Logger) (*backend.PluginLauncher, error) {
+	name := backendName
 	if name == config.BackendVLLM {
 		name = config.BackendCmd // vLLM is an OpenAI-compatible command line
 	}
@@ -425,7 +426,7 @@ func backendLauncher(launchers map[string]*router.PluginLauncher, backend string
 	default:
 		newCmd = func() *exec.Cmd { return exec.Command(name) }
 	}
-	l := router.NewPluginLauncher(name, newCmd, log)
+	l := backend.NewPluginLauncher(name, newCmd, log)
 	launchers[name] = l
 	return l, nil
 }

@@ -91,7 +91,7 @@ func acquireError(err error, model string) *apiError {
 	var re *router.Error
 	switch {
 	case errors.As(err, &re):
-		return &apiError{status: re.HTTPStatus(), code: routerCode(re.Code), msg: re.Message}
+		return routerError(re)
 	case errors.Is(err, context.Canceled):
 		return &apiError{status: statusClientGone, code: "client_gone", msg: "client went away while waiting for model " + model}
 	case errors.Is(err, context.DeadlineExceeded):
@@ -101,24 +101,26 @@ func acquireError(err error, model string) *apiError {
 	}
 }
 
-// routerCode is the OpenAI error code for a policy's error code.
-func routerCode(c sdk.ErrorCode) string {
-	switch c {
-	case sdk.CodeModelNotFound:
-		return "model_not_found"
-	case sdk.CodeQueueFull:
-		return "queue_full"
-	case sdk.CodeConcurrencyLimit:
-		return "concurrency_limit"
-	case sdk.CodeUnavailable:
-		return "unavailable"
-	case sdk.CodeSwapFailed:
-		return "model_load_failed"
-	case sdk.CodeTimeout:
-		return "timeout"
-	case sdk.CodeTooLarge:
-		return "model_too_large"
-	default:
-		return "internal_error"
+// errorCodes is the one table from a policy's error code to the HTTP
+// status and OpenAI error code a client sees; a code not in it (only
+// CodeInternal, since the router refuses unknown codes) is a 500.
+var errorCodes = map[sdk.ErrorCode]struct {
+	status int
+	code   string
+}{
+	sdk.CodeModelNotFound:    {http.StatusNotFound, "model_not_found"},
+	sdk.CodeQueueFull:        {http.StatusTooManyRequests, "queue_full"},
+	sdk.CodeConcurrencyLimit: {http.StatusTooManyRequests, "concurrency_limit"},
+	sdk.CodeUnavailable:      {http.StatusServiceUnavailable, "unavailable"},
+	sdk.CodeSwapFailed:       {http.StatusBadGateway, "model_load_failed"},
+	sdk.CodeTimeout:          {http.StatusGatewayTimeout, "timeout"},
+	sdk.CodeTooLarge:         {http.StatusInsufficientStorage, "model_too_large"},
+}
+
+// routerError is what the client sees of a router or policy error.
+func routerError(re *router.Error) *apiError {
+	if c, ok := errorCodes[re.Code]; ok {
+		return &apiError{status: c.status, code: c.code, msg: re.Message}
 	}
+	return &apiError{status: http.StatusInternalServerError, code: "internal_error", msg: re.Message}
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"net/url"
 	"strings"
 	"sync"
@@ -115,8 +114,8 @@ type Grant struct {
 // Release ends the grant: the model's in-flight count goes down.
 func (g *Grant) Release() { g.once.Do(g.release) }
 
-// Error is a request the router or its policy failed. Code maps to an HTTP
-// status and OpenAI error type.
+// Error is a request the router or its policy failed. Code says what kind
+// of failure it is; host/proxy maps it to an HTTP status.
 type Error struct {
 	Code    sdk.ErrorCode
 	Message string
@@ -124,25 +123,6 @@ type Error struct {
 
 func (e *Error) Error() string { return e.Message }
 
-// HTTPStatus is the status code for e.Code.
-func (e *Error) HTTPStatus() int {
-	switch e.Code {
-	case sdk.CodeModelNotFound:
-		return http.StatusNotFound
-	case sdk.CodeQueueFull, sdk.CodeConcurrencyLimit:
-		return http.StatusTooManyRequests
-	case sdk.CodeUnavailable:
-		return http.StatusServiceUnavailable
-	case sdk.CodeSwapFailed:
-		return http.StatusBadGateway
-	case sdk.CodeTimeout:
-		return http.StatusGatewayTimeout
-	case sdk.CodeTooLarge:
-		return http.StatusInsufficientStorage
-	default:
-		return http.StatusInternalServerError
-	}
-}
 
 // ErrShuttingDown is returned to callers once shutdown has begun.
 var ErrShuttingDown = &Error{Code: sdk.CodeUnavailable, Message: "loadout is shutting down"}

@@ -314,8 +314,8 @@ func TestRouter_SwapFailureFailsWaiters(t *testing.T) {
 	c1, c2 := h.acquire("a"), h.acquire("a")
 	for _, c := range []*call{c1, c2} {
 		e := c.waitErr(t)
-		if e.HTTPStatus() != 502 || !strings.Contains(e.Message, "error loading model") {
-			t.Fatalf("error = %q (status %d), want 502 with the start error", e.Message, e.HTTPStatus())
+		if e.Code != sdk.CodeSwapFailed || !strings.Contains(e.Message, "error loading model") {
+			t.Fatalf("error = %q (code %d), want 502 with the start error", e.Message, e.Code)
 		}
 	}
 	if st := h.status("a"); st.State != "failed" || !strings.Contains(st.LastError, "error loading model") {
@@ -356,7 +356,7 @@ func TestRouter_UnloadStopsAndWaits(t *testing.T) {
 	}
 	h.world.expect(t, "stopped e")
 	var rerr *Error
-	if err := h.r.Unload(context.Background(), UnloadOptions{Models: []string{"nope"}}); !errors.As(err, &rerr) || rerr.HTTPStatus() != 404 {
+	if err := h.r.Unload(context.Background(), UnloadOptions{Models: []string{"nope"}}); !errors.As(err, &rerr) || rerr.Code != sdk.CodeModelNotFound {
 		t.Fatalf("unload of an unknown model: %v", err)
 	}
 }
@@ -369,7 +369,7 @@ func TestRouter_UnloadFailsCallersWaitingOnTheSwap(t *testing.T) {
 	c.held(t, true)
 	unloaded := make(chan error, 1)
 	go func() { unloaded <- h.r.Unload(context.Background(), UnloadOptions{Models: []string{"a"}}) }()
-	if e := c.waitErr(t); e.HTTPStatus() != 503 {
+	if e := c.waitErr(t); e.Code != sdk.CodeUnavailable {
 		t.Fatalf("waiter error = %v, want 503", e)
 	}
 	release()
@@ -402,9 +402,9 @@ func TestRouter_ShutdownDrainsAndStopsEverything(t *testing.T) {
 
 	shut := make(chan error, 1)
 	go func() { shut <- h.r.Shutdown(context.Background()) }()
-	if e := queued.waitErr(t); e.HTTPStatus() != 503 || !strings.Contains(e.Message, "shutting down") {
+	if e := queued.waitErr(t); e.Code != sdk.CodeUnavailable || !strings.Contains(e.Message, "shutting down") {
 		ga.Release()
-		t.Fatalf("queued caller got %q (status %d), want 503 shutting down", e.Message, e.HTTPStatus())
+		t.Fatalf("queued caller got %q (code %d), want 503 shutting down", e.Message, e.Code)
 	}
 	h.world.expect(t, "stopped e") // idle: stopped at once
 	select {
@@ -445,12 +445,12 @@ func TestRouter_Rule7_LoopingWasmPolicy(t *testing.T) {
 		},
 	})
 	e := h.acquire("boom").waitErr(t)
-	if e.HTTPStatus() != 503 || !strings.Contains(e.Message, "scheduler policy test failed") {
-		t.Fatalf("looping policy: error %q (status %d), want 503 naming the policy", e.Message, e.HTTPStatus())
+	if e.Code != sdk.CodeUnavailable || !strings.Contains(e.Message, "scheduler policy test failed") {
+		t.Fatalf("looping policy: error %q (code %d), want 503 naming the policy", e.Message, e.Code)
 	}
 	e = h.acquire("a").waitErr(t)
-	if e.HTTPStatus() != 500 || !strings.Contains(e.Message, `granted model "a", which is stopped`) {
-		t.Fatalf("grant of a stopped model: error %q (status %d)", e.Message, e.HTTPStatus())
+	if e.Code != sdk.CodeInternal || !strings.Contains(e.Message, `granted model "a", which is stopped`) {
+		t.Fatalf("grant of a stopped model: error %q (code %d)", e.Message, e.Code)
 	}
 	if c := h.r.Counters()["scheduler"]; c.Failures != 1 || c.RefusedEffects != 1 {
 		t.Fatalf("counters = %+v, want 1 failure and 1 refusal", c)
@@ -541,7 +541,7 @@ func TestRouter_PolicyGarbageIsRefused(t *testing.T) {
 		g.fx = fx
 		return g, nil
 	}})
-	if e := h.acquire("a").waitErr(t); e.Message != "handled" || e.HTTPStatus() != 404 {
+	if e := h.acquire("a").waitErr(t); e.Message != "handled" || e.Code != sdk.CodeModelNotFound {
 		t.Fatalf("the real request got %v", e)
 	}
 	want := []error{sdk.ErrUnknownModel, sdk.ErrBadArgument, sdk.ErrUnknownModel, sdk.ErrUnknownModel}
@@ -626,7 +626,7 @@ func TestRouter_Rule7_FallbackTakesOverFromCrashLoop(t *testing.T) {
 			c.grant.Release()
 			break // served: the fallback has taken over
 		}
-		if e, ok := c.err.(*Error); !ok || e.HTTPStatus() != 503 {
+		if e, ok := c.err.(*Error); !ok || e.Code != sdk.CodeUnavailable {
 			t.Fatalf("request %d: %v, want a 503 from the crashing policy", crashes, c.err)
 		}
 	}

@@ -1,9 +1,11 @@
-package router
+package backend
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/loadout-dev/loadout/host/router"
+	"log/slog"
 	"net/http"
 	"os/exec"
 	"path/filepath"
@@ -25,7 +27,7 @@ func TestPluginProcess_Lifecycle(t *testing.T) {
 		return plugins.ModelSpec{Model: model, Options: json.RawMessage(options), HealthCheckTimeout: 30 * time.Second}
 	}
 	var lastCmd *exec.Cmd // the plugin process last launched
-	waitExited := func(t *testing.T, inst Instance) {
+	waitExited := func(t *testing.T, inst router.Instance) {
 		t.Helper()
 		select {
 		case <-inst.Exited():
@@ -39,7 +41,7 @@ func TestPluginProcess_Lifecycle(t *testing.T) {
 		run  func(t *testing.T, l *PluginLauncher)
 	}{
 		{"start, serve, stop", func(t *testing.T, l *PluginLauncher) {
-			inst, err := NewPluginProcess(spec("m", `{"tokens_per_second": 500}`), l).Start(context.Background(), StartSpec{Devices: []int{0}})
+			inst, err := NewPluginProcess(spec("m", `{"tokens_per_second": 500}`), l).Start(context.Background(), router.StartSpec{Devices: []int{0}})
 			if err != nil {
 				t.Fatalf("Start: %v", err)
 			}
@@ -64,12 +66,12 @@ func TestPluginProcess_Lifecycle(t *testing.T) {
 		}},
 		{"two models share one plugin", func(t *testing.T, l *PluginLauncher) {
 			ctx := context.Background()
-			a, err := NewPluginProcess(spec("a", `{}`), l).Start(ctx, StartSpec{})
+			a, err := NewPluginProcess(spec("a", `{}`), l).Start(ctx, router.StartSpec{})
 			if err != nil {
 				t.Fatal(err)
 			}
 			c1, _ := l.Client(ctx)
-			b, err := NewPluginProcess(spec("b", `{}`), l).Start(ctx, StartSpec{})
+			b, err := NewPluginProcess(spec("b", `{}`), l).Start(ctx, router.StartSpec{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -80,7 +82,7 @@ func TestPluginProcess_Lifecycle(t *testing.T) {
 			_ = b.Stop(ctx)
 		}},
 		{"server crash", func(t *testing.T, l *PluginLauncher) {
-			inst, err := NewPluginProcess(spec("m", `{"crash_after_tokens": 2, "tokens_per_second": 500}`), l).Start(context.Background(), StartSpec{})
+			inst, err := NewPluginProcess(spec("m", `{"crash_after_tokens": 2, "tokens_per_second": 500}`), l).Start(context.Background(), router.StartSpec{})
 			if err != nil {
 				t.Fatalf("Start: %v", err)
 			}
@@ -96,7 +98,7 @@ func TestPluginProcess_Lifecycle(t *testing.T) {
 		{"plugin killed, next start relaunches", func(t *testing.T, l *PluginLauncher) {
 			ctx := context.Background()
 			p := NewPluginProcess(spec("m", `{}`), l)
-			inst, err := p.Start(ctx, StartSpec{})
+			inst, err := p.Start(ctx, router.StartSpec{})
 			if err != nil {
 				t.Fatalf("Start: %v", err)
 			}
@@ -106,7 +108,7 @@ func TestPluginProcess_Lifecycle(t *testing.T) {
 			if err := inst.Err(); !errors.Is(err, plugins.ErrPluginExited) || err.Error() != "backend plugin sim exited" {
 				t.Errorf("Err = %v, want %q", err, "backend plugin sim exited")
 			}
-			again, err := p.Start(ctx, StartSpec{})
+			again, err := p.Start(ctx, router.StartSpec{})
 			if err != nil {
 				t.Fatalf("Start after the plugin died: %v", err)
 			}
@@ -116,7 +118,7 @@ func TestPluginProcess_Lifecycle(t *testing.T) {
 			_ = again.Stop(ctx)
 		}},
 		{"launcher closed under a running model", func(t *testing.T, l *PluginLauncher) {
-			inst, err := NewPluginProcess(spec("m", `{}`), l).Start(context.Background(), StartSpec{})
+			inst, err := NewPluginProcess(spec("m", `{}`), l).Start(context.Background(), router.StartSpec{})
 			if err != nil {
 				t.Fatalf("Start: %v", err)
 			}
@@ -130,7 +132,7 @@ func TestPluginProcess_Lifecycle(t *testing.T) {
 			}
 		}},
 		{"start error", func(t *testing.T, l *PluginLauncher) {
-			_, err := NewPluginProcess(spec("m", `{"vram": "lots"}`), l).Start(context.Background(), StartSpec{})
+			_, err := NewPluginProcess(spec("m", `{"vram": "lots"}`), l).Start(context.Background(), router.StartSpec{})
 			if err == nil || !strings.Contains(err.Error(), "start model m") {
 				t.Errorf("Start error = %v", err)
 			}
@@ -140,7 +142,7 @@ func TestPluginProcess_Lifecycle(t *testing.T) {
 			l := NewPluginLauncher("sim", func() *exec.Cmd {
 				lastCmd = exec.Command(bin, "sim")
 				return lastCmd
-			}, testLogger())
+			}, slog.New(slog.DiscardHandler))
 			t.Cleanup(l.Close)
 			tc.run(t, l)
 		})

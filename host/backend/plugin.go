@@ -1,9 +1,10 @@
-package router
+package backend
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/loadout-dev/loadout/host/router"
 	"log/slog"
 	"net/url"
 	"os/exec"
@@ -82,7 +83,7 @@ type PluginProcess struct {
 	launcher *PluginLauncher
 }
 
-var _ Process = (*PluginProcess)(nil)
+var _ router.Process = (*PluginProcess)(nil)
 
 // NewPluginProcess returns the Process of the model spec describes, started
 // through launcher's plugin. Start fills in spec.Devices from its StartSpec.
@@ -92,7 +93,7 @@ func NewPluginProcess(spec plugins.ModelSpec, launcher *PluginLauncher) *PluginP
 
 // Start implements Process. Errors from a plugin that died say "backend
 // plugin NAME exited" and wrap plugins.ErrPluginExited.
-func (p *PluginProcess) Start(ctx context.Context, s StartSpec) (Instance, error) {
+func (p *PluginProcess) Start(ctx context.Context, s router.StartSpec) (router.Instance, error) {
 	c, err := p.launcher.Client(ctx)
 	if err != nil {
 		return nil, err
