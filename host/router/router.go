@@ -123,7 +123,6 @@ type Error struct {
 
 func (e *Error) Error() string { return e.Message }
 
-
 // ErrShuttingDown is returned to callers once shutdown has begun.
 var ErrShuttingDown = &Error{Code: sdk.CodeUnavailable, Message: "loadout is shutting down"}
 
