@@ -262,6 +262,16 @@ func TestHost_Breaches(t *testing.T) {
 				h.Cancel(1)
 				h.SetQueuePosition(1, 1)
 			}, "cancelled"},
+		{"granting another model than the request asked for", []sdk.ModelInfo{{Name: "a", State: sdk.StateReady}, {Name: "b", State: sdk.StateReady}},
+			func(h *policytest.Host, s *sched) {
+				s.request = func(ev sdk.RequestEvent) { h.GrantServe(ev.ID, "a") }
+				h.Request(1, "b")
+			}, `the request asked for model "b"`},
+		{"an unknown error code", []sdk.ModelInfo{{Name: "a"}},
+			func(h *policytest.Host, s *sched) {
+				s.request = func(ev sdk.RequestEvent) { h.GrantError(ev.ID, sdk.ErrorCode(99), "x") }
+				h.Request(1, "a")
+			}, "unknown error code"},
 		{"an unknown request", nil,
 			func(h *policytest.Host, s *sched) { h.GrantError(9, 0, "x") }, "unknown request"},
 		{"a request still held after shutdown", []sdk.ModelInfo{{Name: "a"}},
