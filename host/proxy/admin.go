@@ -94,7 +94,7 @@ func (s *Server) running(w http.ResponseWriter, r *http.Request) {
 // running model and answer "OK" once they have exited.
 func (s *Server) unloadAll(w http.ResponseWriter, r *http.Request) {
 	if err := s.router.Unload(r.Context()); err != nil {
-		s.writeError(w, r, acquireError(err, "(all)"))
+		s.writeError(w, r, acquireError(r.Context(), err, "(all)"))
 		return
 	}
 	writeOK(w)
@@ -110,7 +110,7 @@ func (s *Server) unloadModel(w http.ResponseWriter, r *http.Request) {
 	}
 	exchangeOf(r).model = e.ID
 	if err := s.router.Unload(r.Context(), e.ID); err != nil {
-		s.writeError(w, r, acquireError(err, e.ID))
+		s.writeError(w, r, acquireError(r.Context(), err, e.ID))
 		return
 	}
 	writeOK(w)
