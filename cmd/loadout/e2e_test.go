@@ -76,13 +76,15 @@ type server struct {
 var listenRE = regexp.MustCompile(`msg="loadout serving" listen=(\S+)`)
 
 // startServer runs loadout serve on configPath (or the embedded default
-// when empty) and waits until it listens.
-func startServer(t testing.TB, configPath string) *server {
+// when empty), with extra flags after the defaults (a repeated flag's last
+// value wins), and waits until it listens.
+func startServer(t testing.TB, configPath string, extra ...string) *server {
 	t.Helper()
 	args := []string{"serve", "--listen", "127.0.0.1:0", "--shutdown-timeout", "20s", "--log-level", "info"}
 	if configPath != "" {
 		args = append(args, "--config", configPath)
 	}
+	args = append(args, extra...)
 	s := &server{t: t, cmd: exec.Command(loadoutBin, args...), exit: make(chan error, 1)}
 	s.cmd.Env = append(os.Environ(),
 		"LOADOUT_BIN="+loadoutBin,

@@ -49,7 +49,9 @@ group), so the endpoint can be tried with curl at once.
 
 SIGINT or SIGTERM stops taking requests, fails queued ones, lets in-flight
 requests finish (up to --shutdown-timeout), stops every model process and
-exits 0.`,
+exits 0. Requests still in flight at the timeout are ended with an error
+their clients can read (503, or a last SSE error event without [DONE]),
+and Loadout still exits 0, within the timeout plus one second.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
@@ -60,7 +62,7 @@ exits 0.`,
 	cmd.Flags().StringVarP(&o.configPath, "config", "c", "", "configuration file (llama-swap compatible YAML); default: the embedded example")
 	cmd.Flags().StringVarP(&o.listen, "listen", "l", defaultListen, "address to listen on")
 	cmd.Flags().StringVar(&o.logLevel, "log-level", "", "debug, info, warn or error (default: the config's logLevel)")
-	cmd.Flags().DurationVar(&o.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long in-flight requests may take to finish on shutdown")
+	cmd.Flags().DurationVar(&o.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long in-flight requests may take to finish on shutdown; then they are ended with an error")
 	return cmd
 }
 
@@ -281,15 +283,7 @@ func runServe(ctx context.Context, o serveOptions) error {
 		log.Error("http server stopped", "err", err)
 	}
 	log.Info("shutting down", "timeout", o.shutdownTimeout)
-	sctx, cancel := context.WithTimeout(context.Background(), o.shutdownTimeout)
-	defer cancel()
-	// The router fails queued callers at once, so the HTTP server's wait
-	// covers only requests really in flight.
-	routerDone := make(chan error, 1)
-	go func() { routerDone <- r.Shutdown(sctx) }()
-	httpErr := srv.Shutdown(sctx)
-	rErr := <-routerDone
-	if err := errors.Join(httpErr, rErr); err != nil {
+	if err := shutdown(srv, handler, r, o.shutdownTimeout, log); err != nil {
 		return fmt.Errorf("shutdown: %w", err)
 	}
 	log.Info("stopped")

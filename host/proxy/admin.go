@@ -103,7 +103,7 @@ func unloadOptions(r *http.Request, models ...string) router.UnloadOptions {
 // running model and answer "OK" once they have exited.
 func (s *Server) unloadAll(w http.ResponseWriter, r *http.Request) {
 	if err := s.router.Unload(r.Context(), unloadOptions(r)); err != nil {
-		s.writeError(w, r, acquireError(err, "(all)"))
+		s.writeError(w, r, acquireError(r.Context(), err, "(all)"))
 		return
 	}
 	writeOK(w)
@@ -119,7 +119,7 @@ func (s *Server) unloadModel(w http.ResponseWriter, r *http.Request) {
 	}
 	exchangeOf(r).model = e.ID
 	if err := s.router.Unload(r.Context(), unloadOptions(r, e.ID)); err != nil {
-		s.writeError(w, r, acquireError(err, e.ID))
+		s.writeError(w, r, acquireError(r.Context(), err, e.ID))
 		return
 	}
 	writeOK(w)

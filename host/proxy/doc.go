@@ -31,4 +31,6 @@
 // knows upstreams only as the URL a Grant carries, and processes, GPUs and
 // policies not at all. Graceful shutdown belongs to the http.Server that
 // serves a Server; every handler here ends when its request's context ends.
+// Past the shutdown's deadline, Server.Abort ends the requests still in
+// flight with an error their clients can read (503, or an SSE error event).
 package proxy

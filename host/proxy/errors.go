@@ -86,12 +86,15 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, e *apiError)
 }
 
 // acquireError turns an error from Router.Acquire (or Unload) into what the
-// client sees. model is the requested model, for messages.
-func acquireError(err error, model string) *apiError {
+// client sees. ctx is the request's context (Abort may have ended it);
+// model is the requested model, for messages.
+func acquireError(ctx context.Context, err error, model string) *apiError {
 	var re *router.Error
 	switch {
 	case errors.As(err, &re):
 		return routerError(re)
+	case abortedBy(ctx) != nil: // whatever the router made of the cancellation
+		return abortedError(ctx)
 	case errors.Is(err, context.Canceled):
 		return &apiError{status: statusClientGone, code: "client_gone", msg: "client went away while waiting for model " + model}
 	case errors.Is(err, context.DeadlineExceeded):

@@ -95,5 +95,8 @@ func (ex *exchange) Flush() { _ = ex.FlushError() }
 // upgraded /upstream connections, deadlines).
 func (ex *exchange) Unwrap() http.ResponseWriter { return ex.ResponseWriter }
 
-// clientGone reports whether the request's client has left.
-func clientGone(ctx context.Context) bool { return ctx.Err() == context.Canceled }
+// clientGone reports whether the request's client has left: its context
+// was cancelled, and not by Abort.
+func clientGone(ctx context.Context) bool {
+	return ctx.Err() == context.Canceled && abortedBy(ctx) == nil
+}

@@ -80,7 +80,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, req router.Reques
 		grant, err = s.router.Acquire(r.Context(), req)
 	}
 	if err != nil {
-		s.writeError(w, r, acquireError(err, req.Model))
+		s.writeError(w, r, acquireError(r.Context(), err, req.Model))
 		return
 	}
 	mm := s.metrics.model(req.Model)

@@ -440,27 +440,6 @@ func TestErrors_Status(t *testing.T) {
 	}
 }
 
-func TestErrors_ConcurrencyLimit(t *testing.T) {
-	e := newEnv(t, envOpts{})
-	done := make(chan int)
-	go func() {
-		resp, _ := e.do(request{path: "/v1/chat/completions", body: `{"model":"d"}`, headers: map[string]string{"X-Test-Mode": "hold"}})
-		done <- resp.StatusCode
-	}()
-	e.world.waitHolding(t, "d")
-	resp, b := e.do(request{path: "/v1/chat/completions", body: `{"model":"d"}`})
-	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") != "1" {
-		t.Fatalf("status %d Retry-After %q, want 429 with Retry-After: 1: %s", resp.StatusCode, resp.Header.Get("Retry-After"), b)
-	}
-	if oe := openAIError(t, b); oe.Code != "concurrency_limit" || oe.Type != "rate_limit_error" {
-		t.Errorf("error %+v", oe)
-	}
-	e.world.releaseOne(t)
-	if code := <-done; code != http.StatusOK {
-		t.Errorf("held request ended with %d", code)
-	}
-}
-
 func TestErrors_PolicyCodes(t *testing.T) {
 	codes := map[string]sdk.ErrorCode{
 		"m-notfound": sdk.CodeModelNotFound, "m-queue": sdk.CodeQueueFull, "m-limit": sdk.CodeConcurrencyLimit,

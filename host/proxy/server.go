@@ -119,6 +119,7 @@ type Server struct {
 	metrics   *metrics
 	ids       *idSource
 	started   time.Time
+	inflight  inflight // the requests being handled, for Abort
 }
 
 // New checks cfg and builds the server. Errors: no router, an empty
@@ -212,13 +213,19 @@ func (s *Server) routes() *mux.Router {
 
 // ServeHTTP gives the request an id, checks its API key, routes it, and
 // logs it and counts it when it ends (also when it panics: an aborted
-// stream still gets its line).
+// stream still gets its line). Until it returns, Abort can end it.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ex := &exchange{ResponseWriter: w, start: time.Now(), id: s.ids.fromRequest(r)}
 	w.Header().Set(requestIDHeader, ex.id)
 	r.Header.Set(requestIDHeader, ex.id) // the upstream logs the same id
-	r = r.WithContext(context.WithValue(r.Context(), exchangeKey{}, ex))
+	ctx, cancel := context.WithCancelCause(context.WithValue(r.Context(), exchangeKey{}, ex))
+	r = r.WithContext(ctx)
 	defer s.finish(ex, r)
+	s.inflight.add(ex, cancel) // Abort may end it
+	defer func() {
+		s.inflight.remove(ex)
+		cancel(nil)
+	}()
 	if r.Method == http.MethodOptions {
 		preflight(ex, r) // browsers send no credentials with it
 		ex.completed = true

@@ -103,6 +103,10 @@ func (u *upstreams) proxy(target *url.URL) *httputil.ReverseProxy {
 // which case the error goes out as an SSE event.
 func (s *Server) upstreamFailed(w http.ResponseWriter, r *http.Request, err error) {
 	ex := exchangeOf(r)
+	if e := abortedError(r.Context()); e != nil {
+		s.writeError(w, r, e)
+		return
+	}
 	if clientGone(r.Context()) {
 		ex.fail(statusClientGone, "client went away while the upstream was answering")
 		return
@@ -231,8 +235,8 @@ func sseErrorEvent(e *apiError) []byte {
 
 // responseGuard wraps an upstream's response body to catch an upstream
 // that fails mid-body (the connection dies, the chunked body breaks off)
-// while the client is still there. The failure is recorded for the log
-// line and metrics (502). An SSE stream then ends with an error event and a
+// while the client is still there, and a request that Abort ended. The
+// failure is recorded for the log line and metrics (502, or Abort's 503). An SSE stream then ends with an error event and a
 // clean EOF, so the client reads why instead of a cut connection; any other
 // body returns the error, and httputil.ReverseProxy aborts the response
 // (the client sees it truncated, which is all HTTP allows once the status
@@ -266,11 +270,18 @@ func (g *responseGuard) Read(p []byte) (int, error) {
 	if n > 0 && g.sse {
 		g.track(p[:n])
 	}
-	if err == nil || err == io.EOF || clientGone(g.req.Context()) {
+	if err == nil || err == io.EOF {
 		return n, err
 	}
-	e := &apiError{status: http.StatusBadGateway, code: "upstream_error",
-		msg: fmt.Sprintf("model %s: upstream failed mid-stream: %v", g.ex.model, err)}
+	e := abortedError(g.req.Context())
+	switch {
+	case e != nil: // Abort ended the request: say so
+	case clientGone(g.req.Context()):
+		return n, err
+	default:
+		e = &apiError{status: http.StatusBadGateway, code: "upstream_error",
+			msg: fmt.Sprintf("model %s: upstream failed mid-stream: %v", g.ex.model, err)}
+	}
 	g.ex.fail(e.status, e.msg)
 	if !g.sse {
 		return n, err

@@ -10,8 +10,12 @@
 //  1. An unknown model is refused (404).
 //  2. If a swap (a model load) for the same model is already running, the
 //     request joins it and is served when it finishes.
-//  3. Fast path: if the model is ready, the swapper evicts nothing for it,
-//     and no running swap is evicting it, the request is served at once.
+//  3. If the model is ready, the request is served at once, or queued for
+//     a free slot when the model is at its concurrency limit (below). A
+//     running swap that evicts the model queues it as in step 4. The
+//     swapper is not asked: nothing has to load, so a failing or
+//     crash-looping swapper never takes down models that are ready. Only
+//     the steps below, for a model that must load, ask it for a plan.
 //  4. If loading the model would collide with a running swap (it would evict
 //     that swap's model, that swap evicts this model, or both evict the same
 //     model), the request is queued.
@@ -28,11 +32,19 @@
 // for a model that now has a swap joins it, so requests arriving as
 // A B C A B C for models that exclude each other are served A A B B C C,
 // with two swaps instead of five. Requests still blocked keep their
-// places. The queue is also drained when a model becomes idle, after an
-// unload, and on every tick (a crashed or stopped model may unblock it).
+// places. The queue is also drained when a model becomes idle, when a
+// request ends on a model under its concurrency limit that a queued
+// request wants, after an unload, and on every tick (a crashed or stopped
+// model may unblock it).
 //
 // A model serves at most its concurrencyLimit requests at once (10 when
-// unset, as in llama-swap); a request beyond that is refused with 429.
+// unset, as in llama-swap). A request beyond that is not refused: it waits
+// in the queue like any other blocked request (its position reported,
+// bounded by max_queue, aged by max_wait) until one of the model's
+// requests ends. So do the waiters of a finished swap beyond the limit:
+// they go back to the queue in their arrival order, whatever max_queue
+// says, since they were admitted when they joined the swap. The only 429
+// is a full queue.
 //
 // # Queue order
 //
@@ -50,8 +62,9 @@
 // completes.
 //
 // Unloads: an operator's unload fails the requests waiting on the models'
-// swaps or queued for them (503, "model unloaded") and stops the models even
-// if busy. An idle-timeout (ttl) unload stops only the models that are
+// swaps or queued for them (503, "model unloaded") and stops the models (the
+// host lets a busy one finish its requests first, unless the unload is
+// forced). An idle-timeout (ttl) unload stops only the models that are
 // ready, idle, not loading, and not wanted by a queued request. On shutdown
 // every request still held fails with 503.
 //

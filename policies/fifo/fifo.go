@@ -99,6 +99,16 @@ func (s *scheduler) decide(r *request) verdict {
 		s.fx.GrantError(r.id, sdk.CodeModelNotFound, fmt.Sprintf("model %q not found", r.model))
 		return handled
 	}
+	// (3) A ready model is served at once, or queued for a free slot when
+	// it is at its concurrency limit; a running swap that evicts it blocks
+	// it as in (4). The swapper is not asked: nothing needs to load, and a
+	// failing swapper must not take down models that are ready.
+	if info.State == sdk.StateReady {
+		if s.collides(r.model, nil) || !s.grant(r, &info) {
+			return blocked
+		}
+		return handled
+	}
 	plan, err := s.fx.Plan(r.model)
 	if err != nil {
 		// The swapper cannot place the model (e.g. it does not fit even
@@ -107,14 +117,8 @@ func (s *scheduler) decide(r *request) verdict {
 		s.fx.GrantError(r.id, sdk.CodeUnavailable, fmt.Sprintf("cannot load model %q: %v", r.model, err))
 		return handled
 	}
-	collides := s.collides(r.model, plan.Evict)
-	// (3) Fast path.
-	if info.State == sdk.StateReady && len(plan.Evict) == 0 && !collides {
-		s.grant(r, &info)
-		return handled
-	}
 	// (4) Collides with a running swap; (5) would evict a busy model.
-	if collides || s.busy(plan.Evict) {
+	if s.collides(r.model, plan.Evict) || s.busy(plan.Evict) {
 		return blocked
 	}
 	// (6) Start a swap and wait on it.
@@ -151,22 +155,28 @@ func (s *scheduler) wait(sw *swap, r *request) {
 	s.fx.SetQueuePosition(r.id, 0)
 }
 
-// grant serves r unless its model is at its concurrency limit. info is the
-// model's state; its InFlight is counted up on a grant, so one ModelState
-// read serves many grants within one event.
-func (s *scheduler) grant(r *request, info *sdk.ModelInfo) {
-	limit := info.ConcurrencyLimit
-	if limit == 0 {
-		limit = defaultConcurrencyLimit
-	}
-	if info.InFlight >= limit {
-		s.fx.GrantError(r.id, sdk.CodeConcurrencyLimit,
-			fmt.Sprintf("model %q is serving its limit of %d concurrent requests", r.model, limit))
-		return
+// grant serves r unless its model is at its concurrency limit, and
+// reports whether r is done with: false means the model is at its limit
+// and r must wait in the queue for a free slot. info is the model's state;
+// its InFlight is counted up on a grant, so one ModelState read serves
+// many grants within one event.
+func (s *scheduler) grant(r *request, info *sdk.ModelInfo) bool {
+	if info.InFlight >= concurrencyLimit(info) {
+		return false
 	}
 	if s.fx.GrantServe(r.id, r.model) {
 		info.InFlight++
 	}
+	return true
+}
+
+// concurrencyLimit is the most requests the model serves at once: its
+// configured concurrencyLimit, else defaultConcurrencyLimit.
+func concurrencyLimit(info *sdk.ModelInfo) uint32 {
+	if info.ConcurrencyLimit == 0 {
+		return defaultConcurrencyLimit
+	}
+	return info.ConcurrencyLimit
 }
 
 // collides reports whether a swap of target evicting evict would collide
@@ -338,27 +348,44 @@ func (s *scheduler) finish(ev sdk.SwapDoneEvent, waiters []request) {
 		}
 		return
 	}
+	// Waiters beyond the model's concurrency limit wait in the queue for
+	// a free slot.
+	var over []request
 	for _, w := range waiters {
-		s.grant(&w, &info)
+		if !s.grant(&w, &info) {
+			over = append(over, w)
+		}
 	}
+	s.requeue(over...)
 }
 
-// requeue puts a request that was already accepted back in the queue,
-// regardless of max_queue.
-func (s *scheduler) requeue(r request) {
-	i := sort.Search(len(s.queue), func(i int) bool { return before(&r, &s.queue[i]) })
-	s.queue = slices.Insert(s.queue, i, r)
-	s.sendPositions(i)
+// requeue puts requests that were already accepted back in the queue, in
+// order, regardless of max_queue: they were admitted when they joined a
+// swap, and a bound reached since then must not refuse them.
+func (s *scheduler) requeue(rs ...request) {
+	if len(rs) == 0 {
+		return
+	}
+	from := len(s.queue)
+	for _, r := range rs {
+		i := sort.Search(len(s.queue), func(i int) bool { return before(&r, &s.queue[i]) })
+		s.queue = slices.Insert(s.queue, i, r)
+		from = min(from, i)
+	}
+	s.sendPositions(from)
 }
 
-// OnServeDone drains the queue when the model has become idle: requests
-// that would have evicted it may now proceed.
+// OnServeDone drains the queue when the model has become idle (requests
+// that would have evicted it may now proceed) or when it has a free slot
+// under its concurrency limit that a queued request wants.
 func (s *scheduler) OnServeDone(ev sdk.ServeDoneEvent) {
 	s.age(ev.Now)
 	if len(s.queue) == 0 {
 		return // nothing to drain: spare the host read
 	}
-	if info, ok := s.fx.ModelState(ev.Model); !ok || info.InFlight == 0 {
+	info, ok := s.fx.ModelState(ev.Model)
+	if !ok || info.InFlight == 0 ||
+		info.InFlight < concurrencyLimit(&info) && slices.ContainsFunc(s.queue, func(r request) bool { return r.model == ev.Model }) {
 		s.drain()
 	}
 }
@@ -392,7 +419,7 @@ func removeWaiter(sw *swap, id sdk.RequestID) bool {
 }
 
 // OnUnload handles an operator's unload (fail the models' callers, stop
-// the models even if busy) and a ttl unload (stop only idle models nobody
+// the models; the host drains busy ones first) and a ttl unload (stop only idle models nobody
 // waits for).
 func (s *scheduler) OnUnload(ev sdk.UnloadEvent) {
 	s.age(ev.Now)

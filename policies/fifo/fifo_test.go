@@ -381,27 +381,76 @@ var scenarios = []scenario{
 		},
 	},
 	{
-		name: "concurrency limit: 429 beyond the model's limit",
+		name: "concurrency limit: a request beyond it waits in the queue for a free slot",
 		models: []sdk.ModelInfo{
 			{Name: "a", State: sdk.StateReady, ConcurrencyLimit: 2},
-			{Name: "b", ConcurrencyLimit: 1},
+			{Name: "b"},
 		},
-		swapper: policytest.PlanFunc(func(sdk.PlanRequest) (sdk.Plan, error) { return sdk.Plan{}, nil }),
 		run: func(t *testing.T, h *policytest.Host) {
 			h.Request(1, "a")
 			h.Request(2, "a")
 			h.Request(3, "a")
-			wantGranted(t, h, 1, 2)
-			wantErrored(t, h, sdk.CodeConcurrencyLimit, 3)
-			h.ServeDone(1)
 			h.Request(4, "a")
+			wantGranted(t, h, 1, 2)
+			wantQueue(t, h, 3, 4)
+			h.ServeDone(1) // a slot frees: the first in line takes it
+			wantGranted(t, h, 3)
+			wantQueue(t, h, 4)
+			h.ServeDone(2)
 			wantGranted(t, h, 4)
-			// Waiters of a swap count too.
-			h.Request(5, "b")
-			h.Request(6, "b")
-			h.CompleteSwap("b", "")
-			wantGranted(t, h, 5)
-			wantErrored(t, h, sdk.CodeConcurrencyLimit, 6)
+			if n := len(h.Calls.Of(policytest.OpGrantError)); n != 0 {
+				t.Errorf("got %d refusals, want none", n)
+			}
+		},
+	},
+	{
+		name: "concurrency limit: waiters of a swap beyond it are queued, not refused",
+		models: []sdk.ModelInfo{
+			{Name: "a", ConcurrencyLimit: 1},
+			{Name: "b"},
+		},
+		settings: `{"max_queue": 1}`, // they were admitted: the bound does not refuse them
+		run: func(t *testing.T, h *policytest.Host) {
+			h.Request(1, "a")
+			h.Request(2, "a")
+			h.Request(3, "a")
+			h.CompleteSwap("a", "")
+			wantGranted(t, h, 1)
+			wantQueue(t, h, 2, 3)
+			h.ServeDone(1)
+			wantGranted(t, h, 2)
+			wantQueue(t, h, 3)
+			h.ServeDone(2)
+			wantGranted(t, h, 3)
+			wantSwaps(t, h, "a")
+		},
+	},
+	{
+		name:     "concurrency limit: 429 only when the queue is full",
+		settings: `{"max_queue": 1}`,
+		models:   []sdk.ModelInfo{{Name: "a", State: sdk.StateReady, ConcurrencyLimit: 1}},
+		run: func(t *testing.T, h *policytest.Host) {
+			h.Request(1, "a")
+			h.Request(2, "a")
+			h.Request(3, "a")
+			wantGranted(t, h, 1)
+			wantQueue(t, h, 2)
+			wantErrored(t, h, sdk.CodeQueueFull, 3)
+		},
+	},
+	{
+		name:     "concurrency limit: queued requests age like any other",
+		settings: `{"max_wait": "30s"}`,
+		models:   []sdk.ModelInfo{{Name: "a", State: sdk.StateReady, ConcurrencyLimit: 1}, {Name: "b"}},
+		run: func(t *testing.T, h *policytest.Host) {
+			h.Request(1, "a")
+			h.Request(2, "a") // at the limit: queued
+			h.Advance(31 * time.Second)
+			h.Submit(sdk.RequestEvent{ID: 3, Model: "a", Priority: 9})
+			wantQueue(t, h, 2, 3)
+			h.ServeDone(1)
+			wantGranted(t, h, 2)
+			wantQueue(t, h, 3)
 		},
 	},
 	{
@@ -412,7 +461,27 @@ var scenarios = []scenario{
 				h.Request(id, "a")
 			}
 			wantGranted(t, h, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10)
-			wantErrored(t, h, sdk.CodeConcurrencyLimit, 11)
+			wantQueue(t, h, 11)
+			h.ServeDone(1)
+			wantGranted(t, h, 11)
+		},
+	},
+	{
+		name: "a swap of another model waits for a model at its limit, then evicts it",
+		models: []sdk.ModelInfo{
+			{Name: "a", State: sdk.StateReady, ConcurrencyLimit: 1},
+			{Name: "b"},
+		},
+		run: func(t *testing.T, h *policytest.Host) {
+			h.Request(1, "a")
+			h.Request(2, "a") // the limit
+			h.Request(3, "b") // would evict busy a
+			wantQueue(t, h, 2, 3)
+			h.ServeDone(1)
+			wantGranted(t, h, 2) // a's slot goes first: 2 is ahead of 3
+			wantQueue(t, h, 3)
+			h.ServeDone(2)
+			wantSwaps(t, h, "b")
 		},
 	},
 	{
@@ -470,19 +539,21 @@ var scenarios = []scenario{
 		models: []sdk.ModelInfo{
 			{Name: "busy", State: sdk.StateReady},
 			{Name: "idle", State: sdk.StateReady},
-			{Name: "wanted", State: sdk.StateReady},
-			{Name: "blocker", State: sdk.StateReady},
+			{Name: "wanted", State: sdk.StateReady, ConcurrencyLimit: 1},
 			{Name: "loading"},
 			{Name: "stopped"},
 		},
-		swapper: groups(false, []string{"wanted", "blocker"}),
+		swapper: groups(false), // nothing evicts anything
 		run: func(t *testing.T, h *policytest.Host) {
 			h.Request(1, "busy")
-			h.Request(2, "blocker")
-			h.Request(3, "wanted") // evicts busy blocker: queued
+			h.Request(2, "wanted")
+			h.Request(3, "wanted") // at its limit: queued
 			h.Request(4, "loading")
 			wantPos(t, h, 3, 1)
 			wantPos(t, h, 4, 0)
+			// The host has counted request 2 out; its ServeDone, which
+			// would grant 3, comes after the unload.
+			h.Models["wanted"].InFlight = 0
 			h.Unload(sdk.UnloadTTL, "busy", "idle", "wanted", "loading", "stopped")
 			wantCalls(t, h.Calls.Of(policytest.OpStopProcesses), `StopProcesses(["idle"]) = <nil>`)
 			wantPos(t, h, 3, 1)
@@ -506,6 +577,28 @@ var scenarios = []scenario{
 		run: func(t *testing.T, h *policytest.Host) {
 			h.Request(1, "nope")
 			wantErrored(t, h, sdk.CodeModelNotFound, 1)
+		},
+	},
+	{
+		name:   "a ready model is served without asking the swapper, even a failing one",
+		models: []sdk.ModelInfo{{Name: "a", State: sdk.StateReady, ConcurrencyLimit: 1}, {Name: "b"}},
+		run: func(t *testing.T, h *policytest.Host) {
+			sw := &failingSwapper{}
+			h.Swapper = sw
+			h.Request(1, "a")
+			h.Request(2, "a") // at the limit: queued, still without a plan
+			wantGranted(t, h, 1)
+			wantQueue(t, h, 2)
+			h.ServeDone(1) // the drain grants it, again without a plan
+			wantGranted(t, h, 2)
+			if sw.calls != 0 {
+				t.Errorf("the swapper was asked %d times for a ready model, want 0", sw.calls)
+			}
+			h.Request(3, "b") // a load needs the swapper: its failure fails only this one
+			wantErrored(t, h, sdk.CodeUnavailable, 3)
+			if sw.calls != 1 {
+				t.Errorf("the swapper was asked %d times, want once, for b", sw.calls)
+			}
 		},
 	},
 	{
@@ -624,6 +717,17 @@ func groups(exclusive bool, members ...[]string) policytest.Swapper {
 		return p, nil
 	})
 }
+
+// failingSwapper fails every plan, as a crash-looping swapper does, and
+// counts the calls. A scenario makes its own: the count is per run.
+type failingSwapper struct{ calls int }
+
+func (f *failingSwapper) Plan(sdk.PlanRequest) (sdk.Plan, error) {
+	f.calls++
+	return sdk.Plan{}, errors.New("swapper trapped")
+}
+
+func (f *failingSwapper) OnSwapStart(sdk.SwapStartEvent) error { return nil }
 
 func wantGranted(t *testing.T, h *policytest.Host, ids ...sdk.RequestID) {
 	t.Helper()
