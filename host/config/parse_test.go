@@ -14,21 +14,7 @@ import (
 // warning lines.
 func parse(t *testing.T, src string) (*Config, []string, []string) {
 	t.Helper()
-	cfg, warns, err := Parse("c.yaml", []byte(src))
-	var errs, ws []string
-	if err != nil {
-		var list Errors
-		if !errors.As(err, &list) {
-			t.Fatalf("error is %T, want Errors: %v", err, err)
-		}
-		for _, e := range list {
-			errs = append(errs, e.Error())
-		}
-	}
-	for _, w := range warns {
-		ws = append(ws, w.String())
-	}
-	return cfg, errs, ws
+	return parseWith(t, src, Options{})
 }
 
 func TestParse_SyntaxErrors(t *testing.T) {

@@ -9,7 +9,8 @@ import (
 	"testing"
 )
 
-// parseWith is parse (see parse_test.go) with Options.
+// parseWith parses src as c.yaml with o and returns the config, the errors
+// and the warnings as strings.
 func parseWith(t *testing.T, src string, o Options) (*Config, []string, []string) {
 	t.Helper()
 	cfg, warns, err := ParseWith("c.yaml", []byte(src), o)

@@ -66,6 +66,25 @@ func (c *cooldown) disable(now int64, reason string) {
 // due reports whether the primary's cool-down is over at now.
 func (c *cooldown) due(now int64) bool { return c.onFallback && now >= c.retryAt }
 
+// retry tries the primary again if its cool-down is over at now: a fresh
+// instance, and the fallback (nil if none was made) closed. It reports
+// whether the primary is back in charge; a failed retry disables it again.
+func (c *cooldown) retry(now int64, primary, fallback *supervisor) bool {
+	if !c.due(now) {
+		return false
+	}
+	if err := primary.revive(); err != nil {
+		c.disable(now, err.Error())
+		return false
+	}
+	primary.log.Info("policy retried after its cool-down", "kind", primary.m.Kind.String())
+	c.onFallback, c.revivedAt, c.handedOver = false, now, true
+	if fallback != nil {
+		fallback.close()
+	}
+	return true
+}
+
 // HandedOver reports, once, whether the policy answering behind the
 // decorator changed since the last call: the run loop then offers the
 // requests the old one held to the new one.
@@ -178,17 +197,12 @@ func (f *FallbackScheduler) OnUnload(ev sdk.UnloadEvent) error {
 // primary's cool-down tries it again: a fresh instance gets this tick, and
 // the fallback's requests are handed over.
 func (f *FallbackScheduler) OnTick(ev sdk.TickEvent) error {
-	if f.cd.due(ev.Now) {
-		if err := f.primary.sv.revive(); err != nil {
-			f.cd.disable(ev.Now, err.Error())
-		} else {
-			f.primary.sv.log.Info("scheduler policy retried after its cool-down")
-			f.cd.onFallback, f.cd.revivedAt, f.cd.handedOver = false, ev.Now, true
-			if f.fallback != nil {
-				f.fallback.sv.close()
-				f.fallback = nil
-			}
-		}
+	var fb *supervisor
+	if f.fallback != nil {
+		fb = f.fallback.sv
+	}
+	if f.cd.retry(ev.Now, f.primary.sv, fb) {
+		f.fallback = nil
 	}
 	s := f.active()
 	return f.after(ev.Now, s, s.OnTick(ev))
@@ -236,17 +250,12 @@ func NewFallbackSwapper(primary *Swapper, newFallback func() (*Swapper, error), 
 
 // Plan implements the run loop's swapper.
 func (f *FallbackSwapper) Plan(q sdk.PlanRequest) (sdk.Plan, error) {
-	if f.cd.due(q.Now) {
-		if err := f.primary.sv.revive(); err != nil {
-			f.cd.disable(q.Now, err.Error())
-		} else {
-			f.primary.sv.log.Info("swapper policy retried after its cool-down")
-			f.cd.onFallback, f.cd.revivedAt, f.cd.handedOver = false, q.Now, true
-			if f.fallback != nil {
-				f.fallback.sv.close()
-				f.fallback = nil
-			}
-		}
+	var fb *supervisor
+	if f.fallback != nil {
+		fb = f.fallback.sv
+	}
+	if f.cd.retry(q.Now, f.primary.sv, fb) {
+		f.fallback = nil
 	}
 	if f.cd.onFallback && f.fallback != nil {
 		return f.fallback.Plan(q)
@@ -256,15 +265,15 @@ func (f *FallbackSwapper) Plan(q sdk.PlanRequest) (sdk.Plan, error) {
 		return p, err // not a new disable (or the fallback could not start)
 	}
 	f.cd.disable(q.Now, err.Error())
-	fb, ferr := f.newFallback()
+	nfb, ferr := f.newFallback()
 	if ferr != nil {
 		f.primary.sv.log.Error("fallback swapper failed to start; plans fail until the primary is retried", "err", ferr)
 		return p, err
 	}
-	f.fallback, f.cd.handedOver = fb, true
-	f.primary.sv.log.Error("swapper policy disabled; the fallback takes over", "fallback", fb.sv.m.Name,
+	f.fallback, f.cd.handedOver = nfb, true
+	f.primary.sv.log.Error("swapper policy disabled; the fallback takes over", "fallback", nfb.sv.m.Name,
 		"retry_in", time.Duration(f.cd.retryAt-q.Now).String())
-	return fb.Plan(q)
+	return nfb.Plan(q)
 }
 
 // OnSwapStart implements the run loop's swapper.
