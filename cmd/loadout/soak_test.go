@@ -40,10 +40,10 @@ gpus:
   - {name: sim1, memory: 24GiB}
 models:
   m1: {backend: sim, options: {load_time: 100ms, vram: 8GiB, ttft: 10ms, tokens_per_second: 200, max_batch: 8}}
-  m2: {backend: sim, options: {load_time: 200ms, vram: 10GiB, ttft: 20ms, tokens_per_second: 150, max_batch: 8, crash_after_tokens: 1500}}
+  m2: {backend: sim, options: {load_time: 200ms, vram: 10GiB, ttft: 20ms, tokens_per_second: 150, max_batch: 8, crash_after_tokens: 300}}
   m3: {backend: sim, options: {load_time: 300ms, vram: 12GiB, ttft: 20ms, tokens_per_second: 120, max_batch: 8}}
   m4: {backend: sim, options: {load_time: 150ms, vram: 14GiB, ttft: 10ms, tokens_per_second: 250, max_batch: 8}}
-  m5: {backend: sim, options: {load_time: 100ms, vram: 6GiB, ttft: 10ms, tokens_per_second: 300, max_batch: 8, crash_after_tokens: 800}}
+  m5: {backend: sim, options: {load_time: 100ms, vram: 6GiB, ttft: 10ms, tokens_per_second: 300, max_batch: 8, crash_after_tokens: 150}}
   m6: {backend: sim, options: {load_time: 400ms, vram: 16GiB, ttft: 30ms, tokens_per_second: 100, max_batch: 8}}
 routing:
   scheduler:
