@@ -47,4 +47,4 @@ clean:
 # figures. Not part of `make test`. E.g. `make soak SOAK_DURATION=2m`.
 SOAK_DURATION ?= 10m
 soak: policies
-	SOAK_DURATION=$(SOAK_DURATION) $(GO) test -tags soak -p 1 -count=1 -timeout 60m -run '^TestSoak_' ./cmd/loadout
+	SOAK_DURATION=$(SOAK_DURATION) $(GO) test -tags soak -p 1 -count=1 -timeout 60m -v -run '^TestSoak_' ./cmd/loadout

@@ -353,7 +353,12 @@ func TestFault_ClientLeavesWhileQueued(t *testing.T) {
 	queued.until("queued: position 1")
 	leave()
 	eventually(t, "the queued client's departure to be logged", func() bool {
-		return strings.Contains(s.log(), `msg="client went away"`) && strings.Contains(s.log(), "model=b")
+		for _, line := range strings.Split(s.log(), "\n") {
+			if strings.Contains(line, `msg="client went away"`) && strings.Contains(line, "model=b") {
+				return true
+			}
+		}
+		return false
 	})
 	if done, _, tail := busy.rest(); !done {
 		t.Fatalf("the busy model's stream did not finish:\n%s", tail)
