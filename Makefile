@@ -9,7 +9,7 @@ export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 # Tests talk to real processes on 2 cores: keep package parallelism low.
 TESTFLAGS ?= -p 2 -timeout 20m
 
-.PHONY: build policies test vet lint bench clean
+.PHONY: build policies test vet lint bench clean soak
 
 build: policies
 	$(GO) build -trimpath -o $(BIN) ./cmd/loadout
@@ -41,3 +41,10 @@ bench: policies
 
 clean:
 	rm -rf bin $(WASM)
+
+# The soak (cmd/loadout/soak_test.go, build tag soak): mixed traffic with
+# faults for SOAK_DURATION, on loopback, then the end-of-run checks and
+# figures. Not part of `make test`. E.g. `make soak SOAK_DURATION=2m`.
+SOAK_DURATION ?= 10m
+soak: policies
+	SOAK_DURATION=$(SOAK_DURATION) $(GO) test -tags soak -p 1 -count=1 -timeout 60m -v -run '^TestSoak_' ./cmd/loadout
