@@ -252,12 +252,12 @@ func (s *server) generate(w http.ResponseWriter, r *http.Request, chat bool) {
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			return
+			abort()
 		}
 	}
 	sq := newSeq(ctx, n)
 	if err := s.engine.submit(sq); err != nil {
-		return
+		abort() // the server is stopping
 	}
 
 	e := encoding{chat: chat, model: model, created: time.Now().Unix()}
@@ -274,7 +274,7 @@ func (s *server) generate(w http.ResponseWriter, r *http.Request, chat bool) {
 			select {
 			case <-sq.tokens:
 			case <-ctx.Done():
-				return
+				abort()
 			}
 		}
 		writeJSON(w, http.StatusOK, e.whole(gen.text(n), usage))
@@ -304,7 +304,7 @@ func (s *server) generate(w http.ResponseWriter, r *http.Request, chat bool) {
 		select {
 		case <-sq.tokens:
 		case <-ctx.Done():
-			return
+			abort()
 		}
 		if send(e.delta(gen.piece(i))) != nil {
 			return // the client left; ctx is canceled and the loop drops the sequence
@@ -432,3 +432,9 @@ func writeError(w http.ResponseWriter, status int, typ, msg string) {
 		"error": map[string]any{"message": msg, "type": typ, "code": status},
 	})
 }
+
+// abort ends a response the server stops (or whose client left) before
+// it is complete by dropping the connection, as a killed server would:
+// returning would send an empty 200, or end a stream cleanly without its
+// finish chunk and [DONE], which a proxy and a client read as success.
+func abort() { panic(http.ErrAbortHandler) }
