@@ -8,7 +8,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -16,16 +15,6 @@ import (
 	"testing"
 	"time"
 )
-
-// writeConfig writes a configuration file into t's temporary directory.
-func writeConfig(t *testing.T, yaml string) string {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "c.yaml")
-	if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
 
 // freeLoopbackPort returns a port nothing listens on now (the kernel's
 // choice), for a test's own use.
@@ -64,7 +53,7 @@ func TestE2E_Port_ForeignListenerOnStartPort(t *testing.T) {
 	}))
 	defer foreign.Close()
 	taken := foreign.Listener.Addr().(*net.TCPAddr).Port
-	path := writeConfig(t, fmt.Sprintf(`startPort: %d
+	path := writeConfig(t, t.TempDir(), fmt.Sprintf(`startPort: %d
 models:
   a:
     backend: sim
@@ -92,7 +81,7 @@ models:
 // cmd model whose proxy points at Loadout itself is a config error.
 func TestE2E_Port_ListenPortNeverHandedOut(t *testing.T) {
 	listen := freeLoopbackPort(t)
-	path := writeConfig(t, fmt.Sprintf("startPort: %d\nmodels:\n  a:\n    backend: sim\n", listen))
+	path := writeConfig(t, t.TempDir(), fmt.Sprintf("startPort: %d\nmodels:\n  a:\n    backend: sim\n", listen))
 	out, err := loadout(t, "config", "check", "--listen", "127.0.0.1:"+strconv.Itoa(listen), path)
 	if err != nil {
 		t.Fatalf("config check: %v\n%s", err, out)
@@ -104,7 +93,7 @@ func TestE2E_Port_ListenPortNeverHandedOut(t *testing.T) {
 		t.Errorf("model a should get port %d, not the listen port %d:\n%s", listen+1, listen, out)
 	}
 
-	path = writeConfig(t, fmt.Sprintf("models:\n  self:\n    cmd: server\n    proxy: http://localhost:%d\n", listen))
+	path = writeConfig(t, t.TempDir(), fmt.Sprintf("models:\n  self:\n    cmd: server\n    proxy: http://localhost:%d\n", listen))
 	out, err = loadout(t, "config", "check", "--listen", "127.0.0.1:"+strconv.Itoa(listen), path)
 	if err == nil || !strings.Contains(out, "c.yaml:4:12: models.self.proxy:") || !strings.Contains(out, "Loadout's own listen address") {
 		t.Fatalf("config check of a proxy at Loadout itself = %v, want a file:line error:\n%s", err, out)
@@ -118,7 +107,7 @@ func TestE2E_Port_ListenPortNeverHandedOut(t *testing.T) {
 // A bad backend option is a config error naming the model, the option and
 // its line, at config check and at serve start, not a 502 on first use.
 func TestE2E_Options_BadSimOptionRefused(t *testing.T) {
-	path := writeConfig(t, `models:
+	path := writeConfig(t, t.TempDir(), `models:
   fast:
     backend: sim
     options:
