@@ -95,7 +95,7 @@ func TestE2E_Port_ListenPortNeverHandedOut(t *testing.T) {
 
 	path = writeConfig(t, t.TempDir(), fmt.Sprintf("models:\n  self:\n    cmd: server\n    proxy: http://localhost:%d\n", listen))
 	out, err = loadout(t, "config", "check", "--listen", "127.0.0.1:"+strconv.Itoa(listen), path)
-	if err == nil || !strings.Contains(out, "c.yaml:4:12: models.self.proxy:") || !strings.Contains(out, "Loadout's own listen address") {
+	if err == nil || !strings.Contains(out, "loadout.yaml:4:12: models.self.proxy:") || !strings.Contains(out, "Loadout's own listen address") {
 		t.Fatalf("config check of a proxy at Loadout itself = %v, want a file:line error:\n%s", err, out)
 	}
 	out, err = loadout(t, "serve", "--listen", "127.0.0.1:"+strconv.Itoa(listen), "--config", path)
@@ -114,7 +114,7 @@ func TestE2E_Options_BadSimOptionRefused(t *testing.T) {
       load_time: 10ms
       tokens_per_second: -5
 `)
-	want := "c.yaml:6:7: models.fast.options.tokens_per_second: tokens per second must be positive, got -5"
+	want := "loadout.yaml:6:7: models.fast.options.tokens_per_second: tokens per second must be positive, got -5"
 	out, err := loadout(t, "config", "check", path)
 	if err == nil || !strings.Contains(out, want) {
 		t.Fatalf("config check = %v, want an error containing %q:\n%s", err, want, out)
