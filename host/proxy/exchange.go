@@ -35,6 +35,11 @@ type exchange struct {
 	errMsg  string // why it failed, for the log line
 
 	sse *loadingStream // the early SSE response, once started
+
+	// streamDone: the upstream's event stream sent its final
+	// "data: [DONE]" (the OpenAI terminator), so a client that leaves
+	// after it received the whole response and is not counted as gone.
+	streamDone bool
 }
 
 func exchangeOf(r *http.Request) *exchange {

@@ -336,6 +336,13 @@ func (m *modelInstance) stream(w http.ResponseWriter, r *http.Request, mode, mod
 	}
 	fmt.Fprint(w, "data: [DONE]\n\n")
 	flush()
+	if mode == "linger" { // keep the response open until the client leaves
+		select {
+		case <-r.Context().Done():
+		case <-m.stopping:
+		case <-m.w.quit:
+		}
+	}
 }
 
 // wait sends v on ch unless the request, the server or the test ends.

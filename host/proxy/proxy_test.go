@@ -362,6 +362,24 @@ func TestStreaming_BackendDiesMidStream(t *testing.T) {
 	}
 }
 
+// A client that closes its connection after data: [DONE], before the
+// upstream ends the response, had the whole answer: it counts as a
+// success, not as a client that went away.
+func TestStreaming_ClientClosesAfterDone(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	resp := e.send(request{path: "/v1/chat/completions", body: `{"model":"a","stream":true}`,
+		headers: map[string]string{"X-Test-Mode": "linger", requestIDHeader: "closer"}})
+	sse := newSSEReader(t, resp)
+	for _, want := range []string{`"content":"tok1"`, `"content":"tok2"`, `"content":"tok3"`, "[DONE]"} {
+		sse.expectEvent(want)
+	}
+	resp.Body.Close()
+	line := e.logs.requestLine(t, "closer")
+	if line.attrs["status"] != "200" {
+		t.Errorf("log line %+v, want status 200", line)
+	}
+}
+
 func TestStreaming_BackendDiesMidBody(t *testing.T) {
 	e := newEnv(t, envOpts{})
 	resp := e.send(request{path: "/v1/chat/completions", body: `{"model":"a"}`,

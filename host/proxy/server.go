@@ -253,9 +253,10 @@ func (s *Server) finish(ex *exchange, r *http.Request) {
 		switch {
 		case p != http.ErrAbortHandler:
 			ex.fail(http.StatusInternalServerError, fmt.Sprintf("panic: %v\n%s", p, debug.Stack()))
-		case ex.logical == 0:
+		case ex.logical == 0 && !ex.streamDone:
 			// The upstream side records its own failure (responseGuard);
-			// what is left is a client that stopped reading.
+			// what is left is a client that stopped reading. One that
+			// left after [DONE] had the whole response: a success.
 			ex.fail(statusClientGone, "response aborted: the client went away")
 		}
 		defer panic(p)

@@ -252,7 +252,13 @@ type responseGuard struct {
 	last       byte // the last byte read
 	tail       []byte
 	done       bool
+	// recent holds the last bytes read, so a "data: [DONE]" split across
+	// reads is still seen.
+	recent []byte
 }
+
+// sseDone is the OpenAI streaming terminator.
+var sseDone = []byte("data: [DONE]")
 
 func (g *responseGuard) Read(p []byte) (int, error) {
 	if g.tail != nil {
@@ -296,6 +302,15 @@ func (g *responseGuard) Read(p []byte) (int, error) {
 }
 
 func (g *responseGuard) track(b []byte) {
+	if !g.ex.streamDone {
+		g.recent = append(g.recent, b...)
+		if bytes.Contains(g.recent, sseDone) {
+			g.ex.streamDone = true
+		}
+		if k := len(sseDone) - 1; len(g.recent) > k {
+			g.recent = append(g.recent[:0], g.recent[len(g.recent)-k:]...)
+		}
+	}
 	switch {
 	case len(b) >= 2:
 		g.atBoundary = b[len(b)-2] == '\n' && b[len(b)-1] == '\n'
