@@ -27,37 +27,37 @@ var (
 	wasmFx    wasmEffects
 )
 
-//go:wasmimport loadout_v1 log
+//go:wasmimport loadout_v2 log
 func hostLog(level int32, p unsafe.Pointer, n uint32)
 
-//go:wasmimport loadout_v1 set_error
+//go:wasmimport loadout_v2 set_error
 func hostSetError(p unsafe.Pointer, n uint32)
 
-//go:wasmimport loadout_v1 grant_serve
+//go:wasmimport loadout_v2 grant_serve
 func hostGrantServe(id uint64, p unsafe.Pointer, n uint32) int32
 
-//go:wasmimport loadout_v1 grant_error
+//go:wasmimport loadout_v2 grant_error
 func hostGrantError(id uint64, code int32, p unsafe.Pointer, n uint32) int32
 
-//go:wasmimport loadout_v1 start_swap
+//go:wasmimport loadout_v2 start_swap
 func hostStartSwap(p unsafe.Pointer, n uint32) int32
 
-//go:wasmimport loadout_v1 stop_processes
+//go:wasmimport loadout_v2 stop_processes
 func hostStopProcesses(p unsafe.Pointer, n uint32) int32
 
-//go:wasmimport loadout_v1 set_queue_position
+//go:wasmimport loadout_v2 set_queue_position
 func hostSetQueuePosition(id uint64, pos int32) int32
 
-//go:wasmimport loadout_v1 model_state
+//go:wasmimport loadout_v2 model_state
 func hostModelState(p unsafe.Pointer, n uint32, buf unsafe.Pointer, limit uint32) int32
 
-//go:wasmimport loadout_v1 running_models
+//go:wasmimport loadout_v2 running_models
 func hostRunningModels(buf unsafe.Pointer, limit uint32) int32
 
-//go:wasmimport loadout_v1 snapshot
+//go:wasmimport loadout_v2 snapshot
 func hostSnapshot(buf unsafe.Pointer, limit uint32) int32
 
-//go:wasmimport loadout_v1 plan
+//go:wasmimport loadout_v2 plan
 func hostPlan(p unsafe.Pointer, n uint32, buf unsafe.Pointer, limit uint32) int32
 
 func strPtr(s string) unsafe.Pointer { return unsafe.Pointer(unsafe.StringData(s)) }

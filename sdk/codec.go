@@ -6,7 +6,7 @@ import (
 	"fmt"
 )
 
-// The loadout_v1 wire encoding. Every message is
+// The loadout_v2 wire encoding. Every message is
 //
 //	version u8 (= ABIVersion) | kind u8 | fields…
 //
@@ -43,7 +43,7 @@ const (
 
 // ErrMalformed is wrapped by every decoding error: a truncated message, a
 // wrong version or kind, a length past the end, or trailing bytes.
-var ErrMalformed = errors.New("malformed loadout_v1 message")
+var ErrMalformed = errors.New("malformed loadout_v2 message")
 
 // Message is implemented by every type that crosses the ABI. Its methods are
 // unexported: only this package defines messages.
@@ -131,6 +131,12 @@ func (e *encoder) i32s(l []int32) {
 	e.u32(uint32(len(l)))
 	for _, v := range l {
 		e.i32(v)
+	}
+}
+func (e *encoder) u64s(l []uint64) {
+	e.u32(uint32(len(l)))
+	for _, v := range l {
+		e.u64(v)
 	}
 }
 
@@ -291,6 +297,18 @@ func (d *decoder) i32s() []int32 {
 	return l
 }
 
+func (d *decoder) u64s() []uint64 {
+	n := d.count(8, "uint64 list")
+	if n == 0 {
+		return nil
+	}
+	l := make([]uint64, n)
+	for i := range l {
+		l[i] = d.u64()
+	}
+	return l
+}
+
 func (m *InitEvent) kind() Kind            { return KindInit }
 func (m *InitEvent) encode(e *encoder)     { e.i64(m.Now); e.bytes(m.Settings) }
 func (m *InitEvent) decode(d *decoder)     { m.Now = d.i64(); m.Settings = d.bytes() }
@@ -413,6 +431,7 @@ func (m *ModelInfo) encode(e *encoder) {
 	e.u64(m.EstimatedVRAM)
 	e.u64(m.MeasuredVRAM)
 	e.i32s(m.Devices)
+	e.u64s(m.Leased)
 }
 
 func (m *ModelInfo) decode(d *decoder) {
@@ -428,10 +447,11 @@ func (m *ModelInfo) decode(d *decoder) {
 	m.EstimatedVRAM = d.u64()
 	m.MeasuredVRAM = d.u64()
 	m.Devices = d.i32s()
+	m.Leased = d.u64s()
 }
 
 // modelInfoMinSize is the encoded size of a ModelInfo with empty strings and lists.
-const modelInfoMinSize = 4 + 1 + 4 + 4 + 4 + 1 + 4 + 8 + 8 + 8 + 8 + 4
+const modelInfoMinSize = 4 + 1 + 4 + 4 + 4 + 1 + 4 + 8 + 8 + 8 + 8 + 4 + 4
 
 func encodeModels(e *encoder, l []ModelInfo) {
 	e.u32(uint32(len(l)))

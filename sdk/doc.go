@@ -1,4 +1,4 @@
-// Package sdk is the policy SDK for Loadout's `loadout_v1` ABI.
+// Package sdk is the policy SDK for Loadout's `loadout_v2` ABI.
 //
 // A policy is an ordinary Go package that implements Scheduler (the queue and
 // the decision tree: serve, join a swap, queue, or start a swap) or Swapper

@@ -2,10 +2,10 @@ package sdk
 
 import "fmt"
 
-// ABIVersion is the version of the loadout_v1 ABI this SDK speaks: the
+// ABIVersion is the version of the loadout_v2 ABI this SDK speaks: the
 // value of the `loadout_abi_version` export, and the first byte of every
 // encoded message. The host refuses a module whose version differs.
-const ABIVersion = 1
+const ABIVersion = 2
 
 // RequestID identifies one waiting caller to a policy. The host assigns it;
 // ids are never reused within a host's lifetime.
@@ -193,7 +193,12 @@ type ModelInfo struct {
 	TTL              int64  // idle time before unload, nanoseconds; 0 = never
 	EstimatedVRAM    uint64 // bytes, from config, backend estimate or heuristic; 0 if unknown
 	MeasuredVRAM     uint64 // bytes, measured while loaded; 0 if unknown
-	Devices          []int32
+	// Devices are the GPUs the model holds leases on, in index order, and
+	// Leased the bytes it holds on each (the same length): what evicting
+	// it gives back to each device, exactly as the host's ledger counts it
+	// (ABI version 2).
+	Devices []int32
+	Leased  []uint64
 }
 
 // GPUInfo is one GPU as the host accounts it.

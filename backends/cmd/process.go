@@ -95,13 +95,7 @@ func launch(spec plugins.ModelSpec, log *slog.Logger) (*process, error) {
 
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), spec.Env...)
-	if spec.Devices != nil {
-		ids := make([]string, len(spec.Devices))
-		for i, d := range spec.Devices {
-			ids[i] = strconv.Itoa(d)
-		}
-		cmd.Env = append(cmd.Env, "CUDA_VISIBLE_DEVICES="+strings.Join(ids, ","))
-	}
+	cmd.Env = append(cmd.Env, plugins.CUDAEnv(spec.Devices)...)
 	cmd.SysProcAttr = serverSysProcAttr()
 	// Own pipes rather than io.Writers: exec's copy goroutines would make
 	// Wait block on a grandchild that holds the pipe open.

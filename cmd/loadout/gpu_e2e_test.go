@@ -125,6 +125,9 @@ func TestServe_GPUSplitAcrossDevices(t *testing.T) {
 	if !strings.Contains(string(env), "CUDA_VISIBLE_DEVICES=0,1\x00") {
 		t.Fatalf("the split model's server does not see both devices")
 	}
+	if !strings.Contains(string(env), "CUDA_DEVICE_ORDER=PCI_BUS_ID\x00") {
+		t.Fatalf("CUDA_VISIBLE_DEVICES without CUDA_DEVICE_ORDER=PCI_BUS_ID: CUDA's numbering may differ from NVML's")
+	}
 }
 
 // Pinned models that cannot all fit at once are a start-up error.

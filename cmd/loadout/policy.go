@@ -57,7 +57,7 @@ func newPolicyCheckCmd(f *policyFlags) *cobra.Command {
 		Use:   "check FILE.wasm",
 		Short: "Load a policy module and print what it is, or why it is refused",
 		Long: `check compiles FILE.wasm and runs every load check 'loadout serve' runs: it
-must be WebAssembly, import only from loadout_v1 and wasi_snapshot_preview1,
+must be WebAssembly, import only from loadout_v2 and wasi_snapshot_preview1,
 speak this host's ABI version, register a scheduler or a swapper, and export
 every function its kind needs with exactly the right signature (docs/ABI.md).
 

@@ -48,7 +48,7 @@ func TestPolicyCheck_GoGuest(t *testing.T) {
 		"compile time: ",
 		"  on_request ",
 		"(i32) -> i64",
-		"  loadout_v1.grant_serve ",
+		"  loadout_v2.grant_serve ",
 		"(i64, i32, i32) -> i32",
 	} {
 		if !strings.Contains(out, want) {

@@ -5,6 +5,8 @@ import (
 	"maps"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/loadout-dev/loadout/sdk/placement"
 )
 
 const (
@@ -105,7 +107,7 @@ func TestPlace_Invariants(t *testing.T) {
 		margin := r.Uint64N(2 * gib)
 		for i := range devs {
 			devs[i] = DeviceFree{Index: i, Free: r.Uint64N(96 * gib)}
-			total += usable(devs[i], margin)
+			total += placement.Usable(placement.Device{Free: devs[i].Free}, margin)
 		}
 		need := r.Uint64N(200*gib) + 1
 		got, err := Place(need, devs, margin)

@@ -7,10 +7,10 @@ import (
 	"github.com/tetratelabs/wazero/api"
 )
 
-// The loadout_v1 ABI as the host checks it: module names, export names and
+// The loadout_v2 ABI as the host checks it: module names, export names and
 // signatures (docs/ABI.md).
 const (
-	hostModuleName = "loadout_v1"
+	hostModuleName = "loadout_v2"
 	wasiModuleName = "wasi_snapshot_preview1"
 
 	exportABIVersion = "loadout_abi_version"
@@ -119,14 +119,14 @@ var kindEvents = map[sdk.PolicyKind][]event{
 	sdk.KindSwapper:   {evPlan, evSwapStart},
 }
 
-// hostImport is one function of module loadout_v1.
+// hostImport is one function of module loadout_v2.
 type hostImport struct {
 	name string
 	sig  funcType
 	fn   api.GoModuleFunc
 }
 
-// hostImports returns module loadout_v1's functions, exactly those of
+// hostImports returns module loadout_v2's functions, exactly those of
 // docs/ABI.md. Pointers and lengths are i32; request ids i64.
 func hostImports() []hostImport {
 	p := func(t ...api.ValueType) []api.ValueType { return t }

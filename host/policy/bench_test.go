@@ -209,7 +209,7 @@ func deadlineBench2(b testing.TB, closeOnDone bool) (api.Function, context.Conte
 	cfg := wazero.NewRuntimeConfigCompiler().WithCloseOnContextDone(closeOnDone)
 	wz := wazero.NewRuntimeWithConfig(ctx, cfg)
 	b.Cleanup(func() { wz.Close(ctx) })
-	_, err := wz.NewHostModuleBuilder("loadout_v1").NewFunctionBuilder().
+	_, err := wz.NewHostModuleBuilder("loadout_v2").NewFunctionBuilder().
 		WithGoModuleFunction(api.GoModuleFunc(func(context.Context, api.Module, []uint64) {}), []api.ValueType{i32, i32}, nil).
 		Export("set_error").Instantiate(ctx)
 	if err != nil {

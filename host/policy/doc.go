@@ -1,4 +1,4 @@
-// Package policy is the host half of Loadout's policy ABI (loadout_v1, see
+// Package policy is the host half of Loadout's policy ABI (loadout_v2, see
 // docs/ABI.md): it loads policy modules (.wasm), checks them, instantiates
 // them in wazero's sandbox and calls them.
 //
@@ -7,10 +7,10 @@
 //   - the wazero runtime, its compilation cache and its limits (memory pages,
 //     the per-call deadline);
 //   - load checks: a module is refused, with a message naming the file, when
-//     it is not Wasm, imports anything but loadout_v1 and WASI preview 1,
+//     it is not Wasm, imports anything but loadout_v2 and WASI preview 1,
 //     speaks another ABI version, registers no policy, or lacks an export of
 //     its kind with exactly the signature docs/ABI.md gives;
-//   - the host imports of module loadout_v1, which forward a guest's effects
+//   - the host imports of module loadout_v2, which forward a guest's effects
 //     and reads to the sdk.Effects or sdk.Host of the instance that made the
 //     call;
 //   - crash handling (DESIGN.md run-loop rule 7): a trap, exit, panic,

@@ -16,7 +16,7 @@ const (
 	maxErrLen      = 4 << 10 // bytes of set_error text
 )
 
-// The host functions of module loadout_v1 (docs/ABI.md). Each finds the
+// The host functions of module loadout_v2 (docs/ABI.md). Each finds the
 // instance making the call from ctx (callerOf) and dispatches to that
 // instance's sdk.Effects or sdk.Host. Guest pointers are checked against the
 // caller's memory: a bad one gets sdk.ErrBadArgument, never a host panic.

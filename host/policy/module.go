@@ -47,10 +47,10 @@ func (m *Module) Close(ctx context.Context) error {
 
 var wasmMagic = []byte{0x00, 'a', 's', 'm'}
 
-// Compile compiles a policy module and checks it against the loadout_v1 ABI
+// Compile compiles a policy module and checks it against the loadout_v2 ABI
 // (docs/ABI.md). name identifies it in every message: a file path or
 // "builtin:fifo". A module is refused when it is not Wasm or truncated,
-// imports from a module other than loadout_v1 and wasi_snapshot_preview1 (or
+// imports from a module other than loadout_v2 and wasi_snapshot_preview1 (or
 // a function those do not provide), reports another ABI version or no policy
 // kind, or lacks one of its kind's exports with exactly the documented
 // signature. Compile instantiates the module once, to read its version and
@@ -111,7 +111,7 @@ func (m *Module) load(ctx context.Context) error {
 	return nil
 }
 
-// checkImports refuses imports from any module but loadout_v1 and WASI, and
+// checkImports refuses imports from any module but loadout_v2 and WASI, and
 // functions those modules do not provide with the same signature.
 func (m *Module) checkImports() error {
 	var foreign []string

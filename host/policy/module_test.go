@@ -25,11 +25,11 @@ func TestCompile_GoGuest(t *testing.T) {
 		if got := m.Signature("on_request"); got != "(i32) -> i64" {
 			t.Errorf("%s: on_request signature %q", tc.guest, got)
 		}
-		if got := m.Signature("loadout_v1.grant_serve"); got != "(i64, i32, i32) -> i32" {
+		if got := m.Signature("loadout_v2.grant_serve"); got != "(i64, i32, i32) -> i32" {
 			t.Errorf("%s: grant_serve import signature %q", tc.guest, got)
 		}
 		for _, imp := range m.Imports {
-			if !strings.HasPrefix(imp, "loadout_v1.") && !strings.HasPrefix(imp, "wasi_snapshot_preview1.") {
+			if !strings.HasPrefix(imp, "loadout_v2.") && !strings.HasPrefix(imp, "wasi_snapshot_preview1.") {
 				t.Errorf("%s: import %s", tc.guest, imp)
 			}
 		}
@@ -85,17 +85,17 @@ func TestCompile_Refused(t *testing.T) {
 			s := miniPolicy()
 			s.extraImports = []wasmImport{{"env", "fopen", []byte{wI32}, []byte{wI32}}}
 			return s.bytes()
-		}, []string{`imports from "env" (function fopen)`, "only from loadout_v1 and wasi_snapshot_preview1"}},
+		}, []string{`imports from "env" (function fopen)`, "only from loadout_v2 and wasi_snapshot_preview1"}},
 		{"unknown host import", func() []byte {
 			s := miniPolicy()
-			s.extraImports = []wasmImport{{"loadout_v1", "launch_missiles", nil, nil}}
+			s.extraImports = []wasmImport{{"loadout_v2", "launch_missiles", nil, nil}}
 			return s.bytes()
-		}, []string{"imports loadout_v1.launch_missiles, which this host does not provide"}},
+		}, []string{"imports loadout_v2.launch_missiles, which this host does not provide"}},
 		{"host import with wrong signature", func() []byte {
 			s := miniPolicy()
-			s.extraImports = []wasmImport{{"loadout_v1", "grant_serve", []byte{wI32, wI32, wI32}, []byte{wI32}}}
+			s.extraImports = []wasmImport{{"loadout_v2", "grant_serve", []byte{wI32, wI32, wI32}, []byte{wI32}}}
 			return s.bytes()
-		}, []string{"imports loadout_v1.grant_serve with signature (i32, i32, i32) -> i32, want (i64, i32, i32) -> i32"}},
+		}, []string{"imports loadout_v2.grant_serve with signature (i32, i32, i32) -> i32, want (i64, i32, i32) -> i32"}},
 		{"unknown wasi import", func() []byte {
 			s := miniPolicy()
 			s.extraImports = []wasmImport{{"wasi_snapshot_preview1", "sock_open", nil, nil}}

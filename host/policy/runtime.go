@@ -74,7 +74,7 @@ func (o Options) withDefaults() Options {
 }
 
 // Runtime compiles and instantiates policy modules. It holds one wazero
-// runtime (compiler engine) with WASI preview 1 and the loadout_v1 host
+// runtime (compiler engine) with WASI preview 1 and the loadout_v2 host
 // module. Compile, NewScheduler and NewSwapper may be called from any
 // goroutine; each Scheduler and Swapper from one goroutine at a time.
 type Runtime struct {
@@ -93,7 +93,7 @@ type Runtime struct {
 // NewRuntime makes a Runtime: wazero's compiler engine with a compilation
 // cache, the memory limit and close-on-context-done (which the per-call
 // deadline relies on), WASI preview 1 without filesystem, environment,
-// arguments, stdin, clock or real randomness, and the loadout_v1 host module.
+// arguments, stdin, clock or real randomness, and the loadout_v2 host module.
 func NewRuntime(ctx context.Context, opts Options) (*Runtime, error) {
 	return newRuntime(ctx, opts, true)
 }

@@ -184,7 +184,7 @@ func (s *miniSpec) bytes() []byte {
 	if s.noMemory {
 		m.memPages = 0
 	}
-	m.imports = append(m.imports, wasmImport{"loadout_v1", "set_error", []byte{wI32, wI32}, nil})
+	m.imports = append(m.imports, wasmImport{"loadout_v2", "set_error", []byte{wI32, wI32}, nil})
 	m.imports = append(m.imports, s.extraImports...)
 	le := func(v ...uint32) []byte {
 		var b []byte

@@ -55,8 +55,13 @@ func (fx *effects) info(m *model) sdk.ModelInfo {
 		EstimatedVRAM:    m.cfg.VRAM,
 		MeasuredVRAM:     m.measured,
 	}
-	for _, d := range fx.r.loop.devices(m.name) {
-		info.Devices = append(info.Devices, int32(d))
+	if l := fx.r.loop.ledger; l != nil {
+		if lease, ok := l.Lease(m.name); ok {
+			for _, d := range gpu.SortedDevices(lease) {
+				info.Devices = append(info.Devices, int32(d))
+				info.Leased = append(info.Leased, lease[d])
+			}
+		}
 	}
 	if !m.lastUse.IsZero() {
 		info.LastUse = m.lastUse.UnixNano()

@@ -133,7 +133,10 @@ func (s *scheduler) decide(r *request) verdict {
 		s.fx.GrantError(r.id, sdk.CodeModelNotFound, fmt.Sprintf("model %q not found", r.model))
 		return handled
 	case errors.Is(err, sdk.ErrDoesNotFit):
-		s.fx.GrantError(r.id, sdk.CodeTooLarge, fmt.Sprintf("model %q does not fit in GPU memory with the evictions the router policy chose", r.model))
+		// The host's ledger refused the plan: the swapper's view of free
+		// memory disagreed with it. That says "not now", not "never"
+		// (507 is for a model that fits on no placement at all).
+		s.fx.GrantError(r.id, sdk.CodeUnavailable, fmt.Sprintf("model %q cannot be placed now: the host's GPU accounting refused the router policy's plan", r.model))
 		return handled
 	default:
 		s.fx.GrantError(r.id, sdk.CodeInternal, fmt.Sprintf("starting a swap for model %q: %v", r.model, err))

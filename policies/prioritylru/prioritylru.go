@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/loadout-dev/loadout/sdk"
+	"github.com/loadout-dev/loadout/sdk/placement"
 )
 
 // swapper is the prioritylru swapper. Plan reads the host's snapshot, so
@@ -17,13 +18,14 @@ type swapper struct {
 	h  sdk.Host
 	st settings
 
-	gpus   []sdk.GPUInfo // the snapshot's GPUs
-	free   []uint64      // by GPU position: free bytes once the chosen victims are gone
-	cands  []victim      // running models that may be evicted, in eviction order
-	order  []int         // place's scratch: GPU positions by usable memory
-	chosen []bool        // by position in the running set: evicted
-	evict  []string      // the plan's Evict
-	devs   []int32       // the plan's Devices
+	gpus    []sdk.GPUInfo      // the snapshot's GPUs
+	free    []uint64           // by GPU position: free bytes once the chosen victims are gone
+	cands   []victim           // running models that may be evicted, in eviction order
+	placer  placement.Placer   // place's scratch
+	devices []placement.Device // place's input: the GPUs with s.free
+	chosen  []bool             // by position in the running set: evicted
+	evict   []string           // the plan's Evict
+	devs    []int32            // the plan's Devices
 }
 
 // victim is a running model Plan may evict.
@@ -32,9 +34,10 @@ type victim struct {
 	running  int // position in the running set
 	class    int // evictNow, evictIdle or evictLater: the order of eviction
 	priority int32
-	lastUse  int64   // Unix ns; 0 (never used) sorts first
-	vram     uint64  // bytes: measured, else estimated
-	devices  []int32 // the GPUs it occupies (the snapshot's slice)
+	lastUse  int64    // Unix ns; 0 (never used) sorts first
+	vram     uint64   // bytes: leased, else measured, else estimated
+	devices  []int32  // the GPUs it occupies (the snapshot's slice)
+	leased   []uint64 // the bytes it holds on each of devices, when the host accounts them
 	chosen   bool
 }
 
@@ -104,6 +107,12 @@ func (s *swapper) Plan(q sdk.PlanRequest) (sdk.Plan, error) {
 			continue
 		}
 		v := vram(m)
+		if len(m.Leased) == len(m.Devices) && len(m.Leased) > 0 {
+			v = 0 // what the host will give back: its lease, exactly
+			for _, b := range m.Leased {
+				v += b
+			}
+		}
 		if v == 0 || !s.occupies(m.Devices) {
 			continue
 		}
@@ -114,7 +123,7 @@ func (s *swapper) Plan(q sdk.PlanRequest) (sdk.Plan, error) {
 		case m.State == sdk.StateReady && m.InFlight == 0:
 			class = evictIdle
 		}
-		s.cands = append(s.cands, victim{name: m.Name, running: j, class: class, priority: m.Priority, lastUse: m.LastUse, vram: v, devices: m.Devices})
+		s.cands = append(s.cands, victim{name: m.Name, running: j, class: class, priority: m.Priority, lastUse: m.LastUse, vram: v, devices: m.Devices, leased: m.Leased})
 	}
 	slices.SortFunc(s.cands, evictionOrder)
 
@@ -225,11 +234,20 @@ func (s *swapper) occupies(devices []int32) bool {
 }
 
 // credit adds (or, with add false, takes back) a victim's memory to the
-// free memory of its GPUs and marks it chosen (or not). A model split over
-// several GPUs is counted as split evenly: the snapshot gives its devices,
-// not its bytes on each.
+// free memory of its GPUs and marks it chosen (or not): the bytes its lease
+// holds on each device, as the host's ledger will credit them, so a plan
+// that fits here fits when the host leases it. Without a lease (no GPU
+// accounting) a model split over several GPUs is counted as split evenly.
 func (s *swapper) credit(c *victim, add bool) {
 	c.chosen = add
+	if len(c.leased) == len(c.devices) && len(c.leased) > 0 {
+		for j, d := range c.devices {
+			if p := s.position(d); p >= 0 {
+				s.adjust(p, c.leased[j], add)
+			}
+		}
+		return
+	}
 	if len(c.devices) == 0 {
 		s.adjust(0, c.vram, add)
 		return

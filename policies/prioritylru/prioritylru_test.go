@@ -38,6 +38,7 @@ func (x m) on(devices ...int32) m {
 	x.State, x.Devices = sdk.StateReady, devices
 	return x
 }
+func (x m) leased(b ...uint64) m      { x.Leased = b; return x }
 func (x m) used(t int64) m            { x.LastUse = t; return x }
 func (x m) prio(p int32) m            { x.Priority = p; return x }
 func (x m) busy() m                   { x.InFlight = 2; return x }
@@ -56,8 +57,8 @@ func mapSlice[A, B any](in []A, f func(A) B) []B {
 }
 
 // account sets h.GPUs as the host's ledger would: each running model's
-// VRAM (measured, else estimated) leased evenly on its devices, and Free =
-// Total − Leased.
+// lease (its Leased bytes per device, else its VRAM, measured or estimated,
+// evenly on its devices), and Free = Total − Leased.
 func account(h *policytest.Host, totals ...uint64) {
 	h.GPUs = make([]sdk.GPUInfo, len(totals))
 	for i, t := range totals {
@@ -65,6 +66,12 @@ func account(h *policytest.Host, totals ...uint64) {
 	}
 	for _, info := range h.Models {
 		if !info.State.Running() || len(info.Devices) == 0 {
+			continue
+		}
+		if len(info.Leased) == len(info.Devices) {
+			for j, d := range info.Devices {
+				h.GPUs[d].Leased += info.Leased[j]
+			}
 			continue
 		}
 		v := vram(info)
@@ -165,6 +172,10 @@ var planCases = []struct {
 	{name: "a split model frees both its GPUs", gpus: []uint64{80 * gib, 80 * gib},
 		models: models(model("a", 120*gib).on(0, 1), model("t", 100*gib)),
 		target: "t", evict: []string{"a"}, devices: []int32{0, 1}},
+	{name: "an uneven split is credited per device, as the host leased it", gpus: []uint64{24 * gib, 24 * gib},
+		models: models(model("v", 16*gib).on(0, 1).leased(2*gib, 14*gib).used(1), model("w", 12*gib).on(0).used(9),
+			model("x", 8*gib).on(1).used(8), model("t", 17*gib)),
+		target: "t", evict: []string{"v"}, devices: []int32{0, 1}},
 	{name: "a model on the other GPU does not help", gpus: []uint64{80 * gib, 24 * gib},
 		models: models(model("a", 20*gib).on(1).used(1), model("b", 70*gib).on(0).used(2), model("t", 40*gib)),
 		target: "t", evict: []string{"b"}, devices: []int32{0}},

@@ -25,37 +25,37 @@ import (
 
 // Raw declarations of the imports, to pass pointers the SDK never would.
 
-//go:wasmimport loadout_v1 log
+//go:wasmimport loadout_v2 log
 func rawLog(level int32, p, n uint32)
 
-//go:wasmimport loadout_v1 set_error
+//go:wasmimport loadout_v2 set_error
 func rawSetError(p, n uint32)
 
-//go:wasmimport loadout_v1 grant_serve
+//go:wasmimport loadout_v2 grant_serve
 func rawGrantServe(id uint64, p, n uint32) int32
 
-//go:wasmimport loadout_v1 grant_error
+//go:wasmimport loadout_v2 grant_error
 func rawGrantError(id uint64, code int32, p, n uint32) int32
 
-//go:wasmimport loadout_v1 start_swap
+//go:wasmimport loadout_v2 start_swap
 func rawStartSwap(p, n uint32) int32
 
-//go:wasmimport loadout_v1 stop_processes
+//go:wasmimport loadout_v2 stop_processes
 func rawStopProcesses(p, n uint32) int32
 
-//go:wasmimport loadout_v1 set_queue_position
+//go:wasmimport loadout_v2 set_queue_position
 func rawSetQueuePosition(id uint64, pos int32) int32
 
-//go:wasmimport loadout_v1 model_state
+//go:wasmimport loadout_v2 model_state
 func rawModelState(p, n, buf, limit uint32) int32
 
-//go:wasmimport loadout_v1 running_models
+//go:wasmimport loadout_v2 running_models
 func rawRunningModels(buf, limit uint32) int32
 
-//go:wasmimport loadout_v1 snapshot
+//go:wasmimport loadout_v2 snapshot
 func rawSnapshot(buf, limit uint32) int32
 
-//go:wasmimport loadout_v1 plan
+//go:wasmimport loadout_v2 plan
 func rawPlan(p, n, buf, limit uint32) int32
 
 type settings struct {

@@ -13,22 +13,22 @@ import (
 	"github.com/loadout-dev/loadout/sdk"
 )
 
-//go:wasmimport loadout_v1 grant_serve
+//go:wasmimport loadout_v2 grant_serve
 func rawGrantServe(id uint64, p unsafe.Pointer, n uint32) int32
 
-//go:wasmimport loadout_v1 grant_error
+//go:wasmimport loadout_v2 grant_error
 func rawGrantError(id uint64, code int32, p unsafe.Pointer, n uint32) int32
 
-//go:wasmimport loadout_v1 start_swap
+//go:wasmimport loadout_v2 start_swap
 func rawStartSwap(p unsafe.Pointer, n uint32) int32
 
-//go:wasmimport loadout_v1 stop_processes
+//go:wasmimport loadout_v2 stop_processes
 func rawStopProcesses(p unsafe.Pointer, n uint32) int32
 
-//go:wasmimport loadout_v1 set_queue_position
+//go:wasmimport loadout_v2 set_queue_position
 func rawSetQueuePosition(id uint64, pos int32) int32
 
-//go:wasmimport loadout_v1 plan
+//go:wasmimport loadout_v2 plan
 func rawPlan(p unsafe.Pointer, n uint32, buf unsafe.Pointer, limit uint32) int32
 
 type prober struct {

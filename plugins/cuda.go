@@ -1,4 +1,4 @@
-package gpu
+package plugins
 
 import "strconv"
 
@@ -17,7 +17,8 @@ func CUDAVisibleDevices(devices []int) string {
 	return string(b)
 }
 
-// CUDAEnv returns the environment a model server placed on devices needs:
+// CUDAEnv returns the environment a process placed on devices needs (a
+// model server started by a backend, or a job), the one rule for both:
 // CUDA_DEVICE_ORDER=PCI_BUS_ID (so CUDA numbers devices as NVML does) and
 // CUDA_VISIBLE_DEVICES. For no devices it returns nil: a model with no
 // placement inherits the environment rather than being shown no GPU.
