@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/loadout-dev/loadout/host/gpu"
 	"github.com/loadout-dev/loadout/sdk"
@@ -15,10 +14,6 @@ import (
 // inside a policy call, on the run-loop goroutine. Every call is checked: a
 // policy may be buggy or hostile, and the run-loop rules hold regardless.
 type effects struct{ r *Router }
-
-// freeMemoryWait bounds how long a swap waits for evicted models' memory to
-// show as free in the driver before starting its target anyway.
-const freeMemoryWait = 10 * time.Second
 
 // maxCachedPlans bounds the plan cache: a target and running set per entry,
 // and a box swaps between few of them.
@@ -276,7 +271,7 @@ func (fx *effects) StartSwap(s sdk.SwapRequest) error {
 	if l.shuttingDown {
 		return refuse(sdk.ErrNotAllowed, "shutting down")
 	}
-	if _, active := l.swaps[s.Model]; active || target.state == sdk.StateStarting {
+	if _, active := l.swaps[s.Model]; active { // a Starting model always has its swap
 		return refuse(sdk.ErrSwapActive, "a swap for it is already running")
 	}
 	if target.visible() == sdk.StateStopping {
@@ -297,7 +292,7 @@ func (fx *effects) StartSwap(s sdk.SwapRequest) error {
 			return refuse(sdk.ErrBadArgument, "evicts its own target")
 		case m.inFlight > 0: // rule 6
 			return refuse(sdk.ErrModelBusy, fmt.Sprintf("evicts %q, which has %d requests in flight", name, m.inFlight))
-		case l.swaps[name] != nil || m.state == sdk.StateStarting:
+		case l.swaps[name] != nil:
 			return refuse(sdk.ErrSwapActive, fmt.Sprintf("evicts %q, which is being started", name))
 		}
 		evicted = append(evicted, m)
@@ -350,14 +345,14 @@ func (fx *effects) StartSwap(s sdk.SwapRequest) error {
 			stops = append(stops, eviction{model: m.name, gen: m.gen, inst: m.inst})
 		}
 		if m.state.Running() {
-			m.state, m.stopWhenIdle = sdk.StateStopping, false
+			r.setState(m, sdk.StateStopping)
 		}
 	}
 	var inst Instance
 	if already {
 		inst = target.inst
 	} else {
-		target.state = sdk.StateStarting
+		r.setState(target, sdk.StateStarting)
 	}
 	r.log.Info("swap", "model", s.Model, "evict", s.Evict, "devices", sw.devices)
 	var inv gpu.Inventory
@@ -366,77 +361,6 @@ func (fx *effects) StartSwap(s sdk.SwapRequest) error {
 	}
 	go r.doSwap(sw, target.cfg, stops, inst, inv, placement)
 	return nil
-}
-
-// eviction is one running server a swap stops, handed to the swap
-// goroutine by value.
-type eviction struct {
-	model string
-	gen   uint64
-	inst  Instance
-}
-
-// doSwap runs on its own goroutine: stop the evicted servers in parallel
-// (each reports its stop to the loop as it ends, so the table shows it
-// stopped while the target still loads), start the target (unless it is
-// already up), and report back.
-func (r *Router) doSwap(sw *swap, mc ModelConfig, stops []eviction, ready Instance, inv gpu.Inventory, placement map[int]uint64) {
-	started := time.Now()
-	done := make(chan struct{}, len(stops))
-	for _, ev := range stops {
-		go func() {
-			ctx, cancel := context.WithTimeout(context.Background(), stopTimeout(mc))
-			defer cancel()
-			if err := ev.inst.Stop(ctx); err != nil {
-				r.log.Warn("evicting model", "model", ev.model, "err", err)
-			}
-			select {
-			case r.stopDones <- stopDone{model: ev.model, gen: ev.gen}:
-			case <-r.done:
-			}
-			done <- struct{}{}
-		}()
-	}
-	for range stops {
-		<-done
-	}
-	// Drivers report freed memory late: wait until it is back (bounded)
-	// rather than start into an out-of-memory, or sleep a fixed time.
-	if inv != nil && len(stops) > 0 {
-		for _, d := range gpu.SortedDevices(placement) {
-			ctx, cancel := context.WithTimeout(r.procCtx, freeMemoryWait)
-			if _, err := gpu.WaitFree(ctx, inv, d, placement[d]); err != nil {
-				r.log.Warn("GPU memory not back after eviction; starting anyway", "model", sw.target, "gpu", d, "err", err)
-			}
-			cancel()
-		}
-	}
-	res := swapDone{target: sw.target, evicted: sw.evict, inst: ready}
-	if ready == nil {
-		devices := make([]int, len(sw.devices))
-		for i, d := range sw.devices {
-			devices[i] = int(d)
-		}
-		inst, err := mc.Process.Start(r.procCtx, StartSpec{Devices: devices})
-		switch {
-		case err != nil && r.procCtx.Err() != nil:
-			res.err = errStopped
-		case err != nil:
-			res.err = err
-		default:
-			res.inst = inst
-		}
-		if res.err == nil {
-			r.log.Info("model loaded", "model", sw.target, "load_time", time.Since(started).Round(time.Millisecond))
-		}
-	}
-	select {
-	case r.swapDones <- res:
-	case <-r.done:
-		if res.inst != nil && res.inst != ready {
-			_ = res.inst.Stop(context.Background())
-		}
-	}
 }
 
 func (fx *effects) StopProcesses(names []string) error {

@@ -282,7 +282,8 @@ func (r *Router) onSwapDone(ev swapDone) {
 	switch {
 	case ev.err != nil:
 		errText = ev.err.Error()
-		m.state, m.inst, m.lastErr = sdk.StateFailed, nil, errText
+		m.lastErr = errText
+		r.setState(m, sdk.StateFailed)
 		r.log.Error("model failed to start", "model", ev.target, "err", ev.err)
 		r.releaseLease(m)
 		r.releaseUnloadWaiters(m)
@@ -290,7 +291,8 @@ func (r *Router) onSwapDone(ev swapDone) {
 		// The target was already ready; the swap only evicted.
 	default:
 		m.gen++
-		m.state, m.inst, m.lastErr = sdk.StateReady, ev.inst, ""
+		m.inst = ev.inst
+		r.setState(m, sdk.StateReady)
 		m.lastUse = time.Now() // the TTL counts from the load
 		r.log.Info("model ready", "model", ev.target, "upstream", ev.inst.Upstream().String())
 		go r.watchExit(m.name, m.gen, ev.inst)
@@ -325,7 +327,8 @@ func (r *Router) onExit(ev exitEvent) {
 		reason = err.Error()
 	}
 	r.log.Error("model server exited unexpectedly", "model", m.name, "in_flight", m.inFlight, "err", reason)
-	m.state, m.inst, m.lastErr, m.stopWhenIdle = sdk.StateFailed, nil, "exited unexpectedly: "+reason, false
+	m.lastErr = "exited unexpectedly: " + reason
+	r.setState(m, sdk.StateFailed)
 	r.releaseLease(m)
 	r.releaseUnloadWaiters(m)
 	r.loop.changed = append(r.loop.changed, m.name)
@@ -534,9 +537,28 @@ func (r *Router) fail(w *waiter, code sdk.ErrorCode, msg string) {
 	r.deliver(w, result{err: &Error{Code: code, Message: msg}})
 }
 
+// setState is the one place a model's state changes, and it keeps what
+// goes with each state: an instance only while Ready or Stopping (the
+// caller sets m.inst before entering Ready), a drain for an unload
+// (stopWhenIdle) only while Ready, and lastErr (set by the caller before
+// entering Failed) cleared once the model is Ready again. Whether a swap is
+// active is not a state: it is l.swaps, and a Starting model always has one.
+func (r *Router) setState(m *model, to sdk.ModelState) {
+	m.state = to
+	switch to {
+	case sdk.StateReady:
+		m.lastErr = ""
+	case sdk.StateStopped, sdk.StateFailed:
+		m.inst = nil
+	}
+	if to != sdk.StateReady {
+		m.stopWhenIdle = false
+	}
+}
+
 func (r *Router) setStopped(m *model) {
 	if m.state == sdk.StateStopping || m.state == sdk.StateReady {
-		m.state, m.inst = sdk.StateStopped, nil
+		r.setState(m, sdk.StateStopped)
 	}
 	r.releaseLease(m)
 	r.releaseUnloadWaiters(m)
@@ -563,7 +585,7 @@ func (r *Router) releaseUnloadWaiters(m *model) {
 func (r *Router) stopModel(m *model) {
 	switch m.state {
 	case sdk.StateReady:
-		m.state, m.stopWhenIdle = sdk.StateStopping, false
+		r.setState(m, sdk.StateStopping)
 		inst, name, gen := m.inst, m.name, m.gen
 		timeout := stopTimeout(m.cfg)
 		go func() {
