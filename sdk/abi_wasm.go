@@ -5,6 +5,7 @@ package sdk
 import (
 	"errors"
 	"fmt"
+	"github.com/loadout-dev/loadout/sdk/wire"
 	"runtime"
 	"unsafe"
 )
@@ -92,7 +93,7 @@ func (wasmEffects) Log(level LogLevel, msg string) {
 }
 
 // Decoded replies live in globals: a local whose address reaches
-// DecodeMessage would escape to the heap on every call.
+// decodeMessage would escape to the heap on every call.
 var (
 	replyInfo  ModelInfo
 	replyList  ModelList
@@ -112,7 +113,7 @@ func (wasmEffects) ModelState(model string) (ModelInfo, bool) {
 			return ModelInfo{}, false
 		}
 		replyInfo = ModelInfo{}
-		if DecodeMessage(b, &replyInfo) != nil {
+		if decodeMessage(b, &replyInfo) != nil {
 			return ModelInfo{}, false
 		}
 		return replyInfo, true
@@ -126,7 +127,7 @@ func (wasmEffects) RunningModels() []ModelInfo {
 			continue
 		}
 		replyList = ModelList{}
-		if !ok || DecodeMessage(b, &replyList) != nil {
+		if !ok || decodeMessage(b, &replyList) != nil {
 			return nil
 		}
 		return replyList.Models
@@ -140,7 +141,7 @@ func (wasmEffects) Snapshot() Snapshot {
 			continue
 		}
 		replySnap = Snapshot{}
-		if !ok || DecodeMessage(b, &replySnap) != nil {
+		if !ok || decodeMessage(b, &replySnap) != nil {
 			return Snapshot{}
 		}
 		return replySnap
@@ -155,8 +156,8 @@ func (wasmEffects) GrantError(id RequestID, code ErrorCode, msg string) {
 	hostGrantError(uint64(id), int32(code), strPtr(msg), uint32(len(msg)))
 }
 
-func send(m Message, call func(p unsafe.Pointer, n uint32) int32) error {
-	sendBuf = AppendMessage(sendBuf[:0], m)
+func send(m message, call func(p unsafe.Pointer, n uint32) int32) error {
+	sendBuf = appendMessage(sendBuf[:0], m)
 	if r := call(bytesPtr(sendBuf), uint32(len(sendBuf))); r < 0 {
 		return ResultError(r)
 	}
@@ -184,7 +185,7 @@ func (wasmEffects) Plan(target string) (Plan, error) {
 			return Plan{}, ResultError(n)
 		}
 		replyPlan = Plan{}
-		if err := DecodeMessage(b, &replyPlan); err != nil {
+		if err := decodeMessage(b, &replyPlan); err != nil {
 			return Plan{}, err
 		}
 		return replyPlan, nil
@@ -241,24 +242,24 @@ var exportCount uint32
 // enter decodes the event in inBuf[:n] into m (a global, so nothing
 // escapes). It returns ok=false and the status to return when the event is
 // malformed.
-func enter(n uint32, m Message) (uint64, bool) {
+func enter(n uint32, m message) (uint64, bool) {
 	if n > inBufSize {
 		setError(fmt.Sprintf("event of %d bytes exceeds the %d-byte input buffer", n, inBufSize))
-		return result(StatusBadInput, 0), false
+		return result(wire.StatusBadInput, 0), false
 	}
-	if err := DecodeMessage(inBuf[:n], m); err != nil {
+	if err := decodeMessage(inBuf[:n], m); err != nil {
 		setError(err.Error())
-		return result(StatusBadInput, 0), false
+		return result(wire.StatusBadInput, 0), false
 	}
 	return 0, true
 }
 
-// leave ends every export: it turns a panic into StatusPanic and yields
+// leave ends every export: it turns a panic into wire.StatusPanic and yields
 // now and then. Deferred directly, so recover sees the panic.
 func leave(res *uint64) {
 	if r := recover(); r != nil {
 		setError(fmt.Sprintf("panic: %v", r))
-		*res = result(StatusPanic, 0)
+		*res = result(wire.StatusPanic, 0)
 	}
 	exportCount++
 	if exportCount%yieldEvery == 0 {
@@ -270,12 +271,12 @@ var errNoScheduler = errors.New("no scheduler registered (call sdk.RegisterSched
 
 func noScheduler() uint64 {
 	setError(errNoScheduler.Error())
-	return result(StatusNoPolicy, 0)
+	return result(wire.StatusNoPolicy, 0)
 }
 
 func noSwapper() uint64 {
 	setError("no swapper registered (call sdk.RegisterSwapper from init)")
-	return result(StatusNoPolicy, 0)
+	return result(wire.StatusNoPolicy, 0)
 }
 
 // The events being handled. Policies receive them by value.
@@ -325,9 +326,9 @@ func abiInit(n uint32) (res uint64) {
 	}
 	if err := initPolicy(); err != nil {
 		setError(err.Error())
-		return result(StatusError, 0)
+		return result(wire.StatusError, 0)
 	}
-	return result(StatusOK, 0)
+	return result(wire.StatusOK, 0)
 }
 
 //go:wasmexport on_request
@@ -340,7 +341,7 @@ func onRequest(n uint32) (res uint64) {
 		return r
 	}
 	scheduler.OnRequest(evRequest)
-	return result(StatusOK, 0)
+	return result(wire.StatusOK, 0)
 }
 
 //go:wasmexport on_swap_done
@@ -353,7 +354,7 @@ func onSwapDone(n uint32) (res uint64) {
 		return r
 	}
 	scheduler.OnSwapDone(evSwapDone)
-	return result(StatusOK, 0)
+	return result(wire.StatusOK, 0)
 }
 
 //go:wasmexport on_serve_done
@@ -366,7 +367,7 @@ func onServeDone(n uint32) (res uint64) {
 		return r
 	}
 	scheduler.OnServeDone(evServeDone)
-	return result(StatusOK, 0)
+	return result(wire.StatusOK, 0)
 }
 
 //go:wasmexport on_cancel
@@ -379,7 +380,7 @@ func onCancel(n uint32) (res uint64) {
 		return r
 	}
 	scheduler.OnCancel(evCancel)
-	return result(StatusOK, 0)
+	return result(wire.StatusOK, 0)
 }
 
 //go:wasmexport on_unload
@@ -392,7 +393,7 @@ func onUnload(n uint32) (res uint64) {
 		return r
 	}
 	scheduler.OnUnload(evUnload)
-	return result(StatusOK, 0)
+	return result(wire.StatusOK, 0)
 }
 
 //go:wasmexport on_tick
@@ -405,7 +406,7 @@ func onTick(n uint32) (res uint64) {
 		return r
 	}
 	scheduler.OnTick(evTick)
-	return result(StatusOK, 0)
+	return result(wire.StatusOK, 0)
 }
 
 //go:wasmexport on_shutdown
@@ -418,7 +419,7 @@ func onShutdown(n uint32) (res uint64) {
 		return r
 	}
 	scheduler.OnShutdown(evShutdown)
-	return result(StatusOK, 0)
+	return result(wire.StatusOK, 0)
 }
 
 var planOut Plan
@@ -436,14 +437,14 @@ func plan(n uint32) (res uint64) {
 	planOut, err = swapper.Plan(evPlan)
 	if err != nil {
 		setError(err.Error())
-		return result(StatusError, 0)
+		return result(wire.StatusError, 0)
 	}
-	out := AppendMessage(outBuf[:0], &planOut)
+	out := appendMessage(outBuf[:0], &planOut)
 	if len(out) > outBufSize {
 		setError(fmt.Sprintf("plan of %d bytes exceeds the %d-byte output buffer", len(out), outBufSize))
-		return result(StatusError, 0)
+		return result(wire.StatusError, 0)
 	}
-	return result(StatusOK, uint32(len(out)))
+	return result(wire.StatusOK, uint32(len(out)))
 }
 
 //go:wasmexport on_swap_start
@@ -456,5 +457,5 @@ func onSwapStart(n uint32) (res uint64) {
 		return r
 	}
 	swapper.OnSwapStart(evSwapStart)
-	return result(StatusOK, 0)
+	return result(wire.StatusOK, 0)
 }

@@ -2,60 +2,45 @@ package sdk
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
+	"github.com/loadout-dev/loadout/sdk/wire"
 )
 
-// The loadout_v2 wire encoding. Every message is
-//
-//	version u8 (= ABIVersion) | kind u8 | fields…
-//
-// with fields little-endian and fixed width (u8, bool as u8, i32, u32, i64,
-// u64); a string or byte slice is u32 length then bytes; a list is u32 count
-// then items; a nested struct is its fields without header. There are no
-// optional fields: a new field means a new ABI version. The golden files in
-// testdata/golden pin the encoding byte for byte.
+// The loadout_v2 wire encoding, described in package wire (sdk/wire),
+// which hands this codec to hosts; the guest glue (abi_wasm.go) uses it
+// directly.
 
-// Kind identifies a message type on the wire (the second header byte).
-type Kind uint8
+const maxDecodedElements = 1 << 20
 
-// Message kinds.
-const (
-	KindInit           Kind = 1
-	KindRequest        Kind = 2
-	KindSwapDone       Kind = 3
-	KindServeDone      Kind = 4
-	KindCancel         Kind = 5
-	KindUnload         Kind = 6
-	KindTick           Kind = 7
-	KindShutdown       Kind = 8
-	KindPlanRequest    Kind = 9
-	KindPlan           Kind = 10
-	KindSwapStart      Kind = 11
-	KindSwapRequest    Kind = 12
-	KindModelInfo      Kind = 13
-	KindModelList      Kind = 14
-	KindSnapshot       Kind = 15
-	KindStopRequest    Kind = 16
-	headerSize              = 2
-	maxDecodedElements      = 1 << 20
-)
-
-// ErrMalformed is wrapped by every decoding error: a truncated message, a
-// wrong version or kind, a length past the end, or trailing bytes.
-var ErrMalformed = errors.New("malformed loadout_v2 message")
-
-// Message is implemented by every type that crosses the ABI. Its methods are
-// unexported: only this package defines messages.
-type Message interface {
-	kind() Kind
+// message is implemented by every type that crosses the ABI. Its methods
+// are unexported: only this package defines messages.
+type message interface {
+	kind() wire.Kind
 	encode(e *encoder)
 	decode(d *decoder)
 }
 
-// AppendMessage appends m's encoding (header and fields) to dst and returns
-// the extended slice.
-func AppendMessage(dst []byte, m Message) []byte {
+func init() {
+	wire.Register(
+		func(dst []byte, m any) ([]byte, bool) {
+			msg, ok := m.(message)
+			if !ok {
+				return dst, false
+			}
+			return appendMessage(dst, msg), true
+		},
+		func(src []byte, m any) (bool, error) {
+			msg, ok := m.(message)
+			if !ok {
+				return false, nil
+			}
+			return true, decodeMessage(src, msg)
+		})
+}
+
+// appendMessage appends m's encoding (header and fields) to dst and
+// returns the extended slice.
+func appendMessage(dst []byte, m message) []byte {
 	e := &encoder{}
 	if internStrings {
 		e = &guestEncoder // the guest is single-threaded; see guestDecoder
@@ -67,30 +52,31 @@ func AppendMessage(dst []byte, m Message) []byte {
 	return b
 }
 
-// DecodeMessage decodes src, which must hold exactly one message of m's kind,
-// into m. Errors wrap ErrMalformed and say what is wrong and where.
-func DecodeMessage(src []byte, m Message) error {
-	if len(src) < headerSize {
-		return fmt.Errorf("%w: %d bytes, want at least a %d-byte header", ErrMalformed, len(src), headerSize)
+// decodeMessage decodes src, which must hold exactly one message of m's
+// kind, into m. Errors wrap wire.ErrMalformed and say what is wrong and
+// where.
+func decodeMessage(src []byte, m message) error {
+	if len(src) < wire.HeaderSize {
+		return fmt.Errorf("%w: %d bytes, want at least a %d-byte header", wire.ErrMalformed, len(src), wire.HeaderSize)
 	}
 	if src[0] != ABIVersion {
-		return fmt.Errorf("%w: version %d, want %d", ErrMalformed, src[0], ABIVersion)
+		return fmt.Errorf("%w: version %d, want %d", wire.ErrMalformed, src[0], ABIVersion)
 	}
-	if Kind(src[1]) != m.kind() {
-		return fmt.Errorf("%w: kind %d, want %d", ErrMalformed, src[1], m.kind())
+	if wire.Kind(src[1]) != m.kind() {
+		return fmt.Errorf("%w: kind %d, want %d", wire.ErrMalformed, src[1], m.kind())
 	}
 	d := &decoder{}
 	if internStrings {
 		d = &guestDecoder
 	}
-	*d = decoder{b: src, off: headerSize}
+	*d = decoder{b: src, off: wire.HeaderSize}
 	m.decode(d)
 	if d.err == nil && d.short == 0 && d.off != len(d.b) {
-		d.err = fmt.Errorf("%w: %d trailing bytes after kind %d", ErrMalformed, len(d.b)-d.off, m.kind())
+		d.err = fmt.Errorf("%w: %d trailing bytes after kind %d", wire.ErrMalformed, len(d.b)-d.off, m.kind())
 	}
 	err := d.err
 	if d.short != 0 {
-		err = fmt.Errorf("%w: kind %d truncated: a field at offset %d runs past the end (%d bytes)", ErrMalformed, m.kind(), d.short-1, len(src))
+		err = fmt.Errorf("%w: kind %d truncated: a field at offset %d runs past the end (%d bytes)", wire.ErrMalformed, m.kind(), d.short-1, len(src))
 	}
 	*d = decoder{}
 	return err
@@ -144,7 +130,7 @@ func (e *encoder) u64s(l []uint64) {
 // path, within the compiler's budget): in Go compiled to Wasm a call that is
 // not inlined costs tens of nanoseconds, and a message has dozens of
 // fields. A read past the end records where it happened in short and makes
-// every later read return zero; DecodeMessage turns that into the error.
+// every later read return zero; decodeMessage turns that into the error.
 type decoder struct {
 	b     []byte
 	off   int
@@ -199,7 +185,7 @@ func (d *decoder) boolean() bool {
 		return true
 	default:
 		if d.err == nil {
-			d.err = fmt.Errorf("%w: bool at offset %d is neither 0 nor 1", ErrMalformed, d.off-1)
+			d.err = fmt.Errorf("%w: bool at offset %d is neither 0 nor 1", wire.ErrMalformed, d.off-1)
 		}
 		return false
 	}
@@ -267,7 +253,7 @@ func (d *decoder) count(minItem int, what string) int {
 		return 0
 	}
 	if n > maxDecodedElements || int(n)*minItem > len(d.b)-d.off {
-		d.err = fmt.Errorf("%w: %s count %d at offset %d exceeds the message", ErrMalformed, what, n, d.off-4)
+		d.err = fmt.Errorf("%w: %s count %d at offset %d exceeds the message", wire.ErrMalformed, what, n, d.off-4)
 		return 0
 	}
 	return int(n)
@@ -309,24 +295,24 @@ func (d *decoder) u64s() []uint64 {
 	return l
 }
 
-func (m *InitEvent) kind() Kind            { return KindInit }
+func (m *InitEvent) kind() wire.Kind       { return wire.MsgInit }
 func (m *InitEvent) encode(e *encoder)     { e.i64(m.Now); e.bytes(m.Settings) }
 func (m *InitEvent) decode(d *decoder)     { m.Now = d.i64(); m.Settings = d.bytes() }
-func (m *RequestEvent) kind() Kind         { return KindRequest }
-func (m *SwapDoneEvent) kind() Kind        { return KindSwapDone }
-func (m *ServeDoneEvent) kind() Kind       { return KindServeDone }
-func (m *CancelEvent) kind() Kind          { return KindCancel }
-func (m *UnloadEvent) kind() Kind          { return KindUnload }
-func (m *TickEvent) kind() Kind            { return KindTick }
-func (m *ShutdownEvent) kind() Kind        { return KindShutdown }
-func (m *PlanRequest) kind() Kind          { return KindPlanRequest }
-func (m *Plan) kind() Kind                 { return KindPlan }
-func (m *SwapStartEvent) kind() Kind       { return KindSwapStart }
-func (m *SwapRequest) kind() Kind          { return KindSwapRequest }
-func (m *ModelInfo) kind() Kind            { return KindModelInfo }
-func (m *ModelList) kind() Kind            { return KindModelList }
-func (m *Snapshot) kind() Kind             { return KindSnapshot }
-func (m *StopRequest) kind() Kind          { return KindStopRequest }
+func (m *RequestEvent) kind() wire.Kind    { return wire.MsgRequest }
+func (m *SwapDoneEvent) kind() wire.Kind   { return wire.MsgSwapDone }
+func (m *ServeDoneEvent) kind() wire.Kind  { return wire.MsgServeDone }
+func (m *CancelEvent) kind() wire.Kind     { return wire.MsgCancel }
+func (m *UnloadEvent) kind() wire.Kind     { return wire.MsgUnload }
+func (m *TickEvent) kind() wire.Kind       { return wire.MsgTick }
+func (m *ShutdownEvent) kind() wire.Kind   { return wire.MsgShutdown }
+func (m *PlanRequest) kind() wire.Kind     { return wire.MsgPlanRequest }
+func (m *Plan) kind() wire.Kind            { return wire.MsgPlan }
+func (m *SwapStartEvent) kind() wire.Kind  { return wire.MsgSwapStart }
+func (m *SwapRequest) kind() wire.Kind     { return wire.MsgSwapRequest }
+func (m *ModelInfo) kind() wire.Kind       { return wire.MsgModelInfo }
+func (m *ModelList) kind() wire.Kind       { return wire.MsgModelList }
+func (m *Snapshot) kind() wire.Kind        { return wire.MsgSnapshot }
+func (m *StopRequest) kind() wire.Kind     { return wire.MsgStopRequest }
 func (m *ShutdownEvent) encode(e *encoder) { e.i64(m.Now); e.str(m.Reason) }
 func (m *ShutdownEvent) decode(d *decoder) { m.Now = d.i64(); m.Reason = d.str() }
 

@@ -186,13 +186,3 @@ func AsResult(err error) int32 {
 	}
 	return int32(ErrBadArgument)
 }
-
-// Export status codes: the high 32 bits of every event export's i64 result.
-// The low 32 bits are the length of the output written to the out buffer.
-const (
-	StatusOK       = 0 // handled
-	StatusError    = 1 // the policy returned an error; its text was passed to set_error
-	StatusPanic    = 2 // the policy panicked; the panic text was passed to set_error
-	StatusBadInput = 3 // the event could not be decoded
-	StatusNoPolicy = 4 // no policy of the kind this export needs is registered
-)

@@ -11,6 +11,7 @@ import (
 	"github.com/loadout-dev/loadout/host/policy/testdata/guests/echopolicy"
 	"github.com/loadout-dev/loadout/host/policy/testdata/guests/swapperpolicy"
 	"github.com/loadout-dev/loadout/sdk"
+	"github.com/loadout-dev/loadout/sdk/wire"
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
 )
@@ -342,8 +343,8 @@ func BenchmarkCodec_Binary(b *testing.B) {
 	var out sdk.Snapshot
 	b.ReportAllocs()
 	for range b.N {
-		buf = sdk.AppendMessage(buf[:0], &snap)
-		if err := sdk.DecodeMessage(buf, &out); err != nil {
+		buf = wire.Append(buf[:0], &snap)
+		if err := wire.Decode(buf, &out); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"math"
 
 	"github.com/loadout-dev/loadout/sdk"
+	"github.com/loadout-dev/loadout/sdk/wire"
 	"github.com/tetratelabs/wazero/api"
 )
 
@@ -146,7 +147,7 @@ func importStartSwap(ctx context.Context, mod api.Module, stack []uint64) {
 	}
 	b, ok := guestBytes(mod, uint32(stack[0]), uint32(stack[1]))
 	req := &in.sv.swapReq
-	if !ok || sdk.DecodeMessage(b, req) != nil {
+	if !ok || wire.Decode(b, req) != nil {
 		retErr(stack, sdk.ErrBadArgument)
 		return
 	}
@@ -164,7 +165,7 @@ func importStopProcesses(ctx context.Context, mod api.Module, stack []uint64) {
 	}
 	b, ok := guestBytes(mod, uint32(stack[0]), uint32(stack[1]))
 	req := &in.sv.stopReq
-	if !ok || sdk.DecodeMessage(b, req) != nil {
+	if !ok || wire.Decode(b, req) != nil {
 		retErr(stack, sdk.ErrBadArgument)
 		return
 	}
@@ -208,7 +209,7 @@ func importModelState(ctx context.Context, mod api.Module, stack []uint64) {
 		return
 	}
 	sv.info = info
-	sv.reply = sdk.AppendMessage(sv.reply[:0], &sv.info)
+	sv.reply = wire.Append(sv.reply[:0], &sv.info)
 	sv.info = sdk.ModelInfo{}
 	reply(mod, stack, sv.reply, uint32(stack[2]), uint32(stack[3]))
 }
@@ -226,7 +227,7 @@ func importRunningModels(ctx context.Context, mod api.Module, stack []uint64) {
 	}
 	sv := in.sv
 	sv.list.Models = sv.host.RunningModels()
-	sv.reply = sdk.AppendMessage(sv.reply[:0], &sv.list)
+	sv.reply = wire.Append(sv.reply[:0], &sv.list)
 	sv.list.Models = nil
 	reply(mod, stack, sv.reply, uint32(stack[0]), uint32(stack[1]))
 }
@@ -244,7 +245,7 @@ func importSnapshot(ctx context.Context, mod api.Module, stack []uint64) {
 	}
 	sv := in.sv
 	sv.snap = sv.host.Snapshot()
-	sv.reply = sdk.AppendMessage(sv.reply[:0], &sv.snap)
+	sv.reply = wire.Append(sv.reply[:0], &sv.snap)
 	sv.snap = sdk.Snapshot{}
 	reply(mod, stack, sv.reply, uint32(stack[0]), uint32(stack[1]))
 }
@@ -280,7 +281,7 @@ func importPlan(ctx context.Context, mod api.Module, stack []uint64) {
 		return
 	}
 	sv.plan = p
-	sv.reply = sdk.AppendMessage(sv.reply[:0], &sv.plan)
+	sv.reply = wire.Append(sv.reply[:0], &sv.plan)
 	sv.plan = sdk.Plan{}
 	reply(mod, stack, sv.reply, uint32(stack[2]), uint32(stack[3]))
 }

@@ -15,7 +15,7 @@ func TestInspect_GoGuest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Name != "swapper.wasm" || rep.Kind != sdk.KindSwapper || rep.ABIVersion != 1 || rep.Size != len(wasm) || rep.CompileTime <= 0 || rep.CacheDir != cacheDir {
+	if rep.Name != "swapper.wasm" || rep.Kind != sdk.KindSwapper || rep.ABIVersion != sdk.ABIVersion || rep.Size != len(wasm) || rep.CompileTime <= 0 || rep.CacheDir != cacheDir {
 		t.Errorf("report %+v", rep)
 	}
 	found := false

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/loadout-dev/loadout/sdk"
+	"github.com/loadout-dev/loadout/sdk/wire"
 	"github.com/tetratelabs/wazero/api"
 )
 
@@ -160,7 +161,7 @@ func (in *instance) instantiate(settings []byte) (err error) {
 	if callErr != nil || overran {
 		return fmt.Errorf("%s: %s", exportInit, crashReason(callErr, overran, st, in.out.text()))
 	}
-	if status := uint32(res >> 32); status != sdk.StatusOK {
+	if status := uint32(res >> 32); status != wire.StatusOK {
 		return fmt.Errorf("%s: %s", exportInit, in.statusText(status))
 	}
 	if fn := mod.ExportedFunction(exportPlanIsPure); fn != nil && sv.m.Kind == sdk.KindSwapper {
@@ -204,9 +205,9 @@ func (in *instance) readBuffers(addr uint32) error {
 // invoke writes msg into the guest's in-buffer, calls fn with its length
 // under a deadline of d and returns the export's raw result, whether the
 // deadline fired and wazero's error. It allocates nothing.
-func (in *instance) invoke(fn api.Function, msg sdk.Message, d time.Duration) (res uint64, overran bool, err error) {
+func (in *instance) invoke(fn api.Function, msg any, d time.Duration) (res uint64, overran bool, err error) {
 	sv := in.sv
-	sv.buf = sdk.AppendMessage(sv.buf[:0], msg)
+	sv.buf = wire.Append(sv.buf[:0], msg)
 	if uint64(len(sv.buf)) > uint64(in.inCap) {
 		return 0, false, &tooLargeError{size: len(sv.buf), capacity: in.inCap}
 	}
@@ -243,13 +244,13 @@ func (in *instance) statusText(status uint32) string {
 		text = "(no error text)"
 	}
 	switch status {
-	case sdk.StatusError:
+	case wire.StatusError:
 		return text
-	case sdk.StatusPanic:
+	case wire.StatusPanic:
 		return text // the SDK's text starts with "panic: "
-	case sdk.StatusBadInput:
+	case wire.StatusBadInput:
 		return "could not decode the event: " + text
-	case sdk.StatusNoPolicy:
+	case wire.StatusNoPolicy:
 		return "no policy registered: " + text
 	default:
 		return fmt.Sprintf("unknown status %d: %s", status, text)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/loadout-dev/loadout/sdk"
+	"github.com/loadout-dev/loadout/sdk/wire"
 )
 
 // crashAndRecover sends a request for model "bad" to the evil guest set to
@@ -92,7 +93,7 @@ func TestSandbox_Traps(t *testing.T) {
 		{"unreachable", "wasm error: unreachable", opUnreachable},
 		{"out of bounds", "wasm error: out of bounds memory access", ops(i32c(-16), opI32Load, opDrop, i64c(0))},
 		{"unknown status", "unknown status 9: mini: deliberate error", statusBody(9)},
-		{"status panic", "mini: deliberate error", statusBody(sdk.StatusPanic)},
+		{"status panic", "mini: deliberate error", statusBody(wire.StatusPanic)},
 		{"loop", "deadline of 100ms exceeded", ops(opLoopForever, i64c(0))},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -17,8 +17,8 @@ import (
 type Scheduler struct {
 	sv *supervisor
 
-	// The event being delivered, kept here so that encoding it through the
-	// sdk.Message interface does not allocate.
+	// The event being delivered, kept here so that encoding it with
+	// wire.Append does not allocate.
 	req       sdk.RequestEvent
 	swapDone  sdk.SwapDoneEvent
 	serveDone sdk.ServeDoneEvent

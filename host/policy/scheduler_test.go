@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/loadout-dev/loadout/sdk"
+	"github.com/loadout-dev/loadout/sdk/wire"
 )
 
 func wantCalls(t *testing.T, f *fakeEffects, want ...string) {
@@ -121,7 +122,7 @@ func TestScheduler_UnloadTickShutdown(t *testing.T) {
 func TestScheduler_StatusErrorKeepsInstance(t *testing.T) {
 	r, _ := newTestRuntime(t, Options{})
 	spec := miniPolicy()
-	spec.bodies["on_request"] = statusBody(sdk.StatusError)
+	spec.bodies["on_request"] = statusBody(wire.StatusError)
 	m := compile(t, r, "mini.wasm", spec.bytes())
 	s, err := r.NewScheduler(context.Background(), m, nil, newFakeEffects())
 	if err != nil {

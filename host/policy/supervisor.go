@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/loadout-dev/loadout/sdk"
+	"github.com/loadout-dev/loadout/sdk/wire"
 )
 
 // Status is a policy's health as the run loop and the admin API report it.
@@ -94,7 +95,7 @@ func newSupervisor(r *Runtime, m *Module, settings []byte, fx sdk.Effects, host 
 // call delivers one event to the policy and returns the length of its
 // output in the out-buffer. A status-1 error leaves the instance in place;
 // a crash discards it (see crash).
-func (sv *supervisor) call(ev event, msg sdk.Message) (uint32, error) {
+func (sv *supervisor) call(ev event, msg any) (uint32, error) {
 	if sv.disabled != nil {
 		return 0, sv.disabled
 	}
@@ -111,14 +112,14 @@ func (sv *supervisor) call(ev event, msg sdk.Message) (uint32, error) {
 	res, overran, err := in.invoke(in.fns[ev], msg, sv.timeout)
 	if err == nil && !overran {
 		switch status := uint32(res >> 32); status {
-		case sdk.StatusOK:
+		case wire.StatusOK:
 			if !in.out.empty() || in.dropped > 0 {
 				sv.flushOutput(in)
 			}
 			return uint32(res), nil
-		case sdk.StatusPanic:
+		case wire.StatusPanic:
 			return 0, sv.crash(in, ev, in.statusText(status), nil)
-		case sdk.StatusError, sdk.StatusBadInput, sdk.StatusNoPolicy:
+		case wire.StatusError, wire.StatusBadInput, wire.StatusNoPolicy:
 			sv.flushOutput(in)
 			return 0, sv.fail(fmt.Errorf("policy %s: %s: %s", sv.m.Name, ev, in.statusText(status)))
 		default: // not the ABI: the guest's state is unknown

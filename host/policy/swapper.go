@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/loadout-dev/loadout/sdk"
+	"github.com/loadout-dev/loadout/sdk/wire"
 )
 
 // Swapper is a live swapper (eviction) policy: one Wasm instance, re-made
@@ -54,7 +55,7 @@ func (s *Swapper) Plan(q sdk.PlanRequest) (sdk.Plan, error) {
 		return sdk.Plan{}, s.sv.fail(fmt.Errorf("policy %s: plan: out-buffer outside the module's memory", s.sv.m.Name))
 	}
 	var p sdk.Plan
-	if err := sdk.DecodeMessage(b, &p); err != nil {
+	if err := wire.Decode(b, &p); err != nil {
 		return sdk.Plan{}, s.sv.fail(fmt.Errorf("policy %s: plan: %w", s.sv.m.Name, err))
 	}
 	return p, nil

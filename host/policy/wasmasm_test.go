@@ -1,6 +1,10 @@
 package policy
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+
+	"github.com/loadout-dev/loadout/sdk"
+)
 
 // A tiny WebAssembly binary writer for hand-made test modules: the load
 // checks and the traps a Go guest cannot produce. It writes the type,
@@ -154,7 +158,7 @@ const miniErrText = "mini: deliberate error"
 // miniPolicy returns a hand-made scheduler that speaks the ABI: every event
 // export returns status 0. Tweak the result before assembling it.
 func miniPolicy() *miniSpec {
-	s := &miniSpec{version: 1, kind: 1, inCap: miniInCap, bodies: map[string][]byte{}, sigs: map[string][2][]byte{}}
+	s := &miniSpec{version: int32(sdk.ABIVersion), kind: 1, inCap: miniInCap, bodies: map[string][]byte{}, sigs: map[string][2][]byte{}}
 	return s
 }
 

@@ -11,10 +11,11 @@ import (
 	"runtime"
 
 	"github.com/loadout-dev/loadout/sdk"
+	"github.com/loadout-dev/loadout/sdk/wire"
 )
 
 var (
-	event = sdk.AppendMessage(nil, &sdk.ServeDoneEvent{Now: 1, ID: 2, Model: "m00"})
+	event = wire.Append(nil, &sdk.ServeDoneEvent{Now: 1, ID: 2, Model: "m00"})
 	sink  sdk.ServeDoneEvent
 )
 
@@ -24,7 +25,7 @@ func noop() uint32 { return 1 }
 //go:wasmexport decode
 func decode() uint32 {
 	var ev sdk.ServeDoneEvent
-	if sdk.DecodeMessage(event, &ev) != nil {
+	if wire.Decode(event, &ev) != nil {
 		return 0
 	}
 	sink = ev

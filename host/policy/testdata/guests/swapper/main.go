@@ -11,6 +11,7 @@ import (
 
 	"github.com/loadout-dev/loadout/host/policy/testdata/guests/swapperpolicy"
 	"github.com/loadout-dev/loadout/sdk"
+	"github.com/loadout-dev/loadout/sdk/wire"
 )
 
 //go:wasmimport loadout_v2 grant_serve
@@ -40,8 +41,8 @@ func (p prober) OnSwapStart(ev sdk.SwapStartEvent) {
 	p.Swapper.OnSwapStart(ev)
 	name := "m"
 	np := unsafe.Pointer(unsafe.StringData(name))
-	swap := sdk.AppendMessage(nil, &sdk.SwapRequest{Model: name})
-	stop := sdk.AppendMessage(nil, &sdk.StopRequest{Models: []string{name}})
+	swap := wire.Append(nil, &sdk.SwapRequest{Model: name})
+	stop := wire.Append(nil, &sdk.StopRequest{Models: []string{name}})
 	var buf [256]byte
 	p.h.Log(sdk.LevelInfo, fmt.Sprintf("probe grant_serve=%d grant_error=%d start_swap=%d stop_processes=%d set_queue_position=%d plan=%d",
 		rawGrantServe(1, np, 1),

@@ -1,4 +1,4 @@
-package sdk_test
+package wire_test
 
 import (
 	"bytes"
@@ -15,17 +15,18 @@ import (
 	"testing"
 
 	"github.com/loadout-dev/loadout/sdk"
+	"github.com/loadout-dev/loadout/sdk/wire"
 )
 
-var update = flag.Bool("update", false, "rewrite sdk/testdata/golden/*.hex from the current encoder")
+var update = flag.Bool("update", false, "rewrite sdk/wire/testdata/golden/*.hex from the current encoder")
 
 // message is one kind of the wire encoding: a fresh value to decode into
 // and a sample with every field set.
 type message struct {
 	name   string
-	kind   sdk.Kind
-	fresh  func() sdk.Message
-	sample sdk.Message
+	kind   wire.Kind
+	fresh  func() any
+	sample any
 }
 
 var model = sdk.ModelInfo{
@@ -36,51 +37,51 @@ var model = sdk.ModelInfo{
 
 // messages lists every kind, in Kind order.
 var messages = []message{
-	{"init", sdk.KindInit, func() sdk.Message { return new(sdk.InitEvent) },
+	{"init", wire.MsgInit, func() any { return new(sdk.InitEvent) },
 		&sdk.InitEvent{Now: 1_700_000_000_000_000_001, Settings: []byte(`{"max_queue":8}`)}},
-	{"request", sdk.KindRequest, func() sdk.Message { return new(sdk.RequestEvent) },
+	{"request", wire.MsgRequest, func() any { return new(sdk.RequestEvent) },
 		&sdk.RequestEvent{Now: 1_700_000_000_000_000_002, ID: 0x0102030405060708, Model: "llama-8b", Priority: -7, Client: "ci"}},
-	{"swap_done", sdk.KindSwapDone, func() sdk.Message { return new(sdk.SwapDoneEvent) },
+	{"swap_done", wire.MsgSwapDone, func() any { return new(sdk.SwapDoneEvent) },
 		&sdk.SwapDoneEvent{Now: 3, Model: "qwen", Err: "exit status 1: CUDA out of memory"}},
-	{"serve_done", sdk.KindServeDone, func() sdk.Message { return new(sdk.ServeDoneEvent) },
+	{"serve_done", wire.MsgServeDone, func() any { return new(sdk.ServeDoneEvent) },
 		&sdk.ServeDoneEvent{Now: 4, ID: 42, Model: "qwen"}},
-	{"cancel", sdk.KindCancel, func() sdk.Message { return new(sdk.CancelEvent) },
+	{"cancel", wire.MsgCancel, func() any { return new(sdk.CancelEvent) },
 		&sdk.CancelEvent{Now: 5, ID: 43, Model: "qwen"}},
-	{"unload", sdk.KindUnload, func() sdk.Message { return new(sdk.UnloadEvent) },
+	{"unload", wire.MsgUnload, func() any { return new(sdk.UnloadEvent) },
 		&sdk.UnloadEvent{Now: 6, Models: []string{"a", "bb"}, Reason: sdk.UnloadTTL}},
-	{"tick", sdk.KindTick, func() sdk.Message { return new(sdk.TickEvent) },
+	{"tick", wire.MsgTick, func() any { return new(sdk.TickEvent) },
 		&sdk.TickEvent{Now: 7, Changed: []string{"crashed"}}},
-	{"shutdown", sdk.KindShutdown, func() sdk.Message { return new(sdk.ShutdownEvent) },
+	{"shutdown", wire.MsgShutdown, func() any { return new(sdk.ShutdownEvent) },
 		&sdk.ShutdownEvent{Now: 8, Reason: "SIGTERM"}},
-	{"plan_request", sdk.KindPlanRequest, func() sdk.Message { return new(sdk.PlanRequest) },
+	{"plan_request", wire.MsgPlanRequest, func() any { return new(sdk.PlanRequest) },
 		&sdk.PlanRequest{Now: 9, Target: "b", Running: []string{"a", "c"}}},
-	{"plan", sdk.KindPlan, func() sdk.Message { return new(sdk.Plan) },
+	{"plan", wire.MsgPlan, func() any { return new(sdk.Plan) },
 		&sdk.Plan{Evict: []string{"a"}, Devices: []int32{1, -1}}},
-	{"swap_start", sdk.KindSwapStart, func() sdk.Message { return new(sdk.SwapStartEvent) },
+	{"swap_start", wire.MsgSwapStart, func() any { return new(sdk.SwapStartEvent) },
 		&sdk.SwapStartEvent{Now: 11, Target: "b", Running: []string{"a", "c"}, Evict: []string{"a"}, Devices: []int32{2}}},
-	{"swap_request", sdk.KindSwapRequest, func() sdk.Message { return new(sdk.SwapRequest) },
+	{"swap_request", wire.MsgSwapRequest, func() any { return new(sdk.SwapRequest) },
 		&sdk.SwapRequest{Model: "b", Evict: []string{"a", "c"}, Devices: []int32{0}}},
-	{"model_info", sdk.KindModelInfo, func() sdk.Message { return new(sdk.ModelInfo) }, &model},
-	{"model_list", sdk.KindModelList, func() sdk.Message { return new(sdk.ModelList) },
+	{"model_info", wire.MsgModelInfo, func() any { return new(sdk.ModelInfo) }, &model},
+	{"model_list", wire.MsgModelList, func() any { return new(sdk.ModelList) },
 		&sdk.ModelList{Models: []sdk.ModelInfo{model, {Name: "stopped"}}}},
-	{"snapshot", sdk.KindSnapshot, func() sdk.Message { return new(sdk.Snapshot) },
+	{"snapshot", wire.MsgSnapshot, func() any { return new(sdk.Snapshot) },
 		&sdk.Snapshot{Now: 15, Models: []sdk.ModelInfo{model},
 			GPUs: []sdk.GPUInfo{{Index: 0, Name: "NVIDIA H100 80GB HBM3", Total: 80 << 30, Free: 70 << 30, Leased: 6 << 30}}}},
-	{"stop_request", sdk.KindStopRequest, func() sdk.Message { return new(sdk.StopRequest) },
+	{"stop_request", wire.MsgStopRequest, func() any { return new(sdk.StopRequest) },
 		&sdk.StopRequest{Models: []string{"a"}}},
 }
 
 func TestCodec_CoversEveryKind(t *testing.T) {
 	for i, m := range messages {
-		if want := sdk.Kind(i + 1); m.kind != want {
+		if want := wire.Kind(i + 1); m.kind != want {
 			t.Fatalf("messages[%d] is kind %d, want %d (every kind, in order)", i, m.kind, want)
 		}
-		if b := sdk.AppendMessage(nil, m.fresh()); b[0] != sdk.ABIVersion || sdk.Kind(b[1]) != m.kind {
+		if b := wire.Append(nil, m.fresh()); b[0] != sdk.ABIVersion || wire.Kind(b[1]) != m.kind {
 			t.Errorf("%s: header % x, want version %d kind %d", m.name, b[:2], sdk.ABIVersion, m.kind)
 		}
 	}
-	if len(messages) != int(sdk.KindStopRequest) {
-		t.Errorf("%d kinds tested, want %d", len(messages), sdk.KindStopRequest)
+	if len(messages) != int(wire.MsgStopRequest) {
+		t.Errorf("%d kinds tested, want %d", len(messages), wire.MsgStopRequest)
 	}
 }
 
@@ -90,7 +91,7 @@ func TestCodec_Golden(t *testing.T) {
 	for _, m := range messages {
 		t.Run(m.name, func(t *testing.T) {
 			path := filepath.Join("testdata", "golden", m.name+".hex")
-			got := sdk.AppendMessage(nil, m.sample)
+			got := wire.Append(nil, m.sample)
 			if *update {
 				if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 					t.Fatal(err)
@@ -101,17 +102,17 @@ func TestCodec_Golden(t *testing.T) {
 			}
 			text, err := os.ReadFile(path)
 			if err != nil {
-				t.Fatalf("%v (run go test ./sdk -update to write it)", err)
+				t.Fatalf("%v (run go test ./sdk/wire -update to write it)", err)
 			}
 			want, err := parseHex(text)
 			if err != nil {
 				t.Fatalf("%s: %v", path, err)
 			}
 			if !bytes.Equal(got, want) {
-				t.Errorf("encoding of %s changed:\n got: % x\nwant: % x\n(a wire change needs a new ABIVersion; then go test ./sdk -update)", m.name, got, want)
+				t.Errorf("encoding of %s changed:\n got: % x\nwant: % x\n(a wire change needs a new ABIVersion; then go test ./sdk/wire -update)", m.name, got, want)
 			}
 			decoded := m.fresh()
-			if err := sdk.DecodeMessage(want, decoded); err != nil {
+			if err := wire.Decode(want, decoded); err != nil {
 				t.Fatalf("decoding %s: %v", path, err)
 			}
 			if !reflect.DeepEqual(decoded, m.sample) {
@@ -125,7 +126,7 @@ func TestCodec_Golden(t *testing.T) {
 func formatHex(m message, b []byte) []byte {
 	var out bytes.Buffer
 	fmt.Fprintf(&out, "# loadout_v2 %s (kind %d), %d bytes: %T\n", m.name, m.kind, len(b), m.sample)
-	fmt.Fprintf(&out, "# generated by go test ./sdk -update from the sample in codec_test.go\n")
+	fmt.Fprintf(&out, "# generated by go test ./sdk/wire -update from the sample in codec_test.go\n")
 	for len(b) > 0 {
 		n := min(16, len(b))
 		out.WriteString(strings.TrimSpace(fmt.Sprintf("% x", b[:n])))
@@ -150,20 +151,20 @@ func parseHex(text []byte) ([]byte, error) {
 
 func TestCodec_RoundTrip(t *testing.T) {
 	for _, m := range messages {
-		for _, v := range []sdk.Message{m.sample, m.fresh()} {
-			b := sdk.AppendMessage([]byte("prefix"), v)
+		for _, v := range []any{m.sample, m.fresh()} {
+			b := wire.Append([]byte("prefix"), v)
 			if !bytes.HasPrefix(b, []byte("prefix")) {
 				t.Fatalf("%s: AppendMessage lost dst", m.name)
 			}
 			b = b[len("prefix"):]
 			got := m.fresh()
-			if err := sdk.DecodeMessage(b, got); err != nil {
+			if err := wire.Decode(b, got); err != nil {
 				t.Fatalf("%s: %v", m.name, err)
 			}
 			if !reflect.DeepEqual(got, v) {
 				t.Errorf("%s: round trip\n got %+v\nwant %+v", m.name, got, v)
 			}
-			if again := sdk.AppendMessage(nil, got); !bytes.Equal(again, b) {
+			if again := wire.Append(nil, got); !bytes.Equal(again, b) {
 				t.Errorf("%s: re-encoding differs", m.name)
 			}
 		}
@@ -171,10 +172,10 @@ func TestCodec_RoundTrip(t *testing.T) {
 }
 
 // TestCodec_Malformed: every way a message can be wrong is an error that
-// wraps sdk.ErrMalformed.
+// wraps wire.ErrMalformed.
 func TestCodec_Malformed(t *testing.T) {
 	for _, m := range messages {
-		good := sdk.AppendMessage(nil, m.sample)
+		good := wire.Append(nil, m.sample)
 		cases := map[string][]byte{
 			"empty":         nil,
 			"header only":   good[:1],
@@ -186,7 +187,7 @@ func TestCodec_Malformed(t *testing.T) {
 			cases[fmt.Sprintf("truncated to %d", n)] = good[:n]
 		}
 		for name, b := range cases {
-			if err := sdk.DecodeMessage(b, m.fresh()); !errors.Is(err, sdk.ErrMalformed) {
+			if err := wire.Decode(b, m.fresh()); !errors.Is(err, wire.ErrMalformed) {
 				t.Errorf("%s, %s: error %v, want ErrMalformed", m.name, name, err)
 			}
 		}
@@ -198,27 +199,27 @@ func TestCodec_Malformed(t *testing.T) {
 func TestCodec_HugeCountsDoNotAllocate(t *testing.T) {
 	hostile := []struct {
 		name  string
-		fresh func() sdk.Message
+		fresh func() any
 		b     []byte
 	}{
-		{"strings", func() sdk.Message { return new(sdk.StopRequest) }, withCount(sdk.KindStopRequest, 1<<20)},
-		{"strings, max u32", func() sdk.Message { return new(sdk.StopRequest) }, withCount(sdk.KindStopRequest, 1<<32-1)},
-		{"models", func() sdk.Message { return new(sdk.ModelList) }, withCount(sdk.KindModelList, 1<<20)},
-		{"devices", func() sdk.Message { return new(sdk.Plan) }, append(withCount(sdk.KindPlan, 0), 0xff, 0xff, 0x0f, 0)},
-		{"string length", func() sdk.Message { return new(sdk.SwapDoneEvent) }, append(withCount(sdk.KindSwapDone, 0), 0, 0, 0, 0, 0xff, 0xff, 0xff, 0x7f)},
+		{"strings", func() any { return new(sdk.StopRequest) }, withCount(wire.MsgStopRequest, 1<<20)},
+		{"strings, max u32", func() any { return new(sdk.StopRequest) }, withCount(wire.MsgStopRequest, 1<<32-1)},
+		{"models", func() any { return new(sdk.ModelList) }, withCount(wire.MsgModelList, 1<<20)},
+		{"devices", func() any { return new(sdk.Plan) }, append(withCount(wire.MsgPlan, 0), 0xff, 0xff, 0x0f, 0)},
+		{"string length", func() any { return new(sdk.SwapDoneEvent) }, append(withCount(wire.MsgSwapDone, 0), 0, 0, 0, 0, 0xff, 0xff, 0xff, 0x7f)},
 	}
 	for _, h := range hostile {
-		if err := sdk.DecodeMessage(h.b, h.fresh()); !errors.Is(err, sdk.ErrMalformed) {
+		if err := wire.Decode(h.b, h.fresh()); !errors.Is(err, wire.ErrMalformed) {
 			t.Errorf("%s: error %v, want ErrMalformed", h.name, err)
 		}
-		if n := bytesAllocated(func() { _ = sdk.DecodeMessage(h.b, h.fresh()) }); n > allocBound(len(h.b)) {
+		if n := bytesAllocated(func() { _ = wire.Decode(h.b, h.fresh()) }); n > allocBound(len(h.b)) {
 			t.Errorf("%s: decoding %d bytes allocated %d bytes", h.name, len(h.b), n)
 		}
 	}
 }
 
 // withCount is a header then a u32 count, and nothing the count promises.
-func withCount(k sdk.Kind, n uint32) []byte {
+func withCount(k wire.Kind, n uint32) []byte {
 	return binary.LittleEndian.AppendUint32([]byte{sdk.ABIVersion, byte(k)}, n)
 }
 
@@ -273,14 +274,14 @@ func retained(v reflect.Value) uint64 {
 // message that decodes re-encodes to the same bytes (the encoding is
 // canonical).
 func fuzzDecode(f *testing.F, m message) {
-	f.Add(sdk.AppendMessage(nil, m.sample))
-	f.Add(sdk.AppendMessage(nil, m.fresh()))
+	f.Add(wire.Append(nil, m.sample))
+	f.Add(wire.Append(nil, m.fresh()))
 	f.Add([]byte{sdk.ABIVersion, byte(m.kind)})
 	f.Add(withCount(m.kind, 1<<31))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		v := m.fresh()
-		if err := sdk.DecodeMessage(b, v); err != nil {
-			if !errors.Is(err, sdk.ErrMalformed) {
+		if err := wire.Decode(b, v); err != nil {
+			if !errors.Is(err, wire.ErrMalformed) {
 				t.Fatalf("error %v does not wrap ErrMalformed", err)
 			}
 			return
@@ -288,25 +289,25 @@ func fuzzDecode(f *testing.F, m message) {
 		if n := retained(reflect.ValueOf(v)); n > allocBound(len(b)) {
 			t.Fatalf("decoding %d bytes keeps %d bytes", len(b), n)
 		}
-		if again := sdk.AppendMessage(nil, v); !bytes.Equal(again, b) {
+		if again := wire.Append(nil, v); !bytes.Equal(again, b) {
 			t.Fatalf("re-encoding differs:\n  in % x\n out % x", b, again)
 		}
 	})
 }
 
-func FuzzDecodeInit(f *testing.F)        { fuzzDecode(f, messages[sdk.KindInit-1]) }
-func FuzzDecodeRequest(f *testing.F)     { fuzzDecode(f, messages[sdk.KindRequest-1]) }
-func FuzzDecodeSwapDone(f *testing.F)    { fuzzDecode(f, messages[sdk.KindSwapDone-1]) }
-func FuzzDecodeServeDone(f *testing.F)   { fuzzDecode(f, messages[sdk.KindServeDone-1]) }
-func FuzzDecodeCancel(f *testing.F)      { fuzzDecode(f, messages[sdk.KindCancel-1]) }
-func FuzzDecodeUnload(f *testing.F)      { fuzzDecode(f, messages[sdk.KindUnload-1]) }
-func FuzzDecodeTick(f *testing.F)        { fuzzDecode(f, messages[sdk.KindTick-1]) }
-func FuzzDecodeShutdown(f *testing.F)    { fuzzDecode(f, messages[sdk.KindShutdown-1]) }
-func FuzzDecodePlanRequest(f *testing.F) { fuzzDecode(f, messages[sdk.KindPlanRequest-1]) }
-func FuzzDecodePlan(f *testing.F)        { fuzzDecode(f, messages[sdk.KindPlan-1]) }
-func FuzzDecodeSwapStart(f *testing.F)   { fuzzDecode(f, messages[sdk.KindSwapStart-1]) }
-func FuzzDecodeSwapRequest(f *testing.F) { fuzzDecode(f, messages[sdk.KindSwapRequest-1]) }
-func FuzzDecodeModelInfo(f *testing.F)   { fuzzDecode(f, messages[sdk.KindModelInfo-1]) }
-func FuzzDecodeModelList(f *testing.F)   { fuzzDecode(f, messages[sdk.KindModelList-1]) }
-func FuzzDecodeSnapshot(f *testing.F)    { fuzzDecode(f, messages[sdk.KindSnapshot-1]) }
-func FuzzDecodeStopRequest(f *testing.F) { fuzzDecode(f, messages[sdk.KindStopRequest-1]) }
+func FuzzDecodeInit(f *testing.F)        { fuzzDecode(f, messages[wire.MsgInit-1]) }
+func FuzzDecodeRequest(f *testing.F)     { fuzzDecode(f, messages[wire.MsgRequest-1]) }
+func FuzzDecodeSwapDone(f *testing.F)    { fuzzDecode(f, messages[wire.MsgSwapDone-1]) }
+func FuzzDecodeServeDone(f *testing.F)   { fuzzDecode(f, messages[wire.MsgServeDone-1]) }
+func FuzzDecodeCancel(f *testing.F)      { fuzzDecode(f, messages[wire.MsgCancel-1]) }
+func FuzzDecodeUnload(f *testing.F)      { fuzzDecode(f, messages[wire.MsgUnload-1]) }
+func FuzzDecodeTick(f *testing.F)        { fuzzDecode(f, messages[wire.MsgTick-1]) }
+func FuzzDecodeShutdown(f *testing.F)    { fuzzDecode(f, messages[wire.MsgShutdown-1]) }
+func FuzzDecodePlanRequest(f *testing.F) { fuzzDecode(f, messages[wire.MsgPlanRequest-1]) }
+func FuzzDecodePlan(f *testing.F)        { fuzzDecode(f, messages[wire.MsgPlan-1]) }
+func FuzzDecodeSwapStart(f *testing.F)   { fuzzDecode(f, messages[wire.MsgSwapStart-1]) }
+func FuzzDecodeSwapRequest(f *testing.F) { fuzzDecode(f, messages[wire.MsgSwapRequest-1]) }
+func FuzzDecodeModelInfo(f *testing.F)   { fuzzDecode(f, messages[wire.MsgModelInfo-1]) }
+func FuzzDecodeModelList(f *testing.F)   { fuzzDecode(f, messages[wire.MsgModelList-1]) }
+func FuzzDecodeSnapshot(f *testing.F)    { fuzzDecode(f, messages[wire.MsgSnapshot-1]) }
+func FuzzDecodeStopRequest(f *testing.F) { fuzzDecode(f, messages[wire.MsgStopRequest-1]) }

@@ -1,0 +1,100 @@
+// Package wire is the host's half of the loadout_v2 policy ABI: it encodes
+// the events a host hands a policy module and decodes what the module
+// writes back, and it names the message kinds and export statuses. A policy
+// author never imports it — a policy sees only package sdk's types and
+// interfaces, and the SDK's guest glue speaks the wire for it.
+//
+// The encoding (docs/ABI.md): every message is
+//
+//	version u8 (= sdk.ABIVersion) | kind u8 | fields…
+//
+// with fields little-endian and fixed width; a string or byte slice is a
+// u32 length then bytes; a list is a u32 count then items. There are no
+// optional fields: a new field means a new ABI version. The golden files in
+// testdata/golden pin the encoding byte for byte.
+//
+// The codec itself is package sdk's (the message types are sdk's, and the
+// guest needs it without this package's callers); sdk registers it here
+// when it is initialised, so a host that imports sdk's types has it.
+package wire
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Kind identifies a message type on the wire (the second header byte).
+type Kind uint8
+
+// Message kinds, one per sdk message type.
+const (
+	MsgInit        Kind = 1  // sdk.InitEvent
+	MsgRequest     Kind = 2  // sdk.RequestEvent
+	MsgSwapDone    Kind = 3  // sdk.SwapDoneEvent
+	MsgServeDone   Kind = 4  // sdk.ServeDoneEvent
+	MsgCancel      Kind = 5  // sdk.CancelEvent
+	MsgUnload      Kind = 6  // sdk.UnloadEvent
+	MsgTick        Kind = 7  // sdk.TickEvent
+	MsgShutdown    Kind = 8  // sdk.ShutdownEvent
+	MsgPlanRequest Kind = 9  // sdk.PlanRequest
+	MsgPlan        Kind = 10 // sdk.Plan
+	MsgSwapStart   Kind = 11 // sdk.SwapStartEvent
+	MsgSwapRequest Kind = 12 // sdk.SwapRequest
+	MsgModelInfo   Kind = 13 // sdk.ModelInfo
+	MsgModelList   Kind = 14 // sdk.ModelList
+	MsgSnapshot    Kind = 15 // sdk.Snapshot
+	MsgStopRequest Kind = 16 // sdk.StopRequest
+)
+
+// HeaderSize is the size of a message's header (version, kind) in bytes.
+const HeaderSize = 2
+
+// Export statuses: the high 32 bits of an event export's i64 result (the
+// low 32 bits are the length of its output).
+const (
+	StatusOK       = 0 // handled
+	StatusError    = 1 // the policy returned an error; its text was passed to set_error
+	StatusPanic    = 2 // the policy panicked; the panic text was passed to set_error
+	StatusBadInput = 3 // the event could not be decoded
+	StatusNoPolicy = 4 // no policy of the kind this export needs is registered
+)
+
+// ErrMalformed is wrapped by every decoding error: a truncated message, a
+// wrong version or kind, a length past the end, or trailing bytes.
+var ErrMalformed = errors.New("malformed loadout_v2 message")
+
+var (
+	appendFn func(dst []byte, m any) ([]byte, bool)
+	decodeFn func(src []byte, m any) (bool, error)
+)
+
+// Register installs the codec. Package sdk calls it from its init; it is
+// not for anyone else, and a second call panics.
+func Register(appendMsg func(dst []byte, m any) ([]byte, bool), decodeMsg func(src []byte, m any) (bool, error)) {
+	if appendFn != nil {
+		panic("wire: codec registered twice")
+	}
+	appendFn, decodeFn = appendMsg, decodeMsg
+}
+
+// Append appends m's encoding (header and fields) to dst and returns the
+// extended slice. m must be a pointer to one of sdk's message types (see
+// the kinds above); anything else is a programming error and panics.
+func Append(dst []byte, m any) []byte {
+	b, ok := appendFn(dst, m)
+	if !ok {
+		panic(fmt.Sprintf("wire: %T is not an sdk message", m))
+	}
+	return b
+}
+
+// Decode decodes src, which must hold exactly one message of m's kind, into
+// m, a pointer to one of sdk's message types (anything else panics).
+// Errors wrap ErrMalformed and say what is wrong and where.
+func Decode(src []byte, m any) error {
+	ok, err := decodeFn(src, m)
+	if !ok {
+		panic(fmt.Sprintf("wire: %T is not an sdk message", m))
+	}
+	return err
+}
