@@ -1,0 +1,3 @@
+module github.com/loadout-dev/loadout/sdk
+
+go 1.26.8
