@@ -156,19 +156,6 @@ func (l *Ledger) freeAfter(devs []Device, releasing []string) []DeviceFree {
 	return out
 }
 
-// Free returns every device's free memory in bytes, in index order: what a
-// new lease could take once the leases of releasing (if any) are gone.
-// Pass it to Place.
-func (l *Ledger) Free(releasing ...string) ([]DeviceFree, error) {
-	devs, err := l.inv.Devices()
-	if err != nil {
-		return nil, err
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.freeAfter(devs, releasing), nil
-}
-
 // Release ends owner's lease and reports whether it held one. Releasing
 // twice is harmless.
 func (l *Ledger) Release(owner string) bool {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -130,7 +131,7 @@ func (m *Module) checkImports() error {
 		if !ok {
 			if mod == hostModuleName {
 				return fmt.Errorf("policy %s: imports %s, which this host does not provide (ABI v%d has: %s)",
-					m.Name, full, sdk.ABIVersion, strings.Join(sortedKeys(provided), ", "))
+					m.Name, full, sdk.ABIVersion, strings.Join(slices.Sorted(maps.Keys(provided)), ", "))
 			}
 			return fmt.Errorf("policy %s: imports %s, which this host does not provide", m.Name, full)
 		}
@@ -149,15 +150,6 @@ func (m *Module) checkImports() error {
 			m.Name, strings.Join(foreign, ", "), hostModuleName, wasiModuleName)
 	}
 	return nil
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
 
 // checkExport checks that export name exists with signature want.
