@@ -9,7 +9,7 @@ import (
 // DeviceFree is one device's free memory, the input of Place and Split.
 type DeviceFree struct {
 	Index int    // device index
-	Free  uint64 // bytes free (Ledger.Free gives them)
+	Free  uint64 // bytes a new lease could take (the ledger accounts them)
 }
 
 // Place decides where a model that needs need bytes goes, given the
