@@ -15,6 +15,7 @@ import (
 
 	"github.com/loadout-dev/loadout/host/policy"
 	"github.com/loadout-dev/loadout/internal/wasmbuild"
+	"github.com/loadout-dev/loadout/sdk"
 )
 
 var (
@@ -57,6 +58,35 @@ func Module(tb testing.TB, pkg string) (*policy.Runtime, *policy.Module) {
 	}
 	modules[pkg] = m
 	return rt, m
+}
+
+// Swapper instantiates the swapper policy pkg (built and compiled by
+// Module) with settings against h, and closes it when tb ends: the factory
+// a policy's Wasm scenario tests pass where the native tests pass their
+// own. The error is the policy's init error (bad settings).
+func Swapper(tb testing.TB, pkg string, h sdk.Host, settings string) (*policy.Swapper, error) {
+	tb.Helper()
+	r, mod := Module(tb, pkg)
+	ctx := context.Background()
+	s, err := r.NewSwapper(ctx, mod, []byte(settings), h)
+	if err != nil {
+		return nil, err
+	}
+	tb.Cleanup(func() { _ = s.Close(ctx) })
+	return s, nil
+}
+
+// Scheduler is Swapper for a scheduler policy, bound to fx.
+func Scheduler(tb testing.TB, pkg string, fx sdk.Effects, settings string) (*policy.Scheduler, error) {
+	tb.Helper()
+	r, mod := Module(tb, pkg)
+	ctx := context.Background()
+	s, err := r.NewScheduler(ctx, mod, []byte(settings), fx)
+	if err != nil {
+		return nil, err
+	}
+	tb.Cleanup(func() { _ = s.Close(ctx) })
+	return s, nil
 }
 
 // logger discards the runtime's own lines (guest output, crash reports)

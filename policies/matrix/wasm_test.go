@@ -21,13 +21,10 @@ func wasmModule(tb testing.TB) (*policy.Runtime, *policy.Module) {
 }
 
 func wasmSwapper(tb testing.TB, h *policytest.Host, settings string) (policytest.Swapper, error) {
-	rt, mod := wasmModule(tb)
-	ctx := context.Background()
-	s, err := rt.NewSwapper(ctx, mod, []byte(settings), h)
+	s, err := policywasm.Swapper(tb, pkgPath, h, settings)
 	if err != nil {
-		return nil, err
+		return nil, err // not a nil *policy.Swapper in the interface
 	}
-	tb.Cleanup(func() { _ = s.Close(ctx) })
 	return s, nil
 }
 
