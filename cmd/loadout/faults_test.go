@@ -326,24 +326,29 @@ routing:
 	if code < 500 || !strings.Contains(body, "never") || !strings.Contains(body, `"error"`) {
 		t.Fatalf("a load that never becomes ready: %d %s, want a 5xx OpenAI error naming the model", code, body)
 	}
-	if took < 14*time.Second || took > 45*time.Second {
-		t.Errorf("failed after %s, want about the 15 s health-check timeout", took)
+	if took < 14*time.Second {
+		t.Errorf("failed after %s, before the 15 s health-check timeout", took)
 	}
 	eventually(t, "the never-ready server to be stopped", func() bool { return len(modelPids(t, "never")) == 0 })
 	s.mustChat("a")
 }
 
-// A client that leaves while queued is forgotten: the swap it would have
-// caused never happens (DESIGN.md rule 5), end to end.
-func TestFault_ClientLeavesWhileQueued(t *testing.T) {
-	dir := t.TempDir()
-	cfg := writeConfig(t, dir, "sendLoadingState: true\n"+simModels+`routing:
+// exclusiveAB is a config of the sim models a and b in one exclusive
+// group, streaming the loading state: a request for one waits, queued,
+// while the other is busy.
+const exclusiveAB = "sendLoadingState: true\n" + simModels + `routing:
   router:
     use: group
     settings:
       groups:
         ab: {swap: true, exclusive: true, members: [a, b]}
-`)
+`
+
+// A client that leaves while queued is forgotten: the swap it would have
+// caused never happens (DESIGN.md rule 5), end to end.
+func TestFault_ClientLeavesWhileQueued(t *testing.T) {
+	dir := t.TempDir()
+	cfg := writeConfig(t, dir, exclusiveAB)
 	s := startServer(t, cfg)
 	busy := s.openStream(context.Background(), "a", 100) // 2 s: a is busy, b must wait
 	busy.until(`"content"`)
@@ -374,13 +379,7 @@ func TestFault_ClientLeavesWhileQueued(t *testing.T) {
 // model server is left.
 func TestFault_SIGTERMWithStreamsInFlight(t *testing.T) {
 	dir := t.TempDir()
-	cfg := writeConfig(t, dir, "sendLoadingState: true\n"+simModels+`routing:
-  router:
-    use: group
-    settings:
-      groups:
-        ab: {swap: true, exclusive: true, members: [a, b]}
-`)
+	cfg := writeConfig(t, dir, exclusiveAB)
 	s := startServer(t, cfg)
 	inFlight := s.openStream(context.Background(), "a", 60) // 1.2 s
 	inFlight.until(`"content"`)
