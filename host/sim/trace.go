@@ -1,0 +1,185 @@
+package sim
+
+import (
+	"encoding/csv"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Request is one request of a trace: when it arrives, for which model, and
+// how many tokens it reads and writes.
+type Request struct {
+	Arrival      float64 // seconds from the trace's start, ascending
+	Model        string
+	PromptTokens int
+	OutputTokens int
+	Priority     int32  // optional column; 0 when absent
+	Client       string // optional column; "" when absent
+}
+
+// The trace format: CSV with a header naming the columns, in any order.
+// The first four are required, the last two optional.
+const (
+	ColArrival  = "arrival_s"
+	ColModel    = "model"
+	ColPrompt   = "prompt_tokens"
+	ColOutput   = "output_tokens"
+	ColPriority = "priority"
+	ColClient   = "client"
+)
+
+// TraceError is a trace line that cannot be read: the file (as given to
+// ReadTrace), the line (1-based, the header is line 1), the column, and
+// what is wrong.
+type TraceError struct {
+	File   string
+	Line   int
+	Column string
+	Msg    string
+}
+
+func (e *TraceError) Error() string {
+	if e.Column == "" {
+		return fmt.Sprintf("%s:%d: %s", e.File, e.Line, e.Msg)
+	}
+	return fmt.Sprintf("%s:%d: %s: %s", e.File, e.Line, e.Column, e.Msg)
+}
+
+// ReadTrace reads a whole trace in the format above (encoding/csv: quoted
+// fields, CRLF). name is the file's name for errors. Errors are
+// *TraceError: a missing required column, an unknown column, a field that
+// is not a number (or is negative, or not finite), an empty model, an
+// arrival earlier than the line before it; or the CSV reader's error with
+// its line. An empty trace (a header alone) is valid.
+func ReadTrace(name string, r io.Reader) ([]Request, error) {
+	cr := csv.NewReader(r)
+	cr.ReuseRecord = true
+	cr.FieldsPerRecord = 0 // every line as wide as the header
+	header, err := cr.Read()
+	if err == io.EOF {
+		return nil, &TraceError{File: name, Line: 1, Msg: "empty file: want a header " + strings.Join([]string{ColArrival, ColModel, ColPrompt, ColOutput}, ",")}
+	}
+	if err != nil {
+		return nil, csvError(name, err)
+	}
+	col := map[string]int{}
+	known := []string{ColArrival, ColModel, ColPrompt, ColOutput, ColPriority, ColClient}
+	for i, h := range header {
+		h = strings.TrimSpace(h)
+		if !slices.Contains(known, h) {
+			return nil, &TraceError{File: name, Line: 1, Column: h, Msg: "unknown column (known: " + strings.Join(known, ", ") + ")"}
+		}
+		if _, dup := col[h]; dup {
+			return nil, &TraceError{File: name, Line: 1, Column: h, Msg: "column given twice"}
+		}
+		col[h] = i
+	}
+	for _, req := range known[:4] {
+		if _, ok := col[req]; !ok {
+			return nil, &TraceError{File: name, Line: 1, Column: req, Msg: "required column missing"}
+		}
+	}
+	var out []Request
+	for {
+		rec, err := cr.Read()
+		if err == io.EOF {
+			return out, nil
+		}
+		if err != nil {
+			return nil, csvError(name, err)
+		}
+		line, _ := cr.FieldPos(0)
+		bad := func(column, format string, args ...any) error {
+			return &TraceError{File: name, Line: line, Column: column, Msg: fmt.Sprintf(format, args...)}
+		}
+		var q Request
+		if q.Arrival, err = strconv.ParseFloat(strings.TrimSpace(rec[col[ColArrival]]), 64); err != nil ||
+			q.Arrival < 0 || math.IsInf(q.Arrival, 0) || math.IsNaN(q.Arrival) {
+			return nil, bad(ColArrival, "want seconds from the start, a number ≥ 0, got %q", rec[col[ColArrival]])
+		}
+		if n := len(out); n > 0 && q.Arrival < out[n-1].Arrival {
+			return nil, bad(ColArrival, "%g is earlier than the line before (%g): arrivals must ascend", q.Arrival, out[n-1].Arrival)
+		}
+		if q.Model = strings.TrimSpace(rec[col[ColModel]]); q.Model == "" {
+			return nil, bad(ColModel, "empty")
+		}
+		for _, f := range []struct {
+			column string
+			dst    *int
+		}{{ColPrompt, &q.PromptTokens}, {ColOutput, &q.OutputTokens}} {
+			v, err := strconv.Atoi(strings.TrimSpace(rec[col[f.column]]))
+			if err != nil || v < 0 {
+				return nil, bad(f.column, "want a token count ≥ 0, got %q", rec[col[f.column]])
+			}
+			*f.dst = v
+		}
+		if i, ok := col[ColPriority]; ok && strings.TrimSpace(rec[i]) != "" {
+			p, err := strconv.ParseInt(strings.TrimSpace(rec[i]), 10, 32)
+			if err != nil {
+				return nil, bad(ColPriority, "want an integer, got %q", rec[i])
+			}
+			q.Priority = int32(p)
+		}
+		if i, ok := col[ColClient]; ok {
+			q.Client = strings.TrimSpace(rec[i])
+		}
+		out = append(out, q)
+	}
+}
+
+// csvError gives the CSV reader's error the file's name.
+func csvError(name string, err error) error {
+	var pe *csv.ParseError
+	if errors.As(err, &pe) {
+		return &TraceError{File: name, Line: pe.Line, Msg: pe.Err.Error()}
+	}
+	return fmt.Errorf("%s: %w", name, err)
+}
+
+// TraceWriter writes requests in the trace format, header first; what
+// `loadout serve --record-trace` and the workload generator write. Call
+// Flush when done and check its error.
+type TraceWriter struct {
+	w      *csv.Writer
+	header bool
+	rec    []string
+}
+
+// NewTraceWriter returns a writer of the trace format with all six
+// columns.
+func NewTraceWriter(w io.Writer) *TraceWriter {
+	return &TraceWriter{w: csv.NewWriter(w), rec: make([]string, 6)}
+}
+
+// Write writes one request (and the header before the first).
+func (t *TraceWriter) Write(q Request) error {
+	if !t.header {
+		t.header = true
+		if err := t.w.Write([]string{ColArrival, ColModel, ColPrompt, ColOutput, ColPriority, ColClient}); err != nil {
+			return err
+		}
+	}
+	t.rec[0] = strconv.FormatFloat(q.Arrival, 'f', 3, 64)
+	t.rec[1] = q.Model
+	t.rec[2] = strconv.Itoa(q.PromptTokens)
+	t.rec[3] = strconv.Itoa(q.OutputTokens)
+	t.rec[4] = strconv.FormatInt(int64(q.Priority), 10)
+	t.rec[5] = q.Client
+	return t.w.Write(t.rec)
+}
+
+// Flush writes what is buffered (the header too, for an empty trace) and
+// returns the first write error.
+func (t *TraceWriter) Flush() error {
+	if !t.header {
+		t.header = true
+		_ = t.w.Write([]string{ColArrival, ColModel, ColPrompt, ColOutput, ColPriority, ColClient})
+	}
+	t.w.Flush()
+	return t.w.Error()
+}
