@@ -101,7 +101,7 @@ func TestParse_Defaults(t *testing.T) {
 	eq(t, "Routing", cfg.Routing.Scheduler.Use+"/"+cfg.Routing.Router.Use, "fifo/group")
 	eq(t, "Settings", string(cfg.Routing.Router.Settings), "{}")
 	js, _ := cfg.RouterSettingsJSON()
-	eq(t, "RouterSettingsJSON", string(js), `{"groups":{"(default)":{"swap":true,"exclusive":true,"persistent":false,"members":["m"]}}}`)
+	eq(t, "RouterSettingsJSON", string(js), `{"groups":{}}`)
 	js, _ = cfg.SchedulerSettingsJSON()
 	eq(t, "SchedulerSettingsJSON", string(js), `{"fifo":{"priority":{}}}`)
 }

@@ -625,6 +625,9 @@ func (c *Config) RouterSettingsJSON() ([]byte, error) {
 func (c *Config) GroupSettingsJSON() ([]byte, error) {
 	groups := object{}
 	for _, g := range c.Groups {
+		if g.Implicit { // the group policy's own default
+			continue
+		}
 		members := g.Members
 		if members == nil {
 			members = []string{}
