@@ -156,7 +156,7 @@ func TestParse_Scenario(t *testing.T) {
 			`bad-port.yaml:4:12: models.fixed.proxy: ${PORT} is used in proxy but not in cmd; llama-swap rejects this too: pass --port ${PORT} in cmd, or set proxy to the URL the server listens on`,
 		}},
 		{file: "bad-cmd.yaml", wantErrs: []string{
-			`bad-cmd.yaml:3:10: models.quote.cmd: unterminated double quote`,
+			`bad-cmd.yaml:3:10: models.quote.cmd: unterminated quote`,
 			`bad-cmd.yaml:5:10: models.empty.cmd: the command is empty`,
 		}},
 		{file: "bad-syntax.yaml", wantErrs: []string{

@@ -208,7 +208,7 @@ func (v Value) Object(known ...string) (Fields, error) {
 			}
 		}
 	}
-	return Fields{path: v.path, n: v.n}, nil
+	return Fields(v), nil
 }
 
 // Path is where the object is.
