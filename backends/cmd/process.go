@@ -16,8 +16,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/google/shlex"
-
 	"github.com/loadout-dev/loadout/plugins"
 )
 
@@ -60,12 +58,9 @@ type process struct {
 // launch starts the server of spec (already expanded) and watches it until it
 // exits. It does not wait for readiness.
 func launch(spec plugins.ModelSpec, log *slog.Logger) (*process, error) {
-	argv, err := shlex.Split(spec.Cmd)
+	argv, err := plugins.SplitCommand(spec.Cmd)
 	if err != nil {
 		return nil, fmt.Errorf("model %q: parse cmd: %w", spec.Model, err)
-	}
-	if len(argv) == 0 {
-		return nil, fmt.Errorf("model %q: empty cmd", spec.Model)
 	}
 	upstream := strings.TrimRight(spec.Proxy, "/")
 	if upstream == "" {
@@ -335,10 +330,7 @@ func (p *process) signal(sig syscall.Signal) {
 // runCmdStop runs cmdStop with ${PID} substituted; a failure is logged, and
 // the SIGKILL escalation in stop still applies.
 func (p *process) runCmdStop(ctx context.Context, timeout time.Duration) {
-	argv, err := shlex.Split(strings.ReplaceAll(p.cmdStop, "${PID}", strconv.Itoa(p.pid)))
-	if err == nil && len(argv) == 0 {
-		err = errors.New("empty command")
-	}
+	argv, err := plugins.SplitCommand(strings.ReplaceAll(p.cmdStop, "${PID}", strconv.Itoa(p.pid)))
 	if err != nil {
 		p.log.Warn("cmdStop unusable; sending SIGTERM", "err", err)
 		p.signal(syscall.SIGTERM)

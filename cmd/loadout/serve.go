@@ -209,7 +209,7 @@ func runServe(ctx context.Context, o serveOptions) error {
 		NewScheduler: func(fx sdk.Effects) (router.SchedulerPolicy, error) {
 			s, err := rt.NewScheduler(ctx, schedMod, schedSettings, fx)
 			if err != nil {
-				return nil, err
+				return nil, cfg.Routing.Scheduler.InitError(err)
 			}
 			sched = policy.NewFallbackScheduler(s, func() (*policy.Scheduler, error) {
 				return rt.NewScheduler(ctx, fallbackSched, []byte("{}"), fx)
@@ -219,7 +219,7 @@ func runServe(ctx context.Context, o serveOptions) error {
 		NewSwapper: func(h sdk.Host) (router.SwapperPolicy, error) {
 			s, err := rt.NewSwapper(ctx, swapMod, swapSettings, h)
 			if err != nil {
-				return nil, err
+				return nil, cfg.Routing.Router.InitError(err)
 			}
 			swapper = policy.NewFallbackSwapper(s, func() (*policy.Swapper, error) {
 				return rt.NewSwapper(ctx, fallbackSwap, groupSettings, h)
@@ -541,23 +541,49 @@ func checkPolicies(ctx context.Context, cfg *config.Config) error {
 	if err != nil {
 		return err
 	}
-	if _, err := rt.NewScheduler(ctx, schedMod, schedSettings, inertHost{}); err != nil {
-		return fmt.Errorf("routing.scheduler: %w", err)
+	host := newInertHost(cfg)
+	// An error a policy reports at a settings path (sdk/settings) is
+	// reported at that setting's line in the file, as serve reports it.
+	if _, err := rt.NewScheduler(ctx, schedMod, schedSettings, host); err != nil {
+		return cfg.Routing.Scheduler.InitError(err)
 	}
-	if _, err := rt.NewSwapper(ctx, swapMod, swapSettings, inertHost{}); err != nil {
-		return fmt.Errorf("routing.router: %w", err)
+	if _, err := rt.NewSwapper(ctx, swapMod, swapSettings, host); err != nil {
+		return cfg.Routing.Router.InitError(err)
 	}
 	return nil
 }
 
-// inertHost is the host of `config check`: no models, no GPUs, and every
-// effect refused. Policies only read at init, if at all.
-type inertHost struct{}
+// inertHost is the host of `config check`: the configured models, stopped,
+// as serve's host lists them at init (so a policy checks the model ids its
+// settings name against the same list), no GPUs, and every effect refused.
+// Policies only read at init, if at all.
+type inertHost struct{ models []sdk.ModelInfo }
 
-func (inertHost) Log(sdk.LogLevel, string)                        {}
-func (inertHost) ModelState(string) (sdk.ModelInfo, bool)         { return sdk.ModelInfo{}, false }
+func newInertHost(cfg *config.Config) inertHost {
+	var h inertHost
+	for _, id := range cfg.ModelIDs() {
+		m := cfg.Models[id]
+		group := ""
+		if g := cfg.GroupOf(id); g != nil {
+			group = g.Name
+		}
+		h.models = append(h.models, sdk.ModelInfo{Name: id, Priority: int32(m.Priority), Pinned: m.Pinned,
+			Group: group, ConcurrencyLimit: uint32(max(m.ConcurrencyLimit, 0)), TTL: int64(m.TTL), EstimatedVRAM: uint64(max(m.VRAM, 0))})
+	}
+	return h
+}
+
+func (inertHost) Log(sdk.LogLevel, string) {}
+func (h inertHost) ModelState(name string) (sdk.ModelInfo, bool) {
+	for _, m := range h.models {
+		if m.Name == name {
+			return m, true
+		}
+	}
+	return sdk.ModelInfo{}, false
+}
 func (inertHost) RunningModels() []sdk.ModelInfo                  { return nil }
-func (inertHost) Snapshot() sdk.Snapshot                          { return sdk.Snapshot{} }
+func (h inertHost) Snapshot() sdk.Snapshot                        { return sdk.Snapshot{Models: h.models} }
 func (inertHost) GrantServe(sdk.RequestID, string) bool           { return false }
 func (inertHost) GrantError(sdk.RequestID, sdk.ErrorCode, string) {}
 func (inertHost) StartSwap(sdk.SwapRequest) error                 { return sdk.ErrNotAllowed }

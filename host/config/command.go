@@ -1,8 +1,9 @@
 package config
 
 import (
-	"errors"
 	"strings"
+
+	"github.com/loadout-dev/loadout/plugins"
 )
 
 // stripComments drops the lines of a command whose first non-blank character
@@ -37,73 +38,7 @@ func foldCommand(cmd string) string {
 }
 
 // SplitCommand splits a folded command (Model.Cmd, Model.CmdStop) into
-// arguments with POSIX shell quoting, as llama-swap does before it runs one:
-// 'single quotes' are literal, "double quotes" honour \" \\ \$ and \`, a
-// backslash outside quotes escapes the next character. There is no variable
-// expansion, globbing or redirection: the command is not run by a shell.
-func SplitCommand(cmd string) ([]string, error) {
-	var (
-		args  []string
-		cur   strings.Builder
-		inArg bool
-	)
-	for i := 0; i < len(cmd); i++ {
-		c := cmd[i]
-		switch {
-		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
-			if inArg {
-				args = append(args, cur.String())
-				cur.Reset()
-				inArg = false
-			}
-		case c == '\'':
-			inArg = true
-			j := strings.IndexByte(cmd[i+1:], '\'')
-			if j < 0 {
-				return nil, errors.New("unterminated single quote")
-			}
-			cur.WriteString(cmd[i+1 : i+1+j])
-			i += j + 1
-		case c == '"':
-			inArg = true
-			closed := false
-			for i++; i < len(cmd); i++ {
-				c := cmd[i]
-				if c == '"' {
-					closed = true
-					break
-				}
-				if c == '\\' && i+1 < len(cmd) && strings.IndexByte("\"\\$`\n", cmd[i+1]) >= 0 {
-					i++
-					if cmd[i] != '\n' {
-						cur.WriteByte(cmd[i])
-					}
-					continue
-				}
-				cur.WriteByte(c)
-			}
-			if !closed {
-				return nil, errors.New("unterminated double quote")
-			}
-		case c == '\\':
-			if i+1 >= len(cmd) {
-				return nil, errors.New("trailing backslash")
-			}
-			i++
-			if cmd[i] != '\n' {
-				inArg = true
-				cur.WriteByte(cmd[i])
-			}
-		default:
-			inArg = true
-			cur.WriteByte(c)
-		}
-	}
-	if inArg {
-		args = append(args, cur.String())
-	}
-	if len(args) == 0 {
-		return nil, errors.New("empty command")
-	}
-	return args, nil
-}
+// arguments the way the cmd backend will run it: it is plugins.SplitCommand
+// (github.com/google/shlex, llama-swap's splitter), so what config check
+// accepts is what runs.
+func SplitCommand(cmd string) ([]string, error) { return plugins.SplitCommand(cmd) }

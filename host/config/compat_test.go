@@ -112,13 +112,8 @@ func TestCompat_LlamaSwap(t *testing.T) {
 			wantErrs: func() []string {
 				f := ls + "config.example.legacy-toplevel-matrix.0cfe5a66.yaml"
 				return []string{
-					f + `:389:8: matrix.vars.g: model "gemma-model" is not defined`,
-					f + `:390:8: matrix.vars.q: model "qwen-model" is not defined`,
-					f + `:391:8: matrix.vars.m: model "mistral-model" is not defined`,
-					f + `:392:8: matrix.vars.v: model "voxtral-model" is not defined`,
-					f + `:393:8: matrix.vars.e: model "reranker-model" is not defined`,
-					f + `:394:8: matrix.vars.L: model "llama-70B" is not defined`,
-					f + `:395:9: matrix.vars.sd: model "stable-diffusion" is not defined`,
+					// matrix.vars naming undefined models is the matrix
+					// policy's to refuse at init (loadout config check).
 					f + `:447:9: hooks.on_startup.preload[0]: model "llama" is not defined`,
 				}
 			}(),

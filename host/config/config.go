@@ -84,7 +84,6 @@ type Config struct {
 	Preload []string
 
 	aliases map[string]string // alias -> model id
-	matrix  *matrixConfig     // router matrix settings, when the router is matrix
 	notes   []string          // how llama-swap keys were mapped, for Report
 }
 
@@ -260,6 +259,8 @@ type Policy struct {
 	Settings json.RawMessage
 	// Pos is where the policy is configured (zero when defaulted).
 	Pos Pos
+
+	src *settingsSource // where Settings came from, for InitError
 }
 
 // Name is the built-in name or the Wasm path, for messages.

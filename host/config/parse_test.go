@@ -101,9 +101,9 @@ func TestParse_Defaults(t *testing.T) {
 	eq(t, "Routing", cfg.Routing.Scheduler.Use+"/"+cfg.Routing.Router.Use, "fifo/group")
 	eq(t, "Settings", string(cfg.Routing.Router.Settings), "{}")
 	js, _ := cfg.RouterSettingsJSON()
-	eq(t, "RouterSettingsJSON", string(js), `{"groups":{"(default)":{"swap":true,"exclusive":true,"persistent":false,"members":["m"]}}}`)
+	eq(t, "RouterSettingsJSON", string(js), `{"groups":{}}`)
 	js, _ = cfg.SchedulerSettingsJSON()
-	eq(t, "SchedulerSettingsJSON", string(js), `{"fifo":{"priority":{}}}`)
+	eq(t, "SchedulerSettingsJSON", string(js), `{}`)
 }
 
 func TestParse_PortRules(t *testing.T) {
@@ -207,25 +207,6 @@ models:
 	eq(t, "Options", cfg.Models["m"].Options, map[string]any{"vram": "1GiB"})
 }
 
-func TestParse_RouterSettingsIgnoredKeyWarns(t *testing.T) {
-	_, errs, warns := parse(t, `
-models: {a: {backend: sim}}
-routing:
-  router:
-    use: group
-    settings:
-      matrix: {vars: {a: a}, sets: {s: a}}
-      group: {}
-`)
-	eq(t, "errors", errs, []string{`c.yaml:8:7: routing.router.settings.group: unknown key "group"; did you mean "groups"?`})
-	eq(t, "warnings", warns, []string{"c.yaml:7:7: routing.router.settings.matrix: ignored: only router matrix uses it, and this router is group"})
-}
-
-func TestParse_MatrixRouterNeedsSettings(t *testing.T) {
-	_, errs, _ := parse(t, "models: {a: {backend: sim}}\nrouting:\n  router: {use: matrix}\n")
-	eq(t, "errors", errs, []string{"c.yaml:3:3: routing.router.settings: router matrix needs settings.matrix (vars, evict_costs, sets)"})
-}
-
 func TestParse_LegacyGroupsAndMatrix(t *testing.T) {
 	_, errs, _ := parse(t, "models: {a: {backend: sim}}\ngroups: {g: {members: [a]}}\nmatrix: {sets: {s: a}}\n")
 	eq(t, "errors", errs, []string{"c.yaml:3:1: matrix: a configuration cannot use both groups (line 2) and matrix (llama-swap's rule)"})
@@ -305,7 +286,7 @@ func TestReport_Default(t *testing.T) {
 		`  small: backend sim, options {"load_time":"1s","tokens_per_second":80,"vram":"6GiB"}`,
 		"  chat        yes   yes        no          small, medium",
 		"  scheduler: fifo (built-in)",
-		`      settings {"fifo":{"priority":{}}}`,
+		`      settings {}`,
 		"  router: group (built-in)",
 		"  sim0: 24GiB",
 		"Preload at startup: embed",

@@ -628,19 +628,19 @@ var scenarios = []scenario{
 func TestFIFO_BadSettings(t *testing.T) { runBadSettings(t, nativeScheduler) }
 
 var badSettings = []struct{ settings, want string }{
-	{`{"nope": 1}`, `"nope"`},
-	{`{"max_queue": -1}`, "max_queue"},
-	{`{"max_queue": 1.5}`, "max_queue"},
-	{`{"max_queue": "ten"}`, "max_queue"},
-	{`{"max_wait": "soon"}`, "max_wait"},
-	{`{"max_wait": "-5s"}`, "max_wait"},
-	{`{"max_wait": -1}`, "max_wait"},
-	{`{"max_wait": true}`, "max_wait"},
-	{`{"fifo": {"weight": {}}}`, `"weight"`},
-	{`{"fifo": {"priority": {"a": "high"}}}`, "priority"},
-	{`{"fifo": 3}`, "fifo"},
-	{`[1, 2]`, "fifo settings"},
-	{`{`, "fifo settings"},
+	{`{"nope": 1}`, `settings: nope: unknown setting "nope" (known: fifo, max_queue, max_wait)`},
+	{`{"max_queue": -1}`, "settings: max_queue: "},
+	{`{"max_queue": 1.5}`, "settings: max_queue: "},
+	{`{"max_queue": "ten"}`, "settings: max_queue: "},
+	{`{"max_wait": "soon"}`, "settings: max_wait: "},
+	{`{"max_wait": "-5s"}`, "settings: max_wait: "},
+	{`{"max_wait": -1}`, "settings: max_wait: "},
+	{`{"max_wait": true}`, "settings: max_wait: "},
+	{`{"fifo": {"weight": {}}}`, `settings: fifo.weight: unknown setting`},
+	{`{"fifo": {"priority": {"a": "high"}}}`, "settings: fifo.priority.a: want a whole number"},
+	{`{"fifo": 3}`, "settings: fifo: want an object"},
+	{`[1, 2]`, "settings: $: want an object"},
+	{`{`, "settings: $: invalid JSON"},
 }
 
 func runBadSettings(t *testing.T, mk makeScheduler) {

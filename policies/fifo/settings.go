@@ -1,13 +1,10 @@
 package main
 
 import (
-	"bytes"
-	"encoding/json"
-	"fmt"
 	"math"
-	"slices"
-	"strings"
 	"time"
+
+	sdksettings "github.com/loadout-dev/loadout/sdk/settings"
 )
 
 // Defaults of the settings.
@@ -24,98 +21,54 @@ type settings struct {
 	priority map[string]int32 // per-model priority for requests without one
 }
 
-var settingKeys = []string{"fifo", "max_queue", "max_wait"}
-
-// parseSettings parses the settings JSON; errors name the offending key.
+// parseSettings parses the settings JSON:
+//
+//	{"max_queue": 1024, "max_wait": "60s", "fifo": {"priority": {"MODEL": 10}}}
+//
+// every key optional. Errors are *sdksettings.Error naming the offending
+// setting's path ("max_wait", "fifo.priority.llama").
 func parseSettings(raw []byte) (settings, error) {
 	cfg := settings{maxQueue: defaultMaxQueue, maxWait: int64(defaultMaxWait)}
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 || string(raw) == "null" {
-		return cfg, nil
+	root, err := sdksettings.Decode(raw)
+	if err != nil {
+		return cfg, err
 	}
-	var top map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &top); err != nil {
-		return cfg, fmt.Errorf("fifo settings: %w", err)
+	top, err := root.Object("fifo", "max_queue", "max_wait")
+	if err != nil {
+		return cfg, err
 	}
-	for _, key := range sortedKeys(top) {
-		val := top[key]
-		var err error
-		switch key {
-		case "max_queue":
-			err = parseMaxQueue(val, &cfg.maxQueue)
-		case "max_wait":
-			cfg.maxWait, err = parseDuration(val)
-		case "fifo":
-			cfg.priority, err = parseFIFO(val)
-		default:
-			return cfg, fmt.Errorf("fifo settings: unknown setting %q (known: %s)", key, strings.Join(settingKeys, ", "))
-		}
+	if v := top.Get("max_queue"); !v.IsNull() {
+		n, err := v.Int(0, math.MaxInt32)
 		if err != nil {
-			return cfg, fmt.Errorf("fifo settings: %s: %w", key, err)
+			return cfg, err
 		}
+		cfg.maxQueue = int(n)
+	}
+	if v := top.Get("max_wait"); !v.IsNull() {
+		d, err := v.Duration()
+		if err != nil {
+			return cfg, err
+		}
+		cfg.maxWait = int64(d)
+	}
+	// llama-swap's `fifo: {priority: {model: n}}`.
+	fifo, err := top.Get("fifo").Object("priority")
+	if err != nil {
+		return cfg, err
+	}
+	prio, err := fifo.Get("priority").Object()
+	if err != nil {
+		return cfg, err
+	}
+	for _, model := range prio.Keys() {
+		n, err := prio.Get(model).Int(math.MinInt32, math.MaxInt32)
+		if err != nil {
+			return cfg, err
+		}
+		if cfg.priority == nil {
+			cfg.priority = make(map[string]int32)
+		}
+		cfg.priority[model] = int32(n)
 	}
 	return cfg, nil
-}
-
-func parseMaxQueue(val json.RawMessage, out *int) error {
-	var n float64
-	if err := json.Unmarshal(val, &n); err != nil {
-		return fmt.Errorf("want a number of requests, got %s", val)
-	}
-	if n < 0 || n != math.Trunc(n) || n > math.MaxInt32 {
-		return fmt.Errorf("want a whole number from 0 (unlimited) up, got %s", val)
-	}
-	*out = int(n)
-	return nil
-}
-
-// parseDuration accepts a Go duration string ("30s", "1m30s") or a number
-// of seconds.
-func parseDuration(val json.RawMessage) (int64, error) {
-	var s string
-	if err := json.Unmarshal(val, &s); err == nil {
-		d, err := time.ParseDuration(s)
-		if err != nil {
-			return 0, fmt.Errorf("want a duration like \"30s\": %w", err)
-		}
-		if d < 0 {
-			return 0, fmt.Errorf("negative duration %s", val)
-		}
-		return int64(d), nil
-	}
-	var secs float64
-	if err := json.Unmarshal(val, &secs); err != nil {
-		return 0, fmt.Errorf("want a duration like \"30s\" or a number of seconds, got %s", val)
-	}
-	if secs < 0 || secs > float64(math.MaxInt64/int64(time.Second)) {
-		return 0, fmt.Errorf("want a number of seconds from 0 up, got %s", val)
-	}
-	return int64(secs * float64(time.Second)), nil
-}
-
-// parseFIFO parses llama-swap's `fifo: {priority: {model: n}}`.
-func parseFIFO(val json.RawMessage) (map[string]int32, error) {
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(val, &obj); err != nil {
-		return nil, fmt.Errorf("want an object like {\"priority\": {\"model\": 10}}, got %s", val)
-	}
-	var prio map[string]int32
-	for _, key := range sortedKeys(obj) {
-		if key != "priority" {
-			return nil, fmt.Errorf("unknown setting %q (known: priority)", key)
-		}
-		if err := json.Unmarshal(obj[key], &prio); err != nil {
-			return nil, fmt.Errorf("priority: want an object of model names to whole numbers, got %s", obj[key])
-		}
-	}
-	return prio, nil
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }

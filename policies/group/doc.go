@@ -37,8 +37,11 @@
 //	          persistent: true
 //	          members: [bge-small]
 //
-// A group named "(default)" may be given explicitly (Loadout's config layer
-// writes the implicit group out with the models it holds); it then behaves
-// like any other group. A model listed in two groups and an unknown key are
-// errors at load.
+// Every group needs members (model ids; that each names a model of the
+// configuration is the config's check, which knows the ids and aliases).
+// A group may not be named "(default)", the implicit group; a model listed
+// twice, or in two groups, and an unknown key are errors at load, reported
+// through sdk/settings with the path of the offending setting
+// (groups.chat.members[1]), which the host turns into the file:line:col of
+// the configuration (llama-swap's rules).
 package main

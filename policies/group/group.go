@@ -1,13 +1,11 @@
 package main
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/loadout-dev/loadout/sdk"
+	sdksettings "github.com/loadout-dev/loadout/sdk/settings"
 )
 
 // DefaultGroup is the name of the implicit group of the models in no group.
@@ -28,7 +26,8 @@ type swapper struct {
 }
 
 // New makes the group swapper from its settings JSON; it is the factory
-// registered with sdk.RegisterSwapper. Errors name the offending setting.
+// registered with sdk.RegisterSwapper. Errors are *sdksettings.Error
+// naming the offending setting's path.
 func New(h sdk.Host, rawSettings []byte) (sdk.Swapper, error) {
 	s := &swapper{
 		h:       h,
@@ -36,79 +35,77 @@ func New(h sdk.Host, rawSettings []byte) (sdk.Swapper, error) {
 		groupOf: make(map[string]string),
 	}
 	if err := s.parse(rawSettings); err != nil {
-		return nil, fmt.Errorf("group settings: %w", err)
+		return nil, err
 	}
 	return s, nil
 }
 
-// groupJSON is one group in the settings; nil fields take their defaults.
-type groupJSON struct {
-	Swap       *bool    `json:"swap"`
-	Exclusive  *bool    `json:"exclusive"`
-	Persistent *bool    `json:"persistent"`
-	Members    []string `json:"members"`
-}
-
+// parse reads {"groups": {"NAME": {"swap", "exclusive", "persistent",
+// "members"}}}: swap and exclusive default to true, persistent to false,
+// members are required.
 func (s *swapper) parse(raw []byte) error {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 || string(raw) == "null" {
-		return nil
-	}
-	var top map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &top); err != nil {
+	root, err := sdksettings.Decode(raw)
+	if err != nil {
 		return err
 	}
-	for key := range top {
-		if key != "groups" {
-			return fmt.Errorf("unknown setting %q (known: groups)", key)
-		}
+	top, err := root.Object("groups")
+	if err != nil {
+		return err
 	}
-	var groups map[string]json.RawMessage
-	if val, ok := top["groups"]; ok {
-		if err := json.Unmarshal(val, &groups); err != nil {
-			return fmt.Errorf("groups: want an object of group names to groups, got %s", val)
-		}
+	groups, err := top.Get("groups").Object()
+	if err != nil {
+		return err
 	}
-	names := make([]string, 0, len(groups))
-	for name := range groups {
-		names = append(names, name)
-	}
-	slices.Sort(names) // deterministic errors
-	for _, name := range names {
-		// DefaultGroup may be given explicitly: the host's config layer
-		// writes the implicit group out with the models it holds.
-		if name == "" {
-			return fmt.Errorf("groups: %q is not a usable group name", name)
+	where := map[string]string{} // model → the path that first listed it
+	for _, name := range groups.Keys() {
+		gv := groups.Get(name)
+		switch name {
+		case "":
+			return gv.Errorf("%q is not a usable group name", name)
+		case DefaultGroup:
+			return gv.Errorf("%s is the name of the implicit group of ungrouped models; pick another name", DefaultGroup)
 		}
-		var gj groupJSON
-		dec := json.NewDecoder(bytes.NewReader(groups[name]))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&gj); err != nil {
-			return fmt.Errorf("groups: %s: %w (known: swap, exclusive, persistent, members)", name, err)
+		g, err := gv.Object("swap", "exclusive", "persistent", "members")
+		if err != nil {
+			return err
 		}
-		s.groups[name] = group{
-			swap:       orDefault(gj.Swap, true),
-			exclusive:  orDefault(gj.Exclusive, true),
-			persistent: orDefault(gj.Persistent, false),
-		}
-		for _, m := range gj.Members {
-			if m == "" {
-				return fmt.Errorf("groups: %s: empty member name", name)
+		cfg := group{swap: true, exclusive: true}
+		for _, f := range []struct {
+			key string
+			dst *bool
+		}{{"swap", &cfg.swap}, {"exclusive", &cfg.exclusive}, {"persistent", &cfg.persistent}} {
+			if v := g.Get(f.key); !v.IsNull() {
+				if *f.dst, err = v.Bool(); err != nil {
+					return err
+				}
 			}
-			if other, dup := s.groupOf[m]; dup && other != name {
-				return fmt.Errorf("groups: model %q is in two groups: %q and %q", m, other, name)
+		}
+		if !g.Has("members") {
+			return gv.Errorf("members is required")
+		}
+		members, err := g.Get("members").List()
+		if err != nil {
+			return err
+		}
+		for _, mv := range members {
+			m, err := mv.String()
+			if err != nil {
+				return err
+			}
+			switch other, dup := s.groupOf[m]; {
+			case m == "":
+				return mv.Errorf("empty member name")
+			case dup && other == name:
+				return mv.Errorf("model %q is listed twice in group %q (%s)", m, name, where[m])
+			case dup:
+				return mv.Errorf("model %q is in two groups: %q (%s) and %q; a model can belong to only one group", m, other, where[m], name)
 			}
 			s.groupOf[m] = name
+			where[m] = mv.Path()
 		}
+		s.groups[name] = cfg
 	}
 	return nil
-}
-
-func orDefault(b *bool, def bool) bool {
-	if b == nil {
-		return def
-	}
-	return *b
 }
 
 // groupName returns the model's group.

@@ -106,13 +106,17 @@ func runSwapStart(t *testing.T, mk makeSwapper) {
 }
 
 var badGroupSettings = []struct{ settings, want string }{
-	{`{"groups": {"g1": {"members": ["a", "b"]}, "g2": {"members": ["c", "a"]}}}`, `model "a" is in two groups: "g1" and "g2"`},
-	{`{"group": {}}`, `unknown setting "group"`},
-	{`{"groups": {"g": {"members": ["a"], "exclusiv": true}}}`, `exclusiv`},
-	{`{"groups": {"g": {"swap": "yes"}}}`, `swap`},
-	{`{"groups": {"g": {"members": [""]}}}`, `empty member`},
-	{`{"groups": []}`, `groups`},
-	{`[]`, `group settings`},
+	{`{"groups": {"g1": {"members": ["a", "b"]}, "g2": {"members": ["c", "a"]}}}`,
+		`settings: groups.g2.members[1]: model "a" is in two groups: "g1" (groups.g1.members[0]) and "g2"`},
+	{`{"groups": {"g": {"members": ["a", "b", "a"]}}}`, `settings: groups.g.members[2]: model "a" is listed twice in group "g" (groups.g.members[0])`},
+	{`{"group": {}}`, `settings: group: unknown setting "group" (known: groups)`},
+	{`{"groups": {"g": {"members": ["a"], "exclusiv": true}}}`, `settings: groups.g.exclusiv: unknown setting "exclusiv" (known: swap, exclusive, persistent, members)`},
+	{`{"groups": {"g": {"members": ["a"], "swap": "yes"}}}`, `settings: groups.g.swap: want true or false, got "yes"`},
+	{`{"groups": {"g": {"swap": true}}}`, `settings: groups.g: members is required`},
+	{`{"groups": {"g": {"members": [""]}}}`, `settings: groups.g.members[0]: empty member name`},
+	{`{"groups": {"(default)": {"members": ["a"]}}}`, `settings: groups["(default)"]: (default) is the name of the implicit group`},
+	{`{"groups": []}`, `settings: groups: want an object`},
+	{`[]`, `settings: $: want an object`},
 }
 
 // TestGroup_BadSettings: invalid settings are init errors that say what is

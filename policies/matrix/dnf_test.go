@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	sdksettings "github.com/loadout-dev/loadout/sdk/settings"
 	"slices"
 	"strings"
 	"testing"
@@ -11,13 +12,16 @@ import (
 func compileFor(t *testing.T, vars string, sets ...string) (*matrix, error) {
 	t.Helper()
 	cfg := settings{vars: map[string]string{}}
+	known := map[string]bool{} // the host's models: the vars' only
 	for _, v := range strings.Fields(vars) {
 		cfg.vars[v] = v
+		known[v] = true
 	}
 	for i := 0; i < len(sets); i += 2 {
-		cfg.sets = append(cfg.sets, setSettings{name: sets[i], expr: sets[i+1]})
+		path := sdksettings.Join(pathSets, sets[i])
+		cfg.sets = append(cfg.sets, setSettings{name: sets[i], expr: sets[i+1], path: path, namePath: path})
 	}
-	return compile(cfg)
+	return compile(cfg, known)
 }
 
 // listCombos lists every combination as "set:[models]", in order.
@@ -109,11 +113,11 @@ func TestExpand_Limit(t *testing.T) {
 		want string
 	}{
 		{[]string{"s", ten + " & " + ten}, ""}, // 100 before duplicates are dropped
-		{[]string{"s", ten + " & (k | l | m | n | o | p | q | r | s | t) & (a | k)"}, `set "s": expands to more than 100 combinations`},
+		{[]string{"s", ten + " & (k | l | m | n | o | p | q | r | s | t) & (a | k)"}, `settings: matrix.sets.s: expands to more than 100 combinations`},
 		{[]string{"s", ten + " | " + ten + " | " + ten + " | " + ten + " | " + ten + " | " + ten + " | " + ten + " | " + ten + " | " + ten + " | " + ten + " | a"},
-			`set "s": expands to more than 100 combinations`},
+			`settings: matrix.sets.s: expands to more than 100 combinations`},
 		{[]string{"s", ten + " & (k | l | m | n | o)", "u", ten + " & (p | q | r | s | t)", "w", "k"},
-			`set "w": the sets together expand to more than 100 combinations`},
+			`settings: matrix.sets.w: the sets together expand to more than 100 combinations`},
 	} {
 		_, err := compileFor(t, vars, tc.sets...)
 		if tc.want == "" && err != nil || tc.want != "" && (err == nil || err.Error() != tc.want) {
@@ -146,7 +150,7 @@ func TestBuildCandidates_Limit(t *testing.T) {
 	}
 	vars, expr = pairs(15)
 	_, err := compileFor(t, vars, "s", expr)
-	want := "matrix too large to index: its 32768 combinations of 30 models need 4 MiB and hold 7372800 model pairs (limits: 16 MiB, 4000000 pairs); simplify the sets"
+	want := "settings: matrix: matrix too large to index: its 32768 combinations of 30 models need 4 MiB and hold 7372800 model pairs (limits: 16 MiB, 4000000 pairs); simplify the sets"
 	if err == nil || err.Error() != want {
 		t.Errorf("error %v,\nwant %s", err, want)
 	}
@@ -154,7 +158,7 @@ func TestBuildCandidates_Limit(t *testing.T) {
 	maxIndexWords = 1 << 14
 	vars, expr = pairs(12)
 	_, err = compileFor(t, vars, "s", expr)
-	want = "matrix too large to index: its 4096 combinations of 24 models need 339 KiB and hold 589824 model pairs (limits: 128 KiB, 4000000 pairs)"
+	want = "settings: matrix: matrix too large to index: its 4096 combinations of 24 models need 339 KiB and hold 589824 model pairs (limits: 128 KiB, 4000000 pairs)"
 	if err == nil || !strings.HasPrefix(err.Error(), want) {
 		t.Errorf("with a 128 KiB limit: error %v,\nwant %s…", err, want)
 	}

@@ -50,30 +50,33 @@
 //
 // # Settings
 //
-// Loadout's config layer translates llama-swap's `matrix:` section into
-// this JSON (evict costs keyed by model id, sets as an ordered list):
+// The settings are llama-swap's `matrix:` as written (routing.router.settings
+// with use: matrix; the config layer moves a legacy top-level `matrix:`
+// there unchanged):
 //
 //	{"matrix": {
 //	  "vars": {"g": "gemma-27b", "q": "qwen-32b", "v": "voxtral", "x": "llama-70b"},
-//	  "evict_costs": {"voxtral": 50},
-//	  "sets": [
-//	    {"name": "standard", "expr": "(g | q) & v"},
-//	    {"name": "big", "expr": "+standard | x"}
-//	  ]}}
+//	  "evict_costs": {"v": 50},
+//	  "sets": {"standard": "(g | q) & v", "big": "+standard | x"}}}
 //
-// vars maps short ids (1 to 8 ASCII letters or digits) to model ids; the
-// expressions use the ids. evict_costs maps model ids to costs from 1 to
-// 1,000,000,000. Here loading qwen-32b while gemma-27b and voxtral run evicts
-// gemma-27b (set standard, combination [qwen-32b voxtral], cost 1), and
-// loading llama-70b evicts both.
+// sets may also be a list, [{"name": "standard", "expr": "(g | q) & v"}, …];
+// either way their order breaks ties. vars maps ids (1 to 32 ASCII letters,
+// digits, '-' or '.': llama-swap's rule) to model ids. Expressions and
+// evict_costs keys may mix vars and model ids; a var wins when its name is
+// also a model id. Costs run from 1 to 1,000,000,000. When the host lists its
+// models at init (serve and `loadout config check` do), a var's model and
+// an identifier that is not a var must be one of them. Here loading qwen-32b
+// while gemma-27b and voxtral run evicts gemma-27b (set standard,
+// combination [qwen-32b voxtral], cost 1), and loading llama-70b evicts
+// both.
 //
-// With no sets, every model runs alone. Anything wrong is an error at load
-// that names the setting: an unknown key, a bad var id, a cost out of
-// range, a cost keyed by a var id, a set name used twice, an unknown var or
-// set, a reference cycle ("a" -> "b" -> "a"), or a syntax error with its set
-// and column:
+// With no sets, every model runs alone. Anything wrong is an error at load,
+// an sdk/settings error naming the setting's path: an unknown key, a bad var
+// id, an undefined model, a cost out of range, two costs for one model, a
+// set name used twice, an unknown identifier or set, a reference cycle
+// ("a" -> "b" -> "a"), or a syntax error with its column:
 //
-//	matrix settings: set "standard": column 7: expected identifier, got ")"
+//	settings: matrix.sets.standard: column 7: expected identifier, got ")"
 //
 // A matrix too large to expand or index at load is refused too: all the
 // sets together may expand to at most 100,000 combinations (fewer with more

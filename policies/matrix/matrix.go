@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/loadout-dev/loadout/sdk"
+	sdksettings "github.com/loadout-dev/loadout/sdk/settings"
 )
 
 // maxTermWords bounds the expansion of the sets, so that a matrix like
@@ -56,69 +57,83 @@ func (m *matrix) describe(c int32) string {
 	return strings.Join(names, ",")
 }
 
+// Paths of the settings, for errors.
+var (
+	pathMatrix = sdksettings.Join("", "matrix")
+	pathVars   = sdksettings.Join(pathMatrix, "vars")
+	pathSets   = sdksettings.Join(pathMatrix, "sets")
+)
+
 // compile checks the settings' meaning and compiles them: the sets'
-// expressions are parsed, references resolved in dependency order, and
-// every set expanded to its combinations, then all of them indexed for
-// the solver.
-func compile(cfg settings) (*matrix, error) {
+// expressions are parsed, their identifiers resolved (a var, else a model
+// id: llama-swap lets sets and evict_costs mix them, and a var wins when
+// its name is also a model id), references resolved in dependency order,
+// and every set expanded to its combinations, then all of them indexed for
+// the solver. known is the set of model ids the host has, or nil when it
+// lists none (then any identifier that is not a var is taken as a model
+// id); with it, a var's model and an identifier that is no var must name
+// one of them. Errors are *sdksettings.Error.
+func compile(cfg settings, known map[string]bool) (*matrix, error) {
 	m := &matrix{index: make(map[string]int32), other: make(map[string]int64), sets: cfg.sets}
-	varOf := make(map[string]string, len(cfg.vars)) // model id → its first var, for hints
+	defined := func(model string) bool { return known == nil || known[model] }
+	// resolve maps an identifier of a set or an evict_costs key to its
+	// model id.
+	resolve := func(ident string) (string, bool) {
+		if model, ok := cfg.vars[ident]; ok {
+			return model, true
+		}
+		return ident, defined(ident)
+	}
+	modelSet := make(map[string]bool)
 	for _, id := range sortedKeys(cfg.vars) {
 		model := cfg.vars[id]
-		if _, ok := varOf[model]; !ok {
-			varOf[model] = id
-			m.models = append(m.models, model)
+		if !defined(model) {
+			return nil, sdksettings.Errorf(sdksettings.Join(pathVars, id), "model %q is not defined", model)
 		}
-	}
-	slices.Sort(m.models)
-	for i, model := range m.models {
-		m.index[model] = int32(i)
-	}
-	m.words = max(1, (len(m.models)+63)/64)
-	m.cost = make([]int64, len(m.models))
-	for i := range m.cost {
-		m.cost[i] = 1
-	}
-	for _, model := range sortedKeys(cfg.costs) {
-		i, known := m.index[model]
-		switch {
-		case known:
-			m.cost[i] = cfg.costs[model]
-		case cfg.vars[model] != "":
-			return nil, fmt.Errorf("matrix.evict_costs: %q is a var id; key evict costs by model id (%q)", model, cfg.vars[model])
-		default:
-			m.other[model] = cfg.costs[model]
-		}
+		modelSet[model] = true
 	}
 
-	// Parse every set and find what it references.
+	// Parse every set and find what it references and which models it
+	// names.
 	roots := make(map[string]*node, len(cfg.sets))
 	deps := make(map[string][]string, len(cfg.sets))
-	for i, set := range cfg.sets {
+	idents := make(map[string]int, len(cfg.vars)) // identifier → model index, filled below
+	for _, set := range cfg.sets {
 		if !validSetName(set.name) {
-			return nil, fmt.Errorf("matrix.sets[%d]: set name %q: want ASCII letters, digits, '_', '-' or '.'", i, set.name)
+			return nil, sdksettings.Errorf(set.namePath, "set name %q: want ASCII letters, digits, '_', '-' or '.'", set.name)
 		}
 		if _, dup := roots[set.name]; dup {
-			return nil, fmt.Errorf("matrix.sets[%d]: set %q is defined twice", i, set.name)
+			return nil, sdksettings.Errorf(set.namePath, "set %q is defined twice", set.name)
 		}
 		root, err := parse(set.expr)
 		if err != nil {
-			return nil, fmt.Errorf("set %q: %w", set.name, err)
+			return nil, sdksettings.Errorf(set.path, "%v", err)
 		}
 		roots[set.name] = root
 	}
 	for _, set := range cfg.sets {
 		var err error
 		walk(roots[set.name], func(n *node) {
-			if n.kind != nodeRef || err != nil {
+			if err != nil {
 				return
 			}
-			if _, ok := roots[n.name]; !ok {
-				err = fmt.Errorf("set %q: %w", set.name, &exprError{col: column(set.expr, n.off), msg: fmt.Sprintf("unknown set %q", "+"+n.name)})
-				return
-			}
-			if !slices.Contains(deps[set.name], n.name) {
-				deps[set.name] = append(deps[set.name], n.name)
+			switch n.kind {
+			case nodeVar:
+				model, ok := resolve(n.name)
+				if !ok {
+					err = sdksettings.Errorf(set.path, "%v", &exprError{col: column(set.expr, n.off), msg: unknownIdent(n.name, cfg.vars)})
+					return
+				}
+				modelSet[model] = true
+				idents[n.name] = -1
+			case nodeRef:
+				if _, ok := roots[n.name]; !ok {
+					err = sdksettings.Errorf(set.path, "%v", &exprError{col: column(set.expr, n.off), msg: fmt.Sprintf("unknown set %q", "+"+n.name)})
+					return
+				}
+				if !slices.Contains(deps[set.name], n.name) {
+					deps[set.name] = append(deps[set.name], n.name)
+				}
 			}
 		})
 		if err != nil {
@@ -127,34 +142,61 @@ func compile(cfg settings) (*matrix, error) {
 	}
 	order, err := dependencyOrder(cfg.sets, deps)
 	if err != nil {
-		return nil, err
+		return nil, sdksettings.Errorf(pathSets, "%v", err)
+	}
+
+	// Index the models: those of the vars and those the sets name.
+	m.models = sortedKeys(modelSet)
+	for i, model := range m.models {
+		m.index[model] = int32(i)
+	}
+	m.words = max(1, (len(m.models)+63)/64)
+	m.cost = make([]int64, len(m.models))
+	for i := range m.cost {
+		m.cost[i] = 1
+	}
+	costFrom := make(map[string]string, len(cfg.costs)) // model id → the key that set its cost
+	for _, c := range cfg.costs {
+		model, ok := resolve(c.key)
+		switch {
+		case !ok:
+			return nil, sdksettings.Errorf(c.path, "%s", unknownIdent(c.key, cfg.vars))
+		case costFrom[model] != "":
+			return nil, sdksettings.Errorf(c.path, "%q and %q both name model %s", costFrom[model], c.key, model)
+		}
+		costFrom[model] = c.key
+		if i, ok := m.index[model]; ok {
+			m.cost[i] = c.cost
+		} else {
+			m.other[model] = c.cost
+		}
+	}
+	for ident := range idents {
+		model, _ := resolve(ident)
+		idents[ident] = int(m.index[model])
 	}
 
 	// Expand the sets, references first.
-	vars := make(map[string]int, len(cfg.vars))
-	for id, model := range cfg.vars {
-		vars[id] = int(m.index[model])
-	}
 	x := &expander{
 		words: m.words,
 		limit: max(1, maxTermWords/m.words),
-		vars:  vars,
+		vars:  idents,
 		sets:  make(map[string]*dnf, len(cfg.sets)),
-		hint:  func(v string) string { return unknownVar(v, varOf, cfg.vars) },
+		hint:  func(v string) string { return unknownIdent(v, cfg.vars) },
 	}
-	exprs := make(map[string]string, len(cfg.sets))
+	exprs := make(map[string]setSettings, len(cfg.sets))
 	for _, set := range cfg.sets {
-		exprs[set.name] = set.expr
+		exprs[set.name] = set
 	}
 	total := 0
 	for _, name := range order {
-		x.src = exprs[name]
+		x.src = exprs[name].expr
 		d, err := x.expand(roots[name])
 		if err == nil && total+d.len() > x.limit {
 			err = fmt.Errorf("the sets together expand to more than %d combinations", x.limit)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("set %q: %w", name, err)
+			return nil, sdksettings.Errorf(exprs[name].path, "%v", err)
 		}
 		total += d.len()
 		x.sets[name] = d
@@ -175,7 +217,7 @@ func compile(cfg settings) (*matrix, error) {
 	}
 	m.combos = all.terms
 	if err := m.buildCandidates(); err != nil {
-		return nil, err
+		return nil, sdksettings.Errorf(pathMatrix, "%v", err)
 	}
 	return m, nil
 }
@@ -231,19 +273,17 @@ func dependencyOrder(sets []setSettings, deps map[string][]string) ([]string, er
 	return order, nil
 }
 
-// unknownVar explains an identifier that is not a var.
-func unknownVar(v string, varOf, vars map[string]string) string {
-	if id, ok := varOf[v]; ok {
-		return fmt.Sprintf("unknown var %q (%q is a model id: write its var %q)", v, v, id)
-	}
+// unknownIdent explains an identifier that is neither a var nor a model
+// id.
+func unknownIdent(v string, vars map[string]string) string {
 	ids := sortedKeys(vars)
 	if len(ids) == 0 {
-		return fmt.Sprintf("unknown var %q (matrix.vars is empty)", v)
+		return fmt.Sprintf("%q is neither a var nor a model id (matrix.vars is empty)", v)
 	}
 	if len(ids) > 10 {
 		ids = append(ids[:10], "…")
 	}
-	return fmt.Sprintf("unknown var %q (vars: %s)", v, strings.Join(ids, ", "))
+	return fmt.Sprintf("%q is neither a var nor a model id (vars: %s)", v, strings.Join(ids, ", "))
 }
 
 // swapper is the matrix swapper.
@@ -260,13 +300,31 @@ type swapper struct {
 func New(h sdk.Host, rawSettings []byte) (sdk.Swapper, error) {
 	cfg, err := parseSettings(rawSettings)
 	if err != nil {
-		return nil, fmt.Errorf("matrix settings: %w", err)
+		return nil, err
 	}
-	m, err := compile(cfg)
+	m, err := compile(cfg, knownModels(h))
 	if err != nil {
-		return nil, fmt.Errorf("matrix settings: %w", err)
+		return nil, err
 	}
 	return &swapper{h: h, m: m}, nil
+}
+
+// knownModels is the set of model ids the host lists at init, or nil when
+// it lists none (a host that has no models to show, such as a bare test
+// host).
+func knownModels(h sdk.Host) map[string]bool {
+	if h == nil {
+		return nil
+	}
+	snap := h.Snapshot()
+	if len(snap.Models) == 0 {
+		return nil
+	}
+	known := make(map[string]bool, len(snap.Models))
+	for _, mi := range snap.Models {
+		known[mi.Name] = true
+	}
+	return known
 }
 
 // Plan evicts, in the order of q.Running, the running models outside the

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -152,6 +154,11 @@ func runSwapStart(t *testing.T, mk makeSwapper) {
 		for _, r := range tc.running {
 			models = append(models, sdk.ModelInfo{Name: r, State: sdk.StateReady})
 		}
+		for _, m := range varModels(t, tc.settings) { // the host lists every model
+			if !slices.ContainsFunc(models, func(mi sdk.ModelInfo) bool { return mi.Name == m }) {
+				models = append(models, sdk.ModelInfo{Name: m})
+			}
+		}
 		h := policytest.NewHost(t, models...)
 		s, err := mk(t, h, tc.settings)
 		if err != nil {
@@ -211,48 +218,81 @@ func withSets(sets string) string {
 }
 
 var badSettings = []struct{ settings, want string }{
-	{withSets(`{"name": "standard", "expr": "(g | q) & )"}`), `matrix settings: set "standard": column 11: expected identifier, got ")"`},
-	{withSets(`{"name": "standard", "expr": "(g |  )"}`), `set "standard": column 7: expected identifier, got ")"`},
-	{withSets(`{"name": "s", "expr": "(g | q"}`), `set "s": column 7: expected ")" to close "(" at column 1, got end of expression`},
-	{withSets(`{"name": "s", "expr": "g q"}`), `set "s": column 3: expected "&", "|" or end of expression, got "q"`},
-	{withSets(`{"name": "s", "expr": "g & x"}`), `set "s": column 5: unknown var "x" (vars: g, q, v)`},
-	{withSets(`{"name": "s", "expr": "g & gemma"}`), `set "s": column 5: unknown var "gemma" ("gemma" is a model id: write its var "g")`},
-	{withSets(`{"name": "s", "expr": "g @ q"}`), `set "s": column 3: unexpected character '@'`},
-	{withSets(`{"name": "s", "expr": "  "}`), `set "s": empty expression`},
-	{withSets(`{"name": "s", "expr": "+nope | g"}`), `set "s": column 1: unknown set "+nope"`},
+	{withSets(`{"name": "standard", "expr": "(g | q) & )"}`), `settings: matrix.sets[0].expr: column 11: expected identifier, got ")"`},
+	{withSets(`{"name": "standard", "expr": "(g |  )"}`), `column 7: expected identifier, got ")"`},
+	{withSets(`{"name": "s", "expr": "(g | q"}`), `column 7: expected ")" to close "(" at column 1, got end of expression`},
+	{withSets(`{"name": "s", "expr": "g q"}`), `column 3: expected "&", "|" or end of expression, got "q"`},
+	{withSets(`{"name": "s", "expr": "g & x"}`), `settings: matrix.sets[0].expr: column 5: "x" is neither a var nor a model id (vars: g, q, v)`},
+	{withSets(`{"name": "s", "expr": "g @ q"}`), `column 3: unexpected character '@'`},
+	{withSets(`{"name": "s", "expr": "  "}`), `settings: matrix.sets[0].expr: empty expression`},
+	{withSets(`{"name": "s", "expr": "+nope | g"}`), `column 1: unknown set "+nope"`},
 	{withSets(`{"name": "a", "expr": "+b"}, {"name": "b", "expr": "g & +c"}, {"name": "c", "expr": "q | +a"}`),
-		`sets reference each other in a cycle: "a" -> "b" -> "c" -> "a"`},
+		`settings: matrix.sets: sets reference each other in a cycle: "a" -> "b" -> "c" -> "a"`},
 	{withSets(`{"name": "a", "expr": "g | +a"}`), `sets reference each other in a cycle: "a" -> "a"`},
-	{withSets(`{"name": "s", "expr": "g"}, {"name": "s", "expr": "q"}`), `matrix.sets[1]: set "s" is defined twice`},
-	{withSets(`{"name": "my set", "expr": "g"}`), `matrix.sets[0]: set name "my set"`},
-	{withSets(`{"name": "s"}`), `matrix.sets[0] ("s"): expr: want a string, got nothing`},
-	{withSets(`{"name": "s", "expr": "g", "exp": "q"}`), `matrix.sets[0]: unknown key "exp" (known: name, expr)`},
-	{withSets(`"g & q"`), `matrix.sets[0]: want an object`},
-	{`{"matrix": {"vars": {"gemma-27b": "gemma"}}}`, `matrix.vars: var id "gemma-27b" must be 1 to 8 ASCII letters or digits`},
-	{`{"matrix": {"vars": {"toolongid": "x"}}}`, `var id "toolongid"`},
-	{`{"matrix": {"vars": {"g": ""}}}`, `matrix.vars: var "g": empty model id`},
-	{`{"matrix": {"vars": ["g"]}}`, `matrix.vars: want an object`},
-	{`{"matrix": {"vars": {"g": "gemma"}, "evict_costs": {"gemma": 0}}}`, `matrix.evict_costs: "gemma": want an integer from 1 to 1000000000, got 0`},
+	{withSets(`{"name": "s", "expr": "g"}, {"name": "s", "expr": "q"}`), `settings: matrix.sets[1].name: set "s" is defined twice`},
+	{withSets(`{"name": "my set", "expr": "g"}`), `settings: matrix.sets[0].name: set name "my set"`},
+	{withSets(`{"name": "s"}`), `settings: matrix.sets[0].expr: want a string, got null`},
+	{withSets(`{"name": "s", "expr": "g", "exp": "q"}`), `settings: matrix.sets[0].exp: unknown setting "exp" (known: name, expr)`},
+	{withSets(`"g & q"`), `settings: matrix.sets[0]: want an object`},
+	{`{"matrix": {"sets": {"s": "g & "}}}`, `settings: matrix.sets.s: column 5: expected identifier`},
+	{`{"matrix": {"sets": 3}}`, `settings: matrix.sets: want an object of set names to expressions`},
+	{`{"matrix": {"vars": {"gemma 27b": "gemma"}}}`, `settings: matrix.vars["gemma 27b"]: var ids are 1 to 32 ASCII letters, digits, '-' or '.'`},
+	{`{"matrix": {"vars": {"toolongtoolongtoolongtoolongtoolong": "gemma"}}}`, `var ids are 1 to 32`},
+	{`{"matrix": {"vars": {"g": ""}}}`, `settings: matrix.vars.g: empty model id`},
+	{`{"matrix": {"vars": {"g": "nope"}}}`, `settings: matrix.vars.g: model "nope" is not defined`},
+	{`{"matrix": {"vars": ["g"]}}`, `settings: matrix.vars: want an object`},
+	{`{"matrix": {"vars": {"g": "gemma"}, "evict_costs": {"gemma": 0}}}`, `settings: matrix.evict_costs.gemma: want a whole number from 1 to 1000000000, got 0`},
 	{`{"matrix": {"vars": {"g": "gemma"}, "evict_costs": {"gemma": 1.5}}}`, `got 1.5`},
 	{`{"matrix": {"vars": {"g": "gemma"}, "evict_costs": {"gemma": "50"}}}`, `got "50"`},
-	{`{"matrix": {"vars": {"g": "gemma"}, "evict_costs": {"g": 50}}}`, `matrix.evict_costs: "g" is a var id; key evict costs by model id ("gemma")`},
-	{`{"matrix": {"vars": {}, "evictcosts": {}}}`, `matrix: unknown key "evictcosts" (known: vars, evict_costs, sets)`},
-	{`{"groups": {}}`, `settings: unknown key "groups" (known: matrix)`},
-	{`[]`, `settings: want an object, got []`},
-	{`{"matrix": `, `settings: invalid JSON`},
-	{brief[:len(brief)-3] + `,{"name":"bad","expr":"+standard | y"}]}}`, `set "bad": column 13: unknown var "y" (vars: g, q, v, x)`},
-	{`{"matrix":{"vars":{"g":"gemma-27b","q":"qwen-32b","v":"voxtral"},"evict_costs":{"gemma-27b":50},"sets":[{"name":"standard","expr":"(g | q) & v"},{"name":"big","expr":"+standard | x"}]}}`,
-		`matrix settings: set "big": column 13: unknown var "x" (vars: g, q, v)`},
-	{big, `matrix settings: set "pp": expands to more than 100000 combinations`},
+	{`{"matrix": {"vars": {"g": "gemma"}, "evict_costs": {"g": 50, "gemma": 3}}}`, `settings: matrix.evict_costs.gemma: "g" and "gemma" both name model gemma`},
+	{`{"matrix": {"vars": {"g": "gemma"}, "evict_costs": {"zz": 3}}}`, `settings: matrix.evict_costs.zz: "zz" is neither a var nor a model id (vars: g)`},
+	{`{"matrix": {"vars": {}, "evictcosts": {}}}`, `settings: matrix.evictcosts: unknown setting "evictcosts" (known: vars, evict_costs, sets)`},
+	{`{"groups": {}}`, `settings: groups: unknown setting "groups" (known: matrix)`},
+	{`[]`, `settings: $: want an object, got []`},
+	{`{"matrix": `, `settings: $: invalid JSON`},
+	{brief[:len(brief)-3] + `,{"name":"bad","expr":"+standard | y"}]}}`, `settings: matrix.sets[2].expr: column 13: "y" is neither a var nor a model id (vars: g, q, v, x)`},
+	{big, `settings: matrix.sets[1].expr: expands to more than 100000 combinations`},
 }
+
+// varModels lists the models the vars of settings name.
+func varModels(t *testing.T, settings string) []string {
+	var s struct {
+		Matrix struct{ Vars map[string]string }
+	}
+	if err := json.Unmarshal([]byte(settings), &s); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, m := range s.Matrix.Vars {
+		out = append(out, m)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// badSettingsModels are the models the host of runBadSettings lists.
+var badSettingsModels = strings.Fields("gemma qwen voxtral gemma-27b qwen-32b llama-70b xl")
+
+// vars64 names the models of big.
+var vars64 = func() string {
+	var b strings.Builder
+	for i := range 32 {
+		fmt.Fprintf(&b, "a%d b%d ", i, i)
+	}
+	return b.String()
+}()
 
 // TestMatrix_BadSettings: invalid settings are init errors that say what
 // is wrong and where.
 func TestMatrix_BadSettings(t *testing.T) { runBadSettings(t, nativeSwapper) }
 
 func runBadSettings(t *testing.T, mk makeSwapper) {
+	var models []sdk.ModelInfo
+	for _, name := range append(badSettingsModels, strings.Fields(vars64)...) {
+		models = append(models, sdk.ModelInfo{Name: name})
+	}
 	for _, tc := range badSettings {
-		_, err := mk(t, policytest.NewHost(t), tc.settings)
+		_, err := mk(t, policytest.NewHost(t, models...), tc.settings)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("settings %s:\nerror %v\nwant one containing %s", tc.settings, err, tc.want)
 		}

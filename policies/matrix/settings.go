@@ -1,146 +1,139 @@
 package main
 
 import (
-	"bytes"
-	"encoding/json"
-	"errors"
-	"fmt"
 	"slices"
-	"strconv"
-	"strings"
+
+	sdksettings "github.com/loadout-dev/loadout/sdk/settings"
 )
 
 // maxCost is the largest evict cost, so that sums never overflow.
 const maxCost = 1_000_000_000
 
-// settings is the validated shape of the policy's settings JSON:
+// settings is the validated shape of the policy's settings JSON, llama-swap's
+// `matrix:` as written:
 //
 //	{"matrix": {"vars": {"g": "gemma-27b", …},
-//	            "evict_costs": {"gemma-27b": 50, …},
-//	            "sets": [{"name": "standard", "expr": "(g | q) & v"}, …]}}
+//	            "evict_costs": {"g": 50, "llama-70b": 30, …},
+//	            "sets": {"standard": "(g | q) & v", …}}}
+//
+// sets may also be a list of {"name", "expr"} objects; either way their
+// order is kept, because it breaks ties.
 type settings struct {
 	vars  map[string]string // var id → model id
-	costs map[string]int64  // model id → evict cost
+	costs []costSetting     // in the order given
 	sets  []setSettings     // in the order given: earlier sets win ties
 }
 
+// costSetting is one evict_costs entry: key is a var id or a model id.
+type costSetting struct {
+	key  string
+	cost int64
+	path string
+}
+
 type setSettings struct {
-	name string
-	expr string
+	name     string
+	expr     string
+	path     string // the expression's setting, for errors
+	namePath string // the name's setting (the same as path when sets is an object)
 }
 
 // parseSettings decodes and checks the shape of raw; what the expressions
-// mean is checked when the matrix is compiled. Errors name the setting.
+// mean is checked when the matrix is compiled. Errors are
+// *sdksettings.Error naming the setting.
 func parseSettings(raw []byte) (settings, error) {
 	var s settings
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 || string(raw) == "null" {
-		return s, nil
-	}
-	top, err := object(raw, "settings", "matrix")
+	root, err := sdksettings.Decode(raw)
 	if err != nil {
 		return s, err
 	}
-	val, ok := top["matrix"]
-	if !ok || string(val) == "null" {
-		return s, nil
-	}
-	m, err := object(val, "matrix", "vars", "evict_costs", "sets")
+	top, err := root.Object("matrix")
 	if err != nil {
 		return s, err
 	}
-	if v, ok := m["vars"]; ok {
-		if err := json.Unmarshal(v, &s.vars); err != nil {
-			return s, fmt.Errorf("matrix.vars: want an object of var ids to model ids, got %s", excerpt(v))
-		}
+	m, err := top.Get("matrix").Object("vars", "evict_costs", "sets")
+	if err != nil {
+		return s, err
 	}
-	for _, id := range sortedKeys(s.vars) {
+	vars, err := m.Get("vars").Object()
+	if err != nil {
+		return s, err
+	}
+	for _, id := range vars.Keys() {
+		v := vars.Get(id)
 		if !validVarID(id) {
-			return s, fmt.Errorf("matrix.vars: var id %q must be 1 to 8 ASCII letters or digits", id)
+			return s, v.Errorf("var ids are 1 to 32 ASCII letters, digits, '-' or '.' (llama-swap's rule), got %q", id)
 		}
-		if s.vars[id] == "" {
-			return s, fmt.Errorf("matrix.vars: var %q: empty model id", id)
+		model, err := v.String()
+		if err != nil {
+			return s, err
 		}
+		if model == "" {
+			return s, v.Errorf("empty model id")
+		}
+		if s.vars == nil {
+			s.vars = make(map[string]string)
+		}
+		s.vars[id] = model
 	}
-	if v, ok := m["evict_costs"]; ok {
-		var costs map[string]json.RawMessage
-		if err := json.Unmarshal(v, &costs); err != nil {
-			return s, fmt.Errorf("matrix.evict_costs: want an object of model ids to costs, got %s", excerpt(v))
-		}
-		s.costs = make(map[string]int64, len(costs))
-		for _, model := range sortedKeys(costs) {
-			c, err := strconv.ParseInt(string(costs[model]), 10, 64)
-			if err != nil || c < 1 || c > maxCost {
-				return s, fmt.Errorf("matrix.evict_costs: %q: want an integer from 1 to %d, got %s", model, maxCost, excerpt(costs[model]))
-			}
-			s.costs[model] = c
-		}
+	costs, err := m.Get("evict_costs").Object()
+	if err != nil {
+		return s, err
 	}
-	if v, ok := m["sets"]; ok {
-		var sets []json.RawMessage
-		if err := json.Unmarshal(v, &sets); err != nil {
-			return s, fmt.Errorf(`matrix.sets: want a list of {"name", "expr"} objects, got %s`, excerpt(v))
+	for _, key := range costs.Keys() {
+		v := costs.Get(key)
+		c, err := v.Int(1, maxCost)
+		if err != nil {
+			return s, err
 		}
-		for i, raw := range sets {
-			where := fmt.Sprintf("matrix.sets[%d]", i)
-			obj, err := object(raw, where, "name", "expr")
+		s.costs = append(s.costs, costSetting{key: key, cost: c, path: v.Path()})
+	}
+	sets := m.Get("sets")
+	if sets.Kind() == sdksettings.Object {
+		obj, _ := sets.Object()
+		for _, name := range obj.Keys() {
+			v := obj.Get(name)
+			expr, err := v.String()
 			if err != nil {
 				return s, err
 			}
-			var set setSettings
-			if err := json.Unmarshal(obj["name"], &set.name); err != nil {
-				return s, fmt.Errorf("%s: name: want a string, got %s", where, orMissing(obj["name"]))
-			}
-			if err := json.Unmarshal(obj["expr"], &set.expr); err != nil {
-				return s, fmt.Errorf("%s (%q): expr: want a string, got %s", where, set.name, orMissing(obj["expr"]))
-			}
-			s.sets = append(s.sets, set)
+			s.sets = append(s.sets, setSettings{name: name, expr: expr, path: v.Path(), namePath: v.Path()})
 		}
+		return s, nil
+	}
+	if !sets.IsNull() && sets.Kind() != sdksettings.List {
+		return s, sets.Errorf(`want an object of set names to expressions, or a list of {"name", "expr"} objects`)
+	}
+	items, _ := sets.List()
+	for _, item := range items {
+		obj, err := item.Object("name", "expr")
+		if err != nil {
+			return s, err
+		}
+		nv := obj.Get("name")
+		set := setSettings{namePath: nv.Path()}
+		if set.name, err = nv.String(); err != nil {
+			return s, err
+		}
+		ev := obj.Get("expr")
+		if set.expr, err = ev.String(); err != nil {
+			return s, err
+		}
+		set.path = ev.Path()
+		s.sets = append(s.sets, set)
 	}
 	return s, nil
 }
 
-// object decodes raw as a JSON object whose keys are all in known.
-func object(raw []byte, where string, known ...string) (map[string]json.RawMessage, error) {
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &obj); err != nil || obj == nil {
-		var syntax *json.SyntaxError
-		if errors.As(err, &syntax) {
-			return nil, fmt.Errorf("%s: invalid JSON: %w", where, err)
-		}
-		return nil, fmt.Errorf("%s: want an object, got %s", where, excerpt(raw))
-	}
-	for _, key := range sortedKeys(obj) {
-		if !slices.Contains(known, key) {
-			return nil, fmt.Errorf("%s: unknown key %q (known: %s)", where, key, strings.Join(known, ", "))
-		}
-	}
-	return obj, nil
-}
-
-func orMissing(raw json.RawMessage) string {
-	if raw == nil {
-		return "nothing"
-	}
-	return excerpt(raw)
-}
-
-// excerpt shortens a JSON value quoted in an error.
-func excerpt(raw []byte) string {
-	const most = 80
-	if len(raw) > most {
-		return string(raw[:most]) + "…"
-	}
-	return string(raw)
-}
-
-// validVarID reports whether id matches ^[a-zA-Z0-9]{1,8}$.
+// validVarID reports whether id matches ^[a-zA-Z0-9.-]{1,32}$, llama-swap's
+// rule for var names (older versions allowed 1 to 8 alphanumerics, a
+// subset).
 func validVarID(id string) bool {
-	if len(id) < 1 || len(id) > 8 {
+	if len(id) < 1 || len(id) > 32 {
 		return false
 	}
 	for i := range len(id) {
-		if c := id[i]; !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9') {
+		if c := id[i]; !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '.') {
 			return false
 		}
 	}

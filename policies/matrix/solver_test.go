@@ -71,7 +71,7 @@ func newReference(t *testing.T, cfg settings) *reference {
 		}
 		return out
 	}
-	r := &reference{costs: cfg.costs}
+	r := &reference{costs: costMap(cfg)}
 	seen := map[string]bool{}
 	for _, s := range cfg.sets {
 		for _, c := range expand(roots[s.name]) {
@@ -123,11 +123,24 @@ func (r *reference) plan(target string, running []string) (evict, combo []string
 	return evict, combo, cost
 }
 
+// costMap is the evict costs of cfg by model id (a var key resolved).
+func costMap(cfg settings) map[string]int64 {
+	out := make(map[string]int64, len(cfg.costs))
+	for _, c := range cfg.costs {
+		model := c.key
+		if m, ok := cfg.vars[model]; ok {
+			model = m
+		}
+		out[model] = c.cost
+	}
+	return out
+}
+
 // randomMatrix makes settings with nModels models and a few sets of random
 // expressions, references to earlier sets included, and costs of the
 // given kind.
 func randomMatrix(rng *rand.Rand, nModels int, costs string) settings {
-	cfg := settings{vars: map[string]string{}, costs: map[string]int64{}}
+	cfg := settings{vars: map[string]string{}}
 	var vars []string
 	for i := range nModels {
 		v := fmt.Sprintf("v%d", i)
@@ -138,10 +151,10 @@ func randomMatrix(rng *rand.Rand, nModels int, costs string) settings {
 		model := fmt.Sprintf("model-%d", i)
 		switch costs {
 		case "random":
-			cfg.costs[model] = 1 + rng.Int64N(6)
+			cfg.costs = append(cfg.costs, costSetting{key: model, cost: 1 + rng.Int64N(6)})
 		case "few costly":
 			if rng.IntN(5) == 0 {
-				cfg.costs[model] = 10 + rng.Int64N(90)
+				cfg.costs = append(cfg.costs, costSetting{key: model, cost: 10 + rng.Int64N(90)})
 			}
 		}
 	}
@@ -209,7 +222,7 @@ func TestSolve_MatchesReference(t *testing.T) {
 		}
 		costs := []string{"uniform", "random", "few costly"}[round%3]
 		cfg := randomMatrix(rng, nModels, costs)
-		m, err := compile(cfg)
+		m, err := compile(cfg, nil)
 		if err != nil && strings.Contains(err.Error(), "expand to more than") || strings.Contains(fmt.Sprint(err), "expands to more than") {
 			continue
 		}
@@ -315,10 +328,10 @@ func FuzzPlan(f *testing.F) {
 	f.Fuzz(func(t *testing.T, expr string, mask uint16) {
 		cfg := settings{
 			vars:  vars,
-			costs: map[string]int64{"model-a": 3, "model-c": 2},
+			costs: []costSetting{{key: "model-a", cost: 3}, {key: "model-c", cost: 2}},
 			sets:  []setSettings{{name: "s0", expr: "a & b | c"}, {name: "s1", expr: expr}},
 		}
-		m, err := compile(cfg)
+		m, err := compile(cfg, nil)
 		if err != nil {
 			return
 		}

@@ -308,15 +308,15 @@ func TestPriorityLRU_Settings(t *testing.T) {
 }
 
 var badSettings = []struct{ settings, want string }{
-	{`{"margins": "1GiB"}`, `unknown setting "margins" (known: margin)`},
-	{`{"margin": "lots"}`, `margin: size "lots"`},
-	{`{"margin": "1XB"}`, `margin: size "1XB"`},
-	{`{"margin": -1}`, `margin: want a whole, non-negative number of bytes`},
-	{`{"margin": 1.5}`, `margin: want a whole, non-negative number of bytes`},
-	{`{"margin": "1.5"}`, `a fraction needs a unit`},
-	{`{"margin": true}`, `margin: want a size`},
+	{`{"margins": "1GiB"}`, `settings: margins: unknown setting "margins" (known: margin)`},
+	{`{"margin": "lots"}`, `settings: margin: size "lots"`},
+	{`{"margin": "1XB"}`, `settings: margin: size "1XB"`},
+	{`{"margin": -1}`, `settings: margin: want a size like "512MiB" or a whole number of bytes, got -1`},
+	{`{"margin": 1.5}`, `settings: margin: want a size like "512MiB" or a whole number of bytes, got 1.5`},
+	{`{"margin": "1.5"}`, `a byte count must be whole; use a unit for fractions`},
+	{`{"margin": true}`, `settings: margin: want a size`},
 	{`{"margin": "99999999999TiB"}`, `too large`},
-	{`[]`, `prioritylru settings: want a JSON object`},
+	{`[]`, `settings: $: want an object`},
 }
 
 // TestPriorityLRU_BadSettings: invalid settings are init errors that say

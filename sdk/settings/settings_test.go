@@ -1,0 +1,158 @@
+package settings
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"testing"
+	"time"
+)
+
+// TestPath_JoinSplit: keys that are plain names join with dots, others
+// are quoted in brackets, and Split reads back what Join and Index wrote.
+func TestPath_JoinSplit(t *testing.T) {
+	cases := []struct {
+		path string
+		want []Segment
+	}{
+		{Join(Join("", "matrix"), "vars") + ".llama-70b", []Segment{{Key: "matrix"}, {Key: "vars"}, {Key: "llama-70b"}}},
+		{Index(Join(Join("", "groups"), "chat"), 1) + "", []Segment{{Key: "groups"}, {Key: "chat"}, {Index: 1, IsIndex: true}}},
+		{Join(Join("", "fifo"), "llama-3.1: 8b"), []Segment{{Key: "fifo"}, {Key: "llama-3.1: 8b"}}},
+		{Join(Join("", "groups"), "(default)"), []Segment{{Key: "groups"}, {Key: "(default)"}}},
+		{Join("", ""), []Segment{{Key: ""}}},
+		{"$", nil},
+		{"", nil},
+	}
+	for _, c := range cases {
+		got, err := Split(c.path)
+		if err != nil || !reflect.DeepEqual(got, c.want) {
+			t.Errorf("Split(%q) = %v, %v; want %v", c.path, got, err, c.want)
+		}
+	}
+	if got := Join(Join("", "groups"), "a.b"); got != `groups["a.b"]` {
+		t.Errorf("Join of a dotted key = %s", got)
+	}
+	for _, bad := range []string{"a..b", "a[", `a["x`, "a[-1]", ".a"} {
+		if _, err := Split(bad); err == nil {
+			t.Errorf("Split(%q) succeeded", bad)
+		}
+	}
+}
+
+// TestError_FormatParse: the text of an *Error, however the host wraps it,
+// parses back to the same path and message: the rule is written once.
+func TestError_FormatParse(t *testing.T) {
+	errs := []*Error{
+		{Path: "matrix.vars.llama-70b", Message: "var ids are 1 to 32 characters"},
+		{Path: `groups["a: b"].members[1]`, Message: `model "x" is in two groups: "a" and "b"`},
+		{Path: "", Message: "want an object, got [1]"},
+		{Path: "max_wait", Message: "settings: nested: text"},
+	}
+	for _, e := range errs {
+		for _, wrap := range []string{"%s", "policy builtin:matrix: init: %s", "a\npolicy p: init: %s\nmore"} {
+			text := fmt.Sprintf(wrap, e.Error())
+			got := Parse(text)
+			if len(got) != 1 || *got[0] != *e {
+				t.Errorf("Parse(%q) = %v, want %v", text, got, e)
+			}
+		}
+	}
+	joined := errors.Join(errs[0], errs[1])
+	if got := Parse("init: " + joined.Error()); len(got) != 2 || *got[1] != *errs[1] {
+		t.Errorf("Parse of joined errors = %v", got)
+	}
+	for _, none := range []string{"matrix settings are bad", "no settings: here", "init: settings: a b: c", "settings: x"} {
+		if got := Parse(none); got != nil {
+			t.Errorf("Parse(%q) = %v, want none", none, got)
+		}
+	}
+	if Find(fmt.Errorf("wrapped: %w", errs[0])) != errs[0] {
+		t.Error("Find does not unwrap")
+	}
+}
+
+// TestObject_Strict: an unknown key is an error at that key, naming the
+// known keys; a key set twice is an error; paths follow the walk.
+func TestObject_Strict(t *testing.T) {
+	v, err := Decode([]byte(`{"fifo": {"priority": {"a": 1}}, "max_qeue": 3}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = v.Object("fifo", "max_queue", "max_wait")
+	if got, want := fmt.Sprint(err), `settings: max_qeue: unknown setting "max_qeue" (known: fifo, max_queue, max_wait)`; got != want {
+		t.Errorf("err = %s, want %s", got, want)
+	}
+	_, err = Decode([]byte(`{"a": {"b": 1, "b": 2}}`))
+	if got, want := fmt.Sprint(err), `settings: a.b: "b" is set twice`; got != want {
+		t.Errorf("err = %s, want %s", got, want)
+	}
+	v, _ = Decode([]byte(`{"groups": {"chat": {"members": ["a", 2]}}}`))
+	top, _ := v.Object("groups")
+	groups, _ := top.Get("groups").Object()
+	chat, _ := groups.Get("chat").Object("members")
+	items, _ := chat.Get("members").List()
+	_, err = items[1].String()
+	if got, want := fmt.Sprint(err), `settings: groups.chat.members[1]: want a string, got 2`; got != want {
+		t.Errorf("err = %s, want %s", got, want)
+	}
+	if keys := groups.Keys(); !reflect.DeepEqual(keys, []string{"chat"}) {
+		t.Errorf("Keys = %v", keys)
+	}
+	for _, raw := range []string{"", " ", "null"} {
+		v, err := Decode([]byte(raw))
+		if err != nil || !v.IsNull() {
+			t.Errorf("Decode(%q) = %v, %v", raw, v, err)
+		}
+	}
+	if _, err := Decode([]byte(`{} {}`)); err == nil {
+		t.Error("trailing data accepted")
+	}
+	if _, err := Decode([]byte(`{"a":`)); err == nil || Find(err) == nil {
+		t.Errorf("bad JSON: %v, want a settings error", err)
+	}
+}
+
+// TestUnits: durations as strings or seconds; sizes as strings or bytes.
+func TestUnits(t *testing.T) {
+	durs := map[string]time.Duration{`"30s"`: 30 * time.Second, `1.5`: 1500 * time.Millisecond, `0`: 0, `"1m30s"`: 90 * time.Second}
+	for raw, want := range durs {
+		var d Duration
+		if err := d.UnmarshalJSON([]byte(raw)); err != nil || time.Duration(d) != want {
+			t.Errorf("Duration %s = %v, %v; want %v", raw, d, err, want)
+		}
+	}
+	for _, raw := range []string{`"-1s"`, `-1`, `"soon"`, `true`} {
+		var d Duration
+		if err := d.UnmarshalJSON([]byte(raw)); err == nil {
+			t.Errorf("Duration %s accepted", raw)
+		}
+	}
+	sizes := map[string]int64{`"512MiB"`: 512 << 20, `4096`: 4096, `"1.5GiB"`: 3 << 29, `"1.5GB"`: 1_500_000_000, `"24G"`: 24 << 30, `"0.1K"`: 102}
+	for raw, want := range sizes {
+		var s Size
+		if err := s.UnmarshalJSON([]byte(raw)); err != nil || int64(s) != want {
+			t.Errorf("Size %s = %d, %v; want %d", raw, s, err, want)
+		}
+	}
+	for _, raw := range []string{`"-1"`, `-1`, `"1.5"`, `"1.5.1G"`, `"3 parsecs"`, `1.5`, `"9999999999999T"`, `".5G"`, `"5.G"`} {
+		var s Size
+		if err := s.UnmarshalJSON([]byte(raw)); err == nil {
+			t.Errorf("Size %s accepted as %d", raw, s)
+		}
+	}
+}
+
+// FuzzParse: Parse never panics, and whatever it finds formats back to a
+// text it finds again unchanged.
+func FuzzParse(f *testing.F) {
+	f.Add("policy p: init: settings: a.b[1][\"c d\"]: msg")
+	f.Add("settings: $: x")
+	f.Fuzz(func(t *testing.T, text string) {
+		for _, e := range Parse(text) {
+			again := Parse(e.Error())
+			if len(again) != 1 || *again[0] != *e {
+				t.Fatalf("%q: Parse(Format(%v)) = %v", text, e, again)
+			}
+		}
+	})
+}

@@ -1,0 +1,145 @@
+package settings
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"math/bits"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Duration is a length of time from 0 up. In JSON it is a Go duration
+// string ("30s", "1m30s", "250ms") or a number of seconds (30, 0.5).
+type Duration time.Duration
+
+// ParseDuration parses a Go duration string ("30s", "1m30s"); a negative
+// duration is an error.
+func ParseDuration(s string) (Duration, error) {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("want a duration like \"30s\" or \"1m30s\", got %q", s)
+	}
+	if d < 0 {
+		return 0, fmt.Errorf("duration %q is negative", s)
+	}
+	return Duration(d), nil
+}
+
+func secondsDuration(n json.Number) (Duration, error) {
+	secs, err := n.Float64()
+	if err != nil || secs < 0 || secs > float64(math.MaxInt64/int64(time.Second)) {
+		return 0, fmt.Errorf("want a number of seconds from 0 up, got %s", n)
+	}
+	return Duration(secs * float64(time.Second)), nil
+}
+
+// UnmarshalJSON reads a duration string or a number of seconds, so that
+// Duration also works in structs decoded by encoding/json.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	v, err := Decode(b)
+	if err != nil {
+		return err
+	}
+	*d, err = v.Duration()
+	return err
+}
+
+// MarshalJSON writes the duration string.
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.String()) }
+
+// String is time.Duration's form ("1m30s").
+func (d Duration) String() string { return time.Duration(d).String() }
+
+// Size is a number of bytes from 0 up. In JSON it is a string with a unit
+// ("512MiB", "24GiB", "1.5GB", "24G") or a whole number of bytes.
+type Size int64
+
+// sizeUnits maps a lower-cased unit to its multiplier in bytes. Units with
+// an "i" (KiB, Gi) and bare letters (K, G) are powers of 1024; two-letter
+// units with a B (KB, GB) are powers of 1000. A bare G is binary because
+// memory is sold and reported in GiB (nvidia-smi, docker --memory 24g).
+var sizeUnits = map[string]int64{
+	"": 1, "b": 1,
+	"k": 1 << 10, "ki": 1 << 10, "kib": 1 << 10, "kb": 1e3,
+	"m": 1 << 20, "mi": 1 << 20, "mib": 1 << 20, "mb": 1e6,
+	"g": 1 << 30, "gi": 1 << 30, "gib": 1 << 30, "gb": 1e9,
+	"t": 1 << 40, "ti": 1 << 40, "tib": 1 << 40, "tb": 1e12,
+}
+
+// ParseSize parses a memory size and returns it in bytes: "24GiB",
+// "512MiB", "1.5GB", "24G", "8Gi", "4096" (bare bytes). Units are
+// case-insensitive and may follow a space; KiB/MiB/GiB/TiB, Ki/Mi/Gi/Ti and
+// K/M/G/T are powers of 1024, KB/MB/GB/TB powers of 1000. A fraction is
+// allowed with a unit and the result is truncated to whole bytes; negative
+// sizes and sizes over math.MaxInt64 bytes are errors. It is the one size
+// rule: the configuration's sizes (host/config.ParseSize) are read by it
+// too.
+func ParseSize(s string) (int64, error) {
+	in := strings.TrimSpace(s)
+	i := 0
+	for i < len(in) && (in[i] >= '0' && in[i] <= '9' || in[i] == '.') {
+		i++
+	}
+	num, unit := in[:i], strings.ToLower(strings.TrimSpace(in[i:]))
+	if num == "" {
+		if strings.HasPrefix(in, "-") {
+			return 0, fmt.Errorf("size %q is negative", s)
+		}
+		return 0, fmt.Errorf("size %q: want a number with an optional unit, like 24GiB, 512MiB, 1.5GB or 4096", s)
+	}
+	whole, frac, hasFrac := strings.Cut(num, ".")
+	if strings.Contains(frac, ".") || whole == "" || hasFrac && frac == "" {
+		return 0, fmt.Errorf("size %q: malformed number %q", s, num)
+	}
+	mult, ok := sizeUnits[unit]
+	if !ok {
+		return 0, fmt.Errorf("size %q: unknown unit %q (want B, KiB, MiB, GiB, TiB, KB, MB, GB, TB, or K, M, G, T for powers of 1024)", s, in[i:])
+	}
+	if hasFrac && mult == 1 {
+		return 0, fmt.Errorf("size %q: a byte count must be whole; use a unit for fractions (1.5GiB)", s)
+	}
+	tooLarge := fmt.Errorf("size %q is too large", s)
+	w, err := strconv.ParseInt(whole, 10, 64)
+	if err != nil || w > math.MaxInt64/mult {
+		return 0, tooLarge
+	}
+	n := w * mult
+	if hasFrac {
+		part := fracBytes(frac, uint64(mult))
+		if n > math.MaxInt64-part {
+			return 0, tooLarge
+		}
+		n += part
+	}
+	return n, nil
+}
+
+// fracBytes is the whole bytes of 0.frac × mult, truncated; frac is
+// decimal digits (beyond the 19th they cannot change the result).
+func fracBytes(frac string, mult uint64) int64 {
+	if len(frac) > 19 {
+		frac = frac[:19]
+	}
+	f, _ := strconv.ParseUint(frac, 10, 64)
+	den := uint64(1)
+	for range len(frac) {
+		den *= 10
+	}
+	// f < den, so f × mult / den < mult and hi < den: Div64 cannot panic.
+	hi, lo := bits.Mul64(f, mult)
+	q, _ := bits.Div64(hi, lo, den)
+	return int64(q)
+}
+
+// UnmarshalJSON reads a size string or a whole number of bytes, so that
+// Size also works in structs decoded by encoding/json.
+func (s *Size) UnmarshalJSON(b []byte) error {
+	v, err := Decode(b)
+	if err != nil {
+		return err
+	}
+	*s, err = v.Size()
+	return err
+}

@@ -1,0 +1,343 @@
+package settings
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Kind is the JSON kind of a Value.
+type Kind uint8
+
+// The kinds. Null is also the kind of a setting that is absent.
+const (
+	Null Kind = iota
+	Bool
+	Number
+	String
+	List
+	Object
+)
+
+var kindNames = [...]string{"null", "a boolean", "a number", "a string", "a list", "an object"}
+
+// String returns "null", "a boolean", "a number", "a string", "a list" or
+// "an object", for messages.
+func (k Kind) String() string { return kindNames[k] }
+
+// Value is one decoded setting and its path. The zero Value is the absent
+// root: Null, path "".
+type Value struct {
+	path string
+	n    *node
+}
+
+type node struct {
+	kind  Kind
+	b     bool
+	num   json.Number
+	s     string
+	keys  []string // Object: in document order
+	items []*node  // Object: the values of keys; List: the items
+}
+
+// Decode decodes raw, the settings a factory received, into the root
+// Value. Empty or all-space raw is Null, as "null" is: no settings. A key
+// written twice in one object is an error; so is anything after the value.
+func Decode(raw []byte) (Value, error) {
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return Value{}, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	n, err := decodeNode(dec, "")
+	if err == nil {
+		if _, terr := dec.Token(); terr != io.EOF {
+			err = Errorf("", "invalid JSON: data after the settings object")
+		}
+	}
+	if err != nil {
+		var se *Error
+		if errors.As(err, &se) {
+			return Value{}, se
+		}
+		return Value{}, Errorf("", "invalid JSON: %v", err)
+	}
+	return Value{n: n}, nil
+}
+
+func decodeNode(dec *json.Decoder, path string) (*node, error) {
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, err
+	}
+	switch t := tok.(type) {
+	case nil:
+		return &node{kind: Null}, nil
+	case bool:
+		return &node{kind: Bool, b: t}, nil
+	case json.Number:
+		return &node{kind: Number, num: t}, nil
+	case string:
+		return &node{kind: String, s: t}, nil
+	case json.Delim:
+		if t == '[' {
+			n := &node{kind: List}
+			for dec.More() {
+				item, err := decodeNode(dec, Index(path, len(n.items)))
+				if err != nil {
+					return nil, err
+				}
+				n.items = append(n.items, item)
+			}
+			_, err := dec.Token()
+			return n, err
+		}
+		n := &node{kind: Object}
+		for dec.More() {
+			kt, err := dec.Token()
+			if err != nil {
+				return nil, err
+			}
+			key := kt.(string)
+			kp := Join(path, key)
+			if slices.Contains(n.keys, key) {
+				return nil, Errorf(kp, "%q is set twice", key)
+			}
+			val, err := decodeNode(dec, kp)
+			if err != nil {
+				return nil, err
+			}
+			n.keys = append(n.keys, key)
+			n.items = append(n.items, val)
+		}
+		_, err := dec.Token()
+		return n, err
+	}
+	return nil, fmt.Errorf("unexpected token %v", tok)
+}
+
+// Path is where the value is (see Join).
+func (v Value) Path() string { return v.path }
+
+// Kind is the value's JSON kind; Null when the setting is absent.
+func (v Value) Kind() Kind {
+	if v.n == nil {
+		return Null
+	}
+	return v.n.kind
+}
+
+// IsNull reports whether the setting is absent or null.
+func (v Value) IsNull() bool { return v.Kind() == Null }
+
+// Errorf makes an *Error at the value's path.
+func (v Value) Errorf(format string, args ...any) *Error {
+	return Errorf(v.path, format, args...)
+}
+
+// want is the error for a value of the wrong kind.
+func (v Value) want(what string) *Error {
+	return v.Errorf("want %s, got %s", what, v.excerpt())
+}
+
+// excerpt is the value as JSON, shortened, for messages.
+func (v Value) excerpt() string {
+	b, _ := json.Marshal(v.any())
+	const most = 60
+	if s := string(b); len(s) > most {
+		return s[:most] + "…"
+	}
+	return string(b)
+}
+
+// any returns the value as encoding/json would decode it (numbers as
+// json.Number), for excerpts.
+func (v Value) any() any {
+	switch v.Kind() {
+	case Bool:
+		return v.n.b
+	case Number:
+		return v.n.num
+	case String:
+		return v.n.s
+	case List:
+		out := make([]any, len(v.n.items))
+		for i := range v.n.items {
+			out[i] = Value{n: v.n.items[i]}.any()
+		}
+		return out
+	case Object:
+		m := make(map[string]any, len(v.n.keys))
+		for i, k := range v.n.keys {
+			m[k] = Value{n: v.n.items[i]}.any()
+		}
+		return m
+	}
+	return nil
+}
+
+// Fields is a decoded object: its keys in document order and their values.
+type Fields struct {
+	path string
+	n    *node
+}
+
+// Object reads the value as an object whose keys must all be in known;
+// with no known keys, any key is allowed (a map, such as model → priority).
+// A null or absent value is an empty object. A key not in known is an
+// error at that key's path that lists the known ones.
+func (v Value) Object(known ...string) (Fields, error) {
+	switch v.Kind() {
+	case Null:
+		return Fields{path: v.path}, nil
+	case Object:
+	default:
+		return Fields{}, v.want("an object")
+	}
+	if len(known) > 0 {
+		for _, k := range v.n.keys {
+			if !slices.Contains(known, k) {
+				return Fields{}, Errorf(Join(v.path, k), "unknown setting %q (known: %s)", k, strings.Join(known, ", "))
+			}
+		}
+	}
+	return Fields(v), nil
+}
+
+// Path is where the object is.
+func (f Fields) Path() string { return f.path }
+
+// Keys returns the keys in the order written.
+func (f Fields) Keys() []string {
+	if f.n == nil {
+		return nil
+	}
+	return slices.Clone(f.n.keys)
+}
+
+// Get returns the value of key; absent, a Null Value at key's path.
+func (f Fields) Get(key string) Value {
+	if f.n != nil {
+		if i := slices.Index(f.n.keys, key); i >= 0 {
+			return Value{path: Join(f.path, key), n: f.n.items[i]}
+		}
+	}
+	return Value{path: Join(f.path, key)}
+}
+
+// Has reports whether key is set (to anything, null included).
+func (f Fields) Has(key string) bool { return f.n != nil && slices.Contains(f.n.keys, key) }
+
+// List reads the value as a list. A null or absent value is an empty list.
+func (v Value) List() ([]Value, error) {
+	switch v.Kind() {
+	case Null:
+		return nil, nil
+	case List:
+	default:
+		return nil, v.want("a list")
+	}
+	out := make([]Value, len(v.n.items))
+	for i, it := range v.n.items {
+		out[i] = Value{path: Index(v.path, i), n: it}
+	}
+	return out, nil
+}
+
+// String reads the value as a string.
+func (v Value) String() (string, error) {
+	if v.Kind() != String {
+		return "", v.want("a string")
+	}
+	return v.n.s, nil
+}
+
+// Bool reads the value as true or false.
+func (v Value) Bool() (bool, error) {
+	if v.Kind() != Bool {
+		return false, v.want("true or false")
+	}
+	return v.n.b, nil
+}
+
+// Int reads the value as a whole number from lo to hi.
+func (v Value) Int(lo, hi int64) (int64, error) {
+	rng := fmt.Sprintf("a whole number from %d to %d", lo, hi)
+	if v.Kind() != Number {
+		return 0, v.want(rng)
+	}
+	n, err := strconv.ParseInt(v.n.num.String(), 10, 64)
+	if err != nil {
+		f, ferr := v.n.num.Float64()
+		if ferr != nil || f != math.Trunc(f) || f < math.MinInt64 || f >= math.MaxInt64 {
+			return 0, v.want(rng)
+		}
+		n = int64(f)
+	}
+	if n < lo || n > hi {
+		return 0, v.want(rng)
+	}
+	return n, nil
+}
+
+// Float reads the value as a number.
+func (v Value) Float() (float64, error) {
+	if v.Kind() != Number {
+		return 0, v.want("a number")
+	}
+	f, err := v.n.num.Float64()
+	if err != nil {
+		return 0, v.want("a number")
+	}
+	return f, nil
+}
+
+// Duration reads the value as a Duration (see ParseDuration).
+func (v Value) Duration() (Duration, error) {
+	var d Duration
+	var err error
+	switch v.Kind() {
+	case String:
+		d, err = ParseDuration(v.n.s)
+	case Number:
+		d, err = secondsDuration(v.n.num)
+	default:
+		return 0, v.want(`a duration like "30s" or a number of seconds`)
+	}
+	if err != nil {
+		return 0, v.Errorf("%v", err)
+	}
+	return d, nil
+}
+
+// Size reads the value as a Size (see ParseSize).
+func (v Value) Size() (Size, error) {
+	var s Size
+	var err error
+	switch v.Kind() {
+	case String:
+		var n int64
+		n, err = ParseSize(v.n.s)
+		s = Size(n)
+	case Number:
+		var n int64
+		n, err = strconv.ParseInt(v.n.num.String(), 10, 64)
+		if err != nil || n < 0 {
+			return 0, v.want(`a size like "512MiB" or a whole number of bytes`)
+		}
+		s = Size(n)
+	default:
+		return 0, v.want(`a size like "512MiB" or a whole number of bytes`)
+	}
+	if err != nil {
+		return 0, v.Errorf("%v", err)
+	}
+	return s, nil
+}
