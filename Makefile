@@ -1,7 +1,9 @@
 # Loadout build. `make test` is the README's test command and what CI runs.
 GO        ?= go
 BIN       ?= bin/loadout
-POLICIES  := fifo group matrix prioritylru
+# Every policies/NAME/main.go is a built-in (policies/builtin lists them by
+# kind, and its test checks the two agree).
+POLICIES  := $(notdir $(patsubst %/main.go,%,$(wildcard policies/*/main.go)))
 WASM_DIR  := policies/builtin/wasm
 WASM      := $(addprefix $(WASM_DIR)/,$(addsuffix .wasm,$(POLICIES)))
 # go-nvml's C header marks functions Loadout does not call as deprecated.

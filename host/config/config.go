@@ -21,12 +21,13 @@ const (
 	BackendVLLM        = "vllm"        // vLLM's OpenAI-compatible server
 )
 
-// Built-in policy names for routing.scheduler.use and routing.router.use.
+// The built-in policies the config itself names: the defaults, and what
+// llama-swap's legacy top-level keys translate to. policies/builtin lists
+// every built-in.
 const (
-	SchedulerFIFO     = "fifo"        // llama-swap's scheduler: first in, first out, by priority
-	RouterGroup       = "group"       // llama-swap's group swapper (swap, exclusive, persistent groups)
-	RouterMatrix      = "matrix"      // llama-swap's solver-based swap matrix
-	RouterPriorityLRU = "prioritylru" // Loadout's VRAM-aware swapper: evicts low priority, least recently used first
+	SchedulerFIFO = "fifo"   // the default scheduler: llama-swap's first in, first out, by priority
+	RouterGroup   = "group"  // the default router: llama-swap's groups (and legacy `groups:`)
+	RouterMatrix  = "matrix" // llama-swap's swap matrix (legacy `matrix:`)
 )
 
 // Config is a loaded, validated configuration: every default applied, every
@@ -247,8 +248,8 @@ type Routing struct {
 // Policy is one routing policy: a built-in (Use) or a Wasm module (Wasm),
 // exactly one of the two.
 type Policy struct {
-	// Use is a built-in policy name (SchedulerFIFO; RouterGroup, RouterMatrix,
-	// RouterPriorityLRU), or empty when Wasm is set.
+	// Use is a built-in policy name (policies/builtin: Schedulers, Routers),
+	// or empty when Wasm is set.
 	Use string
 	// Wasm is the absolute path of a policy module, resolved against the
 	// configuration file's directory; empty when Use is set.

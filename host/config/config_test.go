@@ -70,7 +70,7 @@ func TestParse_Scenario(t *testing.T) {
 			abs, _ := filepath.Abs(filepath.Join(fixtureDir, "policies", "custom.wasm"))
 			eq(t, "Scheduler.Wasm", c.Routing.Scheduler.Wasm, abs)
 			eq(t, "Scheduler.Use", c.Routing.Scheduler.Use, "")
-			eq(t, "Router.Use", c.Routing.Router.Use, RouterPriorityLRU)
+			eq(t, "Router.Use", c.Routing.Router.Use, "prioritylru")
 			js, err := c.SchedulerSettingsJSON()
 			eq(t, "SchedulerSettingsJSON", string(js), `{"zeta":1,"alpha":["x","y"],"nested":{"b":true,"a":null}}`)
 			eq(t, "err", err, nil)

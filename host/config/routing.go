@@ -9,11 +9,8 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
-)
 
-var (
-	schedulerBuiltins = []string{SchedulerFIFO}
-	routerBuiltins    = []string{RouterGroup, RouterMatrix, RouterPriorityLRU}
+	"github.com/loadout-dev/loadout/policies/builtin"
 )
 
 // policySrc is a decoded policy with the YAML it came from.
@@ -37,9 +34,9 @@ func (d *decoder) routing(cfg *Config, src map[string]*modelSrc, top map[string]
 		for _, p := range d.pairs(rt.val, "routing") {
 			switch p.name {
 			case "scheduler":
-				sched = d.policy(cfg, p, "routing.scheduler", "scheduler", schedulerBuiltins)
+				sched = d.policy(cfg, p, "routing.scheduler", "scheduler", builtin.Schedulers())
 			case "router":
-				router = d.policy(cfg, p, "routing.router", "router", routerBuiltins)
+				router = d.policy(cfg, p, "routing.router", "router", builtin.Routers())
 			default:
 				d.unknownKey(p.key, join("routing", p.name), []string{"scheduler", "router"})
 			}

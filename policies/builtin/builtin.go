@@ -19,10 +19,22 @@ import (
 //go:embed wasm
 var modules embed.FS
 
-// builtins are the policies `make policies` builds, sorted.
-var builtins = []string{"fifo", "group", "matrix", "prioritylru"}
+// The built-in policies by kind: the one list of them. host/config checks
+// a configured `use:` against it; `make policies` builds every directory
+// policies/NAME with a main.go, and a test checks that they are these.
+var (
+	schedulers = []string{"fifo"}
+	routers    = []string{"group", "matrix", "prioritylru"}
+	builtins   = slices.Sorted(slices.Values(append(slices.Clone(schedulers), routers...)))
+)
 
-// Names returns the names of the built-in policies, sorted, whether or not
+// Schedulers returns the names of the built-in schedulers, sorted.
+func Schedulers() []string { return slices.Clone(schedulers) }
+
+// Routers returns the names of the built-in routers (swappers), sorted.
+func Routers() []string { return slices.Clone(routers) }
+
+// Names returns the names of every built-in policy, sorted, whether or not
 // this binary embeds their modules.
 func Names() []string { return slices.Clone(builtins) }
 

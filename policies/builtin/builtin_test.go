@@ -2,6 +2,7 @@ package builtin
 
 import (
 	"bytes"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -38,5 +39,21 @@ func TestNames(t *testing.T) {
 	names[0] = "changed"
 	if Names()[0] == "changed" {
 		t.Error("Names returns the package's own slice")
+	}
+}
+
+// The list is what `make policies` builds: every policies/NAME/main.go.
+func TestNames_AreThePolicyDirectories(t *testing.T) {
+	mains, err := filepath.Glob("../*/main.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dirs []string
+	for _, m := range mains {
+		dirs = append(dirs, filepath.Base(filepath.Dir(m)))
+	}
+	slices.Sort(dirs)
+	if !slices.Equal(dirs, Names()) {
+		t.Fatalf("policy directories %v, built-ins %v: add the new policy to builtin.go's list", dirs, Names())
 	}
 }
