@@ -2,6 +2,7 @@ package config
 
 import (
 	"bytes"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -170,11 +171,11 @@ func TestCompat_CopiesAreCurrent(t *testing.T) {
 // acting on gives exactly one warning naming it, never an error.
 func TestCompat_NotHonouredKeysWarn(t *testing.T) {
 	var b bytes.Buffer
-	for _, k := range keysOf(notHonoured) {
+	for _, k := range slices.Sorted(maps.Keys(notHonoured)) {
 		b.WriteString(k + ": {}\n")
 	}
 	b.WriteString("models:\n  m:\n    backend: sim\n")
-	for _, k := range keysOf(modelNotHonoured) {
+	for _, k := range slices.Sorted(maps.Keys(modelNotHonoured)) {
 		b.WriteString("    " + k + ": {}\n")
 	}
 	_, warns, err := Parse("c.yaml", b.Bytes())
@@ -185,7 +186,7 @@ func TestCompat_NotHonouredKeysWarn(t *testing.T) {
 	if len(warns) != want {
 		t.Fatalf("got %d warnings, want %d: %v", len(warns), want, warns)
 	}
-	for i, k := range append(keysOf(notHonoured), keysOf(modelNotHonoured)...) {
+	for i, k := range append(slices.Sorted(maps.Keys(notHonoured)), slices.Sorted(maps.Keys(modelNotHonoured))...) {
 		if w := warns[i]; w.Key != k && w.Key != "models.m."+k {
 			t.Errorf("warning %d names %q, want %q", i, w.Key, k)
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
@@ -174,7 +175,7 @@ func (d *decoder) parse(data []byte, dir string) *Config {
 		case notHonoured[p.name] != "":
 			d.warnf(p.key, p.name, "accepted for llama-swap compatibility but not honoured: %s", notHonoured[p.name])
 		default:
-			d.unknownKey(p.key, p.name, append(slices.Clone(topKeys), keysOf(notHonoured)...))
+			d.unknownKey(p.key, p.name, append(slices.Clone(topKeys), slices.Sorted(maps.Keys(notHonoured))...))
 		}
 	}
 	get := func(k string) *yaml.Node {
@@ -362,7 +363,7 @@ func (d *decoder) hooks(cfg *Config, n *yaml.Node) {
 // didYouMeanModel suggests a model id or alias close to name.
 func (d *decoder) didYouMeanModel(cfg *Config, name string) string {
 	names := cfg.ModelIDs()
-	names = append(names, keysOf(cfg.aliases)...)
+	names = append(names, slices.Sorted(maps.Keys(cfg.aliases))...)
 	if s := suggest(name, names); s != "" {
 		return fmt.Sprintf("; did you mean %q?", s)
 	}

@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"maps"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -54,7 +55,7 @@ func (d *decoder) models(cfg *Config, top pair) map[string]*modelSrc {
 	if top.val.Kind == yaml.MappingNode && len(byID) == 0 {
 		d.errorf(top.key, "models", "no models defined: at least one model is required")
 	}
-	ids := keysOf(byID)
+	ids := slices.Sorted(maps.Keys(byID))
 	sort.Strings(ids)
 	nextPort := cfg.StartPort
 	for _, id := range ids {
@@ -96,7 +97,7 @@ func (d *decoder) model(cfg *Config, id string, mp pair, nextPort *int) *modelSr
 		case modelNotHonoured[p.name] != "":
 			d.warnf(p.key, join(path, p.name), "accepted for llama-swap compatibility but not honoured: %s", modelNotHonoured[p.name])
 		default:
-			d.unknownKey(p.key, join(path, p.name), append(slices.Clone(modelKeys), keysOf(modelNotHonoured)...))
+			d.unknownKey(p.key, join(path, p.name), append(slices.Clone(modelKeys), slices.Sorted(maps.Keys(modelNotHonoured))...))
 			continue
 		}
 		fields[p.name] = p

@@ -1,9 +1,6 @@
 package config
 
 import (
-	"fmt"
-	"strings"
-
 	sdksettings "github.com/loadout-dev/loadout/sdk/settings"
 )
 
@@ -17,19 +14,6 @@ import (
 // `margin: 24G` mean the same.
 func ParseSize(s string) (int64, error) { return sdksettings.ParseSize(s) }
 
-// formatSize renders bytes the way Report shows them: the largest binary unit
-// that keeps at most one decimal ("24GiB", "1.5GiB", "512MiB", "100B").
-func formatSize(n int64) string {
-	units := []string{"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"}
-	v, u := float64(n), 0
-	for v >= 1024 && u < len(units)-1 {
-		v /= 1024
-		u++
-	}
-	if u == 0 {
-		return fmt.Sprintf("%dB", n)
-	}
-	s := fmt.Sprintf("%.1f", v)
-	s = strings.TrimSuffix(s, ".0")
-	return s + units[u]
-}
+// formatSize renders bytes the way Report shows them ("24GiB", "1.5GiB",
+// "100B"): sdk/settings.FormatSize, the one rule.
+func formatSize(n int64) string { return sdksettings.FormatSize(uint64(max(n, 0)), "") }

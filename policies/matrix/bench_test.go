@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -46,7 +47,7 @@ func matrix64(weighted bool) (settings string, q sdk.PlanRequest) {
 	main := "t & " + group("a", 10) + " & " + group("b", 10) + " & " + group("c", 10) + " & " + group("d", 10)
 	side := group("e", 11) + " & " + group("f", 12)
 	var quoted []string
-	for _, id := range sortedKeys(vars) {
+	for _, id := range slices.Sorted(maps.Keys(vars)) {
 		quoted = append(quoted, fmt.Sprintf("%q: %q", id, vars[id]))
 	}
 	costs := "{}"

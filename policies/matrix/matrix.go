@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"maps"
 	"math/bits"
 	"slices"
 	"strings"
@@ -85,7 +86,7 @@ func compile(cfg settings, known map[string]bool) (*matrix, error) {
 		return ident, defined(ident)
 	}
 	modelSet := make(map[string]bool)
-	for _, id := range sortedKeys(cfg.vars) {
+	for _, id := range slices.Sorted(maps.Keys(cfg.vars)) {
 		model := cfg.vars[id]
 		if !defined(model) {
 			return nil, sdksettings.Errorf(sdksettings.Join(pathVars, id), "model %q is not defined", model)
@@ -146,7 +147,7 @@ func compile(cfg settings, known map[string]bool) (*matrix, error) {
 	}
 
 	// Index the models: those of the vars and those the sets name.
-	m.models = sortedKeys(modelSet)
+	m.models = slices.Sorted(maps.Keys(modelSet))
 	for i, model := range m.models {
 		m.index[model] = int32(i)
 	}
@@ -276,7 +277,7 @@ func dependencyOrder(sets []setSettings, deps map[string][]string) ([]string, er
 // unknownIdent explains an identifier that is neither a var nor a model
 // id.
 func unknownIdent(v string, vars map[string]string) string {
-	ids := sortedKeys(vars)
+	ids := slices.Sorted(maps.Keys(vars))
 	if len(ids) == 0 {
 		return fmt.Sprintf("%q is neither a var nor a model id (matrix.vars is empty)", v)
 	}

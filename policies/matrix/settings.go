@@ -1,8 +1,6 @@
 package main
 
 import (
-	"slices"
-
 	sdksettings "github.com/loadout-dev/loadout/sdk/settings"
 )
 
@@ -151,13 +149,4 @@ func validSetName(name string) bool {
 		}
 	}
 	return true
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/loadout-dev/loadout/sdk"
 	"github.com/loadout-dev/loadout/sdk/placement"
+	sdksettings "github.com/loadout-dev/loadout/sdk/settings"
 )
 
 // swapper is the prioritylru swapper. Plan reads the host's snapshot, so
@@ -285,7 +286,7 @@ func (s *swapper) cannotFit(target *sdk.ModelInfo, need uint64) error {
 		gpus = "GPU"
 	}
 	return fmt.Errorf("model %s needs %s; at most %s can be freed on any placement (%d %s, margin %s each; pinned and higher-priority models are never evicted)",
-		target.Name, formatSize(need, " "), formatSize(best, " "), len(s.gpus), gpus, formatSize(s.st.margin, " "))
+		target.Name, sdksettings.FormatSize(need, " "), sdksettings.FormatSize(best, " "), len(s.gpus), gpus, sdksettings.FormatSize(s.st.margin, " "))
 }
 
 // OnSwapStart logs the swap once, when it really starts: the target, the
@@ -308,5 +309,5 @@ func (s *swapper) OnSwapStart(ev sdk.SwapStartEvent) {
 		devices = fmt.Sprint(ev.Devices)
 	}
 	s.h.Log(sdk.LevelInfo, fmt.Sprintf("prioritylru swap: model=%s need=%s evict=[%s] freed=%s devices=%s",
-		ev.Target, formatSize(need, ""), strings.Join(ev.Evict, ","), formatSize(freed, ""), devices))
+		ev.Target, sdksettings.FormatSize(need, ""), strings.Join(ev.Evict, ","), sdksettings.FormatSize(freed, ""), devices))
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/loadout-dev/loadout/sdk"
 	"github.com/loadout-dev/loadout/sdk/policytest"
+	sdksettings "github.com/loadout-dev/loadout/sdk/settings"
 )
 
 // The cases are written once, against policytest.Swapper, and run natively
@@ -334,7 +335,7 @@ func runBadSettings(t *testing.T, mk makeSwapper) {
 
 func TestFormatSize(t *testing.T) {
 	for n, want := range map[uint64]string{0: "0 B", 512 * mib: "512 MiB", 24 * gib: "24 GiB", 3 * gib / 2: "1.5 GiB"} {
-		if got := formatSize(n, " "); got != want {
+		if got := sdksettings.FormatSize(n, " "); got != want {
 			t.Errorf("formatSize(%d) = %q, want %q", n, got, want)
 		}
 	}

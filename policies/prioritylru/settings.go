@@ -1,9 +1,6 @@
 package main
 
 import (
-	"strconv"
-	"strings"
-
 	sdksettings "github.com/loadout-dev/loadout/sdk/settings"
 )
 
@@ -33,22 +30,4 @@ func parseSettings(raw []byte) (settings, error) {
 		st.margin = uint64(m)
 	}
 	return st, nil
-}
-
-// formatSize renders bytes for people: the largest binary unit that keeps
-// the number at or above 1, at most one decimal, sep between number and
-// unit ("24 GiB" in errors, "24GiB" in key=value logs).
-func formatSize(n uint64, sep string) string {
-	const units = "KMGTPE"
-	if n < 1024 {
-		return strconv.FormatUint(n, 10) + sep + "B"
-	}
-	v, u := float64(n)/1024, 0
-	for v >= 1024 && u < len(units)-1 {
-		v /= 1024
-		u++
-	}
-	s := strconv.FormatFloat(v, 'f', 1, 64)
-	s = strings.TrimSuffix(s, ".0")
-	return s + sep + units[u:u+1] + "iB"
 }

@@ -143,3 +143,22 @@ func (s *Size) UnmarshalJSON(b []byte) error {
 	*s, err = v.Size()
 	return err
 }
+
+// FormatSize renders bytes for people, the inverse of ParseSize for the
+// sizes it writes: the largest binary unit that keeps the number at or
+// above 1, at most one decimal, sep between number and unit ("24 GiB" in
+// messages, "24GiB" in key=value logs and reports; "100B" below 1 KiB).
+func FormatSize(n uint64, sep string) string {
+	const units = "KMGTPE"
+	if n < 1024 {
+		return strconv.FormatUint(n, 10) + sep + "B"
+	}
+	v, u := float64(n)/1024, 0
+	for v >= 1024 && u < len(units)-1 {
+		v /= 1024
+		u++
+	}
+	s := strconv.FormatFloat(v, 'f', 1, 64)
+	s = strings.TrimSuffix(s, ".0")
+	return s + sep + units[u:u+1] + "iB"
+}
