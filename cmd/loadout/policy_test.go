@@ -2,12 +2,14 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/loadout-dev/loadout/internal/wasmbuild"
+	"github.com/loadout-dev/loadout/sdk"
 )
 
 // guestFile builds a test guest of host/policy to a .wasm file in dir.
@@ -44,7 +46,7 @@ func TestPolicyCheck_GoGuest(t *testing.T) {
 	for _, want := range []string{
 		"file:         " + path,
 		"kind:         scheduler",
-		"ABI version:  1",
+		fmt.Sprintf("ABI version:  %d", sdk.ABIVersion),
 		"compile time: ",
 		"  on_request ",
 		"(i32) -> i64",
