@@ -4,6 +4,8 @@ import (
 	"context"
 	"net/http"
 	"time"
+
+	"github.com/loadout-dev/loadout/host/router"
 )
 
 // statusClientGone is the status logged and counted for a request whose
@@ -35,6 +37,13 @@ type exchange struct {
 	errMsg  string // why it failed, for the log line
 
 	sse *loadingStream // the early SSE response, once started
+
+	// Set once the router granted the request (serve): what the request
+	// asked for, how long it waited, and what its response's usage meter
+	// saw, for metrics and its summary event.
+	req    router.Request
+	waited time.Duration
+	usage  *usage
 }
 
 func exchangeOf(r *http.Request) *exchange {
