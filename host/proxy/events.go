@@ -116,7 +116,28 @@ func (s *Server) apiEvents(w http.ResponseWriter, r *http.Request) {
 		buf = buf[:0]
 		return rc.Flush() == nil
 	}
-	if !write() {
+	// drain writes every event ready now; false ends the stream (the
+	// client is gone or too slow, or the bus closed).
+	drain := func() bool {
+		for {
+			evs, err := sub.Ready(eventsBatch)
+			if err != nil {
+				return false
+			}
+			for _, ev := range evs {
+				buf = fmt.Appendf(buf, "id: %d\nevent: %s\ndata: ", ev.ID, ev.Type)
+				buf = append(buf, ev.JSON()...)
+				buf = append(buf, "\n\n"...)
+			}
+			if !write() {
+				return false
+			}
+			if len(evs) < eventsBatch {
+				return true
+			}
+		}
+	}
+	if !drain() { // the events a resume or replay asked for, at once
 		return
 	}
 	keepAlive := time.NewTicker(15 * time.Second)
@@ -131,24 +152,7 @@ func (s *Server) apiEvents(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		case _, open := <-sub.Wake():
-			for {
-				evs, err := sub.Ready(eventsBatch)
-				if err != nil {
-					return // dropped (too slow) or closed
-				}
-				if len(evs) == 0 {
-					break
-				}
-				for _, ev := range evs {
-					buf = fmt.Appendf(buf, "id: %d\nevent: %s\ndata: ", ev.ID, ev.Type)
-					buf = append(buf, ev.JSON()...)
-					buf = append(buf, "\n\n"...)
-				}
-				if !write() {
-					return
-				}
-			}
-			if !open {
+			if !drain() || !open {
 				return
 			}
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/loadout-dev/loadout/host/events"
+	"github.com/loadout-dev/loadout/host/logs"
 	"github.com/loadout-dev/loadout/host/router"
 )
 
@@ -104,6 +105,9 @@ type Config struct {
 	// Events, when set, is the ring GET /api/events serves; every model
 	// request's summary is published on it when it ends.
 	Events *events.Bus
+	// Logs, when set, keeps the model servers' output for GET /logs and
+	// /logs/stream.
+	Logs *logs.Store
 	// OnRequest, when set, receives every model request's summary when it
 	// ends (the activity log). It runs on the request's goroutine and
 	// must not block.
@@ -205,6 +209,10 @@ func (s *Server) routes() *mux.Router {
 	m.HandleFunc("/api/policies", s.apiPolicies).Methods(http.MethodGet)
 	m.HandleFunc("/api/gpus", s.apiGPUs).Methods(http.MethodGet)
 	m.HandleFunc("/api/events", s.apiEvents).Methods(http.MethodGet)
+	s.uiRoutes(m)
+	m.HandleFunc("/logs", s.logsHistory).Methods(http.MethodGet)
+	m.HandleFunc("/logs/stream", s.logsStream).Methods(http.MethodGet)
+	m.HandleFunc("/logs/stream/{model:.+}", s.logsStream).Methods(http.MethodGet)
 	m.Handle("/metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{
 		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	})).Methods(http.MethodGet)
@@ -240,7 +248,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		ex.completed = true
 		return
 	}
-	if !(r.URL.Path == "/health" && (r.Method == http.MethodGet || r.Method == http.MethodHead)) {
+	if !public(r) {
 		if e := s.authorize(r); e != nil {
 			s.writeError(ex, r, e)
 			ex.completed = true

@@ -35,18 +35,18 @@ type Observer interface {
 
 // SwapInfo describes one swap to an Observer.
 type SwapInfo struct {
-	Target  string   // the model the swap loads
-	Evict   []string // the models it stops first
-	Devices []int32  // the GPUs the target is placed on
-	Cold    bool     // the target was not running: it is started
+	Target  string   `json:"target"`            // the model the swap loads
+	Evict   []string `json:"evict"`             // the models it stops first
+	Devices []int32  `json:"devices,omitempty"` // the GPUs the target is placed on
+	Cold    bool     `json:"cold"`              // the target was not running: it is started
 	// Policy names the scheduler that asked for the swap (SwapStarted).
-	Policy string
+	Policy string `json:"policy,omitempty"`
 	// Err is why the target failed to start, "" when it did (SwapEnded).
-	Err string
+	Err string `json:"error,omitempty"`
 	// Upstream is the target's address once ready (SwapEnded).
-	Upstream string
+	Upstream string `json:"upstream,omitempty"`
 	// Time is when the router launched (SwapStarted) or ended the swap.
-	Time time.Time
+	Time time.Time `json:"time"`
 }
 
 // nopObserver is the Observer of a router configured without one.
