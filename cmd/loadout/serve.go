@@ -142,14 +142,15 @@ func runServe(ctx context.Context, o serveOptions) error {
 			l.Close()
 		}
 	}()
-	if err := validateModels(ctx, cfg, launchers, log); err != nil {
+	obsv := newObservability(cfg.ModelIDs())
+	if err := validateModels(ctx, cfg, launchers, obsv.pluginLog(log)); err != nil {
 		return err
 	}
 	models := map[string]router.ModelConfig{}
 	var catalog []proxy.ModelEntry
 	for _, id := range cfg.ModelIDs() {
 		m := cfg.Models[id]
-		launcher, err := backendLauncher(launchers, m.Backend, log)
+		launcher, err := backendLauncher(launchers, m.Backend, obsv.pluginLog(log))
 		if err != nil {
 			return fmt.Errorf("model %s: %w", id, err)
 		}
@@ -206,6 +207,7 @@ func runServe(ctx context.Context, o serveOptions) error {
 		SchedulerName: schedMod.Name,
 		SwapperName:   swapMod.Name,
 		Logger:        log,
+		Observer:      obsv.observer,
 		NewScheduler: func(fx sdk.Effects) (router.SchedulerPolicy, error) {
 			s, err := rt.NewScheduler(ctx, schedMod, schedSettings, fx)
 			if err != nil {
@@ -238,6 +240,8 @@ func runServe(ctx context.Context, o serveOptions) error {
 		APIKeys:              cfg.APIKeys,
 		IncludeAliasesInList: cfg.IncludeAliasesInList,
 		SendLoadingState:     cfg.SendLoadingState,
+		Events:               obsv.bus,
+		Logs:                 obsv.logs,
 		Logger:               log,
 		GPUs: func() (any, error) {
 			if ledger == nil {
@@ -268,6 +272,9 @@ func runServe(ctx context.Context, o serveOptions) error {
 		return fmt.Errorf("listen: %w", err)
 	}
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 30 * time.Second}
+	if err := obsv.attach(srv, handler, r, ledger, sched, swapper); err != nil {
+		return err
+	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
 	log.Info("loadout serving", "listen", ln.Addr().String(), "config", cfg.File, "models", len(models),

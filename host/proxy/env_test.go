@@ -102,6 +102,7 @@ func newEnv(t testing.TB, o envOpts) *env {
 		TickInterval:  time.Hour, // ticks only when something changes
 		Logger:        quietLogger(),
 	}
+	bus := benchEvents(t, &cfg)
 	catalog := testCatalog
 	if o.errors != nil {
 		catalog = nil
@@ -164,6 +165,7 @@ func newEnv(t testing.TB, o envOpts) *env {
 		IncludeAliasesInList: o.aliasesInList,
 		SendLoadingState:     o.loadingState,
 		PolicyStatus:         o.policyStatus,
+		Events:               bus,
 		Logger:               cmp.Or(o.logger, slog.New(e.logs)),
 	})
 	if err != nil {

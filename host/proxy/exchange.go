@@ -4,6 +4,8 @@ import (
 	"context"
 	"net/http"
 	"time"
+
+	"github.com/loadout-dev/loadout/host/router"
 )
 
 // statusClientGone is the status logged and counted for a request whose
@@ -40,6 +42,12 @@ type exchange struct {
 	// "data: [DONE]" (the OpenAI terminator), so a client that leaves
 	// after it received the whole response and is not counted as gone.
 	streamDone bool
+	// Set once the router granted the request (serve): what the request
+	// asked for, how long it waited, and what its response's usage meter
+	// saw, for metrics and its summary event.
+	req    router.Request
+	waited time.Duration
+	usage  *usage
 }
 
 func exchangeOf(r *http.Request) *exchange {

@@ -83,8 +83,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, req router.Reques
 		s.writeError(w, r, acquireError(r.Context(), err, req.Model))
 		return
 	}
+	ex.req, ex.waited, ex.usage = req, time.Since(waitStart), &usage{sent: time.Now()}
 	mm := s.metrics.model(req.Model)
-	mm.queueWait.Observe(time.Since(waitStart).Seconds())
+	mm.queueWait.Observe(ex.waited.Seconds())
 	mm.inFlight.Inc()
 	defer func() {
 		grant.Release()

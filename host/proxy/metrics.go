@@ -8,27 +8,34 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 )
 
-// unknownModel is the model label of requests whose model is not in the
-// catalog (or not known yet when they failed), so label cardinality stays
-// bounded by the catalog whatever clients send.
-const unknownModel = "unknown"
-
 // metrics are the proxy's Prometheus series, on a registry of its own.
+// Every model label is a catalog id: a request whose model is not in the
+// catalog is counted in loadout_unrouted_requests_total, by status only,
+// so label cardinality stays bounded by the catalog whatever clients send.
 type metrics struct {
-	reg       *prometheus.Registry
-	requests  *prometheus.CounterVec
-	duration  *prometheus.HistogramVec
-	queueWait *prometheus.HistogramVec
-	inFlight  *prometheus.GaugeVec
-	models    map[string]*modelMetrics // catalog ids and unknownModel; read-only after newMetrics
+	reg        *prometheus.Registry
+	requests   *prometheus.CounterVec
+	unrouted   *prometheus.CounterVec
+	duration   *prometheus.HistogramVec
+	queueWait  *prometheus.HistogramVec
+	inFlight   *prometheus.GaugeVec
+	prompt     *prometheus.CounterVec
+	completion *prometheus.CounterVec
+	ttft       *prometheus.HistogramVec
+	tps        *prometheus.HistogramVec
+	models     map[string]*modelMetrics // catalog ids; read-only after newMetrics
 }
 
 // modelMetrics are one model's series, resolved once so the hot path does
 // not hash label values.
 type modelMetrics struct {
-	duration  prometheus.Observer
-	queueWait prometheus.Observer
-	inFlight  prometheus.Gauge
+	duration   prometheus.Observer
+	queueWait  prometheus.Observer
+	inFlight   prometheus.Gauge
+	prompt     prometheus.Counter
+	completion prometheus.Counter
+	ttft       prometheus.Observer
+	tps        prometheus.Observer
 }
 
 func newMetrics(ids []string) *metrics {
@@ -38,6 +45,10 @@ func newMetrics(ids []string) *metrics {
 			Name: "loadout_requests_total",
 			Help: "Requests to model endpoints, by model and HTTP status (499: the client left).",
 		}, []string{"model", "code"}),
+		unrouted: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "loadout_unrouted_requests_total",
+			Help: "Requests to model endpoints that named no model of the catalog (or none readable), by HTTP status.",
+		}, []string{"code"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "loadout_request_duration_seconds",
 			Help:    "Time from a model request's arrival to the end of its response, queueing and loading included.",
@@ -52,33 +63,68 @@ func newMetrics(ids []string) *metrics {
 			Name: "loadout_in_flight",
 			Help: "Granted requests being proxied to the model right now.",
 		}, []string{"model"}),
+		prompt: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "loadout_prompt_tokens_total",
+			Help: "Prompt (input) tokens of successful responses, from their usage.",
+		}, []string{"model"}),
+		completion: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "loadout_completion_tokens_total",
+			Help: "Completion (output) tokens of successful responses: their usage, or for a stream without one, its content chunks.",
+		}, []string{"model"}),
+		ttft: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "loadout_time_to_first_token_seconds",
+			Help:    "Time from sending a granted request to the model server to its first token (a stream's first content chunk, else the whole answer); queue and load wait excluded.",
+			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
+		}, []string{"model"}),
+		tps: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "loadout_generation_tokens_per_second",
+			Help:    "Completion tokens per second of generation (after the first token, for streams), per successful response with at least two completion tokens.",
+			Buckets: []float64{1, 2.5, 5, 10, 20, 40, 60, 80, 100, 150, 200, 400, 800, 1600},
+		}, []string{"model"}),
 		models: map[string]*modelMetrics{},
 	}
-	m.reg.MustRegister(m.requests, m.duration, m.queueWait, m.inFlight,
+	m.reg.MustRegister(m.requests, m.unrouted, m.duration, m.queueWait, m.inFlight,
+		m.prompt, m.completion, m.ttft, m.tps,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	for _, id := range append(ids, unknownModel) {
+	for _, id := range ids {
 		m.models[id] = &modelMetrics{
-			duration:  m.duration.WithLabelValues(id),
-			queueWait: m.queueWait.WithLabelValues(id),
-			inFlight:  m.inFlight.WithLabelValues(id),
+			duration:   m.duration.WithLabelValues(id),
+			queueWait:  m.queueWait.WithLabelValues(id),
+			inFlight:   m.inFlight.WithLabelValues(id),
+			prompt:     m.prompt.WithLabelValues(id),
+			completion: m.completion.WithLabelValues(id),
+			ttft:       m.ttft.WithLabelValues(id),
+			tps:        m.tps.WithLabelValues(id),
 		}
 	}
 	return m
 }
 
-// model returns a model's series; unknownModel's for anything else.
-func (m *metrics) model(id string) *modelMetrics {
-	if mm, ok := m.models[id]; ok {
-		return mm
-	}
-	return m.models[unknownModel]
-}
+// model returns a catalog model's series. Only the ids the catalog
+// resolved reach it.
+func (m *metrics) model(id string) *modelMetrics { return m.models[id] }
 
-func (m *metrics) observeRequest(id string, status int, d time.Duration) {
-	if _, ok := m.models[id]; !ok {
-		id = unknownModel
+// observeRequest counts one ended model request and, for a successful
+// one, the tokens and speeds its usage meter saw.
+func (m *metrics) observeRequest(ex *exchange, status int, d time.Duration) {
+	mm, ok := m.models[ex.model]
+	if !ok {
+		m.unrouted.WithLabelValues(strconv.Itoa(status)).Inc()
+		return
 	}
-	m.requests.WithLabelValues(id, strconv.Itoa(status)).Inc()
-	m.model(id).duration.Observe(d.Seconds())
+	m.requests.WithLabelValues(ex.model, strconv.Itoa(status)).Inc()
+	mm.duration.Observe(d.Seconds())
+	u := ex.usage
+	if u == nil || status != 200 {
+		return
+	}
+	mm.prompt.Add(float64(u.prompt))
+	mm.completion.Add(float64(u.completion))
+	if ttft, ok := u.ttft(); ok {
+		mm.ttft.Observe(ttft.Seconds())
+	}
+	if tps, ok := u.tokensPerSecond(); ok {
+		mm.tps.Observe(tps)
+	}
 }

@@ -14,6 +14,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/loadout-dev/loadout/host/events"
+	"github.com/loadout-dev/loadout/host/logs"
 	"github.com/loadout-dev/loadout/host/router"
 )
 
@@ -100,6 +102,16 @@ type Config struct {
 	// PolicyStatus, when set, describes the loaded policies for
 	// /api/policies.
 	PolicyStatus func() []PolicyInfo
+	// Events, when set, is the ring GET /api/events serves; every model
+	// request's summary is published on it when it ends.
+	Events *events.Bus
+	// Logs, when set, keeps the model servers' output for GET /logs and
+	// /logs/stream.
+	Logs *logs.Store
+	// OnRequest, when set, receives every model request's summary when it
+	// ends (the activity log). It runs on the request's goroutine and
+	// must not block.
+	OnRequest func(RequestSummary)
 	// Logger receives one line per request: debug when it succeeded, warn
 	// when it failed. Nil means slog.Default().
 	Logger *slog.Logger
@@ -196,6 +208,11 @@ func (s *Server) routes() *mux.Router {
 	m.HandleFunc("/api/models", s.apiModels).Methods(http.MethodGet)
 	m.HandleFunc("/api/policies", s.apiPolicies).Methods(http.MethodGet)
 	m.HandleFunc("/api/gpus", s.apiGPUs).Methods(http.MethodGet)
+	m.HandleFunc("/api/events", s.apiEvents).Methods(http.MethodGet)
+	s.uiRoutes(m)
+	m.HandleFunc("/logs", s.logsHistory).Methods(http.MethodGet)
+	m.HandleFunc("/logs/stream", s.logsStream).Methods(http.MethodGet)
+	m.HandleFunc("/logs/stream/{model:.+}", s.logsStream).Methods(http.MethodGet)
 	m.Handle("/metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{
 		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	})).Methods(http.MethodGet)
@@ -231,7 +248,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		ex.completed = true
 		return
 	}
-	if !(r.URL.Path == "/health" && (r.Method == http.MethodGet || r.Method == http.MethodHead)) {
+	if !public(r) {
 		if e := s.authorize(r); e != nil {
 			s.writeError(ex, r, e)
 			ex.completed = true
@@ -264,7 +281,8 @@ func (s *Server) finish(ex *exchange, r *http.Request) {
 	status := ex.outcome()
 	d := time.Since(ex.start)
 	if ex.inference {
-		s.metrics.observeRequest(ex.model, status, d)
+		s.metrics.observeRequest(ex, status, d)
+		s.summarize(ex, r, status, d)
 	}
 	attrs := []slog.Attr{
 		slog.String("request_id", ex.id),

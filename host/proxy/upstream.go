@@ -134,6 +134,9 @@ func (s *Server) upstreamResponded(resp *http.Response) error {
 	if resp.StatusCode == http.StatusSwitchingProtocols {
 		return nil
 	}
+	if resp.StatusCode == http.StatusOK && ex.usage != nil {
+		resp.Body = newUsageMeter(resp.Body, ex.usage, resp.Header.Get("Content-Type"))
+	}
 	isSSE := isEventStream(resp.Header.Get("Content-Type"))
 	if ex.sse == nil {
 		resp.Body = &responseGuard{body: resp.Body, ex: ex, req: resp.Request, sse: isSSE, atBoundary: true}

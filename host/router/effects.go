@@ -231,11 +231,13 @@ func (fx *effects) Plan(target string) (sdk.Plan, error) {
 		// longer holds, and the new one may not be pure.
 		clear(l.planCache)
 		l.purePlans = purePlanner(l.swapper)
+		r.observer().PolicyHandedOver("swapper")
 	}
 	if err != nil {
 		l.planFailures[target] = err.Error()
 		l.swapCounters.Failures++
 		l.swapCounters.LastError = err.Error()
+		r.observer().PolicyFailed("swapper", "plan", err)
 		r.log.Error("swapper policy failed", "policy", r.cfg.SwapperName, "target", target, "err", err)
 		return sdk.Plan{}, sdk.ErrSwapperFailed
 	}
@@ -334,6 +336,7 @@ func (fx *effects) StartSwap(s sdk.SwapRequest) error {
 	}); err != nil {
 		l.swapCounters.Failures++
 		l.swapCounters.LastError = err.Error()
+		r.observer().PolicyFailed("swapper", "on_swap_start", err)
 		r.log.Warn("swapper on_swap_start failed", "policy", r.cfg.SwapperName, "err", err)
 	}
 
@@ -355,6 +358,7 @@ func (fx *effects) StartSwap(s sdk.SwapRequest) error {
 		r.setState(target, sdk.StateStarting)
 	}
 	r.log.Info("swap", "model", s.Model, "evict", s.Evict, "devices", sw.devices)
+	r.observer().SwapStarted(r.swapInfo(sw, !already))
 	var inv gpu.Inventory
 	if l.ledger != nil {
 		inv = l.ledger.Inventory()

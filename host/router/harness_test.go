@@ -92,6 +92,7 @@ type harnessOpts struct {
 	tick      time.Duration
 	ledger    *gpu.Ledger
 	measure   time.Duration
+	observer  Observer
 }
 
 func newHarness(t testing.TB, o harnessOpts) *harness {
@@ -126,6 +127,7 @@ func newHarness(t testing.TB, o harnessOpts) *harness {
 		TickInterval:    o.tick,
 		Ledger:          o.ledger,
 		MeasureInterval: o.measure,
+		Observer:        o.observer,
 		Logger:          testLogger(),
 		NewScheduler: func(fx sdk.Effects) (SchedulerPolicy, error) {
 			return rt.NewScheduler(ctx, fifo, []byte(o.scheduler), fx)

@@ -130,6 +130,7 @@ type loopState struct {
 	// for a target, so an error the scheduler grants for it can say why.
 	planFailures map[string]string
 	measuring    bool
+	observed     map[string]observed // what the Observer last heard (observer.go)
 }
 
 func (l *loopState) init(cfg Config) {
@@ -180,6 +181,7 @@ func (r *Router) run() {
 		case <-r.shutdown:
 			r.onShutdown()
 		}
+		r.observeModels()
 		if l.shuttingDown && r.quiet() {
 			r.procCancel()
 			return
@@ -274,6 +276,7 @@ func (r *Router) onServeDone(ev serveDone) {
 func (r *Router) onSwapDone(ev swapDone) {
 	l := &r.loop
 	delete(l.swaps, ev.target)
+	r.observer().SwapEnded(r.swapEnded(ev))
 	for _, name := range ev.evicted {
 		r.setStopped(l.models[name])
 	}
@@ -360,6 +363,7 @@ func (r *Router) onUnload(req unloadRequest) {
 		req.done <- nil
 		return
 	}
+	r.observer().Unloading(targets, "unload")
 	err := l.sched.OnUnload(sdk.UnloadEvent{Now: r.stamp(), Models: targets, Reason: sdk.UnloadAdmin})
 	r.schedulerFailed("on_unload", err)
 	var pending []chan struct{}
@@ -425,6 +429,7 @@ func (r *Router) onTick() {
 		}
 	}
 	if len(expired) > 0 {
+		r.observer().Unloading(expired, "ttl")
 		err := l.sched.OnUnload(sdk.UnloadEvent{Now: r.stamp(), Models: expired, Reason: sdk.UnloadTTL})
 		if r.schedulerFailed("on_unload", err) {
 			return
@@ -495,12 +500,14 @@ func (r *Router) schedulerFailed(event string, err error) bool {
 	l := &r.loop
 	if err == nil {
 		if l.schedHandover != nil && l.schedHandover.HandedOver() {
+			r.observer().PolicyHandedOver("scheduler")
 			r.reoffer()
 		}
 		return false
 	}
 	l.schedCounters.Failures++
 	l.schedCounters.LastError = err.Error()
+	r.observer().PolicyFailed("scheduler", event, err)
 	r.log.Error("scheduler policy failed; failing the requests it held", "policy", r.cfg.SchedulerName, "event", event, "waiting", len(l.waiters), "err", err)
 	msg := fmt.Sprintf("scheduler policy %s failed: %v", r.cfg.SchedulerName, err)
 	for id, w := range l.waiters {

@@ -79,6 +79,9 @@ type Config struct {
 	// MeasureInterval is how often loaded models' memory use is measured
 	// (MemoryReporter). Default 5 s.
 	MeasureInterval time.Duration
+	// Observer, when set, hears model changes, swaps and policy failures
+	// on the run loop (observer.go); it must never block.
+	Observer Observer
 }
 
 // Request is one caller asking for a model.

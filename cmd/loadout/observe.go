@@ -1,0 +1,77 @@
+package main
+
+import (
+	"log/slog"
+	"net/http"
+
+	"github.com/loadout-dev/loadout/host/events"
+	"github.com/loadout-dev/loadout/host/gpu"
+	"github.com/loadout-dev/loadout/host/logs"
+	"github.com/loadout-dev/loadout/host/observe"
+	"github.com/loadout-dev/loadout/host/policy"
+	"github.com/loadout-dev/loadout/host/proxy"
+	"github.com/loadout-dev/loadout/host/router"
+)
+
+// observability is what serve builds to be seen: the event ring behind
+// /api/events, the run loop's observer (metrics and events), and the
+// model servers' log rings. serve calls it at four places: newObservability
+// before the router, pluginLog for the launchers, the proxy config fields,
+// and attach once the proxy and HTTP server exist.
+type observability struct {
+	bus      *events.Bus
+	observer *observe.Observer
+	logs     *logs.Store
+	models   []string
+}
+
+func newObservability(models []string) *observability {
+	bus := events.New(0)
+	return &observability{bus: bus, observer: observe.New(models, bus), logs: logs.New(0), models: models}
+}
+
+// pluginLog is log, also feeding model server output into the log rings.
+func (o *observability) pluginLog(log *slog.Logger) *slog.Logger {
+	return slog.New(logs.Handler(log.Handler(), o.logs))
+}
+
+// attach registers the metrics on the proxy's registry and ends the event
+// and log streams when srv begins its shutdown, so long-lived streams do
+// not hold it up.
+func (o *observability) attach(srv *http.Server, h *proxy.Server, r *router.Router, ledger *gpu.Ledger,
+	sched *policy.FallbackScheduler, swapper *policy.FallbackSwapper) error {
+	reg := h.Registry()
+	if err := o.observer.Register(reg); err != nil {
+		return err
+	}
+	if ledger != nil {
+		if err := reg.Register(observe.NewDeviceCollector(ledger, o.models)); err != nil {
+			return err
+		}
+	}
+	if err := reg.Register(observe.NewPolicyCollector(func() []observe.PolicyStat {
+		var out []observe.PolicyStat
+		counters := r.Counters()
+		r.OnLoop(func() { // the policies live on the run loop (rule 1)
+			for _, st := range sched.Statuses() {
+				out = append(out, policyStat("scheduler", st, counters["scheduler"]))
+			}
+			for _, st := range swapper.Statuses() {
+				out = append(out, policyStat("swapper", st, counters["swapper"]))
+			}
+		})
+		return out
+	})); err != nil {
+		return err
+	}
+	srv.RegisterOnShutdown(func() {
+		o.bus.Close()
+		o.logs.Close()
+	})
+	return nil
+}
+
+func policyStat(role string, s policy.Status, c router.PolicyCounters) observe.PolicyStat {
+	return observe.PolicyStat{Role: role, Name: s.Name, Healthy: s.Healthy, Active: s.Active,
+		Fallback: s.Fallback, Crashes: s.Crashes, Refused: c.RefusedEffects}
+}

@@ -1,0 +1,161 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+// chromium finds Debian's headless Chromium. Without it the browser test
+// is skipped, unless LOADOUT_REQUIRE_CHROMIUM=1 (CI) makes that a failure.
+func chromium(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	if os.Getenv("LOADOUT_REQUIRE_CHROMIUM") == "1" {
+		t.Fatal("chromium not found and LOADOUT_REQUIRE_CHROMIUM=1 (apt-get install chromium)")
+	}
+	t.Skip("chromium not found; set LOADOUT_REQUIRE_CHROMIUM=1 to fail instead")
+	return ""
+}
+
+// browser starts headless Chromium and returns a context driving one tab.
+func browser(t *testing.T) context.Context {
+	t.Helper()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chromium(t)),
+		chromedp.Flag("headless", "new"),
+		chromedp.NoSandbox, // CI runs as root
+		chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.WindowSize(1280, 1000),
+	)
+	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
+	t.Cleanup(cancel)
+	ctx, cancel2 := chromedp.NewContext(actx)
+	t.Cleanup(cancel2)
+	ctx, cancel3 := context.WithTimeout(ctx, 3*time.Minute)
+	t.Cleanup(cancel3)
+	return ctx
+}
+
+// shot saves a screenshot of the page under docs/img/ when
+// LOADOUT_SCREENSHOTS=1 (how the README's images are made).
+func shot(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
+	if os.Getenv("LOADOUT_SCREENSHOTS") != "1" {
+		return
+	}
+	var png []byte
+	if err := chromedp.Run(ctx, chromedp.FullScreenshot(&png, 90)); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join("..", "..", "docs", "img", name)
+	if err := os.WriteFile(path, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// stateIs waits until the UI shows model in state.
+func stateIs(model, state string) chromedp.Action {
+	return chromedp.WaitVisible(fmt.Sprintf(`#models tr[data-model=%q] [data-state=%q]`, model, state), chromedp.ByQuery)
+}
+
+// The web UI against a real loadout serve, in real headless Chromium:
+// behind an API key it asks for the key; with it, a model loads from its
+// button and the state changes live, a request appears in the activity
+// table, a swap and an eviction appear in the timeline, and an unload
+// from its button stops the model.
+func TestUI_LoadServeSwapUnloadInBrowser(t *testing.T) {
+	ctx := browser(t)
+	dir := t.TempDir()
+	s := startServer(t, writeConfig(t, dir, "apiKeys: [sekrit]\n"+simModels))
+	key := "sekrit"
+
+	// / redirects to the UI, which is served without a key; its API calls
+	// need one, and the page says so until the key is entered.
+	if err := chromedp.Run(ctx,
+		chromedp.Navigate(s.base+"/"),
+		chromedp.WaitVisible(`#conn[data-conn^="unauthorized"]`, chromedp.ByQuery),
+		chromedp.SendKeys(`#api-key`, key, chromedp.ByQuery),
+		chromedp.Click(`#api-key-save`, chromedp.ByQuery),
+		chromedp.WaitVisible(`#conn[data-conn="live"]`, chromedp.ByQuery),
+		stateIs("a", "stopped"),
+	); err != nil {
+		t.Fatalf("key: %v\n%s", err, s.log())
+	}
+	var loc string
+	_ = chromedp.Run(ctx, chromedp.Location(&loc))
+	if !strings.HasSuffix(loc, "/ui/") {
+		t.Errorf("/ went to %s, want /ui/", loc)
+	}
+
+	// Load a with its button: starting, then ready, live.
+	if err := chromedp.Run(ctx,
+		chromedp.Click(`button[data-action="load"][data-model="a"]`, chromedp.ByQuery),
+		stateIs("a", "ready"),
+	); err != nil {
+		t.Fatalf("load: %v", err)
+	}
+
+	// A request (with the key, as a client would) shows in the activity table.
+	req := fmt.Sprintf(`curl -s -H 'Authorization: Bearer %s' -d '%s' %s/v1/chat/completions`, key, chat("b", false), s.base)
+	if out, err := exec.Command("sh", "-c", req).CombinedOutput(); err != nil || !strings.Contains(string(out), "choices") {
+		t.Fatalf("request: %v %s", err, out)
+	}
+	if err := chromedp.Run(ctx,
+		chromedp.WaitVisible(`#activity tr[data-request] td:nth-child(2)`, chromedp.ByQuery),
+		chromedp.WaitVisible(`//section[@id="activity"]//td[text()="b"]`, chromedp.BySearch),
+		// b's request swapped a out: the timeline says so, with the reason.
+		chromedp.WaitVisible(`//ul[contains(@class,"timeline")]/li[@data-kind="eviction" and contains(., "a stopped: swap (for b)")]`, chromedp.BySearch),
+		chromedp.WaitVisible(`//ul[contains(@class,"timeline")]/li[@data-kind="swap" and contains(., "swap → b, evicting a")]`, chromedp.BySearch),
+		stateIs("b", "ready"),
+		stateIs("a", "stopped"),
+	); err != nil {
+		t.Fatalf("activity and timeline: %v", err)
+	}
+	shot(t, ctx, "ui.jpg")
+
+	// The activity filter hides rows of other models.
+	var rows int
+	if err := chromedp.Run(ctx,
+		chromedp.SendKeys(`#activity-filter`, "nomatch", chromedp.ByQuery),
+		chromedp.WaitNotPresent(`#activity tr[data-request]`, chromedp.ByQuery),
+		chromedp.Evaluate(`document.querySelectorAll('#activity tr[data-request]').length`, &rows),
+	); err != nil || rows != 0 {
+		t.Fatalf("filter: %v (%d rows)", err, rows)
+	}
+
+	// Unload b with its button.
+	if err := chromedp.Run(ctx,
+		chromedp.Click(`button[data-action="unload"][data-model="b"]`, chromedp.ByQuery),
+		stateIs("b", "stopped"),
+		chromedp.WaitVisible(`//ul[contains(@class,"timeline")]/li[@data-kind="eviction" and contains(., "b stopped: unload")]`, chromedp.BySearch),
+	); err != nil {
+		t.Fatalf("unload: %v", err)
+	}
+
+	// The model logs view streams a's server output.
+	if err := chromedp.Run(ctx,
+		chromedp.SetValue(`#logs-model`, "a", chromedp.ByQuery),
+		chromedp.Evaluate(`document.getElementById('logs-model').dispatchEvent(new Event('change'))`, nil),
+		chromedp.WaitVisible(`//pre[contains(@class,"logs") and contains(., "sim server listening")]`, chromedp.BySearch),
+	); err != nil {
+		t.Fatalf("logs: %v", err)
+	}
+
+	// A narrow screen still shows the models.
+	if err := chromedp.Run(ctx, chromedp.EmulateViewport(390, 844), stateIs("a", "stopped")); err != nil {
+		t.Fatalf("narrow: %v", err)
+	}
+	shot(t, ctx, "ui-narrow.jpg")
+}

@@ -1,0 +1,133 @@
+package observe
+
+import (
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/loadout-dev/loadout/host/gpu"
+)
+
+// Holder kinds, the holder label of loadout_gpu_leased_bytes.
+const (
+	HolderModel = "model"
+	HolderJob   = "job"
+)
+
+var (
+	gpuTotal = prometheus.NewDesc("loadout_gpu_memory_total_bytes",
+		"The device's memory (NVML, or the config's declared size).", []string{"device", "name"}, nil)
+	gpuUsed = prometheus.NewDesc("loadout_gpu_memory_used_bytes",
+		"Memory the driver reports in use (total minus the driver's free figure).", []string{"device"}, nil)
+	gpuFree = prometheus.NewDesc("loadout_gpu_memory_free_bytes",
+		"Memory a new lease can take: the smaller of the driver's free figure and total minus leases minus margin.", []string{"device"}, nil)
+	gpuLeased = prometheus.NewDesc("loadout_gpu_leased_bytes",
+		"Memory leased on the device, by holder kind (model, job).", []string{"device", "holder"}, nil)
+	gpuLeaseHolders = prometheus.NewDesc("loadout_gpu_model_leased_bytes",
+		"Memory a configured model's lease holds on the device.", []string{"device", "model"}, nil)
+)
+
+// DeviceCollector reads the ledger at scrape time: per device, memory
+// total, used and free, and the leased bytes by holder kind and by model.
+// Owners that are not configured models are jobs.
+type DeviceCollector struct {
+	ledger *gpu.Ledger
+	models map[string]bool
+}
+
+// NewDeviceCollector collects ledger's devices; models are the configured
+// model ids (every other lease owner is a job).
+func NewDeviceCollector(ledger *gpu.Ledger, models []string) *DeviceCollector {
+	c := &DeviceCollector{ledger: ledger, models: map[string]bool{}}
+	for _, m := range models {
+		c.models[m] = true
+	}
+	return c
+}
+
+// Describe implements prometheus.Collector.
+func (c *DeviceCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{gpuTotal, gpuUsed, gpuFree, gpuLeased, gpuLeaseHolders} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (c *DeviceCollector) Collect(ch chan<- prometheus.Metric) {
+	devices, err := c.ledger.Leases()
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(gpuTotal, err)
+		return
+	}
+	for _, d := range devices {
+		idx := strconv.Itoa(d.Index)
+		ch <- prometheus.MustNewConstMetric(gpuTotal, prometheus.GaugeValue, float64(d.Total), idx, d.Name)
+		ch <- prometheus.MustNewConstMetric(gpuUsed, prometheus.GaugeValue, float64(d.Total-min(d.Total, d.DriverFree)), idx)
+		ch <- prometheus.MustNewConstMetric(gpuFree, prometheus.GaugeValue, float64(d.Free), idx)
+		var byKind [2]uint64
+		for _, h := range d.Holders {
+			if c.models[h.Owner] {
+				byKind[0] += h.Bytes
+				ch <- prometheus.MustNewConstMetric(gpuLeaseHolders, prometheus.GaugeValue, float64(h.Bytes), idx, h.Owner)
+			} else {
+				byKind[1] += h.Bytes
+			}
+		}
+		ch <- prometheus.MustNewConstMetric(gpuLeased, prometheus.GaugeValue, float64(byKind[0]), idx, HolderModel)
+		ch <- prometheus.MustNewConstMetric(gpuLeased, prometheus.GaugeValue, float64(byKind[1]), idx, HolderJob)
+	}
+}
+
+// PolicyStat is one loaded policy as the policy collector reports it.
+type PolicyStat struct {
+	Role     string // "scheduler" or "swapper"
+	Name     string // e.g. "builtin:fifo"
+	Healthy  bool
+	Active   bool
+	Fallback bool
+	Crashes  int
+	// Refused is the router's refused-effects count for the role (the
+	// same figure on each policy of the role).
+	Refused int
+}
+
+var (
+	policyCrashes = prometheus.NewDesc("loadout_policy_crashes_total",
+		"Crashes of the policy since it was loaded (failed re-instantiations included).", []string{"role", "policy"}, nil)
+	policyHealthy = prometheus.NewDesc("loadout_policy_healthy",
+		"1 while the policy is healthy, 0 once disabled for crashing.", []string{"role", "policy"}, nil)
+	policyActive = prometheus.NewDesc("loadout_policy_active",
+		"1 for the policy answering for its role now (the configured one, or its fallback).", []string{"role", "policy", "fallback"}, nil)
+	policyRefused = prometheus.NewDesc("loadout_policy_refused_effects_total",
+		"Effects calls of the role's policy the router refused (unknown id, busy eviction, …).", []string{"role"}, nil)
+)
+
+// PolicyCollector reports the policies' health at scrape time from stats,
+// which the binary reads on the run loop.
+type PolicyCollector struct{ stats func() []PolicyStat }
+
+// NewPolicyCollector collects what stats returns at each scrape.
+func NewPolicyCollector(stats func() []PolicyStat) *PolicyCollector {
+	return &PolicyCollector{stats: stats}
+}
+
+// Describe implements prometheus.Collector.
+func (c *PolicyCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{policyCrashes, policyHealthy, policyActive, policyRefused} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (c *PolicyCollector) Collect(ch chan<- prometheus.Metric) {
+	refused := map[string]int{}
+	for _, s := range c.stats() {
+		ch <- prometheus.MustNewConstMetric(policyCrashes, prometheus.CounterValue, float64(s.Crashes), s.Role, s.Name)
+		ch <- prometheus.MustNewConstMetric(policyHealthy, prometheus.GaugeValue, boolFloat(s.Healthy), s.Role, s.Name)
+		ch <- prometheus.MustNewConstMetric(policyActive, prometheus.GaugeValue, boolFloat(s.Active), s.Role, s.Name, strconv.FormatBool(s.Fallback))
+		refused[s.Role] = s.Refused
+	}
+	for role, n := range refused {
+		ch <- prometheus.MustNewConstMetric(policyRefused, prometheus.CounterValue, float64(n), role)
+	}
+}

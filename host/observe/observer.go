@@ -1,0 +1,258 @@
+package observe
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/loadout-dev/loadout/host/events"
+	"github.com/loadout-dev/loadout/host/router"
+)
+
+// Eviction reasons, the reason label of loadout_model_evictions_total.
+const (
+	ReasonSwap   = "swap"   // stopped by a swap to make room for another model
+	ReasonUnload = "unload" // an operator's unload
+	ReasonTTL    = "ttl"    // idle past its TTL
+	ReasonPolicy = "policy" // the scheduler stopped it otherwise
+	ReasonExited = "exited" // its server exited on its own
+)
+
+// states are the values of the state label of loadout_model_state.
+var states = []string{"stopped", "starting", "ready", "stopping", "failed"}
+
+// Observer implements router.Observer: metrics and events from the run
+// loop. Make it with New.
+type Observer struct {
+	bus *events.Bus // nil: metrics only
+
+	loads     *prometheus.CounterVec
+	loadTime  *prometheus.HistogramVec
+	evictions *prometheus.CounterVec
+	queued    *prometheus.GaugeVec
+	loading   *prometheus.GaugeVec
+	state     *prometheus.GaugeVec
+	measured  *prometheus.GaugeVec
+	failures  *prometheus.CounterVec
+	handovers *prometheus.CounterVec
+
+	models map[string]bool
+	// Touched only on the run loop.
+	last   map[string]string    // model → the state last heard
+	hint   map[string]string    // model → why it is about to stop
+	by     map[string]string    // model → the swap target that evicts it
+	starts map[string]time.Time // swap target → when its swap started
+	cold   map[string]bool      // swap target → it is being started
+}
+
+var _ router.Observer = (*Observer)(nil)
+
+// New makes the Observer to put in router.Config, with the run loop's
+// series for the configured models (Register puts them on a registry).
+// bus may be nil.
+func New(models []string, bus *events.Bus) *Observer {
+	o := &Observer{
+		bus: bus,
+		loads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "loadout_model_loads_total",
+			Help: "Cold loads (a model server started by a swap), by result: ok or failed.",
+		}, []string{"model", "result"}),
+		loadTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "loadout_model_load_seconds",
+			Help:    "Time from a swap's start to its target being ready (evictions and the server's start), for successful cold loads.",
+			Buckets: []float64{.1, .25, .5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300, 600},
+		}, []string{"model"}),
+		evictions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "loadout_model_evictions_total",
+			Help: "Running models stopped, by reason: swap, unload, ttl, policy, exited.",
+		}, []string{"model", "reason"}),
+		queued: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "loadout_model_queued",
+			Help: "Requests queued for the model (not yet granted, not waiting on its load).",
+		}, []string{"model"}),
+		loading: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "loadout_model_loading",
+			Help: "Requests waiting for the model's load.",
+		}, []string{"model"}),
+		state: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "loadout_model_state",
+			Help: "1 for the model's current state (stopped, starting, ready, stopping, failed), 0 for the others.",
+		}, []string{"model", "state"}),
+		measured: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "loadout_model_measured_vram_bytes",
+			Help: "GPU memory the loaded model's server was measured to use; 0 when not loaded or not measured.",
+		}, []string{"model"}),
+		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "loadout_policy_failures_total",
+			Help: "Policy calls that returned an error (crash, deadline, disabled), by role.",
+		}, []string{"role"}),
+		handovers: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "loadout_policy_handovers_total",
+			Help: "Times the policy answering for a role changed (a fallback took over or gave back).",
+		}, []string{"role"}),
+		models: map[string]bool{},
+		last:   map[string]string{},
+		hint:   map[string]string{},
+		by:     map[string]string{},
+		starts: map[string]time.Time{},
+		cold:   map[string]bool{},
+	}
+	for _, m := range models {
+		o.models[m] = true
+		o.loads.WithLabelValues(m, "ok")
+		o.queued.WithLabelValues(m)
+		o.loading.WithLabelValues(m)
+		o.measured.WithLabelValues(m)
+		for _, s := range states {
+			o.state.WithLabelValues(m, s).Set(boolFloat(s == "stopped"))
+		}
+	}
+	for _, role := range []string{"scheduler", "swapper"} {
+		o.failures.WithLabelValues(role)
+		o.handovers.WithLabelValues(role)
+	}
+	return o
+}
+
+// Register puts the Observer's series on reg.
+func (o *Observer) Register(reg prometheus.Registerer) error {
+	for _, c := range []prometheus.Collector{o.loads, o.loadTime, o.evictions, o.queued, o.loading, o.state, o.measured, o.failures, o.handovers} {
+		if err := reg.Register(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func boolFloat(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func (o *Observer) publish(typ string, data any) {
+	if o.bus != nil {
+		o.bus.Publish(typ, data)
+	}
+}
+
+// Eviction is the data of an eviction event.
+type Eviction struct {
+	Model  string `json:"model"`
+	Reason string `json:"reason"`
+	By     string `json:"by,omitempty"` // the swap's target, for ReasonSwap
+}
+
+// ModelChanged updates the model's gauges, counts an eviction when a
+// running model stops, and publishes the change.
+func (o *Observer) ModelChanged(s router.ModelStatus) {
+	if !o.models[s.Model] {
+		return
+	}
+	prev := o.last[s.Model]
+	if prev != s.State {
+		o.last[s.Model] = s.State
+		for _, st := range states {
+			o.state.WithLabelValues(s.Model, st).Set(boolFloat(st == s.State))
+		}
+		if reason, ok := o.stopReason(s.Model, prev, s.State); ok {
+			o.evictions.WithLabelValues(s.Model, reason).Inc()
+			o.publish(events.TypeEviction, Eviction{Model: s.Model, Reason: reason, By: o.by[s.Model]})
+			delete(o.hint, s.Model)
+			delete(o.by, s.Model)
+		}
+	}
+	o.queued.WithLabelValues(s.Model).Set(float64(s.Queued))
+	o.loading.WithLabelValues(s.Model).Set(float64(s.Loading))
+	o.measured.WithLabelValues(s.Model).Set(float64(s.Measured))
+	o.publish(events.TypeModel, s)
+}
+
+// stopReason says whether going from prev to now is a running model
+// stopping, and why.
+func (o *Observer) stopReason(model, prev, now string) (string, bool) {
+	if prev != "ready" {
+		return "", false
+	}
+	switch now {
+	case "failed":
+		return ReasonExited, true
+	case "stopping", "stopped":
+		if r, ok := o.hint[model]; ok {
+			return r, true
+		}
+		return ReasonPolicy, true
+	}
+	return "", false
+}
+
+// Unloading remembers why the models are about to stop.
+func (o *Observer) Unloading(models []string, reason string) {
+	for _, m := range models {
+		if o.models[m] {
+			o.hint[m] = reason
+		}
+	}
+}
+
+// SwapInfo is the data of swap_start and swap_end events.
+type SwapInfo struct {
+	router.SwapInfo
+	// Seconds is the swap's duration (swap_end).
+	Seconds float64 `json:"seconds,omitempty"`
+}
+
+// SwapStarted remembers the swap's start and its evictions' reason, and
+// publishes it.
+func (o *Observer) SwapStarted(s router.SwapInfo) {
+	o.starts[s.Target] = s.Time
+	o.cold[s.Target] = s.Cold
+	for _, m := range s.Evict {
+		o.hint[m], o.by[m] = ReasonSwap, s.Target
+	}
+	o.publish(events.TypeSwapStart, SwapInfo{SwapInfo: s})
+}
+
+// SwapEnded counts a cold load and its time, and publishes the end.
+func (o *Observer) SwapEnded(s router.SwapInfo) {
+	started, ok := o.starts[s.Target]
+	cold := o.cold[s.Target]
+	delete(o.starts, s.Target)
+	delete(o.cold, s.Target)
+	ev := SwapInfo{SwapInfo: s}
+	ev.Cold = cold
+	if ok {
+		ev.Seconds = s.Time.Sub(started).Seconds()
+	}
+	if cold && o.models[s.Target] {
+		if s.Err != "" {
+			o.loads.WithLabelValues(s.Target, "failed").Inc()
+		} else {
+			o.loads.WithLabelValues(s.Target, "ok").Inc()
+			if ok {
+				o.loadTime.WithLabelValues(s.Target).Observe(ev.Seconds)
+			}
+		}
+	}
+	o.publish(events.TypeSwapEnd, ev)
+}
+
+// PolicyFailure is the data of a policy_failed event.
+type PolicyFailure struct {
+	Role  string `json:"role"`
+	Event string `json:"event"`
+	Error string `json:"error"`
+}
+
+// PolicyFailed counts and publishes a failed policy call.
+func (o *Observer) PolicyFailed(role, event string, err error) {
+	o.failures.WithLabelValues(role).Inc()
+	o.publish(events.TypePolicyFailed, PolicyFailure{Role: role, Event: event, Error: err.Error()})
+}
+
+// PolicyHandedOver counts and publishes a fallback switch.
+func (o *Observer) PolicyHandedOver(role string) {
+	o.handovers.WithLabelValues(role).Inc()
+	o.publish(events.TypePolicyHandover, map[string]string{"role": role})
+}

@@ -1,0 +1,160 @@
+package proxy
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/loadout-dev/loadout/host/events"
+)
+
+// RequestSummary is one model request as the event stream and the
+// activity log show it, made when its response ends. Durations are in
+// seconds; zero where they do not apply (a request that failed before its
+// grant has no TTFT).
+type RequestSummary struct {
+	ID               string    `json:"id"`
+	Time             time.Time `json:"time"` // when it arrived
+	Model            string    `json:"model"`
+	Client           string    `json:"client,omitempty"`
+	Priority         int32     `json:"priority,omitempty"`
+	Path             string    `json:"path"`
+	Status           int       `json:"status"`
+	Error            string    `json:"error,omitempty"`
+	QueueWait        float64   `json:"queue_wait_s"`     // arrival to grant: queue and load
+	TTFT             float64   `json:"ttft_s,omitempty"` // grant to first token
+	PromptTokens     int64     `json:"prompt_tokens"`
+	CompletionTokens int64     `json:"completion_tokens"`
+	TokensPerSecond  float64   `json:"tokens_per_second,omitempty"`
+	Duration         float64   `json:"duration_s"` // arrival to the end of the response
+}
+
+// summarize publishes the summary of a model request that named a
+// catalog model, when anything listens for summaries.
+func (s *Server) summarize(ex *exchange, r *http.Request, status int, d time.Duration) {
+	if (s.cfg.Events == nil && s.cfg.OnRequest == nil) || s.metrics.model(ex.model) == nil {
+		return
+	}
+	sum := RequestSummary{
+		ID: ex.id, Time: ex.start, Model: ex.model, Client: ex.req.Client, Priority: ex.req.Priority,
+		Path: r.URL.Path, Status: status, Error: ex.errMsg, QueueWait: ex.waited.Seconds(), Duration: d.Seconds(),
+	}
+	if u := ex.usage; u != nil {
+		sum.PromptTokens, sum.CompletionTokens = u.prompt, u.completion
+		if t, ok := u.ttft(); ok {
+			sum.TTFT = t.Seconds()
+		}
+		if tps, ok := u.tokensPerSecond(); ok {
+			sum.TokensPerSecond = tps
+		}
+	}
+	if s.cfg.Events != nil {
+		s.cfg.Events.Publish(events.TypeRequest, sum)
+	}
+	if s.cfg.OnRequest != nil {
+		s.cfg.OnRequest(sum)
+	}
+}
+
+// eventsWriteTimeout bounds one write to an event-stream client: a client
+// that does not read for this long is dropped.
+const eventsWriteTimeout = 10 * time.Second
+
+// eventsBatch is how many events one wake writes at most before flushing.
+const eventsBatch = 256
+
+// apiEvents serves GET /api/events: the event ring as server-sent events,
+// from the event after Last-Event-ID (header, or ?last_event_id=) or, with
+// neither, only events from now on (?replay=1 sends the whole ring first).
+// A client that falls behind the ring, or stops reading, is dropped; one
+// that resumed past the ring's start gets a "reset" event first, saying it
+// missed events and should reload its state.
+func (s *Server) apiEvents(w http.ResponseWriter, r *http.Request) {
+	bus := s.cfg.Events
+	if bus == nil {
+		s.writeError(w, r, &apiError{status: http.StatusNotFound, code: "no_events", msg: "the event stream is not enabled"})
+		return
+	}
+	var after uint64
+	last := r.Header.Get("Last-Event-ID")
+	if last == "" {
+		last = r.URL.Query().Get("last_event_id")
+	}
+	switch {
+	case last != "":
+		id, err := strconv.ParseUint(strings.TrimSpace(last), 10, 64)
+		if err != nil {
+			s.writeError(w, r, badRequest("invalid_last_event_id", fmt.Sprintf("Last-Event-ID %q: want an event id", last)))
+			return
+		}
+		after = id
+	case r.URL.Query().Get("replay") == "1":
+		after = 0
+	default:
+		after = bus.LastID()
+	}
+	sub := bus.Subscribe(after)
+	defer sub.Close()
+	rc := http.NewResponseController(w)
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	var buf []byte
+	if sub.Gap() {
+		buf = fmt.Appendf(buf, "event: reset\ndata: {\"reason\":\"events after %d have left the ring\"}\n\n", after)
+	}
+	buf = append(buf, ": loadout events\n\n"...)
+	write := func() bool {
+		_ = rc.SetWriteDeadline(time.Now().Add(eventsWriteTimeout))
+		if _, err := w.Write(buf); err != nil {
+			return false
+		}
+		buf = buf[:0]
+		return rc.Flush() == nil
+	}
+	// drain writes every event ready now; false ends the stream (the
+	// client is gone or too slow, or the bus closed).
+	drain := func() bool {
+		for {
+			evs, err := sub.Ready(eventsBatch)
+			if err != nil {
+				return false
+			}
+			for _, ev := range evs {
+				buf = fmt.Appendf(buf, "id: %d\nevent: %s\ndata: ", ev.ID, ev.Type)
+				buf = append(buf, ev.JSON()...)
+				buf = append(buf, "\n\n"...)
+			}
+			if !write() {
+				return false
+			}
+			if len(evs) < eventsBatch {
+				return true
+			}
+		}
+	}
+	if !drain() { // the events a resume or replay asked for, at once
+		return
+	}
+	keepAlive := time.NewTicker(15 * time.Second)
+	defer keepAlive.Stop()
+	for {
+		select {
+		case <-r.Context().Done():
+			return
+		case <-keepAlive.C:
+			buf = append(buf, ": keep-alive\n\n"...)
+			if !write() {
+				return
+			}
+		case _, open := <-sub.Wake():
+			if !drain() || !open {
+				return
+			}
+		}
+	}
+}

@@ -1,0 +1,140 @@
+package router
+
+import (
+	"slices"
+	"time"
+)
+
+// Observer hears what the run loop does, for metrics, the event stream and
+// the web UI. Its methods are called on the run-loop goroutine, so they
+// must return at once and never block nor call the Router: an observer
+// that has work to do hands it off (a non-blocking ring, a counter). The
+// run loop never waits for an observer (DESIGN.md, Observability).
+type Observer interface {
+	// ModelChanged reports a model whose visible state, in-flight,
+	// queued or loading count, measured memory or last error changed
+	// since the last call for it.
+	ModelChanged(ModelStatus)
+	// Unloading says why the models named are about to be stopped
+	// ("unload": an operator; "ttl": idle past their TTL). A model that
+	// then stops without such a word was stopped by the policy.
+	Unloading(models []string, reason string)
+	// SwapStarted reports a swap the router accepted and launched.
+	SwapStarted(SwapInfo)
+	// SwapEnded reports a swap's end: its target loaded (or was already
+	// up) or failed to start.
+	SwapEnded(SwapInfo)
+	// PolicyFailed reports a policy call that returned an error (a crash,
+	// a deadline, a disabled policy). role is "scheduler" or "swapper".
+	PolicyFailed(role, event string, err error)
+	// PolicyHandedOver reports that the policy answering for role
+	// changed behind its fallback decorator (a fallback took over or gave
+	// back).
+	PolicyHandedOver(role string)
+}
+
+// SwapInfo describes one swap to an Observer.
+type SwapInfo struct {
+	Target  string   `json:"target"`            // the model the swap loads
+	Evict   []string `json:"evict"`             // the models it stops first
+	Devices []int32  `json:"devices,omitempty"` // the GPUs the target is placed on
+	Cold    bool     `json:"cold"`              // the target was not running: it is started
+	// Policy names the scheduler that asked for the swap (SwapStarted).
+	Policy string `json:"policy,omitempty"`
+	// Err is why the target failed to start, "" when it did (SwapEnded).
+	Err string `json:"error,omitempty"`
+	// Upstream is the target's address once ready (SwapEnded).
+	Upstream string `json:"upstream,omitempty"`
+	// Time is when the router launched (SwapStarted) or ended the swap.
+	Time time.Time `json:"time"`
+}
+
+// nopObserver is the Observer of a router configured without one.
+type nopObserver struct{}
+
+func (nopObserver) ModelChanged(ModelStatus)           {}
+func (nopObserver) Unloading([]string, string)         {}
+func (nopObserver) SwapStarted(SwapInfo)               {}
+func (nopObserver) SwapEnded(SwapInfo)                 {}
+func (nopObserver) PolicyFailed(string, string, error) {}
+func (nopObserver) PolicyHandedOver(string)            {}
+
+// observer returns the configured Observer, or one that does nothing.
+func (r *Router) observer() Observer {
+	if r.cfg.Observer == nil {
+		return nopObserver{}
+	}
+	return r.cfg.Observer
+}
+
+// observed is what an Observer last heard of one model.
+type observed struct {
+	state                     string
+	inFlight, queued, loading int
+	measured                  uint64
+	lastErr                   string
+}
+
+// observeModels tells the Observer about every model whose state or
+// counts changed during the event just handled. It runs after each event;
+// the changes are derived from the process table and the waiting callers,
+// so no call site can forget one.
+func (r *Router) observeModels() {
+	obs := r.cfg.Observer
+	if obs == nil {
+		return
+	}
+	l := &r.loop
+	if l.observed == nil {
+		l.observed = make(map[string]observed, len(l.names))
+	}
+	// The held callers, counted per model only when something may have
+	// changed: l.waiters is small unless a burst is queued.
+	var queued, loading map[string]int
+	if len(l.waiters) > 0 {
+		queued, loading = map[string]int{}, map[string]int{}
+		for _, w := range l.waiters {
+			if !w.held {
+				continue
+			}
+			if w.pos == 0 {
+				loading[w.req.Model]++
+			} else {
+				queued[w.req.Model]++
+			}
+		}
+	}
+	for _, name := range l.names {
+		m := l.models[name]
+		now := observed{state: m.visible().String(), inFlight: m.inFlight, queued: queued[name],
+			loading: loading[name], measured: m.measured, lastErr: m.lastErr}
+		if prev, ok := l.observed[name]; ok && prev == now {
+			continue
+		}
+		l.observed[name] = now
+		st := ModelStatus{Model: name, State: now.state, InFlight: now.inFlight, Queued: now.queued,
+			Loading: now.loading, LastUse: m.lastUse, LastError: m.lastErr, Group: m.cfg.Group,
+			VRAM: m.cfg.VRAM, Measured: m.measured, Devices: l.devices(name)}
+		if m.inst != nil {
+			st.Upstream = m.inst.Upstream().String()
+		}
+		obs.ModelChanged(st)
+	}
+}
+
+// swapInfo describes a swap StartSwap launches.
+func (r *Router) swapInfo(sw *swap, cold bool) SwapInfo {
+	return SwapInfo{Target: sw.target, Evict: slices.Clone(sw.evict), Devices: slices.Clone(sw.devices),
+		Cold: cold, Policy: r.cfg.SchedulerName, Time: time.Now()}
+}
+
+// swapEnded describes a swap's end to the Observer.
+func (r *Router) swapEnded(ev swapDone) SwapInfo {
+	info := SwapInfo{Target: ev.target, Evict: ev.evicted, Time: time.Now()}
+	if ev.err != nil {
+		info.Err = ev.err.Error()
+	} else if ev.inst != nil {
+		info.Upstream = ev.inst.Upstream().String()
+	}
+	return info
+}

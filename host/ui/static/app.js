@@ -1,0 +1,261 @@
+// Loadout's web UI. Live from GET /api/events (fetched as a stream so the
+// API key can go in a header); the admin API is read once at start, after
+// a reset event, and when an event says something it shows changed.
+import { html, render, useEffect, useReducer, useRef, useState } from './vendor/htm-preact-standalone-3.1.1.js';
+
+const KEY = 'loadout.apiKey';
+const MAX_ROWS = 200;
+
+const authHeaders = () => {
+  const k = localStorage.getItem(KEY);
+  return k ? { Authorization: 'Bearer ' + k } : {};
+};
+
+async function api(path, opts = {}) {
+  const resp = await fetch(path, { ...opts, headers: { ...authHeaders(), ...(opts.headers || {}) } });
+  if (!resp.ok) {
+    let msg = resp.status + ' ' + resp.statusText;
+    try { msg = (await resp.json()).error.message; } catch (_) { /* not JSON */ }
+    const err = new Error(msg);
+    err.status = resp.status;
+    throw err;
+  }
+  return resp.headers.get('Content-Type')?.includes('json') ? resp.json() : resp.text();
+}
+
+// streamSSE reads server-sent events from path until signal aborts,
+// resuming with Last-Event-ID after a cut.
+async function streamSSE(path, signal, onEvent, onStatus) {
+  let last = '';
+  while (!signal.aborted) {
+    try {
+      const headers = authHeaders();
+      if (last) headers['Last-Event-ID'] = last;
+      const resp = await fetch(path, { headers, signal });
+      if (resp.status === 401) { onStatus('unauthorized: enter the API key'); return; }
+      if (!resp.ok) throw new Error(resp.status);
+      onStatus('live');
+      const reader = resp.body.pipeThrough(new TextDecoderStream()).getReader();
+      let buf = '';
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        buf += value;
+        let i;
+        while ((i = buf.indexOf('\n\n')) >= 0) {
+          const block = buf.slice(0, i);
+          buf = buf.slice(i + 2);
+          const ev = { type: 'message', data: '' };
+          for (const line of block.split('\n')) {
+            if (line.startsWith('id: ')) ev.id = line.slice(4);
+            else if (line.startsWith('event: ')) ev.type = line.slice(7);
+            else if (line.startsWith('data: ')) ev.data += line.slice(6);
+          }
+          if (ev.id) last = ev.id;
+          if (ev.data) onEvent(ev.type, JSON.parse(ev.data));
+        }
+      }
+    } catch (e) {
+      if (signal.aborted) return;
+    }
+    onStatus('reconnecting');
+    await new Promise((r) => setTimeout(r, 1000)); // back off before reconnecting
+  }
+}
+
+const initial = { models: {}, gpus: [], policies: [], activity: [], timeline: [], conn: 'connecting', error: '' };
+
+function reducer(s, a) {
+  switch (a.type) {
+    case 'models': {
+      const models = {};
+      for (const m of a.models) models[m.model] = m;
+      return { ...s, models };
+    }
+    case 'model':
+      return { ...s, models: { ...s.models, [a.m.model]: { ...s.models[a.m.model], ...a.m } } };
+    case 'gpus': return { ...s, gpus: a.gpus };
+    case 'policies': return { ...s, policies: a.policies };
+    case 'request': return { ...s, activity: [a.r, ...s.activity].slice(0, MAX_ROWS) };
+    case 'timeline': return { ...s, timeline: [a.t, ...s.timeline].slice(0, MAX_ROWS) };
+    case 'conn': return { ...s, conn: a.conn };
+    case 'error': return { ...s, error: a.error };
+  }
+  return s;
+}
+
+const fmtBytes = (b) => (b ? (b / 2 ** 30).toFixed(1) + ' GiB' : '–');
+const fmtS = (s) => (s ? (s < 1 ? (s * 1000).toFixed(0) + ' ms' : s.toFixed(2) + ' s') : '–');
+const fmtTime = (t) => (t && !t.startsWith('0001') ? new Date(t).toLocaleTimeString() : '–');
+
+function KeyForm({ onSaved }) {
+  const [v, setV] = useState(localStorage.getItem(KEY) || '');
+  const save = (e) => {
+    e.preventDefault();
+    if (v) localStorage.setItem(KEY, v); else localStorage.removeItem(KEY);
+    onSaved();
+  };
+  return html`<form onSubmit=${save}>
+    <input id="api-key" type="password" placeholder="API key" autocomplete="off" value=${v} onInput=${(e) => setV(e.target.value)} />
+    <button id="api-key-save" type="submit">Save key</button>
+  </form>`;
+}
+
+function Models({ models, act }) {
+  const rows = Object.values(models).sort((a, b) => a.model.localeCompare(b.model));
+  return html`<section class="wide" id="models"><h2>Models</h2><div class="scroll"><table>
+    <tr><th>Model</th><th>State</th><th>GPUs</th><th class="num">VRAM est.</th><th class="num">measured</th>
+      <th class="num">In flight</th><th class="num">Queued</th><th>Last use</th><th></th></tr>
+    ${rows.map((m) => html`<tr data-model=${m.model}>
+      <td>${m.model}${m.backend ? html` <span class="muted">${m.backend}</span>` : ''}</td>
+      <td><span class=${'state ' + m.state} data-state=${m.state}>${m.state}</span>${m.last_error ? html` <span class="err" title=${m.last_error}>!</span>` : ''}</td>
+      <td>${(m.devices || []).join(', ') || '–'}</td>
+      <td class="num">${fmtBytes(m.vram_bytes)}</td><td class="num">${fmtBytes(m.measured_vram_bytes)}</td>
+      <td class="num">${m.in_flight || 0}</td><td class="num">${(m.queued || 0) + (m.loading || 0)}</td>
+      <td>${fmtTime(m.last_use)}</td>
+      <td><button data-action="load" data-model=${m.model} onClick=${() => act('load', m.model)}>Load</button>
+        <button data-action="unload" data-model=${m.model} onClick=${() => act('unload', m.model)}>Unload</button></td>
+    </tr>`)}
+  </table></div></section>`;
+}
+
+function GPUs({ gpus, models }) {
+  if (!gpus.length) return html`<section id="gpus"><h2>GPUs</h2><p class="muted">No GPU accounting (no NVML device and none declared).</p></section>`;
+  return html`<section id="gpus"><h2>GPUs</h2>${gpus.map((d) => html`<div>
+    <div>${d.index}: ${d.name} <span class="muted">${fmtBytes(d.leased)} leased of ${fmtBytes(d.total)}, ${fmtBytes(d.free)} free</span></div>
+    <div class="bar">${(d.holders || []).map((h) => html`<span class=${models[h.owner] ? 'model' : 'job'}
+      style=${'width:' + (100 * h.bytes / d.total).toFixed(2) + '%'} title=${h.owner + ' ' + fmtBytes(h.bytes)}>${h.owner}</span>`)}</div>
+  </div>`)}</section>`;
+}
+
+function Queue({ models }) {
+  const q = Object.values(models).filter((m) => m.queued || m.loading);
+  return html`<section id="queue"><h2>Queue</h2>${q.length ? html`<table>
+    <tr><th>Model</th><th class="num">Waiting on load</th><th class="num">Queued</th></tr>
+    ${q.map((m) => html`<tr><td>${m.model}</td><td class="num">${m.loading || 0}</td><td class="num">${m.queued || 0}</td></tr>`)}
+  </table>` : html`<p class="muted">Nothing waiting.</p>`}</section>`;
+}
+
+function Activity({ rows }) {
+  const [filter, setFilter] = useState('');
+  const f = filter.trim().toLowerCase();
+  const shown = f ? rows.filter((r) => [r.model, r.client, String(r.status), r.id].some((x) => (x || '').toLowerCase().includes(f))) : rows;
+  return html`<section class="wide" id="activity"><h2>Activity</h2>
+    <input id="activity-filter" placeholder="filter: model, client, status" value=${filter} onInput=${(e) => setFilter(e.target.value)} />
+    <div class="scroll"><table>
+    <tr><th>Time</th><th>Model</th><th>Client</th><th class="num">Status</th><th class="num">Wait</th><th class="num">TTFT</th>
+      <th class="num">In</th><th class="num">Out</th><th class="num">Tok/s</th><th class="num">Duration</th></tr>
+    ${shown.map((r) => html`<tr data-request=${r.id}>
+      <td>${fmtTime(r.time)}</td><td>${r.model}</td><td>${r.client || '–'}</td>
+      <td class=${'num' + (r.status >= 400 ? ' err' : '')} title=${r.error || ''}>${r.status}</td>
+      <td class="num">${fmtS(r.queue_wait_s)}</td><td class="num">${fmtS(r.ttft_s)}</td>
+      <td class="num">${r.prompt_tokens}</td><td class="num">${r.completion_tokens}</td>
+      <td class="num">${r.tokens_per_second ? r.tokens_per_second.toFixed(1) : '–'}</td><td class="num">${fmtS(r.duration_s)}</td>
+    </tr>`)}
+  </table></div></section>`;
+}
+
+function Timeline({ items }) {
+  return html`<section id="timeline"><h2>Swaps and evictions</h2>${items.length ? html`<ul class="timeline">
+    ${items.map((t) => html`<li data-kind=${t.kind}><span class="muted">${t.time.toLocaleTimeString()}</span> ${t.text}</li>`)}
+  </ul>` : html`<p class="muted">No swaps yet.</p>`}</section>`;
+}
+
+function Policies({ policies }) {
+  return html`<section id="policies"><h2>Policies</h2><table>
+    <tr><th>Role</th><th>Policy</th><th>Active</th><th>Health</th><th class="num">Crashes</th><th class="num">Refused</th></tr>
+    ${policies.map((p) => html`<tr><td>${p.role}</td><td>${p.name}${p.fallback ? ' (fallback)' : ''}</td>
+      <td>${p.active ? 'yes' : 'no'}</td>
+      <td class=${p.healthy === false ? 'err' : ''}>${p.healthy === false ? 'disabled' + (p.disabled_reason ? ': ' + p.disabled_reason : '') : 'healthy'}</td>
+      <td class="num">${p.crashes}</td><td class="num">${p.counters ? p.counters.refused_effects : 0}</td></tr>`)}
+  </table></section>`;
+}
+
+function Logs({ models, epoch }) {
+  const [model, setModel] = useState('');
+  const [text, setText] = useState('');
+  const pre = useRef(null);
+  useEffect(() => {
+    const ctl = new AbortController();
+    setText('');
+    (async () => {
+      try {
+        const resp = await fetch(model ? '/logs/stream/' + encodeURIComponent(model) : '/logs/stream', { headers: authHeaders(), signal: ctl.signal });
+        if (!resp.ok) { setText('logs: ' + resp.status); return; }
+        const reader = resp.body.pipeThrough(new TextDecoderStream()).getReader();
+        for (;;) {
+          const { value, done } = await reader.read();
+          if (done) break;
+          setText((t) => (t + value).slice(-100000));
+        }
+      } catch (_) { /* aborted */ }
+    })();
+    return () => ctl.abort();
+  }, [model, epoch]);
+  useEffect(() => { if (pre.current) pre.current.scrollTop = pre.current.scrollHeight; }, [text]);
+  return html`<section class="wide" id="logs"><h2>Model server logs</h2>
+    <select id="logs-model" value=${model} onChange=${(e) => setModel(e.target.value)}>
+      <option value="">all models</option>${Object.keys(models).sort().map((m) => html`<option value=${m}>${m}</option>`)}
+    </select>
+    <pre class="logs" ref=${pre}>${text || html`<span class="muted">No output yet.</span>`}</pre></section>`;
+}
+
+function App() {
+  const [s, dispatch] = useReducer(reducer, initial);
+  const [epoch, setEpoch] = useState(0); // bumps when the key changes
+  useEffect(() => {
+    const ctl = new AbortController();
+    const load = async () => {
+      try {
+        const [m, g, p] = await Promise.all([api('/api/models'), api('/api/gpus'), api('/api/policies')]);
+        dispatch({ type: 'models', models: m.models });
+        dispatch({ type: 'gpus', gpus: g.devices || [] });
+        dispatch({ type: 'policies', policies: p.policies || [] });
+        dispatch({ type: 'error', error: '' });
+      } catch (e) { dispatch({ type: 'error', error: e.message }); }
+    };
+    const gpus = () => api('/api/gpus').then((g) => dispatch({ type: 'gpus', gpus: g.devices || [] })).catch(() => {});
+    const policies = () => api('/api/policies').then((p) => dispatch({ type: 'policies', policies: p.policies || [] })).catch(() => {});
+    const note = (kind, text) => dispatch({ type: 'timeline', t: { kind, text, time: new Date() } });
+    streamSSE('/api/events', ctl.signal, (type, d) => {
+      switch (type) {
+        case 'model': dispatch({ type: 'model', m: d }); break;
+        case 'request': dispatch({ type: 'request', r: d }); break;
+        case 'swap_start':
+          note('swap', `swap → ${d.target}${d.evict && d.evict.length ? ', evicting ' + d.evict.join(', ') : ''}${d.cold ? ' (cold load)' : ''} · ${d.policy || ''}`);
+          break;
+        case 'swap_end':
+          note('swap_end', d.error ? `${d.target} failed to load: ${d.error}` : `${d.target} ready after ${fmtS(d.seconds)}`);
+          gpus();
+          break;
+        case 'eviction':
+          note('eviction', `${d.model} stopped: ${d.reason}${d.by ? ' (for ' + d.by + ')' : ''}`);
+          gpus();
+          break;
+        case 'policy_failed': note('policy', `${d.role} policy failed in ${d.event}: ${d.error}`); policies(); break;
+        case 'policy_handover': note('policy', `${d.role} policy handed over`); policies(); break;
+        case 'reset': load(); break;
+      }
+    }, (conn) => { dispatch({ type: 'conn', conn }); if (conn === 'live') load(); });
+    return () => ctl.abort();
+  }, [epoch]);
+  const act = async (what, model) => {
+    try {
+      await api(`/api/models/${what}/${encodeURIComponent(model)}`, { method: 'POST' });
+    } catch (e) { dispatch({ type: 'error', error: `${what} ${model}: ${e.message}` }); }
+  };
+  return html`<header><h1>Loadout</h1><span class="conn muted" id="conn" data-conn=${s.conn}>${s.conn}</span>
+      <${KeyForm} onSaved=${() => setEpoch((e) => e + 1)} /></header>
+    ${s.error ? html`<p class="err" id="error" style="padding:0 1rem">${s.error}</p>` : ''}
+    <main>
+      <${Models} models=${s.models} act=${act} />
+      <${GPUs} gpus=${s.gpus} models=${s.models} />
+      <${Queue} models=${s.models} />
+      <${Timeline} items=${s.timeline} />
+      <${Policies} policies=${s.policies} />
+      <${Activity} rows=${s.activity} />
+      <${Logs} models=${s.models} epoch=${epoch} />
+    </main>`;
+}
+
+render(html`<${App} />`, document.getElementById('app'));
