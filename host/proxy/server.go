@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/loadout-dev/loadout/host/jobs"
 	"github.com/loadout-dev/loadout/host/router"
 )
 
@@ -100,6 +101,10 @@ type Config struct {
 	// PolicyStatus, when set, describes the loaded policies for
 	// /api/policies.
 	PolicyStatus func() []PolicyInfo
+	// Jobs, when set with JobToken, serves the jobs API under /api/jobs
+	// (jobs.go); JobToken is its bearer token, apart from APIKeys.
+	Jobs     *jobs.Runner
+	JobToken string
 	// Logger receives one line per request: debug when it succeeded, warn
 	// when it failed. Nil means slog.Default().
 	Logger *slog.Logger
@@ -196,6 +201,7 @@ func (s *Server) routes() *mux.Router {
 	m.HandleFunc("/api/models", s.apiModels).Methods(http.MethodGet)
 	m.HandleFunc("/api/policies", s.apiPolicies).Methods(http.MethodGet)
 	m.HandleFunc("/api/gpus", s.apiGPUs).Methods(http.MethodGet)
+	s.jobRoutes(m)
 	m.Handle("/metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{
 		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	})).Methods(http.MethodGet)
@@ -231,7 +237,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		ex.completed = true
 		return
 	}
-	if !(r.URL.Path == "/health" && (r.Method == http.MethodGet || r.Method == http.MethodHead)) {
+	if !(r.URL.Path == "/health" && (r.Method == http.MethodGet || r.Method == http.MethodHead)) && !isJobsPath(r.URL.Path) {
 		if e := s.authorize(r); e != nil {
 			s.writeError(ex, r, e)
 			ex.completed = true
