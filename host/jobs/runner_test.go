@@ -48,7 +48,11 @@ func newRunner(t *testing.T, dir string, ledger *gpu.Ledger, ev Evictor) *Runner
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err = NewRunner(Config{Store: store, Executors: map[string]Executor{ExecutorLocal: local},
+	execs := map[string]Executor{ExecutorLocal: local}
+	if addr := os.Getenv("LOADOUT_RAY_ADDRESS"); addr != "" {
+		execs[ExecutorRay] = NewRayExecutor(RayConfig{Client: &RayClient{Address: addr}})
+	}
+	r, err = NewRunner(Config{Store: store, Executors: execs,
 		PollInterval: 100 * time.Millisecond, RetryBackoff: 20 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
