@@ -135,10 +135,10 @@ ray.init()
 @ray.remote(num_gpus=%d)
 class Hold:
     def wait(self):
-        while not os.path.exists(%q): time.sleep(0.1)
+        while not os.path.exists('%s'): time.sleep(0.1)
 h = Hold.remote()
 ray.get(h.__ray_ready__.remote())
-print('HOLDING', flush=True)
+print('HOLD' + 'ING', flush=True)
 ray.get(h.wait.remote())
 "`, total-1, release)
 	hid := "holder-" + strconv.FormatInt(time.Now().UnixNano(), 36)
@@ -147,7 +147,7 @@ ray.get(h.wait.remote())
 	}
 	t.Cleanup(func() { _, _ = ex.cfg.Client.Stop(context.Background(), hid) })
 	deadline := time.Now().Add(60 * time.Second)
-	for { // Ray's logs are the only sign the actor holds the GPUs
+	for { // Ray's logs are the only sign the actor holds the GPUs (they echo the entry point: hence 'HOLD' + 'ING')
 		logs, _ := ex.cfg.Client.Logs(context.Background(), hid)
 		if strings.Contains(logs, "HOLDING") {
 			break
