@@ -26,12 +26,36 @@ type jobsOptions struct {
 	db         string
 	token      string
 	maxRunning int
+	// Ray executor: the dashboard address, its bearer token, and the
+	// driver's entry-point resources (JSON, e.g. {"worker":1}).
+	rayAddress, rayToken, rayEntrypointResources string
 }
 
 func addJobsFlags(cmd *cobra.Command, o *jobsOptions) {
 	cmd.Flags().StringVar(&o.db, "db", "", "the jobs database (SQLite); default $XDG_DATA_HOME/loadout/jobs.db or ~/.local/share/loadout/jobs.db")
 	cmd.Flags().StringVar(&o.token, "job-token", os.Getenv("LOADOUT_JOB_TOKEN"), "bearer token of the jobs API (/api/jobs), apart from the inference API keys; empty: the jobs API is off (default $LOADOUT_JOB_TOKEN)")
 	cmd.Flags().IntVar(&o.maxRunning, "max-running-jobs", 0, "most jobs submitted or running at once (0: 64)")
+	cmd.Flags().StringVar(&o.rayAddress, "ray-address", os.Getenv("LOADOUT_RAY_ADDRESS"), "a Ray cluster's dashboard (e.g. http://127.0.0.1:8265) for jobs with executor: ray; empty: no Ray executor (default $LOADOUT_RAY_ADDRESS)")
+	cmd.Flags().StringVar(&o.rayToken, "ray-token", os.Getenv("LOADOUT_RAY_TOKEN"), "bearer token for the Ray dashboard (default $LOADOUT_RAY_TOKEN)")
+	cmd.Flags().StringVar(&o.rayEntrypointResources, "ray-entrypoint-resources", "", `Ray entrypoint_resources for every job's driver, as JSON (e.g. '{"worker":1}': keeps the driver on a worker, off a head started with no GPUs)`)
+}
+
+// rayExecutor builds the Ray executor from serve's flags; nil when no
+// address is given.
+func rayExecutor(o jobsOptions) (*jobs.RayExecutor, error) {
+	if o.rayAddress == "" {
+		return nil, nil
+	}
+	var res map[string]float64
+	if o.rayEntrypointResources != "" {
+		if err := json.Unmarshal([]byte(o.rayEntrypointResources), &res); err != nil {
+			return nil, fmt.Errorf("--ray-entrypoint-resources: want a JSON object of resource names to amounts: %w", err)
+		}
+	}
+	return jobs.NewRayExecutor(jobs.RayConfig{
+		Client:              &jobs.RayClient{Address: o.rayAddress, Token: o.rayToken},
+		EntrypointResources: res,
+	}), nil
 }
 
 // startJobs opens the job store and starts the runner with the local
@@ -62,7 +86,16 @@ func startJobs(ctx context.Context, o jobsOptions, ledger *gpu.Ledger, r *router
 		store.Close()
 		return nil, nil, err
 	}
-	runner, err = jobs.NewRunner(jobs.Config{Store: store, Executors: map[string]jobs.Executor{jobs.ExecutorLocal: local},
+	executors := map[string]jobs.Executor{jobs.ExecutorLocal: local}
+	ray, err := rayExecutor(o)
+	if err != nil {
+		store.Close()
+		return nil, nil, err
+	}
+	if ray != nil {
+		executors[jobs.ExecutorRay] = ray
+	}
+	runner, err = jobs.NewRunner(jobs.Config{Store: store, Executors: executors,
 		MaxRunning: o.maxRunning, Logger: log})
 	if err != nil {
 		store.Close()
@@ -80,7 +113,7 @@ func startJobs(ctx context.Context, o jobsOptions, ledger *gpu.Ledger, r *router
 	case <-runner.Resumed():
 	case <-done:
 	}
-	log.Info("job queue open", "db", path, "api", o.token != "")
+	log.Info("job queue open", "db", path, "api", o.token != "", "ray", o.rayAddress)
 	return runner, func() { cancel(); <-done; store.Close() }, nil
 }
 
