@@ -62,7 +62,9 @@ func rayExecutor(o jobsOptions) (*jobs.RayExecutor, error) {
 // executor on the models' GPU ledger (and the router to evict idle models
 // for jobs that allow it). It returns once the runner has taken back the
 // leases of jobs still running from an earlier run, so no model is placed
-// on their GPUs; stop ends the runner and closes the store.
+// on their GPUs; stop ends the runner and closes the store. When the
+// default database (no --db) cannot be opened, jobs are off: it logs why
+// and returns a nil runner.
 func startJobs(ctx context.Context, o jobsOptions, ledger *gpu.Ledger, r *router.Router, log *slog.Logger) (*jobs.Runner, func(), error) {
 	path := o.db
 	if path == "" {
@@ -72,6 +74,12 @@ func startJobs(ctx context.Context, o jobsOptions, ledger *gpu.Ledger, r *router
 		}
 	}
 	store, err := jobs.OpenStore(path)
+	if err != nil && o.db == "" {
+		// The default place is not writable (a read-only home): serving
+		// models must not depend on it. The jobs API says it is off.
+		log.Warn("job queue disabled: its default database cannot be opened; give --db", "err", err)
+		return nil, func() {}, nil
+	}
 	if err != nil {
 		return nil, nil, err
 	}

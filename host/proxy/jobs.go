@@ -46,7 +46,7 @@ func (s *Server) jobsAuth(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if s.cfg.Jobs == nil || s.cfg.JobToken == "" {
 			s.writeError(w, r, &apiError{status: http.StatusServiceUnavailable, code: "jobs_disabled",
-				msg: "the jobs API is off: start serve with a job token (--job-token or LOADOUT_JOB_TOKEN)"})
+				msg: "the jobs API is off: start serve with a job token (--job-token or LOADOUT_JOB_TOKEN) and a job database it can open (--db; see its log)"})
 			return
 		}
 		tok := ""
