@@ -140,7 +140,7 @@ func TestServeJobs_APIAndCLI(t *testing.T) {
 		t.Fatalf("submit printed %q, want a task id", id)
 	}
 	s.awaitJob(t, id, "SUCCEEDED")
-	if out := cli("list", "--state", "SUCCEEDED"); !strings.Contains(out, id) {
+	if out := cli("list", "--state", "SUCCEEDED"); !strings.Contains(out, id) || !strings.Contains(out, "1x2") {
 		t.Fatalf("list: %s", out)
 	}
 	if out := cli("get", id); !strings.Contains(out, id+"--a01") || !strings.Contains(out, `"events"`) {

@@ -55,8 +55,8 @@ type Task struct {
 	Priority int    `json:"priority"` // higher first; FIFO within a priority
 	// SpecRaw is the job spec exactly as submitted (YAML or JSON).
 	SpecRaw string `json:"spec"`
-	// Spec is SpecRaw parsed.
-	Spec      Spec      `json:"-"`
+	// Spec is SpecRaw parsed, with the defaults applied.
+	Spec      Spec      `json:"job"`
 	State     State     `json:"state"`
 	CreatedAt time.Time `json:"created_at"`
 	UpdatedAt time.Time `json:"updated_at"`
