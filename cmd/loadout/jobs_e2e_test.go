@@ -164,7 +164,7 @@ func TestServeJobs_SharesGPUsWithModels(t *testing.T) {
 		}
 	})
 	gate := func(name string) string {
-		return fmt.Sprintf("command: 'while [ ! -e %s ]; do sleep 0.05; done'\n", filepath.Join(dir, name))
+		return fmt.Sprintf("command: 'while [ ! -e %s ] && [ -d %s ]; do sleep 0.05; done'\n", filepath.Join(dir, name), dir)
 	}
 	job := s.submitJob(gate("one") + "gpus_per_node: 1\n")
 	job = s.awaitJob(t, job.ID, "RUNNING")

@@ -54,7 +54,7 @@ func rayRig(t *testing.T) (*Runner, *RayExecutor, string) {
 func rayGate(t *testing.T, dir, name string, gpus int) string {
 	path := filepath.Join(dir, name)
 	t.Cleanup(func() { _ = os.WriteFile(path, nil, 0o644) })
-	return fmt.Sprintf("executor: ray\ngpus_per_node: %d\ncommand: 'while [ ! -e %s ]; do sleep 0.1; done; echo released'\n", gpus, path)
+	return fmt.Sprintf("executor: ray\ngpus_per_node: %[1]d\ncommand: 'while [ ! -e %[2]s ] && [ -d %[3]s ]; do sleep 0.1; done; echo released'\n", gpus, path, dir)
 }
 
 // countGPUs is the job's own count, as verl makes it at start-up.

@@ -152,9 +152,10 @@ gpus_per_node: 2
 	}
 }
 
-// gate is a job command that runs until its file exists.
+// gate is a job command that runs until its file exists, or its directory
+// is gone (a failed test's TempDir), so no job outlives a test.
 func gate(dir, name string) string {
-	return fmt.Sprintf("command: 'while [ ! -e %s ]; do sleep 0.02; done; echo released'\n", filepath.Join(dir, name))
+	return fmt.Sprintf("command: 'while [ ! -e %s ] && [ -d %s ]; do sleep 0.02; done; echo released'\n", filepath.Join(dir, name), dir)
 }
 
 func TestRunner_GangWaitsInPendingResourcesThenRuns(t *testing.T) {
