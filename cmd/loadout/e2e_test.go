@@ -88,7 +88,8 @@ func startServer(t testing.TB, configPath string, extra ...string) *server {
 	s := &server{t: t, cmd: exec.Command(loadoutBin, args...), exit: make(chan error, 1)}
 	s.cmd.Env = append(os.Environ(),
 		"LOADOUT_BIN="+loadoutBin,
-		"LOADOUT_E2E_START_PORT="+strconv.Itoa(startPort()))
+		"LOADOUT_E2E_START_PORT="+strconv.Itoa(startPort()),
+		"XDG_DATA_HOME="+t.TempDir()) // serve's default jobs database goes there, not under $HOME
 	stderr, err := s.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -32,6 +32,7 @@ type serveOptions struct {
 	listen          string
 	logLevel        string
 	shutdownTimeout time.Duration
+	jobs            jobsOptions // jobs.go
 }
 
 func newServeCmd() *cobra.Command {
@@ -63,6 +64,7 @@ and Loadout still exits 0, within the timeout plus one second.`,
 	cmd.Flags().StringVarP(&o.listen, "listen", "l", defaultListen, "address to listen on")
 	cmd.Flags().StringVar(&o.logLevel, "log-level", "", "debug, info, warn or error (default: the config's logLevel)")
 	cmd.Flags().DurationVar(&o.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long in-flight requests may take to finish on shutdown; then they are ended with an error")
+	addJobsFlags(cmd, &o.jobs)
 	return cmd
 }
 
@@ -234,7 +236,15 @@ func runServe(ctx context.Context, o serveOptions) error {
 		return err
 	}
 
+	jobRunner, stopJobs, err := startJobs(ctx, o.jobs, ledger, r, log)
+	if err != nil {
+		return err
+	}
+	defer stopJobs()
+
 	handler, err := proxy.New(proxy.Config{
+		Jobs:                 jobRunner,
+		JobToken:             o.jobs.token,
 		Router:               r,
 		Models:               catalog,
 		APIKeys:              cfg.APIKeys,

@@ -37,6 +37,10 @@
 // then waits, before the target starts, until the driver really reports
 // that memory free.
 //
+// A GPU job takes whole devices (jobs.go): Ledger.AcquireDevices leases
+// all of each device's leasable memory, only on devices no one holds, so a
+// job and a model never share a GPU; Leases marks such holders Kind "job".
+//
 // Once a model is loaded its measured usage (Inventory.ProcessMemory over
 // the model server's pids) replaces the estimate: Ledger.Resize, with
 // Rescale to spread a measured total over the lease's devices.

@@ -27,6 +27,7 @@ type Ledger struct {
 	mu     sync.Mutex
 	leases map[string]map[int]uint64 // owner → device → bytes
 	leased map[int]uint64            // device → bytes, summed over owners
+	jobs   map[string]bool           // owners whose lease is a job's (AcquireDevices)
 }
 
 // NewLedger returns an empty ledger over inv. margin is the per-device
@@ -175,6 +176,7 @@ func (l *Ledger) release(owner string) bool {
 		}
 	}
 	delete(l.leases, owner)
+	delete(l.jobs, owner)
 	return true
 }
 
@@ -260,6 +262,9 @@ type DeviceLeases struct {
 type Holder struct {
 	Owner string `json:"owner"` // model id or job id
 	Bytes uint64 `json:"bytes"`
+	// Kind is "job" for a job's whole-device lease (AcquireDevices),
+	// "model" otherwise.
+	Kind string `json:"kind"`
 }
 
 // Leases returns every device with its free memory and its holders, in
@@ -281,7 +286,11 @@ func (l *Ledger) Leases() ([]DeviceLeases, error) {
 		}
 		for _, o := range owners {
 			if b := l.leases[o][dev.Index]; b > 0 {
-				dl.Holders = append(dl.Holders, Holder{Owner: o, Bytes: b})
+				kind := "model"
+				if l.isJob(o) {
+					kind = "job"
+				}
+				dl.Holders = append(dl.Holders, Holder{Owner: o, Bytes: b, Kind: kind})
 			}
 		}
 		out[i] = dl

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/loadout-dev/loadout/host/events"
+	"github.com/loadout-dev/loadout/host/jobs"
 	"github.com/loadout-dev/loadout/host/logs"
 	"github.com/loadout-dev/loadout/host/router"
 )
@@ -112,6 +113,10 @@ type Config struct {
 	// ends (the activity log). It runs on the request's goroutine and
 	// must not block.
 	OnRequest func(RequestSummary)
+	// Jobs, when set with JobToken, serves the jobs API under /api/jobs
+	// (jobs.go); JobToken is its bearer token, apart from APIKeys.
+	Jobs     *jobs.Runner
+	JobToken string
 	// Logger receives one line per request: debug when it succeeded, warn
 	// when it failed. Nil means slog.Default().
 	Logger *slog.Logger
@@ -213,6 +218,7 @@ func (s *Server) routes() *mux.Router {
 	m.HandleFunc("/logs", s.logsHistory).Methods(http.MethodGet)
 	m.HandleFunc("/logs/stream", s.logsStream).Methods(http.MethodGet)
 	m.HandleFunc("/logs/stream/{model:.+}", s.logsStream).Methods(http.MethodGet)
+	s.jobRoutes(m)
 	m.Handle("/metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{
 		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	})).Methods(http.MethodGet)
@@ -248,7 +254,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		ex.completed = true
 		return
 	}
-	if !public(r) {
+	if !public(r) && !isJobsPath(r.URL.Path) {
 		if e := s.authorize(r); e != nil {
 			s.writeError(ex, r, e)
 			ex.completed = true

@@ -1,0 +1,273 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/loadout-dev/loadout/host/gpu"
+	"github.com/loadout-dev/loadout/host/jobs"
+	"github.com/loadout-dev/loadout/host/router"
+)
+
+// jobsOptions are serve's job-queue flags.
+type jobsOptions struct {
+	db         string
+	token      string
+	maxRunning int
+	// Ray executor: the dashboard address, its bearer token, and the
+	// driver's entry-point resources (JSON, e.g. {"worker":1}).
+	rayAddress, rayToken, rayEntrypointResources string
+}
+
+func addJobsFlags(cmd *cobra.Command, o *jobsOptions) {
+	cmd.Flags().StringVar(&o.db, "db", "", "the jobs database (SQLite); default $XDG_DATA_HOME/loadout/jobs.db or ~/.local/share/loadout/jobs.db")
+	cmd.Flags().StringVar(&o.token, "job-token", os.Getenv("LOADOUT_JOB_TOKEN"), "bearer token of the jobs API (/api/jobs), apart from the inference API keys; empty: the jobs API is off (default $LOADOUT_JOB_TOKEN)")
+	cmd.Flags().IntVar(&o.maxRunning, "max-running-jobs", 0, "most jobs submitted or running at once (0: 64)")
+	cmd.Flags().StringVar(&o.rayAddress, "ray-address", os.Getenv("LOADOUT_RAY_ADDRESS"), "a Ray cluster's dashboard (e.g. http://127.0.0.1:8265) for jobs with executor: ray; empty: no Ray executor (default $LOADOUT_RAY_ADDRESS)")
+	cmd.Flags().StringVar(&o.rayToken, "ray-token", os.Getenv("LOADOUT_RAY_TOKEN"), "bearer token for the Ray dashboard (default $LOADOUT_RAY_TOKEN)")
+	cmd.Flags().StringVar(&o.rayEntrypointResources, "ray-entrypoint-resources", "", `Ray entrypoint_resources for every job's driver, as JSON (e.g. '{"worker":1}': keeps the driver on a worker, off a head started with no GPUs)`)
+}
+
+// rayExecutor builds the Ray executor from serve's flags; nil when no
+// address is given.
+func rayExecutor(o jobsOptions) (*jobs.RayExecutor, error) {
+	if o.rayAddress == "" {
+		return nil, nil
+	}
+	var res map[string]float64
+	if o.rayEntrypointResources != "" {
+		if err := json.Unmarshal([]byte(o.rayEntrypointResources), &res); err != nil {
+			return nil, fmt.Errorf("--ray-entrypoint-resources: want a JSON object of resource names to amounts: %w", err)
+		}
+	}
+	return jobs.NewRayExecutor(jobs.RayConfig{
+		Client:              &jobs.RayClient{Address: o.rayAddress, Token: o.rayToken},
+		EntrypointResources: res,
+	}), nil
+}
+
+// startJobs opens the job store and starts the runner with the local
+// executor on the models' GPU ledger (and the router to evict idle models
+// for jobs that allow it). It returns once the runner has taken back the
+// leases of jobs still running from an earlier run, so no model is placed
+// on their GPUs; stop ends the runner and closes the store. When the
+// default database (no --db) cannot be opened, jobs are off: it logs why
+// and returns a nil runner.
+func startJobs(ctx context.Context, o jobsOptions, ledger *gpu.Ledger, r *router.Router, log *slog.Logger) (*jobs.Runner, func(), error) {
+	path := o.db
+	if path == "" {
+		var err error
+		if path, err = jobs.DefaultDBPath(); err != nil {
+			return nil, nil, err
+		}
+	}
+	store, err := jobs.OpenStore(path)
+	if err != nil && o.db == "" {
+		// The default place is not writable (a read-only home): serving
+		// models must not depend on it. The jobs API says it is off.
+		log.Warn("job queue disabled: its default database cannot be opened; give --db", "err", err)
+		return nil, func() {}, nil
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	var runner *jobs.Runner
+	lc := jobs.LocalConfig{Ledger: ledger, Dir: filepath.Join(filepath.Dir(path), "job-logs"),
+		Notify: func() { runner.Wake() }, Logger: log}
+	if ledger != nil {
+		lc.Evictor = r
+	}
+	local, err := jobs.NewLocalExecutor(lc)
+	if err != nil {
+		store.Close()
+		return nil, nil, err
+	}
+	executors := map[string]jobs.Executor{jobs.ExecutorLocal: local}
+	ray, err := rayExecutor(o)
+	if err != nil {
+		store.Close()
+		return nil, nil, err
+	}
+	if ray != nil {
+		executors[jobs.ExecutorRay] = ray
+	}
+	runner, err = jobs.NewRunner(jobs.Config{Store: store, Executors: executors,
+		MaxRunning: o.maxRunning, Logger: log})
+	if err != nil {
+		store.Close()
+		return nil, nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := runner.Run(ctx); err != nil {
+			log.Error("job runner stopped", "err", err)
+		}
+	}()
+	select {
+	case <-runner.Resumed():
+	case <-done:
+	}
+	log.Info("job queue open", "db", path, "api", o.token != "", "ray", o.rayAddress)
+	return runner, func() { cancel(); <-done; store.Close() }, nil
+}
+
+// jobsClient talks to a running Loadout's jobs API.
+type jobsClient struct {
+	server, token string
+	out           io.Writer
+}
+
+func newJobsCmd() *cobra.Command {
+	c := &jobsClient{}
+	cmd := &cobra.Command{
+		Use:   "jobs",
+		Short: "Submit and follow GPU jobs on a running Loadout (its /api/jobs)",
+		Long: `Submit GPU jobs (training, batch work) to a running Loadout, which queues
+each until its whole gang of GPUs (nnodes × gpus_per_node) is free, runs it
+locally on GPUs leased beside the models or on a Ray cluster, and retries it
+when it lost a race for resources. See docs/JOBS.md.`,
+		PersistentPreRun: func(cmd *cobra.Command, _ []string) { c.out = cmd.OutOrStdout() },
+	}
+	cmd.PersistentFlags().StringVar(&c.server, "server", "http://"+defaultListen, "the Loadout to talk to")
+	cmd.PersistentFlags().StringVar(&c.token, "token", os.Getenv("LOADOUT_JOB_TOKEN"), "the job token (default $LOADOUT_JOB_TOKEN)")
+
+	submit := &cobra.Command{
+		Use:   "submit FILE|-",
+		Short: "Submit a job spec (YAML or JSON; - reads standard input) and print its task id",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var spec []byte
+			var err error
+			if args[0] == "-" {
+				spec, err = io.ReadAll(cmd.InOrStdin())
+			} else {
+				spec, err = os.ReadFile(args[0])
+			}
+			if err != nil {
+				return err
+			}
+			var t jobs.Task
+			if err := c.do(cmd.Context(), http.MethodPost, "/api/jobs", spec, &t); err != nil {
+				return err
+			}
+			fmt.Fprintln(c.out, t.ID)
+			return nil
+		},
+	}
+	var state string
+	list := &cobra.Command{
+		Use:   "list [--state S1,S2]",
+		Short: "List jobs in queue order",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var out struct {
+				Jobs []jobs.Task `json:"jobs"`
+			}
+			path := "/api/jobs"
+			if state != "" {
+				path += "?state=" + state
+			}
+			if err := c.do(cmd.Context(), http.MethodGet, path, nil, &out); err != nil {
+				return err
+			}
+			tw := tabwriter.NewWriter(c.out, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "ID\tSTATE\tEXECUTOR\tGPUS\tATTEMPTS\tCREATED\tNOTE")
+			for _, t := range out.Jobs {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%dx%d\t%d\t%s\t%s\n", t.ID, t.State, t.Executor, t.Spec.NNodes, t.Spec.GPUsPerNode,
+					t.Attempts, t.CreatedAt.Local().Format(time.DateTime), t.Error)
+			}
+			return tw.Flush()
+		},
+	}
+	list.Flags().StringVar(&state, "state", "", "only these states, comma-separated (e.g. RUNNING,PENDING_RESOURCES)")
+	get := &cobra.Command{
+		Use:   "get ID",
+		Short: "Show a job: state, attempts (submission id, start, end, failure) and events, as JSON",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var raw json.RawMessage
+			if err := c.do(cmd.Context(), http.MethodGet, "/api/jobs/"+args[0], nil, &raw); err != nil {
+				return err
+			}
+			var buf bytes.Buffer
+			_ = json.Indent(&buf, raw, "", "  ")
+			fmt.Fprintln(c.out, buf.String())
+			return nil
+		},
+	}
+	cancel := &cobra.Command{
+		Use:   "cancel ID",
+		Short: "Cancel a job: a waiting one at once, a running one is stopped",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var t jobs.Task
+			if err := c.do(cmd.Context(), http.MethodPost, "/api/jobs/"+args[0]+"/cancel", nil, &t); err != nil {
+				return err
+			}
+			fmt.Fprintf(c.out, "%s %s\n", t.ID, t.State)
+			return nil
+		},
+	}
+	logs := &cobra.Command{
+		Use:   "logs ID",
+		Short: "Print the output of a job's latest attempt",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return c.do(cmd.Context(), http.MethodGet, "/api/jobs/"+args[0]+"/logs", nil, c.out)
+		},
+	}
+	cmd.AddCommand(submit, list, get, cancel, logs)
+	return cmd
+}
+
+// do sends one request; into is a JSON target, or an io.Writer for a text
+// body. An error response's message becomes the error.
+func (c *jobsClient) do(ctx context.Context, method, path string, body []byte, into any) error {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(c.server, "/")+path, rd)
+	if err != nil {
+		return err
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode >= 300 {
+		b, _ := io.ReadAll(resp.Body)
+		var e struct {
+			Error struct {
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		if json.Unmarshal(b, &e) == nil && e.Error.Message != "" {
+			return fmt.Errorf("%s (HTTP %d)", e.Error.Message, resp.StatusCode)
+		}
+		return fmt.Errorf("HTTP %d: %s", resp.StatusCode, strings.TrimSpace(string(b)))
+	}
+	if w, ok := into.(io.Writer); ok {
+		_, err = io.Copy(w, resp.Body)
+		return err
+	}
+	return json.NewDecoder(resp.Body).Decode(into)
+}

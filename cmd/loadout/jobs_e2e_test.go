@@ -1,0 +1,228 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const e2eJobToken = "job-secret"
+
+// jobsServer starts loadout serve on testdata/e2e/jobs.yaml with its own
+// jobs database and a job token.
+func jobsServer(t *testing.T) (*server, string) {
+	dir := t.TempDir()
+	s := startServer(t, "../../testdata/e2e/jobs.yaml", "--db", filepath.Join(dir, "jobs.db"), "--job-token", e2eJobToken)
+	return s, dir
+}
+
+// jobReq sends a jobs API request with the job token.
+func (s *server) jobReq(method, path, body string) (int, string) {
+	s.t.Helper()
+	req, _ := http.NewRequest(method, s.base+path, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+e2eJobToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		s.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+type e2eJob struct {
+	ID            string `json:"id"`
+	State         string `json:"state"`
+	Error         string `json:"error"`
+	Attempts      int    `json:"attempts"`
+	LatestAttempt *struct {
+		SubmissionID string `json:"submission_id"`
+		Devices      []int  `json:"devices"`
+		FailureKind  string `json:"failure_kind"`
+	} `json:"latest_attempt"`
+}
+
+func (s *server) submitJob(spec string) e2eJob {
+	s.t.Helper()
+	code, body := s.jobReq(http.MethodPost, "/api/jobs", spec)
+	if code != http.StatusCreated {
+		s.t.Fatalf("submit: %d %s", code, body)
+	}
+	var j e2eJob
+	if err := json.Unmarshal([]byte(body), &j); err != nil {
+		s.t.Fatal(err)
+	}
+	return j
+}
+
+func (s *server) job(id string) e2eJob {
+	s.t.Helper()
+	code, body := s.jobReq(http.MethodGet, "/api/jobs/"+id, "")
+	if code != 200 {
+		s.t.Fatalf("get %s: %d %s", id, code, body)
+	}
+	var j e2eJob
+	if err := json.Unmarshal([]byte(body), &j); err != nil {
+		s.t.Fatal(err)
+	}
+	return j
+}
+
+// awaitJob polls the API until the job is in state: the job runs in
+// another process, so its state is the event to await.
+func (s *server) awaitJob(t *testing.T, id, state string) e2eJob {
+	t.Helper()
+	var j e2eJob
+	eventually(t, id+" to be "+state, func() bool { j = s.job(id); return j.State == state })
+	return j
+}
+
+func (v gpuView) holderKinds() map[string]int {
+	out := map[string]int{}
+	for _, d := range v.Devices {
+		for _, h := range d.Holders {
+			out[h.Owner] = d.Index
+		}
+	}
+	return out
+}
+
+// The jobs API: its own token, clear 400s naming the field, 422 for a gang
+// that can never fit, and the CLI against the running server.
+func TestServeJobs_APIAndCLI(t *testing.T) {
+	s, dir := jobsServer(t)
+	for _, tok := range []string{"", "wrong"} {
+		req, _ := http.NewRequest(http.MethodGet, s.base+"/api/jobs", nil)
+		if tok != "" {
+			req.Header.Set("Authorization", "Bearer "+tok)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("token %q: %d, want 401", tok, resp.StatusCode)
+		}
+	}
+	if code, body := s.jobReq(http.MethodPost, "/api/jobs", "command: x\ngpus_per_node: lots\n"); code != 400 || !strings.Contains(body, "gpus_per_node") {
+		t.Fatalf("bad field: %d %s", code, body)
+	}
+	if code, body := s.jobReq(http.MethodPost, "/api/jobs", "command: x\ngpus_per_node: 3\n"); code != 422 || !strings.Contains(body, "never") {
+		t.Fatalf("a gang larger than the box: %d %s", code, body)
+	}
+	if code, body := s.jobReq(http.MethodGet, "/api/jobs?state=DONE", ""); code != 400 || !strings.Contains(body, "state") {
+		t.Fatalf("bad state filter: %d %s", code, body)
+	}
+
+	spec := filepath.Join(dir, "job.yaml")
+	if err := os.WriteFile(spec, []byte("workload: sft\ncommand: echo trained on $CUDA_VISIBLE_DEVICES\ngpus_per_node: 2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cli := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command(loadoutBin, append([]string{"jobs", "--server", s.base, "--token", e2eJobToken}, args...)...)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("loadout jobs %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	id := strings.TrimSpace(cli("submit", spec))
+	if !strings.HasPrefix(id, "sft-") {
+		t.Fatalf("submit printed %q, want a task id", id)
+	}
+	s.awaitJob(t, id, "SUCCEEDED")
+	if out := cli("list", "--state", "SUCCEEDED"); !strings.Contains(out, id) || !strings.Contains(out, "1x2") {
+		t.Fatalf("list: %s", out)
+	}
+	if out := cli("get", id); !strings.Contains(out, id+"--a01") || !strings.Contains(out, `"events"`) {
+		t.Fatalf("get: %s", out)
+	}
+	if out := cli("logs", id); !strings.Contains(out, "trained on 0,1") {
+		t.Fatalf("logs: %q", out)
+	}
+}
+
+// A job and models share the simulated GPUs through one ledger: the job's
+// device is never given to a model, a job that may not evict waits, and
+// one that may evicts idle models only, never a busy one.
+func TestServeJobs_SharesGPUsWithModels(t *testing.T) {
+	s, dir := jobsServer(t)
+	s.mustChat("m8")
+	m8 := onePid(t, "m8")
+	t.Cleanup(func() { // jobs outlive a stopped Loadout: end them
+		for _, f := range []string{"one", "two", "three"} {
+			_ = os.WriteFile(filepath.Join(dir, f), nil, 0o644)
+		}
+	})
+	gate := func(name string) string {
+		return fmt.Sprintf("command: 'while [ ! -e %s ] && [ -d %s ]; do sleep 0.05; done'\n", filepath.Join(dir, name), dir)
+	}
+	job := s.submitJob(gate("one") + "gpus_per_node: 1\n")
+	job = s.awaitJob(t, job.ID, "RUNNING")
+	kinds := s.gpus().holderKinds()
+	jobDev, modelDev := kinds[job.ID], kinds["m8"]
+	if jobDev == modelDev || !slices.Equal(job.LatestAttempt.Devices, []int{jobDev}) {
+		t.Fatalf("job on GPU %d (%v), m8 on GPU %d: want different devices", jobDev, job.LatestAttempt.Devices, modelDev)
+	}
+	_, raw := s.get("/api/gpus")
+	if !strings.Contains(raw, `"kind":"job"`) || !strings.Contains(raw, `"kind":"model"`) {
+		t.Fatalf("/api/gpus does not show job leases beside model leases: %s", raw)
+	}
+	// A model request while the job holds a GPU goes where VRAM allows.
+	s.mustChat("m10")
+	if got := s.gpus().holderKinds()["m10"]; got != modelDev {
+		t.Fatalf("m10 placed on GPU %d, the job's is %d", got, jobDev)
+	}
+
+	// No free GPU, no eviction allowed: the job waits and says why.
+	waiter := s.submitJob(gate("two") + "gpus_per_node: 1\n")
+	w := s.awaitJob(t, waiter.ID, "PENDING_RESOURCES")
+	if !strings.Contains(w.Error, "free GPUs per node: [0]") {
+		t.Fatalf("pending reason %q", w.Error)
+	}
+	if code, body := s.jobReq(http.MethodPost, "/api/jobs/"+waiter.ID+"/cancel", ""); code != 200 || !strings.Contains(body, "CANCELED") {
+		t.Fatalf("cancel: %d %s", code, body)
+	}
+
+	// Eviction allowed, but m8 is busy: nothing is evicted.
+	resp, err := http.Post(s.base+"/v1/chat/completions", "application/json",
+		strings.NewReader(`{"model":"m8","stream":true,"max_tokens":400,"messages":[{"role":"user","content":"slow"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 64)
+	if _, err := resp.Body.Read(buf); err != nil { // the stream has begun: m8 is busy
+		t.Fatal(err)
+	}
+	evictor := s.submitJob(gate("three") + "gpus_per_node: 1\nevict_idle_models: true\n")
+	s.awaitJob(t, evictor.ID, "PENDING_RESOURCES")
+	if !alive(m8) {
+		t.Fatal("a job evicted a model with a request in flight")
+	}
+	resp.Body.Close() // m8 is idle now: the job may evict it and m10
+	ev := s.awaitJob(t, evictor.ID, "RUNNING")
+	if !slices.Equal(ev.LatestAttempt.Devices, []int{modelDev}) {
+		t.Fatalf("evicting job on %v, want GPU %d", ev.LatestAttempt.Devices, modelDev)
+	}
+	eventually(t, "m8 to stop", func() bool { return !alive(m8) })
+	if h, want := s.gpus().holders(), []string{evictor.ID, job.ID}; !slices.Equal(h, slices.Sorted(slices.Values(want))) {
+		t.Fatalf("holders %v, want only the two jobs", h)
+	}
+	for _, f := range []string{"one", "three"} {
+		_ = os.WriteFile(filepath.Join(dir, f), nil, 0o644)
+	}
+	s.awaitJob(t, job.ID, "SUCCEEDED")
+	s.awaitJob(t, evictor.ID, "SUCCEEDED")
+	if h := s.gpus().holders(); len(h) != 0 {
+		t.Fatalf("leases left after the jobs: %v", h)
+	}
+}

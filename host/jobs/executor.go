@@ -1,0 +1,114 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// Executor statuses: Ray's job statuses (Ray Jobs REST API), which the
+// local executor uses too.
+const (
+	StatusPending   = "PENDING"
+	StatusRunning   = "RUNNING"
+	StatusStopped   = "STOPPED"
+	StatusSucceeded = "SUCCEEDED"
+	StatusFailed    = "FAILED"
+)
+
+// Executor runs attempts somewhere: local processes or a Ray cluster. The
+// runner calls it from one goroutine.
+type Executor interface {
+	// Capacity returns, per node, how many GPUs a job of spec could use
+	// at all (Total: to refuse a gang that can never fit) and now (Free:
+	// gang admission). Errors: the executor cannot be reached (the task
+	// waits, and the API shows the error).
+	Capacity(ctx context.Context, spec Spec) (Capacity, error)
+	// Start submits attempt a of t. It may set a.Handle, a.Devices and
+	// a.Status. Errors: *StartError says how the runner treats it.
+	Start(ctx context.Context, t *Task, a *Attempt) error
+	// Poll returns the attempt's status. Found is false when the executor
+	// has never heard of it (a submission lost in a crash).
+	Poll(ctx context.Context, t *Task, a *Attempt) (Status, error)
+	// Stop asks the attempt to stop; Poll later says STOPPED.
+	Stop(ctx context.Context, t *Task, a *Attempt) error
+	// Logs returns the attempt's output so far (a tail, at most a few MiB).
+	Logs(ctx context.Context, t *Task, a *Attempt) (string, error)
+	// Resume takes back, after a restart, what a running attempt holds
+	// (the local executor's GPU leases).
+	Resume(t *Task, a *Attempt) error
+	// Finish releases what a finished attempt held.
+	Finish(t *Task, a *Attempt)
+}
+
+// Capacity is GPUs per node, one entry per node.
+type Capacity struct {
+	Total []int
+	Free  []int
+}
+
+// fits reports whether nnodes nodes of nodes each have at least gpus.
+func fits(nodes []int, nnodes, gpus int) bool {
+	if gpus == 0 {
+		return true
+	}
+	n := 0
+	for _, g := range nodes {
+		if g >= gpus {
+			n++
+		}
+	}
+	return n >= nnodes
+}
+
+// Status is an attempt's status as its executor reports it.
+type Status struct {
+	Found bool
+	// Status is one of the Status* words.
+	Status string
+	// Message is the executor's message (Ray's message; the local exit
+	// status).
+	Message string
+	// ErrorType is Ray's error_type (e.g. JOB_SUPERVISOR_ACTOR_START_TIMEOUT).
+	ErrorType string
+	// LogTail is the end of the job's output, for classifying a failure.
+	LogTail string
+}
+
+// StartError is a failed Start: Kind says whether the runner retries
+// (FailureInsufficientResources: back to PENDING_RESOURCES; Unreachable
+// too) or fails the task.
+type StartError struct {
+	Kind FailureKind
+	// Unreachable: the executor could not be reached; the attempt is
+	// dropped and the task waits, saying why.
+	Unreachable bool
+	Err         error
+}
+
+func (e *StartError) Error() string { return e.Err.Error() }
+func (e *StartError) Unwrap() error { return e.Err }
+
+// startFailure reads err as a StartError (a plain error is a
+// RUNTIME_ERROR).
+func startFailure(err error) *StartError {
+	var se *StartError
+	if errors.As(err, &se) {
+		return se
+	}
+	return &StartError{Kind: FailureRuntimeError, Err: err}
+}
+
+// RefusedError is Submit's error for a task that can never run: more GPUs
+// than the cluster or box has. The HTTP API answers 422.
+type RefusedError struct{ Msg string }
+
+func (e *RefusedError) Error() string { return "job refused: " + e.Msg }
+
+func refuseIfNeverFits(spec Spec, c Capacity) error {
+	if fits(c.Total, spec.NNodes, spec.GPUsPerNode) {
+		return nil
+	}
+	return &RefusedError{fmt.Sprintf("it needs %d node(s) with %d GPU(s) each, but the %s executor's nodes have %v GPUs in all: it could never run",
+		spec.NNodes, spec.GPUsPerNode, spec.Executor, c.Total)}
+}

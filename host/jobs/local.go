@@ -1,0 +1,384 @@
+package jobs
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"github.com/loadout-dev/loadout/plugins"
+	"io"
+	"log/slog"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/loadout-dev/loadout/host/gpu"
+)
+
+// Evictor stops idle models so a local job can take their GPUs. The
+// router implements it (host/router/jobs.go): which models are idle is
+// its state, never a model with requests in flight, never a pinned one.
+type Evictor interface {
+	// IdleDevices returns the devices every holder of which is an idle,
+	// unpinned, loaded model: what EvictIdle could free.
+	IdleDevices() []int
+	// EvictIdle stops the models holding devices, all of them idle, and
+	// waits until they have stopped (their leases are then released). It
+	// returns the models stopped. Errors: one of them is busy (nothing is
+	// stopped), ctx ends, the router is shutting down.
+	EvictIdle(ctx context.Context, devices []int) ([]string, error)
+}
+
+// LocalConfig builds a LocalExecutor.
+type LocalConfig struct {
+	// Ledger is the GPU ledger the models use; nil: no GPUs, only jobs
+	// with gpus_per_node 0 run.
+	Ledger *gpu.Ledger
+	// Evictor, when set, lets jobs with evict_idle_models stop idle models.
+	Evictor Evictor
+	// Dir holds each attempt's log, pid and exit files.
+	Dir string
+	// StopGrace is how long a stopped job has between SIGTERM and SIGKILL.
+	// Default 10 s.
+	StopGrace time.Duration
+	// Notify is called (from another goroutine) when a job's process
+	// exits, so the runner polls at once.
+	Notify func()
+	Logger *slog.Logger
+}
+
+// LocalExecutor runs a job's command with /bin/sh -c as a process group,
+// with CUDA_VISIBLE_DEVICES (and CUDA_DEVICE_ORDER=PCI_BUS_ID) set to the
+// devices it leased. A small shell wrapper writes the command's exit status
+// to a file, so a restarted Loadout still learns how a job it started
+// ended.
+type LocalExecutor struct{ cfg LocalConfig }
+
+// NewLocalExecutor returns a local executor; it makes cfg.Dir.
+func NewLocalExecutor(cfg LocalConfig) (*LocalExecutor, error) {
+	if cfg.StopGrace <= 0 {
+		cfg.StopGrace = 10 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Notify == nil {
+		cfg.Notify = func() {}
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("local jobs: %w", err)
+	}
+	return &LocalExecutor{cfg: cfg}, nil
+}
+
+// localHandle is a local attempt's Handle.
+type localHandle struct {
+	PID int `json:"pid"`
+}
+
+func (e *LocalExecutor) path(a *Attempt, ext string) string {
+	return filepath.Join(e.cfg.Dir, a.SubmissionID+ext)
+}
+
+// Capacity: one node; Total is every device, Free the unheld ones plus,
+// for a job that may evict, the ones only idle models hold.
+func (e *LocalExecutor) Capacity(ctx context.Context, spec Spec) (Capacity, error) {
+	if e.cfg.Ledger == nil {
+		return Capacity{Total: []int{0}, Free: []int{0}}, nil
+	}
+	devs, err := e.cfg.Ledger.Inventory().Devices()
+	if err != nil {
+		return Capacity{}, err
+	}
+	free, err := e.available(spec)
+	if err != nil {
+		return Capacity{}, err
+	}
+	return Capacity{Total: []int{len(devs)}, Free: []int{len(free)}}, nil
+}
+
+// available returns the devices the job could take now: unheld ones first,
+// then (evict_idle_models) ones only idle models hold.
+func (e *LocalExecutor) available(spec Spec) ([]int, error) {
+	free, err := e.cfg.Ledger.UnheldDevices()
+	if err != nil {
+		return nil, err
+	}
+	if spec.EvictIdleModels && e.cfg.Evictor != nil {
+		for _, d := range e.cfg.Evictor.IdleDevices() {
+			if !slices.Contains(free, d) {
+				free = append(free, d)
+			}
+		}
+	}
+	return free, nil
+}
+
+// wrapper runs the command and records its pid and exit status.
+const wrapper = `echo $$ > "$LOADOUT_JOB_PIDFILE"
+/bin/sh -c "$LOADOUT_JOB_COMMAND"
+s=$?
+echo $s > "$LOADOUT_JOB_EXITFILE.tmp" && mv "$LOADOUT_JOB_EXITFILE.tmp" "$LOADOUT_JOB_EXITFILE"
+exit $s`
+
+// Start leases the job's devices (evicting idle models first when the
+// spec allows it), then starts the process. A lease it cannot get is a
+// StartError of kind INSUFFICIENT_RESOURCES.
+func (e *LocalExecutor) Start(ctx context.Context, t *Task, a *Attempt) error {
+	need := t.Spec.GPUsPerNode
+	var devices []int
+	if need > 0 {
+		if e.cfg.Ledger == nil {
+			return &StartError{Kind: FailureInsufficientResources, Err: errors.New("no GPUs on this box")}
+		}
+		avail, err := e.available(t.Spec)
+		if err != nil {
+			return &StartError{Kind: FailureInsufficientResources, Err: err}
+		}
+		if len(avail) < need {
+			return &StartError{Kind: FailureInsufficientResources, Err: fmt.Errorf("needs %d GPUs, %d available", need, len(avail))}
+		}
+		devices = slices.Sorted(slices.Values(avail[:need]))
+		unheld, _ := e.cfg.Ledger.UnheldDevices()
+		var evict []int
+		for _, d := range devices {
+			if !slices.Contains(unheld, d) {
+				evict = append(evict, d)
+			}
+		}
+		if len(evict) > 0 {
+			stopped, err := e.cfg.Evictor.EvictIdle(ctx, evict)
+			if err != nil {
+				return &StartError{Kind: FailureInsufficientResources, Err: fmt.Errorf("evicting idle models from GPUs %v: %w", evict, err)}
+			}
+			e.cfg.Logger.Info("job evicted idle models", "task", t.ID, "gpus", evict, "models", stopped)
+		}
+		if _, err := e.cfg.Ledger.AcquireDevices(t.ID, devices); err != nil {
+			return &StartError{Kind: FailureInsufficientResources, Err: err}
+		}
+	}
+	pid, err := e.spawn(t, a, devices)
+	if err != nil {
+		if e.cfg.Ledger != nil {
+			e.cfg.Ledger.Release(t.ID)
+		}
+		return &StartError{Kind: FailureRuntimeError, Err: err}
+	}
+	h, _ := json.Marshal(localHandle{PID: pid})
+	a.Handle, a.Devices, a.Status = string(h), devices, StatusRunning
+	e.cfg.Logger.Info("job started", "task", t.ID, "submission_id", a.SubmissionID, "pid", pid, "gpus", devices)
+	return nil
+}
+
+func (e *LocalExecutor) spawn(t *Task, a *Attempt, devices []int) (int, error) {
+	logf, err := os.OpenFile(e.path(a, ".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return 0, err
+	}
+	defer logf.Close()
+	for _, ext := range []string{".exit", ".pid"} {
+		_ = os.Remove(e.path(a, ext))
+	}
+	cmd := exec.Command("/bin/sh", "-c", wrapper)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	env := os.Environ()
+	for _, k := range slices.Sorted(maps.Keys(t.Spec.Env)) {
+		env = append(env, k+"="+t.Spec.Env[k])
+	}
+	env = append(env, plugins.CUDAEnv(devices)...) // the one rule, as for model servers
+	if len(devices) == 0 {
+		// A job that leased no GPU must not use one: a model may hold it.
+		env = append(env, "CUDA_VISIBLE_DEVICES=")
+	}
+	env = append(env,
+		"LOADOUT_JOB_ID="+t.ID,
+		"LOADOUT_SUBMISSION_ID="+a.SubmissionID,
+		"LOADOUT_JOB_COMMAND="+t.Spec.Entrypoint,
+		"LOADOUT_JOB_PIDFILE="+e.path(a, ".pid"),
+		"LOADOUT_JOB_EXITFILE="+e.path(a, ".exit"),
+	)
+	cmd.Env = env
+	if err := cmd.Start(); err != nil {
+		return 0, fmt.Errorf("starting the job: %w", err)
+	}
+	go func() {
+		_ = cmd.Wait()
+		e.cfg.Notify()
+	}()
+	return cmd.Process.Pid, nil
+}
+
+// pid returns the attempt's process id: from its handle, else (a start
+// lost in a crash) from the pid file the wrapper wrote; 0 if neither.
+func (e *LocalExecutor) pid(a *Attempt) int {
+	var h localHandle
+	if a.Handle != "" && json.Unmarshal([]byte(a.Handle), &h) == nil && h.PID > 0 {
+		return h.PID
+	}
+	b, err := os.ReadFile(e.path(a, ".pid"))
+	if err != nil {
+		return 0
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	return pid
+}
+
+// exitStatus reads the wrapper's exit file.
+func (e *LocalExecutor) exitStatus(a *Attempt) (int, bool) {
+	b, err := os.ReadFile(e.path(a, ".exit"))
+	if err != nil {
+		return 0, false
+	}
+	code, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	return code, err == nil
+}
+
+// alive reports whether process pid exists and is not a zombie.
+func alive(pid int) bool {
+	if pid <= 0 {
+		return false
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return syscall.Kill(pid, 0) == nil
+	}
+	// The state follows the ")" closing the command name.
+	s := string(b)
+	if i := strings.LastIndexByte(s, ')'); i >= 0 && i+2 < len(s) {
+		return s[i+2] != 'Z'
+	}
+	return true
+}
+
+// groupAlive reports whether any process of process group pgid lives (a
+// zombie does not count: a reparented one may never be reaped).
+func groupAlive(pgid int) bool {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return syscall.Kill(-pgid, 0) == nil
+	}
+	for _, e := range ents {
+		if e.Name()[0] < '0' || e.Name()[0] > '9' {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 {
+			continue
+		}
+		// After ")": state, ppid, pgrp.
+		f := strings.Fields(s[i+1:])
+		if len(f) >= 3 && f[0] != "Z" && f[2] == strconv.Itoa(pgid) {
+			return true
+		}
+	}
+	return false
+}
+
+// Poll reads the exit file, else whether the process lives.
+func (e *LocalExecutor) Poll(ctx context.Context, t *Task, a *Attempt) (Status, error) {
+	pid := e.pid(a)
+	if pid == 0 {
+		if _, ok := e.exitStatus(a); !ok {
+			return Status{Found: false}, nil
+		}
+	}
+	check := func() (Status, bool) {
+		code, ok := e.exitStatus(a)
+		if !ok {
+			return Status{}, false
+		}
+		if code == 0 {
+			return Status{Found: true, Status: StatusSucceeded, Message: "exit status 0"}, true
+		}
+		return Status{Found: true, Status: StatusFailed, Message: fmt.Sprintf("exit status %d", code), LogTail: e.tail(a, 16<<10)}, true
+	}
+	if st, ok := check(); ok {
+		return st, nil
+	}
+	if alive(pid) || groupAlive(pid) {
+		// The wrapper, or (after a SIGTERM that ended the wrapper) the
+		// rest of the job's process group, still runs.
+		return Status{Found: true, Status: StatusRunning}, nil
+	}
+	if st, ok := check(); ok { // it exited between the two looks
+		return st, nil
+	}
+	return Status{Found: true, Status: StatusStopped, Message: "process lost: it ended without an exit status (killed by a signal)"}, nil
+}
+
+// Stop sends SIGTERM to the job's process group, and SIGKILL after
+// StopGrace if it is still there.
+func (e *LocalExecutor) Stop(ctx context.Context, t *Task, a *Attempt) error {
+	pid := e.pid(a)
+	if pid <= 0 {
+		return nil
+	}
+	if err := syscall.Kill(-pid, syscall.SIGTERM); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return fmt.Errorf("stopping job %s: %w", t.ID, err)
+	}
+	go func() {
+		deadline := time.Now().Add(e.cfg.StopGrace)
+		for time.Now().Before(deadline) {
+			if !groupAlive(pid) {
+				e.cfg.Notify()
+				return
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
+		e.cfg.Notify()
+	}()
+	return nil
+}
+
+// Logs returns the attempt's log file, its last 4 MiB at most.
+func (e *LocalExecutor) Logs(ctx context.Context, t *Task, a *Attempt) (string, error) {
+	if _, err := os.Stat(e.path(a, ".log")); err != nil {
+		return "", fmt.Errorf("no log for %s: %w", a.SubmissionID, err)
+	}
+	return e.tail(a, 4<<20), nil
+}
+
+func (e *LocalExecutor) tail(a *Attempt, n int64) string {
+	f, err := os.Open(e.path(a, ".log"))
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err == nil && fi.Size() > n {
+		_, _ = f.Seek(-n, io.SeekEnd)
+	}
+	b, _ := io.ReadAll(f)
+	return string(b)
+}
+
+// Resume leases the devices a running attempt was started on again.
+func (e *LocalExecutor) Resume(t *Task, a *Attempt) error {
+	if e.cfg.Ledger == nil || len(a.Devices) == 0 {
+		return nil
+	}
+	if _, ok := e.cfg.Ledger.Lease(t.ID); ok {
+		return nil
+	}
+	_, err := e.cfg.Ledger.AcquireDevices(t.ID, a.Devices)
+	return err
+}
+
+// Finish releases the attempt's GPU lease.
+func (e *LocalExecutor) Finish(t *Task, a *Attempt) {
+	if e.cfg.Ledger != nil {
+		e.cfg.Ledger.Release(t.ID)
+	}
+}

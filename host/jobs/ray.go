@@ -1,0 +1,369 @@
+package jobs
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// RayClient is a typed client of a Ray cluster's dashboard: the Ray Jobs
+// REST API (POST /api/jobs/, GET /api/jobs/{id}, POST
+// /api/jobs/{id}/stop, GET /api/jobs/{id}/logs) and the cluster status
+// (GET /api/cluster_status). Errors come back from Ray as plain text; a
+// non-2xx answer is a *RayHTTPError with that text.
+type RayClient struct {
+	// Address is the dashboard's base URL, e.g. http://127.0.0.1:8265.
+	Address string
+	// Token, when set, is sent as "Authorization: Bearer <token>".
+	Token string
+	// HTTP is the client; nil means one with a 30 s timeout.
+	HTTP *http.Client
+}
+
+// RayHTTPError is a non-2xx answer of the dashboard.
+type RayHTTPError struct {
+	Status int
+	Body   string // Ray's plain-text error
+}
+
+func (e *RayHTTPError) Error() string {
+	return fmt.Sprintf("ray: HTTP %d: %s", e.Status, strings.TrimSpace(e.Body))
+}
+
+// RayUnreachableError wraps a failure to reach the dashboard at all
+// (connection refused, timeout): the cluster is down, not the job wrong.
+type RayUnreachableError struct{ Err error }
+
+func (e *RayUnreachableError) Error() string { return "ray dashboard unreachable: " + e.Err.Error() }
+func (e *RayUnreachableError) Unwrap() error { return e.Err }
+
+// RaySubmitRequest is the body of POST /api/jobs/ (Ray Jobs REST API).
+type RaySubmitRequest struct {
+	Entrypoint           string             `json:"entrypoint"`
+	SubmissionID         string             `json:"submission_id,omitempty"`
+	RuntimeEnv           map[string]any     `json:"runtime_env,omitempty"`
+	Metadata             map[string]string  `json:"metadata,omitempty"`
+	EntrypointNumGPUs    float64            `json:"entrypoint_num_gpus,omitempty"`
+	EntrypointResources  map[string]float64 `json:"entrypoint_resources,omitempty"`
+	EntrypointNumCPUs    float64            `json:"entrypoint_num_cpus,omitempty"`
+	EntrypointMemoryByte int64              `json:"entrypoint_memory,omitempty"`
+}
+
+// RayJob is GET /api/jobs/{id}'s JobDetails (the fields Loadout reads).
+// Status is PENDING, RUNNING, STOPPED, SUCCEEDED or FAILED; times are Unix
+// milliseconds.
+type RayJob struct {
+	SubmissionID   string `json:"submission_id"`
+	JobID          string `json:"job_id"`
+	Status         string `json:"status"`
+	Message        string `json:"message"`
+	ErrorType      string `json:"error_type"`
+	StartTime      int64  `json:"start_time"`
+	EndTime        int64  `json:"end_time"`
+	DriverExitCode *int   `json:"driver_exit_code"`
+}
+
+func (c *RayClient) do(ctx context.Context, method, path string, body, out any) error {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(c.Address, "/")+path, rd)
+	if err != nil {
+		return err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.Token)
+	}
+	hc := c.HTTP
+	if hc == nil {
+		hc = &http.Client{Timeout: 30 * time.Second}
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		var ne net.Error
+		var ue *url.Error
+		if errors.As(err, &ne) || errors.As(err, &ue) {
+			return &RayUnreachableError{err}
+		}
+		return err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+	if err != nil {
+		return &RayUnreachableError{err}
+	}
+	if resp.StatusCode/100 != 2 {
+		return &RayHTTPError{Status: resp.StatusCode, Body: string(b)}
+	}
+	if out != nil {
+		if err := json.Unmarshal(b, out); err != nil {
+			return fmt.Errorf("ray: %s %s: decoding %q: %w", method, path, truncate(string(b), 200), err)
+		}
+	}
+	return nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+// Submit is POST /api/jobs/. It returns the submission id. Errors:
+// *RayHTTPError (400 for a bad request or a submission id that exists),
+// *RayUnreachableError.
+func (c *RayClient) Submit(ctx context.Context, req RaySubmitRequest) (string, error) {
+	var out struct {
+		SubmissionID string `json:"submission_id"`
+	}
+	if err := c.do(ctx, http.MethodPost, "/api/jobs/", req, &out); err != nil {
+		return "", err
+	}
+	return out.SubmissionID, nil
+}
+
+// Job is GET /api/jobs/{id}. Errors: *RayHTTPError with Status 404 when
+// Ray has no such job, *RayUnreachableError.
+func (c *RayClient) Job(ctx context.Context, id string) (RayJob, error) {
+	var j RayJob
+	err := c.do(ctx, http.MethodGet, "/api/jobs/"+url.PathEscape(id), nil, &j)
+	return j, err
+}
+
+// Stop is POST /api/jobs/{id}/stop; it reports whether Ray stopped a
+// running job.
+func (c *RayClient) Stop(ctx context.Context, id string) (bool, error) {
+	var out struct {
+		Stopped bool `json:"stopped"`
+	}
+	err := c.do(ctx, http.MethodPost, "/api/jobs/"+url.PathEscape(id)+"/stop", nil, &out)
+	return out.Stopped, err
+}
+
+// Logs is GET /api/jobs/{id}/logs: the driver's output so far.
+func (c *RayClient) Logs(ctx context.Context, id string) (string, error) {
+	var out struct {
+		Logs string `json:"logs"`
+	}
+	err := c.do(ctx, http.MethodGet, "/api/jobs/"+url.PathEscape(id)+"/logs", nil, &out)
+	return out.Logs, err
+}
+
+// RayNode is one node's logical "GPU" resource: total and available.
+type RayNode struct {
+	ID        string
+	Total     float64
+	Available float64
+}
+
+// GPUsPerNode returns every live node's GPU total and availability, by
+// node id order. It reads GET /api/cluster_status's loadMetricsReport
+// .usageByNode ({node: {resource: [used, total]}}), which the cluster's
+// monitor computes from the same per-node available resources that
+// ray._private.state.available_resources_per_node() returns, the figure
+// verl checks at start-up (it raises "Total available GPUs … is less than
+// total desired GPUs …"): Loadout and the job agree on "enough", up to the
+// monitor's refresh (a few seconds).
+func (c *RayClient) GPUsPerNode(ctx context.Context) ([]RayNode, error) {
+	var out struct {
+		Data struct {
+			ClusterStatus *struct {
+				LoadMetricsReport struct {
+					UsageByNode map[string]map[string][2]float64 `json:"usageByNode"`
+				} `json:"loadMetricsReport"`
+			} `json:"clusterStatus"`
+		} `json:"data"`
+	}
+	if err := c.do(ctx, http.MethodGet, "/api/cluster_status", nil, &out); err != nil {
+		return nil, err
+	}
+	if out.Data.ClusterStatus == nil {
+		return nil, errors.New("ray: the cluster status has no resource report yet (the monitor has not reported)")
+	}
+	usage := out.Data.ClusterStatus.LoadMetricsReport.UsageByNode
+	var nodes []RayNode
+	for _, id := range slices.Sorted(maps.Keys(usage)) {
+		gpu := usage[id]["GPU"]
+		nodes = append(nodes, RayNode{ID: id, Total: gpu[1], Available: max(gpu[1]-gpu[0], 0)})
+	}
+	return nodes, nil
+}
+
+// RayConfig builds a RayExecutor.
+type RayConfig struct {
+	Client *RayClient
+	// EntrypointResources are asked for the job's driver (Ray's
+	// entrypoint_resources), so it runs on a worker and not on the head:
+	// in the seed deployment the head starts with no GPUs and workers with
+	// a custom resource, e.g. {"worker": 1}. Empty: the driver may run
+	// anywhere, the head included.
+	EntrypointResources map[string]float64
+	// EntrypointNumGPUs is the driver's own GPU need (Ray's
+	// entrypoint_num_gpus); usually 0: the job's workers take the gang.
+	EntrypointNumGPUs float64
+}
+
+// RayExecutor runs attempts on a Ray cluster through its Jobs REST API.
+// Ray has no queue and no gang admission, so the runner admits a task only
+// when nnodes nodes each have gpus_per_node GPUs available, counting, per
+// node, the smaller of what Ray reports and what is left once the gangs of
+// the attempts Loadout submitted are taken out (Ray's report lags; the
+// same minimum as the GPU ledger's).
+type RayExecutor struct {
+	cfg RayConfig
+
+	mu     sync.Mutex
+	active map[string]Spec // submission id → spec, for attempts not finished
+}
+
+// NewRayExecutor returns a Ray executor.
+func NewRayExecutor(cfg RayConfig) *RayExecutor {
+	return &RayExecutor{cfg: cfg, active: map[string]Spec{}}
+}
+
+// Capacity reads the cluster's GPUs per node (see RayExecutor).
+func (e *RayExecutor) Capacity(ctx context.Context, spec Spec) (Capacity, error) {
+	nodes, err := e.cfg.Client.GPUsPerNode(ctx)
+	if err != nil {
+		return Capacity{}, err
+	}
+	var c Capacity
+	var untaken []float64 // per node: total minus Loadout's gangs
+	for _, n := range nodes {
+		c.Total = append(c.Total, int(n.Total))
+		untaken = append(untaken, n.Total)
+	}
+	e.mu.Lock()
+	for _, s := range e.active {
+		// Each active gang takes gpus_per_node on nnodes nodes: the
+		// ones with the most left, as Ray's spread would.
+		for range s.NNodes {
+			i := 0
+			for j := range untaken {
+				if untaken[j] > untaken[i] {
+					i = j
+				}
+			}
+			if len(untaken) > 0 {
+				untaken[i] -= float64(s.GPUsPerNode)
+			}
+		}
+	}
+	e.mu.Unlock()
+	for i, n := range nodes {
+		c.Free = append(c.Free, int(max(min(n.Available, untaken[i]), 0)))
+	}
+	return c, nil
+}
+
+// Start submits the attempt with its submission id, so a resubmission
+// after a crash finds it instead of starting it twice.
+func (e *RayExecutor) Start(ctx context.Context, t *Task, a *Attempt) error {
+	runtimeEnv := maps.Clone(t.Spec.RuntimeEnv)
+	if len(t.Spec.Env) > 0 {
+		if runtimeEnv == nil {
+			runtimeEnv = map[string]any{}
+		}
+		vars := map[string]any{}
+		if old, ok := runtimeEnv["env_vars"].(map[string]any); ok {
+			maps.Copy(vars, old)
+		}
+		for k, v := range t.Spec.Env {
+			vars[k] = v
+		}
+		runtimeEnv["env_vars"] = vars
+	}
+	req := RaySubmitRequest{
+		Entrypoint:          t.Spec.Entrypoint,
+		SubmissionID:        a.SubmissionID,
+		RuntimeEnv:          runtimeEnv,
+		Metadata:            map[string]string{"loadout_task_id": t.ID, "loadout_attempt": fmt.Sprint(a.No), "workload": t.Spec.Workload, "name": t.Spec.Name},
+		EntrypointNumGPUs:   e.cfg.EntrypointNumGPUs,
+		EntrypointResources: e.cfg.EntrypointResources,
+	}
+	if _, err := e.cfg.Client.Submit(ctx, req); err != nil {
+		var ue *RayUnreachableError
+		var he *RayHTTPError
+		switch {
+		case errors.As(err, &ue):
+			return &StartError{Unreachable: true, Err: err}
+		case errors.As(err, &he) && he.Status == http.StatusBadRequest && strings.Contains(he.Body, "already exists"):
+			// Submitted before a crash: it is ours.
+		case errors.As(err, &he) && he.Status/100 == 4:
+			return &StartError{Kind: FailureUserError, Err: err}
+		default:
+			return &StartError{Kind: FailureRuntimeError, Err: err}
+		}
+	}
+	e.mu.Lock()
+	e.active[a.SubmissionID] = t.Spec
+	e.mu.Unlock()
+	a.Status = StatusPending
+	return nil
+}
+
+// Poll is GET /api/jobs/{submission id}; a FAILED job's log tail is read
+// too, to find verl's insufficient-GPUs error in it.
+func (e *RayExecutor) Poll(ctx context.Context, t *Task, a *Attempt) (Status, error) {
+	j, err := e.cfg.Client.Job(ctx, a.SubmissionID)
+	var he *RayHTTPError
+	if errors.As(err, &he) && he.Status == http.StatusNotFound {
+		return Status{Found: false}, nil
+	}
+	if err != nil {
+		return Status{}, err
+	}
+	st := Status{Found: true, Status: j.Status, Message: j.Message, ErrorType: j.ErrorType}
+	if j.Status == StatusFailed {
+		if logs, err := e.cfg.Client.Logs(ctx, a.SubmissionID); err == nil {
+			st.LogTail = logs[max(len(logs)-16<<10, 0):]
+		}
+	}
+	return st, nil
+}
+
+// Stop is POST /api/jobs/{submission id}/stop.
+func (e *RayExecutor) Stop(ctx context.Context, t *Task, a *Attempt) error {
+	_, err := e.cfg.Client.Stop(ctx, a.SubmissionID)
+	return err
+}
+
+// Logs is GET /api/jobs/{submission id}/logs.
+func (e *RayExecutor) Logs(ctx context.Context, t *Task, a *Attempt) (string, error) {
+	return e.cfg.Client.Logs(ctx, a.SubmissionID)
+}
+
+// Resume counts the attempt's gang as taken again.
+func (e *RayExecutor) Resume(t *Task, a *Attempt) error {
+	e.mu.Lock()
+	e.active[a.SubmissionID] = t.Spec
+	e.mu.Unlock()
+	return nil
+}
+
+// Finish forgets the attempt's gang.
+func (e *RayExecutor) Finish(t *Task, a *Attempt) {
+	e.mu.Lock()
+	delete(e.active, a.SubmissionID)
+	e.mu.Unlock()
+}

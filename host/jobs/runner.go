@@ -1,0 +1,472 @@
+package jobs
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// Config builds a Runner.
+type Config struct {
+	Store *Store
+	// Executors by name ("local", "ray"). A spec naming one not here is
+	// refused.
+	Executors map[string]Executor
+	// MaxRunning bounds the tasks with an attempt (SUBMITTING, SUBMITTED,
+	// RUNNING) at once; 0 means 64.
+	MaxRunning int
+	// PollInterval is how often submitted attempts are polled; default 2 s.
+	// The local executor also wakes the runner when a process exits.
+	PollInterval time.Duration
+	// RetryBackoff is the wait before an attempt that lacked resources is
+	// retried; it doubles with each attempt up to MaxBackoff. Defaults
+	// 5 s and 5 min.
+	RetryBackoff, MaxBackoff time.Duration
+	Logger                   *slog.Logger
+}
+
+// Runner owns the queue: it admits waiting tasks whose gang fits, submits
+// them, polls their attempts and retries the ones that lacked resources.
+// All state changes but Submit's insert happen on its one goroutine (Run);
+// the store is the only state.
+type Runner struct {
+	cfg     Config
+	store   *Store
+	log     *slog.Logger
+	wake    chan struct{}
+	cancels chan cancelReq
+
+	mu      sync.Mutex
+	changed chan struct{} // closed and replaced on every change
+	resumed chan struct{} // closed once Run has resumed the active attempts
+}
+
+type cancelReq struct {
+	id   string
+	done chan error
+}
+
+// NewRunner checks cfg and returns a runner; call Run.
+func NewRunner(cfg Config) (*Runner, error) {
+	if cfg.Store == nil || len(cfg.Executors) == 0 {
+		return nil, errors.New("jobs: a store and at least one executor are required")
+	}
+	if cfg.MaxRunning <= 0 {
+		cfg.MaxRunning = 64
+	}
+	if cfg.PollInterval <= 0 {
+		cfg.PollInterval = 2 * time.Second
+	}
+	if cfg.RetryBackoff <= 0 {
+		cfg.RetryBackoff = 5 * time.Second
+	}
+	if cfg.MaxBackoff <= 0 {
+		cfg.MaxBackoff = 5 * time.Minute
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Runner{cfg: cfg, store: cfg.Store, log: cfg.Logger, wake: make(chan struct{}, 1),
+		cancels: make(chan cancelReq), changed: make(chan struct{}), resumed: make(chan struct{})}, nil
+}
+
+// Store returns the runner's store, for reads.
+func (r *Runner) Store() *Store { return r.store }
+
+// Wake makes the runner look at the queue and poll at once. It never
+// blocks; executors call it when something they run ends.
+func (r *Runner) Wake() {
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (r *Runner) notify() {
+	r.mu.Lock()
+	close(r.changed)
+	r.changed = make(chan struct{})
+	r.mu.Unlock()
+}
+
+// Wait blocks until task id is in one of states, and returns it. Errors:
+// ErrNotFound, ctx.Err() (with the state it was last in).
+func (r *Runner) Wait(ctx context.Context, id string, states ...State) (*Task, error) {
+	for {
+		r.mu.Lock()
+		ch := r.changed
+		r.mu.Unlock()
+		t, err := r.store.Get(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		for _, s := range states {
+			if t.State == s {
+				return t, nil
+			}
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return t, fmt.Errorf("task %s is %s (%s): %w", id, t.State, t.Error, ctx.Err())
+		}
+	}
+}
+
+// newID makes a task id: <workload>-<yyyymmdd>-<hhmmss>-<4 hex> (UTC).
+func newID(workload string, now time.Time) string {
+	var b [2]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("%s-%s-%s", workload, now.UTC().Format("20060102-150405"), hex.EncodeToString(b[:]))
+}
+
+// Submit parses raw (YAML or JSON), refuses a task that can never fit and
+// queues it. Errors: *FieldError (a bad field, an executor not
+// configured), *RefusedError (more GPUs than the executor has); an
+// executor that cannot be reached does not refuse: the task waits and its
+// Error says why.
+func (r *Runner) Submit(ctx context.Context, raw []byte) (*Task, error) {
+	spec, err := ParseSpec(raw)
+	if err != nil {
+		return nil, err
+	}
+	ex, ok := r.cfg.Executors[spec.Executor]
+	if !ok {
+		return nil, &FieldError{"executor", fmt.Sprintf("%q is not configured on this Loadout", spec.Executor)}
+	}
+	t := &Task{Spec: spec, SpecRaw: string(raw), State: StateQueued}
+	capacity, err := ex.Capacity(ctx, spec)
+	if err != nil {
+		t.Error = fmt.Sprintf("%s executor unreachable: %v", spec.Executor, err)
+	} else if err := refuseIfNeverFits(spec, capacity); err != nil {
+		return nil, err
+	}
+	for range 5 { // an id collides only within the same second
+		t.ID = newID(spec.Workload, time.Now())
+		if err = r.store.Insert(ctx, t); err == nil {
+			break
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	r.log.Info("job submitted", "task", t.ID, "executor", spec.Executor, "gpus", t.GPUs())
+	r.notify()
+	r.Wake()
+	return r.store.Get(ctx, t.ID)
+}
+
+// Cancel cancels task id: a waiting task at once; a submitted one is
+// stopped and becomes CANCELED when its executor says it stopped. Errors:
+// ErrNotFound, ErrConflict for a finished task, ctx.Err().
+func (r *Runner) Cancel(ctx context.Context, id string) error {
+	req := cancelReq{id: id, done: make(chan error, 1)}
+	select {
+	case r.cancels <- req:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case err := <-req.done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Logs returns the latest attempt's output. Errors: ErrNotFound; a task
+// never submitted has no logs.
+func (r *Runner) Logs(ctx context.Context, id string) (string, error) {
+	t, err := r.store.Get(ctx, id)
+	if err != nil {
+		return "", err
+	}
+	if t.LatestAttempt == nil {
+		return "", fmt.Errorf("task %s has not been submitted yet (%s): no logs", id, t.State)
+	}
+	ex, ok := r.cfg.Executors[t.Executor]
+	if !ok {
+		return "", fmt.Errorf("task %s: executor %q is not configured", id, t.Executor)
+	}
+	return ex.Logs(ctx, t, t.LatestAttempt)
+}
+
+// Resumed is closed once Run has taken back what the attempts of a
+// previous run hold (their GPU leases): before it, a model may be placed on
+// a running job's devices.
+func (r *Runner) Resumed() <-chan struct{} { return r.resumed }
+
+// Run resumes the attempts a previous run left (a restart, kill -9
+// included) and then drives the queue until ctx ends.
+func (r *Runner) Run(ctx context.Context) error {
+	if err := r.resume(ctx); err != nil {
+		return err
+	}
+	close(r.resumed)
+	tick := time.NewTicker(r.cfg.PollInterval)
+	defer tick.Stop()
+	for {
+		r.step(ctx)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-r.wake:
+		case <-tick.C:
+		case req := <-r.cancels:
+			req.done <- r.cancel(ctx, req.id)
+		}
+	}
+}
+
+// resume takes back what active attempts hold (local GPU leases), so no
+// model is placed on a running job's devices.
+func (r *Runner) resume(ctx context.Context) error {
+	active, err := r.store.List(ctx, StateSubmitting, StateSubmitted, StateRunning)
+	if err != nil {
+		return err
+	}
+	for _, t := range active {
+		if t.LatestAttempt == nil {
+			continue
+		}
+		ex := r.cfg.Executors[t.Executor]
+		if ex == nil {
+			continue
+		}
+		if err := ex.Resume(t, t.LatestAttempt); err != nil {
+			r.log.Warn("job resumed without its GPU lease", "task", t.ID, "err", err)
+		}
+		r.log.Info("job tracking resumed", "task", t.ID, "state", t.State, "submission_id", t.LatestAttempt.SubmissionID)
+	}
+	return nil
+}
+
+func (r *Runner) transition(ctx context.Context, t *Task, to State, c Change) bool {
+	if err := r.store.Transition(ctx, t.ID, t.State, to, c); err != nil {
+		if ctx.Err() != nil {
+			return false
+		}
+		r.log.Error("job transition failed", "task", t.ID, "from", t.State, "to", to, "err", err)
+		return false
+	}
+	if t.State != to {
+		r.log.Info("job", "task", t.ID, "from", t.State, "to", to, "msg", c.Message)
+	}
+	t.State = to
+	r.notify()
+	return true
+}
+
+func strp(s string) *string { return &s }
+
+// step polls every active attempt, then admits what fits.
+func (r *Runner) step(ctx context.Context) {
+	active, err := r.store.List(ctx, StateSubmitting, StateSubmitted, StateRunning)
+	if err != nil {
+		if ctx.Err() == nil {
+			r.log.Error("jobs: reading the queue", "err", err)
+		}
+		return
+	}
+	for _, t := range active {
+		r.sync(ctx, t)
+	}
+	r.admit(ctx)
+}
+
+// sync polls t's latest attempt and moves t as its status says.
+func (r *Runner) sync(ctx context.Context, t *Task) {
+	ex, a := r.cfg.Executors[t.Executor], t.LatestAttempt
+	if ex == nil || a == nil {
+		return
+	}
+	st, err := ex.Poll(ctx, t, a)
+	if err != nil {
+		msg := fmt.Sprintf("%s executor unreachable: %v", t.Executor, err)
+		if t.Error != msg {
+			r.transition(ctx, t, t.State, Change{Error: &msg, Kind: "status", Message: msg})
+		}
+		return
+	}
+	if !st.Found {
+		if t.State == StateSubmitting { // lost between the write and the submission
+			r.start(ctx, t, ex, a)
+			return
+		}
+		st = Status{Found: true, Status: StatusFailed, Message: "the executor has no record of " + a.SubmissionID + " (lost)"}
+	}
+	now := time.Now().UTC()
+	if st.Status == a.Status && st.Message == a.Message && t.State != StateSubmitting {
+		return
+	}
+	a.Status, a.Message = st.Status, st.Message
+	switch st.Status {
+	case StatusPending:
+		r.transition(ctx, t, StateSubmitted, Change{Attempt: a, Kind: "status", Message: st.Status, Error: strp("")})
+	case StatusRunning:
+		r.transition(ctx, t, StateRunning, Change{Attempt: a, Message: "status " + st.Status, Error: strp("")})
+	case StatusSucceeded:
+		a.EndedAt = now
+		ex.Finish(t, a)
+		r.transition(ctx, t, StateSucceeded, Change{Attempt: a, Message: st.Message, Error: strp("")})
+	case StatusStopped, StatusFailed:
+		a.EndedAt = now
+		ex.Finish(t, a)
+		if t.CancelRequested {
+			r.transition(ctx, t, StateCanceled, Change{Attempt: a, Message: "stopped on request", Error: strp("canceled")})
+			return
+		}
+		a.FailureKind = Classify(st)
+		if st.Status == StatusStopped && a.FailureKind == FailureUserError {
+			a.FailureKind = FailureUnknown // stopped, not by us
+		}
+		if a.FailureKind == FailureInsufficientResources {
+			r.retry(ctx, t, a, st.Message)
+			return
+		}
+		msg := fmt.Sprintf("%s: %s (%s)", a.SubmissionID, st.Message, a.FailureKind)
+		r.transition(ctx, t, StateFailed, Change{Attempt: a, Message: msg, Error: &msg})
+	}
+}
+
+// retry sends t back to PENDING_RESOURCES after a backoff that doubles
+// with each attempt.
+func (r *Runner) retry(ctx context.Context, t *Task, a *Attempt, why string) {
+	backoff := r.cfg.RetryBackoff
+	for i := 1; i < a.No && backoff < r.cfg.MaxBackoff; i++ {
+		backoff *= 2
+	}
+	backoff = min(backoff, r.cfg.MaxBackoff)
+	next := time.Now().UTC().Add(backoff)
+	msg := fmt.Sprintf("attempt %d lacked resources (%s); retrying after %s", a.No, why, backoff)
+	r.transition(ctx, t, StatePendingResources, Change{Attempt: a, NextRunAt: &next, Error: &msg, Kind: "retry", Message: msg})
+}
+
+// admit submits waiting tasks in queue order while their gang fits. The
+// first task of an executor that does not fit holds back the ones behind
+// it (no small job overtakes a big one forever).
+func (r *Runner) admit(ctx context.Context) {
+	active, err := r.store.List(ctx, StateSubmitting, StateSubmitted, StateRunning)
+	if err != nil {
+		return
+	}
+	running := len(active)
+	waiting, err := r.store.List(ctx, StateQueued, StatePendingResources)
+	if err != nil {
+		return
+	}
+	now := time.Now()
+	blocked := map[string]bool{}
+	var soonest time.Time
+	for _, t := range waiting {
+		if running >= r.cfg.MaxRunning {
+			return
+		}
+		if t.NextRunAt.After(now) {
+			if soonest.IsZero() || t.NextRunAt.Before(soonest) {
+				soonest = t.NextRunAt
+			}
+			continue
+		}
+		ex := r.cfg.Executors[t.Executor]
+		if ex == nil || blocked[t.Executor] {
+			continue
+		}
+		capacity, err := ex.Capacity(ctx, t.Spec)
+		if err != nil {
+			r.wait(ctx, t, fmt.Sprintf("%s executor unreachable: %v", t.Executor, err))
+			blocked[t.Executor] = true
+			continue
+		}
+		if !fits(capacity.Free, t.Spec.NNodes, t.Spec.GPUsPerNode) {
+			r.wait(ctx, t, fmt.Sprintf("waiting for %d node(s) × %d GPU(s); free GPUs per node: %v", t.Spec.NNodes, t.Spec.GPUsPerNode, capacity.Free))
+			blocked[t.Executor] = true
+			continue
+		}
+		a := &Attempt{TaskID: t.ID, No: t.Attempts + 1}
+		a.SubmissionID = fmt.Sprintf("%s--a%02d", t.ID, a.No)
+		if !r.transition(ctx, t, StateSubmitting, Change{Attempt: a, Message: "submitting " + a.SubmissionID}) {
+			continue
+		}
+		running++
+		r.start(ctx, t, ex, a)
+	}
+	if !soonest.IsZero() {
+		time.AfterFunc(time.Until(soonest), r.Wake)
+	}
+}
+
+// wait keeps t waiting in PENDING_RESOURCES, saying why.
+func (r *Runner) wait(ctx context.Context, t *Task, why string) {
+	if t.State == StatePendingResources && t.Error == why {
+		return
+	}
+	r.transition(ctx, t, StatePendingResources, Change{Error: &why, Message: why, Kind: "transition"})
+}
+
+// start submits attempt a of t (in SUBMITTING) to ex.
+func (r *Runner) start(ctx context.Context, t *Task, ex Executor, a *Attempt) {
+	a.StartedAt = time.Now().UTC()
+	err := ex.Start(ctx, t, a)
+	if err == nil {
+		if a.Status == "" {
+			a.Status = StatusPending
+		}
+		to := StateSubmitted
+		if a.Status == StatusRunning {
+			to = StateRunning
+		}
+		r.transition(ctx, t, to, Change{Attempt: a, Kind: "transition", Message: "submitted as " + a.SubmissionID})
+		return
+	}
+	se := startFailure(err)
+	a.Status, a.Message, a.EndedAt = StatusFailed, "submit: "+err.Error(), time.Now().UTC()
+	switch {
+	case se.Unreachable:
+		a.FailureKind = FailureUnknown
+		r.retry(ctx, t, a, fmt.Sprintf("%s executor unreachable: %v", t.Executor, err))
+	case se.Kind == FailureInsufficientResources:
+		a.FailureKind = FailureInsufficientResources
+		r.retry(ctx, t, a, err.Error())
+	default:
+		a.FailureKind = se.Kind
+		msg := fmt.Sprintf("%s: %s (%s)", a.SubmissionID, a.Message, a.FailureKind)
+		r.transition(ctx, t, StateFailed, Change{Attempt: a, Error: &msg, Message: msg})
+	}
+}
+
+// cancel runs on the runner's goroutine.
+func (r *Runner) cancel(ctx context.Context, id string) error {
+	t, err := r.store.Get(ctx, id)
+	if err != nil {
+		return err
+	}
+	switch {
+	case t.State.Terminal():
+		return fmt.Errorf("task %s is already %s: %w", id, t.State, ErrConflict)
+	case t.State.waiting():
+		if !r.transition(ctx, t, StateCanceled, Change{Error: strp("canceled"), Kind: "cancel", Message: "canceled while waiting"}) {
+			return fmt.Errorf("task %s: %w", id, ErrConflict)
+		}
+		return nil
+	}
+	ex := r.cfg.Executors[t.Executor]
+	if !r.transition(ctx, t, t.State, Change{CancelRequested: ptrTrue(), Kind: "cancel", Message: "cancel requested; stopping " + t.LatestAttempt.SubmissionID}) {
+		return fmt.Errorf("task %s: %w", id, ErrConflict)
+	}
+	t.CancelRequested = true
+	if ex != nil {
+		if err := ex.Stop(ctx, t, t.LatestAttempt); err != nil {
+			return err
+		}
+	}
+	r.Wake()
+	return nil
+}
+
+func ptrTrue() *bool { b := true; return &b }

@@ -1,0 +1,160 @@
+package jobs
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"maps"
+	"regexp"
+	"slices"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Executor names a Spec may give.
+const (
+	ExecutorLocal = "local"
+	ExecutorRay   = "ray"
+)
+
+// Spec is a job as submitted to POST /api/jobs, in YAML or JSON (JSON is
+// YAML). Keys are the snake_case names below; unknown keys are refused.
+type Spec struct {
+	// Name is for people; default: Workload.
+	Name string `json:"name" yaml:"name"`
+	// Workload is the kind of work (ppo, grpo, sft, eval, …): lower-case
+	// letters, digits and '-', at most 32, first of the task id. Default
+	// "job".
+	Workload string `json:"workload" yaml:"workload"`
+	// Entrypoint is the shell command line to run (key `command` or
+	// `entrypoint`, not both): run with /bin/sh -c locally, Ray's
+	// entrypoint on a Ray cluster. Required.
+	Entrypoint string `json:"entrypoint" yaml:"entrypoint"`
+	// NNodes × GPUsPerNode GPUs are needed at once (the gang). NNodes
+	// defaults to 1 and must be 1 for the local executor; GPUsPerNode
+	// defaults to 1 and may be 0 (a CPU job).
+	NNodes      int `json:"nnodes" yaml:"nnodes"`
+	GPUsPerNode int `json:"gpus_per_node" yaml:"gpus_per_node"`
+	// Env is added to the job's environment (locally; on Ray, to
+	// runtime_env.env_vars).
+	Env map[string]string `json:"env,omitempty" yaml:"env,omitempty"`
+	// RuntimeEnv is Ray's runtime_env, passed as is (Ray executor only;
+	// the local executor ignores it).
+	RuntimeEnv map[string]any `json:"runtime_env,omitempty" yaml:"runtime_env,omitempty"`
+	// Executor is "local" (default) or "ray".
+	Executor string `json:"executor" yaml:"executor"`
+	// Priority: higher runs first; FIFO within a priority. Default 0.
+	Priority int `json:"priority" yaml:"priority"`
+	// EvictIdleModels lets a local job stop idle models (never one with
+	// requests in flight, never a pinned one) to get its GPUs. Default
+	// false: the job waits until its GPUs are free.
+	EvictIdleModels bool `json:"evict_idle_models,omitempty" yaml:"evict_idle_models,omitempty"`
+}
+
+// FieldError is a spec field that is missing or wrong: the HTTP API
+// answers it with 400 and this message, which names the field.
+type FieldError struct {
+	Field string // the key, e.g. "gpus_per_node"
+	Msg   string
+}
+
+func (e *FieldError) Error() string { return "job spec: " + e.Field + ": " + e.Msg }
+
+var workloadRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,31}$`)
+
+// ParseSpec reads a job spec (YAML or JSON) and applies the defaults.
+// Errors: *FieldError naming the first bad field (unknown keys included),
+// or a plain error for input that is not a YAML mapping at all.
+func ParseSpec(data []byte) (Spec, error) {
+	var root yaml.Node
+	if err := yaml.NewDecoder(bytes.NewReader(data)).Decode(&root); err != nil {
+		return Spec{}, fmt.Errorf("job spec: not YAML or JSON: %w", err)
+	}
+	if root.Kind != yaml.DocumentNode || len(root.Content) != 1 || root.Content[0].Kind != yaml.MappingNode {
+		return Spec{}, errors.New("job spec: want a mapping of fields (name, workload, command, nnodes, gpus_per_node, …)")
+	}
+	s := Spec{NNodes: 1, GPUsPerNode: 1, Executor: ExecutorLocal}
+	m := root.Content[0]
+	seen := map[string]bool{}
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		key, val := m.Content[i].Value, m.Content[i+1]
+		if seen[key] {
+			return Spec{}, &FieldError{key, "given twice"}
+		}
+		seen[key] = true
+		var err error
+		switch key {
+		case "name":
+			err = decodeField(val, &s.Name, "a string")
+		case "workload":
+			err = decodeField(val, &s.Workload, "a string")
+		case "command", "entrypoint":
+			if seen["command"] && seen["entrypoint"] {
+				return Spec{}, &FieldError{key, "give command or entrypoint, not both"}
+			}
+			err = decodeField(val, &s.Entrypoint, "a string (a shell command line)")
+		case "nnodes":
+			err = decodeField(val, &s.NNodes, "an integer")
+		case "gpus_per_node":
+			err = decodeField(val, &s.GPUsPerNode, "an integer")
+		case "env":
+			err = decodeField(val, &s.Env, "a mapping of names to strings")
+		case "runtime_env":
+			err = decodeField(val, &s.RuntimeEnv, "a mapping (Ray's runtime_env)")
+		case "executor":
+			err = decodeField(val, &s.Executor, "a string")
+		case "priority":
+			err = decodeField(val, &s.Priority, "an integer")
+		case "evict_idle_models":
+			err = decodeField(val, &s.EvictIdleModels, "true or false")
+		default:
+			return Spec{}, &FieldError{key, "unknown field; known: name, workload, command (or entrypoint), nnodes, gpus_per_node, env, runtime_env, executor, priority, evict_idle_models"}
+		}
+		if err != nil {
+			return Spec{}, &FieldError{key, err.Error()}
+		}
+	}
+	if s.Workload == "" {
+		s.Workload = "job"
+	}
+	if s.Name == "" {
+		s.Name = s.Workload
+	}
+	return s, s.Validate()
+}
+
+func decodeField(n *yaml.Node, v any, want string) error {
+	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
+		return fmt.Errorf("want %s, got null", want)
+	}
+	if err := n.Decode(v); err != nil {
+		return fmt.Errorf("want %s (line %d)", want, n.Line)
+	}
+	return nil
+}
+
+// Validate checks the spec's values (ParseSpec calls it). Errors:
+// *FieldError.
+func (s *Spec) Validate() error {
+	switch {
+	case !workloadRE.MatchString(s.Workload):
+		return &FieldError{"workload", fmt.Sprintf("%q: want lower-case letters, digits and '-', at most 32, starting with a letter or digit (it begins the task id)", s.Workload)}
+	case strings.TrimSpace(s.Entrypoint) == "":
+		return &FieldError{"command", "required: the shell command line to run"}
+	case s.NNodes < 1:
+		return &FieldError{"nnodes", fmt.Sprintf("%d: want at least 1", s.NNodes)}
+	case s.GPUsPerNode < 0:
+		return &FieldError{"gpus_per_node", fmt.Sprintf("%d: want 0 or more", s.GPUsPerNode)}
+	case s.Executor != ExecutorLocal && s.Executor != ExecutorRay:
+		return &FieldError{"executor", fmt.Sprintf("%q: want %q or %q", s.Executor, ExecutorLocal, ExecutorRay)}
+	case s.Executor == ExecutorLocal && s.NNodes != 1:
+		return &FieldError{"nnodes", fmt.Sprintf("%d: the local executor runs on this one box; use executor: ray for more nodes", s.NNodes)}
+	}
+	for _, k := range slices.Sorted(maps.Keys(s.Env)) {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			return &FieldError{"env", fmt.Sprintf("%q is not a variable name", k)}
+		}
+	}
+	return nil
+}

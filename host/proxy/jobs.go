@@ -1,0 +1,201 @@
+package proxy
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/gorilla/mux"
+
+	"github.com/loadout-dev/loadout/host/jobs"
+)
+
+// jobsPrefix is where the jobs API lives. Its requests are authorised by
+// the job token, never by an inference API key (issue 12: training jobs
+// are a platform team's, inference keys are clients').
+const jobsPrefix = "/api/jobs"
+
+// isJobsPath reports whether path belongs to the jobs API.
+func isJobsPath(path string) bool {
+	return path == jobsPrefix || strings.HasPrefix(path, jobsPrefix+"/")
+}
+
+// jobRoutes registers the jobs API on m: POST /api/jobs (a YAML or JSON
+// job spec → the task), GET /api/jobs[?state=A,B], GET /api/jobs/{id},
+// POST /api/jobs/{id}/cancel, GET /api/jobs/{id}/logs.
+func (s *Server) jobRoutes(m *mux.Router) {
+	m.HandleFunc(jobsPrefix, s.jobsAuth(s.submitJob)).Methods(http.MethodPost)
+	m.HandleFunc(jobsPrefix, s.jobsAuth(s.listJobs)).Methods(http.MethodGet)
+	m.HandleFunc(jobsPrefix+"/{id}", s.jobsAuth(s.getJob)).Methods(http.MethodGet)
+	m.HandleFunc(jobsPrefix+"/{id}/cancel", s.jobsAuth(s.cancelJob)).Methods(http.MethodPost)
+	m.HandleFunc(jobsPrefix+"/{id}/logs", s.jobsAuth(s.jobLogs)).Methods(http.MethodGet)
+}
+
+// jobsAuth checks "Authorization: Bearer <job token>" (compared as SHA-256
+// digests in constant time). With no runner or no token configured the
+// jobs API is off: 503 says how to turn it on.
+func (s *Server) jobsAuth(h http.HandlerFunc) http.HandlerFunc {
+	var want [sha256.Size]byte
+	if s.cfg.JobToken != "" {
+		want = sha256.Sum256([]byte(s.cfg.JobToken))
+	}
+	return func(w http.ResponseWriter, r *http.Request) {
+		if s.cfg.Jobs == nil || s.cfg.JobToken == "" {
+			s.writeError(w, r, &apiError{status: http.StatusServiceUnavailable, code: "jobs_disabled",
+				msg: "the jobs API is off: start serve with a job token (--job-token or LOADOUT_JOB_TOKEN) and a job database it can open (--db; see its log)"})
+			return
+		}
+		tok := ""
+		if scheme, rest, ok := strings.Cut(r.Header.Get("Authorization"), " "); ok && strings.EqualFold(scheme, "Bearer") {
+			tok = strings.TrimSpace(rest)
+		}
+		if tok == "" {
+			s.writeError(w, r, &apiError{status: http.StatusUnauthorized, code: "missing_job_token",
+				msg: "missing job token: send it as \"Authorization: Bearer <job token>\" (an inference API key is not one)"})
+			return
+		}
+		got := sha256.Sum256([]byte(tok))
+		if subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
+			s.writeError(w, r, &apiError{status: http.StatusUnauthorized, code: "invalid_job_token", msg: "invalid job token"})
+			return
+		}
+		h(w, r)
+	}
+}
+
+// jobError maps the jobs package's errors to API errors.
+func jobError(err error) *apiError {
+	var fe *jobs.FieldError
+	var re *jobs.RefusedError
+	switch {
+	case errors.As(err, &fe):
+		return &apiError{status: http.StatusBadRequest, code: "invalid_job_spec", msg: err.Error()}
+	case errors.As(err, &re):
+		return &apiError{status: http.StatusUnprocessableEntity, code: "job_never_fits", msg: err.Error()}
+	case errors.Is(err, jobs.ErrNotFound):
+		return &apiError{status: http.StatusNotFound, code: "job_not_found", msg: err.Error()}
+	case errors.Is(err, jobs.ErrConflict):
+		return &apiError{status: http.StatusConflict, code: "job_finished", msg: err.Error()}
+	default:
+		return &apiError{status: http.StatusInternalServerError, code: "internal_error", msg: err.Error()}
+	}
+}
+
+// maxJobSpecBytes bounds a job spec.
+const maxJobSpecBytes = 1 << 20
+
+func (s *Server) submitJob(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxJobSpecBytes+1))
+	if err != nil {
+		s.writeError(w, r, &apiError{status: http.StatusBadRequest, code: "invalid_request", msg: "reading the job spec: " + err.Error()})
+		return
+	}
+	if len(body) > maxJobSpecBytes {
+		s.writeError(w, r, &apiError{status: http.StatusRequestEntityTooLarge, code: "request_too_large", msg: "the job spec is over 1 MiB"})
+		return
+	}
+	t, err := s.cfg.Jobs.Submit(r.Context(), body)
+	if err != nil {
+		s.writeError(w, r, jobError(err))
+		return
+	}
+	w.WriteHeader(http.StatusCreated)
+	s.writeJSON(w, r, t)
+}
+
+func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) {
+	var states []jobs.State
+	if q := r.URL.Query().Get("state"); q != "" {
+		for _, st := range strings.Split(q, ",") {
+			st := jobs.State(strings.ToUpper(strings.TrimSpace(st)))
+			if !containsState(st) {
+				s.writeError(w, r, &apiError{status: http.StatusBadRequest, code: "invalid_request",
+					msg: fmt.Sprintf("state: %q is not a job state; want one of %v", st, jobs.States)})
+				return
+			}
+			states = append(states, st)
+		}
+	}
+	ts, err := s.cfg.Jobs.Store().List(r.Context(), states...)
+	if err != nil {
+		s.writeError(w, r, jobError(err))
+		return
+	}
+	if ts == nil {
+		ts = []*jobs.Task{}
+	}
+	s.writeJSON(w, r, map[string]any{"jobs": ts})
+}
+
+func containsState(st jobs.State) bool {
+	for _, s := range jobs.States {
+		if s == st {
+			return true
+		}
+	}
+	return false
+}
+
+// jobDetail is GET /api/jobs/{id}: the task, every attempt (start, end,
+// failure kind and message) and its events.
+type jobDetail struct {
+	*jobs.Task
+	AttemptList []*jobs.Attempt `json:"attempt_list"`
+	Events      []jobs.Event    `json:"events"`
+}
+
+func (s *Server) getJob(w http.ResponseWriter, r *http.Request) {
+	id := mux.Vars(r)["id"]
+	st := s.cfg.Jobs.Store()
+	t, err := st.Get(r.Context(), id)
+	if err != nil {
+		s.writeError(w, r, jobError(err))
+		return
+	}
+	as, err := st.Attempts(r.Context(), id)
+	if err != nil {
+		s.writeError(w, r, jobError(err))
+		return
+	}
+	evs, err := st.Events(r.Context(), id)
+	if err != nil {
+		s.writeError(w, r, jobError(err))
+		return
+	}
+	if as == nil {
+		as = []*jobs.Attempt{}
+	}
+	s.writeJSON(w, r, jobDetail{Task: t, AttemptList: as, Events: evs})
+}
+
+func (s *Server) cancelJob(w http.ResponseWriter, r *http.Request) {
+	id := mux.Vars(r)["id"]
+	if err := s.cfg.Jobs.Cancel(r.Context(), id); err != nil {
+		s.writeError(w, r, jobError(err))
+		return
+	}
+	t, err := s.cfg.Jobs.Store().Get(r.Context(), id)
+	if err != nil {
+		s.writeError(w, r, jobError(err))
+		return
+	}
+	s.writeJSON(w, r, t)
+}
+
+func (s *Server) jobLogs(w http.ResponseWriter, r *http.Request) {
+	logs, err := s.cfg.Jobs.Logs(r.Context(), mux.Vars(r)["id"])
+	if err != nil {
+		if errors.Is(err, jobs.ErrNotFound) {
+			s.writeError(w, r, jobError(err))
+			return
+		}
+		s.writeError(w, r, &apiError{status: http.StatusNotFound, code: "no_logs", msg: err.Error()})
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	_, _ = io.WriteString(w, logs)
+}
