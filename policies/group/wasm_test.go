@@ -3,7 +3,6 @@ package main
 import (
 	"testing"
 
-	"github.com/loadout-dev/loadout/host/policy"
 	"github.com/loadout-dev/loadout/internal/policywasm"
 	"github.com/loadout-dev/loadout/sdk/policytest"
 )
@@ -12,12 +11,6 @@ import (
 // run by the real runtime (host/policy).
 
 const pkgPath = "github.com/loadout-dev/loadout/policies/group"
-
-// wasmModule builds and compiles the policy once per test binary.
-func wasmModule(tb testing.TB) (*policy.Runtime, *policy.Module) {
-	tb.Helper()
-	return policywasm.Module(tb, pkgPath)
-}
 
 func wasmSwapper(tb testing.TB, h *policytest.Host, settings string) (policytest.Swapper, error) {
 	s, err := policywasm.Swapper(tb, pkgPath, h, settings)
