@@ -233,6 +233,7 @@ func TestFault_ServeRefusesBadStartup(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
 			cmd := exec.CommandContext(ctx, loadoutBin, "serve", "--config", cfg, "--listen", "127.0.0.1:0")
+			cmd.Env = append(os.Environ(), "XDG_DATA_HOME="+t.TempDir()) // not the real data directory
 			out, err := cmd.CombinedOutput()
 			var exit *exec.ExitError
 			if !errors.As(err, &exit) || ctx.Err() != nil {

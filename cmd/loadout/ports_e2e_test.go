@@ -35,7 +35,8 @@ func loadout(t *testing.T, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, loadoutBin, args...)
-	cmd.Env = append(os.Environ(), "LOADOUT_BIN="+loadoutBin)
+	cmd.Env = append(os.Environ(), "LOADOUT_BIN="+loadoutBin,
+		"XDG_DATA_HOME="+t.TempDir()) // serve's default jobs database goes there, not under $HOME
 	out, err := cmd.CombinedOutput()
 	if ctx.Err() != nil {
 		t.Fatalf("loadout %v did not finish within a minute:\n%s", args, out)
