@@ -153,6 +153,9 @@ const (
 	ErrSwapperFailed  ResultError = -7 // Plan: the swapper failed; the host logged why
 	ErrBadArgument    ResultError = -8 // a malformed argument
 	ErrDoesNotFit     ResultError = -9 // StartSwap: the target does not fit in GPU memory even with the evictions
+	// StartSwap: the target would fit, but GPU jobs hold the memory it
+	// needs now; queue the request and try again later (a tick follows).
+	ErrHeldByJob ResultError = -10
 )
 
 var resultNames = map[ResultError]string{
@@ -165,6 +168,7 @@ var resultNames = map[ResultError]string{
 	ErrSwapperFailed:  "swapper failed",
 	ErrBadArgument:    "malformed argument",
 	ErrDoesNotFit:     "does not fit in GPU memory with the planned evictions",
+	ErrHeldByJob:      "the GPU memory it needs is held by jobs",
 }
 
 func (e ResultError) Error() string {

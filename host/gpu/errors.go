@@ -75,3 +75,8 @@ func formatBytes(n uint64) string {
 	}
 	return s + " " + units[u:u+1] + "iB"
 }
+
+// ErrHeldByJob is wrapped, with the *DoesNotFitError, by Reserve's error
+// when a model does not fit now but would once the jobs holding GPUs
+// release them: a reason to wait, not a misfit.
+var ErrHeldByJob = errors.New("the GPU memory it needs is held by jobs")

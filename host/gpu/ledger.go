@@ -1,6 +1,7 @@
 package gpu
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"math/bits"
@@ -96,7 +97,8 @@ func (l *Ledger) Acquire(owner string, perDevice map[int]uint64) error {
 // with what their leases held on it; call WaitFree before starting owner's
 // process. It returns the placement (bytes by device; empty for a need of
 // 0, which still records an empty lease) or, changing nothing, ErrHeld,
-// ErrUnknownDevice, or *DoesNotFitError (errors.Is ErrDoesNotFit).
+// ErrUnknownDevice, or *DoesNotFitError (errors.Is ErrDoesNotFit) — also
+// matching ErrHeldByJob when it would fit once the jobs' leases end.
 func (l *Ledger) Reserve(owner string, need uint64, devices []int, evict []string) (map[int]uint64, error) {
 	devs, err := l.inv.Devices()
 	if err != nil {
@@ -107,24 +109,35 @@ func (l *Ledger) Reserve(owner string, need uint64, devices []int, evict []strin
 	if _, held := l.leases[owner]; held {
 		return nil, fmt.Errorf("gpu lease for %s: %w", owner, ErrHeld)
 	}
-	free := l.freeAfter(devs, evict)
-	if len(devices) > 0 {
+	// place places need on the free memory after releasing those leases:
+	// on exactly devices when given, else where Place says.
+	place := func(releasing []string) (map[int]uint64, error) {
+		free := l.freeAfter(devs, releasing)
+		if len(devices) == 0 {
+			return Place(need, free, 0)
+		}
 		on := make([]DeviceFree, 0, len(devices))
 		for _, d := range devices {
 			i := slices.IndexFunc(free, func(f DeviceFree) bool { return f.Index == d })
 			if i < 0 {
-				return nil, fmt.Errorf("gpu lease for %s: %w %d", owner, ErrUnknownDevice, d)
+				return nil, fmt.Errorf("%w %d", ErrUnknownDevice, d)
 			}
 			on = append(on, free[i])
 		}
 		slices.SortFunc(on, func(a, b DeviceFree) int { return a.Index - b.Index })
-		free = on
+		return Split(need, on, 0)
 	}
-	var placement map[int]uint64
-	if len(devices) > 0 {
-		placement, err = Split(need, free, 0)
-	} else {
-		placement, err = Place(need, free, 0)
+	placement, err := place(evict)
+	if err != nil && errors.Is(err, ErrDoesNotFit) {
+		// Would it fit once the jobs holding GPUs end? Then it is not a
+		// misfit but a wait.
+		var jobs []string
+		for o := range l.jobs {
+			jobs = append(jobs, o)
+		}
+		if _, jerr := place(append(slices.Clone(evict), jobs...)); len(jobs) > 0 && jerr == nil {
+			return nil, fmt.Errorf("gpu lease for %s: %w: %w", owner, ErrHeldByJob, err)
+		}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("gpu lease for %s: %w", owner, err)

@@ -2,6 +2,7 @@ package router
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -320,6 +321,10 @@ func (fx *effects) StartSwap(s sdk.SwapRequest) error {
 		}
 		p, err := l.ledger.Reserve(s.Model, target.cfg.VRAM, want, s.Evict)
 		if err != nil {
+			if errors.Is(err, gpu.ErrHeldByJob) {
+				// Not the policy's mistake: jobs hold the GPUs for now.
+				return sdk.ErrHeldByJob
+			}
 			return refuse(sdk.ErrDoesNotFit, err.Error())
 		}
 		placement = p

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/loadout-dev/loadout/host/gpu"
 	"github.com/loadout-dev/loadout/sdk"
@@ -51,4 +52,31 @@ func TestRouter_EvictIdle_NeverABusyOrPinnedModel(t *testing.T) {
 		t.Fatalf("unheld devices %v, want [%d]", got, db)
 	}
 	busy.Release()
+}
+
+// A model request that finds the GPUs held by a job waits in the queue
+// (the job will end), and loads once the job's lease is released, instead
+// of failing as a model that does not fit.
+func TestRouter_RequestWaitsForAJobsGPU(t *testing.T) {
+	const gib = 1 << 30
+	ledger := gpu.NewLedger(gpu.NewDeclared([]gpu.DeclaredDevice{{Name: "sim0", Memory: 8 * gib}}), 0)
+	h := newHarness(t, harnessOpts{
+		ledger: ledger,
+		tick:   5 * time.Millisecond,
+		models: map[string]ModelConfig{"a": {VRAM: 6 * gib}},
+	})
+	if _, err := ledger.AcquireDevices("job-1", []int{0}); err != nil {
+		t.Fatal(err)
+	}
+	c := h.acquire("a")
+	if p := c.held(t, false); p.Position < 1 {
+		t.Fatalf("held at %+v, want queued", p)
+	}
+	h.world.expectNone(t)
+	if c := h.r.Counters()["scheduler"]; c.RefusedEffects != 0 {
+		t.Fatalf("a job holding the GPU counted as a policy's refused effect: %+v", c)
+	}
+	ledger.Release("job-1")
+	h.world.expect(t, "starting a", "ready a") // the next tick drains the queue
+	c.wait(t).Release()
 }

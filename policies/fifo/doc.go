@@ -24,7 +24,8 @@
 //     evicted.
 //  6. Otherwise a swap starts (the evictions the swapper chose, then the
 //     load) and the request waits for it. Swaps that touch disjoint models
-//     run in parallel.
+//     run in parallel. If the host answers that GPU jobs hold the memory
+//     the model needs for now, the request is queued until they end.
 //
 // When a swap finishes, every request waiting on it is served (or fails
 // with the load's error, 502), then the queue is drained: each queued

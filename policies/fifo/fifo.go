@@ -125,9 +125,10 @@ func (s *scheduler) decide(r *request) verdict {
 	req := sdk.SwapRequest{Model: r.model, Evict: plan.Evict, Devices: plan.Devices}
 	switch err := s.fx.StartSwap(req); {
 	case err == nil:
-	case errors.Is(err, sdk.ErrModelBusy), errors.Is(err, sdk.ErrSwapActive):
+	case errors.Is(err, sdk.ErrModelBusy), errors.Is(err, sdk.ErrSwapActive), errors.Is(err, sdk.ErrHeldByJob):
 		// The host knows of a load or a request we do not (e.g. from before
-		// this instance); wait for the SwapDone or ServeDone that drains.
+		// this instance), or GPU jobs hold the memory for now: wait for
+		// the SwapDone, ServeDone or tick that drains the queue.
 		return blocked
 	case errors.Is(err, sdk.ErrUnknownModel):
 		s.fx.GrantError(r.id, sdk.CodeModelNotFound, fmt.Sprintf("model %q not found", r.model))
