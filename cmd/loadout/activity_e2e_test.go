@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/chromedp/chromedp"
 )
 
 // activityRow is one row of GET /api/activity as a client reads it.
@@ -130,5 +132,35 @@ func TestServe_ActivityLogsEveryModelRequest(t *testing.T) {
 	s2 := startServer(t, cfg, "--db", db)
 	if again := s2.activity(t, "limit=1000"); len(again) != 5 || again[0].RowID != rows[0].RowID {
 		t.Errorf("after a restart: %d rows, want the same 5", len(again))
+	}
+}
+
+// The web UI's activity table shows requests made before it was opened:
+// it loads the recent history from /api/activity, once per request even
+// though the live stream may bring the same one.
+func TestUI_ActivityHistoryOnOpen(t *testing.T) {
+	ctx := browser(t)
+	s := startServer(t, writeConfig(t, t.TempDir(), simModels), "--db", filepath.Join(t.TempDir(), "state.db"))
+	req, _ := http.NewRequest(http.MethodPost, s.base+"/v1/chat/completions", strings.NewReader(chat("a", false)))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Loadout-Client", "before-the-page")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("chat: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	eventually(t, "the request in /api/activity", func() bool { return len(s.activity(t, "client=before-the-page")) == 1 })
+
+	var rows int
+	if err := chromedp.Run(ctx,
+		chromedp.Navigate(s.base+"/ui/"),
+		chromedp.WaitVisible(`#conn[data-conn="live"]`, chromedp.ByQuery),
+		chromedp.WaitVisible(`//section[@id="activity"]//td[text()="before-the-page"]`, chromedp.BySearch),
+		chromedp.Evaluate(`document.querySelectorAll('#activity tr[data-request]').length`, &rows),
+	); err != nil {
+		t.Fatalf("history in the activity table: %v", err)
+	}
+	if rows != 1 {
+		t.Errorf("%d activity rows, want the 1 request", rows)
 	}
 }
