@@ -19,6 +19,7 @@ import (
 	"github.com/loadout-dev/loadout/host/gpu"
 	"github.com/loadout-dev/loadout/host/jobs"
 	"github.com/loadout-dev/loadout/host/router"
+	"github.com/loadout-dev/loadout/host/statedb"
 )
 
 // jobsOptions are serve's job-queue flags.
@@ -32,12 +33,21 @@ type jobsOptions struct {
 }
 
 func addJobsFlags(cmd *cobra.Command, o *jobsOptions) {
-	cmd.Flags().StringVar(&o.db, "db", "", "the jobs database (SQLite); default $XDG_DATA_HOME/loadout/jobs.db or ~/.local/share/loadout/jobs.db")
+	cmd.Flags().StringVar(&o.db, "db", "", "the state database (SQLite: the job queue and the activity log); default $XDG_DATA_HOME/loadout/jobs.db or ~/.local/share/loadout/jobs.db")
 	cmd.Flags().StringVar(&o.token, "job-token", os.Getenv("LOADOUT_JOB_TOKEN"), "bearer token of the jobs API (/api/jobs), apart from the inference API keys; empty: the jobs API is off (default $LOADOUT_JOB_TOKEN)")
 	cmd.Flags().IntVar(&o.maxRunning, "max-running-jobs", 0, "most jobs submitted or running at once (0: 64)")
 	cmd.Flags().StringVar(&o.rayAddress, "ray-address", os.Getenv("LOADOUT_RAY_ADDRESS"), "a Ray cluster's dashboard (e.g. http://127.0.0.1:8265) for jobs with executor: ray; empty: no Ray executor (default $LOADOUT_RAY_ADDRESS)")
 	cmd.Flags().StringVar(&o.rayToken, "ray-token", os.Getenv("LOADOUT_RAY_TOKEN"), "bearer token for the Ray dashboard (default $LOADOUT_RAY_TOKEN)")
 	cmd.Flags().StringVar(&o.rayEntrypointResources, "ray-entrypoint-resources", "", `Ray entrypoint_resources for every job's driver, as JSON (e.g. '{"worker":1}': keeps the driver on a worker, off a head started with no GPUs)`)
+}
+
+// statePath is the state file serve uses: --db, else the default place
+// (statedb.DefaultPath). The job queue and the activity log share it.
+func statePath(db string) (string, error) {
+	if db != "" {
+		return db, nil
+	}
+	return statedb.DefaultPath()
 }
 
 // rayExecutor builds the Ray executor from serve's flags; nil when no
@@ -66,12 +76,9 @@ func rayExecutor(o jobsOptions) (*jobs.RayExecutor, error) {
 // default database (no --db) cannot be opened, jobs are off: it logs why
 // and returns a nil runner.
 func startJobs(ctx context.Context, o jobsOptions, ledger *gpu.Ledger, r *router.Router, log *slog.Logger) (*jobs.Runner, func(), error) {
-	path := o.db
-	if path == "" {
-		var err error
-		if path, err = jobs.DefaultDBPath(); err != nil {
-			return nil, nil, err
-		}
+	path, err := statePath(o.db)
+	if err != nil {
+		return nil, nil, err
 	}
 	store, err := jobs.OpenStore(path)
 	if err != nil && o.db == "" {

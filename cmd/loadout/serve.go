@@ -32,7 +32,8 @@ type serveOptions struct {
 	listen          string
 	logLevel        string
 	shutdownTimeout time.Duration
-	jobs            jobsOptions // jobs.go
+	jobs            jobsOptions     // jobs.go
+	activity        activityOptions // activity.go
 }
 
 func newServeCmd() *cobra.Command {
@@ -65,6 +66,7 @@ and Loadout still exits 0, within the timeout plus one second.`,
 	cmd.Flags().StringVar(&o.logLevel, "log-level", "", "debug, info, warn or error (default: the config's logLevel)")
 	cmd.Flags().DurationVar(&o.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long in-flight requests may take to finish on shutdown; then they are ended with an error")
 	addJobsFlags(cmd, &o.jobs)
+	addActivityFlags(cmd, &o.activity)
 	return cmd
 }
 
@@ -241,8 +243,13 @@ func runServe(ctx context.Context, o serveOptions) error {
 		return err
 	}
 	defer stopJobs()
+	act, err := openActivity(o.jobs.db, o.activity, log)
+	if err != nil {
+		return err
+	}
+	defer act.close(log) // after shutdown: what the last requests left is written
 
-	handler, err := proxy.New(proxy.Config{
+	pcfg := proxy.Config{
 		Jobs:                 jobRunner,
 		JobToken:             o.jobs.token,
 		Router:               r,
@@ -272,8 +279,13 @@ func runServe(ctx context.Context, o serveOptions) error {
 			})
 			return out
 		},
-	})
+	}
+	act.config(&pcfg)
+	handler, err := proxy.New(pcfg)
 	if err != nil {
+		return err
+	}
+	if err := act.register(handler); err != nil {
 		return err
 	}
 

@@ -6,12 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
-	_ "modernc.org/sqlite" // the "sqlite" database/sql driver, pure Go
+	"github.com/loadout-dev/loadout/host/statedb"
 )
 
 // Store errors.
@@ -73,33 +71,14 @@ type Store struct {
 	now func() time.Time
 }
 
-// DefaultDBPath is where the store lives when --db is not given:
-// $XDG_DATA_HOME/loadout/jobs.db, else ~/.local/share/loadout/jobs.db.
-func DefaultDBPath() (string, error) {
-	dir := os.Getenv("XDG_DATA_HOME")
-	if dir == "" {
-		home, err := os.UserHomeDir()
-		if err != nil {
-			return "", fmt.Errorf("jobs database: no --db and no home directory: %w", err)
-		}
-		dir = filepath.Join(home, ".local", "share")
-	}
-	return filepath.Join(dir, "loadout", "jobs.db"), nil
-}
-
 // OpenStore opens (creating it and its directory if needed) the SQLite
 // file at path. Errors: the directory or file cannot be made or read, or
 // the file is not a jobs database.
 func OpenStore(path string) (*Store, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return nil, fmt.Errorf("jobs database: %w", err)
-	}
-	dsn := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=busy_timeout(5000)&_pragma=foreign_keys(ON)"
-	db, err := sql.Open("sqlite", dsn)
+	db, err := statedb.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("jobs database %s: %w", path, err)
+		return nil, fmt.Errorf("jobs %w", err)
 	}
-	db.SetMaxOpenConns(1) // one writer; readers are few and short
 	if _, err := db.Exec(schema); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("jobs database %s: %w", path, err)

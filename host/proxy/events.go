@@ -24,6 +24,7 @@ type RequestSummary struct {
 	Status           int       `json:"status"`
 	Error            string    `json:"error,omitempty"`
 	QueueWait        float64   `json:"queue_wait_s"`     // arrival to grant: queue and load
+	LoadWait         float64   `json:"load_wait_s"`      // the part of QueueWait its model was loading
 	TTFT             float64   `json:"ttft_s,omitempty"` // grant to first token
 	PromptTokens     int64     `json:"prompt_tokens"`
 	CompletionTokens int64     `json:"completion_tokens"`
@@ -39,7 +40,7 @@ func (s *Server) summarize(ex *exchange, r *http.Request, status int, d time.Dur
 	}
 	sum := RequestSummary{
 		ID: ex.id, Time: ex.start, Model: ex.model, Client: ex.req.Client, Priority: ex.req.Priority,
-		Path: r.URL.Path, Status: status, Error: ex.errMsg, QueueWait: ex.waited.Seconds(), Duration: d.Seconds(),
+		Path: r.URL.Path, Status: status, Error: ex.errMsg, QueueWait: ex.waited.Seconds(), LoadWait: ex.loadWait.Seconds(), Duration: d.Seconds(),
 	}
 	if u := ex.usage; u != nil {
 		sum.PromptTokens, sum.CompletionTokens = u.prompt, u.completion

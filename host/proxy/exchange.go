@@ -45,9 +45,10 @@ type exchange struct {
 	// Set once the router granted the request (serve): what the request
 	// asked for, how long it waited, and what its response's usage meter
 	// saw, for metrics and its summary event.
-	req    router.Request
-	waited time.Duration
-	usage  *usage
+	req      router.Request
+	waited   time.Duration
+	loadWait time.Duration // the part of waited its model was loading
+	usage    *usage
 }
 
 func exchangeOf(r *http.Request) *exchange {

@@ -83,7 +83,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, req router.Reques
 		s.writeError(w, r, acquireError(r.Context(), err, req.Model))
 		return
 	}
-	ex.req, ex.waited, ex.usage = req, time.Since(waitStart), &usage{sent: time.Now()}
+	ex.req, ex.waited, ex.loadWait, ex.usage = req, time.Since(waitStart), grant.LoadWait, &usage{sent: time.Now()}
 	mm := s.metrics.model(req.Model)
 	mm.queueWait.Observe(ex.waited.Seconds())
 	mm.inFlight.Inc()

@@ -113,6 +113,9 @@ type Config struct {
 	// ends (the activity log). It runs on the request's goroutine and
 	// must not block.
 	OnRequest func(RequestSummary)
+	// Activity, when set, is the activity log GET /api/activity reads
+	// (activity.go); the binary feeds it through OnRequest.
+	Activity ActivityLog
 	// Jobs, when set with JobToken, serves the jobs API under /api/jobs
 	// (jobs.go); JobToken is its bearer token, apart from APIKeys.
 	Jobs     *jobs.Runner
@@ -214,6 +217,7 @@ func (s *Server) routes() *mux.Router {
 	m.HandleFunc("/api/policies", s.apiPolicies).Methods(http.MethodGet)
 	m.HandleFunc("/api/gpus", s.apiGPUs).Methods(http.MethodGet)
 	m.HandleFunc("/api/events", s.apiEvents).Methods(http.MethodGet)
+	m.HandleFunc("/api/activity", s.apiActivity).Methods(http.MethodGet)
 	s.uiRoutes(m)
 	m.HandleFunc("/logs", s.logsHistory).Methods(http.MethodGet)
 	m.HandleFunc("/logs/stream", s.logsStream).Methods(http.MethodGet)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/loadout-dev/loadout/host/gpu"
 	"github.com/loadout-dev/loadout/sdk"
@@ -128,7 +129,7 @@ func (fx *effects) GrantServe(id sdk.RequestID, name string) bool {
 		return false
 	}
 	delete(l.waiters, id)
-	g := &Grant{Model: name, Upstream: m.inst.Upstream()}
+	g := &Grant{Model: name, Upstream: m.inst.Upstream(), LoadWait: loadWait(w.arrived, time.Now(), m)}
 	g.release = func() {
 		select {
 		case r.serveDones <- serveDone{id: id, model: name}:
@@ -141,6 +142,22 @@ func (fx *effects) GrantServe(id sdk.RequestID, name string) bool {
 	m.inFlight++
 	m.lastUse = l.now
 	return true
+}
+
+// loadWait is how much of a wait from arrived to now m's last load
+// covered.
+func loadWait(arrived, now time.Time, m *model) time.Duration {
+	if m.loadEnd.IsZero() {
+		return 0
+	}
+	from, to := arrived, now
+	if m.loadStart.After(from) {
+		from = m.loadStart
+	}
+	if m.loadEnd.Before(to) {
+		to = m.loadEnd
+	}
+	return max(to.Sub(from), 0)
 }
 
 func (fx *effects) GrantError(id sdk.RequestID, code sdk.ErrorCode, msg string) {
@@ -336,6 +353,9 @@ func (fx *effects) StartSwap(s sdk.SwapRequest) error {
 
 	running := fx.runningSet(s.Model)
 	l.swaps[s.Model] = sw
+	if !already {
+		target.loadStart, target.loadEnd = time.Now(), time.Time{}
+	}
 	if err := l.swapper.OnSwapStart(sdk.SwapStartEvent{
 		Now: l.now.UnixNano(), Target: s.Model, Running: running, Evict: sw.evict, Devices: sw.devices,
 	}); err != nil {

@@ -21,6 +21,7 @@ type waiter struct {
 	respond chan result // unbuffered: a send proves the caller took it (rule 3)
 	held    bool        // the scheduler said it holds it (SetQueuePosition)
 	pos     int
+	arrived time.Time // when the loop took it, for Grant.LoadWait
 }
 
 type result struct {
@@ -66,7 +67,10 @@ type model struct {
 	inFlight int
 	lastUse  time.Time
 	lastErr  string
-	measured uint64 // bytes the running server uses, once measured
+	// loadStart and loadEnd span its last load (loadEnd zero while it
+	// runs or when it failed), for Grant.LoadWait.
+	loadStart, loadEnd time.Time
+	measured           uint64 // bytes the running server uses, once measured
 	// stopAfterStart: an unload arrived while a swap was starting the
 	// model; stop it as soon as the swap ends.
 	stopAfterStart bool
@@ -203,6 +207,7 @@ func (r *Router) onRequest(w *waiter) {
 	}
 	l.nextID++
 	w.id = l.nextID
+	w.arrived = time.Now()
 	l.waiters[w.id] = w
 	r.offer(w)
 }
@@ -295,6 +300,7 @@ func (r *Router) onSwapDone(ev swapDone) {
 	default:
 		m.gen++
 		m.inst = ev.inst
+		m.loadEnd = time.Now() // before setState: the scheduler may grant in it
 		r.setState(m, sdk.StateReady)
 		m.lastUse = time.Now() // the TTL counts from the load
 		r.log.Info("model ready", "model", ev.target, "upstream", ev.inst.Upstream().String())

@@ -110,6 +110,10 @@ type Progress struct {
 type Grant struct {
 	Model    string
 	Upstream *url.URL
+	// LoadWait is the part of the caller's wait its model spent loading
+	// (its last load, started before or during the wait); zero when the
+	// model was ready when it came.
+	LoadWait time.Duration
 	release  func()
 	once     sync.Once
 }

@@ -77,6 +77,10 @@ function reducer(s, a) {
     case 'gpus': return { ...s, gpus: a.gpus };
     case 'policies': return { ...s, policies: a.policies };
     case 'request': return { ...s, activity: [a.r, ...s.activity].slice(0, MAX_ROWS) };
+    case 'history': { // /api/activity, newest first: after the live rows, without repeats
+      const seen = new Set(s.activity.map((r) => r.id));
+      return { ...s, activity: [...s.activity, ...a.rows.filter((r) => !seen.has(r.id))].slice(0, MAX_ROWS) };
+    }
     case 'timeline': return { ...s, timeline: [a.t, ...s.timeline].slice(0, MAX_ROWS) };
     case 'conn': return { ...s, conn: a.conn };
     case 'error': return { ...s, error: a.error };
@@ -213,6 +217,8 @@ function App() {
         dispatch({ type: 'policies', policies: p.policies || [] });
         dispatch({ type: 'error', error: '' });
       } catch (e) { dispatch({ type: 'error', error: e.message }); }
+      // The activity log's recent history (404 when it is off: live rows only).
+      api(`/api/activity?limit=${MAX_ROWS}`).then((h) => dispatch({ type: 'history', rows: h.data || [] })).catch(() => {});
     };
     const gpus = () => api('/api/gpus').then((g) => dispatch({ type: 'gpus', gpus: g.devices || [] })).catch(() => {});
     const policies = () => api('/api/policies').then((p) => dispatch({ type: 'policies', policies: p.policies || [] })).catch(() => {});
