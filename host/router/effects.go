@@ -129,7 +129,7 @@ func (fx *effects) GrantServe(id sdk.RequestID, name string) bool {
 		return false
 	}
 	delete(l.waiters, id)
-	g := &Grant{Model: name, Upstream: m.inst.Upstream(), LoadWait: loadWait(w.arrived, time.Now(), m)}
+	g := &Grant{Model: name, Upstream: m.inst.Upstream(), LoadWait: loadWait(w.arrived, r.cfg.Clock(), m)}
 	g.release = func() {
 		select {
 		case r.serveDones <- serveDone{id: id, model: name}:
@@ -354,7 +354,7 @@ func (fx *effects) StartSwap(s sdk.SwapRequest) error {
 	running := fx.runningSet(s.Model)
 	l.swaps[s.Model] = sw
 	if !already {
-		target.loadStart, target.loadEnd = time.Now(), time.Time{}
+		target.loadStart, target.loadEnd = r.cfg.Clock(), time.Time{}
 	}
 	if err := l.swapper.OnSwapStart(sdk.SwapStartEvent{
 		Now: l.now.UnixNano(), Target: s.Model, Running: running, Evict: sw.evict, Devices: sw.devices,

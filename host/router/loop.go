@@ -195,7 +195,7 @@ func (r *Router) run() {
 
 func (r *Router) stamp() int64 {
 	clear(r.loop.planFailures)
-	r.loop.now = time.Now()
+	r.loop.now = r.cfg.Clock()
 	return r.loop.now.UnixNano()
 }
 
@@ -207,7 +207,7 @@ func (r *Router) onRequest(w *waiter) {
 	}
 	l.nextID++
 	w.id = l.nextID
-	w.arrived = time.Now()
+	w.arrived = r.cfg.Clock()
 	l.waiters[w.id] = w
 	r.offer(w)
 }
@@ -269,7 +269,7 @@ func (r *Router) onServeDone(ev serveDone) {
 	l := &r.loop
 	if m, ok := l.models[ev.model]; ok {
 		m.inFlight--
-		m.lastUse = time.Now()
+		m.lastUse = r.cfg.Clock()
 		if m.stopWhenIdle && m.inFlight == 0 {
 			r.stopModel(m)
 		}
@@ -300,9 +300,9 @@ func (r *Router) onSwapDone(ev swapDone) {
 	default:
 		m.gen++
 		m.inst = ev.inst
-		m.loadEnd = time.Now() // before setState: the scheduler may grant in it
+		m.loadEnd = r.cfg.Clock() // before setState: the scheduler may grant in it
 		r.setState(m, sdk.StateReady)
-		m.lastUse = time.Now() // the TTL counts from the load
+		m.lastUse = r.cfg.Clock() // the TTL counts from the load
 		r.log.Info("model ready", "model", ev.target, "upstream", ev.inst.Upstream().String())
 		go r.watchExit(m.name, m.gen, ev.inst)
 	}
@@ -424,7 +424,7 @@ func (l *loopState) stillStopping(models []string) []string {
 
 func (r *Router) onTick() {
 	l := &r.loop
-	now := time.Now()
+	now := r.cfg.Clock()
 	var expired []string
 	if !l.shuttingDown {
 		for _, name := range l.names {

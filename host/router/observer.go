@@ -125,12 +125,12 @@ func (r *Router) observeModels() {
 // swapInfo describes a swap StartSwap launches.
 func (r *Router) swapInfo(sw *swap, cold bool) SwapInfo {
 	return SwapInfo{Target: sw.target, Evict: slices.Clone(sw.evict), Devices: slices.Clone(sw.devices),
-		Cold: cold, Policy: r.cfg.SchedulerName, Time: time.Now()}
+		Cold: cold, Policy: r.cfg.SchedulerName, Time: r.cfg.Clock()}
 }
 
 // swapEnded describes a swap's end to the Observer.
 func (r *Router) swapEnded(ev swapDone) SwapInfo {
-	info := SwapInfo{Target: ev.target, Evict: ev.evicted, Time: time.Now()}
+	info := SwapInfo{Target: ev.target, Evict: ev.evicted, Time: r.cfg.Clock()}
 	if ev.err != nil {
 		info.Err = ev.err.Error()
 	} else if ev.inst != nil {

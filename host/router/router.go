@@ -67,6 +67,11 @@ type Config struct {
 	// SchedulerName and SwapperName name the policies in errors and logs
 	// (e.g. "builtin:fifo", "/etc/loadout/mine.wasm").
 	SchedulerName, SwapperName string
+	// Clock is the time the run loop stamps events with and measures TTLs,
+	// last use and load waits by; nil means the wall clock (time.Now). It
+	// is the one clock the router's decisions read, so a replay can run
+	// them on virtual time.
+	Clock func() time.Time
 	// TickInterval is how often OnTick runs (TTL checks, queue aging).
 	// Default 1 s.
 	TickInterval time.Duration
@@ -189,6 +194,9 @@ func New(cfg Config) (*Router, error) {
 	}
 	if cfg.NewScheduler == nil || cfg.NewSwapper == nil {
 		return nil, errors.New("router: a scheduler and a swapper policy are required")
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
 	}
 	if cfg.TickInterval <= 0 {
 		cfg.TickInterval = time.Second
