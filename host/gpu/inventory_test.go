@@ -56,7 +56,7 @@ func TestOpen_Scenario(t *testing.T) {
 func TestDeclared(t *testing.T) {
 	d := NewDeclared([]DeclaredDevice{{Name: "sim0", Memory: 24 * gib}})
 	devs, _ := d.Devices()
-	if len(devs) != 1 || devs[0] != (Device{Index: 0, Name: "sim0", Total: 24 * gib, Free: 24 * gib}) {
+	if len(devs) != 1 || devs[0] != (Device{Index: 0, Name: "sim0", Total: 24 * gib, Free: 24 * gib, Utilization: -1}) {
 		t.Errorf("Devices = %+v", devs)
 	}
 	devs[0].Free = 0 // a copy: the inventory is unchanged

@@ -267,9 +267,18 @@ type DeviceLeases struct {
 	DriverFree uint64 `json:"driver_free"`
 	// Margin is the ledger's per-device reserve.
 	Margin uint64 `json:"margin"`
+	// Utilization is the driver's utilization rate in percent, -1 when it
+	// reports none (Device.Utilization).
+	Utilization int `json:"utilization_percent"`
 	// Holders are the leases on this device, by owner.
 	Holders []Holder `json:"holders"`
 }
+
+// Holder kinds: what holds a lease (Holder.Kind).
+const (
+	HolderModel = "model" // a model server's lease (Reserve, Acquire)
+	HolderJob   = "job"   // a job's whole-device lease (AcquireDevices)
+)
 
 // Holder is one owner's lease on one device.
 type Holder struct {
@@ -295,13 +304,13 @@ func (l *Ledger) Leases() ([]DeviceLeases, error) {
 		dl := DeviceLeases{
 			Index: dev.Index, UUID: dev.UUID, Name: dev.Name,
 			Total: dev.Total, Free: l.free(dev, 0), Leased: l.leased[dev.Index],
-			DriverFree: dev.Free, Margin: l.margin, Holders: []Holder{},
+			DriverFree: dev.Free, Margin: l.margin, Utilization: dev.Utilization, Holders: []Holder{},
 		}
 		for _, o := range owners {
 			if b := l.leases[o][dev.Index]; b > 0 {
-				kind := "model"
+				kind := HolderModel
 				if l.isJob(o) {
-					kind = "job"
+					kind = HolderJob
 				}
 				dl.Holders = append(dl.Holders, Holder{Owner: o, Bytes: b, Kind: kind})
 			}

@@ -49,6 +49,13 @@ func fakeDevice(name, uuid string, mem *nvml.Memory_v2, ret *nvml.Return) *mock.
 		GetNameFunc:          func() (string, nvml.Return) { return name, nvml.SUCCESS },
 		GetUUIDFunc:          func() (string, nvml.Return) { return uuid, nvml.SUCCESS },
 		GetMemoryInfo_v2Func: func() (nvml.Memory_v2, nvml.Return) { return *mem, *ret },
+		// Utilization: the memory's used share, so each device differs.
+		GetUtilizationRatesFunc: func() (nvml.Utilization, nvml.Return) {
+			if mem.Total == 0 {
+				return nvml.Utilization{}, nvml.ERROR_NOT_SUPPORTED
+			}
+			return nvml.Utilization{Gpu: uint32(mem.Used * 100 / mem.Total)}, nvml.SUCCESS
+		},
 	}
 }
 
@@ -65,8 +72,8 @@ func TestNVML_Devices(t *testing.T) {
 	devs, err := n.Devices()
 	must(t, err)
 	want := []Device{
-		{Index: 0, UUID: "GPU-aaa", Name: "NVIDIA H100 80GB HBM3", Total: 80 * gib, Free: 50 * gib, Used: 29 * gib},
-		{Index: 1, UUID: "GPU-bbb", Name: "NVIDIA H100 80GB HBM3", Total: 80 * gib, Free: 80 * gib},
+		{Index: 0, UUID: "GPU-aaa", Name: "NVIDIA H100 80GB HBM3", Total: 80 * gib, Free: 50 * gib, Used: 29 * gib, Utilization: 36},
+		{Index: 1, UUID: "GPU-bbb", Name: "NVIDIA H100 80GB HBM3", Total: 80 * gib, Free: 80 * gib, Utilization: 0},
 	}
 	if len(devs) != 2 || devs[0] != want[0] || devs[1] != want[1] {
 		t.Errorf("Devices:\n%+v\nwant\n%+v", devs, want)

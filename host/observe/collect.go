@@ -8,12 +8,6 @@ import (
 	"github.com/loadout-dev/loadout/host/gpu"
 )
 
-// Holder kinds, the holder label of loadout_gpu_leased_bytes.
-const (
-	HolderModel = "model"
-	HolderJob   = "job"
-)
-
 var (
 	gpuTotal = prometheus.NewDesc("loadout_gpu_memory_total_bytes",
 		"The device's memory (NVML, or the config's declared size).", []string{"device", "name"}, nil)
@@ -25,11 +19,13 @@ var (
 		"Memory leased on the device, by holder kind (model, job).", []string{"device", "holder"}, nil)
 	gpuLeaseHolders = prometheus.NewDesc("loadout_gpu_model_leased_bytes",
 		"Memory a configured model's lease holds on the device.", []string{"device", "model"}, nil)
+	gpuUtilization = prometheus.NewDesc("loadout_gpu_utilization_ratio",
+		"The share of the driver's last sample period in which a kernel ran (NVML), 0–1; absent where the driver reports none.", []string{"device"}, nil)
 )
 
 // DeviceCollector reads the ledger at scrape time: per device, memory
 // total, used and free, and the leased bytes by holder kind and by model.
-// Owners that are not configured models are jobs.
+// The holder kind is the ledger's (a job's whole-device lease, or a model's).
 type DeviceCollector struct {
 	ledger *gpu.Ledger
 	models map[string]bool
@@ -47,7 +43,7 @@ func NewDeviceCollector(ledger *gpu.Ledger, models []string) *DeviceCollector {
 
 // Describe implements prometheus.Collector.
 func (c *DeviceCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{gpuTotal, gpuUsed, gpuFree, gpuLeased, gpuLeaseHolders} {
+	for _, d := range []*prometheus.Desc{gpuTotal, gpuUsed, gpuFree, gpuLeased, gpuLeaseHolders, gpuUtilization} {
 		ch <- d
 	}
 }
@@ -64,17 +60,22 @@ func (c *DeviceCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(gpuTotal, prometheus.GaugeValue, float64(d.Total), idx, d.Name)
 		ch <- prometheus.MustNewConstMetric(gpuUsed, prometheus.GaugeValue, float64(d.Total-min(d.Total, d.DriverFree)), idx)
 		ch <- prometheus.MustNewConstMetric(gpuFree, prometheus.GaugeValue, float64(d.Free), idx)
+		if d.Utilization >= 0 {
+			ch <- prometheus.MustNewConstMetric(gpuUtilization, prometheus.GaugeValue, float64(d.Utilization)/100, idx)
+		}
 		var byKind [2]uint64
 		for _, h := range d.Holders {
-			if c.models[h.Owner] {
-				byKind[0] += h.Bytes
-				ch <- prometheus.MustNewConstMetric(gpuLeaseHolders, prometheus.GaugeValue, float64(h.Bytes), idx, h.Owner)
-			} else {
+			if h.Kind == gpu.HolderJob {
 				byKind[1] += h.Bytes
+				continue
+			}
+			byKind[0] += h.Bytes
+			if c.models[h.Owner] { // labels bounded to the configured models
+				ch <- prometheus.MustNewConstMetric(gpuLeaseHolders, prometheus.GaugeValue, float64(h.Bytes), idx, h.Owner)
 			}
 		}
-		ch <- prometheus.MustNewConstMetric(gpuLeased, prometheus.GaugeValue, float64(byKind[0]), idx, HolderModel)
-		ch <- prometheus.MustNewConstMetric(gpuLeased, prometheus.GaugeValue, float64(byKind[1]), idx, HolderJob)
+		ch <- prometheus.MustNewConstMetric(gpuLeased, prometheus.GaugeValue, float64(byKind[0]), idx, gpu.HolderModel)
+		ch <- prometheus.MustNewConstMetric(gpuLeased, prometheus.GaugeValue, float64(byKind[1]), idx, gpu.HolderJob)
 	}
 }
 
