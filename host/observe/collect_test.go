@@ -20,7 +20,7 @@ func (inventory) Devices() ([]gpu.Device, error) {
 	}, nil
 }
 func (inventory) ProcessMemory() (map[int]uint64, error) { return nil, nil }
-func (inventory) Source() string                          { return gpu.SourceNVML }
+func (inventory) Source() string                         { return gpu.SourceNVML }
 
 // Utilization is exported where the driver reports it, as a 0–1 ratio;
 // leases are split by the ledger's holder kind, and per-model series only
