@@ -97,6 +97,11 @@ func (o *observability) attach(srv *http.Server, h *proxy.Server, r *router.Rout
 }
 
 func policyStat(role string, s policy.Status, c router.PolicyCounters) observe.PolicyStat {
-	return observe.PolicyStat{Role: role, Name: s.Name, Healthy: s.Healthy, Active: s.Active,
+	st := observe.PolicyStat{Role: role, Name: s.Name, Healthy: s.Healthy, Active: s.Active,
 		Fallback: s.Fallback, Crashes: s.Crashes, Refused: c.RefusedEffects}
+	for _, call := range s.Calls {
+		st.Calls = append(st.Calls, observe.PolicyCalls{Event: call.Event, Count: call.Count, Seconds: call.Seconds,
+			Bounds: policy.CallBuckets[:], Buckets: call.Buckets[:]})
+	}
+	return st
 }
