@@ -262,7 +262,6 @@ function Jobs({ tick }) {
   const [err, setErr] = useState('');
   const [local, setLocal] = useState(0); // bumps after an action
   useEffect(() => {
-    if (!localStorage.getItem(JOB_KEY)) { setErr('Enter the job token to see the job queue.'); setList([]); return; }
     let live = true;
     (async () => {
       try {
@@ -277,7 +276,12 @@ function Jobs({ tick }) {
           const text = d.attempts ? await api('/api/jobs/' + encodeURIComponent(open) + '/logs', { job: true }).catch((e) => 'logs: ' + e.message) : '';
           if (live) setLogs(String(text));
         }
-      } catch (e) { if (live) setErr(e.message); }
+      } catch (e) {
+        if (!live) return;
+        setList([]);
+        // 401: no token or a wrong one; 503: the jobs API is off (the server says how to turn it on).
+        setErr(e.status === 401 ? `Enter the job token to see the job queue (${e.message}).` : e.message);
+      }
     })();
     return () => { live = false; };
   }, [epoch, tick, open, local]);
