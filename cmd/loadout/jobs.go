@@ -74,8 +74,10 @@ func rayExecutor(o jobsOptions) (*jobs.RayExecutor, error) {
 // leases of jobs still running from an earlier run, so no model is placed
 // on their GPUs; stop ends the runner and closes the store. When the
 // default database (no --db) cannot be opened, jobs are off: it logs why
-// and returns a nil runner.
-func startJobs(ctx context.Context, o jobsOptions, ledger *gpu.Ledger, r *router.Router, log *slog.Logger) (*jobs.Runner, func(), error) {
+// and returns a nil runner. onTransition, when not nil, hears every
+// change of a task's state (jobs.Config.OnTransition).
+func startJobs(ctx context.Context, o jobsOptions, ledger *gpu.Ledger, r *router.Router, log *slog.Logger,
+	onTransition func(jobs.Transition)) (*jobs.Runner, func(), error) {
 	path, err := statePath(o.db)
 	if err != nil {
 		return nil, nil, err
@@ -111,7 +113,7 @@ func startJobs(ctx context.Context, o jobsOptions, ledger *gpu.Ledger, r *router
 		executors[jobs.ExecutorRay] = ray
 	}
 	runner, err = jobs.NewRunner(jobs.Config{Store: store, Executors: executors,
-		MaxRunning: o.maxRunning, Logger: log})
+		MaxRunning: o.maxRunning, Logger: log, OnTransition: onTransition})
 	if err != nil {
 		store.Close()
 		return nil, nil, err

@@ -1,11 +1,14 @@
 package main
 
 import (
+	"context"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/loadout-dev/loadout/host/events"
 	"github.com/loadout-dev/loadout/host/gpu"
+	"github.com/loadout-dev/loadout/host/jobs"
 	"github.com/loadout-dev/loadout/host/logs"
 	"github.com/loadout-dev/loadout/host/observe"
 	"github.com/loadout-dev/loadout/host/policy"
@@ -35,14 +38,36 @@ func (o *observability) pluginLog(log *slog.Logger) *slog.Logger {
 	return slog.New(logs.Handler(log.Handler(), o.logs))
 }
 
+// jobTransition publishes a job's change of state as a "job" event (the
+// job runner's OnTransition).
+func (o *observability) jobTransition(tr jobs.Transition) { o.bus.Publish(events.TypeJob, tr) }
+
 // attach registers the metrics on the proxy's registry and ends the event
 // and log streams when srv begins its shutdown, so long-lived streams do
-// not hold it up.
+// not hold it up. runner is the job queue's, nil when jobs are off.
 func (o *observability) attach(srv *http.Server, h *proxy.Server, r *router.Router, ledger *gpu.Ledger,
-	sched *policy.FallbackScheduler, swapper *policy.FallbackSwapper) error {
+	sched *policy.FallbackScheduler, swapper *policy.FallbackSwapper, runner *jobs.Runner) error {
 	reg := h.Registry()
 	if err := o.observer.Register(reg); err != nil {
 		return err
+	}
+	if runner != nil {
+		states := make([]string, len(jobs.States))
+		for i, st := range jobs.States {
+			states[i] = string(st)
+		}
+		if err := reg.Register(observe.NewJobCollector(states, func() (map[string]int, error) {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			counts, err := runner.Store().CountByState(ctx)
+			out := make(map[string]int, len(counts))
+			for st, n := range counts {
+				out[string(st)] = n
+			}
+			return out, err
+		})); err != nil {
+			return err
+		}
 	}
 	if ledger != nil {
 		if err := reg.Register(observe.NewDeviceCollector(ledger, o.models)); err != nil {
@@ -72,6 +97,11 @@ func (o *observability) attach(srv *http.Server, h *proxy.Server, r *router.Rout
 }
 
 func policyStat(role string, s policy.Status, c router.PolicyCounters) observe.PolicyStat {
-	return observe.PolicyStat{Role: role, Name: s.Name, Healthy: s.Healthy, Active: s.Active,
+	st := observe.PolicyStat{Role: role, Name: s.Name, Healthy: s.Healthy, Active: s.Active,
 		Fallback: s.Fallback, Crashes: s.Crashes, Refused: c.RefusedEffects}
+	for _, call := range s.Calls {
+		st.Calls = append(st.Calls, observe.PolicyCalls{Event: call.Event, Count: call.Count, Seconds: call.Seconds,
+			Bounds: policy.CallBuckets[:], Buckets: call.Buckets[:]})
+	}
+	return st
 }

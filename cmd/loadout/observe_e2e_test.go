@@ -231,6 +231,19 @@ func TestServe_MetricsAndEventsAgreeWithClient(t *testing.T) {
 	if strings.Contains(text, `model="unknown"`) {
 		t.Error(`/metrics has a model="unknown" series`)
 	}
+	// Every request is at least one on_request call into the scheduler,
+	// each timed in the call-latency histogram.
+	m := regexp.MustCompile(`(?m)^loadout_policy_calls_total\{event="on_request",policy="([^"]+)",role="scheduler"\} (\S+)$`).FindStringSubmatch(text)
+	if m == nil {
+		t.Fatalf("no scheduler on_request calls on /metrics:\n%s", grepLines(text, "loadout_policy_call"))
+	}
+	calls, _ := strconv.ParseFloat(m[2], 64)
+	if want := counts["a"].requests + counts["b"].requests; calls < float64(want) {
+		t.Errorf("scheduler on_request calls = %v, want at least the %d requests", calls, want)
+	}
+	if got := metricValue(t, text, fmt.Sprintf(`loadout_policy_call_seconds_count{event="on_request",policy="%s",role="scheduler"}`, m[1])); got != calls {
+		t.Errorf("on_request latency samples = %v, want one per call (%v)", got, calls)
+	}
 
 	// Resuming from the first swap's id replays what followed it.
 	rctx, rcancel := context.WithCancel(ctx)

@@ -238,7 +238,7 @@ func runServe(ctx context.Context, o serveOptions) error {
 		return err
 	}
 
-	jobRunner, stopJobs, err := startJobs(ctx, o.jobs, ledger, r, log)
+	jobRunner, stopJobs, err := startJobs(ctx, o.jobs, ledger, r, log, obsv.jobTransition)
 	if err != nil {
 		return err
 	}
@@ -294,7 +294,7 @@ func runServe(ctx context.Context, o serveOptions) error {
 		return fmt.Errorf("listen: %w", err)
 	}
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 30 * time.Second}
-	if err := obsv.attach(srv, handler, r, ledger, sched, swapper); err != nil {
+	if err := obsv.attach(srv, handler, r, ledger, sched, swapper, jobRunner); err != nil {
 		return err
 	}
 	serveErr := make(chan error, 1)

@@ -90,6 +90,8 @@ func TestUI_LoadServeSwapUnloadInBrowser(t *testing.T) {
 		chromedp.Click(`#api-key-save`, chromedp.ByQuery),
 		chromedp.WaitVisible(`#conn[data-conn="live"]`, chromedp.ByQuery),
 		stateIs("a", "stopped"),
+		// Served with no job token: the Jobs view says the jobs API is off.
+		chromedp.WaitVisible(`//p[@id="jobs-error" and contains(., "the jobs API is off")]`, chromedp.BySearch),
 	); err != nil {
 		t.Fatalf("key: %v\n%s", err, s.log())
 	}

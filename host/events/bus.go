@@ -16,6 +16,7 @@ const (
 	TypeRequest        = "request"         // one request's summary, when it ends
 	TypePolicyFailed   = "policy_failed"   // a policy call failed (crash, deadline, disabled)
 	TypePolicyHandover = "policy_handover" // a fallback took over or gave back
+	TypeJob            = "job"             // a job's state changed (jobs.Transition)
 )
 
 // Event is one numbered event. Data is marshalled to JSON once, when the

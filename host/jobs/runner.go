@@ -28,6 +28,22 @@ type Config struct {
 	// 5 s and 5 min.
 	RetryBackoff, MaxBackoff time.Duration
 	Logger                   *slog.Logger
+	// OnTransition, when set, is called after every change of a task's
+	// state is committed (QUEUED on submit included), from the runner's
+	// goroutine or a Submit caller's: it must be safe for concurrent use
+	// and must not block.
+	OnTransition func(Transition)
+}
+
+// Transition is one committed change of a task's state, as
+// Config.OnTransition receives it.
+type Transition struct {
+	TaskID   string `json:"id"`
+	Workload string `json:"workload"`
+	From     State  `json:"from,omitempty"` // empty on submit
+	State    State  `json:"state"`
+	// Attempt is the number of the task's latest attempt (0: none yet).
+	Attempt int `json:"attempt"`
 }
 
 // Runner owns the queue: it admits waiting tasks whose gang fits, submits
@@ -156,6 +172,7 @@ func (r *Runner) Submit(ctx context.Context, raw []byte) (*Task, error) {
 		return nil, err
 	}
 	r.log.Info("job submitted", "task", t.ID, "executor", spec.Executor, "gpus", t.GPUs())
+	r.published(Transition{TaskID: t.ID, Workload: spec.Workload, State: StateQueued})
 	r.notify()
 	r.Wake()
 	return r.store.Get(ctx, t.ID)
@@ -254,12 +271,24 @@ func (r *Runner) transition(ctx context.Context, t *Task, to State, c Change) bo
 		r.log.Error("job transition failed", "task", t.ID, "from", t.State, "to", to, "err", err)
 		return false
 	}
-	if t.State != to {
-		r.log.Info("job", "task", t.ID, "from", t.State, "to", to, "msg", c.Message)
+	if from := t.State; from != to {
+		r.log.Info("job", "task", t.ID, "from", from, "to", to, "msg", c.Message)
+		n := t.Attempts
+		if c.Attempt != nil {
+			n = max(n, c.Attempt.No)
+		}
+		r.published(Transition{TaskID: t.ID, Workload: t.Workload, From: from, State: to, Attempt: n})
 	}
 	t.State = to
 	r.notify()
 	return true
+}
+
+// published hands tr to Config.OnTransition, if set.
+func (r *Runner) published(tr Transition) {
+	if r.cfg.OnTransition != nil {
+		r.cfg.OnTransition(tr)
+	}
 }
 
 func strp(s string) *string { return &s }

@@ -347,3 +347,23 @@ func (s *Store) Events(ctx context.Context, id string) ([]Event, error) {
 	}
 	return out, rows.Err()
 }
+
+// CountByState returns how many tasks are in each state (one query; states
+// with no task are absent).
+func (s *Store) CountByState(ctx context.Context) (map[State]int, error) {
+	rows, err := s.db.QueryContext(ctx, "SELECT state, COUNT(*) FROM tasks GROUP BY state")
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[State]int{}
+	for rows.Next() {
+		var st string
+		var n int
+		if err := rows.Scan(&st, &n); err != nil {
+			return nil, err
+		}
+		out[State(st)] = n
+	}
+	return out, rows.Err()
+}

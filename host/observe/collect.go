@@ -90,6 +90,20 @@ type PolicyStat struct {
 	// Refused is the router's refused-effects count for the role (the
 	// same figure on each policy of the role).
 	Refused int
+	// Calls are the policy's calls per event export.
+	Calls []PolicyCalls
+}
+
+// PolicyCalls is one event export's calls into a policy: a counter and a
+// latency histogram, kept by the policy's supervisor.
+type PolicyCalls struct {
+	Event   string  // e.g. "on_request", "plan"
+	Count   uint64  // calls
+	Seconds float64 // their total duration
+	// Bounds are the histogram's upper bounds in seconds; Buckets[i] counts
+	// the calls in (Bounds[i-1], Bounds[i]] (not cumulative).
+	Bounds  []float64
+	Buckets []uint64
 }
 
 var (
@@ -101,6 +115,10 @@ var (
 		"1 for the policy answering for its role now (the configured one, or its fallback).", []string{"role", "policy", "fallback"}, nil)
 	policyRefused = prometheus.NewDesc("loadout_policy_refused_effects_total",
 		"Effects calls of the role's policy the router refused (unknown id, busy eviction, …).", []string{"role"}, nil)
+	policyCalls = prometheus.NewDesc("loadout_policy_calls_total",
+		"Calls into the policy by event export (failed and crashed calls included), since it was loaded.", []string{"role", "policy", "event"}, nil)
+	policyCallSeconds = prometheus.NewDesc("loadout_policy_call_seconds",
+		"How long calls into the policy took, by event export.", []string{"role", "policy", "event"}, nil)
 )
 
 // PolicyCollector reports the policies' health at scrape time from stats,
@@ -114,7 +132,7 @@ func NewPolicyCollector(stats func() []PolicyStat) *PolicyCollector {
 
 // Describe implements prometheus.Collector.
 func (c *PolicyCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{policyCrashes, policyHealthy, policyActive, policyRefused} {
+	for _, d := range []*prometheus.Desc{policyCrashes, policyHealthy, policyActive, policyRefused, policyCalls, policyCallSeconds} {
 		ch <- d
 	}
 }
@@ -127,6 +145,16 @@ func (c *PolicyCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(policyHealthy, prometheus.GaugeValue, boolFloat(s.Healthy), s.Role, s.Name)
 		ch <- prometheus.MustNewConstMetric(policyActive, prometheus.GaugeValue, boolFloat(s.Active), s.Role, s.Name, strconv.FormatBool(s.Fallback))
 		refused[s.Role] = s.Refused
+		for _, c := range s.Calls {
+			ch <- prometheus.MustNewConstMetric(policyCalls, prometheus.CounterValue, float64(c.Count), s.Role, s.Name, c.Event)
+			buckets := make(map[float64]uint64, len(c.Bounds))
+			var cum uint64
+			for i, le := range c.Bounds {
+				cum += c.Buckets[i]
+				buckets[le] = cum
+			}
+			ch <- prometheus.MustNewConstHistogram(policyCallSeconds, c.Count, c.Seconds, buckets, s.Role, s.Name, c.Event)
+		}
 	}
 	for role, n := range refused {
 		ch <- prometheus.MustNewConstMetric(policyRefused, prometheus.CounterValue, float64(n), role)

@@ -105,7 +105,7 @@ func (s *Scheduler) OnShutdown(ev sdk.ShutdownEvent) error {
 }
 
 // Status returns the policy's health and counters.
-func (s *Scheduler) Status() Status { return s.sv.status }
+func (s *Scheduler) Status() Status { return s.sv.statusNow() }
 
 // Close discards the instance. Every later call returns an error.
 func (s *Scheduler) Close(ctx context.Context) error {

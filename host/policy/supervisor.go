@@ -24,6 +24,10 @@ type Status struct {
 	Fallback       bool      // this is the fallback, not the configured policy
 	DisabledReason string    // why the configured policy is disabled, while it is
 	RetryAt        time.Time // when a disabled configured policy is tried again
+
+	// Calls counts the calls into this policy and their latency, per event
+	// export called at least once (callstats.go).
+	Calls []CallStats
 }
 
 // supervisor owns one policy (a module, its settings and its window onto
@@ -44,6 +48,7 @@ type supervisor struct {
 	disabled error     // returned by every call: ErrUnhealthy wrapped once crash-looping, or "closed"
 	crashes  []time.Time
 	status   Status
+	calls    callStats
 
 	// Reused by every call: the encoded event, an import's encoded reply,
 	// interned model names and the messages being encoded or decoded.
@@ -109,7 +114,9 @@ func (sv *supervisor) call(ev event, msg any) (uint32, error) {
 	if in.busy {
 		return 0, sv.fail(fmt.Errorf("policy %s: %s called while a call into the same policy is in progress", sv.m.Name, ev))
 	}
+	start := time.Now()
 	res, overran, err := in.invoke(in.fns[ev], msg, sv.timeout)
+	sv.calls.record(ev, time.Since(start))
 	if err == nil && !overran {
 		switch status := uint32(res >> 32); status {
 		case wire.StatusOK:
@@ -134,6 +141,13 @@ func (sv *supervisor) call(ev event, msg any) (uint32, error) {
 		return 0, sv.fail(fmt.Errorf("policy %s: %s: runtime is closed", sv.m.Name, ev))
 	}
 	return 0, sv.crash(in, ev, crashReason(err, overran, sv.timeout, in.out.text()), err)
+}
+
+// statusNow is the policy's status with its call counts.
+func (sv *supervisor) statusNow() Status {
+	st := sv.status
+	st.Calls = sv.calls.stats()
+	return st
 }
 
 // fail records err as the last error and returns it.

@@ -70,7 +70,7 @@ func (s *Swapper) OnSwapStart(ev sdk.SwapStartEvent) error {
 }
 
 // Status returns the policy's health and counters.
-func (s *Swapper) Status() Status { return s.sv.status }
+func (s *Swapper) Status() Status { return s.sv.statusNow() }
 
 // Close discards the instance. Every later call returns an error.
 func (s *Swapper) Close(ctx context.Context) error {

@@ -1,9 +1,11 @@
 // Loadout's web UI. Live from GET /api/events (fetched as a stream so the
 // API key can go in a header); the admin API is read once at start, after
-// a reset event, and when an event says something it shows changed.
+// a reset event, and when an event says something it shows changed. The
+// Jobs view uses the jobs API with its own token and reloads on job events.
 import { html, render, useEffect, useReducer, useRef, useState } from './vendor/htm-preact-standalone-3.1.1.js';
 
 const KEY = 'loadout.apiKey';
+const JOB_KEY = 'loadout.jobToken'; // the jobs API's own token: inference keys are not one
 const MAX_ROWS = 200;
 
 const authHeaders = () => {
@@ -11,8 +13,16 @@ const authHeaders = () => {
   return k ? { Authorization: 'Bearer ' + k } : {};
 };
 
+const jobHeaders = () => {
+  const k = localStorage.getItem(JOB_KEY);
+  return k ? { Authorization: 'Bearer ' + k } : {};
+};
+
+// api calls the admin API with the API key, or with the job token when
+// opts.job is set (the jobs API).
 async function api(path, opts = {}) {
-  const resp = await fetch(path, { ...opts, headers: { ...authHeaders(), ...(opts.headers || {}) } });
+  const auth = opts.job ? jobHeaders() : authHeaders();
+  const resp = await fetch(path, { ...opts, headers: { ...auth, ...(opts.headers || {}) } });
   if (!resp.ok) {
     let msg = resp.status + ' ' + resp.statusText;
     try { msg = (await resp.json()).error.message; } catch (_) { /* not JSON */ }
@@ -63,7 +73,7 @@ async function streamSSE(path, signal, onEvent, onStatus) {
   }
 }
 
-const initial = { models: {}, gpus: [], policies: [], activity: [], timeline: [], conn: 'connecting', error: '' };
+const initial = { models: {}, gpus: [], policies: [], activity: [], timeline: [], jobTick: 0, conn: 'connecting', error: '' };
 
 function reducer(s, a) {
   switch (a.type) {
@@ -82,6 +92,7 @@ function reducer(s, a) {
       return { ...s, activity: [...s.activity, ...a.rows.filter((r) => !seen.has(r.id))].slice(0, MAX_ROWS) };
     }
     case 'timeline': return { ...s, timeline: [a.t, ...s.timeline].slice(0, MAX_ROWS) };
+    case 'jobs': return { ...s, jobTick: s.jobTick + 1 }; // a job changed: the Jobs view reloads
     case 'conn': return { ...s, conn: a.conn };
     case 'error': return { ...s, error: a.error };
   }
@@ -204,6 +215,96 @@ function Logs({ models, epoch }) {
     <pre class="logs" ref=${pre}>${text || html`<span class="muted">No output yet.</span>`}</pre></section>`;
 }
 
+const fmtDate = (t) => (t && !t.startsWith('0001') ? new Date(t).toLocaleString() : '–');
+const TERMINAL = new Set(['SUCCEEDED', 'FAILED', 'CANCELED']);
+
+function JobTokenForm({ onSaved }) {
+  const [v, setV] = useState(localStorage.getItem(JOB_KEY) || '');
+  const save = (e) => {
+    e.preventDefault();
+    if (v) localStorage.setItem(JOB_KEY, v); else localStorage.removeItem(JOB_KEY);
+    onSaved();
+  };
+  return html`<form class="inline" onSubmit=${save}>
+    <input id="job-token" type="password" placeholder="job token" autocomplete="off" value=${v} onInput=${(e) => setV(e.target.value)} />
+    <button id="job-token-save" type="submit">Save token</button>
+  </form>`;
+}
+
+// JobDetail is one job: its attempts, a Cancel button and the latest
+// attempt's output.
+function JobDetail({ d, logs, cancel, close }) {
+  return html`<div id="job-detail" data-job=${d.id}>
+    <h3>${d.id} <span class=${'state job ' + d.state} data-state=${d.state}>${d.state}</span>
+      <button id="job-cancel" disabled=${TERMINAL.has(d.state) || d.cancel_requested} onClick=${() => cancel(d.id)}>Cancel</button>
+      <button id="job-close" onClick=${close}>Close</button></h3>
+    ${d.error ? html`<p class="err">${d.error}</p>` : ''}
+    <div class="scroll"><table id="job-attempts">
+      <tr><th class="num">#</th><th>Submission id</th><th>Status</th><th>GPUs</th><th>Start</th><th>End</th><th>Failure</th></tr>
+      ${(d.attempt_list || []).map((a) => html`<tr data-attempt=${a.attempt_no}>
+        <td class="num">${a.attempt_no}</td><td>${a.submission_id}</td><td>${a.status || '–'}</td>
+        <td>${(a.devices || []).join(', ') || '–'}</td><td>${fmtDate(a.started_at)}</td><td>${fmtDate(a.ended_at)}</td>
+        <td class=${a.failure_kind ? 'err' : ''}>${a.failure_kind ? a.failure_kind + ': ' + (a.message || '') : '–'}</td></tr>`)}
+    </table></div>
+    <pre id="job-logs" class="logs">${logs || html`<span class="muted">No output yet.</span>`}</pre>
+  </div>`;
+}
+
+// Jobs is the job queue (GET /api/jobs, with the job token), reloaded when
+// it opens, when the token changes, on every job event (tick) and after a
+// cancel.
+function Jobs({ tick }) {
+  const [epoch, setEpoch] = useState(0);
+  const [list, setList] = useState([]);
+  const [open, setOpen] = useState('');
+  const [detail, setDetail] = useState(null);
+  const [logs, setLogs] = useState('');
+  const [err, setErr] = useState('');
+  const [local, setLocal] = useState(0); // bumps after an action
+  useEffect(() => {
+    let live = true;
+    (async () => {
+      try {
+        const l = await api('/api/jobs', { job: true });
+        if (!live) return;
+        setList(l.jobs || []);
+        setErr('');
+        if (open) {
+          const d = await api('/api/jobs/' + encodeURIComponent(open), { job: true });
+          if (!live) return;
+          setDetail(d);
+          const text = d.attempts ? await api('/api/jobs/' + encodeURIComponent(open) + '/logs', { job: true }).catch((e) => 'logs: ' + e.message) : '';
+          if (live) setLogs(String(text));
+        }
+      } catch (e) {
+        if (!live) return;
+        setList([]);
+        // 401: no token or a wrong one; 503: the jobs API is off (the server says how to turn it on).
+        setErr(e.status === 401 ? `Enter the job token to see the job queue (${e.message}).` : e.message);
+      }
+    })();
+    return () => { live = false; };
+  }, [epoch, tick, open, local]);
+  const cancel = async (id) => {
+    try { await api('/api/jobs/' + encodeURIComponent(id) + '/cancel', { method: 'POST', job: true }); } catch (e) { setErr(`cancel ${id}: ${e.message}`); }
+    setLocal((n) => n + 1);
+  };
+  const show = (id) => { setDetail(null); setLogs(''); setOpen(id); };
+  return html`<section class="wide" id="jobs"><h2>Jobs</h2>
+    <${JobTokenForm} onSaved=${() => setEpoch((e) => e + 1)} />
+    ${err ? html`<p class="err" id="jobs-error">${err}</p>` : ''}
+    ${list.length ? html`<div class="scroll"><table id="jobs-list">
+      <tr><th>Job</th><th>State</th><th>Workload</th><th>Executor</th><th class="num">GPUs</th><th class="num">Attempts</th><th>Created</th></tr>
+      ${list.map((j) => html`<tr data-job=${j.id} class=${j.id === open ? 'selected' : ''}>
+        <td><button class="link" data-action="open" data-job=${j.id} onClick=${() => show(j.id)}>${j.name || j.id}</button></td>
+        <td><span class=${'state job ' + j.state} data-state=${j.state} title=${j.error || ''}>${j.state}</span></td>
+        <td>${j.workload}</td><td>${j.executor}</td>
+        <td class="num">${j.job.nnodes}×${j.job.gpus_per_node}</td><td class="num">${j.attempts}</td><td>${fmtDate(j.created_at)}</td></tr>`)}
+    </table></div>` : err ? '' : html`<p class="muted">No jobs.</p>`}
+    ${open && detail ? html`<${JobDetail} d=${detail} logs=${logs} cancel=${cancel} close=${() => { setOpen(''); setDetail(null); }} />` : ''}
+  </section>`;
+}
+
 function App() {
   const [s, dispatch] = useReducer(reducer, initial);
   const [epoch, setEpoch] = useState(0); // bumps when the key changes
@@ -240,7 +341,8 @@ function App() {
           break;
         case 'policy_failed': note('policy', `${d.role} policy failed in ${d.event}: ${d.error}`); policies(); break;
         case 'policy_handover': note('policy', `${d.role} policy handed over`); policies(); break;
-        case 'reset': load(); break;
+        case 'job': dispatch({ type: 'jobs' }); break;
+        case 'reset': load(); dispatch({ type: 'jobs' }); break;
       }
     }, (conn) => { dispatch({ type: 'conn', conn }); if (conn === 'live') load(); });
     return () => ctl.abort();
@@ -261,7 +363,10 @@ function App() {
       <${Policies} policies=${s.policies} />
       <${Activity} rows=${s.activity} />
       <${Logs} models=${s.models} epoch=${epoch} />
+      <${Jobs} tick=${s.jobTick} />
     </main>`;
 }
 
-render(html`<${App} />`, document.getElementById('app'));
+const root = document.getElementById('app');
+root.textContent = ''; // the "Loading…" placeholder: render diffs against it, it does not replace it
+render(html`<${App} />`, root);

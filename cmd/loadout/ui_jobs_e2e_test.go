@@ -1,0 +1,91 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/chromedp/chromedp"
+)
+
+// jobStateIs waits until the Jobs list shows job id in state.
+func jobStateIs(id, state string) chromedp.Action {
+	return chromedp.WaitVisible(fmt.Sprintf(`#jobs-list tr[data-job=%q] [data-state=%q]`, id, state), chromedp.ByQuery)
+}
+
+// The Jobs view against a real loadout serve with a job database and a job
+// token, in real headless Chromium: it asks for the job token; with it, a
+// job submitted through the API appears and reaches SUCCEEDED live (from
+// job events, no polling), its detail shows the attempt and its output,
+// loadout_jobs counts it, and a long job is canceled with the button.
+func TestUI_JobsListDetailLogsCancel(t *testing.T) {
+	ctx := browser(t)
+	s, _ := jobsServer(t)
+
+	if err := chromedp.Run(ctx,
+		chromedp.Navigate(s.base+"/ui/"),
+		chromedp.WaitVisible(`#conn[data-conn="live"]`, chromedp.ByQuery),
+		chromedp.WaitVisible(`//p[@id="jobs-error" and contains(., "job token")]`, chromedp.BySearch),
+		chromedp.SendKeys(`#job-token`, e2eJobToken, chromedp.ByQuery),
+		chromedp.Click(`#job-token-save`, chromedp.ByQuery),
+		chromedp.WaitVisible(`//section[@id="jobs"]/p[contains(., "No jobs.")]`, chromedp.BySearch),
+	); err != nil {
+		t.Fatalf("token: %v\n%s", err, s.log())
+	}
+
+	// A short job on one simulated device: listed, then SUCCEEDED, live.
+	ok := s.submitJob("workload: hello\ncommand: echo hello-from-job\ngpus_per_node: 1\n")
+	if err := chromedp.Run(ctx,
+		jobStateIs(ok.ID, "SUCCEEDED"),
+		chromedp.Click(fmt.Sprintf(`button[data-action="open"][data-job=%q]`, ok.ID), chromedp.ByQuery),
+		chromedp.WaitVisible(fmt.Sprintf(`//div[@id="job-detail" and @data-job=%q]//tr[@data-attempt="1" and contains(., "%s--a01")]`, ok.ID, ok.ID), chromedp.BySearch),
+		chromedp.WaitVisible(`//pre[@id="job-logs" and contains(., "hello-from-job")]`, chromedp.BySearch),
+	); err != nil {
+		t.Fatalf("short job: %v\n%s", err, s.log())
+	}
+	var cancelDisabled bool
+	if err := chromedp.Run(ctx, chromedp.Evaluate(`document.getElementById('job-cancel').disabled`, &cancelDisabled)); err != nil || !cancelDisabled {
+		t.Fatalf("Cancel on a finished job: disabled=%v (%v), want disabled", cancelDisabled, err)
+	}
+	if _, m := s.get("/metrics"); !strings.Contains(m, `loadout_jobs{state="SUCCEEDED"} 1`) || !strings.Contains(m, `loadout_jobs{state="RUNNING"} 0`) {
+		t.Fatalf("metrics: want loadout_jobs by state with one SUCCEEDED:\n%s", grepLines(m, "loadout_jobs"))
+	}
+
+	// A long job, canceled with the button in its detail.
+	long := s.submitJob("workload: long\ncommand: echo started; sleep 30\ngpus_per_node: 1\n")
+	if err := chromedp.Run(ctx,
+		jobStateIs(long.ID, "RUNNING"),
+		chromedp.Click(fmt.Sprintf(`button[data-action="open"][data-job=%q]`, long.ID), chromedp.ByQuery),
+		chromedp.WaitVisible(fmt.Sprintf(`#job-detail[data-job=%q] [data-state="RUNNING"]`, long.ID), chromedp.ByQuery),
+		chromedp.WaitVisible(`//pre[@id="job-logs" and contains(., "started")]`, chromedp.BySearch),
+	); err != nil {
+		t.Fatalf("long job: %v\n%s", err, s.log())
+	}
+	shot(t, ctx, "ui-jobs.jpg")
+	if err := chromedp.Run(ctx,
+		chromedp.Click(`#job-cancel`, chromedp.ByQuery),
+		chromedp.WaitVisible(fmt.Sprintf(`#job-detail[data-job=%q] [data-state="CANCELED"]`, long.ID), chromedp.ByQuery),
+		jobStateIs(long.ID, "CANCELED"),
+	); err != nil {
+		t.Fatalf("cancel: %v\n%s", err, s.log())
+	}
+	if j := s.job(long.ID); j.State != "CANCELED" {
+		t.Fatalf("the API says %s after the button, want CANCELED", j.State)
+	}
+
+	// A narrow screen still shows the list.
+	if err := chromedp.Run(ctx, chromedp.EmulateViewport(390, 844), jobStateIs(ok.ID, "SUCCEEDED")); err != nil {
+		t.Fatalf("narrow: %v", err)
+	}
+}
+
+// grepLines is the lines of s that contain sub.
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
