@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/loadout-dev/loadout/plugins"
+	"github.com/prometheus/procfs"
 	"io"
 	"log/slog"
 	"maps"
@@ -77,9 +78,13 @@ func NewLocalExecutor(cfg LocalConfig) (*LocalExecutor, error) {
 	return &LocalExecutor{cfg: cfg}, nil
 }
 
-// localHandle is a local attempt's Handle.
+// localHandle is a local attempt's Handle: the wrapper's pid and its start
+// time (clock ticks since boot, /proc's starttime), so that after a restart
+// a pid the kernel has since given to another process is not taken for
+// the job.
 type localHandle struct {
-	PID int `json:"pid"`
+	PID   int    `json:"pid"`
+	Start uint64 `json:"start,omitempty"`
 }
 
 func (e *LocalExecutor) path(a *Attempt, ext string) string {
@@ -170,7 +175,11 @@ func (e *LocalExecutor) Start(ctx context.Context, t *Task, a *Attempt) error {
 		}
 		return &StartError{Kind: FailureRuntimeError, Err: err}
 	}
-	h, _ := json.Marshal(localHandle{PID: pid})
+	var start uint64
+	if st, ok := procStat(pid); ok {
+		start = st.Starttime
+	}
+	h, _ := json.Marshal(localHandle{PID: pid, Start: start})
 	a.Handle, a.Devices, a.Status = string(h), devices, StatusRunning
 	e.cfg.Logger.Info("job started", "task", t.ID, "submission_id", a.SubmissionID, "pid", pid, "gpus", devices)
 	return nil
@@ -215,19 +224,20 @@ func (e *LocalExecutor) spawn(t *Task, a *Attempt, devices []int) (int, error) {
 	return cmd.Process.Pid, nil
 }
 
-// pid returns the attempt's process id: from its handle, else (a start
-// lost in a crash) from the pid file the wrapper wrote; 0 if neither.
-func (e *LocalExecutor) pid(a *Attempt) int {
+// pid returns the attempt's process id and start time: from its handle,
+// else (a start lost in a crash) from the pid file the wrapper wrote, with
+// no start time; 0 if neither.
+func (e *LocalExecutor) pid(a *Attempt) (int, uint64) {
 	var h localHandle
 	if a.Handle != "" && json.Unmarshal([]byte(a.Handle), &h) == nil && h.PID > 0 {
-		return h.PID
+		return h.PID, h.Start
 	}
 	b, err := os.ReadFile(e.path(a, ".pid"))
 	if err != nil {
-		return 0
+		return 0, 0
 	}
 	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
-	return pid
+	return pid, 0
 }
 
 // exitStatus reads the wrapper's exit file.
@@ -240,46 +250,46 @@ func (e *LocalExecutor) exitStatus(a *Attempt) (int, bool) {
 	return code, err == nil
 }
 
-// alive reports whether process pid exists and is not a zombie.
-func alive(pid int) bool {
+// procStat reads process pid's /proc stat (procfs); false when there is
+// no such process.
+func procStat(pid int) (procfs.ProcStat, bool) {
 	if pid <= 0 {
-		return false
+		return procfs.ProcStat{}, false
 	}
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	p, err := procfs.NewProc(pid)
 	if err != nil {
-		return syscall.Kill(pid, 0) == nil
+		return procfs.ProcStat{}, false
 	}
-	// The state follows the ")" closing the command name.
-	s := string(b)
-	if i := strings.LastIndexByte(s, ')'); i >= 0 && i+2 < len(s) {
-		return s[i+2] != 'Z'
-	}
-	return true
+	st, err := p.Stat()
+	return st, err == nil
+}
+
+// alive reports whether process pid exists, is not a zombie and, when
+// start is known (not 0), is the process that started then — not another
+// that got the pid after the job's ended.
+func alive(pid int, start uint64) bool {
+	st, ok := procStat(pid)
+	return ok && st.State != "Z" && (start == 0 || st.Starttime == start)
+}
+
+// reused reports whether pid now belongs to a process that started at
+// another time than start (0: unknown, never reused). Then the job's
+// process group is gone too: the kernel does not give out a pid that a
+// live process group still carries as its id.
+func reused(pid int, start uint64) bool {
+	st, ok := procStat(pid)
+	return ok && start != 0 && st.Starttime != start
 }
 
 // groupAlive reports whether any process of process group pgid lives (a
 // zombie does not count: a reparented one may never be reaped).
 func groupAlive(pgid int) bool {
-	ents, err := os.ReadDir("/proc")
+	procs, err := procfs.AllProcs()
 	if err != nil {
 		return syscall.Kill(-pgid, 0) == nil
 	}
-	for _, e := range ents {
-		if e.Name()[0] < '0' || e.Name()[0] > '9' {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		s := string(b)
-		i := strings.LastIndexByte(s, ')')
-		if i < 0 {
-			continue
-		}
-		// After ")": state, ppid, pgrp.
-		f := strings.Fields(s[i+1:])
-		if len(f) >= 3 && f[0] != "Z" && f[2] == strconv.Itoa(pgid) {
+	for _, p := range procs {
+		if st, err := p.Stat(); err == nil && st.PGRP == pgid && st.State != "Z" {
 			return true
 		}
 	}
@@ -288,7 +298,7 @@ func groupAlive(pgid int) bool {
 
 // Poll reads the exit file, else whether the process lives.
 func (e *LocalExecutor) Poll(ctx context.Context, t *Task, a *Attempt) (Status, error) {
-	pid := e.pid(a)
+	pid, start := e.pid(a)
 	if pid == 0 {
 		if _, ok := e.exitStatus(a); !ok {
 			return Status{Found: false}, nil
@@ -307,7 +317,7 @@ func (e *LocalExecutor) Poll(ctx context.Context, t *Task, a *Attempt) (Status, 
 	if st, ok := check(); ok {
 		return st, nil
 	}
-	if alive(pid) || groupAlive(pid) {
+	if alive(pid, start) || !reused(pid, start) && groupAlive(pid) {
 		// The wrapper, or (after a SIGTERM that ended the wrapper) the
 		// rest of the job's process group, still runs.
 		return Status{Found: true, Status: StatusRunning}, nil
@@ -321,7 +331,7 @@ func (e *LocalExecutor) Poll(ctx context.Context, t *Task, a *Attempt) (Status, 
 // Stop sends SIGTERM to the job's process group, and SIGKILL after
 // StopGrace if it is still there.
 func (e *LocalExecutor) Stop(ctx context.Context, t *Task, a *Attempt) error {
-	pid := e.pid(a)
+	pid, _ := e.pid(a)
 	if pid <= 0 {
 		return nil
 	}

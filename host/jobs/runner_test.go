@@ -201,7 +201,7 @@ func TestRunner_CancelRunningStopsProcessGroup(t *testing.T) {
 	g := newRig(t, 2, nil)
 	task := g.submit(t, "command: 'sleep 300 & wait'\ngpus_per_node: 1\n")
 	running := wait(t, g.runner, task.ID, StateRunning)
-	pid := (&LocalExecutor{cfg: LocalConfig{Dir: filepath.Join(g.dir, "logs")}}).pid(running.LatestAttempt)
+	pid, _ := (&LocalExecutor{cfg: LocalConfig{Dir: filepath.Join(g.dir, "logs")}}).pid(running.LatestAttempt)
 	if err := g.runner.Cancel(context.Background(), task.ID); err != nil {
 		t.Fatal(err)
 	}
