@@ -109,15 +109,26 @@ func (s *Server) unloadAll(w http.ResponseWriter, r *http.Request) {
 	writeOK(w)
 }
 
-// unloadModel is POST /api/models/unload/{model}: the model by id or alias.
-func (s *Server) unloadModel(w http.ResponseWriter, r *http.Request) {
+// pathModel resolves the {model} of the route (an id or alias), records it
+// on the exchange, and returns its catalog entry; for an unknown model it
+// answers 404 and returns nil.
+func (s *Server) pathModel(w http.ResponseWriter, r *http.Request) *ModelEntry {
 	name := mux.Vars(r)["model"]
 	e := s.catalog.lookup(name)
 	if e == nil {
 		s.writeError(w, r, s.catalog.unknown(name))
-		return
+		return nil
 	}
 	exchangeOf(r).model = e.ID
+	return e
+}
+
+// unloadModel is POST /api/models/unload/{model}: the model by id or alias.
+func (s *Server) unloadModel(w http.ResponseWriter, r *http.Request) {
+	e := s.pathModel(w, r)
+	if e == nil {
+		return
+	}
 	if err := s.router.Unload(r.Context(), unloadOptions(r, e.ID)); err != nil {
 		s.writeError(w, r, acquireError(r.Context(), err, e.ID))
 		return

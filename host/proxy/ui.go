@@ -36,13 +36,10 @@ func public(r *http.Request) bool {
 // as for any request) and released at once; the answer comes when it is
 // loaded. The UI's load button.
 func (s *Server) loadModel(w http.ResponseWriter, r *http.Request) {
-	name := mux.Vars(r)["model"]
-	e := s.catalog.lookup(name)
+	e := s.pathModel(w, r)
 	if e == nil {
-		s.writeError(w, r, s.catalog.unknown(name))
 		return
 	}
-	exchangeOf(r).model = e.ID
 	g, err := s.router.Acquire(r.Context(), router.Request{Model: e.ID, Client: "ui"})
 	if err != nil {
 		s.writeError(w, r, acquireError(r.Context(), err, e.ID))

@@ -7,6 +7,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -89,6 +90,7 @@ type harnessOpts struct {
 	newSched  func(fx sdk.Effects) (SchedulerPolicy, error) // overrides the fifo policy
 	wrapSwap  func(*policy.Swapper) SwapperPolicy           // wraps the group policy
 	newSwap   func(sdk.Host) (SwapperPolicy, error)         // overrides the group policy
+	clock     *manualClock                                  // the router's clock; nil: the wall clock
 	tick      time.Duration
 	ledger    *gpu.Ledger
 	measure   time.Duration
@@ -143,6 +145,9 @@ func newHarness(t testing.TB, o harnessOpts) *harness {
 	if o.newSched != nil {
 		cfg.NewScheduler = o.newSched
 		cfg.SchedulerName = "test"
+	}
+	if o.clock != nil {
+		cfg.Clock = o.clock.now
 	}
 	if o.newSwap != nil {
 		cfg.NewSwapper = o.newSwap
@@ -267,3 +272,16 @@ func (h *harness) expectState(name, state string) {
 }
 
 func (c *call) String() string { return fmt.Sprintf("acquire(%s)", c.model) }
+
+// manualClock is a router clock the test moves by hand (Config.Clock), so
+// durations the router measures are exact and need no sleeping.
+type manualClock struct{ ns atomic.Int64 }
+
+func newManualClock() *manualClock {
+	c := &manualClock{}
+	c.ns.Store(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
+	return c
+}
+
+func (c *manualClock) now() time.Time          { return time.Unix(0, c.ns.Load()) }
+func (c *manualClock) advance(d time.Duration) { c.ns.Add(int64(d)) }

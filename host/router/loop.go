@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/loadout-dev/loadout/host/gpu"
@@ -651,36 +650,47 @@ func (l *loopState) devices(name string) []int {
 }
 
 func (l *loopState) modelStatuses() []ModelStatus {
+	queued, loading := l.heldCounts()
 	out := make([]ModelStatus, 0, len(l.names))
 	for _, name := range l.names {
-		m := l.models[name]
-		st := ModelStatus{
-			Model: name, State: m.visible().String(), InFlight: m.inFlight,
-			LastUse: m.lastUse, LastError: m.lastErr, Group: m.cfg.Group, VRAM: m.cfg.VRAM,
-			Measured: m.measured, Devices: l.devices(name),
-		}
-		if m.inst != nil {
-			st.Upstream = m.inst.Upstream().String()
-		}
-		out = append(out, st)
+		out = append(out, l.status(name, queued[name], loading[name]))
 	}
+	return out
+}
+
+// status is one model as the API and the Observer see it, with the counts
+// of callers queued for it and waiting on its load.
+func (l *loopState) status(name string, queued, loading int) ModelStatus {
+	m := l.models[name]
+	st := ModelStatus{
+		Model: name, State: m.visible().String(), InFlight: m.inFlight, Queued: queued, Loading: loading,
+		LastUse: m.lastUse, LastError: m.lastErr, Group: m.cfg.Group, VRAM: m.cfg.VRAM,
+		Measured: m.measured, Devices: l.devices(name),
+	}
+	if m.inst != nil {
+		st.Upstream = m.inst.Upstream().String()
+	}
+	return st
+}
+
+// heldCounts counts the callers the scheduler holds, per model: queued
+// (position ≥ 1) and waiting on a load (position 0). Nil maps when none
+// are held.
+func (l *loopState) heldCounts() (queued, loading map[string]int) {
 	for _, w := range l.waiters {
 		if !w.held {
 			continue
 		}
-		i, ok := slices.BinarySearchFunc(out, w.req.Model, func(s ModelStatus, name string) int {
-			return strings.Compare(s.Model, name)
-		})
-		if !ok {
-			continue
+		if queued == nil {
+			queued, loading = map[string]int{}, map[string]int{}
 		}
 		if w.pos == 0 {
-			out[i].Loading++
+			loading[w.req.Model]++
 		} else {
-			out[i].Queued++
+			queued[w.req.Model]++
 		}
 	}
-	return out
+	return queued, loading
 }
 
 // errStopped marks a swap's target start that was aborted by shutdown.

@@ -88,22 +88,7 @@ func (r *Router) observeModels() {
 	if l.observed == nil {
 		l.observed = make(map[string]observed, len(l.names))
 	}
-	// The held callers, counted per model only when something may have
-	// changed: l.waiters is small unless a burst is queued.
-	var queued, loading map[string]int
-	if len(l.waiters) > 0 {
-		queued, loading = map[string]int{}, map[string]int{}
-		for _, w := range l.waiters {
-			if !w.held {
-				continue
-			}
-			if w.pos == 0 {
-				loading[w.req.Model]++
-			} else {
-				queued[w.req.Model]++
-			}
-		}
-	}
+	queued, loading := l.heldCounts()
 	for _, name := range l.names {
 		m := l.models[name]
 		now := observed{state: m.visible().String(), inFlight: m.inFlight, queued: queued[name],
@@ -112,13 +97,7 @@ func (r *Router) observeModels() {
 			continue
 		}
 		l.observed[name] = now
-		st := ModelStatus{Model: name, State: now.state, InFlight: now.inFlight, Queued: now.queued,
-			Loading: now.loading, LastUse: m.lastUse, LastError: m.lastErr, Group: m.cfg.Group,
-			VRAM: m.cfg.VRAM, Measured: m.measured, Devices: l.devices(name)}
-		if m.inst != nil {
-			st.Upstream = m.inst.Upstream().String()
-		}
-		obs.ModelChanged(st)
+		obs.ModelChanged(l.status(name, now.queued, now.loading))
 	}
 }
 

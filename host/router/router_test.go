@@ -648,19 +648,20 @@ func TestRouter_Rule7_FallbackTakesOverFromCrashLoop(t *testing.T) {
 }
 
 // Grant.LoadWait is the part of a caller's wait its model spent loading:
-// most of the wait of a caller that came while it loaded, nothing for one
-// that came when it was ready.
+// all of the wait of a caller that came while it loaded, nothing for one
+// that came when it was ready. The router's clock is moved by hand.
 func TestRouter_GrantLoadWait(t *testing.T) {
-	h := newHarness(t, harnessOpts{})
+	clock := newManualClock()
+	h := newHarness(t, harnessOpts{clock: clock})
 	release := h.procs["a"].hold()
 	c := h.acquire("a")
 	h.world.expect(t, "starting a")
-	time.Sleep(50 * time.Millisecond)
+	clock.advance(50 * time.Millisecond)
 	release()
 	h.world.expect(t, "ready a")
 	g := c.wait(t)
-	if g.LoadWait < 50*time.Millisecond {
-		t.Errorf("cold grant: LoadWait %v, want the 50 ms the load was held at least", g.LoadWait)
+	if g.LoadWait != 50*time.Millisecond {
+		t.Errorf("cold grant: LoadWait %v, want the 50 ms the load took", g.LoadWait)
 	}
 	g.Release()
 	g = h.acquire("a").wait(t)
