@@ -29,6 +29,7 @@ const Version = "0.1.0"
 //	load_time           duration string, e.g. "2s"
 //	vram                bytes (number) or a size string, e.g. "8GiB"
 //	ttft                duration string
+//	prefill_tokens_per_second  number (0: the prefill is ttft alone)
 //	tokens_per_second   number
 //	max_batch           integer
 //	seed                integer
@@ -162,6 +163,16 @@ func (b *Backend) Validate(_ context.Context, spec plugins.ModelSpec) ([]plugins
 
 // Close stops every server; plugins.Serve calls it on shutdown.
 func (b *Backend) Close() error { return b.cmd.Close() }
+
+// ParseOptions checks a model's sim options (the JSON object Backend
+// documents) as Start does and returns them as the server's Options with
+// defaults applied, or the problems, each naming its option. `loadout
+// simulate` reads a model's timing with it, so the replay and the server
+// process read the same options the same way.
+func ParseOptions(raw json.RawMessage) (simserver.Options, []plugins.Problem) {
+	_, opts, problems := parseOptions(raw)
+	return opts, problems
+}
 
 // optionKey is what an option name may look like.
 var optionKey = regexp.MustCompile(`^[a-z][a-z_]*$`)

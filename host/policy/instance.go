@@ -155,7 +155,7 @@ func (in *instance) instantiate(settings []byte) (err error) {
 	}
 	in.ini = mod.ExportedFunction(exportInit)
 
-	sv.initEv = sdk.InitEvent{Now: time.Now().UnixNano(), Settings: settings}
+	sv.initEv = sdk.InitEvent{Now: sv.r.opts.Clock().UnixNano(), Settings: settings}
 	res, overran, callErr := in.invoke(in.ini, &sv.initEv, st)
 	sv.initEv = sdk.InitEvent{}
 	if callErr != nil || overran {

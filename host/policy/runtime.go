@@ -52,11 +52,19 @@ type Options struct {
 	// Logger receives the runtime's log lines and the policies' own (each
 	// with policy=<name>). nil discards them.
 	Logger *slog.Logger
+	// Clock is the time InitEvent.Now carries and crash-loop detection
+	// counts by; nil means the wall clock. `loadout simulate` sets it to
+	// its virtual clock, so a replay is the same whatever the machine.
+	// Call latency statistics always use the wall clock.
+	Clock func() time.Time
 }
 
 func (o Options) withDefaults() Options {
 	if o.MemoryLimitPages == 0 {
 		o.MemoryLimitPages = DefaultMemoryLimitPages
+	}
+	if o.Clock == nil {
+		o.Clock = time.Now
 	}
 	if o.CallTimeout <= 0 {
 		o.CallTimeout = DefaultCallTimeout

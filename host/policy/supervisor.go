@@ -182,7 +182,7 @@ func (sv *supervisor) crash(in *instance, ev event, reason string, cause error) 
 // countCrash records a crash now and reports whether it made the policy
 // crash-looping: more than MaxCrashes within CrashWindow.
 func (sv *supervisor) countCrash() (disabled bool) {
-	now := time.Now()
+	now := sv.r.opts.Clock()
 	sv.status.Crashes++
 	keep := sv.crashes[:0]
 	for _, t := range sv.crashes {

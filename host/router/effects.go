@@ -130,12 +130,7 @@ func (fx *effects) GrantServe(id sdk.RequestID, name string) bool {
 	}
 	delete(l.waiters, id)
 	g := &Grant{Model: name, Upstream: m.inst.Upstream(), LoadWait: loadWait(w.arrived, r.cfg.Clock(), m)}
-	g.release = func() {
-		select {
-		case r.serveDones <- serveDone{id: id, model: name}:
-		case <-r.done:
-		}
-	}
+	g.release = func() { r.exec.release(serveDone{id: id, model: name}) }
 	if !r.deliver(w, result{grant: g}) {
 		return false
 	}
@@ -370,25 +365,37 @@ func (fx *effects) StartSwap(s sdk.SwapRequest) error {
 	var stops []eviction
 	for _, m := range evicted {
 		if m.state == sdk.StateReady {
-			stops = append(stops, eviction{model: m.name, gen: m.gen, inst: m.inst})
+			stops = append(stops, eviction{model: m.name, gen: m.gen, inst: m.inst, timeout: stopTimeout(m.cfg), swap: s.Model})
 		}
 		if m.state.Running() {
 			r.setState(m, sdk.StateStopping)
 		}
 	}
-	var inst Instance
+	sw.job = startJob{target: s.Model, evicted: sw.evict, mc: target.cfg, placement: placement,
+		waitFree: len(stops) > 0, loadStart: target.loadStart}
+	for _, d := range sw.devices {
+		sw.job.devices = append(sw.job.devices, int(d))
+	}
 	if already {
-		inst = target.inst
+		sw.job.ready = target.inst
 	} else {
 		r.setState(target, sdk.StateStarting)
 	}
+	if l.ledger != nil {
+		sw.job.inv = l.ledger.Inventory()
+	}
 	r.log.Info("swap", "model", s.Model, "evict", s.Evict, "devices", sw.devices)
 	r.observer().SwapStarted(r.swapInfo(sw, !already))
-	var inv gpu.Inventory
-	if l.ledger != nil {
-		inv = l.ledger.Inventory()
+	// Phase 1 (swap.go): stop the evicted servers in parallel; each
+	// reports its stop as it ends, so the table shows it stopped while
+	// the target still loads. Phase 2 starts after the last.
+	sw.pendingStops = len(stops)
+	for _, ev := range stops {
+		r.exec.stop(ev)
 	}
-	go r.doSwap(sw, target.cfg, stops, inst, inv, placement)
+	if len(stops) == 0 {
+		r.exec.start(sw.job)
+	}
 	return nil
 }
 

@@ -18,6 +18,9 @@ type waiter struct {
 	ctx     context.Context
 	req     Request
 	respond chan result // unbuffered: a send proves the caller took it (rule 3)
+	// take, when set, replaces respond: a virtual router's caller
+	// (virtual.go) takes the result in a call, and reports whether it did.
+	take    func(result) bool
 	held    bool        // the scheduler said it holds it (SetQueuePosition)
 	pos     int
 	arrived time.Time // when the loop took it, for Grant.LoadWait
@@ -43,6 +46,7 @@ type swapDone struct {
 type stopDone struct {
 	model string
 	gen   uint64
+	swap  string // the target of the swap this stop was one of its evictions; "" for none
 }
 
 type exitEvent struct {
@@ -91,11 +95,14 @@ func (m *model) visible() sdk.ModelState {
 	return m.state
 }
 
-// swap is one swap started by StartSwap and not yet done.
+// swap is one swap started by StartSwap and not yet done (swap.go): its
+// evictions stopping (pendingStops > 0), then its target starting.
 type swap struct {
-	target  string
-	evict   []string
-	devices []int32
+	target       string
+	evict        []string
+	devices      []int32
+	pendingStops int      // evicted servers not yet stopped
+	job          startJob // phase 2, handed to the executor after the last stop
 }
 
 // loopState is everything the run loop owns. No other goroutine touches it
@@ -303,7 +310,7 @@ func (r *Router) onSwapDone(ev swapDone) {
 		r.setState(m, sdk.StateReady)
 		m.lastUse = r.cfg.Clock() // the TTL counts from the load
 		r.log.Info("model ready", "model", ev.target, "upstream", ev.inst.Upstream().String())
-		go r.watchExit(m.name, m.gen, ev.inst)
+		r.exec.watch(m.name, m.gen, ev.inst)
 	}
 	if m.stopAfterStart {
 		m.stopAfterStart = false
@@ -314,6 +321,9 @@ func (r *Router) onSwapDone(ev swapDone) {
 }
 
 func (r *Router) onStopDone(ev stopDone) {
+	if ev.swap != "" {
+		r.stopPhaseDone(ev.swap)
+	}
 	m := r.loop.models[ev.model]
 	if m.gen != ev.gen || m.state != sdk.StateStopping {
 		return
@@ -535,6 +545,9 @@ func (r *Router) refused(c *PolicyCounters, what string) {
 // deliver hands res to w's caller and reports whether the caller took it.
 // It never blocks past the caller's departure (rule 3's proof of life).
 func (r *Router) deliver(w *waiter, res result) bool {
+	if w.take != nil {
+		return w.take(res)
+	}
 	select {
 	case w.respond <- res:
 		return true
@@ -598,19 +611,7 @@ func (r *Router) stopModel(m *model) {
 	switch m.state {
 	case sdk.StateReady:
 		r.setState(m, sdk.StateStopping)
-		inst, name, gen := m.inst, m.name, m.gen
-		timeout := stopTimeout(m.cfg)
-		go func() {
-			ctx, cancel := context.WithTimeout(context.Background(), timeout)
-			defer cancel()
-			if err := inst.Stop(ctx); err != nil {
-				r.log.Warn("stopping model", "model", name, "err", err)
-			}
-			select {
-			case r.stopDones <- stopDone{model: name, gen: gen}:
-			case <-r.done:
-			}
-		}()
+		r.exec.stop(eviction{model: m.name, gen: m.gen, inst: m.inst, timeout: stopTimeout(m.cfg)})
 	case sdk.StateStarting:
 		m.stopAfterStart = true
 	}

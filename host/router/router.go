@@ -182,6 +182,8 @@ type Router struct {
 	procCtx    context.Context // cancelled at the end of shutdown: aborts starts
 	procCancel context.CancelFunc
 
+	exec executor // where slow work goes: goroutines, or a simulator (swap.go)
+
 	loop loopState // touched only by the run-loop goroutine (rule 1)
 }
 
@@ -189,6 +191,17 @@ type Router struct {
 // Errors: an empty model table, a missing policy constructor, or the
 // policy's own construction error.
 func New(cfg Config) (*Router, error) {
+	r, err := newRouter(cfg, func(r *Router) executor { return goExecutor{r} })
+	if err != nil {
+		return nil, err
+	}
+	go r.run()
+	return r, nil
+}
+
+// newRouter is New without the run loop's goroutine, with the executor
+// that exec makes.
+func newRouter(cfg Config, exec func(*Router) executor) (*Router, error) {
 	if len(cfg.Models) == 0 {
 		return nil, errors.New("router: no models configured")
 	}
@@ -229,6 +242,7 @@ func New(cfg Config) (*Router, error) {
 		done:       make(chan struct{}),
 	}
 	r.procCtx, r.procCancel = context.WithCancel(context.Background())
+	r.exec = exec(r)
 	r.loop.init(cfg)
 	fx := &effects{r: r}
 	sw, err := cfg.NewSwapper(readOnlyHost{fx})
@@ -243,7 +257,6 @@ func New(cfg Config) (*Router, error) {
 	r.loop.schedHandover, _ = sched.(handover)
 	r.loop.swapHandover, _ = sw.(handover)
 	r.loop.purePlans = purePlanner(sw)
-	go r.run()
 	return r, nil
 }
 

@@ -7,82 +7,142 @@ import (
 	"github.com/loadout-dev/loadout/host/gpu"
 )
 
-// The swap goroutine: what a StartSwap the run loop accepted does off the
-// loop. It touches no loop state; everything it needs comes by value, and
-// what happens comes back as events (a stopDone per evicted server, one
-// swapDone at the end).
+// A swap is a phase machine on the run loop: StartSwap hands every evicted
+// server to the executor to stop (phase 1: stops pending); each stop comes
+// back as a stopDone, and when the last one has, the loop hands the target
+// to the executor to start (phase 2: starting); its swapDone ends the
+// swap. The slow work — stopping and starting servers — is the executor's:
+// goroutines on a real box (goExecutor), the simulator's event queue in
+// virtual time (virtual.go). The decisions, checks and state changes are
+// the loop's in both, so `loadout simulate` runs the code `serve` runs.
 
 // freeMemoryWait bounds how long a swap waits for evicted models' memory to
 // show as free in the driver before starting its target anyway.
 const freeMemoryWait = 10 * time.Second
 
-// eviction is one running server a swap stops, handed to the swap
-// goroutine by value.
+// eviction is one running server to stop, handed to the executor by value.
 type eviction struct {
-	model string
-	gen   uint64
-	inst  Instance
+	model   string
+	gen     uint64
+	inst    Instance
+	timeout time.Duration // how long its Stop may take
+	swap    string        // the target of the swap waiting for this stop; "" for none
 }
 
-// doSwap runs on its own goroutine: stop the evicted servers in parallel
-// (each reports its stop to the loop as it ends, so the table shows it
-// stopped while the target still loads), start the target (unless it is
-// already up), and report back.
-func (r *Router) doSwap(sw *swap, mc ModelConfig, stops []eviction, ready Instance, inv gpu.Inventory, placement map[int]uint64) {
-	started := time.Now()
-	done := make(chan struct{}, len(stops))
-	for _, ev := range stops {
-		go func() {
-			ctx, cancel := context.WithTimeout(context.Background(), stopTimeout(mc))
-			defer cancel()
-			if err := ev.inst.Stop(ctx); err != nil {
-				r.log.Warn("evicting model", "model", ev.model, "err", err)
+// startJob is phase 2 of a swap, handed to the executor by value: start
+// the target (unless ready is its running instance), after waiting for the
+// evicted models' memory when waitFree.
+type startJob struct {
+	target    string
+	evicted   []string
+	devices   []int
+	mc        ModelConfig
+	ready     Instance // the target's instance when it was already up: nothing to start
+	inv       gpu.Inventory
+	placement map[int]uint64
+	waitFree  bool
+	loadStart time.Time
+}
+
+// executor carries out what the run loop hands off and reports each end
+// back as an event on the loop. It never touches loop state.
+type executor interface {
+	// stop stops ev's server; the loop then handles a stopDone.
+	stop(ev eviction)
+	// start runs phase 2 of a swap; the loop then handles its swapDone.
+	start(job startJob)
+	// release reports a Grant's release; the loop then handles a serveDone.
+	release(ev serveDone)
+	// watch reports, as an exitEvent, when a ready instance's server exits.
+	watch(name string, gen uint64, inst Instance)
+}
+
+// stopPhaseDone counts one of a swap's evictions stopped and, after the
+// last, starts phase 2.
+func (r *Router) stopPhaseDone(target string) {
+	sw := r.loop.swaps[target]
+	if sw == nil || sw.pendingStops == 0 {
+		return
+	}
+	sw.pendingStops--
+	if sw.pendingStops == 0 {
+		r.exec.start(sw.job)
+	}
+}
+
+// goExecutor is the executor of a real box: one goroutine per piece of
+// work, reporting on the loop's channels.
+type goExecutor struct{ r *Router }
+
+func (x goExecutor) stop(ev eviction) {
+	r := x.r
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), ev.timeout)
+		defer cancel()
+		if err := ev.inst.Stop(ctx); err != nil {
+			r.log.Warn("stopping model", "model", ev.model, "err", err)
+		}
+		select {
+		case r.stopDones <- stopDone{model: ev.model, gen: ev.gen, swap: ev.swap}:
+		case <-r.done:
+		}
+	}()
+}
+
+func (x goExecutor) start(job startJob) {
+	r := x.r
+	go func() {
+		// Drivers report freed memory late: wait until it is back (bounded)
+		// rather than start into an out-of-memory, or sleep a fixed time.
+		if job.waitFree && job.inv != nil {
+			for _, d := range gpu.SortedDevices(job.placement) {
+				ctx, cancel := context.WithTimeout(r.procCtx, freeMemoryWait)
+				if _, err := gpu.WaitFree(ctx, job.inv, d, job.placement[d]); err != nil {
+					r.log.Warn("GPU memory not back after eviction; starting anyway", "model", job.target, "gpu", d, "err", err)
+				}
+				cancel()
 			}
-			select {
-			case r.stopDones <- stopDone{model: ev.model, gen: ev.gen}:
-			case <-r.done:
+		}
+		res := startTarget(r.procCtx, job)
+		if res.err == nil && job.ready == nil {
+			r.log.Info("model loaded", "model", job.target, "load_time", r.cfg.Clock().Sub(job.loadStart).Round(time.Millisecond))
+		}
+		select {
+		case r.swapDones <- res:
+		case <-r.done:
+			if res.inst != nil && res.inst != job.ready {
+				_ = res.inst.Stop(context.Background())
 			}
-			done <- struct{}{}
-		}()
-	}
-	for range stops {
-		<-done
-	}
-	// Drivers report freed memory late: wait until it is back (bounded)
-	// rather than start into an out-of-memory, or sleep a fixed time.
-	if inv != nil && len(stops) > 0 {
-		for _, d := range gpu.SortedDevices(placement) {
-			ctx, cancel := context.WithTimeout(r.procCtx, freeMemoryWait)
-			if _, err := gpu.WaitFree(ctx, inv, d, placement[d]); err != nil {
-				r.log.Warn("GPU memory not back after eviction; starting anyway", "model", sw.target, "gpu", d, "err", err)
-			}
-			cancel()
 		}
+	}()
+}
+
+// startTarget starts job's target, unless it is already up, and describes
+// the end of the swap.
+func startTarget(ctx context.Context, job startJob) swapDone {
+	res := swapDone{target: job.target, evicted: job.evicted, inst: job.ready}
+	if job.ready != nil {
+		return res
 	}
-	res := swapDone{target: sw.target, evicted: sw.evict, inst: ready}
-	if ready == nil {
-		devices := make([]int, len(sw.devices))
-		for i, d := range sw.devices {
-			devices[i] = int(d)
-		}
-		inst, err := mc.Process.Start(r.procCtx, StartSpec{Devices: devices})
-		switch {
-		case err != nil && r.procCtx.Err() != nil:
-			res.err = errStopped
-		case err != nil:
-			res.err = err
-		default:
-			res.inst = inst
-		}
-		if res.err == nil {
-			r.log.Info("model loaded", "model", sw.target, "load_time", time.Since(started).Round(time.Millisecond))
-		}
+	inst, err := job.mc.Process.Start(ctx, StartSpec{Devices: job.devices})
+	switch {
+	case err != nil && ctx.Err() != nil:
+		res.err = errStopped
+	case err != nil:
+		res.err = err
+	default:
+		res.inst = inst
 	}
+	return res
+}
+
+func (x goExecutor) release(ev serveDone) {
 	select {
-	case r.swapDones <- res:
-	case <-r.done:
-		if res.inst != nil && res.inst != ready {
-			_ = res.inst.Stop(context.Background())
-		}
+	case x.r.serveDones <- ev:
+	case <-x.r.done:
 	}
+}
+
+func (x goExecutor) watch(name string, gen uint64, inst Instance) {
+	go x.r.watchExit(name, gen, inst)
 }

@@ -4,10 +4,9 @@ import (
 	"context"
 	"sync/atomic"
 	"time"
-)
 
-// batchPenalty is how much longer a step gets per extra sequence in it.
-const batchPenalty = 0.05
+	"github.com/loadout-dev/loadout/backends/sim/decode"
+)
 
 // seq is one request's generation as the decode loop sees it.
 type seq struct {
@@ -22,10 +21,11 @@ func newSeq(ctx context.Context, n int) *seq {
 	return &seq{ctx: ctx, remaining: n, tokens: make(chan struct{}, n)}
 }
 
-// engine is the decode loop: iteration-level continuous batching.
+// engine is the decode loop: decode's continuous batching (the timing
+// model `loadout simulate` runs too), in real time.
 type engine struct {
+	model      decode.Model
 	step       time.Duration // one step of a lone sequence
-	maxBatch   int
 	crashAfter int64
 	crash      func() // exits the process; called by the loop
 	join       chan *seq
@@ -36,18 +36,14 @@ type engine struct {
 }
 
 func newEngine(o Options, crash func()) *engine {
+	m := o.Decode()
 	return &engine{
-		step:       time.Duration(float64(time.Second) / o.TokensPerSecond),
-		maxBatch:   o.MaxBatch,
+		model:      m,
+		step:       m.Step(1),
 		crashAfter: o.CrashAfterTokens,
 		crash:      crash,
 		join:       make(chan *seq),
 	}
-}
-
-// stepTime is the duration of a step of b sequences.
-func (e *engine) stepTime(b int) time.Duration {
-	return time.Duration(float64(e.step) * (1 + batchPenalty*float64(b-1)))
 }
 
 // submit hands s to the loop; it joins the batch at the next step.
@@ -62,27 +58,25 @@ func (e *engine) submit(s *seq) error {
 
 // run is the decode loop; it returns when ctx ends.
 func (e *engine) run(ctx context.Context) {
-	var active, waiting []*seq
+	batch := decode.NewBatch[*seq](e.model)
+	gone := func(s *seq) bool { return s.ctx.Err() != nil }
 	// due is when the current step ends. Steps are scheduled back to back
 	// from it, so a late wake-up shortens the next wait and the token rate
 	// holds on a busy machine.
 	var due time.Time
 	for {
-		if len(active) == 0 && len(waiting) == 0 {
+		if batch.Idle() {
 			e.active.Store(0)
 			due = time.Time{}
 			select {
 			case s := <-e.join:
-				waiting = append(waiting, s)
+				batch.Join(s)
 			case <-ctx.Done():
 				return
 			}
 		}
-		waiting = live(waiting)
-		for len(active) < e.maxBatch && len(waiting) > 0 {
-			active, waiting = append(active, waiting[0]), waiting[1:]
-		}
-		active = live(active)
+		batch.Drop(gone)
+		active, d := batch.Begin()
 		if len(active) == 0 {
 			continue
 		}
@@ -93,34 +87,30 @@ func (e *engine) run(ctx context.Context) {
 		if due.Before(now.Add(-e.step)) {
 			due = now // idle, or too far behind to catch up
 		}
-		due = due.Add(e.stepTime(len(active)))
+		due = due.Add(d)
 		timer := time.NewTimer(time.Until(due))
 		for stepping := true; stepping; {
 			select {
 			case <-timer.C:
 				stepping = false
 			case s := <-e.join:
-				waiting = append(waiting, s)
+				batch.Join(s)
 			case <-ctx.Done():
 				timer.Stop()
 				return
 			}
 		}
 
-		kept, produced := active[:0], int64(0)
-		for _, s := range active {
+		produced := int64(0)
+		batch.End(func(s *seq) bool {
 			if s.ctx.Err() != nil {
-				continue // the client left: its sequence stops
+				return true // the client left: its sequence stops
 			}
 			s.tokens <- struct{}{}
 			produced++
 			s.remaining--
-			if s.remaining > 0 {
-				kept = append(kept, s)
-			}
-		}
-		clear(active[len(kept):])
-		active = kept
+			return s.remaining == 0
+		})
 		e.steps.Add(1)
 		if n := e.generated.Add(produced); e.crashAfter > 0 && n >= e.crashAfter {
 			// Let the handlers write this step's tokens, then die mid-stream.
@@ -129,16 +119,4 @@ func (e *engine) run(ctx context.Context) {
 			return
 		}
 	}
-}
-
-// live drops sequences whose clients have left.
-func live(ss []*seq) []*seq {
-	kept := ss[:0]
-	for _, s := range ss {
-		if s.ctx.Err() == nil {
-			kept = append(kept, s)
-		}
-	}
-	clear(ss[len(kept):])
-	return kept
 }

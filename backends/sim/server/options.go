@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/loadout-dev/loadout/backends/sim/decode"
 )
 
 // Options configure a simulated server. The zero value of each field means
@@ -30,11 +32,15 @@ type Options struct {
 	// VRAM is the simulated device memory footprint in bytes, reported at
 	// /sim/stats.
 	VRAM int64
-	// TTFT is the prefill time of a request before it joins the decode loop.
+	// TTFT is the fixed part of a request's prefill, before it joins the
+	// decode loop.
 	TTFT time.Duration
+	// PrefillTokensPerSecond adds promptTokens / PrefillTokensPerSecond to
+	// the prefill; 0 (the default) makes the prefill TTFT alone.
+	PrefillTokensPerSecond float64
 	// TokensPerSecond is the decode rate of a lone sequence; default 50. A
 	// step of a batch of b sequences takes (1 + 0.05·(b−1)) / TokensPerSecond
-	// seconds.
+	// seconds (package decode has the timing rules).
 	TokensPerSecond float64
 	// MaxBatch is how many sequences decode together per step; default 8.
 	MaxBatch int
@@ -67,23 +73,25 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
+// Decode is the options' timing model (package decode), which the server
+// runs in real time and `loadout simulate` in virtual time.
+func (o Options) Decode() decode.Model {
+	return decode.Model{TTFT: o.TTFT, PrefillTokensPerSecond: o.PrefillTokensPerSecond,
+		TokensPerSecond: o.TokensPerSecond, MaxBatch: o.MaxBatch}
+}
+
 func (o Options) validate() error {
 	var errs []error
 	if o.Port < 0 || o.Port > 65535 {
 		errs = append(errs, fmt.Errorf("port %d out of range", o.Port))
 	}
-	if o.LoadTime < 0 || o.TTFT < 0 {
-		errs = append(errs, errors.New("load time and ttft must not be negative"))
+	if o.LoadTime < 0 {
+		errs = append(errs, errors.New("load time must not be negative"))
 	}
 	if o.VRAM < 0 {
 		errs = append(errs, errors.New("vram must not be negative"))
 	}
-	if !(o.TokensPerSecond > 0) || math.IsInf(o.TokensPerSecond, 0) {
-		errs = append(errs, fmt.Errorf("tokens per second must be positive, got %v", o.TokensPerSecond))
-	}
-	if o.MaxBatch < 1 {
-		errs = append(errs, fmt.Errorf("max batch must be at least 1, got %d", o.MaxBatch))
-	}
+	errs = append(errs, o.Decode().Validate())
 	if o.CrashAfterTokens < 0 {
 		errs = append(errs, errors.New("crash after tokens must not be negative"))
 	}
@@ -94,7 +102,7 @@ func (o Options) validate() error {
 // the program and subcommand names) into Options with defaults applied:
 //
 //	--host 127.0.0.1 --port N --model ID --load-time 2s --vram 8GiB
-//	--ttft 50ms --tokens-per-second 50 --max-batch 8 --seed 1
+//	--ttft 50ms --prefill-tokens-per-second 0 --tokens-per-second 50 --max-batch 8 --seed 1
 //	--crash-after-tokens N
 //
 // --vram takes bytes or a size with a unit: KB, MB, GB (powers of 1000) or
@@ -114,6 +122,7 @@ func ParseFlags(args []string) (Options, error) {
 		return err
 	})
 	fs.DurationVar(&o.TTFT, "ttft", 0, "prefill time before a request joins the decode loop")
+	fs.Float64Var(&o.PrefillTokensPerSecond, "prefill-tokens-per-second", 0, "prompt processing rate added to the prefill (0: prefill is --ttft alone)")
 	fs.Float64Var(&o.TokensPerSecond, "tokens-per-second", 50, "decode rate of a lone sequence")
 	fs.IntVar(&o.MaxBatch, "max-batch", 8, "sequences decoded together per step")
 	fs.Int64Var(&o.Seed, "seed", 0, "seed of the generated text")

@@ -246,8 +246,8 @@ func (s *server) generate(w http.ResponseWriter, r *http.Request, chat bool) {
 	ctx := r.Context()
 
 	// Prefill, then join the decode loop.
-	if s.opts.TTFT > 0 {
-		t := time.NewTimer(s.opts.TTFT)
+	if d := s.engine.model.Prefill(countTokens(prompt)); d > 0 {
+		t := time.NewTimer(d)
 		select {
 		case <-t.C:
 		case <-ctx.Done():
