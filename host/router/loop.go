@@ -21,7 +21,7 @@ type waiter struct {
 	// take, when set, replaces respond: a virtual router's caller
 	// (virtual.go) takes the result in a call, and reports whether it did.
 	take    func(result) bool
-	held    bool        // the scheduler said it holds it (SetQueuePosition)
+	held    bool // the scheduler said it holds it (SetQueuePosition)
 	pos     int
 	arrived time.Time // when the loop took it, for Grant.LoadWait
 }
