@@ -450,7 +450,7 @@ type instance struct {
 	runGen   int           // invalidates a cut run's end event
 }
 
-func (in *instance) Upstream() *url.URL     { return in.url }
+func (in *instance) Upstream() *url.URL      { return in.url }
 func (in *instance) Exited() <-chan struct{} { return nil }
 func (in *instance) Err() error              { return nil }
 
