@@ -21,6 +21,7 @@ import (
 	"github.com/loadout-dev/loadout/host/policy"
 	"github.com/loadout-dev/loadout/host/proxy"
 	"github.com/loadout-dev/loadout/host/router"
+	"github.com/loadout-dev/loadout/host/sim"
 	"github.com/loadout-dev/loadout/plugins"
 	"github.com/loadout-dev/loadout/policies/builtin"
 	"github.com/loadout-dev/loadout/sdk"
@@ -80,11 +81,27 @@ func loadConfig(path, listen string) (*config.Config, []config.Warning, error) {
 }
 
 func newLogger(level string) (*slog.Logger, error) {
+	return newLoggerAt(level, nil)
+}
+
+// newLoggerAt is newLogger whose lines carry clock's time instead of the
+// wall clock's, when clock is set (simulate's virtual time, as seconds
+// from the replay's start: t=12.5).
+func newLoggerAt(level string, clock *sim.Clock) (*slog.Logger, error) {
 	var l slog.Level
 	if err := l.UnmarshalText([]byte(level)); err != nil {
 		return nil, fmt.Errorf("log level %q: want debug, info, warn or error", level)
 	}
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l})), nil
+	opts := &slog.HandlerOptions{Level: l}
+	if clock != nil {
+		opts.ReplaceAttr = func(groups []string, a slog.Attr) slog.Attr {
+			if a.Key == slog.TimeKey && len(groups) == 0 {
+				return slog.Float64("t", clock.Now().Sub(sim.Epoch).Seconds())
+			}
+			return a
+		}
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
 }
 
 func runServe(ctx context.Context, o serveOptions) error {

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -39,6 +41,8 @@ type simulateOptions struct {
 	htmlPath   string
 	gpus       []string
 	logLevel   string
+	perModel   bool
+	rate       float64
 }
 
 func newSimulateCmd() *cobra.Command {
@@ -87,6 +91,8 @@ trace's model sequence, served in arrival order.`,
 	f.StringVar(&o.jsonPath, "json", "", "write the results as JSON to this file")
 	f.StringVar(&o.htmlPath, "html", "", "write a self-contained HTML report (GPU memory timeline, queue, swaps) to this file")
 	f.StringArrayVar(&o.gpus, "gpu", nil, "a simulated GPU of this size (e.g. 24GiB), instead of the configuration's gpus:; repeat for more")
+	f.Float64Var(&o.rate, "rate", 1, "replay the trace at this multiple of its request rate (arrival times divided by it): 2 is twice the traffic, 0.1 a tenth")
+	f.BoolVar(&o.perModel, "per-model", false, "also print each model's requests, cold loads and queue wait, per run")
 	f.StringVar(&o.logLevel, "log-level", "", "log the run loop and policies at this level (debug, info, warn, error); default: quiet")
 	_ = cmd.MarkFlagRequired("trace")
 	return cmd
@@ -105,6 +111,12 @@ func runSimulate(ctx context.Context, o simulateOptions, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if !(o.rate > 0) || math.IsInf(o.rate, 0) {
+		return fmt.Errorf("--rate %v: want a positive multiple of the trace's request rate", o.rate)
+	}
+	for i := range trace {
+		trace[i].Arrival /= o.rate
+	}
 	pairs, err := policyPairs(o)
 	if err != nil {
 		return err
@@ -113,9 +125,10 @@ func runSimulate(ctx context.Context, o simulateOptions, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	clock := &sim.Clock{}
 	log := slog.New(slog.DiscardHandler)
 	if o.logLevel != "" {
-		if log, err = newLogger(o.logLevel); err != nil {
+		if log, err = newLoggerAt(o.logLevel, clock); err != nil {
 			return err
 		}
 	}
@@ -124,7 +137,6 @@ func runSimulate(ctx context.Context, o simulateOptions, out io.Writer) error {
 		return err
 	}
 
-	clock := &sim.Clock{}
 	rt, err := policy.NewRuntime(ctx, policy.Options{Logger: log, Clock: clock.Now})
 	if err != nil {
 		return err
@@ -156,7 +168,7 @@ func runSimulate(ctx context.Context, o simulateOptions, out io.Writer) error {
 		report.Runs = append(report.Runs, res)
 	}
 
-	printSimReport(out, report)
+	printSimReport(out, report, o.perModel)
 	if o.jsonPath != "" {
 		if err := writeFile(o.jsonPath, report.WriteJSON); err != nil {
 			return err
@@ -375,18 +387,22 @@ func bounds(trace []sim.Request, models map[string]sim.Model, devices []gpu.Decl
 }
 
 // printSimReport writes the runs as one table, and the bounds under it.
-func printSimReport(w io.Writer, r *sim.Report) {
+func printSimReport(w io.Writer, r *sim.Report, perModel bool) {
 	fmt.Fprintf(w, "trace %s: %d requests, %d models, %.0f s\n\n", r.Trace.File, r.Trace.Requests, r.Trace.Models, r.Trace.Duration)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "scheduler\trouter\tcompleted\terrors\tcold loads\tevictions\twait p50\tp95\tp99\tTTFT p50\tp95\te2e p95\tGPU busy\twall\t")
+	fmt.Fprintln(tw, "scheduler\trouter\tcompleted\terrors\tcold loads\tevictions\twait p50\tp95\tp99\tworst model p95\tTTFT p50\tp95\te2e p95\tGPU busy\twall\t")
 	for _, run := range r.Runs {
 		mark := ""
 		if run.Fallback {
 			mark = " *"
 		}
-		fmt.Fprintf(tw, "%s\t%s%s\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%.0f%%\t%.1fs\t\n",
+		worst := ""
+		if name, mr, ok := worstModel(run); ok {
+			worst = fmt.Sprintf("%s (%s)", secs(mr.QueueWait.P95), name)
+		}
+		fmt.Fprintf(tw, "%s\t%s%s\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.0f%%\t%.1fs\t\n",
 			policyLabel(run.Scheduler), policyLabel(run.Router), mark, run.Completed, run.Errors, run.ColdLoads, run.Evictions,
-			secs(run.QueueWait.P50), secs(run.QueueWait.P95), secs(run.QueueWait.P99),
+			secs(run.QueueWait.P50), secs(run.QueueWait.P95), secs(run.QueueWait.P99), worst,
 			secs(run.TTFT.P50), secs(run.TTFT.P95), secs(run.E2E.P95), 100*run.GPUBusyFraction, run.WallS)
 	}
 	tw.Flush()
@@ -403,10 +419,39 @@ func printSimReport(w io.Writer, r *sim.Report) {
 			fmt.Fprintf(w, "errors of %s + %s by code: %s\n", policyLabel(run.Scheduler), policyLabel(run.Router), b)
 		}
 	}
+	if perModel {
+		for _, run := range r.Runs {
+			fmt.Fprintf(w, "\n%s + %s, per model:\n", policyLabel(run.Scheduler), policyLabel(run.Router))
+			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+			fmt.Fprintln(tw, "model\trequests\tcompleted\terrors\tcold loads\twait p50\tp95\tp99\t")
+			names := slices.Sorted(maps.Keys(run.Models))
+			for _, name := range names {
+				mr := run.Models[name]
+				fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t\n", name, mr.Requests, mr.Completed, mr.Errors, mr.ColdLoads,
+					secs(mr.QueueWait.P50), secs(mr.QueueWait.P95), secs(mr.QueueWait.P99))
+			}
+			tw.Flush()
+		}
+	}
 	if r.Bounds != nil {
 		fmt.Fprintf(w, "\ncold-load limits for %d equal slots, requests served in arrival order: LRU %d, Belady's optimum %d\n",
 			r.Bounds.Slots, r.Bounds.LRU, r.Bounds.Belady)
 	}
+}
+
+// worstModel is the model with the highest p95 queue wait in run (by
+// name among equals); false when no model completed a request.
+func worstModel(run *sim.Result) (string, sim.ModelResult, bool) {
+	var best string
+	var worst sim.ModelResult
+	found := false
+	for _, name := range slices.Sorted(maps.Keys(run.Models)) {
+		mr := run.Models[name]
+		if mr.Completed > 0 && (!found || mr.QueueWait.P95 > worst.QueueWait.P95) {
+			best, worst, found = name, mr, true
+		}
+	}
+	return best, worst, found
 }
 
 // policyLabel shortens "builtin:fifo" to fifo and a path to its base name.

@@ -102,8 +102,20 @@ type Result struct {
 	PolicyFailures int      `json:"policy_failures"`
 	Fallback       bool     `json:"fallback"`
 	PolicyEvents   []string `json:"policy_events,omitempty"`
+	// Models has the figures of each model, by id: a policy that is good
+	// on average may starve one.
+	Models map[string]ModelResult `json:"models"`
 	// Timeline is what happened over time, for the HTML report.
 	Timeline Timeline `json:"-"`
+}
+
+// ModelResult is one model's share of a replay.
+type ModelResult struct {
+	Requests  int       `json:"requests"`
+	Completed int       `json:"completed"`
+	Errors    int       `json:"errors"`
+	ColdLoads int       `json:"cold_loads"`
+	QueueWait Quantiles `json:"queue_wait_s"`
 }
 
 // Quantiles are the 50th, 95th and 99th percentiles of a set of
@@ -351,20 +363,41 @@ func (e *engine) run() *Result {
 	}
 	e.busy.close(e.now)
 	var waits, ttfts, e2es []float64
+	perWait := map[string][]float64{}
+	res.Models = map[string]ModelResult{}
 	for _, r := range e.reqs {
+		if r == nil { // never arrived: the replay stopped early
+			res.Errors++
+			res.ErrorsByCode["unanswered"]++
+			continue
+		}
+		mr := res.Models[r.q.Model]
+		mr.Requests++
 		switch {
-		case r == nil || (r.grant == nil && !r.failed()):
+		case r.grant == nil && !r.failed():
 			res.Errors++ // a policy still held it
 			res.ErrorsByCode["unanswered"]++
+			mr.Errors++
+		case r.failed():
+			mr.Errors++ // counted by code from the recorder
 		case r.ok:
 			res.Completed++
+			mr.Completed++
 			waits = append(waits, (r.granted - r.arrival).Seconds())
+			perWait[r.q.Model] = append(perWait[r.q.Model], (r.granted - r.arrival).Seconds())
 			ttfts = append(ttfts, (r.first - r.arrival).Seconds())
 			e2es = append(e2es, (r.finished - r.arrival).Seconds())
-		case r.grant != nil: // granted, still decoding when the replay ended
+		default: // granted, still decoding when the replay ended
 			res.Errors++
 			res.ErrorsByCode["unfinished"]++
+			mr.Errors++
 		}
+		res.Models[r.q.Model] = mr
+	}
+	for name, mr := range res.Models {
+		mr.QueueWait = quantiles(perWait[name])
+		mr.ColdLoads = e.obs.coldBy[name]
+		res.Models[name] = mr
 	}
 	for code, n := range e.obs.errs {
 		res.Errors += n
@@ -579,6 +612,7 @@ type recorder struct {
 	e         *engine
 	tl        Timeline
 	cold      int
+	coldBy    map[string]int
 	evictions int
 	unloads   int
 	errs      map[string]int
@@ -591,7 +625,7 @@ type recorder struct {
 }
 
 func newRecorder(e *engine) *recorder {
-	return &recorder{e: e, errs: map[string]int{}, state: map[string]string{}, open: map[string]int{},
+	return &recorder{e: e, errs: map[string]int{}, coldBy: map[string]int{}, state: map[string]string{}, open: map[string]int{},
 		unloading: map[string]bool{}, held: map[string]int{}}
 }
 
@@ -656,6 +690,7 @@ func (o *recorder) Unloading(models []string, _ string) {
 func (o *recorder) SwapStarted(s router.SwapInfo) {
 	if s.Cold {
 		o.cold++
+		o.coldBy[s.Target]++
 	}
 	o.tl.Swaps = append(o.tl.Swaps, Swap{T: o.t(), Target: s.Target, Evict: slices.Clone(s.Evict), Cold: s.Cold})
 }
