@@ -98,6 +98,9 @@ trace's model sequence, served in arrival order.`,
 	return cmd
 }
 
+// simulateCallTimeout is the deadline of one policy call in a replay.
+const simulateCallTimeout = 2 * time.Second
+
 // policyPair is one scheduler and router to replay under; "" keeps the
 // configuration's.
 type policyPair struct{ scheduler, router string }
@@ -137,7 +140,10 @@ func runSimulate(ctx context.Context, o simulateOptions, out io.Writer) error {
 		return err
 	}
 
-	rt, err := policy.NewRuntime(ctx, policy.Options{Logger: log, Clock: clock.Now})
+	// A policy call's deadline is wall time: serve's 100 ms could be
+	// overrun on a busy machine and change a replay's figures, so a
+	// replay allows simulateCallTimeout (a looping policy still ends).
+	rt, err := policy.NewRuntime(ctx, policy.Options{Logger: log, Clock: clock.Now, CallTimeout: simulateCallTimeout})
 	if err != nil {
 		return err
 	}
