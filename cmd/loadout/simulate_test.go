@@ -90,8 +90,8 @@ func TestSimulate_ModelThatCannotBeSimulatedIsAConfigError(t *testing.T) {
 		t.Fatal("a cmd model without a simulate: block was simulated")
 	}
 	for _, want := range []string{
-		"loadout.yaml:18", "models.real.simulate", "needs a simulate: block",
-		"loadout.yaml:24", "models.tuned.simulate.tokens_per_second",
+		"loadout.yaml:14", "models.real.simulate", "needs a simulate: block",
+		"loadout.yaml:20", "models.tuned.simulate.tokens_per_second",
 	} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %q:\n%v", want, err)
@@ -163,10 +163,18 @@ func TestSimulate_TheSameInputsGiveTheSameReport(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		reports[i] = regexp.MustCompile(`"wall_s": [0-9.e-]+`).ReplaceAll(b, []byte(`"wall_s": 0`))
+		// Only the real time taken and the temporary file's name differ.
+		b = regexp.MustCompile(`"wall_s": [0-9.e-]+`).ReplaceAll(b, []byte(`"wall_s": 0`))
+		reports[i] = regexp.MustCompile(`"file": "[^"]*"`).ReplaceAll(b, []byte(`"file": ""`))
 	}
 	if !bytes.Equal(reports[0], reports[1]) {
-		t.Fatalf("two replays differ:\n%s\n%s", reports[0], reports[1])
+		a, b := strings.Split(string(reports[0]), "\n"), strings.Split(string(reports[1]), "\n")
+		for i := range min(len(a), len(b)) {
+			if a[i] != b[i] {
+				t.Fatalf("two replays differ at line %d:\n%s\n%s", i+1, a[i], b[i])
+			}
+		}
+		t.Fatalf("two replays differ in length: %d and %d lines", len(a), len(b))
 	}
 }
 

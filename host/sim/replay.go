@@ -3,6 +3,7 @@ package sim
 import (
 	"container/heap"
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"slices"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/loadout-dev/loadout/backends/sim/decode"
+	"github.com/loadout-dev/loadout/host/policy"
 	"github.com/loadout-dev/loadout/host/router"
 	"github.com/loadout-dev/loadout/sdk"
 )
@@ -96,9 +98,10 @@ type Result struct {
 	// WallS is the real time the replay took; the caller measures it
 	// (everything else is a function of the inputs).
 	WallS float64 `json:"wall_s"`
-	// PolicyFailures counts policy calls that failed (crash, deadline,
-	// disabled); when > 0 the figures are partly the fallback's
-	// (Fallback), and PolicyEvents says what happened, in order.
+	// PolicyFailures counts policy calls that failed (a crash, a
+	// deadline, a policy disabled for crash-looping; not a plan that
+	// says a model cannot be placed); when > 0 the figures are partly the
+	// fallback's (Fallback), and PolicyEvents says what happened, in order.
 	PolicyFailures int      `json:"policy_failures"`
 	Fallback       bool     `json:"fallback"`
 	PolicyEvents   []string `json:"policy_events,omitempty"`
@@ -238,10 +241,8 @@ func Run(s Setup) (*Result, error) {
 	e.v = v
 	res := e.run()
 	res.Scheduler, res.Router = cfg.SchedulerName, cfg.SwapperName
-	for _, c := range v.Counters() {
-		res.PolicyFailures += c.Failures
-	}
-	res.Fallback = res.PolicyFailures > 0 || len(res.PolicyEvents) > 0
+	res.PolicyFailures = e.obs.failures
+	res.Fallback = res.PolicyFailures > 0 || e.obs.handedOver
 	return res, nil
 }
 
@@ -609,19 +610,21 @@ func (b *busyMeter) close(now time.Duration) {
 
 // recorder is the replay's router.Observer: counts and the timeline.
 type recorder struct {
-	e         *engine
-	tl        Timeline
-	cold      int
-	coldBy    map[string]int
-	evictions int
-	unloads   int
-	errs      map[string]int
-	policy    []string
-	state     map[string]string // model → last visible state
-	open      map[string]int    // model → index of its open Residency
-	unloading map[string]bool   // models an Unloading word named
-	held      map[string]int    // model → queued + loading
-	heldSum   int
+	e          *engine
+	tl         Timeline
+	cold       int
+	coldBy     map[string]int
+	evictions  int
+	unloads    int
+	failures   int  // policy calls that crashed or were refused for crash-looping
+	handedOver bool // a fallback took over
+	errs       map[string]int
+	policy     []string
+	state      map[string]string // model → last visible state
+	open       map[string]int    // model → index of its open Residency
+	unloading  map[string]bool   // models an Unloading word named
+	held       map[string]int    // model → queued + loading
+	heldSum    int
 }
 
 func newRecorder(e *engine) *recorder {
@@ -698,8 +701,15 @@ func (o *recorder) SwapStarted(s router.SwapInfo) {
 // SwapEnded implements router.Observer.
 func (o *recorder) SwapEnded(router.SwapInfo) {}
 
-// PolicyFailed implements router.Observer.
+// PolicyFailed implements router.Observer. A swapper's plan that fails is
+// its answer (the model cannot be placed), not a breakdown: the requests
+// it concerns are counted as errors, and the run is not marked.
 func (o *recorder) PolicyFailed(role, event string, err error) {
+	var crash *policy.CrashError
+	if role == "swapper" && event == "plan" && !errors.As(err, &crash) && !errors.Is(err, policy.ErrUnhealthy) {
+		return
+	}
+	o.failures++
 	if len(o.policy) < 20 {
 		o.policy = append(o.policy, fmt.Sprintf("%.3fs: %s %s failed: %v", o.t(), role, event, err))
 	}
@@ -707,6 +717,7 @@ func (o *recorder) PolicyFailed(role, event string, err error) {
 
 // PolicyHandedOver implements router.Observer.
 func (o *recorder) PolicyHandedOver(role string) {
+	o.handedOver = true
 	if len(o.policy) < 20 {
 		o.policy = append(o.policy, fmt.Sprintf("%.3fs: %s handed over (fallback)", o.t(), role))
 	}
