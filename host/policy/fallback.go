@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"context"
 	"errors"
 	"time"
 
@@ -305,4 +306,22 @@ func (f *FallbackSwapper) Statuses() []Status {
 		fb = &st
 	}
 	return f.cd.statuses(f.primary.Status(), fb)
+}
+
+// Close discards the primary and the fallback instance, if any; it is
+// how a hot reload gives back the policies it replaced. Later calls fail.
+func (f *FallbackScheduler) Close(ctx context.Context) error {
+	if f.fallback != nil {
+		_ = f.fallback.Close(ctx)
+	}
+	return f.primary.Close(ctx)
+}
+
+// Close discards the primary and the fallback instance, if any; it is
+// how a hot reload gives back the policies it replaced. Later calls fail.
+func (f *FallbackSwapper) Close(ctx context.Context) error {
+	if f.fallback != nil {
+		_ = f.fallback.Close(ctx)
+	}
+	return f.primary.Close(ctx)
 }
