@@ -9,6 +9,53 @@ import (
 	"github.com/loadout-dev/loadout/sdk"
 )
 
+// gpuLeases is the ledger's view of the devices that snapshots carry: as
+// it is, or, while the swapper is asked what it would plan without the
+// jobs (plansWithoutJobs), as it will be once every job's lease has ended.
+func (fx *effects) gpuLeases() ([]gpu.DeviceLeases, error) {
+	if fx.withoutJobs {
+		return fx.r.loop.ledger.LeasesWithoutJobs()
+	}
+	return fx.r.loop.ledger.Leases()
+}
+
+// plansWithoutJobs reports, for a plan the swapper refused with err,
+// whether it would have planned had no GPU job held memory: it asks the
+// swapper again with the same request, against snapshots that leave the
+// jobs' leases out. A plan is a speculative, pure query (sdk.Swapper), so
+// asking "what if" changes nothing; and it is asked only when a plan
+// failed while jobs hold leases. If it would, the target is not a misfit
+// but must wait for the jobs: the scheduler hears sdk.ErrHeldByJob (fifo
+// queues the request, and the tick that follows a job's release tries it
+// again). The reason is kept for an error the scheduler grants anyway.
+func (fx *effects) plansWithoutJobs(q sdk.PlanRequest, err error) bool {
+	l := &fx.r.loop
+	if l.ledger == nil || !l.ledger.HasJobs() {
+		return false
+	}
+	fx.withoutJobs = true
+	_, werr := l.swapper.Plan(q)
+	fx.withoutJobs = false
+	if werr != nil {
+		return false
+	}
+	l.planFailures[q.Target] = fmt.Sprintf("GPU jobs hold the memory it needs until they end (swapper %s: %v)", fx.r.cfg.SwapperName, err)
+	return true
+}
+
+// watchJobLeases makes the end of a job's lease an event of the run loop:
+// the scheduler gets a tick at once, so a request queued while jobs held
+// its GPUs (sdk.ErrHeldByJob) is tried again when they are back, not at
+// the next periodic tick. The ledger's hook runs on the releasing
+// goroutine and must not block: the tick goes through a goroutine of its
+// own, which returns at once after shutdown.
+func (r *Router) watchJobLeases() {
+	if r.cfg.Ledger == nil {
+		return
+	}
+	r.cfg.Ledger.OnJobRelease(func() { go r.query(r.tickNow) })
+}
+
 // IdleDevices returns, in index order, the GPUs whose every lease holder
 // is a loaded model that is idle (no request in flight, none queued for a
 // swap), unpinned and not part of a swap: the devices a GPU job that may

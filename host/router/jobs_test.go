@@ -4,10 +4,14 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/loadout-dev/loadout/host/gpu"
+	"github.com/loadout-dev/loadout/host/policy"
+	"github.com/loadout-dev/loadout/internal/wasmbuild"
 	"github.com/loadout-dev/loadout/sdk"
 )
 
@@ -54,29 +58,91 @@ func TestRouter_EvictIdle_NeverABusyOrPinnedModel(t *testing.T) {
 	busy.Release()
 }
 
-// A model request that finds the GPUs held by a job waits in the queue
-// (the job will end), and loads once the job's lease is released, instead
-// of failing as a model that does not fit.
+// prioritylruModule builds and compiles the built-in prioritylru swapper
+// once per test binary, in the runtime the other policies use.
+var (
+	prioOnce sync.Once
+	prioMod  *policy.Module
+	prioErr  error
+)
+
+func prioritylru(t testing.TB) func(sdk.Host) (SwapperPolicy, error) {
+	t.Helper()
+	rt, _, _ := policies(t)
+	prioOnce.Do(func() {
+		const pkg = "github.com/loadout-dev/loadout/policies/prioritylru"
+		wasm, err := wasmbuild.Build(pkg)
+		if err != nil {
+			prioErr = err
+			return
+		}
+		prioMod, prioErr = rt.Compile(context.Background(), pkg, wasm)
+	})
+	if prioErr != nil {
+		t.Fatalf("prioritylru: %v", prioErr)
+	}
+	return func(h sdk.Host) (SwapperPolicy, error) {
+		return rt.NewSwapper(context.Background(), prioMod, []byte("{}"), h)
+	}
+}
+
+// A model request that finds its GPU held by a job waits in the queue (the
+// job will end) instead of failing, whichever swapper plans: group, which
+// leaves placement to the host (the host's lease says "held by jobs"), or
+// prioritylru, which places and whose plan fails while the job holds the
+// memory (the host asks it what it would plan without the jobs). It loads
+// as soon as the job's lease is released: the periodic tick is an hour
+// away, so the release itself must wake the scheduler.
 func TestRouter_RequestWaitsForAJobsGPU(t *testing.T) {
 	const gib = 1 << 30
-	ledger := gpu.NewLedger(gpu.NewDeclared([]gpu.DeclaredDevice{{Name: "sim0", Memory: 8 * gib}}), 0)
+	for _, swapper := range []string{"group", "prioritylru"} {
+		t.Run(swapper, func(t *testing.T) {
+			ledger := gpu.NewLedger(gpu.NewDeclared([]gpu.DeclaredDevice{{Name: "sim0", Memory: 8 * gib}}), 0)
+			o := harnessOpts{ledger: ledger, tick: time.Hour, models: map[string]ModelConfig{"a": {VRAM: 6 * gib}}}
+			if swapper == "prioritylru" {
+				o.newSwap = prioritylru(t)
+			}
+			h := newHarness(t, o)
+			if _, err := ledger.AcquireDevices("job-1", []int{0}); err != nil {
+				t.Fatal(err)
+			}
+			c := h.acquire("a")
+			if p := c.held(t, false); p.Position < 1 {
+				t.Fatalf("held at %+v, want queued", p)
+			}
+			h.world.expectNone(t)
+			for kind, c := range h.r.Counters() {
+				if c.RefusedEffects != 0 || c.Failures != 0 {
+					t.Fatalf("a job holding the GPU counted against the %s policy: %+v", kind, c)
+				}
+			}
+			ledger.Release("job-1")
+			h.world.expect(t, "starting a", "ready a")
+			c.wait(t).Release()
+		})
+	}
+}
+
+// With prioritylru, a request while a job holds one GPU goes to another
+// where VRAM allows; one that could never fit, jobs or not, fails at once
+// rather than waiting for the job.
+func TestRouter_JobsGPU_PlacedElsewhereOrRefused(t *testing.T) {
+	const gib = 1 << 30
+	ledger := gpu.NewLedger(gpu.NewDeclared([]gpu.DeclaredDevice{{Name: "sim0", Memory: 8 * gib}, {Name: "sim1", Memory: 8 * gib}}), 0)
 	h := newHarness(t, harnessOpts{
-		ledger: ledger,
-		tick:   5 * time.Millisecond,
-		models: map[string]ModelConfig{"a": {VRAM: 6 * gib}},
+		ledger: ledger, tick: time.Hour, newSwap: prioritylru(t),
+		groups: `{}`,
+		models: map[string]ModelConfig{"a": {VRAM: 6 * gib}, "huge": {VRAM: 20 * gib}},
 	})
 	if _, err := ledger.AcquireDevices("job-1", []int{0}); err != nil {
 		t.Fatal(err)
 	}
-	c := h.acquire("a")
-	if p := c.held(t, false); p.Position < 1 {
-		t.Fatalf("held at %+v, want queued", p)
+	h.acquire("a").wait(t).Release()
+	if d := h.status("a").Devices; !slices.Equal(d, []int{1}) {
+		t.Fatalf("a placed on %v, want GPU 1 (the job holds 0)", d)
 	}
-	h.world.expectNone(t)
-	if c := h.r.Counters()["scheduler"]; c.RefusedEffects != 0 {
-		t.Fatalf("a job holding the GPU counted as a policy's refused effect: %+v", c)
+	e := h.acquire("huge").waitErr(t)
+	if e.Code != sdk.CodeUnavailable || strings.Contains(e.Message, "jobs hold") {
+		t.Fatalf("huge: %+v, want the swapper's refusal, not a wait for the job", e)
 	}
-	ledger.Release("job-1")
-	h.world.expect(t, "starting a", "ready a") // the next tick drains the queue
-	c.wait(t).Release()
 }
