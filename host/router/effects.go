@@ -245,13 +245,7 @@ func (fx *effects) Plan(target string) (sdk.Plan, error) {
 	}
 	q := sdk.PlanRequest{Now: l.now.UnixNano(), Target: target, Running: running}
 	plan, err := l.swapper.Plan(q)
-	if l.swapHandover != nil && l.swapHandover.HandedOver() {
-		// Another swapper answers now: what the old one planned no
-		// longer holds, and the new one may not be pure.
-		clear(l.planCache)
-		l.purePlans = purePlanner(l.swapper)
-		r.observer().PolicyHandedOver("swapper")
-	}
+	fx.afterSwapperCall()
 	if err != nil && fx.plansWithoutJobs(q, err) {
 		return sdk.Plan{}, sdk.ErrHeldByJob // a wait, not the policy's failure
 	}
@@ -278,6 +272,18 @@ func (fx *effects) Plan(target string) (sdk.Plan, error) {
 		l.planCache[key] = plan
 	}
 	return plan, nil
+}
+
+// afterSwapperCall follows every plan call: if another swapper answers now
+// (a fallback took over or gave back), what the old one planned no longer
+// holds, and the new one may not be pure.
+func (fx *effects) afterSwapperCall() {
+	l := &fx.r.loop
+	if l.swapHandover != nil && l.swapHandover.HandedOver() {
+		clear(l.planCache)
+		l.purePlans = purePlanner(l.swapper)
+		fx.r.observer().PolicyHandedOver("swapper")
+	}
 }
 
 // StartSwap checks the request against the run-loop rules and launches the
