@@ -205,7 +205,9 @@ func TestServeJobs_SharesGPUsWithModels(t *testing.T) {
 		t.Fatal(err)
 	}
 	evictor := s.submitJob(gate("three") + "gpus_per_node: 1\nevict_idle_models: true\n")
-	s.awaitJob(t, evictor.ID, "PENDING_RESOURCES")
+	if w := s.awaitJob(t, evictor.ID, "PENDING_RESOURCES"); !strings.Contains(w.Error, "evicting idle models for the job") {
+		t.Fatalf("pending reason %q: want the swapper's refusal", w.Error)
+	}
 	if !alive(m8) {
 		t.Fatal("a job evicted a model with a request in flight")
 	}

@@ -85,8 +85,8 @@ func TestLocal_EvictingJobRunsWhereTheEvictorPlanned(t *testing.T) {
 
 	keeps := submit(gate(dir, "keeps") + "gpus_per_node: 2\nevict_idle_models: true\npriority: 3\n")
 	w := wait(t, r, keeps.ID, StatePendingResources)
-	if !strings.Contains(w.Error, "free GPUs per node: [1]") {
-		t.Fatalf("pending reason %q: want the one free GPU", w.Error)
+	if !strings.Contains(w.Error, "free GPUs per node: [1]; the swapper keeps its models") {
+		t.Fatalf("pending reason %q: want the one free GPU and the Evictor's reason", w.Error)
 	}
 	if err := r.Cancel(context.Background(), keeps.ID); err != nil {
 		t.Fatal(err)

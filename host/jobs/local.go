@@ -111,13 +111,15 @@ func (e *LocalExecutor) Capacity(ctx context.Context, spec Spec) (Capacity, erro
 	if err != nil {
 		return Capacity{}, err
 	}
-	n := len(free)
-	if e.evicts(spec, n) {
-		if planned, err := e.cfg.Evictor.PlanJob(spec.GPUsPerNode, spec.Priority); err == nil {
-			n = max(n, len(planned))
+	c := Capacity{Total: []int{len(devs)}, Free: []int{len(free)}}
+	if e.evicts(spec, len(free)) {
+		planned, err := e.cfg.Evictor.PlanJob(spec.GPUsPerNode, spec.Priority)
+		if err != nil {
+			c.Why = err.Error()
 		}
+		c.Free[0] = max(c.Free[0], len(planned))
 	}
-	return Capacity{Total: []int{len(devs)}, Free: []int{n}}, nil
+	return c, nil
 }
 
 // evicts reports whether a job of spec, with free devices unheld, gets its

@@ -208,7 +208,7 @@ func (fx *effects) planJob(id string, gpus, priority int) (jobPlan, error) {
 			ok = false
 			planner = fmt.Sprintf("host (%v)", err)
 		case err != nil:
-			return unavailable("swapper %s: %v", r.cfg.SwapperName, err)
+			return unavailable("evicting idle models for the job: %v", err)
 		default:
 			planner = r.cfg.SwapperName
 		}
@@ -216,7 +216,7 @@ func (fx *effects) planJob(id string, gpus, priority int) (jobPlan, error) {
 	if !ok {
 		chosen, evict, fits := placement.Whole(gpus, candidates, l.evictableForJob)
 		if !fits {
-			return unavailable("%d GPU(s) wanted; free or held only by idle, unpinned models: %d", gpus, countWhole(candidates, l.evictableForJob))
+			return unavailable("evicting idle models for the job: it needs %d whole GPU(s); %d are free or hold only idle, unpinned models", gpus, countWhole(candidates, l.evictableForJob))
 		}
 		plan = sdk.Plan{Devices: chosen, Evict: evict}
 	}

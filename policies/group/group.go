@@ -157,7 +157,7 @@ func (s *swapper) PlanJob(q sdk.JobPlanRequest) (sdk.Plan, error) {
 	}
 	chosen, evict, ok := placement.Whole(int(q.GPUs), placement.JobCandidates(q.Candidates, snap.Models), evictable)
 	if !ok {
-		return sdk.Plan{}, fmt.Errorf("group: the job needs %d whole GPU(s); too few of the %d it may take are free or hold only idle, unpinned models outside persistent groups",
+		return sdk.Plan{}, fmt.Errorf("the job needs %d whole GPU(s); too few of the %d it may take are free or hold only idle, unpinned models outside persistent groups",
 			q.GPUs, len(q.Candidates))
 	}
 	return sdk.Plan{Evict: evict, Devices: chosen}, nil

@@ -381,7 +381,7 @@ func (s *swapper) PlanJob(q sdk.JobPlanRequest) (sdk.Plan, error) {
 	}
 	chosen, evict, ok := placement.Whole(int(q.GPUs), devices, evictable)
 	if !ok {
-		return sdk.Plan{}, fmt.Errorf("matrix: the job needs %d whole GPU(s); too few of the %d it may take are free or hold only idle, unpinned models",
+		return sdk.Plan{}, fmt.Errorf("the job needs %d whole GPU(s); too few of the %d it may take are free or hold only idle, unpinned models",
 			q.GPUs, len(q.Candidates))
 	}
 	return sdk.Plan{Evict: evict, Devices: chosen}, nil

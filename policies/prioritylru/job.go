@@ -62,7 +62,7 @@ func (s *swapper) PlanJob(q sdk.JobPlanRequest) (sdk.Plan, error) {
 				n++
 			}
 		}
-		return sdk.Plan{}, fmt.Errorf("prioritylru: the job needs %d whole GPU(s); %d of the %d it may take are free or hold only idle, unpinned models of priority at most %d",
+		return sdk.Plan{}, fmt.Errorf("the job needs %d whole GPU(s); %d of the %d it may take are free or hold only idle, unpinned models of priority at most %d",
 			q.GPUs, n, len(q.Candidates), q.Priority)
 	}
 	return sdk.Plan{Evict: evict, Devices: chosen}, nil
