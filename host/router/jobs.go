@@ -60,10 +60,10 @@ func (r *Router) watchJobLeases() {
 }
 
 // PlanJob says, changing nothing, which GPUs a job that needs gpus whole
-// devices and may evict idle models would get now (priority is the job's,
-// higher first, for a swapper that weighs it against the models'): the devices in index
-// order (see jobPlan). It is the admission check of host/jobs' local
-// executor. Errors: *Error with CodeUnavailable saying why not (too few
+// devices and may evict idle models would get now, in index order (see
+// planJob); priority is the job's, higher first, for a swapper that
+// weighs it against the models'. It is the admission check of host/jobs'
+// local executor. Errors: *Error with CodeUnavailable saying why not (too few
 // devices, the swapper's refusal, a plan the router refused), or
 // ErrShuttingDown.
 func (r *Router) PlanJob(gpus, priority int) ([]int, error) {
@@ -79,7 +79,7 @@ func (r *Router) PlanJob(gpus, priority int) ([]int, error) {
 
 // EvictForJob makes room for GPU job id (a task id), which needs gpus whole
 // devices and may evict idle models: in one turn of the run loop it plans
-// (jobPlan), leases the devices to id in the ledger — releasing the
+// (planJob), leases the devices to id in the ledger — releasing the
 // evicted models' leases in the same step, so no model is placed there
 // meanwhile — and starts stopping those models; then it waits until they
 // have stopped, so the job's process never starts beside them. A request
