@@ -277,6 +277,15 @@ func (f *FallbackSwapper) Plan(q sdk.PlanRequest) (sdk.Plan, error) {
 	return nfb.Plan(q)
 }
 
+// PlanJob implements sdk.JobPlanner: the swapper in charge plans for the
+// job (the group fallback by its own rule).
+func (f *FallbackSwapper) PlanJob(q sdk.JobPlanRequest) (sdk.Plan, error) {
+	if f.cd.onFallback && f.fallback != nil {
+		return f.fallback.PlanJob(q)
+	}
+	return f.primary.PlanJob(q)
+}
+
 // OnSwapStart implements the run loop's swapper.
 func (f *FallbackSwapper) OnSwapStart(ev sdk.SwapStartEvent) error {
 	if f.cd.onFallback && f.fallback != nil {
