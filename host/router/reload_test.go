@@ -52,7 +52,9 @@ func TestRouter_ReplacePolicies_HandsOverHeldRequests(t *testing.T) {
 func TestRouter_ReplacePolicies_BrokenPolicyIsRefused(t *testing.T) {
 	h := newHarness(t, harnessOpts{})
 	broken := harnessPolicies(t)
-	broken.NewScheduler = func(sdk.Effects) (SchedulerPolicy, error) { return nil, errors.New("settings: max_queue: want a number") }
+	broken.NewScheduler = func(sdk.Effects) (SchedulerPolicy, error) {
+		return nil, errors.New("settings: max_queue: want a number")
+	}
 	cb := h.acquire("b")
 	h.world.expect(t, "starting b", "ready b")
 	gb := cb.wait(t)
