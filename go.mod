@@ -5,6 +5,7 @@ go 1.26.8
 require (
 	github.com/NVIDIA/go-nvml v0.13.1-0
 	github.com/chromedp/chromedp v0.14.2
+	github.com/fsnotify/fsnotify v1.10.1
 	github.com/gorilla/mux v1.8.1
 	github.com/loadout-dev/loadout/sdk v0.0.0-00010101000000-000000000000
 	github.com/prometheus/client_golang v1.25.0

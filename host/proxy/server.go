@@ -72,6 +72,21 @@ type PolicyInfo struct {
 	// is; RetryAt is when it is tried again (zero when not disabled).
 	DisabledReason string
 	RetryAt        time.Time
+	// ReloadError is why the last hot reload was refused (the policies
+	// shown kept running); empty when it succeeded or none was asked.
+	// Reloaded is when the policies shown were loaded by a reload.
+	ReloadError string
+	Reloaded    time.Time
+}
+
+// ReloadResult is what a hot reload did (Config.Reload).
+type ReloadResult struct {
+	// Changed lists what the reload applied ("scheduler", "router",
+	// "models"); empty when nothing had changed.
+	Changed []string `json:"changed"`
+	// PauseMS is how long scheduling paused while the policies were
+	// switched, in milliseconds.
+	PauseMS float64 `json:"pause_ms"`
 }
 
 // Config builds a Server. Router and Models are required.
@@ -103,6 +118,11 @@ type Config struct {
 	// PolicyStatus, when set, describes the loaded policies for
 	// /api/policies.
 	PolicyStatus func() []PolicyInfo
+	// Reload, when set, is POST /api/policies/reload: it re-reads the
+	// configuration and the policy modules and applies what changed
+	// (loadout serve's hot reload). An error means nothing changed: 422
+	// with the error's text. Nil: the endpoint answers 404.
+	Reload func(ctx context.Context) (ReloadResult, error)
 	// Events, when set, is the ring GET /api/events serves; every model
 	// request's summary is published on it when it ends.
 	Events *events.Bus
@@ -215,6 +235,7 @@ func (s *Server) routes() *mux.Router {
 	// Loadout's own.
 	m.HandleFunc("/api/models", s.apiModels).Methods(http.MethodGet)
 	m.HandleFunc("/api/policies", s.apiPolicies).Methods(http.MethodGet)
+	post("/api/policies/reload", s.reloadPolicies)
 	m.HandleFunc("/api/gpus", s.apiGPUs).Methods(http.MethodGet)
 	m.HandleFunc("/api/events", s.apiEvents).Methods(http.MethodGet)
 	m.HandleFunc("/api/activity", s.apiActivity).Methods(http.MethodGet)
