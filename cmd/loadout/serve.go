@@ -35,6 +35,7 @@ type serveOptions struct {
 	shutdownTimeout time.Duration
 	jobs            jobsOptions     // jobs.go
 	activity        activityOptions // activity.go
+	recordTrace     string          // record.go
 }
 
 func newServeCmd() *cobra.Command {
@@ -54,7 +55,9 @@ SIGINT or SIGTERM stops taking requests, fails queued ones, lets in-flight
 requests finish (up to --shutdown-timeout), stops every model process and
 exits 0. Requests still in flight at the timeout are ended with an error
 their clients can read (503, or a last SSE error event without [DONE]),
-and Loadout still exits 0, within the timeout plus one second.`,
+and Loadout still exits 0, within the timeout plus one second.
+
+` + recordHelp,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
@@ -66,6 +69,7 @@ and Loadout still exits 0, within the timeout plus one second.`,
 	cmd.Flags().StringVarP(&o.listen, "listen", "l", defaultListen, "address to listen on")
 	cmd.Flags().StringVar(&o.logLevel, "log-level", "", "debug, info, warn or error (default: the config's logLevel)")
 	cmd.Flags().DurationVar(&o.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long in-flight requests may take to finish on shutdown; then they are ended with an error")
+	cmd.Flags().StringVar(&o.recordTrace, "record-trace", "", "write the requests served to this CSV file as a trace for 'loadout simulate --trace' (see above)")
 	addJobsFlags(cmd, &o.jobs)
 	addActivityFlags(cmd, &o.activity)
 	return cmd
@@ -120,6 +124,13 @@ func runServe(ctx context.Context, o serveOptions) error {
 	for _, w := range warnings {
 		log.Warn(w.String())
 	}
+	// First, so that a path that cannot be written fails before anything
+	// starts; closed after shutdown, so every request served is written.
+	rec, err := openTraceRecorder(o.recordTrace, log)
+	if err != nil {
+		return err
+	}
+	defer rec.close(log)
 	// A missing model file may yet appear (a disk mounted later): say so
 	// now, and let the load fail with the same message if it has not.
 	if err := checkModelFiles(cfg); err != nil {
@@ -235,6 +246,7 @@ func runServe(ctx context.Context, o serveOptions) error {
 		},
 	}
 	act.config(&pcfg)
+	rec.config(&pcfg)
 	handler, err := proxy.New(pcfg)
 	if err != nil {
 		return err
