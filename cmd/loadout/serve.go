@@ -36,6 +36,7 @@ type serveOptions struct {
 	jobs            jobsOptions     // jobs.go
 	activity        activityOptions // activity.go
 	watch           bool            // reload.go
+	recordTrace     string          // record.go
 }
 
 func newServeCmd() *cobra.Command {
@@ -63,7 +64,9 @@ in changed policies without dropping a request: the new modules are
 compiled and instantiated first (a broken one is refused, the old ones keep
 running, and the error is logged and shown in /api/policies), requests the
 old scheduler held go to the new one in arrival order, and requests in
-flight finish. A change to the models needs a restart.`,
+flight finish. A change to the models needs a restart.
+
+` + recordHelp,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
@@ -76,6 +79,7 @@ flight finish. A change to the models needs a restart.`,
 	cmd.Flags().StringVar(&o.logLevel, "log-level", "", "debug, info, warn or error (default: the config's logLevel)")
 	cmd.Flags().DurationVar(&o.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long in-flight requests may take to finish on shutdown; then they are ended with an error")
 	cmd.Flags().BoolVar(&o.watch, "watch", false, "reload the configuration's policies when the configuration file or a policy module changes on disk (also: SIGHUP, POST /api/policies/reload)")
+	cmd.Flags().StringVar(&o.recordTrace, "record-trace", "", "write the requests served to this CSV file as a trace for 'loadout simulate --trace' (see above)")
 	addJobsFlags(cmd, &o.jobs)
 	addActivityFlags(cmd, &o.activity)
 	return cmd
@@ -130,6 +134,13 @@ func runServe(ctx context.Context, o serveOptions) error {
 	for _, w := range warnings {
 		log.Warn(w.String())
 	}
+	// First, so that a path that cannot be written fails before anything
+	// starts; closed after shutdown, so every request served is written.
+	rec, err := openTraceRecorder(o.recordTrace, log)
+	if err != nil {
+		return err
+	}
+	defer rec.close(log)
 	// A missing model file may yet appear (a disk mounted later): say so
 	// now, and let the load fail with the same message if it has not.
 	if err := checkModelFiles(cfg); err != nil {
@@ -253,6 +264,7 @@ func runServe(ctx context.Context, o serveOptions) error {
 		},
 	}
 	act.config(&pcfg)
+	rec.config(&pcfg)
 	handler, err := proxy.New(pcfg)
 	if err != nil {
 		return err

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"runtime/debug"
+	"sync/atomic"
 	"time"
 
 	"github.com/gorilla/mux"
@@ -130,9 +131,16 @@ type Config struct {
 	// /logs/stream.
 	Logs *logs.Store
 	// OnRequest, when set, receives every model request's summary when it
-	// ends (the activity log). It runs on the request's goroutine and
-	// must not block.
+	// ends (the activity log, serve's --record-trace). It runs on the
+	// request's goroutine and must not block.
 	OnRequest func(RequestSummary)
+	// OnRequestStart, when set, receives every model request of a catalog
+	// model as it goes to the router (serve's --record-trace, which needs
+	// arrivals in order before their token counts are known). OnRequest
+	// then receives the same request's summary (same Seq) when it ends,
+	// whatever way it ends. It runs on the request's goroutine and must
+	// not block.
+	OnRequestStart func(RequestStart)
 	// Activity, when set, is the activity log GET /api/activity reads
 	// (activity.go); the binary feeds it through OnRequest.
 	Activity ActivityLog
@@ -158,6 +166,7 @@ type Server struct {
 	upstreams *upstreams
 	metrics   *metrics
 	ids       *idSource
+	seq       atomic.Uint64 // the last request's Seq
 	started   time.Time
 	inflight  inflight // the requests being handled, for Abort
 }
@@ -263,7 +272,7 @@ func (s *Server) routes() *mux.Router {
 // logs it and counts it when it ends (also when it panics: an aborted
 // stream still gets its line). Until it returns, Abort can end it.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	ex := &exchange{ResponseWriter: w, start: time.Now(), id: s.ids.fromRequest(r)}
+	ex := &exchange{ResponseWriter: w, start: time.Now(), id: s.ids.fromRequest(r), seq: s.seq.Add(1), path: r.URL.Path}
 	w.Header().Set(requestIDHeader, ex.id)
 	r.Header.Set(requestIDHeader, ex.id) // the upstream logs the same id
 	ctx, cancel := context.WithCancelCause(context.WithValue(r.Context(), exchangeKey{}, ex))
@@ -313,7 +322,7 @@ func (s *Server) finish(ex *exchange, r *http.Request) {
 	d := time.Since(ex.start)
 	if ex.inference {
 		s.metrics.observeRequest(ex, status, d)
-		s.summarize(ex, r, status, d)
+		s.summarize(ex, status, d)
 	}
 	attrs := []slog.Attr{
 		slog.String("request_id", ex.id),
