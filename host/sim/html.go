@@ -6,7 +6,6 @@ import (
 	"html/template"
 	"io"
 	"maps"
-	"path/filepath"
 	"slices"
 	"strings"
 )
@@ -55,6 +54,7 @@ type htmlRun struct {
 	ColdLoads, Evictions  int
 	Unloads               int
 	Wait                  [3]string // p50, p95, p99
+	Worst                 string    // the worst model's p95 wait, and its name
 	TTFT                  [2]string // p50, p95
 	E2E95, Busy, Span     string
 	// Best names the columns in which the run has the best figure of
@@ -63,7 +63,15 @@ type htmlRun struct {
 	ErrorsByCode   string
 	PolicyFailures int
 	PolicyEvents   []string
+	Models         []htmlModelRow
 	Chart          template.HTML
+}
+
+// htmlModelRow is one model's figures in a run.
+type htmlModelRow struct {
+	htmlModel
+	Requests, Completed, Errors, ColdLoads int
+	Wait                                   [3]string
 }
 
 func (r *Report) htmlData() (*htmlPage, error) {
@@ -89,6 +97,17 @@ func (r *Report) htmlData() (*htmlPage, error) {
 			Span:           FormatSeconds(run.SpanS),
 			PolicyEvents:   run.PolicyEvents,
 			PolicyFailures: run.PolicyFailures,
+		}
+		if name, mr, ok := run.WorstModel(); ok {
+			row.Worst = fmt.Sprintf("%s (%s)", FormatSeconds(mr.QueueWait.P95), name)
+		}
+		for _, name := range slices.Sorted(maps.Keys(run.Models)) {
+			mr := run.Models[name]
+			row.Models = append(row.Models, htmlModelRow{
+				htmlModel: htmlModel{Name: name, Color: template.CSS(hex(colors.of(name)))},
+				Requests:  mr.Requests, Completed: mr.Completed, Errors: mr.Errors, ColdLoads: mr.ColdLoads,
+				Wait: [3]string{FormatSeconds(mr.QueueWait.P50), FormatSeconds(mr.QueueWait.P95), FormatSeconds(mr.QueueWait.P99)},
+			})
 		}
 		var codes []string
 		for _, code := range slices.Sorted(maps.Keys(run.ErrorsByCode)) {
@@ -125,6 +144,7 @@ func markBest(rows []htmlRun, runs []*Result) {
 		{"wait50", func(r *Result) float64 { return r.QueueWait.P50 }, latencies},
 		{"wait95", func(r *Result) float64 { return r.QueueWait.P95 }, latencies},
 		{"wait99", func(r *Result) float64 { return r.QueueWait.P99 }, latencies},
+		{"worst", func(r *Result) float64 { _, mr, _ := r.WorstModel(); return mr.QueueWait.P95 }, latencies},
 		{"ttft50", func(r *Result) float64 { return r.TTFT.P50 }, latencies},
 		{"ttft95", func(r *Result) float64 { return r.TTFT.P95 }, latencies},
 		{"e2e95", func(r *Result) float64 { return r.E2E.P95 }, latencies},
@@ -151,10 +171,14 @@ func markBest(rows []htmlRun, runs []*Result) {
 	}
 }
 
-// reportModels are the models of every run's timeline, sorted.
+// reportModels are the models of every run, sorted: those requested and
+// those the timeline shows.
 func reportModels(r *Report) []string {
 	seen := map[string]bool{}
 	for _, run := range r.Runs {
+		for m := range run.Models {
+			seen[m] = true
+		}
 		for _, res := range run.Timeline.Residency {
 			seen[res.Model] = true
 		}
@@ -181,28 +205,4 @@ func timelineEnd(tl Timeline) float64 {
 		end = max(end, tl.Swaps[n-1].T)
 	}
 	return end
-}
-
-// PolicyLabel is how reports name a policy: "builtin:fifo" as fifo, a
-// .wasm file by its base name.
-func PolicyLabel(name string) string {
-	if n, ok := strings.CutPrefix(name, "builtin:"); ok {
-		return n
-	}
-	return filepath.Base(name)
-}
-
-// FormatSeconds is how reports print a duration in seconds: 0, 4.2ms,
-// 1.25s, 37s.
-func FormatSeconds(s float64) string {
-	switch {
-	case s == 0:
-		return "0"
-	case s < 0.01:
-		return fmt.Sprintf("%.1fms", s*1000)
-	case s < 10:
-		return fmt.Sprintf("%.2fs", s)
-	default:
-		return fmt.Sprintf("%.0fs", s)
-	}
 }

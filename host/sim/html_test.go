@@ -13,13 +13,20 @@ import (
 )
 
 // handReport is a report of three runs: one on two 24 GiB GPUs with every
-// kind of residency and swap, one without GPUs, and one of an empty trace.
+// kind of residency and swap (and a model requested but never loaded),
+// one without GPUs, and one of an empty trace.
 func handReport() *Report {
 	gpus := &Result{
 		Scheduler: "builtin:fifo", Router: "builtin:prioritylru", Requests: 10, Completed: 9, Errors: 1,
 		ErrorsByCode: map[string]int{"queue_full": 1}, ColdLoads: 3, Evictions: 1,
 		QueueWait: Quantiles{P50: 0.5, P95: 4, P99: 12}, TTFT: Quantiles{P50: 0.6, P95: 4.2}, E2E: Quantiles{P95: 20},
 		GPUBusyFraction: 0.31, SpanS: 120, WallS: 0.25,
+		Models: map[string]ModelResult{
+			"alpha":           {Requests: 4, Completed: 4, ColdLoads: 1, QueueWait: Quantiles{P50: 0.2, P95: 1, P99: 1}},
+			"beta":            {Requests: 3, Completed: 3, ColdLoads: 1, QueueWait: Quantiles{P50: 0.5, P95: 12, P99: 12}},
+			"gamma & <delta>": {Requests: 2, Completed: 2, ColdLoads: 1, QueueWait: Quantiles{P50: 4, P95: 4, P99: 4}},
+			"never":           {Requests: 1, Errors: 1}, // requested, never loaded
+		},
 		Timeline: Timeline{
 			Devices: []Device{{Index: 0, Bytes: 24 * gib}, {Index: 1, Bytes: 24 * gib}},
 			Residency: []Residency{
@@ -104,10 +111,10 @@ func TestWriteHTML_OneChartPerRunWithEveryModel(t *testing.T) {
 	if want := []string{"run-1", "run-2", "run-3"}; !slices.Equal(sections, want) || !slices.Equal(charts, want) {
 		t.Errorf("sections %v with charts in %v, want one chart in each of %v", sections, charts, want)
 	}
-	if want := []string{"alpha", "beta", "gamma & <delta>"}; !slices.Equal(keys, want) {
+	if want := []string{"alpha", "beta", "gamma & <delta>", "never"}; !slices.Equal(keys, want) {
 		t.Errorf("colour key %q, want %q", keys, want)
 	}
-	for _, s := range []string{"prioritylru", "mine.wasm", "queue_full 1", "swapper on_swap failed: boom", "LRU <b>5</b>", "offline optimum <b>3</b>"} {
+	for _, s := range []string{"prioritylru", "mine.wasm", "queue_full 1", "12s (beta)", "<summary>Per model</summary>", "swapper on_swap failed: boom", "LRU <b>5</b>", "offline optimum <b>3</b>"} {
 		if !strings.Contains(page, s) {
 			t.Errorf("the page lacks %q", s)
 		}
