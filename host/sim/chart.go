@@ -64,7 +64,15 @@ type panel struct {
 // timelineSVG draws run's timeline as one inline SVG element: a memory
 // panel per GPU (or a lane per model without one), the number of callers
 // held, and the swaps, over the time axis [0, xmax] shared by every run.
-func timelineSVG(run *Result, colors *palette, xmax float64, label string) (string, error) {
+// gonum/plot reports what it cannot draw by panicking; that is returned as
+// an error, so a report that cannot be drawn does not take down a command
+// that has other results to write.
+func timelineSVG(run *Result, colors *palette, xmax float64, label string) (svg string, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			svg, err = "", fmt.Errorf("sim: drawing the timeline: %v", p)
+		}
+	}()
 	xmax = max(xmax, 1)
 	var panels []panel
 	for _, pl := range layoutMemory(run.Timeline) {
