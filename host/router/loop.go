@@ -83,6 +83,9 @@ type model struct {
 	stopWhenIdle bool
 	// unloadWaiters are closed when the model reaches Stopped or Failed.
 	unloadWaiters []chan struct{}
+	// removed: a configuration reload took the model out; it leaves the
+	// table once stopped (models.go).
+	removed bool
 }
 
 // visible is the state policies and the API see: a Ready model draining
@@ -112,13 +115,14 @@ type loopState struct {
 	swapper SwapperPolicy
 	fx      *effects
 
-	models  map[string]*model
-	names   []string // sorted model ids
-	waiters map[sdk.RequestID]*waiter
-	swaps   map[string]*swap
-	nextID  sdk.RequestID
-	changed []string // models whose state changed outside a swap since the last tick
-	now     time.Time
+	models   map[string]*model
+	names    []string // sorted model ids
+	waiters  map[sdk.RequestID]*waiter
+	swaps    map[string]*swap
+	nextID   sdk.RequestID
+	changed  []string // models whose state changed outside a swap since the last tick
+	removing int      // models removed by UpdateModels and not yet out of the table
+	now      time.Time
 
 	shuttingDown bool
 
@@ -191,6 +195,7 @@ func (r *Router) run() {
 		case <-r.shutdown:
 			r.onShutdown()
 		}
+		r.reapRemoved()
 		r.observeModels()
 		if l.shuttingDown && r.quiet() {
 			r.procCancel()
@@ -325,8 +330,8 @@ func (r *Router) onStopDone(ev stopDone) {
 		r.stopPhaseDone(ev.swap)
 	}
 	m := r.loop.models[ev.model]
-	if m.gen != ev.gen || m.state != sdk.StateStopping {
-		return
+	if m == nil || m.gen != ev.gen || m.state != sdk.StateStopping {
+		return // removed from the table since, an old instance, or already stopped
 	}
 	r.setStopped(m)
 	r.log.Info("model stopped", "model", m.name)
@@ -337,8 +342,8 @@ func (r *Router) onStopDone(ev stopDone) {
 // onExit handles a model server that exited on its own.
 func (r *Router) onExit(ev exitEvent) {
 	m := r.loop.models[ev.model]
-	if m.gen != ev.gen || m.state != sdk.StateReady {
-		return // an expected exit (stop, eviction) or an old instance
+	if m == nil || m.gen != ev.gen || m.state != sdk.StateReady {
+		return // an expected exit (stop, eviction), an old instance, or a removed model
 	}
 	reason := "exited"
 	if err := m.inst.Err(); err != nil {
@@ -768,7 +773,7 @@ func (r *Router) onMeasured(ms []measurement) {
 	l.measuring = false
 	for _, me := range ms {
 		m := l.models[me.model]
-		if m.gen != me.gen || m.state != sdk.StateReady || me.bytes == 0 {
+		if m == nil || m.gen != me.gen || m.state != sdk.StateReady || me.bytes == 0 {
 			continue
 		}
 		if m.measured != me.bytes && m.cfg.VRAM > 0 && me.bytes > m.cfg.VRAM+m.cfg.VRAM/10 {

@@ -48,6 +48,7 @@ func NewVirtual(cfg Config, work VirtualWork) (*Virtual, error) {
 // every event.
 func (v *Virtual) turn(fn func()) {
 	fn()
+	v.r.reapRemoved()
 	v.r.observeModels()
 }
 

@@ -1,0 +1,121 @@
+package router
+
+import (
+	"slices"
+
+	"github.com/loadout-dev/loadout/sdk"
+)
+
+// UpdateModels applies a new model table while requests flow (a hot
+// reload of the configuration), in one turn of the run loop:
+//
+//   - a model missing from models is removed: the scheduler hears an
+//     OnUnload for it (it fails the requests it holds for it, as for an
+//     operator's unload), a running one stops after its requests in
+//     flight, and it leaves the table once stopped;
+//   - a model new in models joins the table, stopped;
+//   - a model named in changed takes its new ModelConfig for its next
+//     load; if it is running, it stops once idle (a starting one once
+//     started), and the next request for it loads it with the new one.
+//
+// Every other model is left as it is (its Process is not replaced).
+// Errors: ErrShuttingDown.
+func (r *Router) UpdateModels(models map[string]ModelConfig, changed []string) error {
+	ran := false
+	r.query(func() {
+		ran = true
+		r.updateModels(models, changed)
+	})
+	if !ran {
+		return ErrShuttingDown
+	}
+	return nil
+}
+
+func (r *Router) updateModels(models map[string]ModelConfig, changed []string) {
+	l := &r.loop
+	var removed []string
+	for _, name := range l.names {
+		if _, ok := models[name]; !ok {
+			removed = append(removed, name)
+		}
+	}
+	for name, mc := range models {
+		m, ok := l.models[name]
+		switch {
+		case !ok:
+			l.models[name] = &model{name: name, cfg: mc}
+			l.names = append(l.names, name)
+			r.log.Info("model added", "model", name)
+		case slices.Contains(changed, name):
+			m.cfg = mc
+			r.log.Info("model changed; it reloads with its new configuration once idle", "model", name, "state", m.visible().String())
+			r.restartWhenIdle(m)
+		}
+	}
+	slices.Sort(l.names)
+	clear(l.planCache)
+	if len(removed) > 0 {
+		r.log.Info("models removed; they stop after their requests in flight", "models", removed)
+		r.observer().Unloading(removed, "removed")
+		err := l.sched.OnUnload(sdk.UnloadEvent{Now: r.stamp(), Models: removed, Reason: sdk.UnloadAdmin})
+		r.schedulerFailed("on_unload", err)
+		for _, name := range removed {
+			m := l.models[name]
+			m.removed = true
+			l.removing++
+			r.restartWhenIdle(m)
+		}
+	}
+	r.reapRemoved()
+	l.changed = append(l.changed, removed...)
+	r.tickNow()
+}
+
+// restartWhenIdle stops a running model after its requests in flight (a
+// starting one once its swap ends), so that its next load uses its
+// current configuration.
+func (r *Router) restartWhenIdle(m *model) {
+	switch {
+	case r.loop.swaps[m.name] != nil:
+		m.stopAfterStart = true
+	case m.state == sdk.StateReady && m.inFlight > 0:
+		m.stopWhenIdle = true
+	case m.state == sdk.StateReady:
+		r.stopModel(m)
+	}
+}
+
+// reapRemoved takes out of the table the removed models that have
+// stopped: no process, no swap, no swap evicting them. It runs after
+// every event.
+func (r *Router) reapRemoved() {
+	l := &r.loop
+	if l.removing == 0 {
+		return
+	}
+	for i := 0; i < len(l.names); i++ {
+		name := l.names[i]
+		m := l.models[name]
+		if !m.removed || m.state.Running() || l.swaps[name] != nil || l.evicting(name) {
+			continue
+		}
+		delete(l.models, name)
+		delete(l.observed, name)
+		l.names = slices.Delete(l.names, i, i+1)
+		l.removing--
+		i--
+		r.releaseLease(m)
+		r.log.Info("model removed", "model", name)
+	}
+}
+
+// evicting reports whether a running swap evicts name.
+func (l *loopState) evicting(name string) bool {
+	for _, sw := range l.swaps {
+		if slices.Contains(sw.evict, name) {
+			return true
+		}
+	}
+	return false
+}

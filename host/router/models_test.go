@@ -1,0 +1,45 @@
+package router
+
+import (
+	"slices"
+	"testing"
+)
+
+// A configuration reload that removes, adds and changes models: a removed
+// busy model finishes its request, then stops and leaves the table; a new
+// model loads on its first request; a changed model running idle is
+// stopped and its next request loads it with the new configuration.
+func TestRouter_UpdateModels(t *testing.T) {
+	h := newHarness(t, harnessOpts{})
+	ga := h.acquire("a").wait(t) // in flight across the update
+	h.world.expect(t, "starting a", "ready a")
+	h.acquire("e").wait(t).Release() // e runs idle (a persistent group)
+	h.world.expect(t, "starting e", "ready e")
+
+	models := map[string]ModelConfig{}
+	for _, name := range []string{"b", "c", "e", "z"} { // a removed, z added
+		models[name] = ModelConfig{Process: h.world.process(name)}
+	}
+	models["e"] = ModelConfig{Process: h.world.process("e"), Priority: 3} // changed
+	if err := h.r.UpdateModels(models, []string{"e"}); err != nil {
+		t.Fatal(err)
+	}
+	h.world.expect(t, "stopped e") // idle and changed: stopped at once
+	h.expectState("a", "stopping") // removed, draining: takes no new request
+	ga.Release()
+	h.world.expect(t, "stopped a")
+	var names []string
+	for _, st := range h.r.Models() {
+		names = append(names, st.Model)
+	}
+	if !slices.Equal(names, []string{"b", "c", "e", "z"}) {
+		t.Fatalf("models after the update: %v", names)
+	}
+	if err := h.acquire("a").waitErr(t); err.Code != 1 { // sdk.CodeModelNotFound
+		t.Fatalf("a removed model: %+v", err)
+	}
+	h.acquire("z").wait(t).Release()
+	h.world.expect(t, "starting z", "ready z")
+	h.acquire("e").wait(t).Release()
+	h.world.expect(t, "starting e", "ready e")
+}
