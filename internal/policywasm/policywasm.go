@@ -16,6 +16,7 @@ import (
 	"github.com/loadout-dev/loadout/host/policy"
 	"github.com/loadout-dev/loadout/internal/wasmbuild"
 	"github.com/loadout-dev/loadout/sdk"
+	"github.com/loadout-dev/loadout/sdk/policytest"
 )
 
 var (
@@ -96,4 +97,38 @@ func logger() *slog.Logger {
 		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	return slog.New(slog.DiscardHandler)
+}
+
+// Policy is the policytest.Policy of the policy package pkg built to
+// WebAssembly (by Module): every scenario gets a fresh instance in the
+// real sandbox, closed when tb ends. It is what a policy's Wasm test hands
+// policytest.RunScenarioFiles where its native test hands
+// policytest.SchedulerPolicy(New) or policytest.SwapperPolicy(New).
+func Policy(tb testing.TB, pkg string) policytest.Policy {
+	tb.Helper()
+	r, mod := Module(tb, pkg)
+	return ModulePolicy(tb, r, mod)
+}
+
+// ModulePolicy is Policy for a module already compiled in r.
+func ModulePolicy(tb testing.TB, r *policy.Runtime, mod *policy.Module) policytest.Policy {
+	ctx := context.Background()
+	if mod.Kind == sdk.KindSwapper {
+		return policytest.Policy{NewSwapper: func(h sdk.Host, settings []byte) (policytest.Swapper, error) {
+			s, err := r.NewSwapper(ctx, mod, settings, h)
+			if err != nil {
+				return nil, err // not a nil *policy.Swapper in the interface
+			}
+			tb.Cleanup(func() { _ = s.Close(ctx) })
+			return s, nil
+		}}
+	}
+	return policytest.Policy{NewScheduler: func(fx sdk.Effects, settings []byte) (policytest.Scheduler, error) {
+		s, err := r.NewScheduler(ctx, mod, settings, fx)
+		if err != nil {
+			return nil, err
+		}
+		tb.Cleanup(func() { _ = s.Close(ctx) })
+		return s, nil
+	}}
 }
