@@ -1,7 +1,9 @@
 // Package policywasm loads a policy package as WebAssembly through the real
 // runtime (host/policy), for the tests and benchmarks that run a policy's
 // native scenarios again through Wasm. It builds each package once per test
-// binary and compiles it in one shared runtime.
+// binary and compiles it in one shared runtime. ModulePolicy, which binds a
+// compiled module to sdk/policytest's scenario runner, is also what
+// `loadout policy test` runs scenario files with.
 package policywasm
 
 import (
@@ -107,11 +109,15 @@ func logger() *slog.Logger {
 func Policy(tb testing.TB, pkg string) policytest.Policy {
 	tb.Helper()
 	r, mod := Module(tb, pkg)
-	return ModulePolicy(tb, r, mod)
+	return ModulePolicy(r, mod, func(close func()) { tb.Cleanup(close) })
 }
 
-// ModulePolicy is Policy for a module already compiled in r.
-func ModulePolicy(tb testing.TB, r *policy.Runtime, mod *policy.Module) policytest.Policy {
+// ModulePolicy is the policytest.Policy of a module compiled in r, of
+// either kind: each call of its factory instantiates mod, and hands
+// onClose the function that closes that instance, to call when the
+// scenario is over (`loadout policy test` after each file, Policy when
+// the test ends).
+func ModulePolicy(r *policy.Runtime, mod *policy.Module, onClose func(close func())) policytest.Policy {
 	ctx := context.Background()
 	if mod.Kind == sdk.KindSwapper {
 		return policytest.Policy{NewSwapper: func(h sdk.Host, settings []byte) (policytest.Swapper, error) {
@@ -119,7 +125,7 @@ func ModulePolicy(tb testing.TB, r *policy.Runtime, mod *policy.Module) policyte
 			if err != nil {
 				return nil, err // not a nil *policy.Swapper in the interface
 			}
-			tb.Cleanup(func() { _ = s.Close(ctx) })
+			onClose(func() { _ = s.Close(ctx) })
 			return s, nil
 		}}
 	}
@@ -128,7 +134,7 @@ func ModulePolicy(tb testing.TB, r *policy.Runtime, mod *policy.Module) policyte
 		if err != nil {
 			return nil, err
 		}
-		tb.Cleanup(func() { _ = s.Close(ctx) })
+		onClose(func() { _ = s.Close(ctx) })
 		return s, nil
 	}}
 }

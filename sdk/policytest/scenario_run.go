@@ -705,6 +705,7 @@ func (r *run) writeTrace(st *step, effects, logs Calls, plan *sdk.Plan, planErr 
 		fmt.Fprintf(w, "  expect: [plan_error: %s]\n", strconv.Quote(planErr.Error()))
 	case st.event == "plan":
 		fmt.Fprintf(w, "  expect: [%s]\n", formatPlan(plan))
+	case r.sc.Kind == sdk.KindSwapper: // a swapper's only effects are log lines
 	case len(effects) == 0:
 		fmt.Fprintf(w, "  expect: []\n")
 	default:
