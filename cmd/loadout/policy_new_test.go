@@ -62,6 +62,11 @@ func TestPolicyNew_OutOfTheBox(t *testing.T) {
 			if out := goIn(t, dir, nil, "test", "-count=1", "-v", "./..."); !strings.Contains(out, "--- PASS: TestScenarios/") {
 				t.Errorf("the native test ran no scenario file:\n%s", out)
 			}
+			if sc, err := exec.LookPath("staticcheck"); err == nil { // on PATH in CI (.ci/run)
+				if out, err := exec.Command("sh", "-c", "cd "+dir+" && "+sc+" ./...").CombinedOutput(); err != nil {
+					t.Errorf("staticcheck: %v\n%s", err, out)
+				}
+			}
 			if graph := goIn(t, dir, nil, "list", "-m", "all"); strings.Contains(graph, "wazero") || strings.Contains(graph, "grpc") {
 				t.Errorf("the module graph pulls in host dependencies:\n%s", graph)
 			}
