@@ -3,8 +3,12 @@ package policy
 import (
 	"flag"
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -178,6 +182,9 @@ func cHeader() (string, error) {
 		{"LOADOUT_MSG_SNAPSHOT", int64(wire.MsgSnapshot), "Snapshot: now i64, models [ModelInfo fields], gpus [index i32, name str, total u64, free u64, leased u64]"},
 		{"LOADOUT_MSG_STOP_REQUEST", int64(wire.MsgStopRequest), "StopRequest: models [str]"},
 	}
+	if err := checkAllKinds(kinds); err != nil {
+		return "", err
+	}
 	defines("Message kinds: every message's second byte.", kinds)
 	defines("Export statuses: the high 32 bits of an event export's i64 result; the low 32 bits are the output's length.", []cConst{
 		{"LOADOUT_STATUS_OK", wire.StatusOK, ""},
@@ -315,4 +322,43 @@ func cHeader() (string, error) {
 	}
 	w("\n#endif /* LOADOUT_V2_H */\n")
 	return b.String(), nil
+}
+
+// checkAllKinds fails when sdk/wire declares a message kind (a constant of
+// type Kind) that the header does not list: kinds cannot be enumerated at
+// run time, so the declarations are read from the source.
+func checkAllKinds(listed []cConst) error {
+	src := filepath.Join("..", "..", "sdk", "wire", "wire.go")
+	f, err := parser.ParseFile(token.NewFileSet(), src, nil, 0)
+	if err != nil {
+		return err
+	}
+	values := map[int64]bool{}
+	for _, c := range listed {
+		values[c.value] = true
+	}
+	for _, d := range f.Decls {
+		g, ok := d.(*ast.GenDecl)
+		if !ok || g.Tok != token.CONST {
+			continue
+		}
+		for _, spec := range g.Specs {
+			v := spec.(*ast.ValueSpec)
+			if id, ok := v.Type.(*ast.Ident); !ok || id.Name != "Kind" || len(v.Values) != 1 {
+				continue
+			}
+			lit, ok := v.Values[0].(*ast.BasicLit)
+			if !ok {
+				return fmt.Errorf("%s: %s is not a literal", src, v.Names[0].Name)
+			}
+			n, err := strconv.ParseInt(lit.Value, 0, 64)
+			if err != nil {
+				return err
+			}
+			if !values[n] {
+				return fmt.Errorf("%s declares %s = %d, which the C header does not list: add it to cHeader's kinds, with its layout", src, v.Names[0].Name, n)
+			}
+		}
+	}
+	return nil
 }
