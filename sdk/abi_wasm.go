@@ -290,6 +290,7 @@ var (
 	evTick      TickEvent
 	evShutdown  ShutdownEvent
 	evPlan      PlanRequest
+	evJobPlan   JobPlanRequest
 	evSwapStart SwapStartEvent
 )
 
@@ -424,17 +425,38 @@ func onShutdown(n uint32) (res uint64) {
 
 var planOut Plan
 
+// plan answers a PlanRequest, or a JobPlanRequest (its own message kind)
+// with the swapper's JobPlanner. A swapper that is not one, or that
+// answers ErrJobPlanUnsupported, gets StatusNoPolicy: the host then places
+// the job by its own rule.
+//
 //go:wasmexport plan
 func plan(n uint32) (res uint64) {
 	defer leave(&res)
 	if swapper == nil {
 		return noSwapper()
 	}
-	if r, ok := enter(n, &evPlan); !ok {
-		return r
-	}
 	var err error
-	planOut, err = swapper.Plan(evPlan)
+	if n >= wire.HeaderSize && wire.Kind(inBuf[1]) == wire.MsgJobPlanRequest {
+		if r, ok := enter(n, &evJobPlan); !ok {
+			return r
+		}
+		jp, ok := swapper.(JobPlanner)
+		if !ok {
+			setError(ErrJobPlanUnsupported.Error() + " (it does not implement sdk.JobPlanner)")
+			return result(wire.StatusNoPolicy, 0)
+		}
+		planOut, err = jp.PlanJob(evJobPlan)
+		if errors.Is(err, ErrJobPlanUnsupported) {
+			setError(err.Error())
+			return result(wire.StatusNoPolicy, 0)
+		}
+	} else {
+		if r, ok := enter(n, &evPlan); !ok {
+			return r
+		}
+		planOut, err = swapper.Plan(evPlan)
+	}
 	if err != nil {
 		setError(err.Error())
 		return result(wire.StatusError, 0)

@@ -313,6 +313,7 @@ func (m *ModelInfo) kind() wire.Kind       { return wire.MsgModelInfo }
 func (m *ModelList) kind() wire.Kind       { return wire.MsgModelList }
 func (m *Snapshot) kind() wire.Kind        { return wire.MsgSnapshot }
 func (m *StopRequest) kind() wire.Kind     { return wire.MsgStopRequest }
+func (m *JobPlanRequest) kind() wire.Kind  { return wire.MsgJobPlanRequest }
 func (m *ShutdownEvent) encode(e *encoder) { e.i64(m.Now); e.str(m.Reason) }
 func (m *ShutdownEvent) decode(d *decoder) { m.Now = d.i64(); m.Reason = d.str() }
 
@@ -363,6 +364,24 @@ func (m *PlanRequest) encode(e *encoder) { e.i64(m.Now); e.str(m.Target); e.strs
 func (m *PlanRequest) decode(d *decoder) {
 	m.Now = d.i64()
 	m.Target = d.str()
+	m.Running = d.strs()
+}
+
+func (m *JobPlanRequest) encode(e *encoder) {
+	e.i64(m.Now)
+	e.str(m.Job)
+	e.u32(m.GPUs)
+	e.i32(m.Priority)
+	e.i32s(m.Candidates)
+	e.strs(m.Running)
+}
+
+func (m *JobPlanRequest) decode(d *decoder) {
+	m.Now = d.i64()
+	m.Job = d.str()
+	m.GPUs = d.u32()
+	m.Priority = d.i32()
+	m.Candidates = d.i32s()
 	m.Running = d.strs()
 }
 

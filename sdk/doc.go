@@ -2,8 +2,9 @@
 //
 // A policy is an ordinary Go package that implements Scheduler (the queue and
 // the decision tree: serve, join a swap, queue, or start a swap) or Swapper
-// (eviction: which running models must stop before a target can load), and
-// registers a factory for it from an init function:
+// (eviction: which running models must stop before a target can load, and,
+// with JobPlanner, which idle models a GPU job evicts), and registers a
+// factory for it from an init function:
 //
 //	func init() { sdk.RegisterScheduler(New) }
 //	func main() {}

@@ -33,6 +33,26 @@ type Swapper interface {
 	OnSwapStart(ev SwapStartEvent)
 }
 
+// JobPlanner is implemented by a swapper that decides which models a GPU
+// job evicts, as it decides for a model: PlanJob gets the job's need and
+// returns the devices the job takes and the models to stop (see
+// JobPlanRequest for the rules the host checks). Like Plan it is a
+// speculative, pure query: the host may ask it only to learn whether a
+// job could start now. An error is the job's reason to wait, shown in its
+// attempt; an error wrapping ErrJobPlanUnsupported (or a swapper that does
+// not implement JobPlanner) makes the host choose by its own rule: free
+// devices first, then those only idle, unpinned models hold, lowest index
+// first.
+type JobPlanner interface {
+	PlanJob(q JobPlanRequest) (Plan, error)
+}
+
+// ErrJobPlanUnsupported is returned, wrapped or as is, by a JobPlanner that
+// leaves the choice for a job to the host, and by the host for a swapper
+// that does not plan for jobs (one built before JobPlanRequest existed, or
+// one that does not implement JobPlanner).
+var ErrJobPlanUnsupported = errors.New("the swapper does not plan for GPU jobs")
+
 // PurePlanner is implemented by a swapper whose Plan depends only on its
 // settings, the target and the running set: it reads no ModelState,
 // RunningModels or Snapshot, and keeps no state that changes its answers

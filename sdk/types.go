@@ -122,9 +122,9 @@ type UnloadEvent struct {
 	Reason UnloadReason
 }
 
-// TickEvent arrives periodically and whenever a model's process changed
-// state outside a swap (it crashed, or a stop finished), so the scheduler
-// can re-examine its queue.
+// TickEvent arrives periodically, whenever a model's process changed
+// state outside a swap (it crashed, or a stop finished), and when a GPU
+// job's lease ended, so the scheduler can re-examine its queue.
 type TickEvent struct {
 	Now     int64
 	Changed []string // models whose state changed since the last event, may be empty
@@ -147,9 +147,47 @@ type PlanRequest struct {
 	Running []string
 }
 
+// JobPlanRequest asks a swapper that implements JobPlanner which models a
+// GPU job evicts: the job takes GPUs whole devices (a job never shares a
+// GPU with a model), and the plan names the devices it takes and the
+// running models to stop so that nothing else holds them. The host asks
+// only for a job that may evict idle models (evict_idle_models) when too
+// few devices are free, and carries out a plan only after checking it:
+// Devices must be GPUs distinct entries of Candidates; every model holding
+// memory on one of them must be in Evict; every model in Evict must hold
+// memory on one of them and be ready, idle (no request in flight),
+// unpinned and outside any swap (DESIGN.md rule 6). A plan that breaks
+// any of these is refused and the job waits.
+//
+// On the wire it is its own message kind, sent to the `plan` export (ABI
+// version 2, optional): a module built before it answers with a decoding
+// error, and the host then applies its own rule (docs/ABI.md).
+type JobPlanRequest struct {
+	Now int64
+	// Job is the job's id (a task id such as "sft-20260301-142501-9f2c"),
+	// for logs; empty when the host only asks whether the job could start
+	// now (admission), without carrying the plan out.
+	Job string
+	// GPUs is how many whole devices the job needs, at least 1.
+	GPUs uint32
+	// Priority is the job's priority (its spec's priority:, higher first),
+	// for a swapper that never evicts a model above it.
+	Priority int32
+	// Candidates are the GPUs the job may take, in index order: every
+	// device no job holds. A candidate may be free (no model holds memory
+	// on it; see the snapshot) or held by models.
+	Candidates []int32
+	// Running is every model whose process is not stopped, with the targets
+	// of swaps already started (DESIGN.md run-loop rule 4), sorted, as in
+	// PlanRequest.
+	Running []string
+}
+
 // Plan is a swapper's answer: the running models to evict and, optionally,
 // the GPU devices to place the target on (nil: the host places it).
 // llama-swap's EvictionFor(target, running) is the case with no devices.
+// For a JobPlanRequest, Devices are the GPUs the job takes (exactly GPUs
+// of them) and Evict the models holding memory on them.
 type Plan struct {
 	Evict   []string
 	Devices []int32

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 const e2eJobToken = "job-secret"
@@ -204,7 +205,9 @@ func TestServeJobs_SharesGPUsWithModels(t *testing.T) {
 		t.Fatal(err)
 	}
 	evictor := s.submitJob(gate("three") + "gpus_per_node: 1\nevict_idle_models: true\n")
-	s.awaitJob(t, evictor.ID, "PENDING_RESOURCES")
+	if w := s.awaitJob(t, evictor.ID, "PENDING_RESOURCES"); !strings.Contains(w.Error, "evicting idle models for the job") {
+		t.Fatalf("pending reason %q: want the swapper's refusal", w.Error)
+	}
 	if !alive(m8) {
 		t.Fatal("a job evicted a model with a request in flight")
 	}
@@ -225,4 +228,100 @@ func TestServeJobs_SharesGPUsWithModels(t *testing.T) {
 	if h := s.gpus().holders(); len(h) != 0 {
 		t.Fatalf("leases left after the jobs: %v", h)
 	}
+}
+
+// queued returns how many requests /api/models shows queued for model.
+func (s *server) queued(model string) int {
+	s.t.Helper()
+	_, body := s.get("/api/models")
+	var v struct {
+		Models []struct {
+			Model  string `json:"model"`
+			Queued int    `json:"queued"`
+		} `json:"models"`
+	}
+	if err := json.Unmarshal([]byte(body), &v); err != nil {
+		s.t.Fatalf("/api/models: %v: %s", err, body)
+	}
+	for _, m := range v.Models {
+		if m.Model == model {
+			return m.Queued
+		}
+	}
+	return 0
+}
+
+// A model request that arrives while a job holds every GPU waits in the
+// queue (prioritylru's plan fails only because of the job), and is served
+// as soon as the job ends and its lease is released — not a 503.
+func TestServeJobs_ModelRequestWaitsForTheJobsGPUs(t *testing.T) {
+	s, dir := jobsServer(t)
+	t.Cleanup(func() { _ = os.WriteFile(filepath.Join(dir, "hold"), nil, 0o644) })
+	job := s.submitJob(fmt.Sprintf("command: 'while [ ! -e %[1]s ] && [ -d %[2]s ]; do sleep 0.05; done'\ngpus_per_node: 2\n",
+		filepath.Join(dir, "hold"), dir))
+	s.awaitJob(t, job.ID, "RUNNING")
+
+	type answer struct {
+		code int
+		body string
+	}
+	served := make(chan answer, 1)
+	go func() {
+		code, body := s.post("/v1/chat/completions", chat("m8", false))
+		served <- answer{code, body}
+	}()
+	eventually(t, "the m8 request to be queued", func() bool {
+		select {
+		case a := <-served:
+			t.Fatalf("m8 answered %d %s while the job held both GPUs, want it queued", a.code, a.body)
+		default:
+		}
+		return s.queued("m8") == 1
+	})
+	if err := os.WriteFile(filepath.Join(dir, "hold"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case a := <-served:
+		if a.code != 200 {
+			t.Fatalf("m8 after the job: %d %s", a.code, a.body)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("m8 was not served after the job ended")
+	}
+	s.awaitJob(t, job.ID, "SUCCEEDED")
+	if h := s.gpus().holders(); !slices.Equal(h, []string{"m8"}) {
+		t.Fatalf("holders %v, want m8 alone", h)
+	}
+}
+
+// Which idle model a job evicts is the eviction policy's: prioritylru
+// evicts the least recently used model (m10, on GPU 1), where the host's
+// own rule would have taken the lowest GPU (m8's).
+func TestServeJobs_JobEvictsTheLeastRecentlyUsedModel(t *testing.T) {
+	s, dir := jobsServer(t)
+	t.Cleanup(func() { _ = os.WriteFile(filepath.Join(dir, "go"), nil, 0o644) })
+	for _, m := range []string{"m8", "m10", "m8"} {
+		s.mustChat(m)
+	}
+	kinds := s.gpus().holderKinds()
+	m8Dev, m10Dev := kinds["m8"], kinds["m10"]
+	if m8Dev >= m10Dev {
+		t.Fatalf("m8 on GPU %d, m10 on GPU %d: the test wants m8 on the lower GPU", m8Dev, m10Dev)
+	}
+	m8, m10 := onePid(t, "m8"), onePid(t, "m10")
+	job := s.submitJob(fmt.Sprintf("command: 'while [ ! -e %[1]s ] && [ -d %[2]s ]; do sleep 0.05; done'\ngpus_per_node: 1\nevict_idle_models: true\n",
+		filepath.Join(dir, "go"), dir))
+	j := s.awaitJob(t, job.ID, "RUNNING")
+	if !slices.Equal(j.LatestAttempt.Devices, []int{m10Dev}) {
+		t.Fatalf("job on %v, want m10's GPU %d", j.LatestAttempt.Devices, m10Dev)
+	}
+	eventually(t, "m10 to stop", func() bool { return !alive(m10) })
+	if !alive(m8) {
+		t.Fatal("the job evicted m8, the most recently used model")
+	}
+	if err := os.WriteFile(filepath.Join(dir, "go"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s.awaitJob(t, job.ID, "SUCCEEDED")
 }

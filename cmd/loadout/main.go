@@ -28,6 +28,6 @@ and eviction policies that are sandboxed WebAssembly modules.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newServeCmd(), newConfigCmd(), newPolicyCmd(), newVersionCmd(), newBackendCmd(), newSimServerCmd(), newJobsCmd())
+	root.AddCommand(newServeCmd(), newConfigCmd(), newPolicyCmd(), newVersionCmd(), newBackendCmd(), newSimServerCmd(), newJobsCmd(), newSimulateCmd())
 	return root
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/loadout-dev/loadout/host/policy"
 	"github.com/loadout-dev/loadout/host/proxy"
 	"github.com/loadout-dev/loadout/host/router"
+	"github.com/loadout-dev/loadout/host/sim"
 	"github.com/loadout-dev/loadout/plugins"
 	"github.com/loadout-dev/loadout/policies/builtin"
 	"github.com/loadout-dev/loadout/sdk"
@@ -80,11 +81,27 @@ func loadConfig(path, listen string) (*config.Config, []config.Warning, error) {
 }
 
 func newLogger(level string) (*slog.Logger, error) {
+	return newLoggerAt(level, nil)
+}
+
+// newLoggerAt is newLogger whose lines carry clock's time instead of the
+// wall clock's, when clock is set (simulate's virtual time, as seconds
+// from the replay's start: t=12.5).
+func newLoggerAt(level string, clock *sim.Clock) (*slog.Logger, error) {
 	var l slog.Level
 	if err := l.UnmarshalText([]byte(level)); err != nil {
 		return nil, fmt.Errorf("log level %q: want debug, info, warn or error", level)
 	}
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l})), nil
+	opts := &slog.HandlerOptions{Level: l}
+	if clock != nil {
+		opts.ReplaceAttr = func(groups []string, a slog.Attr) slog.Attr {
+			if a.Key == slog.TimeKey && len(groups) == 0 {
+				return slog.Float64("t", clock.Now().Sub(sim.Epoch).Seconds())
+			}
+			return a
+		}
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
 }
 
 func runServe(ctx context.Context, o serveOptions) error {
@@ -115,19 +132,7 @@ func runServe(ctx context.Context, o serveOptions) error {
 		return err
 	}
 	defer rt.Close(context.Background())
-	schedMod, err := loadPolicy(ctx, rt, cfg.Routing.Scheduler, sdk.KindScheduler)
-	if err != nil {
-		return err
-	}
-	swapMod, err := loadPolicy(ctx, rt, cfg.Routing.Router, sdk.KindSwapper)
-	if err != nil {
-		return err
-	}
-	schedSettings, err := cfg.SchedulerSettingsJSON()
-	if err != nil {
-		return err
-	}
-	swapSettings, err := cfg.RouterSettingsJSON()
+	policies, err := loadPolicies(ctx, rt, cfg)
 	if err != nil {
 		return err
 	}
@@ -162,77 +167,26 @@ func runServe(ctx context.Context, o serveOptions) error {
 		if err != nil {
 			return fmt.Errorf("model %s: %w", id, err)
 		}
-		group := ""
-		if g := cfg.GroupOf(id); g != nil {
-			group = g.Name
-		}
 		vram := uint64(max(m.VRAM, 0))
 		if ledger != nil && vram == 0 {
 			vram = backendEstimate(ctx, launcher, spec, log)
 		}
-		models[id] = router.ModelConfig{
-			Process:          backend.NewPluginProcess(spec, launcher),
-			Priority:         int32(m.Priority),
-			ConcurrencyLimit: uint32(max(m.ConcurrencyLimit, 0)),
-			Pinned:           m.Pinned,
-			Group:            group,
-			TTL:              m.TTL,
-			StopTimeout:      m.UnloadTimeout,
-			VRAM:             vram,
-		}
+		mc := modelConfig(cfg, m, vram)
+		mc.Process = backend.NewPluginProcess(spec, launcher)
+		models[id] = mc
 		catalog = append(catalog, proxy.ModelEntry{
 			ID: id, Name: m.Name, Description: m.Description, Aliases: m.Aliases,
 			UseModelName: m.UseModelName, Unlisted: m.Unlisted, Backend: m.Backend,
 		})
 	}
 
-	// A policy that crash-loops is replaced until its cool-down ends: the
-	// scheduler by the built-in fifo, the swapper by the built-in group
-	// swapper over the config's groups (DESIGN.md rule 7). Both are
-	// compiled now so the switch is quick.
-	fallbackSched, err := loadPolicy(ctx, rt, config.Policy{Use: config.SchedulerFIFO}, sdk.KindScheduler)
-	if err != nil {
-		return fmt.Errorf("fallback scheduler: %w", err)
-	}
-	fallbackSwap, err := loadPolicy(ctx, rt, config.Policy{Use: config.RouterGroup}, sdk.KindSwapper)
-	if err != nil {
-		return fmt.Errorf("fallback router: %w", err)
-	}
-	groupSettings, err := cfg.GroupSettingsJSON()
-	if err != nil {
-		return err
-	}
-
-	var sched *policy.FallbackScheduler
-	var swapper *policy.FallbackSwapper
 	rcfg := router.Config{
-		Models:        models,
-		Ledger:        ledger,
-		SchedulerName: schedMod.Name,
-		SwapperName:   swapMod.Name,
-		Logger:        log,
-		Observer:      obsv.observer,
-		NewScheduler: func(fx sdk.Effects) (router.SchedulerPolicy, error) {
-			s, err := rt.NewScheduler(ctx, schedMod, schedSettings, fx)
-			if err != nil {
-				return nil, cfg.Routing.Scheduler.InitError(err)
-			}
-			sched = policy.NewFallbackScheduler(s, func() (*policy.Scheduler, error) {
-				return rt.NewScheduler(ctx, fallbackSched, []byte("{}"), fx)
-			}, policy.Backoff{})
-			return sched, nil
-		},
-		NewSwapper: func(h sdk.Host) (router.SwapperPolicy, error) {
-			s, err := rt.NewSwapper(ctx, swapMod, swapSettings, h)
-			if err != nil {
-				return nil, cfg.Routing.Router.InitError(err)
-			}
-			swapper = policy.NewFallbackSwapper(s, func() (*policy.Swapper, error) {
-				return rt.NewSwapper(ctx, fallbackSwap, groupSettings, h)
-			}, policy.Backoff{})
-			return swapper, nil
-		},
+		Models:   models,
+		Ledger:   ledger,
+		Logger:   log,
+		Observer: obsv.observer,
 	}
+	policies.routerConfig(ctx, &rcfg)
 	r, err := router.New(rcfg)
 	if err != nil {
 		return err
@@ -270,10 +224,10 @@ func runServe(ctx context.Context, o serveOptions) error {
 		PolicyStatus: func() []proxy.PolicyInfo {
 			var out []proxy.PolicyInfo
 			r.OnLoop(func() { // the policies live on the run loop (rule 1)
-				for _, st := range sched.Statuses() {
+				for _, st := range policies.Scheduler.Statuses() {
 					out = append(out, policyInfo("scheduler", st))
 				}
-				for _, st := range swapper.Statuses() {
+				for _, st := range policies.Swapper.Statuses() {
 					out = append(out, policyInfo("swapper", st))
 				}
 			})
@@ -294,13 +248,13 @@ func runServe(ctx context.Context, o serveOptions) error {
 		return fmt.Errorf("listen: %w", err)
 	}
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 30 * time.Second}
-	if err := obsv.attach(srv, handler, r, ledger, sched, swapper, jobRunner); err != nil {
+	if err := obsv.attach(srv, handler, r, ledger, policies.Scheduler, policies.Swapper, jobRunner); err != nil {
 		return err
 	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
 	log.Info("loadout serving", "listen", ln.Addr().String(), "config", cfg.File, "models", len(models),
-		"scheduler", schedMod.Name, "router", swapMod.Name, "startup", time.Since(started).Round(time.Millisecond))
+		"scheduler", rcfg.SchedulerName, "router", rcfg.SwapperName, "startup", time.Since(started).Round(time.Millisecond))
 
 	for _, id := range cfg.Preload {
 		go preload(ctx, r, id, log)
@@ -317,6 +271,24 @@ func runServe(ctx context.Context, o serveOptions) error {
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// modelConfig is m as the run loop sees it (without its Process), with
+// vram bytes as its declared or estimated need: for serve and simulate.
+func modelConfig(cfg *config.Config, m *config.Model, vram uint64) router.ModelConfig {
+	group := ""
+	if g := cfg.GroupOf(m.ID); g != nil {
+		group = g.Name
+	}
+	return router.ModelConfig{
+		Priority:         int32(m.Priority),
+		ConcurrencyLimit: uint32(max(m.ConcurrencyLimit, 0)),
+		Pinned:           m.Pinned,
+		Group:            group,
+		TTL:              m.TTL,
+		StopTimeout:      m.UnloadTimeout,
+		VRAM:             vram,
+	}
 }
 
 // nvmlMargin is the memory kept free on every NVML device beyond the

@@ -332,8 +332,13 @@ static int64_t plan_error(const char *msg) {
 
 int64_t loadout_plan(int32_t len) {
     if ((uint32_t)len > IN_CAP) return set_error("event larger than the in-buffer"), result(LOADOUT_STATUS_BAD_INPUT, 0);
-    /* Any other kind (a newer host's JobPlanRequest) is not decoded: the
-     * host reads STATUS_BAD_INPUT as "does not plan for it". */
+    /* A GPU job's plan is left to the host's own rule (docs/ABI.md, "Plans
+     * for GPU jobs"), as the Go twin does by not implementing
+     * sdk.JobPlanner. */
+    if (len >= LOADOUT_HEADER_SIZE && in_buf[1] == LOADOUT_MSG_JOB_PLAN_REQUEST) {
+        set_error("lru does not plan for GPU jobs");
+        return result(LOADOUT_STATUS_NO_POLICY, 0);
+    }
     reader r = open_msg(in_buf, (uint32_t)len, LOADOUT_MSG_PLAN_REQUEST);
     rd_u64(&r); /* now */
     str target = rd_str(&r);

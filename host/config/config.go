@@ -175,8 +175,38 @@ type Model struct {
 	// Pinned models are never evicted (Loadout's `pinned:`).
 	Pinned bool
 
-	optionsPos Pos            // where options: is, when set
-	optionPos  map[string]Pos // where each option's key is
+	// Simulate is Loadout's per-model `simulate:` block: how `loadout
+	// simulate` models this model's server (the sim backend's options:
+	// load_time, tokens_per_second, ttft, prefill_tokens_per_second,
+	// max_batch, vram), kept as written; nil when absent. A model of
+	// backend sim needs none: its options are its simulation.
+	Simulate map[string]any
+
+	options, simulate keyedMap // where the blocks and their keys are
+}
+
+// keyedMap is where a mapping and each of its keys are in the file.
+type keyedMap struct {
+	pos  Pos
+	keys map[string]Pos
+}
+
+// at is the error for a problem with key (or with the whole mapping when
+// key is ""), at that key, the mapping or else the model, under the key
+// path models.ID.section[.key].
+func (k keyedMap) at(m *Model, section, key, message string) *Error {
+	path := join(join("models", m.ID), section)
+	pos := k.pos
+	if key != "" {
+		path = join(path, key)
+		if p, ok := k.keys[key]; ok {
+			pos = p
+		}
+	}
+	if pos.Line == 0 {
+		pos = m.Pos
+	}
+	return &Error{Pos: pos, Key: path, Message: message}
 }
 
 // OptionError is the configuration error for a problem a backend found with
@@ -185,18 +215,22 @@ type Model struct {
 // key, with the key path models.ID.options.OPTION, so it reads like every
 // other error Parse reports.
 func (m *Model) OptionError(option, message string) *Error {
-	key := join(join("models", m.ID), "options")
-	pos := m.optionsPos
-	if option != "" {
-		key = join(key, option)
-		if p, ok := m.optionPos[option]; ok {
-			pos = p
-		}
+	return m.options.at(m, "options", option, message)
+}
+
+// SimulateError is OptionError for the model's `simulate:` block: at the
+// key in the file, with the key path models.ID.simulate.KEY.
+func (m *Model) SimulateError(key, message string) *Error {
+	return m.simulate.at(m, "simulate", key, message)
+}
+
+// SimulateJSON returns Simulate as a JSON object (nil when absent), the
+// form the sim backend's option parser reads.
+func (m *Model) SimulateJSON() ([]byte, error) {
+	if m.Simulate == nil {
+		return nil, nil
 	}
-	if pos.Line == 0 {
-		pos = m.Pos
-	}
-	return &Error{Pos: pos, Key: key, Message: message}
+	return json.Marshal(m.Simulate)
 }
 
 // OptionsJSON returns Options as a JSON object ("{}" when there are none), the

@@ -22,7 +22,7 @@ var modelKeys = []string{
 	"useModelName", "unlisted", "name", "description", "concurrencyLimit",
 	"unloadTimeout", "metadata", "macros", "sendLoadingState",
 	// Loadout
-	"backend", "options", "vram", "priority", "pinned",
+	"backend", "options", "vram", "priority", "pinned", "simulate",
 }
 
 var builtinBackends = []string{BackendCmd, BackendSim, BackendLlamaServer, BackendVLLM}
@@ -297,13 +297,11 @@ func (d *decoder) model(cfg *Config, id string, mp pair, nextPort *int) *modelSr
 		case "filters":
 			m.Filters = d.mapValue(p.val, kp)
 		case "options":
-			m.Options = d.mapValue(p.val, kp)
-			m.optionsPos = d.pos(p.key)
-			if p.val.Kind == yaml.MappingNode {
-				m.optionPos = map[string]Pos{}
-				for i := 0; i+1 < len(p.val.Content); i += 2 {
-					m.optionPos[p.val.Content[i].Value] = d.pos(p.val.Content[i])
-				}
+			m.Options, m.options = d.keyedMap(p, kp)
+		case "simulate":
+			m.Simulate, m.simulate = d.keyedMap(p, kp)
+			if m.Simulate == nil {
+				m.Simulate = map[string]any{}
 			}
 		case "vram":
 			m.VRAM, _ = d.size(p.val, kp)
@@ -437,4 +435,16 @@ func (d *decoder) aliases(cfg *Config, src map[string]*modelSrc) {
 		first[c.alias] = c
 		cfg.aliases[c.alias] = c.model
 	}
+}
+
+// keyedMap decodes a mapping value and where it and each of its keys are.
+func (d *decoder) keyedMap(p pair, kp string) (map[string]any, keyedMap) {
+	k := keyedMap{pos: d.pos(p.key)}
+	if p.val.Kind == yaml.MappingNode {
+		k.keys = map[string]Pos{}
+		for i := 0; i+1 < len(p.val.Content); i += 2 {
+			k.keys[p.val.Content[i].Value] = d.pos(p.val.Content[i])
+		}
+	}
+	return d.mapValue(p.val, kp), k
 }

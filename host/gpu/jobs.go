@@ -31,11 +31,19 @@ func (e *DeviceBusyError) Is(target error) bool { return target == ErrDeviceBusy
 // model never double-book a GPU). The driver's free figure is not checked:
 // a device nobody in Loadout holds is the job's to take. The lease is
 // marked as a job's, and Leases shows it with Kind "job"; Release ends
-// it, as a model's. It returns the
-// lease (bytes by device) or, changing nothing, ErrHeld if owner already
-// holds one, ErrUnknownDevice, or *DeviceBusyError (errors.Is
-// ErrDeviceBusy) naming the first busy device in index order.
-func (l *Ledger) AcquireDevices(owner string, devices []int) (map[int]uint64, error) {
+// it, as a model's.
+//
+// evict names models the job evicts (their servers are being stopped):
+// their leases are released in the same step, so a device only they hold
+// counts as unheld, and nothing can be placed on it between their
+// eviction and the job's lease. A job's lease is never evicted: a job
+// named in evict still makes its devices busy. Call it before the evicted
+// servers have exited only if the job's process starts after they have.
+//
+// It returns the lease (bytes by device) or, changing nothing, ErrHeld if
+// owner already holds one, ErrUnknownDevice, or *DeviceBusyError
+// (errors.Is ErrDeviceBusy) naming the first busy device in index order.
+func (l *Ledger) AcquireDevices(owner string, devices []int, evict ...string) (map[int]uint64, error) {
 	devs, err := l.inv.Devices()
 	if err != nil {
 		return nil, fmt.Errorf("gpu lease for %s: %w", owner, err)
@@ -52,12 +60,18 @@ func (l *Ledger) AcquireDevices(owner string, devices []int) (map[int]uint64, er
 		if !ok {
 			return nil, fmt.Errorf("gpu lease for %s: %w %d", owner, ErrUnknownDevice, d)
 		}
-		if holders := l.holdersOf(d); len(holders) > 0 {
+		holders := l.holdersOf(d)
+		if slices.ContainsFunc(holders, func(h string) bool { return l.isJob(h) || !slices.Contains(evict, h) }) {
 			return nil, fmt.Errorf("gpu lease for %s: %w", owner, &DeviceBusyError{Device: d, Holders: holders})
 		}
 		// At least 1 byte, so the lease names the device even when the
 		// margin takes it all.
 		lease[d] = max(satSub(dev.Total, l.margin), 1)
+	}
+	for _, e := range evict {
+		if e != owner && !l.isJob(e) {
+			l.release(e)
+		}
 	}
 	l.grant(owner, lease)
 	if l.jobs == nil {
@@ -65,6 +79,17 @@ func (l *Ledger) AcquireDevices(owner string, devices []int) (map[int]uint64, er
 	}
 	l.jobs[owner] = true
 	return lease, nil
+}
+
+// OnJobRelease registers fn to be called after a job's lease (one taken
+// with AcquireDevices) ends in Release: on the goroutine that released it,
+// outside the ledger's lock, so fn may read the ledger. fn must not block:
+// it is how the model router hears that memory a job held is back (it
+// re-examines its queue), and the job runner is the caller.
+func (l *Ledger) OnJobRelease(fn func()) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.jobReleased = append(slices.Clip(l.jobReleased), fn)
 }
 
 // UnheldDevices returns, in index order, the devices no owner holds a

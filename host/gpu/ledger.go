@@ -29,6 +29,8 @@ type Ledger struct {
 	leases map[string]map[int]uint64 // owner → device → bytes
 	leased map[int]uint64            // device → bytes, summed over owners
 	jobs   map[string]bool           // owners whose lease is a job's (AcquireDevices)
+	// jobReleased are called after a job's lease ends (OnJobRelease).
+	jobReleased []func()
 }
 
 // NewLedger returns an empty ledger over inv. margin is the per-device
@@ -174,8 +176,16 @@ func (l *Ledger) freeAfter(devs []Device, releasing []string) []DeviceFree {
 // twice is harmless.
 func (l *Ledger) Release(owner string) bool {
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.release(owner)
+	job := l.isJob(owner)
+	released := l.release(owner)
+	hooks := l.jobReleased
+	l.mu.Unlock()
+	if released && job {
+		for _, fn := range hooks {
+			fn()
+		}
+	}
+	return released
 }
 
 func (l *Ledger) release(owner string) bool {
@@ -291,7 +301,23 @@ type Holder struct {
 
 // Leases returns every device with its free memory and its holders, in
 // index order.
-func (l *Ledger) Leases() ([]DeviceLeases, error) {
+func (l *Ledger) Leases() ([]DeviceLeases, error) { return l.leasesView(false) }
+
+// LeasesWithoutJobs is Leases as it will be once every job's lease
+// (AcquireDevices) has ended: job holders left out, their bytes neither
+// leased nor taken from Free. It answers "would this fit were it not for
+// the jobs?" (host/router asks its swapper that, to tell a model that must
+// wait for a job from one that can never load).
+func (l *Ledger) LeasesWithoutJobs() ([]DeviceLeases, error) { return l.leasesView(true) }
+
+// HasJobs reports whether any job holds a lease.
+func (l *Ledger) HasJobs() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.jobs) > 0
+}
+
+func (l *Ledger) leasesView(withoutJobs bool) ([]DeviceLeases, error) {
 	devs, err := l.inv.Devices()
 	if err != nil {
 		return nil, err
@@ -301,15 +327,24 @@ func (l *Ledger) Leases() ([]DeviceLeases, error) {
 	owners := slices.Sorted(maps.Keys(l.leases))
 	out := make([]DeviceLeases, len(devs))
 	for i, dev := range devs {
+		var jobBytes uint64 // what jobs hold on dev, when they are left out
+		if withoutJobs {
+			for o := range l.jobs {
+				jobBytes += l.leases[o][dev.Index]
+			}
+		}
 		dl := DeviceLeases{
 			Index: dev.Index, UUID: dev.UUID, Name: dev.Name,
-			Total: dev.Total, Free: l.free(dev, 0), Leased: l.leased[dev.Index],
+			Total: dev.Total, Free: l.free(dev, jobBytes), Leased: l.leased[dev.Index] - jobBytes,
 			DriverFree: dev.Free, Margin: l.margin, Utilization: dev.Utilization, Holders: []Holder{},
 		}
 		for _, o := range owners {
 			if b := l.leases[o][dev.Index]; b > 0 {
 				kind := HolderModel
 				if l.isJob(o) {
+					if withoutJobs {
+						continue
+					}
 					kind = HolderJob
 				}
 				dl.Holders = append(dl.Holders, Holder{Owner: o, Bytes: b, Kind: kind})

@@ -45,6 +45,10 @@ type Executor interface {
 type Capacity struct {
 	Total []int
 	Free  []int
+	// Why, when not empty, says what keeps Free short beyond the GPUs in
+	// use (the local executor: why idle models cannot be evicted for the
+	// job); a waiting task's error shows it.
+	Why string
 }
 
 // fits reports whether nnodes nodes of nodes each have at least gpus.

@@ -22,18 +22,23 @@ import (
 	"github.com/loadout-dev/loadout/host/gpu"
 )
 
-// Evictor stops idle models so a local job can take their GPUs. The
-// router implements it (host/router/jobs.go): which models are idle is
-// its state, never a model with requests in flight, never a pinned one.
+// Evictor makes room on the GPUs for a local job that may evict idle
+// models (evict_idle_models). The router implements it
+// (host/router/jobs.go): its swapper policy decides which models go, as for
+// a model, and the router checks the plan — never a model with requests in
+// flight, never a pinned one — and carries it out.
 type Evictor interface {
-	// IdleDevices returns the devices every holder of which is an idle,
-	// unpinned, loaded model: what EvictIdle could free.
-	IdleDevices() []int
-	// EvictIdle stops the models holding devices, all of them idle, and
-	// waits until they have stopped (their leases are then released). It
-	// returns the models stopped. Errors: one of them is busy (nothing is
-	// stopped), ctx ends, the router is shutting down.
-	EvictIdle(ctx context.Context, devices []int) ([]string, error)
+	// PlanJob says, changing nothing, which devices a job that needs gpus
+	// whole GPUs, with priority, would get now by evicting idle models:
+	// the admission check. The error says why it would get none.
+	PlanJob(gpus, priority int) ([]int, error)
+	// EvictForJob plans for job id as PlanJob does, leases the devices to
+	// id in the ledger (the evicted models' leases end in the same step),
+	// stops the models and waits until they have stopped. It returns the
+	// devices leased and the models stopped; the lease is then the
+	// caller's. Errors: no room (nothing leased or stopped), ctx ends (the
+	// lease is released), the router is shutting down.
+	EvictForJob(ctx context.Context, id string, gpus, priority int) (devices []int, stopped []string, err error)
 }
 
 // LocalConfig builds a LocalExecutor.
@@ -91,8 +96,9 @@ func (e *LocalExecutor) path(a *Attempt, ext string) string {
 	return filepath.Join(e.cfg.Dir, a.SubmissionID+ext)
 }
 
-// Capacity: one node; Total is every device, Free the unheld ones plus,
-// for a job that may evict, the ones only idle models hold.
+// Capacity: one node; Total is every device, Free the unheld ones or, for
+// a job that may evict idle models and needs more than those, as many as
+// the Evictor's plan would give it.
 func (e *LocalExecutor) Capacity(ctx context.Context, spec Spec) (Capacity, error) {
 	if e.cfg.Ledger == nil {
 		return Capacity{Total: []int{0}, Free: []int{0}}, nil
@@ -101,28 +107,26 @@ func (e *LocalExecutor) Capacity(ctx context.Context, spec Spec) (Capacity, erro
 	if err != nil {
 		return Capacity{}, err
 	}
-	free, err := e.available(spec)
+	free, err := e.cfg.Ledger.UnheldDevices()
 	if err != nil {
 		return Capacity{}, err
 	}
-	return Capacity{Total: []int{len(devs)}, Free: []int{len(free)}}, nil
+	c := Capacity{Total: []int{len(devs)}, Free: []int{len(free)}}
+	if e.evicts(spec, len(free)) {
+		planned, err := e.cfg.Evictor.PlanJob(spec.GPUsPerNode, spec.Priority)
+		if err != nil {
+			c.Why = err.Error()
+		}
+		c.Free[0] = max(c.Free[0], len(planned))
+	}
+	return c, nil
 }
 
-// available returns the devices the job could take now: unheld ones first,
-// then (evict_idle_models) ones only idle models hold.
-func (e *LocalExecutor) available(spec Spec) ([]int, error) {
-	free, err := e.cfg.Ledger.UnheldDevices()
-	if err != nil {
-		return nil, err
-	}
-	if spec.EvictIdleModels && e.cfg.Evictor != nil {
-		for _, d := range e.cfg.Evictor.IdleDevices() {
-			if !slices.Contains(free, d) {
-				free = append(free, d)
-			}
-		}
-	}
-	return free, nil
+// evicts reports whether a job of spec, with free devices unheld, gets its
+// devices from the Evictor: it may evict idle models and needs more than
+// the free ones.
+func (e *LocalExecutor) evicts(spec Spec, free int) bool {
+	return spec.EvictIdleModels && e.cfg.Evictor != nil && spec.GPUsPerNode > free
 }
 
 // wrapper runs the command and records its pid and exit status.
@@ -132,9 +136,11 @@ s=$?
 echo $s > "$LOADOUT_JOB_EXITFILE.tmp" && mv "$LOADOUT_JOB_EXITFILE.tmp" "$LOADOUT_JOB_EXITFILE"
 exit $s`
 
-// Start leases the job's devices (evicting idle models first when the
-// spec allows it), then starts the process. A lease it cannot get is a
-// StartError of kind INSUFFICIENT_RESOURCES.
+// Start leases the job's devices, then starts the process: unheld devices,
+// lowest index first, or, when too few are unheld and the spec allows
+// evicting idle models, the devices the Evictor frees (its swapper
+// decides which models go). A lease it cannot get is a StartError of kind
+// INSUFFICIENT_RESOURCES.
 func (e *LocalExecutor) Start(ctx context.Context, t *Task, a *Attempt) error {
 	need := t.Spec.GPUsPerNode
 	var devices []int
@@ -142,30 +148,27 @@ func (e *LocalExecutor) Start(ctx context.Context, t *Task, a *Attempt) error {
 		if e.cfg.Ledger == nil {
 			return &StartError{Kind: FailureInsufficientResources, Err: errors.New("no GPUs on this box")}
 		}
-		avail, err := e.available(t.Spec)
+		free, err := e.cfg.Ledger.UnheldDevices()
 		if err != nil {
 			return &StartError{Kind: FailureInsufficientResources, Err: err}
 		}
-		if len(avail) < need {
-			return &StartError{Kind: FailureInsufficientResources, Err: fmt.Errorf("needs %d GPUs, %d available", need, len(avail))}
-		}
-		devices = slices.Sorted(slices.Values(avail[:need]))
-		unheld, _ := e.cfg.Ledger.UnheldDevices()
-		var evict []int
-		for _, d := range devices {
-			if !slices.Contains(unheld, d) {
-				evict = append(evict, d)
-			}
-		}
-		if len(evict) > 0 {
-			stopped, err := e.cfg.Evictor.EvictIdle(ctx, evict)
+		switch {
+		case e.evicts(t.Spec, len(free)):
+			var stopped []string
+			devices, stopped, err = e.cfg.Evictor.EvictForJob(ctx, t.ID, need, t.Spec.Priority)
 			if err != nil {
-				return &StartError{Kind: FailureInsufficientResources, Err: fmt.Errorf("evicting idle models from GPUs %v: %w", evict, err)}
+				return &StartError{Kind: FailureInsufficientResources, Err: fmt.Errorf("evicting idle models: %w", err)}
 			}
-			e.cfg.Logger.Info("job evicted idle models", "task", t.ID, "gpus", evict, "models", stopped)
-		}
-		if _, err := e.cfg.Ledger.AcquireDevices(t.ID, devices); err != nil {
-			return &StartError{Kind: FailureInsufficientResources, Err: err}
+			if len(stopped) > 0 {
+				e.cfg.Logger.Info("job evicted idle models", "task", t.ID, "gpus", devices, "models", stopped)
+			}
+		case len(free) < need:
+			return &StartError{Kind: FailureInsufficientResources, Err: fmt.Errorf("needs %d GPUs, %d available", need, len(free))}
+		default:
+			devices = free[:need]
+			if _, err := e.cfg.Ledger.AcquireDevices(t.ID, devices); err != nil {
+				return &StartError{Kind: FailureInsufficientResources, Err: err}
+			}
 		}
 	}
 	pid, err := e.spawn(t, a, devices)

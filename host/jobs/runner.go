@@ -413,7 +413,11 @@ func (r *Runner) admit(ctx context.Context) {
 			continue
 		}
 		if !fits(capacity.Free, t.Spec.NNodes, t.Spec.GPUsPerNode) {
-			r.wait(ctx, t, fmt.Sprintf("waiting for %d node(s) × %d GPU(s); free GPUs per node: %v", t.Spec.NNodes, t.Spec.GPUsPerNode, capacity.Free))
+			why := fmt.Sprintf("waiting for %d node(s) × %d GPU(s); free GPUs per node: %v", t.Spec.NNodes, t.Spec.GPUsPerNode, capacity.Free)
+			if capacity.Why != "" {
+				why += "; " + capacity.Why
+			}
+			r.wait(ctx, t, why)
 			blocked[t.Executor] = true
 			continue
 		}

@@ -16,6 +16,7 @@ const (
 	ReasonTTL    = "ttl"    // idle past its TTL
 	ReasonPolicy = "policy" // the scheduler stopped it otherwise
 	ReasonExited = "exited" // its server exited on its own
+	ReasonJob    = "job"    // evicted to give its GPUs to a GPU job
 )
 
 // states are the values of the state label of loadout_model_state.

@@ -181,6 +181,7 @@ func cHeader() (string, error) {
 		{"LOADOUT_MSG_MODEL_LIST", int64(wire.MsgModelList), "ModelList: models [ModelInfo fields]"},
 		{"LOADOUT_MSG_SNAPSHOT", int64(wire.MsgSnapshot), "Snapshot: now i64, models [ModelInfo fields], gpus [index i32, name str, total u64, free u64, leased u64]"},
 		{"LOADOUT_MSG_STOP_REQUEST", int64(wire.MsgStopRequest), "StopRequest: models [str]"},
+		{"LOADOUT_MSG_JOB_PLAN_REQUEST", int64(wire.MsgJobPlanRequest), "JobPlanRequest, to plan: now i64, job str, gpus u32, priority i32, candidates [i32], running [str]; answer STATUS_NO_POLICY to leave jobs to the host"},
 	}
 	if err := checkAllKinds(kinds); err != nil {
 		return "", err

@@ -44,3 +44,19 @@ func (e *CrashError) Unwrap() error { return e.cause }
 // Is reports whether target is ErrUnhealthy and this crash disabled the
 // policy.
 func (e *CrashError) Is(target error) bool { return target == ErrUnhealthy && e.disabled }
+
+// statusError is a call the policy answered with a status the ABI defines
+// as a refusal, not a crash: wire.StatusError (the policy returned an
+// error), StatusBadInput (it could not decode the event) or StatusNoPolicy
+// (nothing of the kind the export needs is registered; for a job plan, the
+// swapper does not plan for jobs). The instance stays. Swapper.PlanJob
+// reads the status.
+type statusError struct {
+	policy, event string
+	status        uint32 // a wire.Status* value
+	text          string // the guest's set_error text (instance.statusText)
+}
+
+func (e *statusError) Error() string {
+	return fmt.Sprintf("policy %s: %s: %s", e.policy, e.event, e.text)
+}

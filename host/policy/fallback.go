@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"context"
 	"errors"
 	"time"
 
@@ -276,6 +277,15 @@ func (f *FallbackSwapper) Plan(q sdk.PlanRequest) (sdk.Plan, error) {
 	return nfb.Plan(q)
 }
 
+// PlanJob implements sdk.JobPlanner: the swapper in charge plans for the
+// job (the group fallback by its own rule).
+func (f *FallbackSwapper) PlanJob(q sdk.JobPlanRequest) (sdk.Plan, error) {
+	if f.cd.onFallback && f.fallback != nil {
+		return f.fallback.PlanJob(q)
+	}
+	return f.primary.PlanJob(q)
+}
+
 // OnSwapStart implements the run loop's swapper.
 func (f *FallbackSwapper) OnSwapStart(ev sdk.SwapStartEvent) error {
 	if f.cd.onFallback && f.fallback != nil {
@@ -305,4 +315,22 @@ func (f *FallbackSwapper) Statuses() []Status {
 		fb = &st
 	}
 	return f.cd.statuses(f.primary.Status(), fb)
+}
+
+// Close discards the primary and the fallback instance, if any; it is
+// how a hot reload gives back the policies it replaced. Later calls fail.
+func (f *FallbackScheduler) Close(ctx context.Context) error {
+	if f.fallback != nil {
+		_ = f.fallback.Close(ctx)
+	}
+	return f.primary.Close(ctx)
+}
+
+// Close discards the primary and the fallback instance, if any; it is
+// how a hot reload gives back the policies it replaced. Later calls fail.
+func (f *FallbackSwapper) Close(ctx context.Context) error {
+	if f.fallback != nil {
+		_ = f.fallback.Close(ctx)
+	}
+	return f.primary.Close(ctx)
 }

@@ -128,7 +128,7 @@ func (sv *supervisor) call(ev event, msg any) (uint32, error) {
 			return 0, sv.crash(in, ev, in.statusText(status), nil)
 		case wire.StatusError, wire.StatusBadInput, wire.StatusNoPolicy:
 			sv.flushOutput(in)
-			return 0, sv.fail(fmt.Errorf("policy %s: %s: %s", sv.m.Name, ev, in.statusText(status)))
+			return 0, sv.fail(&statusError{policy: sv.m.Name, event: ev.String(), status: status, text: in.statusText(status)})
 		default: // not the ABI: the guest's state is unknown
 			return 0, sv.crash(in, ev, in.statusText(status), nil)
 		}

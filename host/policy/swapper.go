@@ -2,6 +2,7 @@ package policy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/loadout-dev/loadout/sdk"
@@ -17,6 +18,7 @@ type Swapper struct {
 	sv *supervisor
 
 	q     sdk.PlanRequest
+	jq    sdk.JobPlanRequest
 	start sdk.SwapStartEvent
 }
 
@@ -46,6 +48,32 @@ func (s *Swapper) Plan(q sdk.PlanRequest) (sdk.Plan, error) {
 	if err != nil {
 		return sdk.Plan{}, err
 	}
+	return s.readPlan(n)
+}
+
+// PlanJob asks which models a GPU job evicts (sdk.JobPlanner): a
+// JobPlanRequest through the plan export. A module that does not plan for
+// jobs — one built before JobPlanRequest existed (it cannot decode it), or
+// one whose swapper is not an sdk.JobPlanner or answers
+// sdk.ErrJobPlanUnsupported — gives an error wrapping
+// sdk.ErrJobPlanUnsupported, and the caller applies its own rule. Other
+// errors are as for Plan.
+func (s *Swapper) PlanJob(q sdk.JobPlanRequest) (sdk.Plan, error) {
+	s.jq = q
+	n, err := s.sv.call(evPlan, &s.jq)
+	s.jq = sdk.JobPlanRequest{}
+	if err != nil {
+		var se *statusError
+		if errors.As(err, &se) && (se.status == wire.StatusBadInput || se.status == wire.StatusNoPolicy) {
+			return sdk.Plan{}, fmt.Errorf("%w: %v", sdk.ErrJobPlanUnsupported, err)
+		}
+		return sdk.Plan{}, err
+	}
+	return s.readPlan(n)
+}
+
+// readPlan decodes the Plan of n bytes a plan call left in the out-buffer.
+func (s *Swapper) readPlan(n uint32) (sdk.Plan, error) {
 	in := s.sv.in
 	if n > in.outCap {
 		return sdk.Plan{}, s.sv.fail(fmt.Errorf("policy %s: plan: output of %d bytes exceeds the %d-byte out-buffer", s.sv.m.Name, n, in.outCap))

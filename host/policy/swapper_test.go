@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"testing"
@@ -104,4 +105,40 @@ func TestSwapper_LoopInNestedPlan(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantCalls(t, fx, "start_swap y evict=[] devices=[]", "set_queue_position 3 0")
+}
+
+// TestSwapper_PlanJob_Unsupported: a swapper that does not plan for GPU
+// jobs answers a JobPlanRequest with an error wrapping
+// sdk.ErrJobPlanUnsupported, not a crash, and goes on planning for models:
+// a Go guest whose swapper is no sdk.JobPlanner (status 4), and a module
+// built before JobPlanRequest existed, which cannot decode it (status 3).
+func TestSwapper_PlanJob_Unsupported(t *testing.T) {
+	r, _ := newTestRuntime(t, Options{})
+	q := sdk.JobPlanRequest{Now: 1, Job: "sft-1", GPUs: 1, Candidates: []int32{0}, Running: []string{"a"}}
+
+	s := newSwapper(t, r, `{"max_running": 2}`, newFakeEffects())
+	if _, err := s.PlanJob(q); !errors.Is(err, sdk.ErrJobPlanUnsupported) {
+		t.Fatalf("Go guest without sdk.JobPlanner: %v, want ErrJobPlanUnsupported", err)
+	}
+	if _, err := s.Plan(sdk.PlanRequest{Now: 2, Target: "d", Running: []string{"a"}}); err != nil {
+		t.Fatalf("Plan after an unsupported PlanJob: %v", err)
+	}
+
+	old := miniPolicy()
+	old.kind = int32(sdk.KindSwapper)
+	old.bodies["plan"] = statusBody(3) // "malformed: kind 17, want 9"
+	m := compile(t, r, "old.wasm", old.bytes())
+	olds, err := r.NewSwapper(context.Background(), m, nil, newFakeEffects())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { olds.Close(context.Background()) })
+	if _, err := olds.PlanJob(q); !errors.Is(err, sdk.ErrJobPlanUnsupported) {
+		t.Fatalf("module that cannot decode a JobPlanRequest: %v, want ErrJobPlanUnsupported", err)
+	}
+	for _, st := range []Status{s.Status(), olds.Status()} {
+		if st.Crashes != 0 || st.Instantiations != 1 {
+			t.Errorf("%s: status %+v, want no crash", st.Name, st)
+		}
+	}
 }

@@ -120,10 +120,18 @@ var errorCodes = map[sdk.ErrorCode]struct {
 	sdk.CodeTooLarge:         {http.StatusInsufficientStorage, "model_too_large"},
 }
 
+// ClientError is the HTTP status and OpenAI error code a client gets for
+// a policy's error code (e.g. 503, "unavailable"), from the one table
+// errorCodes; CodeInternal and anything unknown is 500, "internal_error".
+func ClientError(code sdk.ErrorCode) (status int, name string) {
+	if c, ok := errorCodes[code]; ok {
+		return c.status, c.code
+	}
+	return http.StatusInternalServerError, "internal_error"
+}
+
 // routerError is what the client sees of a router or policy error.
 func routerError(re *router.Error) *apiError {
-	if c, ok := errorCodes[re.Code]; ok {
-		return &apiError{status: c.status, code: c.code, msg: re.Message}
-	}
-	return &apiError{status: http.StatusInternalServerError, code: "internal_error", msg: re.Message}
+	status, code := ClientError(re.Code)
+	return &apiError{status: status, code: code, msg: re.Message}
 }

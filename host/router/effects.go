@@ -15,7 +15,12 @@ import (
 // effects implements sdk.Effects for the scheduler. Its methods run only
 // inside a policy call, on the run-loop goroutine. Every call is checked: a
 // policy may be buggy or hostile, and the run-loop rules hold regardless.
-type effects struct{ r *Router }
+type effects struct {
+	r *Router
+	// withoutJobs: the swapper is being asked what it would plan were no
+	// job holding GPUs (jobs.go), so snapshots leave the jobs' leases out.
+	withoutJobs bool
+}
 
 // maxCachedPlans bounds the plan cache: a target and running set per entry,
 // and a box swaps between few of them.
@@ -92,7 +97,7 @@ func (fx *effects) Snapshot() sdk.Snapshot {
 		s.Models = append(s.Models, fx.info(l.models[name]))
 	}
 	if l.ledger != nil {
-		devices, err := l.ledger.Leases()
+		devices, err := fx.gpuLeases()
 		if err != nil {
 			fx.r.log.Warn("reading GPU memory for a snapshot", "err", err)
 		}
@@ -238,13 +243,11 @@ func (fx *effects) Plan(target string) (sdk.Plan, error) {
 			return p, nil
 		}
 	}
-	plan, err := l.swapper.Plan(sdk.PlanRequest{Now: l.now.UnixNano(), Target: target, Running: running})
-	if l.swapHandover != nil && l.swapHandover.HandedOver() {
-		// Another swapper answers now: what the old one planned no
-		// longer holds, and the new one may not be pure.
-		clear(l.planCache)
-		l.purePlans = purePlanner(l.swapper)
-		r.observer().PolicyHandedOver("swapper")
+	q := sdk.PlanRequest{Now: l.now.UnixNano(), Target: target, Running: running}
+	plan, err := l.swapper.Plan(q)
+	fx.afterSwapperCall()
+	if err != nil && fx.plansWithoutJobs(q, err) {
+		return sdk.Plan{}, sdk.ErrHeldByJob // a wait, not the policy's failure
 	}
 	if err != nil {
 		l.planFailures[target] = err.Error()
@@ -269,6 +272,18 @@ func (fx *effects) Plan(target string) (sdk.Plan, error) {
 		l.planCache[key] = plan
 	}
 	return plan, nil
+}
+
+// afterSwapperCall follows every plan call: if another swapper answers now
+// (a fallback took over or gave back), what the old one planned no longer
+// holds, and the new one may not be pure.
+func (fx *effects) afterSwapperCall() {
+	l := &fx.r.loop
+	if l.swapHandover != nil && l.swapHandover.HandedOver() {
+		clear(l.planCache)
+		l.purePlans = purePlanner(l.swapper)
+		fx.r.observer().PolicyHandedOver("swapper")
+	}
 }
 
 // StartSwap checks the request against the run-loop rules and launches the

@@ -16,7 +16,8 @@ type Observer interface {
 	// since the last call for it.
 	ModelChanged(ModelStatus)
 	// Unloading says why the models named are about to be stopped
-	// ("unload": an operator; "ttl": idle past their TTL). A model that
+	// ("unload": an operator; "ttl": idle past their TTL; "job": evicted
+	// for a GPU job, EvictForJob). A model that
 	// then stops without such a word was stopped by the policy.
 	Unloading(models []string, reason string)
 	// SwapStarted reports a swap the router accepted and launched.

@@ -195,6 +195,7 @@ func New(cfg Config) (*Router, error) {
 	if err != nil {
 		return nil, err
 	}
+	r.watchJobLeases()
 	go r.run()
 	return r, nil
 }

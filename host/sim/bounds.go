@@ -7,9 +7,9 @@ import "container/heap"
 // until evicted, counted in loads (the first load of each model included):
 // the figures a policy's cold loads are read against.
 type ColdLoads struct {
-	Slots  int // k
-	LRU    int // evicting the least recently used model
-	Belady int // evicting the model whose next request is furthest away: the offline optimum
+	Slots  int `json:"slots"`  // k
+	LRU    int `json:"lru"`    // evicting the least recently used model
+	Belady int `json:"belady"` // evicting the model whose next request is furthest away: the offline optimum
 }
 
 // Bounds replays the model sequence of reqs (in arrival order) through k

@@ -25,7 +25,8 @@
 //  6. Otherwise a swap starts (the evictions the swapper chose, then the
 //     load) and the request waits for it. Swaps that touch disjoint models
 //     run in parallel. If the host answers that GPU jobs hold the memory
-//     the model needs for now, the request is queued until they end.
+//     the model needs for now (to the plan or to the swap), the request is
+//     queued until they end: the host ticks when a job's lease ends.
 //
 // When a swap finishes, every request waiting on it is served (or fails
 // with the load's error, 502), then the queue is drained: each queued

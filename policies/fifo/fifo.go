@@ -110,6 +110,11 @@ func (s *scheduler) decide(r *request) verdict {
 		return handled
 	}
 	plan, err := s.fx.Plan(r.model)
+	if errors.Is(err, sdk.ErrHeldByJob) {
+		// (6) It would load but for the GPU jobs holding the memory: wait
+		// for the tick that follows a job's end.
+		return blocked
+	}
 	if err != nil {
 		// The swapper cannot place the model (e.g. it does not fit even
 		// with everything evictable evicted) or failed; the host adds its

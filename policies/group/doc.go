@@ -19,6 +19,11 @@
 // The swapper places nothing on devices (the host does) and never evicts a
 // model that is serving: the scheduler waits for it to go idle.
 //
+// For a GPU job that may evict idle models (sdk.JobPlanner), it takes free
+// GPUs first, then GPUs whose every model is ready, idle, unpinned and
+// outside a persistent group, lowest index first: a persistent group is
+// evicted by nothing, a job included.
+//
 // # Settings
 //
 //	routing:

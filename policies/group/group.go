@@ -2,9 +2,11 @@ package main
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/loadout-dev/loadout/sdk"
+	"github.com/loadout-dev/loadout/sdk/placement"
 	sdksettings "github.com/loadout-dev/loadout/sdk/settings"
 )
 
@@ -134,11 +136,34 @@ func (s *swapper) Plan(q sdk.PlanRequest) (sdk.Plan, error) {
 	return sdk.Plan{Evict: evict}, nil
 }
 
-// OnSwapStart logs the swap once, when it really starts.
 // PurePlan claims sdk.PurePlanner: a group plan depends only on the groups,
 // the target and the running set, so the host may reuse it.
 func (s *swapper) PurePlan() bool { return true }
 
+// PlanJob chooses the GPUs a GPU job takes whole (sdk.JobPlanner): free
+// GPUs first, then GPUs whose every model may go, lowest index first. A
+// model may go when it is ready, idle (no request in flight) and unpinned,
+// and its group is not persistent: a persistent group is evicted by
+// nothing, a job included.
+func (s *swapper) PlanJob(q sdk.JobPlanRequest) (sdk.Plan, error) {
+	snap := s.h.Snapshot()
+	evictable := func(name string) bool {
+		i := slices.IndexFunc(snap.Models, func(m sdk.ModelInfo) bool { return m.Name == name })
+		if i < 0 {
+			return false
+		}
+		m := &snap.Models[i]
+		return m.State == sdk.StateReady && m.InFlight == 0 && !m.Pinned && !s.groups[s.groupName(name)].persistent
+	}
+	chosen, evict, ok := placement.Whole(int(q.GPUs), placement.JobCandidates(q.Candidates, snap.Models), evictable)
+	if !ok {
+		return sdk.Plan{}, fmt.Errorf("the job needs %d whole GPU(s); too few of the %d it may take are free or hold only idle, unpinned models outside persistent groups",
+			q.GPUs, len(q.Candidates))
+	}
+	return sdk.Plan{Evict: evict, Devices: chosen}, nil
+}
+
+// OnSwapStart logs the swap once, when it really starts.
 func (s *swapper) OnSwapStart(ev sdk.SwapStartEvent) {
 	s.h.Log(sdk.LevelInfo, fmt.Sprintf("group swap: model=%s group=%s evict=[%s]",
 		ev.Target, s.groupName(ev.Target), strings.Join(ev.Evict, ",")))

@@ -25,6 +25,12 @@
 // depend only on the settings, the target and the running set, so the host
 // may reuse them (sdk.PurePlanner).
 //
+// For a GPU job that may evict idle models (sdk.JobPlanner), which has no
+// place in the combinations, the evict costs decide: the job takes free
+// GPUs first, then GPUs whose every model is ready, idle and unpinned, the
+// cheapest to evict first (the sum of their costs), ties to the lowest
+// index.
+//
 // # Expressions
 //
 // Each set is an expression over vars:

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"math/bits"
@@ -8,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/loadout-dev/loadout/sdk"
+	"github.com/loadout-dev/loadout/sdk/placement"
 	sdksettings "github.com/loadout-dev/loadout/sdk/settings"
 )
 
@@ -349,6 +351,41 @@ func (s *swapper) Plan(q sdk.PlanRequest) (sdk.Plan, error) {
 // PurePlan claims sdk.PurePlanner: a matrix plan depends only on the
 // settings, the target and the running set, so the host may reuse it.
 func (s *swapper) PurePlan() bool { return true }
+
+// PlanJob chooses the GPUs a GPU job takes whole (sdk.JobPlanner), by the
+// evict costs: free GPUs first, then GPUs whose every model is ready, idle
+// (no request in flight) and unpinned, the cheapest to evict first (the
+// sum of their models' evict costs), ties to the lowest index. A job has
+// no place in the matrix's combinations, so they play no part.
+func (s *swapper) PlanJob(q sdk.JobPlanRequest) (sdk.Plan, error) {
+	snap := s.h.Snapshot()
+	model := func(name string) *sdk.ModelInfo {
+		i := slices.IndexFunc(snap.Models, func(m sdk.ModelInfo) bool { return m.Name == name })
+		if i < 0 {
+			return nil
+		}
+		return &snap.Models[i]
+	}
+	devices := placement.JobCandidates(q.Candidates, snap.Models)
+	cost := func(d placement.WholeDevice) int64 {
+		var c int64
+		for _, h := range d.Holders {
+			c += s.m.modelCost(h)
+		}
+		return c
+	}
+	slices.SortStableFunc(devices, func(a, b placement.WholeDevice) int { return cmp.Compare(cost(a), cost(b)) })
+	evictable := func(name string) bool {
+		m := model(name)
+		return m != nil && m.State == sdk.StateReady && m.InFlight == 0 && !m.Pinned
+	}
+	chosen, evict, ok := placement.Whole(int(q.GPUs), devices, evictable)
+	if !ok {
+		return sdk.Plan{}, fmt.Errorf("the job needs %d whole GPU(s); too few of the %d it may take are free or hold only idle, unpinned models",
+			q.GPUs, len(q.Candidates))
+	}
+	return sdk.Plan{Evict: evict, Devices: chosen}, nil
+}
 
 // OnSwapStart logs the swap once, when it really starts: the set and
 // combination chosen for the target, and what evicting the rest costs.

@@ -252,6 +252,15 @@ func (m *matrix) evictCost(combo int32, running []string, run []int32) int64 {
 	return cost
 }
 
+// modelCost is a model's evict cost: its var's, else its own evict_costs
+// entry, else 1.
+func (m *matrix) modelCost(model string) int64 {
+	if i, ok := m.index[model]; ok {
+		return m.cost[i]
+	}
+	return m.otherCost(model)
+}
+
 // otherCost is the evict cost of a running model no var names.
 func (m *matrix) otherCost(model string) int64 {
 	if c, ok := m.other[model]; ok {

@@ -45,6 +45,16 @@
 // on each); the host's lease ledger checks the real figures, so an
 // optimistic plan fails the swap cleanly rather than over-filling a GPU.
 //
+// # What it does when a GPU job needs GPUs
+//
+// A job that may evict idle models takes whole GPUs (sdk.JobPlanner): free
+// ones first, then GPUs whose every model may go — ready, idle, unpinned,
+// of no higher priority than the job — the least valuable first: the GPU
+// whose most valuable model has the lowest priority, then was used least
+// recently, then the lowest index; a model split over several GPUs frees
+// them all, and goes before two that hold one each when the job needs
+// both. A busy, loading or stopping model keeps its GPU: the job waits.
+//
 // The plan depends on the snapshot, not only on the running set, so the
 // policy does not claim sdk.PurePlanner: the host asks it every time. It
 // is deterministic: the same snapshot gives the same plan. It logs one line

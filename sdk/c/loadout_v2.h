@@ -24,22 +24,23 @@
 #define LOADOUT_HEADER_SIZE 2 /* version, kind */
 
 /* Message kinds: every message's second byte. */
-#define LOADOUT_MSG_INIT         1 /* InitEvent: now i64, settings bytes (JSON) */
-#define LOADOUT_MSG_REQUEST      2 /* RequestEvent: now i64, id u64, model str, priority i32, client str */
-#define LOADOUT_MSG_SWAP_DONE    3 /* SwapDoneEvent: now i64, model str, err str */
-#define LOADOUT_MSG_SERVE_DONE   4 /* ServeDoneEvent: now i64, id u64, model str */
-#define LOADOUT_MSG_CANCEL       5 /* CancelEvent: now i64, id u64, model str */
-#define LOADOUT_MSG_UNLOAD       6 /* UnloadEvent: now i64, models [str], reason u8 */
-#define LOADOUT_MSG_TICK         7 /* TickEvent: now i64, changed [str] */
-#define LOADOUT_MSG_SHUTDOWN     8 /* ShutdownEvent: now i64, reason str */
-#define LOADOUT_MSG_PLAN_REQUEST 9 /* PlanRequest: now i64, target str, running [str] */
-#define LOADOUT_MSG_PLAN         10 /* Plan: evict [str], devices [i32] */
-#define LOADOUT_MSG_SWAP_START   11 /* SwapStartEvent: now i64, target str, running [str], evict [str], devices [i32] */
-#define LOADOUT_MSG_SWAP_REQUEST 12 /* SwapRequest: model str, evict [str], devices [i32] */
-#define LOADOUT_MSG_MODEL_INFO   13 /* ModelInfo: name str, state u8, in_flight u32, concurrency_limit u32, priority i32, pinned u8, group str, last_use i64, ttl i64, estimated_vram u64, measured_vram u64, devices [i32], leased [u64] */
-#define LOADOUT_MSG_MODEL_LIST   14 /* ModelList: models [ModelInfo fields] */
-#define LOADOUT_MSG_SNAPSHOT     15 /* Snapshot: now i64, models [ModelInfo fields], gpus [index i32, name str, total u64, free u64, leased u64] */
-#define LOADOUT_MSG_STOP_REQUEST 16 /* StopRequest: models [str] */
+#define LOADOUT_MSG_INIT             1 /* InitEvent: now i64, settings bytes (JSON) */
+#define LOADOUT_MSG_REQUEST          2 /* RequestEvent: now i64, id u64, model str, priority i32, client str */
+#define LOADOUT_MSG_SWAP_DONE        3 /* SwapDoneEvent: now i64, model str, err str */
+#define LOADOUT_MSG_SERVE_DONE       4 /* ServeDoneEvent: now i64, id u64, model str */
+#define LOADOUT_MSG_CANCEL           5 /* CancelEvent: now i64, id u64, model str */
+#define LOADOUT_MSG_UNLOAD           6 /* UnloadEvent: now i64, models [str], reason u8 */
+#define LOADOUT_MSG_TICK             7 /* TickEvent: now i64, changed [str] */
+#define LOADOUT_MSG_SHUTDOWN         8 /* ShutdownEvent: now i64, reason str */
+#define LOADOUT_MSG_PLAN_REQUEST     9 /* PlanRequest: now i64, target str, running [str] */
+#define LOADOUT_MSG_PLAN             10 /* Plan: evict [str], devices [i32] */
+#define LOADOUT_MSG_SWAP_START       11 /* SwapStartEvent: now i64, target str, running [str], evict [str], devices [i32] */
+#define LOADOUT_MSG_SWAP_REQUEST     12 /* SwapRequest: model str, evict [str], devices [i32] */
+#define LOADOUT_MSG_MODEL_INFO       13 /* ModelInfo: name str, state u8, in_flight u32, concurrency_limit u32, priority i32, pinned u8, group str, last_use i64, ttl i64, estimated_vram u64, measured_vram u64, devices [i32], leased [u64] */
+#define LOADOUT_MSG_MODEL_LIST       14 /* ModelList: models [ModelInfo fields] */
+#define LOADOUT_MSG_SNAPSHOT         15 /* Snapshot: now i64, models [ModelInfo fields], gpus [index i32, name str, total u64, free u64, leased u64] */
+#define LOADOUT_MSG_STOP_REQUEST     16 /* StopRequest: models [str] */
+#define LOADOUT_MSG_JOB_PLAN_REQUEST 17 /* JobPlanRequest, to plan: now i64, job str, gpus u32, priority i32, candidates [i32], running [str]; answer STATUS_NO_POLICY to leave jobs to the host */
 
 /* Export statuses: the high 32 bits of an event export's i64 result; the low 32 bits are the output's length. */
 #define LOADOUT_STATUS_OK        0

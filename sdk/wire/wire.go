@@ -44,6 +44,11 @@ const (
 	MsgModelList   Kind = 14 // sdk.ModelList
 	MsgSnapshot    Kind = 15 // sdk.Snapshot
 	MsgStopRequest Kind = 16 // sdk.StopRequest
+	// MsgJobPlanRequest (sdk.JobPlanRequest) goes to the `plan` export
+	// like MsgPlanRequest. It came after version 2's first release: a
+	// module built before it fails to decode it (StatusBadInput), which
+	// the host reads as "does not plan for jobs".
+	MsgJobPlanRequest Kind = 17
 )
 
 // HeaderSize is the size of a message's header (version, kind) in bytes.
@@ -56,7 +61,7 @@ const (
 	StatusError    = 1 // the policy returned an error; its text was passed to set_error
 	StatusPanic    = 2 // the policy panicked; the panic text was passed to set_error
 	StatusBadInput = 3 // the event could not be decoded
-	StatusNoPolicy = 4 // no policy of the kind this export needs is registered
+	StatusNoPolicy = 4 // no policy of the kind this export needs is registered; for a MsgJobPlanRequest, the swapper does not plan for jobs
 )
 
 // ErrMalformed is wrapped by every decoding error: a truncated message, a

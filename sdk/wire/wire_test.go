@@ -69,6 +69,8 @@ var messages = []message{
 			GPUs: []sdk.GPUInfo{{Index: 0, Name: "NVIDIA H100 80GB HBM3", Total: 80 << 30, Free: 70 << 30, Leased: 6 << 30}}}},
 	{"stop_request", wire.MsgStopRequest, func() any { return new(sdk.StopRequest) },
 		&sdk.StopRequest{Models: []string{"a"}}},
+	{"job_plan_request", wire.MsgJobPlanRequest, func() any { return new(sdk.JobPlanRequest) },
+		&sdk.JobPlanRequest{Now: 17, Job: "sft-20260301-142501-9f2c", GPUs: 2, Priority: -1, Candidates: []int32{0, 2, 3}, Running: []string{"a", "c"}}},
 }
 
 func TestCodec_CoversEveryKind(t *testing.T) {
@@ -80,8 +82,8 @@ func TestCodec_CoversEveryKind(t *testing.T) {
 			t.Errorf("%s: header % x, want version %d kind %d", m.name, b[:2], sdk.ABIVersion, m.kind)
 		}
 	}
-	if len(messages) != int(wire.MsgStopRequest) {
-		t.Errorf("%d kinds tested, want %d", len(messages), wire.MsgStopRequest)
+	if len(messages) != int(wire.MsgJobPlanRequest) {
+		t.Errorf("%d kinds tested, want %d", len(messages), wire.MsgJobPlanRequest)
 	}
 }
 
@@ -311,3 +313,6 @@ func FuzzDecodeModelInfo(f *testing.F)   { fuzzDecode(f, messages[wire.MsgModelI
 func FuzzDecodeModelList(f *testing.F)   { fuzzDecode(f, messages[wire.MsgModelList-1]) }
 func FuzzDecodeSnapshot(f *testing.F)    { fuzzDecode(f, messages[wire.MsgSnapshot-1]) }
 func FuzzDecodeStopRequest(f *testing.F) { fuzzDecode(f, messages[wire.MsgStopRequest-1]) }
+func FuzzDecodeJobPlanRequest(f *testing.F) {
+	fuzzDecode(f, messages[wire.MsgJobPlanRequest-1])
+}

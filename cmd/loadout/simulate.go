@@ -1,0 +1,496 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	simbackend "github.com/loadout-dev/loadout/backends/sim"
+	"github.com/loadout-dev/loadout/host/backend"
+	"github.com/loadout-dev/loadout/host/config"
+	"github.com/loadout-dev/loadout/host/gpu"
+	"github.com/loadout-dev/loadout/host/policy"
+	"github.com/loadout-dev/loadout/host/proxy"
+	"github.com/loadout-dev/loadout/host/router"
+	"github.com/loadout-dev/loadout/host/sim"
+	"github.com/loadout-dev/loadout/policies/builtin"
+	"github.com/loadout-dev/loadout/sdk"
+	"github.com/loadout-dev/loadout/sdk/settings"
+)
+
+type simulateOptions struct {
+	configPath string
+	tracePath  string
+	scheduler  string
+	router     string
+	compare    []string
+	jsonPath   string
+	htmlPath   string
+	gpus       []string
+	logLevel   string
+	perModel   bool
+	rate       float64
+}
+
+func newSimulateCmd() *cobra.Command {
+	var o simulateOptions
+	cmd := &cobra.Command{
+		Use:   "simulate --config FILE --trace FILE.csv [--compare router=a,b]",
+		Short: "Replay a request trace in virtual time through the real run loop and policies",
+		Long: `Replay a request trace through Loadout's run loop and the configured scheduler
+and router policies — the same Wasm modules and code paths as serve — with
+model servers simulated in virtual time: load time, VRAM, prefill, decode
+speed and continuous batching (the sim backend's timing model, package
+backends/sim/decode). A trace of an hour replays in seconds, and the same
+inputs give the same figures.
+
+The trace is CSV with a header: arrival_s,model,prompt_tokens,output_tokens
+and optionally priority,client (serve --record-trace writes one). Models
+may be named by id or alias.
+
+A model of backend sim is simulated by its options; any other needs a
+simulate: block in the configuration with the same keys (load_time,
+tokens_per_second, ttft, prefill_tokens_per_second, max_batch, vram). VRAM
+comes from the model's vram:, else the block or options, else its
+backend's estimate. GPUs are the configuration's gpus: (or --gpu); the
+machine's own are never read.
+
+Policies: --scheduler and --router replace the configuration's (a built-in
+name or a .wasm file); --compare router=a,b,c.wasm (and scheduler=…, or
+router=all for every built-in router) replays the trace under each and
+prints one table. Beside it, when every model needs the same VRAM (K
+equal slots), the cold loads of LRU and of Belady's offline optimum on the
+trace's model sequence, served in arrival order.`,
+		Example: `  loadout simulate --config loadout.yaml --trace testdata/traces/conv-zipf8-5m.csv
+  loadout simulate -c loadout.yaml -t traffic.csv --compare router=all --json out.json --html out.html
+  loadout simulate -c loadout.yaml -t traffic.csv --compare router=prioritylru,./mine.wasm`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runSimulate(cmd.Context(), o, cmd.OutOrStdout())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVarP(&o.configPath, "config", "c", "", "configuration file; default: the embedded example")
+	f.StringVarP(&o.tracePath, "trace", "t", "", "request trace (CSV: arrival_s,model,prompt_tokens,output_tokens[,priority,client])")
+	f.StringVar(&o.scheduler, "scheduler", "", "scheduler policy instead of the configuration's: a built-in name or a .wasm file")
+	f.StringVar(&o.router, "router", "", "router policy instead of the configuration's: a built-in name or a .wasm file")
+	f.StringArrayVar(&o.compare, "compare", nil, "replay under each policy: router=a,b,c.wasm or scheduler=a,b (router=all: every built-in router); repeat for both")
+	f.StringVar(&o.jsonPath, "json", "", "write the results as JSON to this file")
+	f.StringVar(&o.htmlPath, "html", "", "write a self-contained HTML report (GPU memory timeline, queue, swaps) to this file")
+	f.StringArrayVar(&o.gpus, "gpu", nil, "a simulated GPU of this size (e.g. 24GiB), instead of the configuration's gpus:; repeat for more")
+	f.Float64Var(&o.rate, "rate", 1, "replay the trace at this multiple of its request rate (arrival times divided by it): 2 is twice the traffic, 0.1 a tenth")
+	f.BoolVar(&o.perModel, "per-model", false, "also print each model's requests, cold loads and queue wait, per run")
+	f.StringVar(&o.logLevel, "log-level", "", "log the run loop and policies at this level (debug, info, warn, error); default: quiet")
+	_ = cmd.MarkFlagRequired("trace")
+	return cmd
+}
+
+// simulateCallTimeout is the deadline of one policy call in a replay.
+const simulateCallTimeout = 2 * time.Second
+
+// policyPair is one scheduler and router to replay under; "" keeps the
+// configuration's.
+type policyPair struct{ scheduler, router string }
+
+func runSimulate(ctx context.Context, o simulateOptions, out io.Writer) error {
+	cfg, _, err := loadConfig(o.configPath, defaultListen)
+	if err != nil {
+		return err
+	}
+	trace, err := readTrace(o.tracePath, cfg)
+	if err != nil {
+		return err
+	}
+	if !(o.rate > 0) || math.IsInf(o.rate, 0) {
+		return fmt.Errorf("--rate %v: want a positive multiple of the trace's request rate", o.rate)
+	}
+	for i := range trace {
+		trace[i].Arrival /= o.rate
+	}
+	pairs, err := policyPairs(o)
+	if err != nil {
+		return err
+	}
+	devices, err := simulatedGPUs(cfg, o.gpus)
+	if err != nil {
+		return err
+	}
+	clock := &sim.Clock{}
+	log := slog.New(slog.DiscardHandler)
+	if o.logLevel != "" {
+		if log, err = newLoggerAt(o.logLevel, clock); err != nil {
+			return err
+		}
+	}
+	models, err := simulatedModels(ctx, cfg, len(devices) > 0, log)
+	if err != nil {
+		return err
+	}
+
+	// A policy call's deadline is wall time: serve's 100 ms could be
+	// overrun on a busy machine and change a replay's figures, so a
+	// replay allows simulateCallTimeout (a looping policy still ends).
+	rt, err := policy.NewRuntime(ctx, policy.Options{Logger: log, Clock: clock.Now, CallTimeout: simulateCallTimeout})
+	if err != nil {
+		return err
+	}
+	defer rt.Close(context.Background())
+
+	report := &sim.Report{Trace: sim.Describe(o.tracePath, trace), Bounds: bounds(trace, models, devices)}
+	for _, p := range pairs {
+		pc, err := withPolicies(cfg, p)
+		if err != nil {
+			return err
+		}
+		ps, err := loadPolicies(ctx, rt, pc)
+		if err != nil {
+			return err
+		}
+		rc := router.Config{Logger: log}
+		if len(devices) > 0 {
+			rc.Ledger = gpu.NewLedger(gpu.NewDeclared(devices), 0)
+		}
+		ps.routerConfig(ctx, &rc)
+		started := time.Now()
+		res, err := sim.Run(sim.Setup{Trace: trace, Models: models, Router: rc, Clock: clock,
+			CodeName: func(c sdk.ErrorCode) string { _, name := proxy.ClientError(c); return name }})
+		if err != nil {
+			return fmt.Errorf("%s + %s: %w", rc.SchedulerName, rc.SwapperName, err)
+		}
+		res.WallS = time.Since(started).Seconds()
+		report.Runs = append(report.Runs, res)
+	}
+
+	printSimReport(out, report, o.perModel)
+	if o.jsonPath != "" {
+		if err := writeFile(o.jsonPath, report.WriteJSON); err != nil {
+			return err
+		}
+	}
+	if o.htmlPath != "" {
+		if err := writeFile(o.htmlPath, report.WriteHTML); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// readTrace reads the trace at path and resolves its model names (ids or
+// aliases) against cfg. Errors name the file and line.
+func readTrace(path string, cfg *config.Config) ([]sim.Request, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	trace, err := sim.ReadTrace(path, f)
+	if err != nil {
+		return nil, err
+	}
+	var errs []error
+	for i := range trace {
+		id, ok := cfg.ResolveModel(trace[i].Model)
+		if !ok {
+			if len(errs) < 10 {
+				errs = append(errs, &sim.TraceError{File: path, Line: i + 2, Column: sim.ColModel,
+					Msg: fmt.Sprintf("unknown model %q (the configuration has %s)", trace[i].Model, strings.Join(cfg.ModelIDs(), ", "))})
+			}
+			continue
+		}
+		trace[i].Model = id
+	}
+	return trace, errors.Join(errs...)
+}
+
+// policyPairs is every scheduler × router to replay under, from
+// --scheduler, --router and --compare.
+func policyPairs(o simulateOptions) ([]policyPair, error) {
+	scheds, routers := []string{o.scheduler}, []string{o.router}
+	for _, c := range o.compare {
+		role, list, ok := strings.Cut(c, "=")
+		var names []string
+		for n := range strings.SplitSeq(list, ",") {
+			if n = strings.TrimSpace(n); n != "" {
+				names = append(names, n)
+			}
+		}
+		if !ok || len(names) == 0 {
+			return nil, fmt.Errorf("--compare %q: want router=NAME,… or scheduler=NAME,…", c)
+		}
+		switch role {
+		case "router":
+			if slices.Equal(names, []string{"all"}) {
+				names = builtin.Routers()
+			}
+			routers = names
+		case "scheduler":
+			if slices.Equal(names, []string{"all"}) {
+				names = builtin.Schedulers()
+			}
+			scheds = names
+		default:
+			return nil, fmt.Errorf("--compare %q: %q is neither router nor scheduler", c, role)
+		}
+	}
+	var out []policyPair
+	for _, s := range scheds {
+		for _, r := range routers {
+			out = append(out, policyPair{scheduler: s, router: r})
+		}
+	}
+	return out, nil
+}
+
+// withPolicies is cfg with p's policies in place of its own: a built-in
+// name, or a path to a .wasm file. A policy replaced by another gets no
+// settings (the built-in group router reads the configuration's groups).
+func withPolicies(cfg *config.Config, p policyPair) (*config.Config, error) {
+	c := *cfg
+	var err error
+	if c.Routing.Scheduler, err = policyFlag(cfg.Routing.Scheduler, p.scheduler); err != nil {
+		return nil, err
+	}
+	if c.Routing.Router, err = policyFlag(cfg.Routing.Router, p.router); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+func policyFlag(configured config.Policy, flag string) (config.Policy, error) {
+	switch {
+	case flag == "" || flag == configured.Use || (configured.Wasm != "" && flag == configured.Wasm):
+		return configured, nil
+	case strings.HasSuffix(flag, ".wasm") || strings.ContainsRune(flag, os.PathSeparator):
+		abs, err := filepath.Abs(flag)
+		if err != nil {
+			return config.Policy{}, err
+		}
+		return config.Policy{Wasm: abs}, nil
+	case slices.Contains(builtin.Names(), flag):
+		return config.Policy{Use: flag}, nil
+	default:
+		return config.Policy{}, fmt.Errorf("policy %q: not a built-in (%s) nor a .wasm file", flag, strings.Join(builtin.Names(), ", "))
+	}
+}
+
+// simulatedGPUs are the devices a replay accounts VRAM on: --gpu sizes,
+// else the configuration's gpus:.
+func simulatedGPUs(cfg *config.Config, flags []string) ([]gpu.DeclaredDevice, error) {
+	var out []gpu.DeclaredDevice
+	for i, f := range flags {
+		n, err := settings.ParseSize(f)
+		if err != nil || n <= 0 {
+			return nil, fmt.Errorf("--gpu %q: want a size such as 24GiB", f)
+		}
+		out = append(out, gpu.DeclaredDevice{Name: fmt.Sprintf("sim%d", i), Memory: uint64(n)})
+	}
+	if len(out) > 0 {
+		return out, nil
+	}
+	for _, g := range cfg.GPUs {
+		out = append(out, gpu.DeclaredDevice{Name: g.Name, Memory: uint64(max(g.Memory, 0))})
+	}
+	return out, nil
+}
+
+// simulatedModels is how the replay simulates each configured model: the sim
+// backend's options, or the model's simulate: block (which wins), parsed
+// by the sim backend's own option parser. VRAM: the model's vram:, else
+// the block's or options' vram, else (with GPUs) its backend's estimate.
+// Errors are configuration errors at file:line, all at once.
+func simulatedModels(ctx context.Context, cfg *config.Config, gpus bool, log *slog.Logger) (map[string]sim.Model, error) {
+	launchers := map[string]*backend.PluginLauncher{}
+	defer func() {
+		for _, l := range launchers {
+			l.Close()
+		}
+	}()
+	out := map[string]sim.Model{}
+	var errs config.Errors
+	for _, id := range cfg.ModelIDs() {
+		m := cfg.Models[id]
+		raw, err := m.SimulateJSON()
+		if err != nil {
+			return nil, err
+		}
+		problem := m.SimulateError
+		if raw == nil && m.Backend == config.BackendSim {
+			if raw, err = m.OptionsJSON(); err != nil {
+				return nil, err
+			}
+			problem = m.OptionError
+		}
+		if raw == nil {
+			errs = append(errs, m.SimulateError("", fmt.Sprintf("a model of backend %s needs a simulate: block to be simulated (load_time, tokens_per_second; optional ttft, prefill_tokens_per_second, max_batch, vram)", m.Backend)))
+			continue
+		}
+		opts, problems := simbackend.ParseOptions(raw)
+		for _, p := range problems {
+			errs = append(errs, problem(p.Option, p.Message))
+		}
+		if problems != nil {
+			continue
+		}
+		vram := uint64(max(m.VRAM, 0))
+		if vram == 0 {
+			vram = uint64(max(opts.VRAM, 0))
+		}
+		if vram == 0 && gpus && m.Backend != config.BackendSim {
+			launcher, err := backendLauncher(launchers, m.Backend, log)
+			if err != nil {
+				return nil, fmt.Errorf("model %s: %w", id, err)
+			}
+			spec, err := modelSpec(cfg, m)
+			if err != nil {
+				return nil, fmt.Errorf("model %s: %w", id, err)
+			}
+			vram = backendEstimate(ctx, launcher, spec, log)
+		}
+		out[id] = sim.Model{Config: modelConfig(cfg, m, vram), Load: opts.LoadTime, Decode: opts.Decode()}
+	}
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	return out, nil
+}
+
+// bounds are the trace's LRU and Belady cold loads when every model needs
+// the same VRAM on the simulated GPUs (K equal slots, no split); nil
+// otherwise.
+func bounds(trace []sim.Request, models map[string]sim.Model, devices []gpu.DeclaredDevice) *sim.ColdLoads {
+	if len(devices) == 0 {
+		return nil
+	}
+	var size uint64
+	for _, m := range models {
+		if m.Config.VRAM == 0 || (size != 0 && m.Config.VRAM != size) {
+			return nil
+		}
+		size = m.Config.VRAM
+	}
+	k := 0
+	for _, d := range devices {
+		k += int(d.Memory / size)
+	}
+	if k == 0 {
+		return nil
+	}
+	b := sim.Bounds(trace, k)
+	return &b
+}
+
+// printSimReport writes the runs as one table, and the bounds under it.
+func printSimReport(w io.Writer, r *sim.Report, perModel bool) {
+	fmt.Fprintf(w, "trace %s: %d requests, %d models, %.0f s\n\n", r.Trace.File, r.Trace.Requests, r.Trace.Models, r.Trace.Duration)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "scheduler\trouter\tcompleted\terrors\tcold loads\tevictions\twait p50\tp95\tp99\tworst model p95\tTTFT p50\tp95\te2e p95\tGPU busy\twall\t")
+	for _, run := range r.Runs {
+		mark := ""
+		if run.Fallback {
+			mark = " *"
+		}
+		worst := ""
+		if name, mr, ok := worstModel(run); ok {
+			worst = fmt.Sprintf("%s (%s)", secs(mr.QueueWait.P95), name)
+		}
+		fmt.Fprintf(tw, "%s\t%s%s\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.0f%%\t%.1fs\t\n",
+			policyLabel(run.Scheduler), policyLabel(run.Router), mark, run.Completed, run.Errors, run.ColdLoads, run.Evictions,
+			secs(run.QueueWait.P50), secs(run.QueueWait.P95), secs(run.QueueWait.P99), worst,
+			secs(run.TTFT.P50), secs(run.TTFT.P95), secs(run.E2E.P95), 100*run.GPUBusyFraction, run.WallS)
+	}
+	tw.Flush()
+	for _, run := range r.Runs {
+		if run.Fallback {
+			fmt.Fprintf(w, "\n* %s + %s: a policy failed during the replay (%d failed calls); the figures are partly its fallback's:\n",
+				policyLabel(run.Scheduler), policyLabel(run.Router), run.PolicyFailures)
+			for _, e := range run.PolicyEvents {
+				fmt.Fprintf(w, "    %s\n", e)
+			}
+		}
+		if len(run.ErrorsByCode) > 0 {
+			b, _ := json.Marshal(run.ErrorsByCode)
+			fmt.Fprintf(w, "errors of %s + %s by code: %s\n", policyLabel(run.Scheduler), policyLabel(run.Router), b)
+		}
+	}
+	if perModel {
+		for _, run := range r.Runs {
+			fmt.Fprintf(w, "\n%s + %s, per model:\n", policyLabel(run.Scheduler), policyLabel(run.Router))
+			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+			fmt.Fprintln(tw, "model\trequests\tcompleted\terrors\tcold loads\twait p50\tp95\tp99\t")
+			names := slices.Sorted(maps.Keys(run.Models))
+			for _, name := range names {
+				mr := run.Models[name]
+				fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t\n", name, mr.Requests, mr.Completed, mr.Errors, mr.ColdLoads,
+					secs(mr.QueueWait.P50), secs(mr.QueueWait.P95), secs(mr.QueueWait.P99))
+			}
+			tw.Flush()
+		}
+	}
+	if r.Bounds != nil {
+		fmt.Fprintf(w, "\ncold-load limits for %d equal slots, requests served in arrival order: LRU %d, Belady's optimum %d\n",
+			r.Bounds.Slots, r.Bounds.LRU, r.Bounds.Belady)
+	}
+}
+
+// worstModel is the model with the highest p95 queue wait in run (by
+// name among equals); false when no model completed a request.
+func worstModel(run *sim.Result) (string, sim.ModelResult, bool) {
+	var best string
+	var worst sim.ModelResult
+	found := false
+	for _, name := range slices.Sorted(maps.Keys(run.Models)) {
+		mr := run.Models[name]
+		if mr.Completed > 0 && (!found || mr.QueueWait.P95 > worst.QueueWait.P95) {
+			best, worst, found = name, mr, true
+		}
+	}
+	return best, worst, found
+}
+
+// policyLabel shortens "builtin:fifo" to fifo and a path to its base name.
+func policyLabel(name string) string {
+	if n, ok := strings.CutPrefix(name, "builtin:"); ok {
+		return n
+	}
+	return filepath.Base(name)
+}
+
+// secs prints a duration in seconds with sensible precision.
+func secs(s float64) string {
+	switch {
+	case s == 0:
+		return "0"
+	case s < 0.01:
+		return fmt.Sprintf("%.1fms", s*1000)
+	case s < 10:
+		return fmt.Sprintf("%.2fs", s)
+	default:
+		return fmt.Sprintf("%.0fs", s)
+	}
+}
+
+// writeFile writes a file through write, reporting either error.
+func writeFile(path string, write func(io.Writer) error) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := write(f); err != nil {
+		f.Close()
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return f.Close()
+}

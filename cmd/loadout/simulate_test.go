@@ -1,0 +1,198 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/loadout-dev/loadout/host/sim"
+	"github.com/loadout-dev/loadout/policies/builtin"
+)
+
+// simConfig is a box of one 24 GiB GPU and three 10 GiB sim models (two
+// fit at once), with extra YAML appended under models:.
+func simConfig(extraModels string) string {
+	return `gpus:
+  - {name: g0, memory: 24GiB}
+models:
+  a:
+    backend: sim
+    options: {load_time: 4s, vram: 10GiB, tokens_per_second: 50}
+  b:
+    backend: sim
+    aliases: [bee]
+    options: {load_time: 6s, vram: 10GiB, tokens_per_second: 40}
+  c:
+    backend: sim
+    options: {load_time: 8s, vram: 10GiB, tokens_per_second: 30}
+` + extraModels
+}
+
+// simTrace is n requests cycling over models, one every gap seconds.
+func simTrace(n int, gap float64, models ...string) string {
+	var b strings.Builder
+	b.WriteString("arrival_s,model,prompt_tokens,output_tokens\n")
+	for i := range n {
+		fmt.Fprintf(&b, "%.3f,%s,100,%d\n", float64(i)*gap, models[i%len(models)], 10+i%7)
+	}
+	return b.String()
+}
+
+// simulateIn runs `loadout simulate` in-process on files written to a
+// temporary directory and returns its output.
+func simulateIn(t *testing.T, config, trace string, o simulateOptions) (string, error) {
+	t.Helper()
+	dir := t.TempDir()
+	o.configPath = writeConfig(t, dir, config)
+	o.tracePath = filepath.Join(dir, "trace.csv")
+	if err := os.WriteFile(o.tracePath, []byte(trace), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	err := runSimulate(context.Background(), o, &out)
+	return out.String(), err
+}
+
+func TestSimulate_BadTraceNamesTheLine(t *testing.T) {
+	for name, tc := range map[string]struct{ trace, want string }{
+		"unsorted":      {"arrival_s,model,prompt_tokens,output_tokens\n1,a,1,1\n0.5,a,1,1\n", "trace.csv:3: arrival_s"},
+		"unknown model": {"arrival_s,model,prompt_tokens,output_tokens\n0,a,1,1\n1,zzz,1,1\n", `trace.csv:3: model: unknown model "zzz"`},
+		"negative":      {"arrival_s,model,prompt_tokens,output_tokens\n0,a,-1,1\n", "trace.csv:2: prompt_tokens"},
+		"not a number":  {"arrival_s,model,prompt_tokens,output_tokens\n0,a,1,many\n", "trace.csv:2: output_tokens"},
+		"no column":     {"arrival_s,model,prompt_tokens\n0,a,1\n", "output_tokens"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := simulateIn(t, simConfig(""), tc.trace, simulateOptions{rate: 1})
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v, want an error containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestSimulate_ModelThatCannotBeSimulatedIsAConfigError(t *testing.T) {
+	extra := `  real:
+    cmd: /bin/true
+    proxy: http://127.0.0.1:9
+  tuned:
+    cmd: /bin/true
+    proxy: http://127.0.0.1:9
+    simulate: {load_time: 2s, tokens_per_second: fast}
+`
+	_, err := simulateIn(t, simConfig(extra), simTrace(3, 1, "a"), simulateOptions{rate: 1})
+	if err == nil {
+		t.Fatal("a cmd model without a simulate: block was simulated")
+	}
+	for _, want := range []string{
+		"loadout.yaml:14", "models.real.simulate", "needs a simulate: block",
+		"loadout.yaml:20", "models.tuned.simulate.tokens_per_second",
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q:\n%v", want, err)
+		}
+	}
+}
+
+func TestSimulate_AModelThatDoesNotFitIsErroredRequests(t *testing.T) {
+	extra := `  huge:
+    backend: sim
+    options: {load_time: 1s, vram: 40GiB}
+`
+	out, err := simulateIn(t, simConfig(extra), simTrace(9, 2, "a", "huge", "b"),
+		simulateOptions{rate: 1, router: "prioritylru", perModel: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// huge's three requests fail; the six others complete.
+	if !regexp.MustCompile(`prioritylru\s+6\s+3\s`).MatchString(out) {
+		t.Fatalf("want 6 completed and 3 errors:\n%s", out)
+	}
+	if !strings.Contains(out, `"unavailable":3`) {
+		t.Fatalf("want the errors by code:\n%s", out)
+	}
+}
+
+func TestSimulate_CompareAllRoutersAndJSON(t *testing.T) {
+	dir := t.TempDir()
+	jsonPath := filepath.Join(dir, "out.json")
+	out, err := simulateIn(t, simConfig(""), simTrace(60, 1.5, "a", "b", "c", "a", "bee"),
+		simulateOptions{rate: 1, compare: []string{"router=all"}, jsonPath: jsonPath})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log(out)
+	var rep sim.Report
+	b, err := os.ReadFile(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	routers := builtin.Routers()
+	if len(rep.Runs) != len(routers) {
+		t.Fatalf("%d runs, want one per built-in router %v", len(rep.Runs), routers)
+	}
+	for i, run := range rep.Runs {
+		if run.Router != "builtin:"+routers[i] || run.Completed != 60 || run.Errors != 0 || run.ColdLoads < 3 {
+			t.Errorf("run %d: %+v", i, *run)
+		}
+	}
+	// Three 10 GiB models, 24 GiB: two slots; the bounds are printed.
+	if rep.Bounds == nil || rep.Bounds.Slots != 2 || !strings.Contains(out, "LRU") {
+		t.Fatalf("bounds %+v", rep.Bounds)
+	}
+}
+
+func TestSimulate_TheSameInputsGiveTheSameReport(t *testing.T) {
+	cfg, trace := simConfig(""), simTrace(120, 0.7, "a", "b", "a", "c")
+	dir := t.TempDir()
+	var reports [2][]byte
+	for i := range reports {
+		path := filepath.Join(dir, fmt.Sprintf("r%d.json", i))
+		if _, err := simulateIn(t, cfg, trace, simulateOptions{rate: 1, compare: []string{"router=group,prioritylru"}, jsonPath: path}); err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Only the real time taken and the temporary file's name differ.
+		b = regexp.MustCompile(`"wall_s": [0-9.e-]+`).ReplaceAll(b, []byte(`"wall_s": 0`))
+		reports[i] = regexp.MustCompile(`"file": "[^"]*"`).ReplaceAll(b, []byte(`"file": ""`))
+	}
+	if !bytes.Equal(reports[0], reports[1]) {
+		a, b := strings.Split(string(reports[0]), "\n"), strings.Split(string(reports[1]), "\n")
+		for i := range min(len(a), len(b)) {
+			if a[i] != b[i] {
+				t.Fatalf("two replays differ at line %d:\n%s\n%s", i+1, a[i], b[i])
+			}
+		}
+		t.Fatalf("two replays differ in length: %d and %d lines", len(a), len(b))
+	}
+}
+
+func TestSimulate_ACrashingPolicyIsReportedAndTheFallbackServes(t *testing.T) {
+	dir := t.TempDir()
+	cfg := simConfig("") + fmt.Sprintf(`routing:
+  scheduler:
+    wasm: %s
+    settings: {panic_every: 7}
+`, flakyWasm(t, dir))
+	out, err := simulateIn(t, cfg, simTrace(200, 0.5, "a", "b", "c"), simulateOptions{rate: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "a policy failed during the replay") || !strings.Contains(out, "group *") {
+		t.Fatalf("the crash is not reported:\n%s", out)
+	}
+	if !regexp.MustCompile(`handed over \(fallback\)`).MatchString(out) {
+		t.Fatalf("the fallback's take-over is not reported:\n%s", out)
+	}
+}

@@ -1,0 +1,55 @@
+package sim
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+)
+
+// Report is a `loadout simulate` run of one trace under one or more
+// policy pairs: what --json writes and --html draws.
+type Report struct {
+	// Trace names the trace file and counts what it holds.
+	Trace TraceInfo `json:"trace"`
+	// Runs are the replays in the order the policy pairs were given.
+	Runs []*Result `json:"runs"`
+	// Bounds are the cold-load limits of the trace's model sequence, when
+	// every model needs the same VRAM (K equal slots); nil otherwise.
+	Bounds *ColdLoads `json:"bounds,omitempty"`
+}
+
+// TraceInfo describes a replayed trace.
+type TraceInfo struct {
+	File     string  `json:"file"`
+	Requests int     `json:"requests"`
+	Models   int     `json:"models"`   // distinct models it asks for
+	Duration float64 `json:"duration"` // last arrival, seconds
+}
+
+// Describe is the TraceInfo of reqs read from file.
+func Describe(file string, reqs []Request) TraceInfo {
+	seen := map[string]bool{}
+	for _, q := range reqs {
+		seen[q.Model] = true
+	}
+	ti := TraceInfo{File: file, Requests: len(reqs), Models: len(seen)}
+	if len(reqs) > 0 {
+		ti.Duration = reqs[len(reqs)-1].Arrival
+	}
+	return ti
+}
+
+// WriteJSON writes the report as indented JSON:
+// {"trace":{…},"runs":[{"scheduler","router","requests","completed",
+// "errors","cold_loads","evictions","queue_wait_s":{"p50","p95","p99"},
+// "ttft_s":{…},"e2e_s":{…},"gpu_busy_fraction","wall_s",…}],"bounds":{…}}.
+func (r *Report) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+// WriteHTML writes the report as one self-contained HTML page.
+func (r *Report) WriteHTML(w io.Writer) error {
+	return errors.New("the HTML report is not written yet")
+}
