@@ -44,9 +44,10 @@ func (o *observability) jobTransition(tr jobs.Transition) { o.bus.Publish(events
 
 // attach registers the metrics on the proxy's registry and ends the event
 // and log streams when srv begins its shutdown, so long-lived streams do
-// not hold it up. runner is the job queue's, nil when jobs are off.
+// not hold it up. policies returns the policies in charge (a hot reload
+// replaces them); runner is the job queue's, nil when jobs are off.
 func (o *observability) attach(srv *http.Server, h *proxy.Server, r *router.Router, ledger *gpu.Ledger,
-	sched *policy.FallbackScheduler, swapper *policy.FallbackSwapper, runner *jobs.Runner) error {
+	policies func() *policySet, runner *jobs.Runner) error {
 	reg := h.Registry()
 	if err := o.observer.Register(reg); err != nil {
 		return err
@@ -78,10 +79,11 @@ func (o *observability) attach(srv *http.Server, h *proxy.Server, r *router.Rout
 		var out []observe.PolicyStat
 		counters := r.Counters()
 		r.OnLoop(func() { // the policies live on the run loop (rule 1)
-			for _, st := range sched.Statuses() {
+			ps := policies()
+			for _, st := range ps.Scheduler.Statuses() {
 				out = append(out, policyStat("scheduler", st, counters["scheduler"]))
 			}
-			for _, st := range swapper.Statuses() {
+			for _, st := range ps.Swapper.Statuses() {
 				out = append(out, policyStat("swapper", st, counters["swapper"]))
 			}
 		})

@@ -35,6 +35,8 @@ type serveOptions struct {
 	shutdownTimeout time.Duration
 	jobs            jobsOptions     // jobs.go
 	activity        activityOptions // activity.go
+	watch           bool            // reload.go
+	recordTrace     string          // record.go
 }
 
 func newServeCmd() *cobra.Command {
@@ -54,7 +56,17 @@ SIGINT or SIGTERM stops taking requests, fails queued ones, lets in-flight
 requests finish (up to --shutdown-timeout), stops every model process and
 exits 0. Requests still in flight at the timeout are ended with an error
 their clients can read (503, or a last SSE error event without [DONE]),
-and Loadout still exits 0, within the timeout plus one second.`,
+and Loadout still exits 0, within the timeout plus one second.
+
+Hot reload: SIGHUP, POST /api/policies/reload, or any change to the
+configuration file or a policy module with --watch re-reads them and swaps
+in changed policies without dropping a request: the new modules are
+compiled and instantiated first (a broken one is refused, the old ones keep
+running, and the error is logged and shown in /api/policies), requests the
+old scheduler held go to the new one in arrival order, and requests in
+flight finish. A change to the models needs a restart.
+
+` + recordHelp,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
@@ -66,6 +78,8 @@ and Loadout still exits 0, within the timeout plus one second.`,
 	cmd.Flags().StringVarP(&o.listen, "listen", "l", defaultListen, "address to listen on")
 	cmd.Flags().StringVar(&o.logLevel, "log-level", "", "debug, info, warn or error (default: the config's logLevel)")
 	cmd.Flags().DurationVar(&o.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long in-flight requests may take to finish on shutdown; then they are ended with an error")
+	cmd.Flags().BoolVar(&o.watch, "watch", false, "reload the configuration's policies when the configuration file or a policy module changes on disk (also: SIGHUP, POST /api/policies/reload)")
+	cmd.Flags().StringVar(&o.recordTrace, "record-trace", "", "write the requests served to this CSV file as a trace for 'loadout simulate --trace' (see above)")
 	addJobsFlags(cmd, &o.jobs)
 	addActivityFlags(cmd, &o.activity)
 	return cmd
@@ -120,6 +134,13 @@ func runServe(ctx context.Context, o serveOptions) error {
 	for _, w := range warnings {
 		log.Warn(w.String())
 	}
+	// First, so that a path that cannot be written fails before anything
+	// starts; closed after shutdown, so every request served is written.
+	rec, err := openTraceRecorder(o.recordTrace, log)
+	if err != nil {
+		return err
+	}
+	defer rec.close(log)
 	// A missing model file may yet appear (a disk mounted later): say so
 	// now, and let the load fail with the same message if it has not.
 	if err := checkModelFiles(cfg); err != nil {
@@ -191,6 +212,10 @@ func runServe(ctx context.Context, o serveOptions) error {
 	if err != nil {
 		return err
 	}
+	reload, err := newReloader(ctx, o, cfg, rt, r, policies, log)
+	if err != nil {
+		return err
+	}
 
 	jobRunner, stopJobs, err := startJobs(ctx, o.jobs, ledger, r, log, obsv.jobTransition)
 	if err != nil {
@@ -204,6 +229,9 @@ func runServe(ctx context.Context, o serveOptions) error {
 	defer act.close(log) // after shutdown: what the last requests left is written
 
 	pcfg := proxy.Config{
+		Reload: func(context.Context) (proxy.ReloadResult, error) {
+			return reload.reload("POST /api/policies/reload")
+		},
 		Jobs:                 jobRunner,
 		JobToken:             o.jobs.token,
 		Router:               r,
@@ -224,17 +252,19 @@ func runServe(ctx context.Context, o serveOptions) error {
 		PolicyStatus: func() []proxy.PolicyInfo {
 			var out []proxy.PolicyInfo
 			r.OnLoop(func() { // the policies live on the run loop (rule 1)
-				for _, st := range policies.Scheduler.Statuses() {
-					out = append(out, policyInfo("scheduler", st))
+				ps := reload.policies()
+				for _, st := range ps.Scheduler.Statuses() {
+					out = append(out, reload.decorate(policyInfo("scheduler", st)))
 				}
-				for _, st := range policies.Swapper.Statuses() {
-					out = append(out, policyInfo("swapper", st))
+				for _, st := range ps.Swapper.Statuses() {
+					out = append(out, reload.decorate(policyInfo("swapper", st)))
 				}
 			})
 			return out
 		},
 	}
 	act.config(&pcfg)
+	rec.config(&pcfg)
 	handler, err := proxy.New(pcfg)
 	if err != nil {
 		return err
@@ -248,7 +278,7 @@ func runServe(ctx context.Context, o serveOptions) error {
 		return fmt.Errorf("listen: %w", err)
 	}
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 30 * time.Second}
-	if err := obsv.attach(srv, handler, r, ledger, policies.Scheduler, policies.Swapper, jobRunner); err != nil {
+	if err := obsv.attach(srv, handler, r, ledger, reload.policies, jobRunner); err != nil {
 		return err
 	}
 	serveErr := make(chan error, 1)
@@ -259,6 +289,24 @@ func runServe(ctx context.Context, o serveOptions) error {
 	for _, id := range cfg.Preload {
 		go preload(ctx, r, id, log)
 	}
+	if o.watch {
+		if err := reload.watch(ctx); err != nil {
+			return err
+		}
+	}
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go func() {
+		for {
+			select {
+			case <-hup:
+				_, _ = reload.reload("SIGHUP")
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
 
 	select {
 	case <-ctx.Done():

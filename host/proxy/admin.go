@@ -181,6 +181,8 @@ type apiPolicy struct {
 	Instantiations int                   `json:"instantiations,omitempty"`
 	LastError      string                `json:"last_error,omitempty"`
 	Counters       router.PolicyCounters `json:"counters"`
+	ReloadError    string                `json:"reload_error,omitempty"` // why the last hot reload was refused
+	Reloaded       time.Time             `json:"reloaded,omitzero"`      // when a hot reload loaded it
 }
 
 // apiPolicies is GET /api/policies: the loaded policies and how often each
@@ -196,7 +198,8 @@ func (s *Server) apiPolicies(w http.ResponseWriter, r *http.Request) {
 	for _, pi := range infos {
 		healthy := pi.Healthy
 		ap := apiPolicy{Role: pi.Role, Name: pi.Name, Active: pi.Active, Fallback: pi.Fallback, DisabledReason: pi.DisabledReason,
-			RetryAt: pi.RetryAt, Healthy: &healthy, Crashes: pi.Crashes, Instantiations: pi.Instantiations, LastError: pi.LastError}
+			RetryAt: pi.RetryAt, Healthy: &healthy, Crashes: pi.Crashes, Instantiations: pi.Instantiations, LastError: pi.LastError,
+			ReloadError: pi.ReloadError, Reloaded: pi.Reloaded}
 		if pi.Active {
 			ap.Counters = counters[pi.Role] // the router counts per role, against the policy in charge
 		}
@@ -229,4 +232,22 @@ func (s *Server) apiGPUs(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.writeJSON(w, r, v)
+}
+
+// reloadPolicies is POST /api/policies/reload: a hot reload of the
+// configuration and policy modules (Config.Reload). 200 with what changed
+// and the scheduling pause; 422 with the reason when the new configuration
+// or a module is refused (the old ones keep running); 404 when the server
+// cannot reload.
+func (s *Server) reloadPolicies(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.Reload == nil {
+		s.writeError(w, r, &apiError{status: http.StatusNotFound, code: "not_found", msg: "this server cannot reload its policies"})
+		return
+	}
+	res, err := s.cfg.Reload(r.Context())
+	if err != nil {
+		s.writeError(w, r, &apiError{status: http.StatusUnprocessableEntity, code: "reload_refused", msg: "reload refused; the running policies keep serving: " + err.Error()})
+		return
+	}
+	s.writeJSON(w, r, res)
 }

@@ -75,6 +75,9 @@ type envOpts struct {
 	// tell the proxy's and the run loop's costs from the policies'.
 	native bool
 	logger *slog.Logger // replaces the log sink (benchmarks)
+	// Config.OnRequestStart and Config.OnRequest.
+	onStart   func(RequestStart)
+	onRequest func(RequestSummary)
 }
 
 // env is one test's Loadout: model servers, a router, the proxy on a real
@@ -166,6 +169,8 @@ func newEnv(t testing.TB, o envOpts) *env {
 		SendLoadingState:     o.loadingState,
 		PolicyStatus:         o.policyStatus,
 		Events:               bus,
+		OnRequestStart:       o.onStart,
+		OnRequest:            o.onRequest,
 		Logger:               cmp.Or(o.logger, slog.New(e.logs)),
 	})
 	if err != nil {

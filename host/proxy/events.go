@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/loadout-dev/loadout/host/events"
+	"github.com/loadout-dev/loadout/host/router"
 )
 
 // RequestSummary is one model request as the event stream and the
@@ -15,6 +16,11 @@ import (
 // seconds; zero where they do not apply (a request that failed before its
 // grant has no TTFT).
 type RequestSummary struct {
+	// Seq numbers the requests of this server's run (1, 2, …), unique
+	// where ID may not be (a client may send its own X-Request-Id): it
+	// pairs a summary with its RequestStart. 0 in rows read back from the
+	// activity log.
+	Seq              uint64    `json:"-"`
 	ID               string    `json:"id"`
 	Time             time.Time `json:"time"` // when it arrived
 	Model            string    `json:"model"`
@@ -32,15 +38,50 @@ type RequestSummary struct {
 	Duration         float64   `json:"duration_s"` // arrival to the end of the response
 }
 
+// RequestStart is a model request as it goes to the router
+// (Config.OnRequestStart): what is known before its response. The token
+// fields are read from a JSON body only while OnRequestStart is set
+// (estimate.go); they are 0 for other bodies and for /upstream requests.
+type RequestStart struct {
+	Seq      uint64    // as in its RequestSummary
+	ID       string    // request id (X-Request-Id)
+	Time     time.Time // when it arrived, as RequestSummary.Time
+	Model    string    // catalog model id (aliases resolved)
+	Path     string    // as RequestSummary.Path: /v1/chat/completions, /upstream/m/…
+	Client   string    // x_client_id or X-Loadout-Client; "" when not given
+	Priority int32     // x_priority or X-Loadout-Priority; 0 when not given
+	// PromptEstimate is the prompt's size in tokens, estimated from the
+	// body's text: the bytes of every string in messages[].content (text
+	// parts included), prompt and input, divided by 4 and rounded up,
+	// plus one per token id where those are token arrays. 0 when the body
+	// has none of them.
+	PromptEstimate int64
+	// MaxTokens is the body's max_tokens (else max_completion_tokens,
+	// else max_output_tokens); 0 when it sets none.
+	MaxTokens int64
+}
+
+// announce hands a model request to OnRequestStart, when set.
+func (s *Server) announce(ex *exchange, req router.Request) {
+	if s.cfg.OnRequestStart == nil {
+		return
+	}
+	s.cfg.OnRequestStart(RequestStart{
+		Seq: ex.seq, ID: ex.id, Time: ex.start, Model: req.Model, Path: ex.path,
+		Client: req.Client, Priority: req.Priority,
+		PromptEstimate: ex.estimate.prompt, MaxTokens: ex.estimate.maxTokens,
+	})
+}
+
 // summarize publishes the summary of a model request that named a
 // catalog model, when anything listens for summaries.
-func (s *Server) summarize(ex *exchange, r *http.Request, status int, d time.Duration) {
+func (s *Server) summarize(ex *exchange, status int, d time.Duration) {
 	if (s.cfg.Events == nil && s.cfg.OnRequest == nil) || s.metrics.model(ex.model) == nil {
 		return
 	}
 	sum := RequestSummary{
-		ID: ex.id, Time: ex.start, Model: ex.model, Client: ex.req.Client, Priority: ex.req.Priority,
-		Path: r.URL.Path, Status: status, Error: ex.errMsg, QueueWait: ex.waited.Seconds(), LoadWait: ex.loadWait.Seconds(), Duration: d.Seconds(),
+		Seq: ex.seq, ID: ex.id, Time: ex.start, Model: ex.model, Client: ex.req.Client, Priority: ex.req.Priority,
+		Path: ex.path, Status: status, Error: ex.errMsg, QueueWait: ex.waited.Seconds(), LoadWait: ex.loadWait.Seconds(), Duration: d.Seconds(),
 	}
 	if u := ex.usage; u != nil {
 		sum.PromptTokens, sum.CompletionTokens = u.prompt, u.completion

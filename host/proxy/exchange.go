@@ -23,6 +23,8 @@ type exchange struct {
 	http.ResponseWriter
 	start time.Time
 	id    string // request id (X-Request-Id)
+	seq   uint64 // RequestSummary.Seq: unique in this server's run
+	path  string // the path as it came (/upstream rewrites r.URL)
 
 	status    int  // status written, 0 until then
 	completed bool // the handler returned without panicking
@@ -49,6 +51,10 @@ type exchange struct {
 	waited   time.Duration
 	loadWait time.Duration // the part of waited its model was loading
 	usage    *usage
+
+	// What an inference body said about its size, read only when
+	// Config.OnRequestStart is set (estimate.go).
+	estimate bodyEstimate
 }
 
 func exchangeOf(r *http.Request) *exchange {

@@ -44,6 +44,9 @@ func (s *Server) inference(chat bool) http.HandlerFunc {
 			return
 		}
 		setBody(r, out)
+		if s.cfg.OnRequestStart != nil && mr.kind == kindJSON {
+			ex.estimate = estimateBody(body)
+		}
 		req := router.Request{Model: entry.ID, Priority: mr.priority, Client: mr.client}
 		s.serve(w, r, req, mr.model, chat && mr.stream && s.cfg.SendLoadingState)
 	}
@@ -71,6 +74,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, req router.Reques
 	// The extension headers are Loadout's; the upstream never sees them.
 	r.Header.Del(headerPriority)
 	r.Header.Del(headerClient)
+	s.announce(ex, req)
 	waitStart := time.Now()
 	var grant *router.Grant
 	var err error

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"runtime/debug"
+	"sync/atomic"
 	"time"
 
 	"github.com/gorilla/mux"
@@ -72,6 +73,21 @@ type PolicyInfo struct {
 	// is; RetryAt is when it is tried again (zero when not disabled).
 	DisabledReason string
 	RetryAt        time.Time
+	// ReloadError is why the last hot reload was refused (the policies
+	// shown kept running); empty when it succeeded or none was asked.
+	// Reloaded is when the policies shown were loaded by a reload.
+	ReloadError string
+	Reloaded    time.Time
+}
+
+// ReloadResult is what a hot reload did (Config.Reload).
+type ReloadResult struct {
+	// Changed lists what the reload applied ("scheduler", "router",
+	// "models"); empty when nothing had changed.
+	Changed []string `json:"changed"`
+	// PauseMS is how long scheduling paused while the policies were
+	// switched, in milliseconds.
+	PauseMS float64 `json:"pause_ms"`
 }
 
 // Config builds a Server. Router and Models are required.
@@ -103,6 +119,11 @@ type Config struct {
 	// PolicyStatus, when set, describes the loaded policies for
 	// /api/policies.
 	PolicyStatus func() []PolicyInfo
+	// Reload, when set, is POST /api/policies/reload: it re-reads the
+	// configuration and the policy modules and applies what changed
+	// (loadout serve's hot reload). An error means nothing changed: 422
+	// with the error's text. Nil: the endpoint answers 404.
+	Reload func(ctx context.Context) (ReloadResult, error)
 	// Events, when set, is the ring GET /api/events serves; every model
 	// request's summary is published on it when it ends.
 	Events *events.Bus
@@ -110,9 +131,16 @@ type Config struct {
 	// /logs/stream.
 	Logs *logs.Store
 	// OnRequest, when set, receives every model request's summary when it
-	// ends (the activity log). It runs on the request's goroutine and
-	// must not block.
+	// ends (the activity log, serve's --record-trace). It runs on the
+	// request's goroutine and must not block.
 	OnRequest func(RequestSummary)
+	// OnRequestStart, when set, receives every model request of a catalog
+	// model as it goes to the router (serve's --record-trace, which needs
+	// arrivals in order before their token counts are known). OnRequest
+	// then receives the same request's summary (same Seq) when it ends,
+	// whatever way it ends. It runs on the request's goroutine and must
+	// not block.
+	OnRequestStart func(RequestStart)
 	// Activity, when set, is the activity log GET /api/activity reads
 	// (activity.go); the binary feeds it through OnRequest.
 	Activity ActivityLog
@@ -138,6 +166,7 @@ type Server struct {
 	upstreams *upstreams
 	metrics   *metrics
 	ids       *idSource
+	seq       atomic.Uint64 // the last request's Seq
 	started   time.Time
 	inflight  inflight // the requests being handled, for Abort
 }
@@ -215,6 +244,7 @@ func (s *Server) routes() *mux.Router {
 	// Loadout's own.
 	m.HandleFunc("/api/models", s.apiModels).Methods(http.MethodGet)
 	m.HandleFunc("/api/policies", s.apiPolicies).Methods(http.MethodGet)
+	post("/api/policies/reload", s.reloadPolicies)
 	m.HandleFunc("/api/gpus", s.apiGPUs).Methods(http.MethodGet)
 	m.HandleFunc("/api/events", s.apiEvents).Methods(http.MethodGet)
 	m.HandleFunc("/api/activity", s.apiActivity).Methods(http.MethodGet)
@@ -242,7 +272,7 @@ func (s *Server) routes() *mux.Router {
 // logs it and counts it when it ends (also when it panics: an aborted
 // stream still gets its line). Until it returns, Abort can end it.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	ex := &exchange{ResponseWriter: w, start: time.Now(), id: s.ids.fromRequest(r)}
+	ex := &exchange{ResponseWriter: w, start: time.Now(), id: s.ids.fromRequest(r), seq: s.seq.Add(1), path: r.URL.Path}
 	w.Header().Set(requestIDHeader, ex.id)
 	r.Header.Set(requestIDHeader, ex.id) // the upstream logs the same id
 	ctx, cancel := context.WithCancelCause(context.WithValue(r.Context(), exchangeKey{}, ex))
@@ -292,7 +322,7 @@ func (s *Server) finish(ex *exchange, r *http.Request) {
 	d := time.Since(ex.start)
 	if ex.inference {
 		s.metrics.observeRequest(ex, status, d)
-		s.summarize(ex, r, status, d)
+		s.summarize(ex, status, d)
 	}
 	attrs := []slog.Attr{
 		slog.String("request_id", ex.id),

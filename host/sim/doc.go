@@ -1,11 +1,16 @@
 // Package sim is Loadout's trace replay in virtual time (`loadout
-// simulate`): the request trace format (ReadTrace, TraceWriter, also what
-// `serve --record-trace` writes), workloads made from public traces with a
-// documented model mix (ReadAzure, Assign), and the limits a policy's cold
-// loads are read against (Bounds: LRU and Belady's offline optimum for k
-// equal slots). It reads no clock and starts no process: everything here
-// is a pure function of its inputs, so a replay is reproducible byte for
-// byte.
+// simulate`): the replay itself (Run: the real run loop through
+// router.Virtual and the real policies, with model servers simulated by
+// backends/sim/decode's timing model), the request trace format
+// (ReadTrace, TraceWriter; Recorder writes live traffic in it for `serve
+// --record-trace`), workloads made from public traces with a documented
+// model mix (ReadAzure, Assign), the limits a policy's cold loads are read
+// against (Bounds: LRU and Belady's offline optimum for k equal slots),
+// and the report of a run (Report: JSON, and a self-contained HTML page
+// whose timelines gonum/plot draws as inline SVG). It reads no clock and
+// starts no process: a replay and its report are a function of their
+// inputs, reproducible byte for byte (but for the wall time a caller
+// measures).
 package sim
 
 //go:generate go run ./gentraces ../../../shared/traces/azure-llm-2023 ../../testdata/traces

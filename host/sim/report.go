@@ -2,7 +2,6 @@ package sim
 
 import (
 	"encoding/json"
-	"errors"
 	"io"
 )
 
@@ -47,9 +46,4 @@ func (r *Report) WriteJSON(w io.Writer) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(r)
-}
-
-// WriteHTML writes the report as one self-contained HTML page.
-func (r *Report) WriteHTML(w io.Writer) error {
-	return errors.New("the HTML report is not written yet")
 }

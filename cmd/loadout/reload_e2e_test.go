@@ -1,0 +1,185 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+
+	"github.com/loadout-dev/loadout/internal/wasmbuild"
+)
+
+// reloadConfig is two sim models in one exclusive group, with the
+// scheduler from a module file and the given router and scheduler
+// settings.
+func reloadConfig(schedWasm, router, schedSettings string) string {
+	return fmt.Sprintf(`models:
+  a:
+    backend: sim
+    options: {load_time: 50ms, tokens_per_second: 400}
+  b:
+    backend: sim
+    options: {load_time: 50ms, tokens_per_second: 400}
+routing:
+  scheduler:
+    wasm: %s
+    settings: %s
+  router:
+    use: %s
+`, schedWasm, schedSettings, router)
+}
+
+// policyNames reads /api/policies: the active policy of each role, and
+// the reload error shown.
+func (s *server) policyNames(t *testing.T) (names map[string]string, reloadErr string) {
+	t.Helper()
+	code, body := s.get("/api/policies")
+	if code != 200 {
+		t.Fatalf("/api/policies: %d %s", code, body)
+	}
+	var out struct {
+		Policies []struct {
+			Role, Name  string
+			Active      bool
+			ReloadError string `json:"reload_error"`
+		}
+	}
+	if err := json.Unmarshal([]byte(body), &out); err != nil {
+		t.Fatal(err)
+	}
+	names = map[string]string{}
+	for _, p := range out.Policies {
+		if p.Active {
+			names[p.Role] = p.Name
+			reloadErr = p.ReloadError
+		}
+	}
+	return names, reloadErr
+}
+
+// The issue's promise: a policy deployed with --watch while traffic flows
+// loses no request; a broken module is refused and the old one keeps
+// serving; SIGHUP and POST /api/policies/reload reload too.
+func TestServe_HotReload_ZeroFailedRequests(t *testing.T) {
+	dir := t.TempDir()
+	sched := filepath.Join(dir, "sched.wasm")
+	fifo := wasmbuild.MustBuild(t, "github.com/loadout-dev/loadout/policies/fifo")
+	if err := os.WriteFile(sched, fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfgPath := writeConfig(t, dir, reloadConfig(sched, "group", "{}"))
+	s := startServer(t, cfgPath, "--watch")
+
+	// Traffic that alternates between the two models, so requests are
+	// queued and loads are running whenever a reload lands.
+	stop := make(chan struct{})
+	var sent, failed atomic.Int64
+	var failures sync.Map
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				model := []string{"a", "b"}[(w+i)%2]
+				resp, err := http.Post(s.base+"/v1/chat/completions", "application/json", strings.NewReader(chat(model, i%3 == 0)))
+				sent.Add(1)
+				if err != nil {
+					failed.Add(1)
+					failures.Store(err.Error(), true)
+					continue
+				}
+				var b strings.Builder
+				_, _ = fmt.Fprint(&b, resp.StatusCode)
+				buf := make([]byte, 4096)
+				for {
+					n, rerr := resp.Body.Read(buf)
+					b.Write(buf[:n])
+					if rerr != nil {
+						break
+					}
+				}
+				resp.Body.Close()
+				if resp.StatusCode != 200 || strings.Contains(b.String(), `"error"`) {
+					failed.Add(1)
+					failures.Store(b.String(), true)
+				}
+			}
+		})
+	}
+	reloads := func() int { return strings.Count(s.log(), `msg=reloaded`) }
+	refusals := func() int { return strings.Count(s.log(), `msg="reload refused`) }
+	waitSent := func(n int64) {
+		target := sent.Load() + n
+		eventually(t, fmt.Sprintf("%d more requests", n), func() bool { return sent.Load() >= target })
+	}
+	waitSent(20)
+
+	// 1. --watch: the configuration changes its router and the
+	// scheduler's settings.
+	if err := os.WriteFile(cfgPath, []byte(reloadConfig(sched, "prioritylru", "{max_wait: 30s}")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the watched reload", func() bool { return reloads() >= 1 })
+	if names, rerr := s.policyNames(t); names["swapper"] != "builtin:prioritylru" || rerr != "" {
+		t.Fatalf("after the reload: %v, reload error %q", names, rerr)
+	}
+	waitSent(20)
+
+	// 2. A broken module is refused; the running one keeps serving.
+	if err := os.WriteFile(sched, []byte("\x00asm\x01\x00\x00\x00garbage"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the refusal", func() bool { return refusals() >= 1 })
+	if _, rerr := s.policyNames(t); rerr == "" {
+		t.Fatal("/api/policies does not show the refused reload")
+	}
+	if code, body := s.post("/api/policies/reload", ""); code != http.StatusUnprocessableEntity || !strings.Contains(body, "reload refused") {
+		t.Fatalf("POST /api/policies/reload with a broken module: %d %s", code, body)
+	}
+	waitSent(20)
+
+	// 3. The module is mended and the router changed back; SIGHUP.
+	if err := os.WriteFile(sched, fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the mended module's reload (nothing changed)", func() bool {
+		return strings.Count(s.log(), `msg="reload: nothing changed"`) >= 1
+	})
+	if err := os.WriteFile(cfgPath+".new", []byte(reloadConfig(sched, "group", "{}")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(cfgPath+".new", cfgPath); err != nil { // as editors save
+		t.Fatal(err)
+	}
+	if err := s.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the SIGHUP reload", func() bool { return strings.Contains(s.log(), `trigger=SIGHUP changed`) || reloads() >= 2 })
+	if names, rerr := s.policyNames(t); names["swapper"] != "builtin:group" || rerr != "" {
+		t.Fatalf("after SIGHUP: %v, reload error %q", names, rerr)
+	}
+	waitSent(20)
+	close(stop)
+	wg.Wait()
+
+	var pauses []string
+	for _, m := range regexp.MustCompile(`msg=reloaded .*scheduling_pause=(\S+)`).FindAllStringSubmatch(s.log(), -1) {
+		pauses = append(pauses, m[1])
+	}
+	t.Logf("%d requests across %d reloads (scheduling paused %v), %d refused; %d failed", sent.Load(), reloads(), pauses, refusals(), failed.Load())
+	if failed.Load() > 0 {
+		failures.Range(func(k, _ any) bool { t.Errorf("failed: %s", k); return true })
+		t.Fatalf("%d of %d requests failed across hot reloads", failed.Load(), sent.Load())
+	}
+}
