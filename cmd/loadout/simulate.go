@@ -403,38 +403,38 @@ func printSimReport(w io.Writer, r *sim.Report, perModel bool) {
 			mark = " *"
 		}
 		worst := ""
-		if name, mr, ok := worstModel(run); ok {
-			worst = fmt.Sprintf("%s (%s)", secs(mr.QueueWait.P95), name)
+		if name, mr, ok := run.WorstModel(); ok {
+			worst = fmt.Sprintf("%s (%s)", sim.FormatSeconds(mr.QueueWait.P95), name)
 		}
 		fmt.Fprintf(tw, "%s\t%s%s\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.0f%%\t%.1fs\t\n",
-			policyLabel(run.Scheduler), policyLabel(run.Router), mark, run.Completed, run.Errors, run.ColdLoads, run.Evictions,
-			secs(run.QueueWait.P50), secs(run.QueueWait.P95), secs(run.QueueWait.P99), worst,
-			secs(run.TTFT.P50), secs(run.TTFT.P95), secs(run.E2E.P95), 100*run.GPUBusyFraction, run.WallS)
+			sim.PolicyLabel(run.Scheduler), sim.PolicyLabel(run.Router), mark, run.Completed, run.Errors, run.ColdLoads, run.Evictions,
+			sim.FormatSeconds(run.QueueWait.P50), sim.FormatSeconds(run.QueueWait.P95), sim.FormatSeconds(run.QueueWait.P99), worst,
+			sim.FormatSeconds(run.TTFT.P50), sim.FormatSeconds(run.TTFT.P95), sim.FormatSeconds(run.E2E.P95), 100*run.GPUBusyFraction, run.WallS)
 	}
 	tw.Flush()
 	for _, run := range r.Runs {
 		if run.Fallback {
 			fmt.Fprintf(w, "\n* %s + %s: a policy failed during the replay (%d failed calls); the figures are partly its fallback's:\n",
-				policyLabel(run.Scheduler), policyLabel(run.Router), run.PolicyFailures)
+				sim.PolicyLabel(run.Scheduler), sim.PolicyLabel(run.Router), run.PolicyFailures)
 			for _, e := range run.PolicyEvents {
 				fmt.Fprintf(w, "    %s\n", e)
 			}
 		}
 		if len(run.ErrorsByCode) > 0 {
 			b, _ := json.Marshal(run.ErrorsByCode)
-			fmt.Fprintf(w, "errors of %s + %s by code: %s\n", policyLabel(run.Scheduler), policyLabel(run.Router), b)
+			fmt.Fprintf(w, "errors of %s + %s by code: %s\n", sim.PolicyLabel(run.Scheduler), sim.PolicyLabel(run.Router), b)
 		}
 	}
 	if perModel {
 		for _, run := range r.Runs {
-			fmt.Fprintf(w, "\n%s + %s, per model:\n", policyLabel(run.Scheduler), policyLabel(run.Router))
+			fmt.Fprintf(w, "\n%s + %s, per model:\n", sim.PolicyLabel(run.Scheduler), sim.PolicyLabel(run.Router))
 			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 			fmt.Fprintln(tw, "model\trequests\tcompleted\terrors\tcold loads\twait p50\tp95\tp99\t")
 			names := slices.Sorted(maps.Keys(run.Models))
 			for _, name := range names {
 				mr := run.Models[name]
 				fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t\n", name, mr.Requests, mr.Completed, mr.Errors, mr.ColdLoads,
-					secs(mr.QueueWait.P50), secs(mr.QueueWait.P95), secs(mr.QueueWait.P99))
+					sim.FormatSeconds(mr.QueueWait.P50), sim.FormatSeconds(mr.QueueWait.P95), sim.FormatSeconds(mr.QueueWait.P99))
 			}
 			tw.Flush()
 		}
@@ -442,43 +442,6 @@ func printSimReport(w io.Writer, r *sim.Report, perModel bool) {
 	if r.Bounds != nil {
 		fmt.Fprintf(w, "\ncold-load limits for %d equal slots, requests served in arrival order: LRU %d, Belady's optimum %d\n",
 			r.Bounds.Slots, r.Bounds.LRU, r.Bounds.Belady)
-	}
-}
-
-// worstModel is the model with the highest p95 queue wait in run (by
-// name among equals); false when no model completed a request.
-func worstModel(run *sim.Result) (string, sim.ModelResult, bool) {
-	var best string
-	var worst sim.ModelResult
-	found := false
-	for _, name := range slices.Sorted(maps.Keys(run.Models)) {
-		mr := run.Models[name]
-		if mr.Completed > 0 && (!found || mr.QueueWait.P95 > worst.QueueWait.P95) {
-			best, worst, found = name, mr, true
-		}
-	}
-	return best, worst, found
-}
-
-// policyLabel shortens "builtin:fifo" to fifo and a path to its base name.
-func policyLabel(name string) string {
-	if n, ok := strings.CutPrefix(name, "builtin:"); ok {
-		return n
-	}
-	return filepath.Base(name)
-}
-
-// secs prints a duration in seconds with sensible precision.
-func secs(s float64) string {
-	switch {
-	case s == 0:
-		return "0"
-	case s < 0.01:
-		return fmt.Sprintf("%.1fms", s*1000)
-	case s < 10:
-		return fmt.Sprintf("%.2fs", s)
-	default:
-		return fmt.Sprintf("%.0fs", s)
 	}
 }
 
