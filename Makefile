@@ -13,6 +13,9 @@ TESTFLAGS ?= -p 2 -timeout 20m
 # The policy SDK is a module of its own (sdk/go.mod), reached from here by
 # import path; the example policy is a third module, as an operator's is.
 SDK       := github.com/loadout-dev/loadout/sdk/...
+# Go example modules. The modules `loadout policy new` writes and the C
+# policy (examples/lru-c) are built, vetted, staticchecked and run through
+# their scenarios by cmd/loadout's tests (TestPolicyNew_*, TestCPolicy_*).
 EXAMPLES  := examples/lru
 
 .PHONY: build policies test vet lint bench clean soak examples

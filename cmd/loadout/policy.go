@@ -25,18 +25,22 @@ func newPolicyCmd() *cobra.Command {
 	var f policyFlags
 	cmd := &cobra.Command{
 		Use:   "policy",
-		Short: "Check and benchmark policy modules (.wasm)",
+		Short: "Create, check, test and benchmark policy modules (.wasm)",
 		Long: `Scheduling and eviction in loadout are decided by policies: WebAssembly
 modules built from Go with the loadout SDK (GOOS=wasip1 GOARCH=wasm go build
 -buildmode=c-shared). These commands load a module exactly as 'loadout serve'
 does — same checks, same sandbox, same compilation cache — without a config,
-a GPU or a model server.`,
+a GPU or a model server.
+
+Writing one: 'loadout policy new NAME --kind swapper' makes a module that
+builds, passes its tests and passes 'policy check'; 'policy test' runs
+scenario files against the built module; docs/POLICIES.md walks through it.`,
 	}
 	pf := cmd.PersistentFlags()
 	pf.StringVar(&f.cacheDir, "cache-dir", "", "compilation cache directory (default: the user cache directory's loadout/wazero)")
 	pf.DurationVar(&f.timeout, "timeout", policy.DefaultCallTimeout, "deadline of one call into the policy")
 	pf.Uint32Var(&f.memPages, "memory-pages", policy.DefaultMemoryLimitPages, "memory limit of one instance, in 64 KiB pages")
-	cmd.AddCommand(newPolicyCheckCmd(&f), newPolicyBenchCmd(&f))
+	cmd.AddCommand(newPolicyNewCmd(), newPolicyCheckCmd(&f), newPolicyTestCmd(&f), newPolicyBenchCmd(&f))
 	return cmd
 }
 

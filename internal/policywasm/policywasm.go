@@ -1,7 +1,9 @@
 // Package policywasm loads a policy package as WebAssembly through the real
 // runtime (host/policy), for the tests and benchmarks that run a policy's
 // native scenarios again through Wasm. It builds each package once per test
-// binary and compiles it in one shared runtime.
+// binary and compiles it in one shared runtime. ModulePolicy, which binds a
+// compiled module to sdk/policytest's scenario runner, is also what
+// `loadout policy test` runs scenario files with.
 package policywasm
 
 import (
@@ -16,6 +18,7 @@ import (
 	"github.com/loadout-dev/loadout/host/policy"
 	"github.com/loadout-dev/loadout/internal/wasmbuild"
 	"github.com/loadout-dev/loadout/sdk"
+	"github.com/loadout-dev/loadout/sdk/policytest"
 )
 
 var (
@@ -96,4 +99,42 @@ func logger() *slog.Logger {
 		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	return slog.New(slog.DiscardHandler)
+}
+
+// Policy is the policytest.Policy of the policy package pkg built to
+// WebAssembly (by Module): every scenario gets a fresh instance in the
+// real sandbox, closed when tb ends. It is what a policy's Wasm test hands
+// policytest.RunScenarioFiles where its native test hands
+// policytest.SchedulerPolicy(New) or policytest.SwapperPolicy(New).
+func Policy(tb testing.TB, pkg string) policytest.Policy {
+	tb.Helper()
+	r, mod := Module(tb, pkg)
+	return ModulePolicy(r, mod, func(close func()) { tb.Cleanup(close) })
+}
+
+// ModulePolicy is the policytest.Policy of a module compiled in r, of
+// either kind: each call of its factory instantiates mod, and hands
+// onClose the function that closes that instance, to call when the
+// scenario is over (`loadout policy test` after each file, Policy when
+// the test ends).
+func ModulePolicy(r *policy.Runtime, mod *policy.Module, onClose func(close func())) policytest.Policy {
+	ctx := context.Background()
+	if mod.Kind == sdk.KindSwapper {
+		return policytest.Policy{NewSwapper: func(h sdk.Host, settings []byte) (policytest.Swapper, error) {
+			s, err := r.NewSwapper(ctx, mod, settings, h)
+			if err != nil {
+				return nil, err // not a nil *policy.Swapper in the interface
+			}
+			onClose(func() { _ = s.Close(ctx) })
+			return s, nil
+		}}
+	}
+	return policytest.Policy{NewScheduler: func(fx sdk.Effects, settings []byte) (policytest.Scheduler, error) {
+		s, err := r.NewScheduler(ctx, mod, settings, fx)
+		if err != nil {
+			return nil, err
+		}
+		onClose(func() { _ = s.Close(ctx) })
+		return s, nil
+	}}
 }

@@ -30,3 +30,7 @@ func wasmScheduler(tb testing.TB, h *policytest.Host, settings string) (policyte
 func TestFIFO_ScenarioWasm(t *testing.T) { runScenarios(t, wasmScheduler) }
 
 func TestFIFO_BadSettingsWasm(t *testing.T) { runBadSettings(t, wasmScheduler) }
+
+func TestFIFO_ScenarioFilesWasm(t *testing.T) {
+	policytest.RunScenarioFiles(t, policywasm.Policy(t, pkgPath), "testdata/scenarios/*.yaml")
+}

@@ -25,3 +25,7 @@ func TestGroup_ScenarioWasm(t *testing.T) { runGroupCases(t, wasmSwapper) }
 func TestGroup_SwapStartWasm(t *testing.T) { runSwapStart(t, wasmSwapper) }
 
 func TestGroup_BadSettingsWasm(t *testing.T) { runBadGroupSettings(t, wasmSwapper) }
+
+func TestGroup_ScenarioFilesWasm(t *testing.T) {
+	policytest.RunScenarioFiles(t, policywasm.Policy(t, pkgPath), "testdata/scenarios/*.yaml")
+}

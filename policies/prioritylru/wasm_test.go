@@ -32,3 +32,7 @@ func TestPriorityLRU_ScenarioWasm(t *testing.T) { runPlanCases(t, wasmSwapper) }
 func TestPriorityLRU_PackingWasm(t *testing.T) { runPacking(t, wasmSwapper) }
 
 func TestPriorityLRU_BadSettingsWasm(t *testing.T) { runBadSettings(t, wasmSwapper) }
+
+func TestPriorityLRU_ScenarioFilesWasm(t *testing.T) {
+	policytest.RunScenarioFiles(t, policywasm.Policy(t, pkgPath), "testdata/scenarios/*.yaml")
+}

@@ -33,4 +33,22 @@
 //
 // Everything is synchronous and deterministic: no goroutines, no sleeps,
 // and time is the Host's Now field, advanced by the test.
+//
+// # Scenario files
+//
+// A scenario can also be written as data: a YAML file with the policy's
+// settings, the models the host starts with, a sequence of events and the
+// effects each must cause (Scenario; the format is in docs/POLICIES.md).
+// RunScenarioFiles runs a directory of them in a plain `go test`:
+//
+//	func TestScenarios(t *testing.T) {
+//		policytest.RunScenarioFiles(t, policytest.SchedulerPolicy(New), "testdata/scenarios/*.yaml")
+//	}
+//
+// and `loadout policy test FILE.wasm testdata/scenarios/*.yaml` runs the
+// same files against the built module in the real sandbox, so the native
+// policy and its WebAssembly build (or a policy written in another
+// language) are held to the same expectations. A failure names the file,
+// the line and the step, and shows the first effect that differs beside
+// every effect of that step.
 package policytest

@@ -30,8 +30,14 @@ type Host struct {
 	Scheduler Scheduler
 	// Calls is every effect the policy asked for, in order.
 	Calls Calls
+	// RefuseSwap makes StartSwap refuse a swap of the named model with the
+	// given error, after the checks below pass: what the real host answers
+	// when the target does not fit (sdk.ErrDoesNotFit) or when GPU jobs
+	// hold the memory it needs for now (sdk.ErrHeldByJob). Delete the
+	// entry to let the next swap through.
+	RefuseSwap map[string]sdk.ResultError
 
-	tb      testing.TB
+	tb      reporter
 	callers map[sdk.RequestID]*caller
 	active  map[string]sdk.SwapRequest // swaps started and not completed, by target
 	started []sdk.SwapRequest
@@ -63,7 +69,19 @@ type caller struct {
 // NewHost returns a Host with the given models (in StateStopped unless
 // they say otherwise), starting at Now = 1,000,000,000,000 ns. Breaches of
 // the host contract and scheduler errors are reported to tb.
-func NewHost(tb testing.TB, models ...sdk.ModelInfo) *Host {
+func NewHost(tb testing.TB, models ...sdk.ModelInfo) *Host { return newHost(tb, models...) }
+
+// reporter is the part of testing.TB a Host reports through; the scenario
+// runner (scenario_run.go) supplies its own, which ties a breach to the
+// scenario's step.
+type reporter interface {
+	Helper()
+	Errorf(format string, args ...any)
+	Fatalf(format string, args ...any)
+	Logf(format string, args ...any)
+}
+
+func newHost(tb reporter, models ...sdk.ModelInfo) *Host {
 	h := &Host{
 		Models:  make(map[string]*sdk.ModelInfo, len(models)),
 		Now:     1e12,
@@ -251,7 +269,8 @@ func (h *Host) SetQueuePosition(id sdk.RequestID, pos int) {
 // StartSwap applies the swap as the host does: it is refused with
 // sdk.ErrUnknownModel for an unknown model, sdk.ErrSwapActive if the target
 // already has a swap, and sdk.ErrModelBusy if an evicted model has
-// requests in flight (DESIGN.md rule 6). Otherwise the target becomes
+// requests in flight (DESIGN.md rule 6), and with RefuseSwap's error for a
+// target listed there. Otherwise the target becomes
 // StateStarting, the evicted models StateStopping, the Swapper's
 // OnSwapStart is called, and the swap stays active until CompleteSwap.
 func (h *Host) StartSwap(s sdk.SwapRequest) (err error) {
@@ -275,6 +294,9 @@ func (h *Host) StartSwap(s sdk.SwapRequest) (err error) {
 		if m.InFlight > 0 {
 			return sdk.ErrModelBusy
 		}
+	}
+	if refusal, ok := h.RefuseSwap[s.Model]; ok {
+		return refusal
 	}
 	running := h.Running(s.Model)
 	for _, e := range s.Evict {
