@@ -16,7 +16,9 @@ import (
 
 	"github.com/fsnotify/fsnotify"
 
+	"github.com/loadout-dev/loadout/host/backend"
 	"github.com/loadout-dev/loadout/host/config"
+	"github.com/loadout-dev/loadout/host/gpu"
 	"github.com/loadout-dev/loadout/host/policy"
 	"github.com/loadout-dev/loadout/host/proxy"
 	"github.com/loadout-dev/loadout/host/router"
@@ -29,7 +31,9 @@ import (
 // the old policies keep running, and the error is logged and shown in
 // /api/policies. The switch itself is router.ReplacePolicies: requests
 // the old scheduler held go to the new one in arrival order, requests in
-// flight finish.
+// flight finish. Model changes go through router.UpdateModels: a removed
+// model stops after its requests in flight, a changed one reloads once
+// idle, and the proxy's catalog follows.
 type reloader struct {
 	ctx    context.Context
 	path   string // the configuration file; "" for the embedded default
@@ -38,10 +42,18 @@ type reloader struct {
 	r      *router.Router
 	log    *slog.Logger
 
-	mu      sync.Mutex // one reload at a time; guards cfg and ident
+	// For model changes: the backend launchers serve shares, the GPU
+	// ledger (nil without GPUs), the plugins' logger, and the proxy whose
+	// catalog follows the models (set once it exists).
+	launchers map[string]*backend.PluginLauncher
+	ledger    *gpu.Ledger
+	pluginLog *slog.Logger
+	proxy     *proxy.Server
+
+	mu      sync.Mutex // one reload at a time; guards cfg, ident and models
 	cfg     *config.Config
-	ident   string // what the running policies were made from (policyIdentity)
-	models  string // what the models were made from (modelsIdentity)
+	ident   string            // what the running policies were made from (policyIdentity)
+	models  map[string]string // what each model was made from (modelDigests)
 	current atomic.Pointer[policySet]
 	status  atomic.Pointer[reloadStatus]
 }
@@ -58,7 +70,7 @@ func newReloader(ctx context.Context, o serveOptions, cfg *config.Config, rt *po
 	if rl.ident, err = policyIdentity(cfg); err != nil {
 		return nil, err
 	}
-	if rl.models, err = rl.modelsIdentity(); err != nil {
+	if rl.models, err = rl.modelDigests(); err != nil {
 		return nil, err
 	}
 	rl.current.Store(ps)
@@ -77,7 +89,9 @@ func (rl *reloader) decorate(pi proxy.PolicyInfo) proxy.PolicyInfo {
 	return pi
 }
 
-// reload applies the configuration as it is now on disk. why names the
+// reload applies the configuration as it is now on disk: new or removed
+// models, changed ones (restarted once idle with their new configuration),
+// and changed policies. why names the
 // trigger for the log. Errors leave everything as it was.
 func (rl *reloader) reload(why string) (proxy.ReloadResult, error) {
 	rl.mu.Lock()
@@ -106,23 +120,37 @@ func (rl *reloader) apply() (proxy.ReloadResult, error) {
 	for _, w := range warnings {
 		rl.log.Warn(w.String())
 	}
-	models, err := rl.modelsIdentity()
+	models, err := rl.modelDigests()
 	if err != nil {
 		return res, err
-	}
-	if models != rl.models {
-		return res, errors.New("the models changed; a model change needs a restart of loadout serve (the policies were not reloaded either)")
 	}
 	ident, err := policyIdentity(cfg)
 	if err != nil {
 		return res, err
 	}
-	if ident == rl.ident {
+	added, removed, changed := diffModels(rl.models, models)
+	if ident == rl.ident && len(added)+len(removed)+len(changed) == 0 {
 		return res, nil
+	}
+	// Everything that can be checked is checked before anything changes:
+	// the backends validate the models, the new policies compile.
+	if err := validateModels(rl.ctx, cfg, rl.launchers, rl.pluginLog); err != nil {
+		return res, err
 	}
 	ps, err := loadPolicies(rl.ctx, rl.rt, cfg)
 	if err != nil {
 		return res, err
+	}
+	if len(added)+len(removed)+len(changed) > 0 {
+		if err := rl.applyModels(cfg, models, added, removed, changed); err != nil {
+			return res, err
+		}
+		res.Changed = append(res.Changed, "models")
+		rl.log.Info("models reloaded", "added", added, "removed", removed, "changed", changed)
+	}
+	if ident == rl.ident {
+		rl.cfg = cfg
+		return res, nil
 	}
 	var rc router.Config
 	ps.routerConfig(rl.ctx, &rc)
@@ -131,6 +159,10 @@ func (rl *reloader) apply() (proxy.ReloadResult, error) {
 		SchedulerName: rc.SchedulerName, SwapperName: rc.SwapperName,
 	})
 	if err != nil {
+		if len(res.Changed) > 0 {
+			rl.cfg = cfg
+			return res, fmt.Errorf("the model changes were applied, but the new policies were refused: %w", err)
+		}
 		return res, err
 	}
 	old := rl.cfg
@@ -142,8 +174,8 @@ func (rl *reloader) apply() (proxy.ReloadResult, error) {
 	if !samePolicy(old.Routing.Router, cfg.Routing.Router) {
 		res.Changed = append(res.Changed, "router")
 	}
-	if len(res.Changed) == 0 {
-		res.Changed = append(res.Changed, "policy modules") // same names, new bytes
+	if !slices.Contains(res.Changed, "scheduler") && !slices.Contains(res.Changed, "router") {
+		res.Changed = append(res.Changed, "policy settings or modules") // same names; new bytes, settings, or model priorities and groups
 	}
 	res.PauseMS = float64(pause) / float64(time.Millisecond)
 	return res, nil
@@ -179,11 +211,11 @@ func policyIdentity(cfg *config.Config) (string, error) {
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
-// modelsIdentity is a digest of the models as the configuration file
-// describes them (ids, specs, run-loop settings, groups). The file is read
-// without asking which ports are free: serve's own configuration skips
-// ports taken, and the running models take some.
-func (rl *reloader) modelsIdentity() (string, error) {
+// modelDigests is, for each model of the configuration file, a digest of
+// what it is made of (its spec, run-loop settings and aliases). The file
+// is read without asking which ports are free: serve's own configuration
+// skips ports taken, and the running models take some.
+func (rl *reloader) modelDigests() (map[string]string, error) {
 	var cfg *config.Config
 	var err error
 	opts := config.Options{Listen: rl.listen}
@@ -193,18 +225,67 @@ func (rl *reloader) modelsIdentity() (string, error) {
 		cfg, _, err = config.LoadWith(rl.path, opts)
 	}
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	h := sha256.New()
+	out := map[string]string{}
 	for _, id := range cfg.ModelIDs() {
 		m := cfg.Models[id]
 		spec, err := modelSpec(cfg, m)
-		fmt.Fprintf(h, "%s\x00%+v\x00%v\x00%+v\x00%d\x00", id, spec, err, modelConfig(cfg, m, uint64(max(m.VRAM, 0))), len(m.Aliases))
-		for _, a := range m.Aliases {
-			fmt.Fprintf(h, "%s\x00", a)
+		h := sha256.New()
+		fmt.Fprintf(h, "%+v\x00%v\x00%+v\x00%q\x00%q\x00%q\x00%v\x00%v", spec, err, modelConfig(cfg, m, uint64(max(m.VRAM, 0))),
+			m.Aliases, m.Name, m.Description, m.Unlisted, m.UseModelName)
+		out[id] = hex.EncodeToString(h.Sum(nil))
+	}
+	return out, nil
+}
+
+// diffModels compares two sets of model digests: the ids only in now, only
+// in was, and in both with different digests, each sorted.
+func diffModels(was, now map[string]string) (added, removed, changed []string) {
+	for id, d := range now {
+		old, ok := was[id]
+		switch {
+		case !ok:
+			added = append(added, id)
+		case old != d:
+			changed = append(changed, id)
 		}
 	}
-	return hex.EncodeToString(h.Sum(nil)), nil
+	for id := range was {
+		if _, ok := now[id]; !ok {
+			removed = append(removed, id)
+		}
+	}
+	slices.Sort(added)
+	slices.Sort(removed)
+	slices.Sort(changed)
+	return added, removed, changed
+}
+
+// applyModels hands the router the new model table (processes made for
+// the added and changed models; the others keep theirs) and the proxy its
+// catalog.
+func (rl *reloader) applyModels(cfg *config.Config, digests map[string]string, added, removed, changed []string) error {
+	build := append(slices.Clone(added), changed...)
+	table, catalog, err := modelTable(rl.ctx, cfg, build, rl.launchers, rl.ledger, rl.pluginLog)
+	if err != nil {
+		return err
+	}
+	for _, id := range cfg.ModelIDs() {
+		if _, ok := table[id]; !ok {
+			table[id] = router.ModelConfig{} // unchanged: the router keeps its own
+		}
+	}
+	if err := rl.r.UpdateModels(table, changed); err != nil {
+		return err
+	}
+	if rl.proxy != nil {
+		if err := rl.proxy.SetModels(catalog); err != nil {
+			return err
+		}
+	}
+	rl.models = digests
+	return nil
 }
 
 // watch reloads when the configuration file or a policy module changes

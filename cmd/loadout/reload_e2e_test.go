@@ -1,12 +1,14 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -182,4 +184,62 @@ func TestServe_HotReload_ZeroFailedRequests(t *testing.T) {
 		failures.Range(func(k, _ any) bool { t.Errorf("failed: %s", k); return true })
 		t.Fatalf("%d of %d requests failed across hot reloads", failed.Load(), sent.Load())
 	}
+}
+
+// A configuration reload that removes a model while it streams, adds one
+// and changes another: the stream finishes, the removed model is gone from
+// /v1/models and 404s, the added one serves, and the changed one is
+// restarted with its new options once idle.
+func TestServe_HotReload_Models(t *testing.T) {
+	dir := t.TempDir()
+	cfg := func(models string) string { return "models:\n" + models }
+	a := "  a:\n    backend: sim\n    options: {load_time: 50ms, tokens_per_second: 400}\n"
+	a2 := "  a:\n    backend: sim\n    options: {load_time: 50ms, tokens_per_second: 300}\n"
+	b := "  b:\n    backend: sim\n    options: {load_time: 50ms, tokens_per_second: 20}\n"
+	c := "  c:\n    backend: sim\n    options: {load_time: 50ms, tokens_per_second: 400}\n"
+	groups := "groups:\n  all:\n    swap: false\n    exclusive: false\n    members: [a, b, c]\n"
+	cfgPath := writeConfig(t, dir, cfg(a+b)+strings.Replace(groups, ", c", "", 1))
+	s := startServer(t, cfgPath)
+	s.mustChat("a")
+	pidA := onePid(t, "a")
+	st := s.openStream(context.Background(), "b", 40) // two seconds of tokens
+	st.until("content")
+
+	if err := os.WriteFile(cfgPath, []byte(cfg(a2+c)+strings.Replace(groups, "a, b, c", "a, c", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, body := s.post("/api/policies/reload", "")
+	if code != 200 || !strings.Contains(body, `"models"`) {
+		t.Fatalf("reload: %d %s", code, body)
+	}
+	if done, errEvent, tail := st.rest(); !done || errEvent {
+		t.Fatalf("the removed model's stream did not finish cleanly: %s", tail)
+	}
+	_, list := s.get("/v1/models")
+	if strings.Contains(list, `"b"`) || !strings.Contains(list, `"c"`) {
+		t.Fatalf("/v1/models after the reload: %s", list)
+	}
+	if code, body := s.post("/v1/chat/completions", chat("b", false)); code != 404 {
+		t.Fatalf("the removed model: %d %s", code, body)
+	}
+	s.mustChat("c")
+	eventually(t, "a restarted with its new options", func() bool {
+		s.mustChat("a")
+		pids := modelPids(t, "a")
+		return len(pids) == 1 && pids[0] != pidA
+	})
+	eventually(t, "b's server gone", func() bool { return len(modelPids(t, "b")) == 0 })
+	if args := procArgs(t, onePid(t, "a")); !slices.Contains(args, "--tokens-per-second=300") {
+		t.Fatalf("a restarted with %v, want its new options", args)
+	}
+}
+
+// procArgs is a process's command line.
+func procArgs(t *testing.T, pid int) []string {
+	t.Helper()
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Split(strings.TrimRight(string(raw), "\x00"), "\x00")
 }

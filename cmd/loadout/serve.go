@@ -64,7 +64,9 @@ in changed policies without dropping a request: the new modules are
 compiled and instantiated first (a broken one is refused, the old ones keep
 running, and the error is logged and shown in /api/policies), requests the
 old scheduler held go to the new one in arrival order, and requests in
-flight finish. A change to the models needs a restart.
+flight finish. Models added, removed or changed in the configuration are
+applied too: a removed model stops after its requests in flight, a changed
+one reloads with its new configuration once idle.
 
 ` + recordHelp,
 		Args: cobra.NoArgs,
@@ -176,29 +178,9 @@ func runServe(ctx context.Context, o serveOptions) error {
 	if err := validateModels(ctx, cfg, launchers, obsv.pluginLog(log)); err != nil {
 		return err
 	}
-	models := map[string]router.ModelConfig{}
-	var catalog []proxy.ModelEntry
-	for _, id := range cfg.ModelIDs() {
-		m := cfg.Models[id]
-		launcher, err := backendLauncher(launchers, m.Backend, obsv.pluginLog(log))
-		if err != nil {
-			return fmt.Errorf("model %s: %w", id, err)
-		}
-		spec, err := modelSpec(cfg, m)
-		if err != nil {
-			return fmt.Errorf("model %s: %w", id, err)
-		}
-		vram := uint64(max(m.VRAM, 0))
-		if ledger != nil && vram == 0 {
-			vram = backendEstimate(ctx, launcher, spec, log)
-		}
-		mc := modelConfig(cfg, m, vram)
-		mc.Process = backend.NewPluginProcess(spec, launcher)
-		models[id] = mc
-		catalog = append(catalog, proxy.ModelEntry{
-			ID: id, Name: m.Name, Description: m.Description, Aliases: m.Aliases,
-			UseModelName: m.UseModelName, Unlisted: m.Unlisted, Backend: m.Backend,
-		})
+	models, catalog, err := modelTable(ctx, cfg, cfg.ModelIDs(), launchers, ledger, obsv.pluginLog(log))
+	if err != nil {
+		return err
 	}
 
 	rcfg := router.Config{
@@ -216,6 +198,7 @@ func runServe(ctx context.Context, o serveOptions) error {
 	if err != nil {
 		return err
 	}
+	reload.launchers, reload.ledger, reload.pluginLog = launchers, ledger, obsv.pluginLog(log)
 
 	jobRunner, stopJobs, err := startJobs(ctx, o.jobs, ledger, r, log, obsv.jobTransition)
 	if err != nil {
@@ -269,6 +252,7 @@ func runServe(ctx context.Context, o serveOptions) error {
 	if err != nil {
 		return err
 	}
+	reload.proxy = handler
 	if err := act.register(handler); err != nil {
 		return err
 	}
@@ -319,6 +303,42 @@ func runServe(ctx context.Context, o serveOptions) error {
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// modelTable builds, for the models ids of cfg, the run loop's model
+// configurations (each model's process runs through its backend plugin;
+// launchers are shared and kept) with their VRAM need (declared, else the
+// backend's estimate when VRAM is accounted), and the proxy's catalog of
+// every model of cfg. Errors name the model.
+func modelTable(ctx context.Context, cfg *config.Config, ids []string, launchers map[string]*backend.PluginLauncher, ledger *gpu.Ledger, log *slog.Logger) (map[string]router.ModelConfig, []proxy.ModelEntry, error) {
+	models := map[string]router.ModelConfig{}
+	for _, id := range ids {
+		m := cfg.Models[id]
+		launcher, err := backendLauncher(launchers, m.Backend, log)
+		if err != nil {
+			return nil, nil, fmt.Errorf("model %s: %w", id, err)
+		}
+		spec, err := modelSpec(cfg, m)
+		if err != nil {
+			return nil, nil, fmt.Errorf("model %s: %w", id, err)
+		}
+		vram := uint64(max(m.VRAM, 0))
+		if ledger != nil && vram == 0 {
+			vram = backendEstimate(ctx, launcher, spec, log)
+		}
+		mc := modelConfig(cfg, m, vram)
+		mc.Process = backend.NewPluginProcess(spec, launcher)
+		models[id] = mc
+	}
+	var catalog []proxy.ModelEntry
+	for _, id := range cfg.ModelIDs() {
+		m := cfg.Models[id]
+		catalog = append(catalog, proxy.ModelEntry{
+			ID: id, Name: m.Name, Description: m.Description, Aliases: m.Aliases,
+			UseModelName: m.UseModelName, Unlisted: m.Unlisted, Backend: m.Backend,
+		})
+	}
+	return models, catalog, nil
 }
 
 // modelConfig is m as the run loop sees it (without its Process), with

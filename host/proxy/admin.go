@@ -39,8 +39,8 @@ type modelObject struct {
 // IncludeAliasesInList), sorted by id.
 func (s *Server) listModels(w http.ResponseWriter, r *http.Request) {
 	created := s.started.Unix()
-	data := make([]modelObject, 0, len(s.catalog.entries))
-	for _, e := range s.catalog.entries {
+	data := make([]modelObject, 0, len(s.catalog.Load().entries))
+	for _, e := range s.catalog.Load().entries {
 		if e.Unlisted {
 			continue
 		}
@@ -84,7 +84,7 @@ func (s *Server) running(w http.ResponseWriter, r *http.Request) {
 			continue
 		}
 		rm := runningModel{Model: m.Model, State: m.State, Proxy: m.Upstream}
-		if e := s.catalog.lookup(m.Model); e != nil {
+		if e := s.catalog.Load().lookup(m.Model); e != nil {
 			rm.Name, rm.Description = e.Name, e.Description
 		}
 		out = append(out, rm)
@@ -114,9 +114,9 @@ func (s *Server) unloadAll(w http.ResponseWriter, r *http.Request) {
 // answers 404 and returns nil.
 func (s *Server) pathModel(w http.ResponseWriter, r *http.Request) *ModelEntry {
 	name := mux.Vars(r)["model"]
-	e := s.catalog.lookup(name)
+	e := s.catalog.Load().lookup(name)
 	if e == nil {
-		s.writeError(w, r, s.catalog.unknown(name))
+		s.writeError(w, r, s.catalog.Load().unknown(name))
 		return nil
 	}
 	exchangeOf(r).model = e.ID
@@ -159,7 +159,7 @@ func (s *Server) apiModels(w http.ResponseWriter, r *http.Request) {
 	out := make([]apiModel, 0, len(statuses))
 	for _, st := range statuses {
 		m := apiModel{ModelStatus: st}
-		if e := s.catalog.lookup(st.Model); e != nil {
+		if e := s.catalog.Load().lookup(st.Model); e != nil {
 			m.Name, m.Description, m.Aliases = e.Name, e.Description, e.Aliases
 			m.UseModelName, m.Unlisted, m.Backend = e.UseModelName, e.Unlisted, e.Backend
 		}

@@ -32,9 +32,9 @@ func (s *Server) inference(chat bool) http.HandlerFunc {
 			s.writeError(w, r, e)
 			return
 		}
-		entry := s.catalog.lookup(mr.model)
+		entry := s.catalog.Load().lookup(mr.model)
 		if entry == nil {
-			s.writeError(w, r, s.catalog.unknown(mr.model))
+			s.writeError(w, r, s.catalog.Load().unknown(mr.model))
 			return
 		}
 		ex.model = entry.ID
@@ -137,7 +137,7 @@ func (s *Server) upstream(w http.ResponseWriter, r *http.Request) {
 			name += "/"
 		}
 		name += part
-		if entry = s.catalog.lookup(name); entry != nil {
+		if entry = s.catalog.Load().lookup(name); entry != nil {
 			n = i + 1
 			break
 		}
@@ -147,7 +147,7 @@ func (s *Server) upstream(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, badRequest("missing_model", "no model given: use /upstream/{model}/{path}"))
 		return
 	case entry == nil:
-		s.writeError(w, r, s.catalog.unknown(strings.SplitN(rest, "/", 2)[0]))
+		s.writeError(w, r, s.catalog.Load().unknown(strings.SplitN(rest, "/", 2)[0]))
 		return
 	}
 	ex.model = entry.ID

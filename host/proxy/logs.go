@@ -28,9 +28,9 @@ func (s *Server) logsStream(w http.ResponseWriter, r *http.Request) {
 	}
 	model := ""
 	if name, ok := mux.Vars(r)["model"]; ok {
-		entry := s.catalog.lookup(name)
+		entry := s.catalog.Load().lookup(name)
 		if entry == nil {
-			s.writeError(w, r, s.catalog.unknown(name))
+			s.writeError(w, r, s.catalog.Load().unknown(name))
 			return
 		}
 		model = entry.ID

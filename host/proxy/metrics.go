@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -23,7 +24,8 @@ type metrics struct {
 	completion *prometheus.CounterVec
 	ttft       *prometheus.HistogramVec
 	tps        *prometheus.HistogramVec
-	models     map[string]*modelMetrics // catalog ids; read-only after newMetrics
+	mu         sync.RWMutex
+	models     map[string]*modelMetrics // catalog ids (addModels); guarded by mu
 }
 
 // modelMetrics are one model's series, resolved once so the hot path does
@@ -87,7 +89,19 @@ func newMetrics(ids []string) *metrics {
 		m.prompt, m.completion, m.ttft, m.tps,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.addModels(ids)
+	return m
+}
+
+// addModels makes the series of catalog models that have none yet (at
+// start, and when SetModels adds models); series of removed models stay.
+func (m *metrics) addModels(ids []string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	for _, id := range ids {
+		if m.models[id] != nil {
+			continue
+		}
 		m.models[id] = &modelMetrics{
 			duration:   m.duration.WithLabelValues(id),
 			queueWait:  m.queueWait.WithLabelValues(id),
@@ -98,18 +112,21 @@ func newMetrics(ids []string) *metrics {
 			tps:        m.tps.WithLabelValues(id),
 		}
 	}
-	return m
 }
 
 // model returns a catalog model's series. Only the ids the catalog
 // resolved reach it.
-func (m *metrics) model(id string) *modelMetrics { return m.models[id] }
+func (m *metrics) model(id string) *modelMetrics {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.models[id]
+}
 
 // observeRequest counts one ended model request and, for a successful
 // one, the tokens and speeds its usage meter saw.
 func (m *metrics) observeRequest(ex *exchange, status int, d time.Duration) {
-	mm, ok := m.models[ex.model]
-	if !ok {
+	mm := m.model(ex.model)
+	if mm == nil {
 		m.unrouted.WithLabelValues(strconv.Itoa(status)).Inc()
 		return
 	}

@@ -158,7 +158,7 @@ type Config struct {
 type Server struct {
 	cfg       Config
 	router    Router
-	catalog   *catalog
+	catalog   atomic.Pointer[catalog] // replaced by SetModels
 	log       *slog.Logger
 	maxBody   int64
 	keyHashes [][sha256.Size]byte
@@ -169,6 +169,19 @@ type Server struct {
 	seq       atomic.Uint64 // the last request's Seq
 	started   time.Time
 	inflight  inflight // the requests being handled, for Abort
+}
+
+// SetModels replaces the catalog (a configuration reload that added,
+// removed or changed models); requests already past the lookup keep the
+// entry they found. Errors: as New's for the catalog; the old one stays.
+func (s *Server) SetModels(models []ModelEntry) error {
+	cat, err := newCatalog(models)
+	if err != nil {
+		return fmt.Errorf("proxy: %w", err)
+	}
+	s.metrics.addModels(cat.ids())
+	s.catalog.Store(cat)
+	return nil
 }
 
 // New checks cfg and builds the server. Errors: no router, an empty
@@ -193,12 +206,12 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{
 		cfg:     cfg,
 		router:  cfg.Router,
-		catalog: cat,
 		log:     cfg.Logger,
 		maxBody: cfg.MaxBodyBytes,
 		ids:     newIDSource(),
 		started: time.Now(),
 	}
+	s.catalog.Store(cat)
 	for i, k := range cfg.APIKeys {
 		if k == "" {
 			return nil, fmt.Errorf("proxy: API key %d is empty", i)
