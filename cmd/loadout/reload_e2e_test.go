@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -81,44 +82,8 @@ func TestServe_HotReload_ZeroFailedRequests(t *testing.T) {
 
 	// Traffic that alternates between the two models, so requests are
 	// queued and loads are running whenever a reload lands.
-	stop := make(chan struct{})
-	var sent, failed atomic.Int64
-	var failures sync.Map
-	var wg sync.WaitGroup
-	for w := range 4 {
-		wg.Go(func() {
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				model := []string{"a", "b"}[(w+i)%2]
-				resp, err := http.Post(s.base+"/v1/chat/completions", "application/json", strings.NewReader(chat(model, i%3 == 0)))
-				sent.Add(1)
-				if err != nil {
-					failed.Add(1)
-					failures.Store(err.Error(), true)
-					continue
-				}
-				var b strings.Builder
-				_, _ = fmt.Fprint(&b, resp.StatusCode)
-				buf := make([]byte, 4096)
-				for {
-					n, rerr := resp.Body.Read(buf)
-					b.Write(buf[:n])
-					if rerr != nil {
-						break
-					}
-				}
-				resp.Body.Close()
-				if resp.StatusCode != 200 || strings.Contains(b.String(), `"error"`) {
-					failed.Add(1)
-					failures.Store(b.String(), true)
-				}
-			}
-		})
-	}
+	tr := startTraffic(t, s, "a", "b")
+	sent := &tr.sent
 	reloads := func() int { return strings.Count(s.log(), `msg=reloaded`) }
 	refusals := func() int { return strings.Count(s.log(), `msg="reload refused`) }
 	waitSent := func(n int64) {
@@ -172,17 +137,132 @@ func TestServe_HotReload_ZeroFailedRequests(t *testing.T) {
 		t.Fatalf("after SIGHUP: %v, reload error %q", names, rerr)
 	}
 	waitSent(20)
-	close(stop)
-	wg.Wait()
+	failed, failures := tr.stop()
 
 	var pauses []string
 	for _, m := range regexp.MustCompile(`msg=reloaded .*scheduling_pause=(\S+)`).FindAllStringSubmatch(s.log(), -1) {
 		pauses = append(pauses, m[1])
 	}
-	t.Logf("%d requests across %d reloads (scheduling paused %v), %d refused; %d failed", sent.Load(), reloads(), pauses, refusals(), failed.Load())
-	if failed.Load() > 0 {
-		failures.Range(func(k, _ any) bool { t.Errorf("failed: %s", k); return true })
-		t.Fatalf("%d of %d requests failed across hot reloads", failed.Load(), sent.Load())
+	t.Logf("%d requests across %d reloads (scheduling paused %v), %d refused; %d failed", sent.Load(), reloads(), pauses, refusals(), failed)
+	if failed > 0 {
+		t.Fatalf("%d of %d requests failed across hot reloads: %v", failed, sent.Load(), failures)
+	}
+}
+
+// traffic is clients sending chat completions in a loop, counting what
+// fails (a transport error, a status other than 200, an error event).
+type traffic struct {
+	sent, failed atomic.Int64
+	mu           sync.Mutex
+	failures     []string
+	done         chan struct{}
+	wg           sync.WaitGroup
+}
+
+// startTraffic starts 4 clients cycling over models, a third of their
+// requests streamed.
+func startTraffic(t *testing.T, s *server, models ...string) *traffic {
+	tr := &traffic{done: make(chan struct{})}
+	for w := range 4 {
+		tr.wg.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-tr.done:
+					return
+				default:
+				}
+				model := models[(w+i)%len(models)]
+				tr.sent.Add(1)
+				resp, err := http.Post(s.base+"/v1/chat/completions", "application/json", strings.NewReader(chat(model, i%3 == 0)))
+				if err != nil {
+					tr.fail(err.Error())
+					continue
+				}
+				b, err := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if err != nil || resp.StatusCode != 200 || strings.Contains(string(b), `"error"`) {
+					tr.fail(fmt.Sprintf("%s: %d %v %s", model, resp.StatusCode, err, b))
+				}
+			}
+		})
+	}
+	return tr
+}
+
+func (tr *traffic) fail(what string) {
+	tr.failed.Add(1)
+	tr.mu.Lock()
+	if len(tr.failures) < 10 {
+		tr.failures = append(tr.failures, what)
+	}
+	tr.mu.Unlock()
+}
+
+// stop ends the clients and returns how many requests failed and the
+// first failures.
+func (tr *traffic) stop() (int64, []string) {
+	close(tr.done)
+	tr.wg.Wait()
+	return tr.failed.Load(), tr.failures
+}
+
+// The simulate issue's "done when", end to end: a newcomer makes a
+// policy with `policy new`, builds it, compares it with `simulate
+// --compare`, and deploys it with `serve --watch` while traffic flows —
+// zero failed requests.
+func TestNewcomer_PolicyNewSimulateDeploy(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a policy module")
+	}
+	sdkDir, err := filepath.Abs(filepath.Join("..", "..", "sdk"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	parent := t.TempDir()
+	if out, err := runPolicyCmd(t, "new", "lru", "--kind", "swapper", "--dir", parent, "--sdk-path", sdkDir); err != nil {
+		t.Fatalf("policy new: %v\n%s", err, out)
+	}
+	dir := filepath.Join(parent, "lru")
+	goIn(t, dir, nil, "test", "./...")
+	wasm := filepath.Join(dir, "lru.wasm")
+	goIn(t, dir, []string{"GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0"}, "build", "-buildmode=c-shared", "-o", wasm, ".")
+
+	// Three 10 GiB models on 24 GiB: two fit at once, so the router's
+	// choice matters; loads are quick so that traffic flows.
+	box := func(router string) string {
+		var b strings.Builder
+		b.WriteString("gpus:\n  - {name: g0, memory: 24GiB}\nmodels:\n")
+		for _, m := range []string{"a", "b", "c"} {
+			fmt.Fprintf(&b, "  %s:\n    backend: sim\n    options: {load_time: 100ms, vram: 10GiB, tokens_per_second: 200}\n", m)
+		}
+		return b.String() + "routing:\n  router:\n    " + router + "\n"
+	}
+	out, err := simulateIn(t, box("use: group"), simTrace(90, 0.8, "a", "b", "a", "c"), simulateOptions{rate: 1, compare: []string{"router=group," + wasm}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`lru\.wasm\s+90\s+0\s`).MatchString(out) {
+		t.Fatalf("simulate --compare did not replay every request under the new policy:\n%s", out)
+	}
+
+	cfgPath := writeConfig(t, t.TempDir(), box("use: group"))
+	s := startServer(t, cfgPath, "--watch")
+	tr := startTraffic(t, s, "a", "b", "c")
+	target := tr.sent.Load() + 20
+	eventually(t, "traffic", func() bool { return tr.sent.Load() >= target })
+	if err := os.WriteFile(cfgPath, []byte(box("wasm: "+wasm)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the new router in charge", func() bool {
+		names, _ := s.policyNames(t)
+		return names["swapper"] == wasm
+	})
+	target = tr.sent.Load() + 30
+	eventually(t, "traffic under the new router", func() bool { return tr.sent.Load() >= target })
+	failed, failures := tr.stop()
+	t.Logf("%d requests, the new router deployed while they flowed; %d failed", tr.sent.Load(), failed)
+	if failed > 0 {
+		t.Fatalf("%d requests failed: %v", failed, failures)
 	}
 }
 
