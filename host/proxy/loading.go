@@ -39,6 +39,12 @@ func (s *Server) acquireShowingProgress(w http.ResponseWriter, r *http.Request, 
 		case res := <-done:
 			return res.grant, res.err
 		case p := <-progress:
+			if r.Context().Err() != nil {
+				// Aborted or the client left: the answer is the error
+				// that Acquire returns next, not more progress (a load
+				// that the end of another aborted request let start).
+				continue
+			}
 			if ex.sse == nil {
 				ex.sse = startLoadingStream(w, ex.id, requested)
 				t := time.NewTicker(keepAliveInterval)
