@@ -37,8 +37,8 @@ type Observer struct {
 	failures  *prometheus.CounterVec
 	handovers *prometheus.CounterVec
 
+	// Touched only on the run loop (and New).
 	models map[string]bool
-	// Touched only on the run loop.
 	last   map[string]string    // model → the state last heard
 	hint   map[string]string    // model → why it is about to stop
 	by     map[string]string    // model → the swap target that evicts it
@@ -65,7 +65,7 @@ func New(models []string, bus *events.Bus) *Observer {
 		}, []string{"model"}),
 		evictions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "loadout_model_evictions_total",
-			Help: "Running models stopped, by reason: swap, unload, ttl, policy, exited.",
+			Help: "Running models stopped, by reason: swap, unload, ttl, job (a GPU job took its GPUs), removed (a configuration reload took it out), policy, exited.",
 		}, []string{"model", "reason"}),
 		queued: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "loadout_model_queued",
@@ -99,14 +99,7 @@ func New(models []string, bus *events.Bus) *Observer {
 		cold:   map[string]bool{},
 	}
 	for _, m := range models {
-		o.models[m] = true
-		o.loads.WithLabelValues(m, "ok")
-		o.queued.WithLabelValues(m)
-		o.loading.WithLabelValues(m)
-		o.measured.WithLabelValues(m)
-		for _, s := range states {
-			o.state.WithLabelValues(m, s).Set(boolFloat(s == "stopped"))
-		}
+		o.addModel(m)
 	}
 	for _, role := range []string{"scheduler", "swapper"} {
 		o.failures.WithLabelValues(role)
@@ -149,7 +142,9 @@ type Eviction struct {
 // running model stops, and publishes the change.
 func (o *Observer) ModelChanged(s router.ModelStatus) {
 	if !o.models[s.Model] {
-		return
+		// A model a configuration reload added: the router reports only
+		// the models of its table, so the label set stays the config's.
+		o.addModel(s.Model)
 	}
 	prev := o.last[s.Model]
 	if prev != s.State {
@@ -186,6 +181,18 @@ func (o *Observer) stopReason(model, prev, now string) (string, bool) {
 		return ReasonPolicy, true
 	}
 	return "", false
+}
+
+// addModel makes a model's series, stopped.
+func (o *Observer) addModel(m string) {
+	o.models[m] = true
+	o.loads.WithLabelValues(m, "ok")
+	o.queued.WithLabelValues(m)
+	o.loading.WithLabelValues(m)
+	o.measured.WithLabelValues(m)
+	for _, s := range states {
+		o.state.WithLabelValues(m, s).Set(boolFloat(s == "stopped"))
+	}
 }
 
 // Unloading remembers why the models are about to stop.
