@@ -149,35 +149,25 @@ A tenth of --events runs first as an unmeasured warm-up.`,
   loadout policy bench --settings '{"max_running": 4}' policies/lru.wasm`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			if ctx == nil {
-				ctx = context.Background()
-			}
-			r, err := f.runtime(ctx, cmd.ErrOrStderr())
-			if err != nil {
-				return err
-			}
-			defer r.Close(ctx)
-			m, err := compileFile(ctx, r, args[0])
-			if err != nil {
-				return err
-			}
-			opts := policy.BenchOptions{Events: events, Models: models, Settings: []byte(settings)}
-			if swapperFile != "" {
-				if m.Kind != sdk.KindScheduler {
-					return fmt.Errorf("--swapper is for benchmarking a scheduler; %s is a %s", m.Name, m.Kind)
+			return f.withModule(cmd, args[0], func(ctx context.Context, r *policy.Runtime, m *policy.Module) error {
+				opts := policy.BenchOptions{Events: events, Models: models, Settings: []byte(settings)}
+				if swapperFile != "" {
+					if m.Kind != sdk.KindScheduler {
+						return fmt.Errorf("--swapper is for benchmarking a scheduler; %s is a %s", m.Name, m.Kind)
+					}
+					var err error
+					if opts.Swapper, err = compileFile(ctx, r, swapperFile); err != nil {
+						return err
+					}
+					opts.SwapperSettings = []byte(swapperSettings)
 				}
-				if opts.Swapper, err = compileFile(ctx, r, swapperFile); err != nil {
+				res, err := policy.Bench(ctx, r, m, opts)
+				if err != nil {
 					return err
 				}
-				opts.SwapperSettings = []byte(swapperSettings)
-			}
-			res, err := policy.Bench(ctx, r, m, opts)
-			if err != nil {
-				return err
-			}
-			printBench(cmd.OutOrStdout(), res, opts.Events)
-			return nil
+				printBench(cmd.OutOrStdout(), res, opts.Events)
+				return nil
+			})
 		},
 	}
 	fl := cmd.Flags()
@@ -187,6 +177,26 @@ A tenth of --events runs first as an unmeasured warm-up.`,
 	fl.StringVar(&swapperFile, "swapper", "", "a swapper .wasm to answer a scheduler's plans (default: a native one)")
 	fl.StringVar(&swapperSettings, "swapper-settings", "{}", "the --swapper's settings (JSON)")
 	return cmd
+}
+
+// withModule runs fn with a runtime made from f's flags and the module at
+// path compiled in it, for the subcommands that run one module; the
+// runtime is closed afterwards.
+func (f *policyFlags) withModule(cmd *cobra.Command, path string, fn func(ctx context.Context, r *policy.Runtime, m *policy.Module) error) error {
+	ctx := cmd.Context()
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	r, err := f.runtime(ctx, cmd.ErrOrStderr())
+	if err != nil {
+		return err
+	}
+	defer r.Close(ctx)
+	m, err := compileFile(ctx, r, path)
+	if err != nil {
+		return err
+	}
+	return fn(ctx, r, m)
 }
 
 func compileFile(ctx context.Context, r *policy.Runtime, path string) (*policy.Module, error) {

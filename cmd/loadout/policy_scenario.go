@@ -49,20 +49,9 @@ Exits non-zero if any scenario fails or does not parse.`,
   loadout policy test -v policies/builtin/wasm/fifo.wasm policies/fifo/testdata/scenarios/collation.yaml`,
 		Args: cobra.MinimumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			if ctx == nil {
-				ctx = context.Background()
-			}
-			r, err := f.runtime(ctx, cmd.ErrOrStderr())
-			if err != nil {
-				return err
-			}
-			defer r.Close(ctx)
-			m, err := compileFile(ctx, r, args[0])
-			if err != nil {
-				return err
-			}
-			return runScenarios(ctx, cmd.OutOrStdout(), r, m, args[1:], verbose)
+			return f.withModule(cmd, args[0], func(ctx context.Context, r *policy.Runtime, m *policy.Module) error {
+				return runScenarios(ctx, cmd.OutOrStdout(), r, m, args[1:], verbose)
+			})
 		},
 	}
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "print every step with the effects and log lines it caused")
