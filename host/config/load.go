@@ -34,7 +34,7 @@ const (
 var topKeys = []string{
 	"healthCheckTimeout", "logLevel", "startPort", "globalTTL", "unloadTimeout",
 	"apiKeys", "macros", "models", "groups", "matrix", "routing", "gpus", "hooks",
-	"sendLoadingState", "includeAliasesInList",
+	"sendLoadingState", "includeAliasesInList", "placement",
 }
 
 // Options fit a configuration to the host it will run on. The zero value
@@ -201,6 +201,8 @@ func (d *decoder) parse(data []byte, dir string) *Config {
 	src := d.models(cfg, top["models"])
 	d.aliases(cfg, src)
 	d.gpus(cfg, get("gpus"))
+	d.boxPlacement(cfg, get("placement"))
+	d.declaredPlacement(cfg)
 	d.routing(cfg, src, top)
 	d.hooks(cfg, get("hooks"))
 	return cfg

@@ -11,8 +11,9 @@ import (
 // `loadout config check FILE`. It lists the global settings, every model with
 // its backend, port, group, TTL, VRAM, priority and aliases, the commands, the
 // groups, the scheduler and router with the JSON settings each receives, the
-// GPUs, the preload list, how llama-swap's legacy keys were mapped, and the
-// warnings. API keys are counted, never shown.
+// GPUs, the placement rules when there are any, the preload list, how
+// llama-swap's legacy keys were mapped, and the warnings. API keys are
+// counted, never shown.
 func Report(cfg *Config, warnings []Warning) string {
 	var b strings.Builder
 	ids := cfg.ModelIDs()
@@ -118,6 +119,20 @@ func Report(cfg *Config, warnings []Warning) string {
 		for _, g := range cfg.GPUs {
 			fmt.Fprintf(&b, "  %s: %s\n", g.Name, formatSize(g.Memory))
 		}
+	}
+	var constrained []string
+	for _, id := range ids {
+		if m := cfg.Models[id]; m.Constrained() {
+			c := []string{}
+			if len(m.GPUs) > 0 {
+				c = append(c, "gpus "+formatIndices(m.GPUs))
+			}
+			c = append(c, "split "+m.Split.String())
+			constrained = append(constrained, fmt.Sprintf("  %s: %s\n", id, strings.Join(c, ", ")))
+		}
+	}
+	if cfg.Placement == PlacementPack || len(constrained) > 0 {
+		fmt.Fprintf(&b, "\nPlacement: %s\n%s", cfg.Placement, strings.Join(constrained, ""))
 	}
 	if len(cfg.Preload) > 0 {
 		fmt.Fprintf(&b, "\nPreload at startup: %s\n", strings.Join(cfg.Preload, ", "))
