@@ -164,6 +164,9 @@ func runServe(ctx context.Context, o serveOptions) error {
 	if err != nil {
 		return err
 	}
+	if err := applyPlacement(cfg, inv, ledger); err != nil {
+		return err
+	}
 	if c, ok := inv.(io.Closer); ok {
 		defer c.Close()
 	}

@@ -83,7 +83,7 @@ type PolicyInfo struct {
 // ReloadResult is what a hot reload did (Config.Reload).
 type ReloadResult struct {
 	// Changed lists what the reload applied ("scheduler", "router",
-	// "models"); empty when nothing had changed.
+	// "models", "placement"); empty when nothing had changed.
 	Changed []string `json:"changed"`
 	// PauseMS is how long scheduling paused while the policies were
 	// switched, in milliseconds.
