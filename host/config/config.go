@@ -89,6 +89,9 @@ type Config struct {
 	// the default, or PlacementPack. It picks the device a model that fits
 	// on one goes on; each model's GPUs and Split narrow the choice.
 	Placement string
+	// Peers are the other servers whose models this one forwards to, by
+	// peer id (llama-swap's peers:); PeerIDs gives them in order.
+	Peers map[string]*Peer
 	// Preload lists the model ids to load at startup
 	// (hooks.on_startup.preload, aliases resolved, in order).
 	Preload []string

@@ -11,9 +11,9 @@ import (
 // `loadout config check FILE`. It lists the global settings, every model with
 // its backend, port, group, TTL, VRAM, priority and aliases, the commands, the
 // groups, the scheduler and router with the JSON settings each receives, the
-// GPUs, the placement rules when there are any, the preload list, how
-// llama-swap's legacy keys were mapped, and the warnings. API keys are
-// counted, never shown.
+// GPUs, the placement rules when there are any, the peers, the preload
+// list, how llama-swap's legacy keys were mapped, and the warnings. API
+// keys are counted, never shown.
 func Report(cfg *Config, warnings []Warning) string {
 	var b strings.Builder
 	ids := cfg.ModelIDs()
@@ -133,6 +133,18 @@ func Report(cfg *Config, warnings []Warning) string {
 	}
 	if cfg.Placement == PlacementPack || len(constrained) > 0 {
 		fmt.Fprintf(&b, "\nPlacement: %s\n%s", cfg.Placement, strings.Join(constrained, ""))
+	}
+	if len(cfg.Peers) > 0 {
+		b.WriteString("\nPeers (their models are PEER/MODEL, and MODEL where unambiguous)\n")
+		for _, id := range cfg.PeerIDs() {
+			p := cfg.Peers[id]
+			key := "no API key"
+			if p.APIKey != "" {
+				key = "an API key"
+			}
+			fmt.Fprintf(&b, "  %s: %s, models %s\n      health check every %s (timeout %s), %s\n",
+				id, p.Proxy, strings.Join(p.Models, ", "), duration(p.HealthInterval), duration(p.HealthTimeout), key)
+		}
 	}
 	if len(cfg.Preload) > 0 {
 		fmt.Fprintf(&b, "\nPreload at startup: %s\n", strings.Join(cfg.Preload, ", "))
