@@ -120,6 +120,9 @@ func (rl *reloader) apply() (proxy.ReloadResult, error) {
 	for _, w := range warnings {
 		rl.log.Warn(w.String())
 	}
+	if fmt.Sprint(peerTable(cfg)) != fmt.Sprint(peerTable(rl.cfg)) {
+		rl.log.Warn("reload: the peers: changes take effect at the next start; the peers as they were keep serving")
+	}
 	models, err := rl.modelDigests()
 	if err != nil {
 		return res, err
