@@ -155,11 +155,13 @@ func New(cfg Config) (*Set, error) {
 			return nil, fmt.Errorf("peers: peer %s: the health interval and timeout must be positive", pc.ID)
 		}
 		p := &peer{Peer: pc, set: s, targets: map[string]*Target{}, poke: make(chan struct{}, 1)}
+		p.Models = nil // without repeats, in the order given
 		p.state.Store(&state{health: Unknown})
 		for _, m := range pc.Models {
 			if _, dup := p.targets[m]; dup {
 				continue
 			}
+			p.Models = append(p.Models, m)
 			t := &Target{peer: p, model: m, name: pc.ID + "/" + m}
 			if _, dup := s.full[t.name]; dup {
 				return nil, fmt.Errorf("peers: peer model name %q is ambiguous", t.name)

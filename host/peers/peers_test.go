@@ -67,6 +67,9 @@ func TestLookup_Names(t *testing.T) {
 	if !slices.Equal(all, []string{"b/c/x", "b/m", "b/qwen/qwen3", "c/m", "c/x"}) {
 		t.Errorf("Names = %v", all)
 	}
+	if st := s.Statuses(); st[0].Peer != "b" || len(st[0].Models) != 3 || st[0].State != Unknown {
+		t.Errorf("b's status lists %d models (m twice in its config), state %s", len(st[0].Models), st[0].State)
+	}
 }
 
 // withState sets a peer's health and its models' states by hand.
