@@ -273,6 +273,8 @@ type DownError struct {
 	Peers []Status // the peers serving it, all down
 }
 
+// Error names the model, then each peer: its URL, since when it is down
+// (and how long ago), why, and how often it is checked.
 func (e *DownError) Error() string {
 	var b strings.Builder
 	if len(e.Peers) == 1 {
