@@ -120,6 +120,9 @@ func (rl *reloader) apply() (proxy.ReloadResult, error) {
 	for _, w := range warnings {
 		rl.log.Warn(w.String())
 	}
+	if fmt.Sprint(peerTable(cfg)) != fmt.Sprint(peerTable(rl.cfg)) {
+		rl.log.Warn("reload: the peers: changes take effect at the next start; the peers as they were keep serving")
+	}
 	models, err := rl.modelDigests()
 	if err != nil {
 		return res, err
@@ -129,12 +132,20 @@ func (rl *reloader) apply() (proxy.ReloadResult, error) {
 		return res, err
 	}
 	added, removed, changed := diffModels(rl.models, models)
-	if ident == rl.ident && len(added)+len(removed)+len(changed) == 0 {
+	placed := cfg.Placement != rl.cfg.Placement // the box's pack or spread
+	if ident == rl.ident && len(added)+len(removed)+len(changed) == 0 && !placed {
 		return res, nil
 	}
 	// Everything that can be checked is checked before anything changes:
 	// the backends validate the models, the new policies compile.
 	if err := validateModels(rl.ctx, cfg, rl.launchers, rl.pluginLog); err != nil {
+		return res, err
+	}
+	var inv gpu.Inventory
+	if rl.ledger != nil {
+		inv = rl.ledger.Inventory()
+	}
+	if err := checkPlacement(cfg, inv, rl.ledger); err != nil {
 		return res, err
 	}
 	ps, err := loadPolicies(rl.ctx, rl.rt, cfg)
@@ -147,6 +158,12 @@ func (rl *reloader) apply() (proxy.ReloadResult, error) {
 		}
 		res.Changed = append(res.Changed, "models")
 		rl.log.Info("models reloaded", "added", added, "removed", removed, "changed", changed)
+	}
+	if rl.ledger != nil {
+		rl.ledger.SetPlacement(gpuPlacement(cfg)) // for the loads to come
+	}
+	if placed {
+		res.Changed = append(res.Changed, "placement")
 	}
 	if ident == rl.ident {
 		rl.cfg = cfg
@@ -232,8 +249,8 @@ func (rl *reloader) modelDigests() (map[string]string, error) {
 		m := cfg.Models[id]
 		spec, err := modelSpec(cfg, m)
 		h := sha256.New()
-		fmt.Fprintf(h, "%+v\x00%v\x00%+v\x00%q\x00%q\x00%q\x00%v\x00%v", spec, err, modelConfig(cfg, m, uint64(max(m.VRAM, 0))),
-			m.Aliases, m.Name, m.Description, m.Unlisted, m.UseModelName)
+		fmt.Fprintf(h, "%+v\x00%v\x00%+v\x00%q\x00%q\x00%q\x00%v\x00%v\x00%v %v", spec, err, modelConfig(cfg, m, uint64(max(m.VRAM, 0))),
+			m.Aliases, m.Name, m.Description, m.Unlisted, m.UseModelName, m.GPUs, m.Split)
 		out[id] = hex.EncodeToString(h.Sum(nil))
 	}
 	return out, nil

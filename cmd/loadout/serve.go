@@ -68,6 +68,16 @@ flight finish. Models added, removed or changed in the configuration are
 applied too: a removed model stops after its requests in flight, a changed
 one reloads with its new configuration once idle.
 
+Peers (llama-swap's peers: in the configuration) put other servers' models
+behind this endpoint: PEER/MODEL always, MODEL alone where unambiguous,
+listed in /v1/models and forwarded with streaming. Each peer's /api/models
+is polled (health: {interval, timeout}, default every 5s, 2s); a peer that
+is down fails its requests at once with a 503 naming it, and comes back
+when it answers. When several peers, or a local model and peers, serve the
+same name, a request goes to one whose model is ready, then with the
+fewest requests in flight. GET /api/peers shows them. Peer changes take
+effect at the next start, not on a reload.
+
 ` + recordHelp,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -164,6 +174,9 @@ func runServe(ctx context.Context, o serveOptions) error {
 	if err != nil {
 		return err
 	}
+	if err := applyPlacement(cfg, inv, ledger); err != nil {
+		return err
+	}
 	if c, ok := inv.(io.Closer); ok {
 		defer c.Close()
 	}
@@ -211,7 +224,14 @@ func runServe(ctx context.Context, o serveOptions) error {
 	}
 	defer act.close(log) // after shutdown: what the last requests left is written
 
+	peerSet, stopPeers, err := startPeers(ctx, cfg, obsv.bus, log)
+	if err != nil {
+		return err
+	}
+	defer stopPeers()
+
 	pcfg := proxy.Config{
+		Peers: peerSet,
 		Reload: func(context.Context) (proxy.ReloadResult, error) {
 			return reload.reload("POST /api/policies/reload")
 		},

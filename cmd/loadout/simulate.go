@@ -162,6 +162,9 @@ func runSimulate(ctx context.Context, o simulateOptions, out io.Writer) error {
 		rc := router.Config{Logger: log}
 		if len(devices) > 0 {
 			rc.Ledger = gpu.NewLedger(gpu.NewDeclared(devices), 0)
+			if err := applyPlacement(pc, rc.Ledger.Inventory(), rc.Ledger); err != nil {
+				return err
+			}
 		}
 		ps.routerConfig(ctx, &rc)
 		started := time.Now()

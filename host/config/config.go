@@ -5,6 +5,8 @@ import (
 	"slices"
 	"sort"
 	"time"
+
+	"github.com/loadout-dev/loadout/sdk/placement"
 )
 
 // DefaultGroup is the name of llama-swap's implicit group: every model that no
@@ -28,6 +30,9 @@ const (
 	SchedulerFIFO = "fifo"   // the default scheduler: llama-swap's first in, first out, by priority
 	RouterGroup   = "group"  // the default router: llama-swap's groups (and legacy `groups:`)
 	RouterMatrix  = "matrix" // llama-swap's swap matrix (legacy `matrix:`)
+	// RouterPrioritylru is the VRAM-aware router; its settings carry the
+	// models' placement constraints (RouterSettingsJSON).
+	RouterPrioritylru = "prioritylru"
 )
 
 // Config is a loaded, validated configuration: every default applied, every
@@ -80,6 +85,13 @@ type Config struct {
 	Routing Routing
 	// GPUs are the declared devices (`gpus:`), used when NVML is absent.
 	GPUs []GPU
+	// Placement is the box's `placement:` (Loadout's): PlacementSpread,
+	// the default, or PlacementPack. It picks the device a model that fits
+	// on one goes on; each model's GPUs and Split narrow the choice.
+	Placement string
+	// Peers are the other servers whose models this one forwards to, by
+	// peer id (llama-swap's peers:); PeerIDs gives them in order.
+	Peers map[string]*Peer
 	// Preload lists the model ids to load at startup
 	// (hooks.on_startup.preload, aliases resolved, in order).
 	Preload []string
@@ -174,6 +186,15 @@ type Model struct {
 	Priority int
 	// Pinned models are never evicted (Loadout's `pinned:`).
 	Pinned bool
+	// GPUs are the device indices the model may be placed on (Loadout's
+	// `gpus: [1, 2]`: NVML's numbering, or the declared devices' order);
+	// empty means every device (`gpus: []` is an error). CheckPlacement
+	// checks them against a box's devices.
+	GPUs []int
+	// Split is when the model may be split over several GPUs (Loadout's
+	// `split: never | auto | always`; default auto: only when no single
+	// device it may use holds it; always: over every device it may use).
+	Split placement.SplitMode
 
 	// Simulate is Loadout's per-model `simulate:` block: how `loadout
 	// simulate` models this model's server (the sim backend's options:
@@ -183,6 +204,7 @@ type Model struct {
 	Simulate map[string]any
 
 	options, simulate keyedMap // where the blocks and their keys are
+	placed            placePos // where gpus: and split: are
 }
 
 // keyedMap is where a mapping and each of its keys are in the file.

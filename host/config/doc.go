@@ -6,7 +6,10 @@
 // assignment, alias and group rules, and rejects what llama-swap rejects. Keys
 // llama-swap has and Loadout does not act on yet are accepted with a Warning
 // naming the key. Loadout adds a few keys of its own: per model `backend`,
-// `options`, `vram`, `priority` and `pinned`; top-level `gpus`; and
+// `options`, `vram`, `priority`, `pinned`, and the placement constraints
+// `gpus` and `split` (checked against the devices with CheckPlacement);
+// top-level `gpus` and `placement`; per peer (llama-swap's `peers:`, which
+// Loadout honours) `health`; and
 // routing.scheduler / routing.router may name a WebAssembly policy module with
 // `wasm:` instead of a built-in with `use:`. Top-level keys starting with "x-"
 // are ignored, as in docker compose, to hold YAML anchors (&name) that models

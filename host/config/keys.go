@@ -21,7 +21,6 @@ var notHonoured = map[string]string{
 	"ui":                 "Loadout has no web UI",
 	"performance":        "system performance polling is not implemented",
 	"store":              "the activity store is not implemented",
-	"peers":              "remote peers are not supported; requests for peer models will 404",
 	"profiles":           "profiles are not supported",
 	"selectors":          "selectors are not supported",
 	"upstream":           "the /upstream passthrough ignore list is not configurable",

@@ -34,7 +34,7 @@ const (
 var topKeys = []string{
 	"healthCheckTimeout", "logLevel", "startPort", "globalTTL", "unloadTimeout",
 	"apiKeys", "macros", "models", "groups", "matrix", "routing", "gpus", "hooks",
-	"sendLoadingState", "includeAliasesInList",
+	"sendLoadingState", "includeAliasesInList", "placement", "peers",
 }
 
 // Options fit a configuration to the host it will run on. The zero value
@@ -190,10 +190,10 @@ func (d *decoder) parse(data []byte, dir string) *Config {
 
 	// Global macros may be used in any value (llama-swap); models get theirs
 	// merged with their own, the rest get the globals here.
-	for _, k := range []string{"apiKeys", "hooks", "gpus", "groups", "matrix", "routing"} {
+	for _, k := range []string{"apiKeys", "hooks", "gpus", "groups", "matrix", "routing", "peers"} {
 		d.substitute(get(k), k, cfg.Macros)
 	}
-	for _, k := range []string{"apiKeys", "hooks", "gpus"} {
+	for _, k := range []string{"apiKeys", "hooks", "gpus", "peers"} {
 		d.leftoverMacros(get(k), k)
 	}
 
@@ -201,8 +201,11 @@ func (d *decoder) parse(data []byte, dir string) *Config {
 	src := d.models(cfg, top["models"])
 	d.aliases(cfg, src)
 	d.gpus(cfg, get("gpus"))
+	d.boxPlacement(cfg, get("placement"))
+	d.declaredPlacement(cfg)
 	d.routing(cfg, src, top)
 	d.hooks(cfg, get("hooks"))
+	d.peers(cfg, get("peers"))
 	return cfg
 }
 

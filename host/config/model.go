@@ -23,6 +23,7 @@ var modelKeys = []string{
 	"unloadTimeout", "metadata", "macros", "sendLoadingState",
 	// Loadout
 	"backend", "options", "vram", "priority", "pinned", "simulate",
+	"gpus", "split",
 }
 
 var builtinBackends = []string{BackendCmd, BackendSim, BackendLlamaServer, BackendVLLM}
@@ -312,8 +313,13 @@ func (d *decoder) model(cfg *Config, id string, mp pair, nextPort *int) *modelSr
 			}
 		case "pinned":
 			m.Pinned, _ = d.boolean(p.val, kp)
+		case "gpus":
+			d.modelGPUs(m, p.val, kp)
+		case "split":
+			d.modelSplit(m, p.val, kp)
 		}
 	}
+	d.modelPlacement(m, path)
 	return s
 }
 

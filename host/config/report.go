@@ -11,8 +11,9 @@ import (
 // `loadout config check FILE`. It lists the global settings, every model with
 // its backend, port, group, TTL, VRAM, priority and aliases, the commands, the
 // groups, the scheduler and router with the JSON settings each receives, the
-// GPUs, the preload list, how llama-swap's legacy keys were mapped, and the
-// warnings. API keys are counted, never shown.
+// GPUs, the placement rules when there are any, the peers, the preload
+// list, how llama-swap's legacy keys were mapped, and the warnings. API
+// keys are counted, never shown.
 func Report(cfg *Config, warnings []Warning) string {
 	var b strings.Builder
 	ids := cfg.ModelIDs()
@@ -117,6 +118,32 @@ func Report(cfg *Config, warnings []Warning) string {
 		b.WriteString("\nGPUs (declared; used when NVML is not available)\n")
 		for _, g := range cfg.GPUs {
 			fmt.Fprintf(&b, "  %s: %s\n", g.Name, formatSize(g.Memory))
+		}
+	}
+	var constrained []string
+	for _, id := range ids {
+		if m := cfg.Models[id]; m.Constrained() {
+			c := []string{}
+			if len(m.GPUs) > 0 {
+				c = append(c, "gpus "+formatIndices(m.GPUs))
+			}
+			c = append(c, "split "+m.Split.String())
+			constrained = append(constrained, fmt.Sprintf("  %s: %s\n", id, strings.Join(c, ", ")))
+		}
+	}
+	if cfg.Placement == PlacementPack || len(constrained) > 0 {
+		fmt.Fprintf(&b, "\nPlacement: %s\n%s", cfg.Placement, strings.Join(constrained, ""))
+	}
+	if len(cfg.Peers) > 0 {
+		b.WriteString("\nPeers (their models are PEER/MODEL, and MODEL where unambiguous)\n")
+		for _, id := range cfg.PeerIDs() {
+			p := cfg.Peers[id]
+			key := "no API key"
+			if p.APIKey != "" {
+				key = "an API key"
+			}
+			fmt.Fprintf(&b, "  %s: %s, models %s\n      health check every %s (timeout %s), %s\n",
+				id, p.Proxy, strings.Join(p.Models, ", "), duration(p.HealthInterval), duration(p.HealthTimeout), key)
 		}
 	}
 	if len(cfg.Preload) > 0 {

@@ -11,6 +11,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/loadout-dev/loadout/policies/builtin"
+	"github.com/loadout-dev/loadout/sdk/placement"
 )
 
 // policySrc is a decoded policy with the YAML it came from.
@@ -84,6 +85,11 @@ func (d *decoder) routing(cfg *Config, src map[string]*modelSrc, top map[string]
 		cfg.Groups = d.groups(cfg, groupsNode, groupsPath)
 	}
 	cfg.Groups = appendDefaultGroup(cfg)
+	if router.Use == RouterPrioritylru && router.Wasm == "" {
+		if n := keyNode(router.settings, "placement"); n != nil {
+			d.errorf(n, router.path+".settings.placement", "set by Loadout from the models' gpus: and split: and the top-level placement:; remove it here")
+		}
+	}
 	if sched.Use == SchedulerFIFO && sched.Wasm == "" {
 		d.fifoPriority(cfg, src, sched.settings, sched.path+".settings")
 	}
@@ -265,6 +271,19 @@ func (d *decoder) fifoPriority(cfg *Config, src map[string]*modelSrc, n *yaml.No
 	}
 }
 
+// keyNode returns the key node of key in mapping n, or nil.
+func keyNode(n *yaml.Node, key string) *yaml.Node {
+	if n == nil || n.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == key {
+			return n.Content[i]
+		}
+	}
+	return nil
+}
+
 // child returns the value of key in mapping n, or nil.
 func child(n *yaml.Node, key string) *yaml.Node {
 	for n != nil && n.Kind == yaml.AliasNode {
@@ -355,13 +374,55 @@ func members(raw []byte) (object, error) {
 // when absent), for the policy to check. llama-swap's legacy top-level
 // `groups:` and `matrix:` arrive here unchanged as {"groups": …} and
 // {"matrix": …}. A Config built by hand with the built-in group router and
-// no settings gets GroupSettingsJSON.
+// no settings gets GroupSettingsJSON. For the built-in prioritylru, which
+// places models itself, one translation, as fifo's priorities are
+// translated: when the box packs or some model has a placement constraint,
+// a last member placement carries them (pack only when true; each
+// constrained model's gpus when listed and split when not auto):
+//
+//	{"margin": "1GiB", "placement": {"pack": true, "models": {"MODEL_ID": {"gpus": [1, 2], "split": "never"}}}}
+//
+// so that the plans it makes keep to the constraints the host's ledger
+// enforces (a plan that does not is refused).
 func (c *Config) RouterSettingsJSON() ([]byte, error) {
 	p := c.Routing.Router
 	if p.Wasm == "" && p.Use == RouterGroup && (len(p.Settings) == 0 || string(p.Settings) == "{}") {
 		return c.GroupSettingsJSON()
 	}
-	return rawSettings(p.Settings), nil
+	raw := rawSettings(p.Settings)
+	if p.Wasm != "" || p.Use != RouterPrioritylru {
+		return raw, nil
+	}
+	place := object{}
+	if c.Placement == PlacementPack {
+		place = append(place, member{"pack", true})
+	}
+	models := object{}
+	for _, id := range c.ModelIDs() {
+		m := c.Models[id]
+		if !m.Constrained() {
+			continue
+		}
+		o := object{}
+		if len(m.GPUs) > 0 {
+			o = append(o, member{"gpus", m.GPUs})
+		}
+		if m.Split != placement.SplitAuto {
+			o = append(o, member{"split", m.Split.String()})
+		}
+		models = append(models, member{id, o})
+	}
+	if len(models) > 0 {
+		place = append(place, member{"models", models})
+	}
+	if len(place) == 0 {
+		return raw, nil
+	}
+	top, err := members(raw)
+	if err != nil {
+		return raw, nil // not an object: the policy says so, at its path
+	}
+	return json.Marshal(append(top, member{"placement", place}))
 }
 
 // GroupSettingsJSON is the built-in group swapper's settings for this

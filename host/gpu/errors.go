@@ -21,20 +21,32 @@ var (
 	ErrHeld = errors.New("owner already holds a GPU lease")
 	// ErrNoLease: Resize for an owner that holds no lease.
 	ErrNoLease = errors.New("owner holds no GPU lease")
+	// ErrConstraint: Reserve was given devices (a swapper's plan) that the
+	// model's placement constraint (its gpus: and split:) does not allow.
+	ErrConstraint = errors.New("devices outside the model's placement constraint")
 
 	errNoDevices = errors.New("NVML found no devices")
 )
 
 // DoesNotFitError is Place's and Split's error when need bytes cannot be
 // placed: Best is the most that could be, in bytes (split across every
-// device that has memory beyond the margin).
+// device that has memory beyond the margin, or as the model's Constraint
+// allows).
 type DoesNotFitError struct {
 	Need uint64 // bytes asked for
 	Best uint64 // bytes the best placement could hold
+	// Constraint is the model's placement constraint as the configuration
+	// writes it ("gpus: [1], split: never"), when it has one: Best is then
+	// the most the constraint allows.
+	Constraint string
 }
 
 func (e *DoesNotFitError) Error() string {
-	return fmt.Sprintf("needs %s of GPU memory; at most %s can be placed", formatBytes(e.Need), formatBytes(e.Best))
+	msg := fmt.Sprintf("needs %s of GPU memory; at most %s can be placed", formatBytes(e.Need), formatBytes(e.Best))
+	if e.Constraint != "" {
+		msg += " under its " + e.Constraint
+	}
+	return msg
 }
 
 // Is makes errors.Is(err, ErrDoesNotFit) true.

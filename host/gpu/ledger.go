@@ -29,6 +29,8 @@ type Ledger struct {
 	leases map[string]map[int]uint64 // owner → device → bytes
 	leased map[int]uint64            // device → bytes, summed over owners
 	jobs   map[string]bool           // owners whose lease is a job's (AcquireDevices)
+	// rules are the placement rules Reserve applies (SetPlacement).
+	rules Placement
 	// jobReleased are called after a job's lease ends (OnJobRelease).
 	jobReleased []func()
 }
@@ -39,6 +41,17 @@ type Ledger struct {
 // real GPU; it may be 0.
 func NewLedger(inv Inventory, margin uint64) *Ledger {
 	return &Ledger{inv: inv, margin: margin, leases: map[string]map[int]uint64{}, leased: map[int]uint64{}}
+}
+
+// SetPlacement makes p the placement rules of every later Reserve: the
+// box's pack or spread, and each model's Constraint (its gpus: and
+// split:). serve sets them from the configuration at start and on every
+// reload; leases already granted stay where they are. The ledger keeps p's
+// map as it is: do not change it afterwards.
+func (l *Ledger) SetPlacement(p Placement) {
+	l.mu.Lock()
+	l.rules = p
+	l.mu.Unlock()
 }
 
 // Inventory returns the inventory the ledger reads.
@@ -93,8 +106,11 @@ func (l *Ledger) Acquire(owner string, perDevice map[int]uint64) error {
 // Reserve places owner's need bytes and leases them, in one step, after
 // releasing the leases of the owners in evict (the models a swap stops). It
 // places on exactly devices when given (a swapper's choice: Split over
-// them), else where Place says; either way with no margin beyond the
-// ledger's own. The evicted models' processes are still running when a
+// them), else where PlaceUnder says under the placement rules
+// (SetPlacement); either way with no margin beyond the ledger's own.
+// Devices given that owner's Constraint does not allow (a device outside
+// its gpus:, a split under split: never, fewer than all its devices under
+// split: always) are refused with ErrConstraint. The evicted models' processes are still running when a
 // swap starts, so each device's driver-reported free memory is credited
 // with what their leases held on it; call WaitFree before starting owner's
 // process. It returns the placement (bytes by device; empty for a need of
@@ -112,11 +128,21 @@ func (l *Ledger) Reserve(owner string, need uint64, devices []int, evict []strin
 		return nil, fmt.Errorf("gpu lease for %s: %w", owner, ErrHeld)
 	}
 	// place places need on the free memory after releasing those leases:
-	// on exactly devices when given, else where Place says.
+	// on exactly devices when given, else where PlaceUnder says.
+	c := l.rules.Models[owner]
 	place := func(releasing []string) (map[int]uint64, error) {
 		free := l.freeAfter(devs, releasing)
 		if len(devices) == 0 {
-			return Place(need, free, 0)
+			return PlaceUnder(need, free, 0, c, l.rules.Pack)
+		}
+		if need > 0 && !c.IsZero() {
+			chosen := make([]int32, len(devices))
+			for i, d := range devices {
+				chosen[i] = int32(d)
+			}
+			if !c.Rule(0, false).Conforms(chosen, toPlacement(free)) {
+				return nil, fmt.Errorf("%w: devices %v, the model's %s", ErrConstraint, devices, c)
+			}
 		}
 		on := make([]DeviceFree, 0, len(devices))
 		for _, d := range devices {

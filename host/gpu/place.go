@@ -22,15 +22,25 @@ type DeviceFree struct {
 // otherwise *DoesNotFitError (errors.Is ErrDoesNotFit), with the most that a
 // split over every device could hold. Ties go to the device listed first,
 // so pass devices in index order. A need of 0 places nothing (an empty map).
+// It is PlaceUnder with no Constraint, spread.
 func Place(need uint64, devices []DeviceFree, margin uint64) (map[int]uint64, error) {
+	return PlaceUnder(need, devices, margin, Constraint{}, false)
+}
+
+// PlaceUnder is Place under a model's Constraint (its `gpus:` and
+// `split:`) and the box's `placement:` (pack true: the fullest device the
+// model fits on whole, best fit; false: the emptiest, spread): the rule
+// sdk/placement.Placer.Place applies with c.Rule(margin, pack). The
+// *DoesNotFitError then says how much the constraint allowed and names it.
+func PlaceUnder(need uint64, devices []DeviceFree, margin uint64, c Constraint, pack bool) (map[int]uint64, error) {
 	if need == 0 {
 		return map[int]uint64{}, nil
 	}
 	devs := toPlacement(devices)
 	var p placement.Placer
-	chosen, ok := p.Choose(nil, need, devs, margin)
+	chosen, ok := p.Place(nil, need, devs, margin, c.Rule(margin, pack))
 	if !ok {
-		return nil, &DoesNotFitError{Need: need, Best: placement.Capacity(devs, margin)}
+		return nil, c.doesNotFit(need, devs, margin)
 	}
 	on := make([]DeviceFree, 0, len(chosen))
 	for _, d := range devices {

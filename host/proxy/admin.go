@@ -33,10 +33,14 @@ type modelObject struct {
 	OwnedBy     string `json:"owned_by"`
 	Name        string `json:"name,omitempty"`
 	Description string `json:"description,omitempty"`
+	// Meta is llama-swap's meta.llamaswap for a peer's model:
+	// {"type": "peer", "peerID": PEER}.
+	Meta map[string]any `json:"meta,omitempty"`
 }
 
 // listModels is GET /v1/models: listed models (and their aliases when
-// IncludeAliasesInList), sorted by id.
+// IncludeAliasesInList), and the peers' models by their full names
+// PEER/MODEL, named "PEER: MODEL" as llama-swap names them, sorted by id.
 func (s *Server) listModels(w http.ResponseWriter, r *http.Request) {
 	created := s.started.Unix()
 	data := make([]modelObject, 0, len(s.catalog.Load().entries))
@@ -52,6 +56,12 @@ func (s *Server) listModels(w http.ResponseWriter, r *http.Request) {
 				obj.ID = a
 				data = append(data, obj)
 			}
+		}
+	}
+	if s.cfg.Peers != nil {
+		for _, n := range s.cfg.Peers.Names() {
+			data = append(data, modelObject{ID: n.Name, Object: "model", Created: created, OwnedBy: "loadout", Name: n.Peer + ": " + n.Model,
+				Meta: map[string]any{"llamaswap": map[string]any{"type": "peer", "peerID": n.Peer}}})
 		}
 	}
 	slices.SortFunc(data, func(a, b modelObject) int { return strings.Compare(a.ID, b.ID) })

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/loadout-dev/loadout/host/peers"
 	"github.com/loadout-dev/loadout/host/policy"
 	"github.com/loadout-dev/loadout/host/router"
 	"github.com/loadout-dev/loadout/internal/policywasm"
@@ -78,6 +79,7 @@ type envOpts struct {
 	// Config.OnRequestStart and Config.OnRequest.
 	onStart   func(RequestStart)
 	onRequest func(RequestSummary)
+	peers     *peers.Set // Config.Peers
 }
 
 // env is one test's Loadout: model servers, a router, the proxy on a real
@@ -171,6 +173,7 @@ func newEnv(t testing.TB, o envOpts) *env {
 		Events:               bus,
 		OnRequestStart:       o.onStart,
 		OnRequest:            o.onRequest,
+		Peers:                o.peers,
 		Logger:               cmp.Or(o.logger, slog.New(e.logs)),
 	})
 	if err != nil {

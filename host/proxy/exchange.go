@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/loadout-dev/loadout/host/peers"
 	"github.com/loadout-dev/loadout/host/router"
 )
 
@@ -30,7 +31,9 @@ type exchange struct {
 	completed bool // the handler returned without panicking
 
 	inference bool   // a model endpoint: counted in metrics
-	model     string // resolved model id, "" until known
+	model     string // resolved model id (a peer's model: PEER/MODEL), "" until known
+	// peer is where the request was forwarded, when a peer serves it.
+	peer *peers.Target
 
 	// logical is the request's real outcome when it differs from what was
 	// written: an error sent as an SSE event after a 200, or a client that

@@ -33,6 +33,14 @@ func (s *Server) inference(chat bool) http.HandlerFunc {
 			return
 		}
 		entry := s.catalog.Load().lookup(mr.model)
+		if t, e := s.routePeer(r, mr.model, entry); e != nil || t != nil {
+			if e != nil {
+				s.writeError(w, r, e)
+				return
+			}
+			s.forward(w, r, &mr, body, t)
+			return
+		}
 		if entry == nil {
 			s.writeError(w, r, s.catalog.Load().unknown(mr.model))
 			return
@@ -74,6 +82,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, req router.Reques
 	// The extension headers are Loadout's; the upstream never sees them.
 	r.Header.Del(headerPriority)
 	r.Header.Del(headerClient)
+	r.Header.Del(headerForwarded)
 	s.announce(ex, req)
 	waitStart := time.Now()
 	var grant *router.Grant

@@ -236,7 +236,7 @@ type echo struct {
 }
 
 // echoedHeaders are the request headers an echo reports.
-var echoedHeaders = []string{"Authorization", "X-Api-Key", headerPriority, headerClient, requestIDHeader, "X-Forwarded-For", "Transfer-Encoding"}
+var echoedHeaders = []string{"Authorization", "X-Api-Key", headerPriority, headerClient, requestIDHeader, "X-Forwarded-For", "Transfer-Encoding", headerForwarded}
 
 func (m *modelInstance) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(r.Body)

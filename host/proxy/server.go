@@ -18,6 +18,7 @@ import (
 	"github.com/loadout-dev/loadout/host/events"
 	"github.com/loadout-dev/loadout/host/jobs"
 	"github.com/loadout-dev/loadout/host/logs"
+	"github.com/loadout-dev/loadout/host/peers"
 	"github.com/loadout-dev/loadout/host/router"
 )
 
@@ -83,7 +84,7 @@ type PolicyInfo struct {
 // ReloadResult is what a hot reload did (Config.Reload).
 type ReloadResult struct {
 	// Changed lists what the reload applied ("scheduler", "router",
-	// "models"); empty when nothing had changed.
+	// "models", "placement"); empty when nothing had changed.
 	Changed []string `json:"changed"`
 	// PauseMS is how long scheduling paused while the policies were
 	// switched, in milliseconds.
@@ -144,6 +145,19 @@ type Config struct {
 	// Activity, when set, is the activity log GET /api/activity reads
 	// (activity.go); the binary feeds it through OnRequest.
 	Activity ActivityLog
+	// Peers, when set, are the other servers whose models this one serves
+	// by forwarding (llama-swap's peers:, host/peers): a model request
+	// whose name Peers.Lookup knows goes to the peer Peers.Choose picks —
+	// weighed against the local model of the same name, if any — through
+	// the same reverse proxy as local model servers, with the model
+	// renamed to the peer's id, the peer's API key, and the
+	// X-Loadout-Forwarded mark (a marked request is only ever served
+	// locally: no loops). A peer that is down fails its requests at once
+	// (503, peer_unavailable, naming it); one that fails a request is a
+	// 502 (peer_error) naming it. /v1/models lists peer models by their
+	// full names, GET /api/peers shows the peers' health; /api/models,
+	// which peers poll, stays local.
+	Peers *peers.Set
 	// Jobs, when set with JobToken, serves the jobs API under /api/jobs
 	// (jobs.go); JobToken is its bearer token, apart from APIKeys.
 	Jobs     *jobs.Runner
@@ -218,7 +232,13 @@ func New(cfg Config) (*Server, error) {
 		}
 		s.keyHashes = append(s.keyHashes, sha256.Sum256([]byte(k)))
 	}
-	s.metrics = newMetrics(cat.ids())
+	ids := cat.ids()
+	if cfg.Peers != nil {
+		for _, n := range cfg.Peers.Names() {
+			ids = append(ids, n.Name)
+		}
+	}
+	s.metrics = newMetrics(ids)
 	s.upstreams = newUpstreams(s)
 	s.mux = s.routes()
 	return s, nil
@@ -259,6 +279,7 @@ func (s *Server) routes() *mux.Router {
 	m.HandleFunc("/api/policies", s.apiPolicies).Methods(http.MethodGet)
 	post("/api/policies/reload", s.reloadPolicies)
 	m.HandleFunc("/api/gpus", s.apiGPUs).Methods(http.MethodGet)
+	m.HandleFunc("/api/peers", s.apiPeers).Methods(http.MethodGet)
 	m.HandleFunc("/api/events", s.apiEvents).Methods(http.MethodGet)
 	m.HandleFunc("/api/activity", s.apiActivity).Methods(http.MethodGet)
 	s.uiRoutes(m)

@@ -116,6 +116,10 @@ func (s *Server) upstreamFailed(w http.ResponseWriter, r *http.Request, err erro
 		s.writeError(w, r, s.tooLarge())
 		return
 	}
+	if ex.peer != nil {
+		s.writeError(w, r, peerFailed(ex.peer, "request failed", err))
+		return
+	}
 	s.writeError(w, r, &apiError{status: http.StatusBadGateway, code: "upstream_error",
 		msg: fmt.Sprintf("model %s: upstream request failed: %v", ex.model, err)})
 }
@@ -287,6 +291,8 @@ func (g *responseGuard) Read(p []byte) (int, error) {
 	case e != nil: // Abort ended the request: say so
 	case clientGone(g.req.Context()):
 		return n, err
+	case g.ex.peer != nil:
+		e = peerFailed(g.ex.peer, "failed mid-stream", err)
 	default:
 		e = &apiError{status: http.StatusBadGateway, code: "upstream_error",
 			msg: fmt.Sprintf("model %s: upstream failed mid-stream: %v", g.ex.model, err)}

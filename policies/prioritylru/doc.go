@@ -19,10 +19,14 @@
 //     box with no GPU.
 //  2. If the model fits as things are, nothing is evicted and the plan
 //     names its GPUs: the single GPU with the most free memory if it fits
-//     there, else a split (tensor split) over the fewest GPUs that hold it,
-//     those with the most free memory first. This is the host's own
-//     placement rule, so the two agree.
-//  3. Otherwise running models are evicted, one at a time, until it fits:
+//     there (the fullest that holds it under the box's placement: pack),
+//     else a split (tensor split) over the fewest GPUs that hold it, those
+//     with the most free memory first — only on the GPUs its gpus: lists,
+//     never split under split: never, over every GPU it may use under
+//     split: always. This is the host's own placement rule
+//     (sdk/placement), so the two agree.
+//  3. Otherwise running models on the GPUs it may use are evicted, one at
+//     a time, until it fits:
 //     first models already stopping (free to take), then idle ones, lowest
 //     priority first, least recently used first within a priority, by name
 //     last. Then every victim whose memory turned out not to be needed is
@@ -77,4 +81,10 @@
 // reports, so margin is extra headroom for VRAM figures that are only
 // estimates; the two add up. Priorities, pinning and VRAM figures come from
 // each model's priority:, pinned: and vram: in the config.
+//
+// The host adds one more key, placement, from the configuration's
+// placement constraints (host/config's RouterSettingsJSON; an operator
+// does not write it): {"pack": true, "models": {"MODEL": {"gpus": [1, 2],
+// "split": "never"}}}. The host's ledger enforces the same constraints and
+// refuses a plan that breaks them.
 package main

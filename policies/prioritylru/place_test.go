@@ -8,11 +8,13 @@ import (
 
 	"github.com/loadout-dev/loadout/host/gpu"
 	"github.com/loadout-dev/loadout/sdk"
+	"github.com/loadout-dev/loadout/sdk/placement"
 )
 
 // TestPlace_AgreesWithHost: the swapper's placement rule is the host's
-// (host/gpu.Place), which places a target when a plan names no devices: the
-// same devices for the same free memory and margin, and the same refusals.
+// (host/gpu.PlaceUnder), which places a target when a plan names no
+// devices: the same devices for the same free memory, margin, constraint
+// and packing, and the same refusals.
 func TestPlace_AgreesWithHost(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
 	s := &swapper{}
@@ -29,8 +31,28 @@ func TestPlace_AgreesWithHost(t *testing.T) {
 		s.st.margin = r.Uint64N(3) * gib
 		need := (r.Uint64N(30) + 1) * 5 * gib
 
-		fits := s.place(need)
-		placement, err := gpu.Place(need, host, s.st.margin)
+		// A random constraint and packing, as the host's configuration
+		// hands them to both.
+		var c gpu.Constraint
+		var st settings
+		st.margin, st.pack = s.st.margin, r.IntN(2) == 0
+		for i := range n {
+			if r.IntN(3) == 0 {
+				c.GPUs = append(c.GPUs, i)
+			}
+		}
+		c.Split = placement.SplitMode(r.IntN(3))
+		if len(c.GPUs) > 0 || c.Split != placement.SplitAuto {
+			sc := constraint{split: c.Split}
+			for _, g := range c.GPUs {
+				sc.gpus = append(sc.gpus, int32(g))
+			}
+			st.models = map[string]constraint{"t": sc}
+		}
+		s.defRule, s.rules = newRules(st)
+
+		fits := s.place(need, s.ruleFor("t"))
+		placement, err := gpu.PlaceUnder(need, host, s.st.margin, c, st.pack)
 		if fits != (err == nil) {
 			t.Fatalf("need %d on %v margin %d: swapper fits=%t, host %v", need, host, s.st.margin, fits, err)
 		}

@@ -18,6 +18,10 @@ import (
 type swapper struct {
 	h  sdk.Host
 	st settings
+	// defRule is the placement rule of a model with no constraint; rules
+	// those of the models with one (gpus:, split:), by name.
+	defRule rule
+	rules   map[string]*rule
 
 	gpus    []sdk.GPUInfo      // the snapshot's GPUs
 	free    []uint64           // by GPU position: free bytes once the chosen victims are gone
@@ -56,7 +60,9 @@ func New(h sdk.Host, raw []byte) (sdk.Swapper, error) {
 	if err != nil {
 		return nil, fmt.Errorf("prioritylru settings: %w", err)
 	}
-	return &swapper{h: h, st: st}, nil
+	sw := &swapper{h: h, st: st}
+	sw.defRule, sw.rules = newRules(st)
+	return sw, nil
 }
 
 // vram is a model's footprint in bytes: measured when known, else estimated.
@@ -93,13 +99,14 @@ func (s *swapper) Plan(q sdk.PlanRequest) (sdk.Plan, error) {
 	for _, g := range s.gpus {
 		s.free = append(s.free, g.Free)
 	}
-	if s.place(need) {
+	r := s.ruleFor(q.Target)
+	if s.place(need, r) {
 		return sdk.Plan{Devices: s.devs}, nil
 	}
 
 	// Who may go: running, never pinned, never of higher priority than the
-	// target, and only if it frees something we know of. (q.Running never
-	// holds the target.)
+	// target, and only if it frees something on a GPU the target may use.
+	// (q.Running never holds the target.)
 	s.cands = s.cands[:0]
 	next := 0
 	for j, name := range q.Running {
@@ -114,7 +121,7 @@ func (s *swapper) Plan(q sdk.PlanRequest) (sdk.Plan, error) {
 				v += b
 			}
 		}
-		if v == 0 || !s.occupies(m.Devices) {
+		if v == 0 || !s.occupies(m.Devices, r) {
 			continue
 		}
 		class := evictLater
@@ -132,12 +139,12 @@ func (s *swapper) Plan(q sdk.PlanRequest) (sdk.Plan, error) {
 	fits := false
 	for i := range s.cands {
 		s.credit(&s.cands[i], true)
-		if fits = s.place(need); fits {
+		if fits = s.place(need, r); fits {
 			break
 		}
 	}
 	if !fits {
-		return sdk.Plan{}, s.cannotFit(&t, need)
+		return sdk.Plan{}, s.cannotFit(&t, need, r)
 	}
 	// ... then keep back, most valuable first, every victim whose memory
 	// turned out not to be needed: the fewest evictions.
@@ -147,11 +154,11 @@ func (s *swapper) Plan(q sdk.PlanRequest) (sdk.Plan, error) {
 			continue
 		}
 		s.credit(c, false)
-		if !s.place(need) {
+		if !s.place(need, r) {
 			s.credit(c, true)
 		}
 	}
-	s.place(need) // the final placement into s.devs
+	s.place(need, r) // the final placement into s.devs
 	// Evict in the order of q.Running (sorted by name).
 	s.chosen = s.chosen[:0]
 	for range q.Running {
@@ -221,13 +228,14 @@ func (s *swapper) position(index int32) int {
 }
 
 // occupies reports whether a model on devices holds memory on a GPU of the
-// snapshot. A model with no devices on a one-GPU box is on that GPU.
-func (s *swapper) occupies(devices []int32) bool {
+// snapshot that r allows. A model with no devices on a one-GPU box is on
+// that GPU.
+func (s *swapper) occupies(devices []int32, r *rule) bool {
 	if len(devices) == 0 {
-		return len(s.gpus) == 1
+		return len(s.gpus) == 1 && r.allows(s.gpus[0].Index)
 	}
 	for _, d := range devices {
-		if s.position(d) >= 0 {
+		if s.position(d) >= 0 && r.allows(d) {
 			return true
 		}
 	}
@@ -275,18 +283,36 @@ func (s *swapper) adjust(p int, b uint64, add bool) {
 
 // cannotFit is the error for a target that does not fit even with every
 // model it may evict gone (serving ones included: they would go once
-// idle); s.free has them all credited.
-func (s *swapper) cannotFit(target *sdk.ModelInfo, need uint64) error {
-	var best uint64
+// idle); s.free has them all credited. Under a placement constraint the
+// figure is what the constraint allows: the GPUs it lists, one of them
+// under split: never.
+func (s *swapper) cannotFit(target *sdk.ModelInfo, need uint64, r *rule) error {
+	var best, one uint64
+	n := 0
 	for p := range s.free {
+		if !r.allows(s.gpus[p].Index) {
+			continue
+		}
+		n++
 		best += s.usable(p)
+		one = max(one, s.usable(p))
+	}
+	under := ""
+	switch {
+	case r.Split == placement.SplitNever:
+		best, under = one, ", split: never"
+	case r.Split == placement.SplitAlways:
+		under = ", split: always"
+	}
+	if len(r.gpus) > 0 {
+		under = fmt.Sprintf(", gpus: %v", r.gpus) + under
 	}
 	gpus := "GPUs"
-	if len(s.gpus) == 1 {
+	if n == 1 {
 		gpus = "GPU"
 	}
-	return fmt.Errorf("model %s needs %s; at most %s can be freed on any placement (%d %s, margin %s each; pinned and higher-priority models are never evicted)",
-		target.Name, sdksettings.FormatSize(need, " "), sdksettings.FormatSize(best, " "), len(s.gpus), gpus, sdksettings.FormatSize(s.st.margin, " "))
+	return fmt.Errorf("model %s needs %s; at most %s can be freed on any placement (%d %s%s, margin %s each; pinned and higher-priority models are never evicted)",
+		target.Name, sdksettings.FormatSize(need, " "), sdksettings.FormatSize(best, " "), n, gpus, under, sdksettings.FormatSize(s.st.margin, " "))
 }
 
 // OnSwapStart logs the swap once, when it really starts: the target, the

@@ -194,6 +194,23 @@ var planCases = []struct {
 		target: "t", evict: []string{"a"}, devices: []int32{0}},
 	{name: "unknown target", gpus: []uint64{24 * gib}, models: models(model("a", gib)),
 		target: "t", err: `unknown model "t"`},
+
+	// Placement constraints (the host writes them into the settings from
+	// the models' gpus: and split: and the box's placement:).
+	{name: "pack: the fullest GPU that holds it", settings: `{"placement": {"pack": true}}`, gpus: []uint64{24 * gib, 24 * gib},
+		models: models(model("a", 8*gib).on(0), model("t", 8*gib)), target: "t", devices: []int32{0}},
+	{name: "gpus: only the GPU listed", settings: `{"placement": {"models": {"t": {"gpus": [1]}}}}`, gpus: []uint64{24 * gib, 24 * gib},
+		models: models(model("a", 8*gib).on(1), model("t", 8*gib)), target: "t", devices: []int32{1}},
+	{name: "gpus: evicts on the GPU listed, not where there is room", settings: `{"placement": {"models": {"t": {"gpus": [1]}}}}`, gpus: []uint64{24 * gib, 24 * gib},
+		models: models(model("a", 20*gib).on(1).used(5), model("b", 4*gib).on(0).used(1), model("t", 8*gib)), target: "t", evict: []string{"a"}, devices: []int32{1}},
+	{name: "split never: evicts rather than split", settings: `{"placement": {"models": {"t": {"split": "never"}}}}`, gpus: []uint64{24 * gib, 24 * gib},
+		models: models(model("a", 12*gib).on(0).used(1), model("b", 12*gib).on(1).used(2), model("t", 20*gib)), target: "t", evict: []string{"a"}, devices: []int32{0}},
+	{name: "split auto: splits rather than evict", gpus: []uint64{24 * gib, 24 * gib},
+		models: models(model("a", 12*gib).on(0).used(1), model("b", 12*gib).on(1).used(2), model("t", 20*gib)), target: "t", devices: []int32{0, 1}},
+	{name: "split always: every GPU listed, though one holds it", settings: `{"placement": {"models": {"t": {"gpus": [0, 2], "split": "always"}}}}`, gpus: []uint64{24 * gib, 24 * gib, 24 * gib},
+		models: models(model("t", 8*gib)), target: "t", devices: []int32{0, 2}},
+	{name: "split never: cannot fit names the constraint", settings: `{"placement": {"models": {"t": {"gpus": [0, 1], "split": "never"}}}}`, gpus: []uint64{24 * gib, 24 * gib, 80 * gib},
+		models: models(model("t", 30*gib)), target: "t", err: "model t needs 30 GiB; at most 24 GiB can be freed on any placement (2 GPUs, gpus: [0 1], split: never"},
 }
 
 func TestPriorityLRU_Scenario(t *testing.T) { runPlanCases(t, nativeSwapper) }
@@ -309,7 +326,7 @@ func TestPriorityLRU_Settings(t *testing.T) {
 }
 
 var badSettings = []struct{ settings, want string }{
-	{`{"margins": "1GiB"}`, `settings: margins: unknown setting "margins" (known: margin)`},
+	{`{"margins": "1GiB"}`, `settings: margins: unknown setting "margins" (known: margin, placement)`},
 	{`{"margin": "lots"}`, `settings: margin: size "lots"`},
 	{`{"margin": "1XB"}`, `settings: margin: size "1XB"`},
 	{`{"margin": -1}`, `settings: margin: want a size like "512MiB" or a whole number of bytes, got -1`},
@@ -317,6 +334,9 @@ var badSettings = []struct{ settings, want string }{
 	{`{"margin": "1.5"}`, `a byte count must be whole; use a unit for fractions`},
 	{`{"margin": true}`, `settings: margin: want a size`},
 	{`{"margin": "99999999999TiB"}`, `too large`},
+	{`{"placement": {"spread": true}}`, `settings: placement.spread: unknown setting "spread" (known: pack, models)`},
+	{`{"placement": {"models": {"m": {"gpus": [-1]}}}}`, `settings: placement.models.m.gpus[0]: want a whole number from 0`},
+	{`{"placement": {"models": {"m": {"split": "sometimes"}}}}`, `settings: placement.models.m.split: want never, auto or always, got "sometimes"`},
 	{`[]`, `settings: $: want an object`},
 }
 

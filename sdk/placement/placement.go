@@ -5,16 +5,22 @@
 // (policies/prioritylru) apply the same rule: a plan a swapper makes is the
 // placement the host leases.
 //
-// The rule (Choose):
+// The rule (Place, with a Rule; Choose is Place with filters only):
 //
 //  1. keep the devices every Filter accepts (Allowed: only the devices a
-//     model may use);
-//  2. the single device with the most usable memory (free beyond the
-//     margin), ties to the one listed first, if the need fits on it: one
-//     device is fastest, with no traffic between GPUs;
-//  3. otherwise a split over the fewest devices that hold the need, taken
-//     most usable first (MostFree), as llama.cpp's --tensor-split divides
-//     layers;
+//     model may use, its `gpus:`);
+//  2. unless the model must be split (SplitAlways), the single device the
+//     Rule's Prefer sorter puts first among those the need fits on: by
+//     default the one with the most usable memory (free beyond the
+//     margin; MostFree, the box's `placement: spread`), or the one with
+//     the least that still holds it (LeastFree, `placement: pack`), ties
+//     to the one listed first. One device is fastest, with no traffic
+//     between GPUs;
+//  3. otherwise, unless the model may not be split (SplitNever), a split
+//     over the fewest devices that hold the need, taken most usable first
+//     (MostFree), as llama.cpp's --tensor-split divides layers; a model
+//     that must be split (SplitAlways) goes on every device kept, as
+//     tensor parallelism over all of them;
 //  4. otherwise it does not fit.
 //
 // Split then divides the bytes over the chosen devices in proportion to
@@ -85,12 +91,24 @@ type Placer struct {
 	kept []Device
 }
 
-// Choose returns where need bytes go under the package's rule: the chosen
-// devices' indices appended to dst[:0], in the order devices lists them,
-// and whether need fits. devices should be in index order (ties go to the
-// first listed); margin is left free on every device used; filters narrow
-// the devices first. A need of 0 fits on no device (dst[:0], true).
+// Choose returns where need bytes go under the package's rule with the
+// default Rule (prefer the most usable device, split when no single device
+// holds the need) narrowed by filters: Place with Rule{Filters: filters}.
+// The chosen devices' indices are appended to dst[:0], in the order
+// devices lists them, with whether need fits. devices should be in index
+// order (ties go to the first listed); margin is left free on every device
+// used. A need of 0 fits on no device (dst[:0], true).
 func (p *Placer) Choose(dst []int32, need uint64, devices []Device, margin uint64, filters ...Filter) ([]int32, bool) {
+	return p.Place(dst, need, devices, margin, Rule{Filters: filters})
+}
+
+// Place returns where need bytes go under the package's rule narrowed and
+// ordered by r: the chosen devices' indices appended to dst[:0], in the
+// order devices lists them, and whether need fits. devices should be in
+// index order (ties go to the first listed); margin is left free on every
+// device used. A need of 0 fits on no device (dst[:0], true), whatever r
+// says. A grown Placer allocates nothing here.
+func (p *Placer) Place(dst []int32, need uint64, devices []Device, margin uint64, r Rule) ([]int32, bool) {
 	dst = dst[:0]
 	if need == 0 {
 		return dst, true
@@ -98,30 +116,59 @@ func (p *Placer) Choose(dst []int32, need uint64, devices []Device, margin uint6
 	p.kept = p.kept[:0]
 next:
 	for _, d := range devices {
-		for _, f := range filters {
+		for _, f := range r.Filters {
 			if !f(d) {
 				continue next
 			}
 		}
 		p.kept = append(p.kept, d)
 	}
+	if len(p.kept) == 0 {
+		return dst, false
+	}
+	if r.Split == SplitAlways {
+		// Every device kept, each with some memory to give: a split over
+		// fewer is not what the model asked for.
+		if len(p.kept) < 2 {
+			return dst, false
+		}
+		var sum uint64
+		for _, d := range p.kept {
+			u := Usable(d, margin)
+			if u == 0 {
+				return dst, false
+			}
+			sum += u
+		}
+		if sum < need {
+			return dst, false
+		}
+		for _, d := range p.kept {
+			dst = append(dst, d.Index)
+		}
+		return dst, true
+	}
+	prefer := r.Prefer
 	best := -1
 	for i, d := range p.kept {
-		if best < 0 || Usable(d, margin) > Usable(p.kept[best], margin) {
+		if Usable(d, margin) < need {
+			continue
+		}
+		if best < 0 || (prefer == nil && Usable(d, margin) > Usable(p.kept[best], margin)) ||
+			(prefer != nil && prefer(d, p.kept[best]) < 0) {
 			best = i
 		}
 	}
-	if best < 0 {
-		return dst, false
-	}
-	if need <= Usable(p.kept[best], margin) {
+	if best >= 0 {
 		return append(dst, p.kept[best].Index), true
+	}
+	if r.Split == SplitNever {
+		return dst, false
 	}
 	// The fewest devices, most usable first: a stable insertion sort, which
 	// allocates nothing for a handful of GPUs.
-	most := MostFree(margin)
 	for i := 1; i < len(p.kept); i++ {
-		for j := i; j > 0 && most(p.kept[j], p.kept[j-1]) < 0; j-- {
+		for j := i; j > 0 && Usable(p.kept[j], margin) > Usable(p.kept[j-1], margin); j-- {
 			p.kept[j], p.kept[j-1] = p.kept[j-1], p.kept[j]
 		}
 	}

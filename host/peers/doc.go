@@ -1,0 +1,33 @@
+// Package peers is Loadout's side of llama-swap's `peers:`: other servers
+// (another Loadout, a llama-swap, any OpenAI-compatible endpoint) whose
+// models this one serves by forwarding requests to them, so that one
+// endpoint covers several boxes.
+//
+// It owns three things:
+//
+//   - the names peer models take (Lookup), llama-swap's rules: a peer's
+//     model is always PEER/MODEL, matched whole (either part may contain
+//     slashes), and MODEL alone reaches every peer that lists it unless
+//     that plain name is some peer's full name;
+//   - each peer's health (Start): a poller per peer GETs its /api/models
+//     every interval, bounded by a timeout, and marks it up or down; a
+//     peer that is not a Loadout (no /api/models) is up when /v1/models
+//     answers, with its models' states unknown. A forwarded request that
+//     got no response (Target.Failed) has the peer checked at once rather
+//     than at the next interval. Every change is logged once and reported
+//     (Config.OnChange);
+//   - the choice, when a plain name is served by several peers and perhaps
+//     a local model (Choose): a peer that is down is never chosen; of the
+//     others, one whose model is ready before one that would have to load
+//     it, then the fewest requests in flight (what the peer reported at its
+//     last check, plus what this server sent it since), the local model
+//     first on a tie, then peers in id order. llama-swap has none of this:
+//     it routes a plain name only when exactly one peer lists it, and
+//     never checks a peer's health.
+//
+// It does not forward requests: host/proxy does, through the same
+// reverse-proxy path it uses for local model servers, and reports the
+// requests it forwards (Target.Begin) and those that failed. It knows
+// nothing of the run loop: the local model's state reaches Choose as a
+// Local, from the caller.
+package peers

@@ -1,0 +1,242 @@
+package peers
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// Status is one peer's health and models, for GET /api/peers and
+// Config.OnChange.
+type Status struct {
+	Peer  string `json:"peer"`
+	URL   string `json:"url"`
+	State string `json:"state"` // Unknown, Up or Down
+	// Since is when it went up or down; Checked when it was last checked.
+	Since   time.Time `json:"since,omitzero"`
+	Checked time.Time `json:"checked,omitzero"`
+	// Error is why it is down (or why its models' states are unknown).
+	Error string `json:"error,omitempty"`
+	// IntervalS is how often it is checked, in seconds.
+	IntervalS float64 `json:"interval_s"`
+	// Loadout: it answers /api/models, so its models' states are known.
+	Loadout bool `json:"loadout"`
+	// InFlight is the requests this server forwarded to it, not ended.
+	InFlight int           `json:"in_flight"`
+	Models   []ModelStatus `json:"models"`
+}
+
+// ModelStatus is one of a peer's models, as its last check saw it.
+type ModelStatus struct {
+	Model string `json:"model"` // as the peer names it
+	Name  string `json:"name"`  // PEER/MODEL
+	// State is the peer's state for it (ready, stopped, ...); "" when
+	// unknown (the peer is not a Loadout, or does not list it).
+	State    string `json:"state,omitempty"`
+	InFlight int    `json:"in_flight"` // the peer's, at the last check
+	Queued   int    `json:"queued"`
+}
+
+// Statuses returns every peer's status, in id order.
+func (s *Set) Statuses() []Status {
+	out := make([]Status, len(s.peers))
+	for i, p := range s.peers {
+		out[i] = p.status(p.state.Load())
+	}
+	return out
+}
+
+func (p *peer) status(st *state) Status {
+	out := Status{Peer: p.ID, URL: p.URL.String(), State: st.health, Since: st.since, Checked: st.checked,
+		Error: st.err, IntervalS: p.Interval.Seconds(), Loadout: st.loadout, Models: []ModelStatus{}}
+	for _, m := range p.Models {
+		t := p.targets[m]
+		out.InFlight += int(t.inFlight.Load())
+		ms := ModelStatus{Model: m, Name: t.name}
+		if got, ok := st.models[m]; ok {
+			ms.State, ms.InFlight, ms.Queued = got.state, got.inFlight, got.queued
+		}
+		out.Models = append(out.Models, ms)
+	}
+	return out
+}
+
+// Start starts a poller per peer: each checks its peer at once, then
+// every interval, and at once after a forwarded request failed
+// (Target.Failed), until Stop. A peer that does not answer at start is
+// logged as down (a warning, not an error: it may come up later).
+func (s *Set) Start(ctx context.Context) {
+	ctx, s.stop = context.WithCancel(ctx)
+	for _, p := range s.peers {
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			p.run(ctx)
+		}()
+	}
+}
+
+// Stop ends the pollers and waits for them. Safe to call when Start was
+// not.
+func (s *Set) Stop() {
+	if s.stop != nil {
+		s.stop()
+	}
+	s.wg.Wait()
+}
+
+func (p *peer) run(ctx context.Context) {
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C:
+		case <-p.poke:
+		}
+		p.check(ctx)
+		timer.Reset(p.Interval)
+	}
+}
+
+// maxListBytes bounds the /api/models body a check reads.
+const maxListBytes = 4 << 20
+
+// check asks the peer for its models and records what it found: up with
+// their states (a Loadout), up without (another server: /api/models
+// answered 404 or 405 and /v1/models 200), or down with the reason.
+func (p *peer) check(ctx context.Context) {
+	for _, t := range p.targets {
+		t.atCheck.Store(t.inFlight.Load())
+	}
+	start := time.Now()
+	models, loadout, err := p.poll(ctx)
+	if ctx.Err() != nil {
+		return // stopping: say nothing
+	}
+	prev := p.state.Load()
+	next := &state{health: Up, checked: start, loadout: loadout, models: models, since: prev.since}
+	if err != nil {
+		next.health, next.err, next.models, next.loadout = Down, err.Error(), nil, false
+	}
+	if next.health != prev.health {
+		next.since = start
+	}
+	p.state.Store(next)
+	if next.health == prev.health {
+		return
+	}
+	switch next.health {
+	case Down:
+		p.set.log.Warn("peer down: its models' requests fail at once until it answers again", "peer", p.ID, "url", p.URL.String(), "err", next.err)
+	case Up:
+		p.set.log.Info("peer up", "peer", p.ID, "url", p.URL.String(), "loadout", loadout)
+	}
+	if p.set.cfg.OnChange != nil {
+		p.set.cfg.OnChange(p.status(next))
+	}
+}
+
+// poll is one check: GET /api/models, falling back to /v1/models for a
+// peer that has none.
+func (p *peer) poll(ctx context.Context) (map[string]modelState, bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, p.Timeout)
+	defer cancel()
+	code, body, err := p.get(ctx, "/api/models")
+	if err != nil {
+		return nil, false, err
+	}
+	switch {
+	case code == http.StatusOK:
+		var list struct {
+			Models []struct {
+				Model    string `json:"model"`
+				State    string `json:"state"`
+				InFlight int    `json:"in_flight"`
+				Queued   int    `json:"queued"`
+				Loading  int    `json:"loading"`
+			} `json:"models"`
+		}
+		if err := json.Unmarshal(body, &list); err != nil {
+			return nil, false, fmt.Errorf("GET /api/models answered 200 with a body that is not JSON: %v: %s", err, excerpt(body))
+		}
+		if list.Models == nil { // another server's /api/models: states unknown
+			return nil, false, nil
+		}
+		out := make(map[string]modelState, len(list.Models))
+		for _, m := range list.Models {
+			out[m.Model] = modelState{state: m.State, inFlight: m.InFlight, queued: m.Queued + m.Loading}
+		}
+		return out, true, nil
+	case code == http.StatusNotFound || code == http.StatusMethodNotAllowed:
+		code, body, err := p.get(ctx, "/v1/models")
+		if err != nil {
+			return nil, false, err
+		}
+		if code != http.StatusOK {
+			return nil, false, fmt.Errorf("GET /v1/models answered %d: %s", code, excerpt(body))
+		}
+		return nil, false, nil
+	case code == http.StatusUnauthorized || code == http.StatusForbidden:
+		return nil, false, fmt.Errorf("GET /api/models answered %d: check the peer's apiKey: %s", code, excerpt(body))
+	default:
+		return nil, false, fmt.Errorf("GET /api/models answered %d: %s", code, excerpt(body))
+	}
+}
+
+// get GETs path under the peer's URL with its API key, and reads at most
+// maxListBytes of the answer.
+func (p *peer) get(ctx context.Context, path string) (int, []byte, error) {
+	u := p.URL.JoinPath(path)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return 0, nil, err
+	}
+	if p.APIKey != "" {
+		req.Header.Set("Authorization", "Bearer "+p.APIKey)
+		req.Header.Set("X-Api-Key", p.APIKey)
+	}
+	resp, err := p.set.cfg.Client.Do(req)
+	if err != nil {
+		var ue interface{ Timeout() bool }
+		if errors.As(err, &ue) && ue.Timeout() {
+			return 0, nil, fmt.Errorf("GET %s: no answer within %s", path, p.Timeout)
+		}
+		return 0, nil, fmt.Errorf("GET %s: %w", path, unwrapURL(err))
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxListBytes))
+	if err != nil {
+		return 0, nil, fmt.Errorf("GET %s: reading the answer: %w", path, err)
+	}
+	return resp.StatusCode, body, nil
+}
+
+// unwrapURL drops url.Error's "Get "http://...": " prefix: the message
+// names the path already.
+func unwrapURL(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
+}
+
+// excerpt is the start of a body, for a message.
+func excerpt(b []byte) string {
+	s := strings.TrimSpace(string(b))
+	if len(s) > 200 {
+		s = s[:200] + "…"
+	}
+	if s == "" {
+		s = "(empty body)"
+	}
+	return s
+}

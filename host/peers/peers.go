@@ -1,0 +1,299 @@
+package peers
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Peer configures one peer (llama-swap's peers: entry, with Loadout's
+// health-check timing).
+type Peer struct {
+	ID     string   // the key under peers:, its models' prefix
+	URL    *url.URL // the base URL a request's path is appended to
+	APIKey string   // sent as Authorization: Bearer and X-Api-Key when set
+	Models []string // the ids it serves, as it names them
+	// Interval is how often the peer is checked; Timeout bounds one
+	// check. Both must be positive.
+	Interval, Timeout time.Duration
+}
+
+// Config builds a Set.
+type Config struct {
+	Peers []Peer
+	// Client makes the health checks; nil means one with no environment
+	// proxy. Each check is bounded by its peer's Timeout.
+	Client *http.Client
+	// Logger gets one line per change of a peer's health; nil:
+	// slog.Default().
+	Logger *slog.Logger
+	// OnChange, when set, hears a peer's status each time it goes up or
+	// down, on that peer's poller goroutine; it must not block.
+	OnChange func(Status)
+}
+
+// Set is the configured peers, their models' names and their health. Make
+// it with New, start its pollers with Start. It is safe for concurrent
+// use.
+type Set struct {
+	cfg   Config
+	log   *slog.Logger
+	peers []*peer              // in id order
+	full  map[string]*Target   // PEER/MODEL
+	plain map[string][]*Target // MODEL, peers in id order
+
+	stop context.CancelFunc
+	wg   sync.WaitGroup
+}
+
+// peer is one peer and its health.
+type peer struct {
+	Peer
+	set     *Set
+	targets map[string]*Target // by model
+	state   atomic.Pointer[state]
+	poke    chan struct{} // a forwarded request failed: check now
+}
+
+// state is what the last check found; replaced whole, never changed.
+type state struct {
+	health  string // Unknown, Up or Down
+	since   time.Time
+	checked time.Time
+	err     string
+	loadout bool                  // it answered /api/models: model states are known
+	models  map[string]modelState // by model, when loadout
+}
+
+// modelState is one model as a Loadout peer reported it.
+type modelState struct {
+	state            string
+	inFlight, queued int
+}
+
+// A peer's health.
+const (
+	Unknown = "unknown" // not checked yet: requests are forwarded
+	Up      = "up"
+	Down    = "down" // requests fail at once with a DownError
+)
+
+// Target is one model on one peer: where a request for it is forwarded.
+type Target struct {
+	peer  *peer
+	model string
+	name  string
+	// inFlight counts the requests forwarded and not ended; atCheck is
+	// what it was when the peer's last check began (the peer's own count
+	// includes those).
+	inFlight, atCheck atomic.Int64
+}
+
+// Model is the id the peer knows the model by: what the forwarded
+// request's body names.
+func (t *Target) Model() string { return t.model }
+
+// Name is the model's full name, PEER/MODEL: the model id in logs and
+// metrics.
+func (t *Target) Name() string { return t.name }
+
+// Peer is the peer's id.
+func (t *Target) Peer() string { return t.peer.ID }
+
+// URL is the peer's base URL.
+func (t *Target) URL() *url.URL { return t.peer.URL }
+
+// APIKey is the key to send the peer, or "".
+func (t *Target) APIKey() string { return t.peer.APIKey }
+
+// Begin counts a request forwarded to t until end is called (once).
+func (t *Target) Begin() (end func()) {
+	t.inFlight.Add(1)
+	var once sync.Once
+	return func() { once.Do(func() { t.inFlight.Add(-1) }) }
+}
+
+// Failed reports a forwarded request that got no response from the peer
+// (refused, reset, timed out) or broke off mid-body: the peer is checked
+// at once instead of at its next interval, so a dead peer is marked down
+// after one failed request. A peer already down is left to its poller.
+func (t *Target) Failed() {
+	if t.peer.state.Load().health == Down {
+		return
+	}
+	select {
+	case t.peer.poke <- struct{}{}:
+	default:
+	}
+}
+
+// New builds the set: every peer's targets and the names they take.
+// Errors: a peer without an id, a URL, models or a positive interval and
+// timeout (host/config reports these at their line first).
+func New(cfg Config) (*Set, error) {
+	s := &Set{cfg: cfg, log: cfg.Logger, full: map[string]*Target{}, plain: map[string][]*Target{}}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	if s.cfg.Client == nil {
+		s.cfg.Client = &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 2, IdleConnTimeout: 90 * time.Second}}
+	}
+	ps := slices.Clone(cfg.Peers)
+	slices.SortFunc(ps, func(a, b Peer) int { return strings.Compare(a.ID, b.ID) })
+	for _, pc := range ps {
+		switch {
+		case pc.ID == "" || pc.URL == nil || len(pc.Models) == 0:
+			return nil, fmt.Errorf("peers: peer %q needs an id, a URL and models", pc.ID)
+		case pc.Interval <= 0 || pc.Timeout <= 0:
+			return nil, fmt.Errorf("peers: peer %s: the health interval and timeout must be positive", pc.ID)
+		}
+		p := &peer{Peer: pc, set: s, targets: map[string]*Target{}, poke: make(chan struct{}, 1)}
+		p.Models = nil // without repeats, in the order given
+		p.state.Store(&state{health: Unknown})
+		for _, m := range pc.Models {
+			if _, dup := p.targets[m]; dup {
+				continue
+			}
+			p.Models = append(p.Models, m)
+			t := &Target{peer: p, model: m, name: pc.ID + "/" + m}
+			if _, dup := s.full[t.name]; dup {
+				return nil, fmt.Errorf("peers: peer model name %q is ambiguous", t.name)
+			}
+			p.targets[m] = t
+			s.full[t.name] = t
+			s.plain[m] = append(s.plain[m], t)
+		}
+		s.peers = append(s.peers, p)
+	}
+	// A full name is reserved: the plain name of another peer's model
+	// that spells it is not a route (llama-swap's rule).
+	for name := range s.plain {
+		if _, reserved := s.full[name]; reserved {
+			delete(s.plain, name)
+		}
+	}
+	return s, nil
+}
+
+// Lookup returns the targets name means: the one model a full name
+// PEER/MODEL names, or every peer's model of that plain name (in peer id
+// order), or none. A local model of the same name is the caller's to weigh
+// beside them (Choose).
+func (s *Set) Lookup(name string) []*Target {
+	if t, ok := s.full[name]; ok {
+		return []*Target{t}
+	}
+	return s.plain[name]
+}
+
+// Name is one model a peer serves, for /v1/models and metrics.
+type Name struct {
+	Name  string // PEER/MODEL
+	Peer  string
+	Model string
+}
+
+// Names returns every peer model's full name, sorted.
+func (s *Set) Names() []Name {
+	out := make([]Name, 0, len(s.full))
+	for _, t := range s.full {
+		out = append(out, Name{Name: t.name, Peer: t.peer.ID, Model: t.model})
+	}
+	slices.SortFunc(out, func(a, b Name) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// Local is the local model a plain name also names, as Choose weighs it.
+type Local struct {
+	Ready bool // loaded and serving: no load to wait for
+	// Load is its requests in flight, queued and waiting on its load.
+	Load int
+}
+
+// Choose picks where a request for targets (from Lookup) goes, beside the
+// local model of the same name (nil when there is none). It returns nil
+// and no error for the local model. The rule, the package's: never a peer
+// that is down; a ready model before one that must load; then the
+// smallest load (a peer's: what it reported at its last check for the
+// model, in flight and queued, plus what this server forwarded since and
+// is still waiting on); on a tie the local model, then peers in id order.
+// When every candidate is a peer that is down, it returns a *DownError.
+func (s *Set) Choose(targets []*Target, local *Local) (*Target, error) {
+	var best *Target
+	bestReady, bestLoad, have := false, 0, false
+	if local != nil {
+		bestReady, bestLoad, have = local.Ready, local.Load, true
+	}
+	var down []Status
+	for _, t := range targets {
+		st := t.peer.state.Load()
+		if st.health == Down {
+			down = append(down, t.peer.status(st))
+			continue
+		}
+		ready, load := t.weigh(st)
+		if !have || (ready && !bestReady) || (ready == bestReady && load < bestLoad) {
+			best, bestReady, bestLoad, have = t, ready, load, true
+		}
+	}
+	if !have {
+		name := ""
+		if len(targets) > 0 {
+			name = targets[0].model
+			if len(targets) == 1 {
+				name = targets[0].name
+			}
+		}
+		return nil, &DownError{Model: name, Peers: down}
+	}
+	return best, nil
+}
+
+// weigh is whether t's model is ready on its peer and its load, by st.
+func (t *Target) weigh(st *state) (ready bool, load int) {
+	since := int(max(0, t.inFlight.Load()-t.atCheck.Load()))
+	m, known := st.models[t.model]
+	if !known {
+		return false, int(t.inFlight.Load())
+	}
+	return m.state == "ready", m.inFlight + m.queued + since
+}
+
+// DownError is Choose's error when every server of a model is a peer that
+// is down: a request for it fails at once, naming the peers and why.
+type DownError struct {
+	Model string   // the name asked for
+	Peers []Status // the peers serving it, all down
+}
+
+// Error names the model, then each peer: its URL, since when it is down
+// (and how long ago), why, and how often it is checked.
+func (e *DownError) Error() string {
+	var b strings.Builder
+	if len(e.Peers) == 1 {
+		fmt.Fprintf(&b, "model %s: ", e.Model)
+	} else {
+		fmt.Fprintf(&b, "model %s: every peer that serves it is down: ", e.Model)
+	}
+	for i, p := range e.Peers {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		fmt.Fprintf(&b, "peer %s (%s) is down", p.Peer, p.URL)
+		if !p.Since.IsZero() {
+			fmt.Fprintf(&b, " since %s (%s ago)", p.Since.Format("15:04:05.000"), time.Since(p.Since).Round(time.Millisecond))
+		}
+		if p.Error != "" {
+			fmt.Fprintf(&b, ": %s", p.Error)
+		}
+		fmt.Fprintf(&b, "; checked every %s", time.Duration(p.IntervalS*float64(time.Second)))
+	}
+	return b.String()
+}

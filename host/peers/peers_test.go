@@ -1,0 +1,291 @@
+package peers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+func mustURL(t *testing.T, s string) *url.URL {
+	t.Helper()
+	u, err := url.Parse(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+func newSet(t *testing.T, cfg Config) *Set {
+	t.Helper()
+	s, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func names(ts []*Target) []string {
+	out := make([]string, len(ts))
+	for i, t := range ts {
+		out[i] = t.Name()
+	}
+	return out
+}
+
+// llama-swap's names: PEER/MODEL always, MODEL where no full name claims it.
+func TestLookup_Names(t *testing.T) {
+	u := mustURL(t, "http://h:1")
+	s := newSet(t, Config{Peers: []Peer{
+		{ID: "c", URL: u, Models: []string{"m", "x"}, Interval: time.Second, Timeout: time.Second},
+		{ID: "b", URL: u, Models: []string{"m", "c/x", "qwen/qwen3", "m"}, Interval: time.Second, Timeout: time.Second},
+	}})
+	for name, want := range map[string][]string{
+		"m":            {"b/m", "c/m"}, // two peers, in id order
+		"b/m":          {"b/m"},
+		"qwen/qwen3":   {"b/qwen/qwen3"},
+		"b/qwen/qwen3": {"b/qwen/qwen3"},
+		"c/x":          {"c/x"}, // a full name wins over b's plain model "c/x"
+		"x":            {"c/x"},
+		"nope":         {},
+	} {
+		if got := names(s.Lookup(name)); !slices.Equal(got, want) {
+			t.Errorf("Lookup(%q) = %v, want %v", name, got, want)
+		}
+	}
+	var all []string
+	for _, n := range s.Names() {
+		all = append(all, n.Name)
+	}
+	if !slices.Equal(all, []string{"b/c/x", "b/m", "b/qwen/qwen3", "c/m", "c/x"}) {
+		t.Errorf("Names = %v", all)
+	}
+	if st := s.Statuses(); st[0].Peer != "b" || len(st[0].Models) != 3 || st[0].State != Unknown {
+		t.Errorf("b's status lists %d models (m twice in its config), state %s", len(st[0].Models), st[0].State)
+	}
+}
+
+// withState sets a peer's health and its models' states by hand.
+func withState(s *Set, peer, health string, models map[string]modelState) {
+	for _, p := range s.peers {
+		if p.ID == peer {
+			p.state.Store(&state{health: health, loadout: models != nil, models: models, since: time.Now()})
+		}
+	}
+}
+
+// The package's rule: never a peer that is down; a ready model first; then
+// the smallest load; ties to the local model, then peers in id order.
+func TestChoose_Rule(t *testing.T) {
+	u := mustURL(t, "http://h:1")
+	mk := func() *Set {
+		return newSet(t, Config{Peers: []Peer{
+			{ID: "b", URL: u, Models: []string{"m"}, Interval: time.Second, Timeout: time.Second},
+			{ID: "c", URL: u, Models: []string{"m"}, Interval: time.Second, Timeout: time.Second},
+		}})
+	}
+	ready := func(n int) map[string]modelState { return map[string]modelState{"m": {state: "ready", inFlight: n}} }
+	stopped := map[string]modelState{"m": {state: "stopped"}}
+	for _, tc := range []struct {
+		name  string
+		b, c  string // health
+		bm    map[string]modelState
+		cm    map[string]modelState
+		local *Local
+		want  string // "" local, "!" a DownError
+	}{
+		{"unchecked peers: the first", Unknown, Unknown, nil, nil, nil, "b/m"},
+		{"unchecked peers beside a local model: the local one", Unknown, Unknown, nil, nil, &Local{}, ""},
+		{"a ready peer before a local model that must load", Up, Up, stopped, ready(3), &Local{}, "c/m"},
+		{"a ready local model before a peer that must load", Up, Up, stopped, stopped, &Local{Ready: true, Load: 5}, ""},
+		{"two ready peers: the fewest in flight", Up, Up, ready(2), ready(1), nil, "c/m"},
+		{"a tie: the local model", Up, Up, ready(1), ready(1), &Local{Ready: true, Load: 1}, ""},
+		{"a tie between peers: id order", Up, Up, ready(1), ready(1), nil, "b/m"},
+		{"a peer down is never chosen", Down, Up, ready(0), ready(9), nil, "c/m"},
+		{"queued counts as load", Up, Up, map[string]modelState{"m": {state: "ready", queued: 4}}, ready(2), nil, "c/m"},
+		{"every peer down", Down, Down, nil, nil, nil, "!"},
+		{"every peer down, but a local model", Down, Down, nil, nil, &Local{}, ""},
+	} {
+		s := mk()
+		withState(s, "b", tc.b, tc.bm)
+		withState(s, "c", tc.c, tc.cm)
+		got, err := s.Choose(s.Lookup("m"), tc.local)
+		var de *DownError
+		switch {
+		case tc.want == "!":
+			if !errors.As(err, &de) || len(de.Peers) != 2 || !strings.Contains(err.Error(), "every peer that serves it is down") {
+				t.Errorf("%s: Choose = %v, %v; want a DownError naming both", tc.name, got, err)
+			}
+		case err != nil:
+			t.Errorf("%s: %v", tc.name, err)
+		case tc.want == "" && got != nil:
+			t.Errorf("%s: Choose = %s, want the local model", tc.name, got.Name())
+		case tc.want != "" && (got == nil || got.Name() != tc.want):
+			t.Errorf("%s: Choose = %v, want %s", tc.name, got, tc.want)
+		}
+	}
+}
+
+// What this server sent a peer since its last check counts on top of
+// what the peer reported then.
+func TestChoose_CountsRequestsSentSinceTheCheck(t *testing.T) {
+	u := mustURL(t, "http://h:1")
+	s := newSet(t, Config{Peers: []Peer{
+		{ID: "b", URL: u, Models: []string{"m"}, Interval: time.Second, Timeout: time.Second},
+		{ID: "c", URL: u, Models: []string{"m"}, Interval: time.Second, Timeout: time.Second},
+	}})
+	ready := map[string]modelState{"m": {state: "ready"}}
+	withState(s, "b", Up, ready)
+	withState(s, "c", Up, ready)
+	var picked []string
+	var ends []func()
+	for range 4 {
+		tg, err := s.Choose(s.Lookup("m"), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		picked = append(picked, tg.Peer())
+		ends = append(ends, tg.Begin())
+	}
+	if !slices.Equal(picked, []string{"b", "c", "b", "c"}) {
+		t.Fatalf("four requests went to %v, want them spread", picked)
+	}
+	for _, end := range ends {
+		end()
+		end() // once only
+	}
+	if st := s.Statuses(); st[0].InFlight != 0 || st[1].InFlight != 0 {
+		t.Fatalf("in flight after the ends: %+v", st)
+	}
+}
+
+func TestDownError_Message(t *testing.T) {
+	since := time.Now().Add(-2 * time.Second)
+	e := &DownError{Model: "b/m", Peers: []Status{{Peer: "b", URL: "http://10.0.0.2:8080", Since: since, Error: "GET /api/models: connection refused", IntervalS: 5}}}
+	want := "model b/m: peer b (http://10.0.0.2:8080) is down since " + since.Format("15:04:05.000")
+	if got := e.Error(); !strings.HasPrefix(got, want) || !strings.HasSuffix(got, "ago): GET /api/models: connection refused; checked every 5s") {
+		t.Fatalf("DownError = %q", got)
+	}
+}
+
+// fakePeer is a peer's HTTP side whose /api/models answer the test sets.
+type fakePeer struct {
+	mu      sync.Mutex
+	handler http.HandlerFunc
+	keys    []string // the Authorization headers seen
+}
+
+func (f *fakePeer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	h := f.handler
+	f.keys = append(f.keys, r.Header.Get("Authorization"))
+	f.mu.Unlock()
+	h(w, r)
+}
+
+func (f *fakePeer) set(h http.HandlerFunc) {
+	f.mu.Lock()
+	f.handler = h
+	f.mu.Unlock()
+}
+
+// Health checks against a real HTTP server on loopback: a Loadout (states
+// known), another server (/v1/models only: up, states unknown), a peer
+// that answers garbage or an error; each change reported once, and a
+// forwarded request's failure checks at once. (A peer that is gone:
+// cmd/loadout's end-to-end tests.)
+func TestHealth_Transitions(t *testing.T) {
+	f := &fakePeer{}
+	f.set(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, `{"models":[{"model":"m","state":"ready","in_flight":2,"queued":1}]}`)
+	})
+	srv := httptest.NewServer(f)
+	defer srv.Close()
+	changes := make(chan Status, 16)
+	s := newSet(t, Config{
+		Peers:    []Peer{{ID: "b", URL: mustURL(t, srv.URL), APIKey: "sk-b", Models: []string{"m"}, Interval: time.Hour, Timeout: time.Second}},
+		OnChange: func(st Status) { changes <- st },
+	})
+	s.Start(context.Background())
+	defer s.Stop()
+	await := func(state string) Status {
+		t.Helper()
+		select {
+		case st := <-changes:
+			if st.State != state {
+				t.Fatalf("peer went %s (%s), want %s", st.State, st.Error, state)
+			}
+			return st
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no change to %s", state)
+		}
+		return Status{}
+	}
+	st := await(Up)
+	if !st.Loadout || st.Models[0].State != "ready" || st.Models[0].InFlight != 2 || st.Models[0].Queued != 1 {
+		t.Fatalf("a Loadout peer: %+v", st)
+	}
+	f.mu.Lock()
+	if f.keys[0] != "Bearer sk-b" {
+		t.Errorf("the check sent Authorization %q", f.keys[0])
+	}
+	f.mu.Unlock()
+	tg := s.Lookup("m")[0]
+
+	// Garbage: down, with the reason. The interval is an hour: the
+	// failed request is what triggers the check.
+	f.set(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "<html>oops") })
+	tg.Failed()
+	if st := await(Down); !strings.Contains(st.Error, "not JSON") {
+		t.Fatalf("garbage: %q", st.Error)
+	}
+	// Down: a failure report does not hammer it (its poller brings it back).
+	tg.Failed()
+
+	// Another kind of server: no /api/models, but /v1/models.
+	f.set(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/models" {
+			fmt.Fprint(w, `{"data":[]}`)
+			return
+		}
+		http.NotFound(w, r)
+	})
+	for _, p := range s.peers {
+		p.poke <- struct{}{}
+	}
+	if st := await(Up); st.Loadout || st.Models[0].State != "" {
+		t.Fatalf("a peer without /api/models: %+v", st)
+	}
+	f.set(func(w http.ResponseWriter, r *http.Request) { http.Error(w, "no key", http.StatusUnauthorized) })
+	tg.Failed()
+	if st := await(Down); !strings.Contains(st.Error, "401: check the peer's apiKey") {
+		t.Fatalf("401: %q", st.Error)
+	}
+}
+
+// A peer that hangs is down once the check's timeout passes.
+func TestHealth_TimeoutBoundsTheCheck(t *testing.T) {
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-release }))
+	defer srv.Close()
+	defer close(release)
+	changes := make(chan Status, 4)
+	s := newSet(t, Config{
+		Peers:    []Peer{{ID: "slow", URL: mustURL(t, srv.URL), Models: []string{"m"}, Interval: time.Hour, Timeout: 50 * time.Millisecond}},
+		OnChange: func(st Status) { changes <- st },
+	})
+	start := time.Now()
+	s.Start(context.Background())
+	defer s.Stop()
+	st := <-changes
+	if st.State != Down || !strings.Contains(st.Error, "no answer within 50ms") || time.Since(start) > 5*time.Second {
+		t.Fatalf("a hanging peer: %+v after %s", st, time.Since(start))
+	}
+}

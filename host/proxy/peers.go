@@ -1,0 +1,114 @@
+package proxy
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/loadout-dev/loadout/host/peers"
+	"github.com/loadout-dev/loadout/host/router"
+)
+
+// headerForwarded marks a request one Loadout forwarded to another (a
+// peer). A request that carries it is never forwarded again, only served
+// by a local model: two peers that each list the other's models cannot
+// bounce a request between them.
+const headerForwarded = "X-Loadout-Forwarded"
+
+// routePeer decides whether a model request goes to a peer (Config.Peers):
+// it returns the target (nil: serve it locally, or answer that the model
+// is unknown when entry is nil) or the error to answer. name is the model
+// the client asked for, entry its local catalog entry (nil when it has
+// none).
+func (s *Server) routePeer(r *http.Request, name string, entry *ModelEntry) (*peers.Target, *apiError) {
+	if s.cfg.Peers == nil {
+		return nil, nil
+	}
+	targets := s.cfg.Peers.Lookup(name)
+	if len(targets) == 0 {
+		return nil, nil
+	}
+	if r.Header.Get(headerForwarded) != "" {
+		if entry == nil {
+			return nil, &apiError{status: http.StatusNotFound, code: "model_not_found",
+				msg: fmt.Sprintf("model %q is not served here: it is a peer's, and a request a peer forwarded is not forwarded again", name)}
+		}
+		return nil, nil
+	}
+	var local *peers.Local
+	if entry != nil {
+		local = &peers.Local{}
+		for _, m := range s.router.Models() {
+			if m.Model == entry.ID {
+				local.Ready, local.Load = m.State == "ready", m.InFlight+m.Queued+m.Loading
+				break
+			}
+		}
+	}
+	t, err := s.cfg.Peers.Choose(targets, local)
+	var down *peers.DownError
+	if errors.As(err, &down) {
+		return nil, &apiError{status: http.StatusServiceUnavailable, code: "peer_unavailable", msg: err.Error()}
+	}
+	return t, nil
+}
+
+// forward sends a model request to a peer through the same reverse proxy
+// local model servers get (upstreams), with the model renamed to the id
+// the peer knows, Loadout's priority and client as headers (a Loadout peer
+// applies its own rules with them), the peer's API key, and the mark that
+// keeps it from being forwarded again. The request counts as in flight to
+// the peer until its response is done.
+func (s *Server) forward(w http.ResponseWriter, r *http.Request, mr *modelRequest, body []byte, t *peers.Target) {
+	ex := exchangeOf(r)
+	ex.model, ex.peer = t.Name(), t
+	out, err := mr.rewriteBody(r, body, t.Model())
+	if err != nil {
+		s.writeError(w, r, badRequest("invalid_body", err.Error()))
+		return
+	}
+	setBody(r, out)
+	h := r.Header
+	h.Del(headerPriority)
+	h.Del(headerClient)
+	if mr.priority != 0 {
+		h.Set(headerPriority, strconv.FormatInt(int64(mr.priority), 10))
+	}
+	if mr.client != "" {
+		h.Set(headerClient, mr.client)
+	}
+	if key := t.APIKey(); key != "" { // llama-swap's apiKey: both headers
+		h.Set("Authorization", "Bearer "+key)
+		h.Set("X-Api-Key", key)
+	}
+	h.Set(headerForwarded, "1")
+	end := t.Begin()
+	defer end()
+	ex.req = router.Request{Model: t.Name(), Priority: mr.priority, Client: mr.client}
+	ex.usage = &usage{sent: time.Now()}
+	if mm := s.metrics.model(t.Name()); mm != nil {
+		mm.inFlight.Inc()
+		defer mm.inFlight.Dec()
+	}
+	s.upstreams.proxy(t.URL()).ServeHTTP(w, r)
+}
+
+// peerFailed is the error for a forwarded request the peer did not answer
+// (upstreamFailed) or broke off mid-body (responseGuard); the peer is
+// checked at once, so the next requests fail fast if it is down.
+func peerFailed(t *peers.Target, what string, err error) *apiError {
+	t.Failed()
+	return &apiError{status: http.StatusBadGateway, code: "peer_error",
+		msg: fmt.Sprintf("peer %s (%s): model %s: %s: %v", t.Peer(), t.URL(), t.Model(), what, err)}
+}
+
+// apiPeers is GET /api/peers: every peer's health and models.
+func (s *Server) apiPeers(w http.ResponseWriter, r *http.Request) {
+	st := []peers.Status{}
+	if s.cfg.Peers != nil {
+		st = s.cfg.Peers.Statuses()
+	}
+	s.writeJSON(w, r, map[string]any{"peers": st})
+}
