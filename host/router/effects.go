@@ -336,6 +336,15 @@ func (fx *effects) StartSwap(s sdk.SwapRequest) error {
 	}
 
 	already := target.state == sdk.StateReady
+	if !already && r.inBackoff(target) {
+		// No eviction and no start: the swap ends at once with the
+		// backoff's error, as an event (backoff.go).
+		sw := &swap{target: s.Model}
+		sw.job = startJob{target: s.Model, refuse: r.backoffError(target)}
+		l.swaps[s.Model] = sw
+		r.exec.start(sw.job)
+		return nil
+	}
 	sw := &swap{target: s.Model, evict: slices.Clone(s.Evict), devices: slices.Clone(s.Devices)}
 	var placement map[int]uint64
 	if l.ledger != nil && !already {

@@ -41,6 +41,9 @@ type swapDone struct {
 	inst    Instance // nil on error
 	err     error
 	evicted []string
+	// backoff: the start was not attempted, the model being in its
+	// crash-loop backoff (err says until when); nothing changed.
+	backoff bool
 }
 
 type stopDone struct {
@@ -86,6 +89,11 @@ type model struct {
 	// removed: a configuration reload took the model out; it leaves the
 	// table once stopped (models.go).
 	removed bool
+	// startFailures counts its failed starts in a row (a successful start
+	// or an operator's unload resets it); retryAt is when the next start
+	// may be attempted (backoff.go).
+	startFailures int
+	retryAt       time.Time
 }
 
 // visible is the state policies and the API see: a Ready model draining
@@ -292,6 +300,10 @@ func (r *Router) onServeDone(ev serveDone) {
 func (r *Router) onSwapDone(ev swapDone) {
 	l := &r.loop
 	delete(l.swaps, ev.target)
+	if ev.backoff {
+		r.onBackoffRefused(ev)
+		return
+	}
 	r.observer().SwapEnded(r.swapEnded(ev))
 	for _, name := range ev.evicted {
 		r.setStopped(l.models[name])
@@ -304,6 +316,7 @@ func (r *Router) onSwapDone(ev swapDone) {
 		m.lastErr = errText
 		r.setState(m, sdk.StateFailed)
 		r.log.Error("model failed to start", "model", ev.target, "err", ev.err)
+		r.startFailed(m, ev.err)
 		r.releaseLease(m)
 		r.releaseUnloadWaiters(m)
 	case m.inst == ev.inst:
@@ -311,6 +324,7 @@ func (r *Router) onSwapDone(ev swapDone) {
 	default:
 		m.gen++
 		m.inst = ev.inst
+		m.startFailures, m.retryAt = 0, time.Time{}
 		m.loadEnd = r.cfg.Clock() // before setState: the scheduler may grant in it
 		r.setState(m, sdk.StateReady)
 		m.lastUse = r.cfg.Clock() // the TTL counts from the load
@@ -389,6 +403,7 @@ func (r *Router) onUnload(req unloadRequest) {
 	var pending []chan struct{}
 	for _, name := range targets {
 		m := l.models[name]
+		m.startFailures, m.retryAt = 0, time.Time{} // the operator's say: try again at once
 		switch {
 		case m.state == sdk.StateReady && m.inFlight > 0 && !req.force:
 			m.stopWhenIdle = true
@@ -671,7 +686,10 @@ func (l *loopState) status(name string, queued, loading int) ModelStatus {
 	st := ModelStatus{
 		Model: name, State: m.visible().String(), InFlight: m.inFlight, Queued: queued, Loading: loading,
 		LastUse: m.lastUse, LastError: m.lastErr, Group: m.cfg.Group, VRAM: m.cfg.VRAM,
-		Measured: m.measured, Devices: l.devices(name),
+		Measured: m.measured, Devices: l.devices(name), StartFailures: m.startFailures,
+	}
+	if backoffAfter(m.startFailures) > 0 {
+		st.RetryAt = m.retryAt
 	}
 	if m.inst != nil {
 		st.Upstream = m.inst.Upstream().String()

@@ -152,6 +152,11 @@ type ModelStatus struct {
 	VRAM      uint64    `json:"vram_bytes,omitempty"`          // declared or estimated need
 	Measured  uint64    `json:"measured_vram_bytes,omitempty"` // measured while loaded
 	Devices   []int     `json:"devices,omitempty"`             // GPUs it holds leases on
+	// StartFailures counts its failed starts in a row; from the second,
+	// starts back off exponentially (backoff.go): none is attempted before
+	// RetryAt (zero while there is no backoff; it may be past).
+	StartFailures int       `json:"start_failures,omitempty"`
+	RetryAt       time.Time `json:"retry_at,omitzero"`
 }
 
 // PolicyCounters counts a policy's misbehaviour as the router saw it.

@@ -311,7 +311,11 @@ func TestRouter_QueueCollation(t *testing.T) {
 func TestRouter_SwapFailureFailsWaiters(t *testing.T) {
 	h := newHarness(t, harnessOpts{})
 	h.procs["a"].fail = errors.New("llama-server exited with status 1: error loading model")
+	release := h.procs["a"].hold() // both callers wait on the one start
 	c1, c2 := h.acquire("a"), h.acquire("a")
+	c1.held(t, true)
+	c2.held(t, true)
+	release()
 	for _, c := range []*call{c1, c2} {
 		e := c.waitErr(t)
 		if e.Code != sdk.CodeSwapFailed || !strings.Contains(e.Message, "error loading model") {
