@@ -80,3 +80,38 @@ func TestBackoffAfter_DoublesToTheCap(t *testing.T) {
 		t.Errorf("backoffAfter(100) = %s, want the cap %s", got, crashBackoffMax)
 	}
 }
+
+// A model server that crashes while requests are queued for it (here
+// behind its concurrency limit of 1): the request in flight ends with the
+// crash, and the queued ones are not failed — the model is started again
+// and serves them (issue 15's rescheduling, one replica).
+func TestRouter_CrashRestartsForQueuedRequests(t *testing.T) {
+	h := newHarness(t, harnessOpts{models: map[string]ModelConfig{"a": {ConcurrencyLimit: 1}}})
+	first := h.acquire("a").wait(t)
+	h.world.expect(t, "starting a", "ready a")
+	queued := []*call{h.acquire("a"), h.acquire("a")}
+	for _, c := range queued {
+		if p := c.held(t, false); p.Position < 1 {
+			t.Fatalf("%v: position %d, want queued behind the limit", c, p.Position)
+		}
+	}
+	h.world.crash(t, "a")
+	first.Release() // the proxy's stream ended with the crash
+	h.world.expect(t, "starting a", "ready a")
+	// Served one at a time (the limit), in either order.
+	ended := make(chan *call, len(queued))
+	for _, c := range queued {
+		go func() { <-c.done; ended <- c }()
+	}
+	for range queued {
+		select {
+		case c := <-ended:
+			c.wait(t).Release()
+		case <-time.After(10 * time.Second):
+			t.Fatal("a queued request was not served after the restart")
+		}
+	}
+	if st := h.status("a"); st.State != "ready" || st.StartFailures != 0 {
+		t.Fatalf("after the restart: %+v", st)
+	}
+}
