@@ -90,7 +90,10 @@ func (s *server) modelState(model string) (state string, inFlight int) {
 func peerConfig(t *testing.T, models []string, peers ...string) string {
 	t.Helper()
 	var b strings.Builder
-	b.WriteString("healthCheckTimeout: 30\nstartPort: ${env.LOADOUT_E2E_START_PORT}\nmodels:\n")
+	b.WriteString("healthCheckTimeout: 30\nstartPort: ${env.LOADOUT_E2E_START_PORT}\n")
+	if len(models) > 0 {
+		b.WriteString("models:\n")
+	}
 	for _, m := range models {
 		fmt.Fprintf(&b, "  %s: {backend: sim, options: {load_time: 50ms, tokens_per_second: 50, max_batch: 8}}\n", m)
 	}
@@ -166,6 +169,38 @@ func TestPeers_TwoServersKillAndReturn(t *testing.T) {
 	a.mustChat("b/m")
 	if st, _ := b2.modelState("m"); st != "ready" {
 		t.Fatalf("m on the restarted b is %q", st)
+	}
+}
+
+// A gateway with no model of its own: one endpoint in front of two boxes.
+// Its configuration has only peers:; it lists their models, forwards a
+// stream to the box that serves the model, and answers an unknown model
+// with a 404 as any box does.
+func TestPeers_GatewayWithNoModelOfItsOwn(t *testing.T) {
+	b := startServer(t, peerConfig(t, []string{"mb"}))
+	c := startServer(t, peerConfig(t, []string{"mc"}))
+	gw := startServer(t, peerConfig(t, nil, "b="+b.base+":mb", "c="+c.base+":mc"))
+
+	_, list := gw.get("/v1/models")
+	for _, want := range []string{`"id":"b/mb"`, `"id":"c/mc"`} {
+		if !strings.Contains(list, want) {
+			t.Fatalf("the gateway's /v1/models lacks %s: %s", want, list)
+		}
+	}
+	gw.mustChat("mb")
+	st := gw.openStream(t.Context(), "c/mc", 5)
+	st.until(`"content"`)
+	if done, errEv, tail := st.rest(); !done || errEv {
+		t.Fatalf("stream through the gateway: done=%t error=%t\n%s", done, errEv, tail)
+	}
+	if st, _ := b.modelState("mb"); st != "ready" {
+		t.Fatalf("mb on b is %q after a request through the gateway", st)
+	}
+	if st, _ := c.modelState("mc"); st != "ready" {
+		t.Fatalf("mc on c is %q after a stream through the gateway", st)
+	}
+	if code, body := gw.post("/v1/chat/completions", chat("nowhere", false)); code != 404 {
+		t.Fatalf("an unknown model through the gateway: %d %s", code, body)
 	}
 }
 

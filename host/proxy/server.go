@@ -198,8 +198,9 @@ func (s *Server) SetModels(models []ModelEntry) error {
 	return nil
 }
 
-// New checks cfg and builds the server. Errors: no router, an empty
-// catalog, or a catalog whose ids and aliases are empty or collide.
+// New checks cfg and builds the server. Errors: no router, or a catalog
+// whose ids and aliases are empty or collide. The catalog may be empty: a
+// box that only forwards to its peers.
 func New(cfg Config) (*Server, error) {
 	if cfg.Router == nil {
 		return nil, errors.New("proxy: a router is required")

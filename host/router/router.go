@@ -58,7 +58,8 @@ type ModelConfig struct {
 
 // Config builds a Router.
 type Config struct {
-	// Models maps model id → its config. Required, non-empty.
+	// Models maps model id → its config. It may be empty (a box that only
+	// forwards to peers); models join later through UpdateModels.
 	Models map[string]ModelConfig
 	// NewScheduler makes the scheduler policy bound to the router's Effects.
 	NewScheduler func(fx sdk.Effects) (SchedulerPolicy, error)
@@ -208,9 +209,6 @@ func New(cfg Config) (*Router, error) {
 // newRouter is New without the run loop's goroutine, with the executor
 // that exec makes.
 func newRouter(cfg Config, exec func(*Router) executor) (*Router, error) {
-	if len(cfg.Models) == 0 {
-		return nil, errors.New("router: no models configured")
-	}
 	if cfg.NewScheduler == nil || cfg.NewSwapper == nil {
 		return nil, errors.New("router: a scheduler and a swapper policy are required")
 	}
