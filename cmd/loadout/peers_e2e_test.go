@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -201,6 +202,45 @@ func TestPeers_GatewayWithNoModelOfItsOwn(t *testing.T) {
 	}
 	if code, body := gw.post("/v1/chat/completions", chat("nowhere", false)); code != 404 {
 		t.Fatalf("an unknown model through the gateway: %d %s", code, body)
+	}
+}
+
+// A reload applies a change of peers:. The gateway starts with peer b;
+// while a stream runs through b, the configuration swaps b for c: the
+// stream finishes on b, b's models leave /v1/models, c's join and serve,
+// and /api/peers shows c alone.
+func TestPeers_ReloadAppliesPeerChanges(t *testing.T) {
+	b := startServer(t, peerConfig(t, []string{"mb"}))
+	c := startServer(t, peerConfig(t, []string{"mc"}))
+	cfgPath := peerConfig(t, nil, "b="+b.base+":mb")
+	gw := startServer(t, cfgPath)
+	gw.mustChat("mb")
+	st := gw.openStream(t.Context(), "mb", 40)
+	st.until(`"content"`)
+
+	next, err := os.ReadFile(peerConfig(t, nil, "c="+c.base+":mc"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cfgPath, next, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, body := gw.post("/api/policies/reload", ""); code != 200 || !strings.Contains(body, `"peers"`) {
+		t.Fatalf("reload: %d %s", code, body)
+	}
+	if done, errEv, tail := st.rest(); !done || errEv {
+		t.Fatalf("the stream forwarded before the reload: done=%t error=%t\n%s", done, errEv, tail)
+	}
+	_, list := gw.get("/v1/models")
+	if strings.Contains(list, `"b/mb"`) || !strings.Contains(list, `"c/mc"`) {
+		t.Fatalf("/v1/models after the reload: %s", list)
+	}
+	gw.mustChat("mc")
+	if code, body := gw.post("/v1/chat/completions", chat("mb", false)); code != 404 {
+		t.Fatalf("the removed peer's model: %d %s", code, body)
+	}
+	if pv := gw.peers(); len(pv.Peers) != 1 || pv.Peers[0].Peer != "c" {
+		t.Fatalf("/api/peers after the reload: %+v", pv)
 	}
 }
 

@@ -172,7 +172,8 @@ type Config struct {
 type Server struct {
 	cfg       Config
 	router    Router
-	catalog   atomic.Pointer[catalog] // replaced by SetModels
+	catalog   atomic.Pointer[catalog]   // replaced by SetModels
+	peers     atomic.Pointer[peers.Set] // Config.Peers, replaced by SetPeers; nil: none
 	log       *slog.Logger
 	maxBody   int64
 	keyHashes [][sha256.Size]byte
@@ -196,6 +197,20 @@ func (s *Server) SetModels(models []ModelEntry) error {
 	s.metrics.addModels(cat.ids())
 	s.catalog.Store(cat)
 	return nil
+}
+
+// SetPeers replaces the peers (a configuration reload that changed
+// peers:); nil means none. Requests already forwarded finish on the peer
+// they were sent to. The caller stops the old set's health checks.
+func (s *Server) SetPeers(set *peers.Set) {
+	if set != nil {
+		var names []string
+		for _, n := range set.Names() {
+			names = append(names, n.Name)
+		}
+		s.metrics.addModels(names) // the per-model series of new peer models
+	}
+	s.peers.Store(set)
 }
 
 // New checks cfg and builds the server. Errors: no router, or a catalog
@@ -227,6 +242,7 @@ func New(cfg Config) (*Server, error) {
 		started: time.Now(),
 	}
 	s.catalog.Store(cat)
+	s.peers.Store(cfg.Peers)
 	for i, k := range cfg.APIKeys {
 		if k == "" {
 			return nil, fmt.Errorf("proxy: API key %d is empty", i)
