@@ -285,3 +285,22 @@ func importPlan(ctx context.Context, mod api.Module, stack []uint64) {
 	sv.plan = sdk.Plan{}
 	reply(mod, stack, sv.reply, uint32(stack[2]), uint32(stack[3]))
 }
+
+// admit(model_ptr, model_len, limit i32, flags i32) -> i32: the warm-path
+// admission (sdk.Admitter). An sdk.Effects that does not take the warm path
+// answers sdk.ErrNotAllowed, and the policy is called for every request.
+func importAdmit(ctx context.Context, mod api.Module, stack []uint64) {
+	in, fx := effects(ctx)
+	ad, ok := fx.(sdk.Admitter)
+	if !ok {
+		retErr(stack, sdk.ErrNotAllowed)
+		return
+	}
+	b, ok := guestBytes(mod, uint32(stack[0]), uint32(stack[1]))
+	if !ok {
+		retErr(stack, sdk.ErrBadArgument)
+		return
+	}
+	err := ad.Admit(in.sv.intern(b), uint32(stack[2]), sdk.AdmitFlags(uint32(stack[3])))
+	ret(stack, sdk.AsResult(err))
+}

@@ -134,13 +134,21 @@ func (fx *effects) GrantServe(id sdk.RequestID, name string) bool {
 		return false
 	}
 	delete(l.waiters, id)
+	return r.serve(w, m)
+}
+
+// serve hands w the upstream of m, which is ready, and reports whether the
+// caller took it; in-flight goes up only then (rule 3). The scheduler's
+// grants and the warm path (warm.go) both end here.
+func (r *Router) serve(w *waiter, m *model) bool {
+	id, name := w.id, m.name
 	g := &Grant{Model: name, Upstream: m.inst.Upstream(), LoadWait: loadWait(w.arrived, r.cfg.Clock(), m)}
 	g.release = func() { r.exec.release(serveDone{id: id, model: name}) }
 	if !r.deliver(w, result{grant: g}) {
 		return false
 	}
 	m.inFlight++
-	m.lastUse = l.now
+	m.lastUse = r.loop.now
 	return true
 }
 
@@ -192,6 +200,9 @@ func (fx *effects) SetQueuePosition(id sdk.RequestID, pos int) {
 		pos = 0
 	}
 	w.held, w.pos = true, pos
+	if m := l.models[w.req.Model]; m != nil {
+		r.revoke(m) // a held request for the model ends its warm path
+	}
 	if w.req.Progress == nil {
 		return
 	}
@@ -363,6 +374,10 @@ func (fx *effects) StartSwap(s sdk.SwapRequest) error {
 
 	running := fx.runningSet(s.Model)
 	l.swaps[s.Model] = sw
+	r.revoke(target)
+	for _, m := range evicted {
+		r.revoke(m)
+	}
 	if !already {
 		target.loadStart, target.loadEnd = r.cfg.Clock(), time.Time{}
 	}
@@ -424,6 +439,7 @@ func (fx *effects) StopProcesses(names []string) error {
 	}
 	for _, name := range names {
 		m := l.models[name]
+		r.revoke(m)
 		switch {
 		case l.swaps[name] != nil:
 			m.stopAfterStart = true

@@ -86,6 +86,11 @@ type model struct {
 	// removed: a configuration reload took the model out; it leaves the
 	// table once stopped (models.go).
 	removed bool
+	// admitLimit and admitFlags are the scheduler's warm-path admission
+	// (warm.go): while admitLimit > 0 the loop grants new requests for
+	// the model itself below admitLimit in flight. 0: none.
+	admitLimit uint32
+	admitFlags sdk.AdmitFlags
 }
 
 // visible is the state policies and the API see: a Ready model draining
@@ -219,6 +224,9 @@ func (r *Router) onRequest(w *waiter) {
 	l.nextID++
 	w.id = l.nextID
 	w.arrived = r.cfg.Clock()
+	if r.admitWarm(w) {
+		return
+	}
 	l.waiters[w.id] = w
 	r.offer(w)
 }
@@ -283,6 +291,9 @@ func (r *Router) onServeDone(ev serveDone) {
 		m.lastUse = r.cfg.Clock()
 		if m.stopWhenIdle && m.inFlight == 0 {
 			r.stopModel(m)
+		}
+		if r.quietServeDone(m) {
+			return
 		}
 	}
 	err := l.sched.OnServeDone(sdk.ServeDoneEvent{Now: r.stamp(), ID: ev.id, Model: ev.model})
@@ -379,6 +390,9 @@ func (r *Router) onUnload(req unloadRequest) {
 			return
 		}
 	}
+	for _, name := range targets {
+		r.revoke(l.models[name])
+	}
 	if len(targets) == 0 {
 		req.done <- nil
 		return
@@ -473,6 +487,7 @@ func (r *Router) onShutdown() {
 		return
 	}
 	l.shuttingDown = true
+	r.revokeAll()
 	r.log.Info("shutting down: failing waiting requests, stopping models after in-flight requests finish")
 	err := l.sched.OnShutdown(sdk.ShutdownEvent{Now: r.stamp(), Reason: "shutting down"})
 	r.schedulerFailed("on_shutdown", err)
@@ -521,10 +536,12 @@ func (r *Router) schedulerFailed(event string, err error) bool {
 	if err == nil {
 		if l.schedHandover != nil && l.schedHandover.HandedOver() {
 			r.observer().PolicyHandedOver("scheduler")
+			r.revokeAll()
 			r.reoffer()
 		}
 		return false
 	}
+	r.revokeAll()
 	l.schedCounters.Failures++
 	l.schedCounters.LastError = err.Error()
 	r.observer().PolicyFailed("scheduler", event, err)
@@ -571,10 +588,12 @@ func (r *Router) fail(w *waiter, code sdk.ErrorCode, msg string) {
 // goes with each state: an instance only while Ready or Stopping (the
 // caller sets m.inst before entering Ready), a drain for an unload
 // (stopWhenIdle) only while Ready, and lastErr (set by the caller before
-// entering Failed) cleared once the model is Ready again. Whether a swap is
+// entering Failed) cleared once the model is Ready again, and no warm-path
+// admission survives a change (warm.go). Whether a swap is
 // active is not a state: it is l.swaps, and a Starting model always has one.
 func (r *Router) setState(m *model, to sdk.ModelState) {
 	m.state = to
+	r.revoke(m) // the policy re-admits after it has seen the change
 	switch to {
 	case sdk.StateReady:
 		m.lastErr = ""
