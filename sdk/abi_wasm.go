@@ -154,6 +154,20 @@ func (wasmEffects) Snapshot() Snapshot {
 	}
 }
 
+// SnapshotInto is Snapshot decoded into dst's storage (sdk.ReadSnapshot).
+func (wasmEffects) SnapshotInto(dst *Snapshot) {
+	for {
+		b, retry, ok := reply(hostSnapshot(bytesPtr(scratch), uint32(len(scratch))))
+		if retry {
+			continue
+		}
+		if !ok || decodeMessage(b, dst) != nil {
+			dst.Now, dst.Models, dst.GPUs = 0, dst.Models[:0], dst.GPUs[:0]
+		}
+		return
+	}
+}
+
 func (wasmEffects) GrantServe(id RequestID, model string) bool {
 	return hostGrantServe(uint64(id), strPtr(model), uint32(len(model))) == 1
 }
