@@ -2,6 +2,7 @@ package router
 
 import (
 	"context"
+	"fmt"
 	"testing"
 )
 
@@ -33,5 +34,25 @@ func benchAcquireRelease(b *testing.B, h *harness) {
 			b.Fatal(err)
 		}
 		g.Release()
+	}
+}
+
+// countObserver is an Observer that only counts what it hears.
+type countObserver struct{ nopObserver }
+
+// BenchmarkRouter_Observer is the warm path's Acquire + Release with an
+// Observer attached, at 4 and at 100 configured models: the observer's
+// per-event diff of every model (observeModels) is the part that grows.
+//
+//	go test ./host/router -run '^$' -bench Observer
+func BenchmarkRouter_Observer(b *testing.B) {
+	for _, n := range []int{4, 100} {
+		b.Run(fmt.Sprintf("models=%d", n), func(b *testing.B) {
+			models := map[string]ModelConfig{}
+			for i := range n - 4 {
+				models[fmt.Sprintf("m%03d", i)] = ModelConfig{}
+			}
+			benchAcquireRelease(b, newHarness(b, harnessOpts{models: models, observer: countObserver{}}))
+		})
 	}
 }

@@ -150,6 +150,9 @@ type loopState struct {
 	planFailures map[string]string
 	measuring    bool
 	observed     map[string]observed // what the Observer last heard (observer.go)
+	// observeOnly names the one model the event just handled changed, when
+	// it was a warm-path event (warm.go); "" means any may have.
+	observeOnly string
 }
 
 func (l *loopState) init(cfg Config) {
@@ -293,6 +296,7 @@ func (r *Router) onServeDone(ev serveDone) {
 			r.stopModel(m)
 		}
 		if r.quietServeDone(m) {
+			l.observeOnly = m.name // nothing else changed
 			return
 		}
 	}

@@ -69,6 +69,7 @@ func (r *Router) admitWarm(w *waiter) bool {
 	}
 	r.loop.now = w.arrived
 	r.serve(w, m)
+	r.loop.observeOnly = m.name // nothing else changed
 	return true
 }
 
