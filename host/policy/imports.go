@@ -244,9 +244,8 @@ func importSnapshot(ctx context.Context, mod api.Module, stack []uint64) {
 		return
 	}
 	sv := in.sv
-	sv.snap = sv.host.Snapshot()
+	sdk.ReadSnapshot(sv.host, &sv.snap) // kept: its storage is reused by a host that can
 	sv.reply = wire.Append(sv.reply[:0], &sv.snap)
-	sv.snap = sdk.Snapshot{}
 	reply(mod, stack, sv.reply, uint32(stack[0]), uint32(stack[1]))
 }
 

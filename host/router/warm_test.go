@@ -3,6 +3,7 @@ package router
 import (
 	"context"
 	"errors"
+	"reflect"
 	"testing"
 
 	"github.com/loadout-dev/loadout/sdk"
@@ -210,6 +211,27 @@ func TestRouter_WarmPath_Revoked(t *testing.T) {
 		h.r.query(func() { err = h.r.loop.fx.Admit("a", 1, 1<<7) })
 		if !errors.Is(err, sdk.ErrBadArgument) {
 			t.Fatalf("Admit with undefined flags = %v, want ErrBadArgument", err)
+		}
+	})
+}
+
+// SnapshotInto (what the Wasm snapshot import uses) gives what Snapshot
+// gives, in the storage of the snapshot it is handed.
+func TestEffects_SnapshotIntoReusesStorage(t *testing.T) {
+	h := newHarness(t, harnessOpts{})
+	h.acquire("a").wait(t).Release()
+	h.world.expect(t, "starting a", "ready a")
+	h.r.query(func() {
+		fx := h.r.loop.fx
+		var dst sdk.Snapshot
+		fx.SnapshotInto(&dst)
+		first := &dst.Models[0]
+		fx.SnapshotInto(&dst)
+		if want := fx.Snapshot(); !reflect.DeepEqual(dst, want) {
+			t.Errorf("SnapshotInto = %+v, want %+v", dst, want)
+		}
+		if &dst.Models[0] != first {
+			t.Error("SnapshotInto allocated new storage for the models")
 		}
 	})
 }
