@@ -94,6 +94,11 @@ type model struct {
 	// may be attempted (backoff.go).
 	startFailures int
 	retryAt       time.Time
+	// admitLimit and admitFlags are the scheduler's warm-path admission
+	// (warm.go): while admitLimit > 0 the loop grants new requests for
+	// the model itself below admitLimit in flight. 0: none.
+	admitLimit uint32
+	admitFlags sdk.AdmitFlags
 }
 
 // visible is the state policies and the API see: a Ready model draining
@@ -153,6 +158,9 @@ type loopState struct {
 	planFailures map[string]string
 	measuring    bool
 	observed     map[string]observed // what the Observer last heard (observer.go)
+	// observeOnly names the one model the event just handled changed, when
+	// it was a warm-path event (warm.go); "" means any may have.
+	observeOnly string
 }
 
 func (l *loopState) init(cfg Config) {
@@ -227,6 +235,9 @@ func (r *Router) onRequest(w *waiter) {
 	l.nextID++
 	w.id = l.nextID
 	w.arrived = r.cfg.Clock()
+	if r.admitWarm(w) {
+		return
+	}
 	l.waiters[w.id] = w
 	r.offer(w)
 }
@@ -291,6 +302,10 @@ func (r *Router) onServeDone(ev serveDone) {
 		m.lastUse = r.cfg.Clock()
 		if m.stopWhenIdle && m.inFlight == 0 {
 			r.stopModel(m)
+		}
+		if r.quietServeDone(m) {
+			l.observeOnly = m.name // nothing else changed
+			return
 		}
 	}
 	err := l.sched.OnServeDone(sdk.ServeDoneEvent{Now: r.stamp(), ID: ev.id, Model: ev.model})
@@ -393,6 +408,9 @@ func (r *Router) onUnload(req unloadRequest) {
 			return
 		}
 	}
+	for _, name := range targets {
+		r.revoke(l.models[name])
+	}
 	if len(targets) == 0 {
 		req.done <- nil
 		return
@@ -488,6 +506,7 @@ func (r *Router) onShutdown() {
 		return
 	}
 	l.shuttingDown = true
+	r.revokeAll()
 	r.log.Info("shutting down: failing waiting requests, stopping models after in-flight requests finish")
 	err := l.sched.OnShutdown(sdk.ShutdownEvent{Now: r.stamp(), Reason: "shutting down"})
 	r.schedulerFailed("on_shutdown", err)
@@ -536,10 +555,12 @@ func (r *Router) schedulerFailed(event string, err error) bool {
 	if err == nil {
 		if l.schedHandover != nil && l.schedHandover.HandedOver() {
 			r.observer().PolicyHandedOver("scheduler")
+			r.revokeAll()
 			r.reoffer()
 		}
 		return false
 	}
+	r.revokeAll()
 	l.schedCounters.Failures++
 	l.schedCounters.LastError = err.Error()
 	r.observer().PolicyFailed("scheduler", event, err)
@@ -586,10 +607,12 @@ func (r *Router) fail(w *waiter, code sdk.ErrorCode, msg string) {
 // goes with each state: an instance only while Ready or Stopping (the
 // caller sets m.inst before entering Ready), a drain for an unload
 // (stopWhenIdle) only while Ready, and lastErr (set by the caller before
-// entering Failed) cleared once the model is Ready again. Whether a swap is
+// entering Failed) cleared once the model is Ready again, and no warm-path
+// admission survives a change (warm.go). Whether a swap is
 // active is not a state: it is l.swaps, and a Starting model always has one.
 func (r *Router) setState(m *model, to sdk.ModelState) {
 	m.state = to
+	r.revoke(m) // the policy re-admits after it has seen the change
 	switch to {
 	case sdk.StateReady:
 		m.lastErr = ""

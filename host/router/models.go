@@ -78,6 +78,7 @@ func (r *Router) updateModels(models map[string]ModelConfig, changed []string) {
 // starting one once its swap ends), so that its next load uses its
 // current configuration.
 func (r *Router) restartWhenIdle(m *model) {
+	r.revoke(m)
 	switch {
 	case r.loop.swaps[m.name] != nil:
 		m.stopAfterStart = true

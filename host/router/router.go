@@ -78,6 +78,11 @@ type Config struct {
 	TickInterval time.Duration
 	// Logger receives one line per real event (a swap, an eviction, a crash).
 	Logger *slog.Logger
+	// NoWarmPath turns the warm path off (warm.go): Admit answers
+	// sdk.ErrNotAllowed, so the scheduler is called for every request and
+	// every request's end, as before the warm path existed. For tests and
+	// benchmarks that compare the two.
+	NoWarmPath bool
 	// Ledger accounts GPU memory: every load leases its model's VRAM on
 	// the devices it is placed on, a load that does not fit is never
 	// started, and snapshots carry the devices. Nil: no VRAM accounting.

@@ -36,9 +36,17 @@ func TestRouter_ColdLoadThenFastPath(t *testing.T) {
 }
 
 // Rule 1: all scheduler state lives on the run loop. Many callers at once,
-// under -race, would show any state touched elsewhere.
+// under -race, would show any state touched elsewhere; with the warm path
+// (warm.go) and without it.
 func TestRouter_Rule1_ConcurrentCallers(t *testing.T) {
-	h := newHarness(t, harnessOpts{})
+	for _, warm := range []bool{true, false} {
+		t.Run(map[bool]string{true: "warm", false: "off"}[warm], func(t *testing.T) {
+			testConcurrentCallers(t, newHarness(t, harnessOpts{noWarm: !warm}))
+		})
+	}
+}
+
+func testConcurrentCallers(t *testing.T, h *harness) {
 	var wg sync.WaitGroup
 	for i := range 40 {
 		wg.Go(func() {

@@ -23,6 +23,7 @@ type swapper struct {
 	defRule rule
 	rules   map[string]*rule
 
+	snap    sdk.Snapshot       // Plan's snapshot, read into the same storage each time
 	gpus    []sdk.GPUInfo      // the snapshot's GPUs
 	free    []uint64           // by GPU position: free bytes once the chosen victims are gone
 	cands   []victim           // running models that may be evicted, in eviction order
@@ -90,7 +91,8 @@ func (s *swapper) Plan(q sdk.PlanRequest) (sdk.Plan, error) {
 	if t.State == sdk.StateReady || t.State == sdk.StateStarting || need == 0 {
 		return sdk.Plan{}, nil
 	}
-	snap := s.h.Snapshot()
+	sdk.ReadSnapshot(s.h, &s.snap) // reuses s.snap's storage: no allocation per model
+	snap := &s.snap
 	if len(snap.GPUs) == 0 { // no GPU to account: the host places it
 		return sdk.Plan{}, nil
 	}
