@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 	"time"
 
@@ -291,6 +292,15 @@ func runServe(ctx context.Context, o serveOptions) error {
 	go func() { serveErr <- srv.Serve(ln) }()
 	log.Info("loadout serving", "listen", ln.Addr().String(), "config", cfg.File, "models", len(models),
 		"scheduler", rcfg.SchedulerName, "router", rcfg.SwapperName, "startup", time.Since(started).Round(time.Millisecond))
+
+	// Start-up's compilation (and the fallbacks' after it) leaves tens of
+	// MB of garbage that Go's background scavenger would return to the
+	// OS only slowly; return it once, when no more compiling is due
+	// (docs/RATIONALE.md, idle memory).
+	go func() {
+		_, _ = policies.fallbacks()
+		debug.FreeOSMemory()
+	}()
 
 	for _, id := range cfg.Preload {
 		go preload(ctx, r, id, log)
