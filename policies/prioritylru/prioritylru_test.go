@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/loadout-dev/loadout/sdk"
+	"github.com/loadout-dev/loadout/sdk/evict"
 	"github.com/loadout-dev/loadout/sdk/policytest"
 	sdksettings "github.com/loadout-dev/loadout/sdk/settings"
 )
@@ -75,7 +76,7 @@ func account(h *policytest.Host, totals ...uint64) {
 			}
 			continue
 		}
-		v := vram(info)
+		v := evict.VRAM(info)
 		for j, d := range info.Devices {
 			share := v / uint64(len(info.Devices))
 			if uint64(j) < v%uint64(len(info.Devices)) {
