@@ -27,10 +27,10 @@ func New(h sdk.Host, raw []byte) (sdk.Swapper, error) {
 	if err != nil {
 		return nil, fmt.Errorf("prioritylru settings: %w", err)
 	}
-	sw := &swapper{h: h, st: st, rules: evict.NewRules(st.placement, st.margin)}
+	sw := &swapper{h: h, st: st, rules: evict.NewRules(st.Placement, st.Margin)}
 	sw.plan = evict.Planner{
 		Policy:   "prioritylru",
-		Margin:   st.margin,
+		Margin:   st.Margin,
 		Eligible: eligible,
 		Order:    evictionOrder,
 		Kept:     "pinned and higher-priority models are never evicted",

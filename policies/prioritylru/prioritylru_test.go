@@ -320,7 +320,7 @@ func TestPriorityLRU_Settings(t *testing.T) {
 			t.Errorf("settings %s: %v", tc.settings, err)
 			continue
 		}
-		if got := s.(*swapper).st.margin; got != tc.margin {
+		if got := s.(*swapper).st.Margin; got != tc.margin {
 			t.Errorf("settings %s: margin %d, want %d", tc.settings, got, tc.margin)
 		}
 	}

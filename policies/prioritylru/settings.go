@@ -1,15 +1,10 @@
 package main
 
-import (
-	"github.com/loadout-dev/loadout/sdk/evict"
-	sdksettings "github.com/loadout-dev/loadout/sdk/settings"
-)
+import "github.com/loadout-dev/loadout/sdk/evict"
 
-// settings are the swapper's settings, parsed.
-type settings struct {
-	margin    uint64          // bytes kept free on every device the target uses
-	placement evict.Placement // the box's pack or spread, the models' constraints
-}
+// settings are the swapper's settings, parsed: sdk/evict's (margin and
+// the host's placement), which are all it has.
+type settings = evict.Settings
 
 // parseSettings parses the settings JSON, every key optional:
 //
@@ -19,25 +14,9 @@ type settings struct {
 // margin is an sdksettings.Size (a size string or a whole number of bytes).
 // placement is written by the host (host/config's RouterSettingsJSON)
 // from the models' gpus: and split: and the box's placement:, never by an
-// operator; sdk/evict parses it. Errors are *sdksettings.Error naming the
-// setting.
+// operator. sdk/evict parses both. Errors are *sdksettings.Error naming
+// the setting.
 func parseSettings(raw []byte) (settings, error) {
-	var st settings
-	root, err := sdksettings.Decode(raw)
-	if err != nil {
-		return st, err
-	}
-	top, err := root.Object("margin", "placement")
-	if err != nil {
-		return st, err
-	}
-	if v := top.Get("margin"); !v.IsNull() {
-		m, err := v.Size()
-		if err != nil {
-			return st, err
-		}
-		st.margin = uint64(m)
-	}
-	st.placement, err = evict.ParsePlacement(top.Get("placement"))
+	st, _, err := evict.ParseSettings(raw)
 	return st, err
 }

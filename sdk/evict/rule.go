@@ -131,3 +131,41 @@ func (rs *Rules) For(name string) *Rule {
 	}
 	return &rs.def
 }
+
+// Settings are the settings every router built on this package reads:
+// margin (bytes kept free on every GPU a model uses, beyond its VRAM
+// figure) and the placement the host adds.
+type Settings struct {
+	Margin    uint64
+	Placement Placement
+}
+
+// ParseSettings parses a router's settings JSON, every key optional:
+//
+//	{"margin": "512MiB",
+//	 "placement": {"pack": true, "models": {"MODEL": {"gpus": [1, 2], "split": "never"}}}}
+//
+// margin is an sdksettings.Size (a size string or a whole number of
+// bytes); placement is ParsePlacement's, written by the host. extra names
+// further keys the policy reads itself from the returned object. Errors
+// are *sdksettings.Error naming the setting.
+func ParseSettings(raw []byte, extra ...string) (Settings, sdksettings.Fields, error) {
+	var st Settings
+	root, err := sdksettings.Decode(raw)
+	if err != nil {
+		return st, sdksettings.Fields{}, err
+	}
+	top, err := root.Object(append([]string{"margin", "placement"}, extra...)...)
+	if err != nil {
+		return st, top, err
+	}
+	if v := top.Get("margin"); !v.IsNull() {
+		m, err := v.Size()
+		if err != nil {
+			return st, top, err
+		}
+		st.Margin = uint64(m)
+	}
+	st.Placement, err = ParsePlacement(top.Get("placement"))
+	return st, top, err
+}
