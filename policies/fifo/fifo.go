@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -41,6 +42,12 @@ type scheduler struct {
 	// blocked caches, within one drain, the models whose requests were
 	// found blocked; see drain.
 	blocked map[string]bool
+	// Scratch of a drain under load_order: queued_wait (see visitOrder):
+	// each model's total queued wait, the visiting order, and which
+	// requests were handled.
+	waited  map[string]int64
+	order   []int
+	handled []bool
 }
 
 // New makes the FIFO scheduler from its settings JSON; it is the factory
@@ -56,6 +63,7 @@ func New(fx sdk.Effects, rawSettings []byte) (sdk.Scheduler, error) {
 		active:  make(map[string]*swap),
 		agingAt: math.MaxInt64,
 		blocked: make(map[string]bool),
+		waited:  make(map[string]int64),
 	}, nil
 }
 
@@ -300,27 +308,72 @@ func (s *scheduler) sendPositions(from int) {
 // flight, which can only block more. So later requests for that model skip
 // the tree (and its host calls); draining a long queue costs a map lookup
 // per request that cannot move.
-func (s *scheduler) drain() {
+func (s *scheduler) drain(now int64) {
 	if len(s.queue) == 0 {
 		return
 	}
 	clear(s.blocked)
-	kept := s.queue[:0]
-	for i := range s.queue {
+	s.visitOrder(now)
+	s.handled = s.handled[:0]
+	for range s.queue {
+		s.handled = append(s.handled, false)
+	}
+	for _, i := range s.order {
 		r := s.queue[i]
 		if s.blocked[r.model] {
-			kept = append(kept, r)
 			continue
 		}
 		if s.decide(&r) == blocked {
 			s.blocked[r.model] = true
-			kept = append(kept, r)
+		} else {
+			s.handled[i] = true
+		}
+	}
+	kept := s.queue[:0]
+	for i := range s.queue {
+		if !s.handled[i] {
+			kept = append(kept, s.queue[i])
 		}
 	}
 	clear(s.queue[len(kept):])
 	s.queue = kept
 	clear(s.blocked)
 	s.sendPositions(0)
+}
+
+// visitOrder sets s.order to the positions in the queue in the order a
+// drain at now tries them: queue order under load_order: arrival. Under
+// queued_wait, aged requests first, then the others; within each, the
+// requests of the model whose queued requests (aged or not) have waited
+// longest in total so far come first, then the next such model's; ties
+// keep queue order. So when room frees up, the model whose requests have
+// accumulated the most waiting — the one a load relieves most — loads
+// first, rather than the model of the oldest single request: a
+// ski-rental rule that buys (loads) where renting (waiting) has cost most.
+// Aging still bounds every request's wait: an aged request goes first.
+func (s *scheduler) visitOrder(now int64) {
+	s.order = s.order[:0]
+	for i := range s.queue {
+		s.order = append(s.order, i)
+	}
+	if s.cfg.loadOrder != byQueuedWait {
+		return
+	}
+	clear(s.waited)
+	for i := range s.queue {
+		r := &s.queue[i]
+		s.waited[r.model] += now - r.arrived
+	}
+	slices.SortStableFunc(s.order, func(a, b int) int {
+		ra, rb := &s.queue[a], &s.queue[b]
+		if ra.aged != rb.aged {
+			if ra.aged {
+				return -1
+			}
+			return 1
+		}
+		return cmp.Compare(s.waited[rb.model], s.waited[ra.model])
+	})
 }
 
 // OnSwapDone serves (or fails) every caller waiting on the swap, then
@@ -334,7 +387,7 @@ func (s *scheduler) OnSwapDone(ev sdk.SwapDoneEvent) {
 	// Drain even for a swap we did not start (before a re-instantiation,
 	// or one whose callers an unload failed): requests may have queued
 	// behind it.
-	s.drain()
+	s.drain(ev.Now)
 }
 
 // finish ends the callers that waited on a finished swap.
@@ -395,7 +448,7 @@ func (s *scheduler) OnServeDone(ev sdk.ServeDoneEvent) {
 	info, ok := s.fx.ModelState(ev.Model)
 	if !ok || info.InFlight == 0 ||
 		info.InFlight < concurrencyLimit(&info) && slices.ContainsFunc(s.queue, func(r request) bool { return r.model == ev.Model }) {
-		s.drain()
+		s.drain(ev.Now)
 	}
 }
 
@@ -463,7 +516,7 @@ func (s *scheduler) OnUnload(ev sdk.UnloadEvent) {
 		}
 	}
 	s.sendPositions(0)
-	s.drain()
+	s.drain(ev.Now)
 }
 
 // unloadIdle stops the models that are ready, idle, not loading and not
@@ -492,7 +545,7 @@ func (s *scheduler) unloadIdle(models []string) {
 // or finished stopping may unblock requests.
 func (s *scheduler) OnTick(ev sdk.TickEvent) {
 	s.age(ev.Now)
-	s.drain()
+	s.drain(ev.Now)
 }
 
 // OnShutdown fails every caller still held.
