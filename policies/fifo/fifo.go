@@ -313,26 +313,43 @@ func (s *scheduler) drain(now int64) {
 		return
 	}
 	clear(s.blocked)
-	s.visitOrder(now)
-	s.handled = s.handled[:0]
-	for range s.queue {
-		s.handled = append(s.handled, false)
-	}
-	for _, i := range s.order {
-		r := s.queue[i]
-		if s.blocked[r.model] {
-			continue
+	var kept []request
+	if s.cfg.loadOrder == byArrival {
+		// In queue order, compacting as it goes: the hot path.
+		kept = s.queue[:0]
+		for i := range s.queue {
+			r := s.queue[i]
+			if s.blocked[r.model] {
+				kept = append(kept, r)
+				continue
+			}
+			if s.decide(&r) == blocked {
+				s.blocked[r.model] = true
+				kept = append(kept, r)
+			}
 		}
-		if s.decide(&r) == blocked {
-			s.blocked[r.model] = true
-		} else {
-			s.handled[i] = true
+	} else {
+		s.visitOrder(now)
+		s.handled = s.handled[:0]
+		for range s.queue {
+			s.handled = append(s.handled, false)
 		}
-	}
-	kept := s.queue[:0]
-	for i := range s.queue {
-		if !s.handled[i] {
-			kept = append(kept, s.queue[i])
+		for _, i := range s.order {
+			r := s.queue[i]
+			if s.blocked[r.model] {
+				continue
+			}
+			if s.decide(&r) == blocked {
+				s.blocked[r.model] = true
+			} else {
+				s.handled[i] = true
+			}
+		}
+		kept = s.queue[:0]
+		for i := range s.queue {
+			if !s.handled[i] {
+				kept = append(kept, s.queue[i])
+			}
 		}
 	}
 	clear(s.queue[len(kept):])
@@ -342,8 +359,8 @@ func (s *scheduler) drain(now int64) {
 }
 
 // visitOrder sets s.order to the positions in the queue in the order a
-// drain at now tries them: queue order under load_order: arrival. Under
-// queued_wait, aged requests first, then the others; within each, the
+// drain at now tries them under load_order: queued_wait (arrival, the
+// default, goes through the queue in order without it): aged requests first, then the others; within each, the
 // requests of the model whose queued requests (aged or not) have waited
 // longest in total so far come first, then the next such model's; ties
 // keep queue order. So when room frees up, the model whose requests have
