@@ -300,8 +300,9 @@ func (s *scheduler) sendPositions(from int) {
 	}
 }
 
-// drain runs the decision tree again for every queued request, in queue
-// order; those still blocked keep their order.
+// drain runs the decision tree again for every queued request at now, in
+// queue order (under load_order: queued_wait, in visitOrder's order);
+// those still blocked keep their places.
 //
 // Within one drain, a model whose request was blocked stays blocked for
 // the rest of the drain unless a swap starts: grants only add requests in
@@ -359,22 +360,20 @@ func (s *scheduler) drain(now int64) {
 }
 
 // visitOrder sets s.order to the positions in the queue in the order a
-// drain at now tries them under load_order: queued_wait (arrival, the
-// default, goes through the queue in order without it): aged requests first, then the others; within each, the
-// requests of the model whose queued requests (aged or not) have waited
-// longest in total so far come first, then the next such model's; ties
-// keep queue order. So when room frees up, the model whose requests have
-// accumulated the most waiting — the one a load relieves most — loads
-// first, rather than the model of the oldest single request: a
-// ski-rental rule that buys (loads) where renting (waiting) has cost most.
-// Aging still bounds every request's wait: an aged request goes first.
+// drain at now tries them under load_order: queued_wait (under arrival,
+// the default, a drain goes through the queue in order without it): aged
+// requests first, then the others; within each, the requests of the model
+// whose queued requests (aged or not) have waited longest in total so far,
+// then the next such model's; ties keep queue order. So when room frees
+// up, the model whose requests have accumulated the most waiting — the one
+// a load relieves most — loads first, rather than the model of the oldest
+// single request: a ski-rental rule that buys (loads) where renting
+// (waiting) has cost most. Aging still bounds every request's wait: an
+// aged request goes first.
 func (s *scheduler) visitOrder(now int64) {
 	s.order = s.order[:0]
 	for i := range s.queue {
 		s.order = append(s.order, i)
-	}
-	if s.cfg.loadOrder != byQueuedWait {
-		return
 	}
 	clear(s.waited)
 	for i := range s.queue {
