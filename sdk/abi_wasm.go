@@ -61,6 +61,12 @@ func hostSnapshot(buf unsafe.Pointer, limit uint32) int32
 //go:wasmimport loadout_v2 plan
 func hostPlan(p unsafe.Pointer, n uint32, buf unsafe.Pointer, limit uint32) int32
 
+// admit is an optional import (docs/ABI.md, "The warm path"): a module
+// that never calls Admitter.Admit does not import it.
+//
+//go:wasmimport loadout_v2 admit
+func hostAdmit(p unsafe.Pointer, n uint32, limit uint32, flags uint32) int32
+
 func strPtr(s string) unsafe.Pointer { return unsafe.Pointer(unsafe.StringData(s)) }
 
 func bytesPtr(b []byte) unsafe.Pointer {
@@ -148,6 +154,20 @@ func (wasmEffects) Snapshot() Snapshot {
 	}
 }
 
+// SnapshotInto is Snapshot decoded into dst's storage (sdk.ReadSnapshot).
+func (wasmEffects) SnapshotInto(dst *Snapshot) {
+	for {
+		b, retry, ok := reply(hostSnapshot(bytesPtr(scratch), uint32(len(scratch))))
+		if retry {
+			continue
+		}
+		if !ok || decodeMessage(b, dst) != nil {
+			dst.Now, dst.Models, dst.GPUs = 0, dst.Models[:0], dst.GPUs[:0]
+		}
+		return
+	}
+}
+
 func (wasmEffects) GrantServe(id RequestID, model string) bool {
 	return hostGrantServe(uint64(id), strPtr(model), uint32(len(model))) == 1
 }
@@ -190,6 +210,13 @@ func (wasmEffects) Plan(target string) (Plan, error) {
 		}
 		return replyPlan, nil
 	}
+}
+
+func (wasmEffects) Admit(model string, limit uint32, flags AdmitFlags) error {
+	if r := hostAdmit(strPtr(model), uint32(len(model)), limit, uint32(flags)); r < 0 {
+		return ResultError(r)
+	}
+	return nil
 }
 
 //go:wasmexport loadout_abi_version

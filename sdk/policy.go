@@ -210,3 +210,74 @@ func AsResult(err error) int32 {
 	}
 	return int32(ErrBadArgument)
 }
+
+// Admitter is implemented by the Effects of a host that takes the warm
+// path (docs/ABI.md, "The warm path"; DESIGN.md): a scheduler states once
+// that the host may admit requests for a model on its own, and the host
+// then grants them on its run loop without calling the policy. Every
+// Effects the Go SDK and sdk/policytest give a scheduler implements it; a
+// scheduler finds it with a type assertion, so one written before it
+// existed, or that never asks, is called for every request as before.
+type Admitter interface {
+	// Admit lets the host grant new requests for model itself while all
+	// of these hold: the model is ready (not draining for an unload), no
+	// swap loads or evicts it, the policy holds no request for it (none
+	// queued or waiting on a swap), and fewer than limit of its requests
+	// are in flight. Such a request costs no policy call: the policy never
+	// hears its OnRequest, and hears the OnServeDone of the model's
+	// requests only while it holds some request (for any model) or when
+	// flags has AdmitServeDone.
+	//
+	// A limit of 0 revokes the admission. The host revokes it by itself
+	// whenever something the policy must see changes for the model: its
+	// state changes, a swap names it (target or eviction), the policy
+	// holds a request for it (SetQueuePosition), it is unloaded or
+	// removed, the policy is replaced, fails or is handed over to a
+	// fallback. A policy that wants the shortcut back asks again, e.g. on
+	// the next request it grants for the model.
+	//
+	// Errors: ErrUnknownModel; ErrNotReady when the conditions above do
+	// not hold now (the model is not ready, a swap names it, or the policy
+	// holds a request for it); ErrBadArgument for undefined flags.
+	Admit(model string, limit uint32, flags AdmitFlags) error
+}
+
+// AdmitFlags modify an admission (Admitter.Admit). The zero value asks for
+// nothing beyond the admission itself.
+type AdmitFlags uint32
+
+// Admission flags.
+const (
+	// AdmitServeDone: deliver OnServeDone for every request of the model,
+	// even while the policy holds no request; for a policy that counts
+	// completions itself.
+	AdmitServeDone AdmitFlags = 1 << iota
+
+	// AdmitAllFlags is every defined flag; a host refuses others.
+	AdmitAllFlags = AdmitServeDone
+)
+
+// SnapshotReader is implemented by a Host that can decode a snapshot into
+// storage the caller keeps between calls (the Go SDK's Wasm glue). Use it
+// through ReadSnapshot.
+type SnapshotReader interface {
+	// SnapshotInto overwrites *dst with the current snapshot, reusing the
+	// storage of dst.Models, dst.GPUs and each model's Devices and Leased
+	// where large enough.
+	SnapshotInto(dst *Snapshot)
+}
+
+// ReadSnapshot fills *dst with h's snapshot. Where h is a SnapshotReader
+// it reuses the storage *dst already has, so a policy that reads the
+// snapshot on every call (a swapper that plans by VRAM) stops allocating
+// it each time: in Go compiled to Wasm each allocation costs about 1.3 µs
+// (docs/RATIONALE.md), and a snapshot allocates one list per loaded model.
+// Keep *dst in the policy and read it again on every call; slices taken
+// from an earlier read are overwritten. Otherwise it is *dst = h.Snapshot().
+func ReadSnapshot(h Host, dst *Snapshot) {
+	if r, ok := h.(SnapshotReader); ok {
+		r.SnapshotInto(dst)
+		return
+	}
+	*dst = h.Snapshot()
+}

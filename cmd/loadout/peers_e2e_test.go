@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -90,7 +91,10 @@ func (s *server) modelState(model string) (state string, inFlight int) {
 func peerConfig(t *testing.T, models []string, peers ...string) string {
 	t.Helper()
 	var b strings.Builder
-	b.WriteString("healthCheckTimeout: 30\nstartPort: ${env.LOADOUT_E2E_START_PORT}\nmodels:\n")
+	b.WriteString("healthCheckTimeout: 30\nstartPort: ${env.LOADOUT_E2E_START_PORT}\n")
+	if len(models) > 0 {
+		b.WriteString("models:\n")
+	}
 	for _, m := range models {
 		fmt.Fprintf(&b, "  %s: {backend: sim, options: {load_time: 50ms, tokens_per_second: 50, max_batch: 8}}\n", m)
 	}
@@ -166,6 +170,77 @@ func TestPeers_TwoServersKillAndReturn(t *testing.T) {
 	a.mustChat("b/m")
 	if st, _ := b2.modelState("m"); st != "ready" {
 		t.Fatalf("m on the restarted b is %q", st)
+	}
+}
+
+// A gateway with no model of its own: one endpoint in front of two boxes.
+// Its configuration has only peers:; it lists their models, forwards a
+// stream to the box that serves the model, and answers an unknown model
+// with a 404 as any box does.
+func TestPeers_GatewayWithNoModelOfItsOwn(t *testing.T) {
+	b := startServer(t, peerConfig(t, []string{"mb"}))
+	c := startServer(t, peerConfig(t, []string{"mc"}))
+	gw := startServer(t, peerConfig(t, nil, "b="+b.base+":mb", "c="+c.base+":mc"))
+
+	_, list := gw.get("/v1/models")
+	for _, want := range []string{`"id":"b/mb"`, `"id":"c/mc"`} {
+		if !strings.Contains(list, want) {
+			t.Fatalf("the gateway's /v1/models lacks %s: %s", want, list)
+		}
+	}
+	gw.mustChat("mb")
+	st := gw.openStream(t.Context(), "c/mc", 5)
+	st.until(`"content"`)
+	if done, errEv, tail := st.rest(); !done || errEv {
+		t.Fatalf("stream through the gateway: done=%t error=%t\n%s", done, errEv, tail)
+	}
+	if st, _ := b.modelState("mb"); st != "ready" {
+		t.Fatalf("mb on b is %q after a request through the gateway", st)
+	}
+	if st, _ := c.modelState("mc"); st != "ready" {
+		t.Fatalf("mc on c is %q after a stream through the gateway", st)
+	}
+	if code, body := gw.post("/v1/chat/completions", chat("nowhere", false)); code != 404 {
+		t.Fatalf("an unknown model through the gateway: %d %s", code, body)
+	}
+}
+
+// A reload applies a change of peers:. The gateway starts with peer b;
+// while a stream runs through b, the configuration swaps b for c: the
+// stream finishes on b, b's models leave /v1/models, c's join and serve,
+// and /api/peers shows c alone.
+func TestPeers_ReloadAppliesPeerChanges(t *testing.T) {
+	b := startServer(t, peerConfig(t, []string{"mb"}))
+	c := startServer(t, peerConfig(t, []string{"mc"}))
+	cfgPath := peerConfig(t, nil, "b="+b.base+":mb")
+	gw := startServer(t, cfgPath)
+	gw.mustChat("mb")
+	st := gw.openStream(t.Context(), "mb", 40)
+	st.until(`"content"`)
+
+	next, err := os.ReadFile(peerConfig(t, nil, "c="+c.base+":mc"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cfgPath, next, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, body := gw.post("/api/policies/reload", ""); code != 200 || !strings.Contains(body, `"peers"`) {
+		t.Fatalf("reload: %d %s", code, body)
+	}
+	if done, errEv, tail := st.rest(); !done || errEv {
+		t.Fatalf("the stream forwarded before the reload: done=%t error=%t\n%s", done, errEv, tail)
+	}
+	_, list := gw.get("/v1/models")
+	if strings.Contains(list, `"b/mb"`) || !strings.Contains(list, `"c/mc"`) {
+		t.Fatalf("/v1/models after the reload: %s", list)
+	}
+	gw.mustChat("mc")
+	if code, body := gw.post("/v1/chat/completions", chat("mb", false)); code != 404 {
+		t.Fatalf("the removed peer's model: %d %s", code, body)
+	}
+	if pv := gw.peers(); len(pv.Peers) != 1 || pv.Peers[0].Peer != "c" {
+		t.Fatalf("/api/peers after the reload: %+v", pv)
 	}
 }
 

@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/loadout-dev/loadout/host/config"
 	"github.com/loadout-dev/loadout/host/policy"
@@ -19,9 +21,11 @@ type policySet struct {
 	rt                          *policy.Runtime
 	cfg                         *config.Config
 	sched, swap                 *policy.Module
-	fallbackSched, fallbackSwap *policy.Module
 	schedSettings, swapSettings []byte
-	groupSettings               []byte
+	// fallbacks compiles the fallback modules once; loadPolicies starts
+	// it in the background, and a fallback that takes over waits for it.
+	fallbacks     func() (fallbackModules, error)
+	groupSettings []byte
 
 	// Scheduler and Swapper are the decorators the router's constructors
 	// made, once the router is built (for /api/policies).
@@ -29,34 +33,52 @@ type policySet struct {
 	Swapper   *policy.FallbackSwapper
 }
 
-// loadPolicies compiles cfg's scheduler and router and their fallbacks.
-// Errors: a policy that cannot be read or compiled, one of the wrong
-// kind, settings that are not JSON.
+// fallbackModules are the compiled fallback policies.
+type fallbackModules struct{ sched, swap *policy.Module }
+
+// loadPolicies compiles cfg's scheduler and router, in parallel, and
+// starts compiling their fallbacks in the background: start-up waits only
+// for the policies it runs (docs/BENCHMARKS.md, start-up). Errors: a policy
+// that cannot be read or compiled, one of the wrong kind, settings that are
+// not JSON; the scheduler's first when both fail.
 func loadPolicies(ctx context.Context, rt *policy.Runtime, cfg *config.Config) (*policySet, error) {
 	p := &policySet{rt: rt, cfg: cfg}
+	var schedErr, swapErr error
+	var wg sync.WaitGroup
+	wg.Go(func() { p.sched, schedErr = loadPolicy(ctx, rt, cfg.Routing.Scheduler, sdk.KindScheduler) })
+	wg.Go(func() { p.swap, swapErr = loadPolicy(ctx, rt, cfg.Routing.Router, sdk.KindSwapper) })
+	wg.Wait()
+	if err := errors.Join(schedErr, swapErr); err != nil {
+		return nil, err
+	}
 	var err error
-	if p.sched, err = loadPolicy(ctx, rt, cfg.Routing.Scheduler, sdk.KindScheduler); err != nil {
-		return nil, err
-	}
-	if p.swap, err = loadPolicy(ctx, rt, cfg.Routing.Router, sdk.KindSwapper); err != nil {
-		return nil, err
-	}
 	if p.schedSettings, err = cfg.SchedulerSettingsJSON(); err != nil {
 		return nil, err
 	}
 	if p.swapSettings, err = cfg.RouterSettingsJSON(); err != nil {
 		return nil, err
 	}
-	// Both fallbacks are compiled now so a switch is quick.
-	if p.fallbackSched, err = loadPolicy(ctx, rt, config.Policy{Use: config.SchedulerFIFO}, sdk.KindScheduler); err != nil {
-		return nil, fmt.Errorf("fallback scheduler: %w", err)
-	}
-	if p.fallbackSwap, err = loadPolicy(ctx, rt, config.Policy{Use: config.RouterGroup}, sdk.KindSwapper); err != nil {
-		return nil, fmt.Errorf("fallback router: %w", err)
-	}
 	if p.groupSettings, err = cfg.GroupSettingsJSON(); err != nil {
 		return nil, err
 	}
+	// The fallbacks are compiled after start-up, so a switch is still
+	// quick; one that is also the configured policy is that module.
+	p.fallbacks = sync.OnceValues(func() (fallbackModules, error) {
+		f := fallbackModules{sched: p.sched, swap: p.swap}
+		var err error
+		if cfg.Routing.Scheduler.Use != config.SchedulerFIFO {
+			if f.sched, err = loadPolicy(ctx, rt, config.Policy{Use: config.SchedulerFIFO}, sdk.KindScheduler); err != nil {
+				return f, fmt.Errorf("fallback scheduler: %w", err)
+			}
+		}
+		if cfg.Routing.Router.Use != config.RouterGroup {
+			if f.swap, err = loadPolicy(ctx, rt, config.Policy{Use: config.RouterGroup}, sdk.KindSwapper); err != nil {
+				return f, fmt.Errorf("fallback router: %w", err)
+			}
+		}
+		return f, nil
+	})
+	go func() { _, _ = p.fallbacks() }()
 	return p, nil
 }
 
@@ -70,7 +92,11 @@ func (p *policySet) routerConfig(ctx context.Context, rc *router.Config) {
 			return nil, p.cfg.Routing.Scheduler.InitError(err)
 		}
 		p.Scheduler = policy.NewFallbackScheduler(s, func() (*policy.Scheduler, error) {
-			return p.rt.NewScheduler(ctx, p.fallbackSched, []byte("{}"), fx)
+			f, err := p.fallbacks()
+			if err != nil {
+				return nil, err
+			}
+			return p.rt.NewScheduler(ctx, f.sched, []byte("{}"), fx)
 		}, policy.Backoff{})
 		return p.Scheduler, nil
 	}
@@ -80,7 +106,11 @@ func (p *policySet) routerConfig(ctx context.Context, rc *router.Config) {
 			return nil, p.cfg.Routing.Router.InitError(err)
 		}
 		p.Swapper = policy.NewFallbackSwapper(s, func() (*policy.Swapper, error) {
-			return p.rt.NewSwapper(ctx, p.fallbackSwap, p.groupSettings, h)
+			f, err := p.fallbacks()
+			if err != nil {
+				return nil, err
+			}
+			return p.rt.NewSwapper(ctx, f.swap, p.groupSettings, h)
 		}, policy.Backoff{})
 		return p.Swapper, nil
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/loadout-dev/loadout/host/backend"
 	"github.com/loadout-dev/loadout/host/config"
+	"github.com/loadout-dev/loadout/host/events"
 	"github.com/loadout-dev/loadout/host/gpu"
 	"github.com/loadout-dev/loadout/host/policy"
 	"github.com/loadout-dev/loadout/host/proxy"
@@ -49,6 +50,11 @@ type reloader struct {
 	ledger    *gpu.Ledger
 	pluginLog *slog.Logger
 	proxy     *proxy.Server
+	// For peer changes: the event bus peers publish their health on, and
+	// how to stop the running peers' health checks (swapped on a reload
+	// that changes peers:; serve calls it at exit).
+	bus       *events.Bus
+	stopPeers func()
 
 	mu      sync.Mutex // one reload at a time; guards cfg, ident and models
 	cfg     *config.Config
@@ -120,9 +126,7 @@ func (rl *reloader) apply() (proxy.ReloadResult, error) {
 	for _, w := range warnings {
 		rl.log.Warn(w.String())
 	}
-	if fmt.Sprint(peerTable(cfg)) != fmt.Sprint(peerTable(rl.cfg)) {
-		rl.log.Warn("reload: the peers: changes take effect at the next start; the peers as they were keep serving")
-	}
+	peersChanged := fmt.Sprint(peerTable(cfg)) != fmt.Sprint(peerTable(rl.cfg))
 	models, err := rl.modelDigests()
 	if err != nil {
 		return res, err
@@ -133,7 +137,7 @@ func (rl *reloader) apply() (proxy.ReloadResult, error) {
 	}
 	added, removed, changed := diffModels(rl.models, models)
 	placed := cfg.Placement != rl.cfg.Placement // the box's pack or spread
-	if ident == rl.ident && len(added)+len(removed)+len(changed) == 0 && !placed {
+	if ident == rl.ident && len(added)+len(removed)+len(changed) == 0 && !placed && !peersChanged {
 		return res, nil
 	}
 	// Everything that can be checked is checked before anything changes:
@@ -158,6 +162,12 @@ func (rl *reloader) apply() (proxy.ReloadResult, error) {
 		}
 		res.Changed = append(res.Changed, "models")
 		rl.log.Info("models reloaded", "added", added, "removed", removed, "changed", changed)
+	}
+	if peersChanged {
+		if err := rl.applyPeers(cfg); err != nil {
+			return res, err
+		}
+		res.Changed = append(res.Changed, "peers")
 	}
 	if rl.ledger != nil {
 		rl.ledger.SetPlacement(gpuPlacement(cfg)) // for the loads to come
@@ -376,4 +386,21 @@ func (rl *reloader) watchedFiles() []string {
 		}
 	}
 	return out
+}
+
+// applyPeers puts cfg's peers in place of the running ones: the new set's
+// health checks start, the proxy forwards through it, and the old set's
+// checks stop (a request already forwarded finishes on its peer).
+func (rl *reloader) applyPeers(cfg *config.Config) error {
+	set, stop, err := startPeers(rl.ctx, cfg, rl.bus, rl.log)
+	if err != nil {
+		return err
+	}
+	if rl.proxy != nil {
+		rl.proxy.SetPeers(set)
+	}
+	rl.stopPeers()
+	rl.stopPeers = stop
+	rl.log.Info("peers reloaded", "peers", cfg.PeerIDs())
+	return nil
 }

@@ -75,8 +75,9 @@ is polled (health: {interval, timeout}, default every 5s, 2s); a peer that
 is down fails its requests at once with a 503 naming it, and comes back
 when it answers. When several peers, or a local model and peers, serve the
 same name, a request goes to one whose model is ready, then with the
-fewest requests in flight. GET /api/peers shows them. Peer changes take
-effect at the next start, not on a reload.
+fewest requests in flight. GET /api/peers shows them. A reload applies
+peer changes too (requests already forwarded finish on their peer). A
+configuration with peers: and no models: is a gateway in front of them.
 
 ` + recordHelp,
 		Args: cobra.NoArgs,
@@ -228,7 +229,8 @@ func runServe(ctx context.Context, o serveOptions) error {
 	if err != nil {
 		return err
 	}
-	defer stopPeers()
+	reload.bus, reload.stopPeers = obsv.bus, stopPeers
+	defer func() { reload.stopPeers() }() // the peers in place at exit (a reload may change them)
 
 	pcfg := proxy.Config{
 		Peers: peerSet,

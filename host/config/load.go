@@ -198,14 +198,15 @@ func (d *decoder) parse(data []byte, dir string) *Config {
 	}
 
 	d.apiKeys(cfg, get("apiKeys"))
-	src := d.models(cfg, top["models"])
+	peers := get("peers")
+	src := d.models(cfg, top["models"], peers != nil && peers.Kind == yaml.MappingNode && len(peers.Content) > 0)
 	d.aliases(cfg, src)
 	d.gpus(cfg, get("gpus"))
 	d.boxPlacement(cfg, get("placement"))
 	d.declaredPlacement(cfg)
 	d.routing(cfg, src, top)
 	d.hooks(cfg, get("hooks"))
-	d.peers(cfg, get("peers"))
+	d.peers(cfg, peers)
 	return cfg
 }
 

@@ -39,22 +39,29 @@ type modelSrc struct {
 
 // models decodes `models:` in sorted id order (the order ports are assigned
 // in, as in llama-swap).
-func (d *decoder) models(cfg *Config, top pair) map[string]*modelSrc {
+// A box with peers may have no model of its own: it is then one endpoint
+// in front of other boxes (withPeers).
+func (d *decoder) models(cfg *Config, top pair, withPeers bool) map[string]*modelSrc {
 	src := map[string]*modelSrc{}
+	const none = "no models defined: at least one model, or a peer under peers:, is required"
 	if top.val == nil {
-		d.errorf(nil, "models", "no models defined: at least one model is required")
+		if !withPeers {
+			d.errorf(nil, "models", none)
+		}
 		return src
 	}
 	if isNull(top.val) {
-		d.errorf(top.key, "models", "no models defined: at least one model is required")
+		if !withPeers {
+			d.errorf(top.key, "models", none)
+		}
 		return src
 	}
 	byID := map[string]pair{}
 	for _, p := range d.pairs(top.val, "models") {
 		byID[p.name] = p
 	}
-	if top.val.Kind == yaml.MappingNode && len(byID) == 0 {
-		d.errorf(top.key, "models", "no models defined: at least one model is required")
+	if top.val.Kind == yaml.MappingNode && len(byID) == 0 && !withPeers {
+		d.errorf(top.key, "models", none)
 	}
 	ids := slices.Sorted(maps.Keys(byID))
 	sort.Strings(ids)

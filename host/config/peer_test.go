@@ -43,6 +43,24 @@ peers:
 	}
 }
 
+// A box with peers needs no model of its own (a gateway); without peers
+// it does.
+func TestParse_PeersOnlyGateway(t *testing.T) {
+	for _, src := range []string{
+		"peers: {b: {proxy: http://h:1, models: [m]}}\n",
+		"models:\npeers: {b: {proxy: http://h:1, models: [m]}}\n",
+		"models: {}\npeers: {b: {proxy: http://h:1, models: [m]}}\n",
+	} {
+		cfg, errs, _ := parse(t, src)
+		eq(t, src, errs, []string(nil))
+		if len(cfg.Models) != 0 || len(cfg.Peers) != 1 {
+			t.Errorf("%s: %d models, %d peers", src, len(cfg.Models), len(cfg.Peers))
+		}
+	}
+	_, errs, _ := parse(t, "models: {}\npeers: {}\n")
+	eq(t, "no models, no peers", errs, []string{"c.yaml:1:1: models: no models defined: at least one model, or a peer under peers:, is required"})
+}
+
 // llama-swap's rules (proxy and models required, full names reserved)
 // and Loadout's (health), each at its line.
 func TestParse_PeerErrors(t *testing.T) {

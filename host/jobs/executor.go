@@ -87,7 +87,13 @@ type StartError struct {
 	// Unreachable: the executor could not be reached; the attempt is
 	// dropped and the task waits, saying why.
 	Unreachable bool
-	Err         error
+	// NotReady: the executor was reached but answered that it cannot take
+	// a submission now (Ray's dashboard answers HTTP 5xx, e.g. "No
+	// available agent to submit job, please try again later" while its job
+	// agent starts). Like Unreachable, the attempt is recorded and the
+	// task waits and retries after a backoff: not a failure of the job.
+	NotReady bool
+	Err      error
 }
 
 func (e *StartError) Error() string { return e.Err.Error() }

@@ -311,6 +311,11 @@ func (e *RayExecutor) Start(ctx context.Context, t *Task, a *Attempt) error {
 			// Submitted before a crash: it is ours.
 		case errors.As(err, &he) && he.Status/100 == 4:
 			return &StartError{Kind: FailureUserError, Err: err}
+		case errors.As(err, &he) && he.Status/100 == 5:
+			// The dashboard could not take the job now (its job agent
+			// not yet started, an exception in its handler): no job was
+			// created, so a later attempt submits it again.
+			return &StartError{NotReady: true, Err: err}
 		default:
 			return &StartError{Kind: FailureRuntimeError, Err: err}
 		}

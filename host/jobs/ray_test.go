@@ -2,14 +2,18 @@ package jobs
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -288,5 +292,82 @@ func TestRay_DownAtSubmitTasksWait(t *testing.T) {
 	w := wait(t, r, task.ID, StatePendingResources)
 	if !strings.Contains(w.Error, "ray executor unreachable") || w.Attempts != 0 {
 		t.Fatalf("waiting task: %q, %d attempts", w.Error, w.Attempts)
+	}
+}
+
+// Ray's dashboard answers a submission with HTTP 500 "No available agent to
+// submit job, please try again later" while its job agent is still
+// starting (seen on a fresh, loaded machine). That is Ray not ready, not a
+// failed job: the attempt records the answer, the task waits and retries,
+// and the next attempt runs. A real head cannot be made to give this
+// answer on demand, so this dashboard is an HTTP stand-in at the lowest
+// seam: the Jobs REST API and /api/cluster_status, on loopback.
+func TestRay_NotReadyAnswerIsRetriedNotFailed(t *testing.T) {
+	var mu sync.Mutex
+	submits := 0
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /api/cluster_status", func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprint(w, `{"data":{"clusterStatus":{"loadMetricsReport":{"usageByNode":{"n1":{"GPU":[0,4]}}}}}}`)
+	})
+	mux.HandleFunc("POST /api/jobs/", func(w http.ResponseWriter, r *http.Request) {
+		var req RaySubmitRequest
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		mu.Lock()
+		submits++
+		first := submits == 1
+		mu.Unlock()
+		if first {
+			http.Error(w, "No available agent to submit job, please try again later.", http.StatusInternalServerError)
+			return
+		}
+		fmt.Fprintf(w, `{"submission_id":%q}`, req.SubmissionID)
+	})
+	mux.HandleFunc("GET /api/jobs/{id}", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, `{"submission_id":%q,"status":"SUCCEEDED","driver_exit_code":0}`, r.PathValue("id"))
+	})
+	dash := httptest.NewServer(mux)
+	defer dash.Close()
+
+	store, err := OpenStore(filepath.Join(t.TempDir(), "jobs.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	ex := NewRayExecutor(RayConfig{Client: &RayClient{Address: dash.URL}})
+	r, err := NewRunner(Config{Store: store, Executors: map[string]Executor{ExecutorRay: ex},
+		PollInterval: 50 * time.Millisecond, RetryBackoff: 50 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	task, err := r.Submit(context.Background(), []byte("executor: ray\ngpus_per_node: 2\ncommand: train\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	start(t, r)
+	done := wait(t, r, task.ID, StateSucceeded, StateFailed)
+	attempts, err := store.Attempts(context.Background(), task.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if done.State != StateSucceeded || len(attempts) != 2 {
+		t.Fatalf("task %s with %d attempts (%s), want SUCCEEDED on the second", done.State, len(attempts), done.Error)
+	}
+	first := attempts[0]
+	if first.FailureKind != FailureUnknown || !strings.Contains(first.Message, "No available agent") {
+		t.Fatalf("first attempt: %s %q, want UNKNOWN with Ray's answer", first.FailureKind, first.Message)
+	}
+	events, err := store.Events(context.Background(), task.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	retried := false
+	for _, e := range events {
+		retried = retried || (e.Kind == "retry" && strings.Contains(e.Message, "cannot take it now"))
+	}
+	if !retried {
+		t.Fatalf("no retry event saying Ray could not take the job: %+v", events)
 	}
 }

@@ -355,7 +355,7 @@ func (r *Runner) sync(ctx context.Context, t *Task) {
 			a.FailureKind = FailureUnknown // stopped, not by us
 		}
 		if a.FailureKind == FailureInsufficientResources {
-			r.retry(ctx, t, a, st.Message)
+			r.retry(ctx, t, a, "lacked resources ("+st.Message+")")
 			return
 		}
 		msg := fmt.Sprintf("%s: %s (%s)", a.SubmissionID, st.Message, a.FailureKind)
@@ -364,7 +364,8 @@ func (r *Runner) sync(ctx context.Context, t *Task) {
 }
 
 // retry sends t back to PENDING_RESOURCES after a backoff that doubles
-// with each attempt.
+// with each attempt; why completes "attempt N …" (e.g. "lacked resources
+// (…)").
 func (r *Runner) retry(ctx context.Context, t *Task, a *Attempt, why string) {
 	backoff := r.cfg.RetryBackoff
 	for i := 1; i < a.No && backoff < r.cfg.MaxBackoff; i++ {
@@ -372,7 +373,7 @@ func (r *Runner) retry(ctx context.Context, t *Task, a *Attempt, why string) {
 	}
 	backoff = min(backoff, r.cfg.MaxBackoff)
 	next := time.Now().UTC().Add(backoff)
-	msg := fmt.Sprintf("attempt %d lacked resources (%s); retrying after %s", a.No, why, backoff)
+	msg := fmt.Sprintf("attempt %d %s; retrying after %s", a.No, why, backoff)
 	r.transition(ctx, t, StatePendingResources, Change{Attempt: a, NextRunAt: &next, Error: &msg, Kind: "retry", Message: msg})
 }
 
@@ -462,10 +463,13 @@ func (r *Runner) start(ctx context.Context, t *Task, ex Executor, a *Attempt) {
 	switch {
 	case se.Unreachable:
 		a.FailureKind = FailureUnknown
-		r.retry(ctx, t, a, fmt.Sprintf("%s executor unreachable: %v", t.Executor, err))
+		r.retry(ctx, t, a, fmt.Sprintf("could not be submitted (%s executor unreachable: %v)", t.Executor, err))
+	case se.NotReady:
+		a.FailureKind = FailureUnknown
+		r.retry(ctx, t, a, fmt.Sprintf("could not be submitted (%s executor cannot take it now: %v)", t.Executor, err))
 	case se.Kind == FailureInsufficientResources:
 		a.FailureKind = FailureInsufficientResources
-		r.retry(ctx, t, a, err.Error())
+		r.retry(ctx, t, a, "lacked resources ("+err.Error()+")")
 	default:
 		a.FailureKind = se.Kind
 		msg := fmt.Sprintf("%s: %s (%s)", a.SubmissionID, a.Message, a.FailureKind)

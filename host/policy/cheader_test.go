@@ -84,6 +84,7 @@ var cParams = map[string][]string{
 	"running_models":     {"buf", "limit"},
 	"snapshot":           {"buf", "limit"},
 	"plan":               {"target", "target_len", "buf", "limit"},
+	"admit":              {"model", "model_len", "limit", "flags"},
 }
 
 // cType is a parameter's C type by its name, checked against its Wasm type.
@@ -241,6 +242,9 @@ func cHeader() (string, error) {
 		}
 	}
 	defines("Host import results below zero (sdk.ResultError).", results)
+	defines("Admission flags (admit; the warm path).", []cConst{
+		{"LOADOUT_ADMIT_SERVE_DONE", int64(sdk.AdmitServeDone), "keep sending on_serve_done for the model"},
+	})
 	defines("Log levels (log).", []cConst{
 		{"LOADOUT_LEVEL_DEBUG", int64(sdk.LevelDebug), ""},
 		{"LOADOUT_LEVEL_INFO", int64(sdk.LevelInfo), ""},

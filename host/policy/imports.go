@@ -244,9 +244,8 @@ func importSnapshot(ctx context.Context, mod api.Module, stack []uint64) {
 		return
 	}
 	sv := in.sv
-	sv.snap = sv.host.Snapshot()
+	sdk.ReadSnapshot(sv.host, &sv.snap) // kept: its storage is reused by a host that can
 	sv.reply = wire.Append(sv.reply[:0], &sv.snap)
-	sv.snap = sdk.Snapshot{}
 	reply(mod, stack, sv.reply, uint32(stack[0]), uint32(stack[1]))
 }
 
@@ -284,4 +283,23 @@ func importPlan(ctx context.Context, mod api.Module, stack []uint64) {
 	sv.reply = wire.Append(sv.reply[:0], &sv.plan)
 	sv.plan = sdk.Plan{}
 	reply(mod, stack, sv.reply, uint32(stack[2]), uint32(stack[3]))
+}
+
+// admit(model_ptr, model_len, limit i32, flags i32) -> i32: the warm-path
+// admission (sdk.Admitter). An sdk.Effects that does not take the warm path
+// answers sdk.ErrNotAllowed, and the policy is called for every request.
+func importAdmit(ctx context.Context, mod api.Module, stack []uint64) {
+	in, fx := effects(ctx)
+	ad, ok := fx.(sdk.Admitter)
+	if !ok {
+		retErr(stack, sdk.ErrNotAllowed)
+		return
+	}
+	b, ok := guestBytes(mod, uint32(stack[0]), uint32(stack[1]))
+	if !ok {
+		retErr(stack, sdk.ErrBadArgument)
+		return
+	}
+	err := ad.Admit(in.sv.intern(b), uint32(stack[2]), sdk.AdmitFlags(uint32(stack[3])))
+	ret(stack, sdk.AsResult(err))
 }

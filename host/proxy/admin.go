@@ -58,8 +58,8 @@ func (s *Server) listModels(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	if s.cfg.Peers != nil {
-		for _, n := range s.cfg.Peers.Names() {
+	if set := s.peers.Load(); set != nil {
+		for _, n := range set.Names() {
 			data = append(data, modelObject{ID: n.Name, Object: "model", Created: created, OwnedBy: "loadout", Name: n.Peer + ": " + n.Model,
 				Meta: map[string]any{"llamaswap": map[string]any{"type": "peer", "peerID": n.Peer}}})
 		}

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -92,6 +93,59 @@ func BenchmarkProxy_Small(b *testing.B) {
 			b.ReportMetric(float64(n)/elapsed.Seconds(), "req/s")
 		})
 	}
+}
+
+// BenchmarkProxy_StreamChunk is the cost of one streamed chunk: one SSE
+// stream of 200 content chunks per iteration, each flushed by the model
+// server 500 µs after the last (as a model server sends tokens: one write
+// each, never coalesced), through Loadout ("loadout") and straight from
+// the model server ("direct"), read by a client in the same process.
+// cpu-ns/chunk is the process's CPU time (user and system) per chunk,
+// which client, proxy and model server share: the proxy's own is the
+// difference between the two, or its share of a CPU profile:
+//
+//	go test ./host/proxy -run '^$' -bench StreamChunk -benchtime 10x -cpuprofile cpu.prof
+func BenchmarkProxy_StreamChunk(b *testing.B) {
+	const chunks = 200
+	e := newBenchEnv(b, false)
+	body := `{"model":"a","stream":true,"messages":[{"role":"user","content":"hi"}]}`
+	for _, path := range []string{"loadout", "direct"} {
+		b.Run(path, func(b *testing.B) {
+			target := e.ts.URL + "/v1/chat/completions"
+			if path == "direct" {
+				target = e.status("a").Upstream + "/v1/chat/completions"
+			}
+			client := benchClient(1)
+			defer client.CloseIdleConnections()
+			cpu0 := cpuTime(b)
+			for b.Loop() {
+				req, _ := http.NewRequest(http.MethodPost, target, strings.NewReader(body))
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("X-Test-Mode", "chunks")
+				req.Header.Set("X-Test-Chunks", fmt.Sprint(chunks))
+				req.Header.Set("X-Test-Gap", "500us")
+				resp, err := client.Do(req)
+				if err != nil {
+					b.Fatal(err)
+				}
+				n, err := io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if err != nil || resp.StatusCode != http.StatusOK || n < chunks*50 {
+					b.Fatalf("stream: status %d, %d bytes, %v", resp.StatusCode, n, err)
+				}
+			}
+			b.ReportMetric(float64((cpuTime(b)-cpu0).Nanoseconds())/float64(b.N*chunks), "cpu-ns/chunk")
+		})
+	}
+}
+
+// cpuTime is the process's user and system CPU time so far.
+func cpuTime(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // overheadRun is one row of the proxy-overhead report.

@@ -14,10 +14,9 @@ type catalog struct {
 	listed  []string               // listed ids, sorted, for "known models" hints
 }
 
+// newCatalog builds the catalog; it may be empty (a box that only forwards
+// to peers). Errors: an empty or duplicate id or alias.
 func newCatalog(models []ModelEntry) (*catalog, error) {
-	if len(models) == 0 {
-		return nil, fmt.Errorf("the model catalog is empty")
-	}
 	c := &catalog{entries: slices.Clone(models), byName: map[string]*ModelEntry{}}
 	slices.SortFunc(c.entries, func(a, b ModelEntry) int { return strings.Compare(a.ID, b.ID) })
 	owner := map[string]string{} // name → what claimed it, for errors

@@ -80,6 +80,9 @@ type envOpts struct {
 	onStart   func(RequestStart)
 	onRequest func(RequestSummary)
 	peers     *peers.Set // Config.Peers
+	// extra models, added to the catalog in one persistent, non-exclusive
+	// group: all of them stay loaded (the scale report).
+	extra []string
 }
 
 // env is one test's Loadout: model servers, a router, the proxy on a real
@@ -109,6 +112,16 @@ func newEnv(t testing.TB, o envOpts) *env {
 	}
 	bus := benchEvents(t, &cfg)
 	catalog := testCatalog
+	groups := testGroups
+	if len(o.extra) > 0 {
+		catalog = slices.Clone(testCatalog)
+		for _, m := range o.extra {
+			catalog = append(catalog, ModelEntry{ID: m, Backend: "sim"})
+		}
+		members, _ := json.Marshal(o.extra)
+		groups = strings.TrimSuffix(testGroups, "}}") + `,
+	"extra": {"swap": false, "exclusive": false, "persistent": true, "members": ` + string(members) + `}}}`
+	}
 	if o.errors != nil {
 		catalog = nil
 		for m := range o.errors {
@@ -131,7 +144,7 @@ func newEnv(t testing.TB, o envOpts) *env {
 			return rt.NewScheduler(ctx, fifo, []byte("{}"), fx)
 		}
 		cfg.NewSwapper = func(h sdk.Host) (router.SwapperPolicy, error) {
-			return rt.NewSwapper(ctx, group, []byte(testGroups), h)
+			return rt.NewSwapper(ctx, group, []byte(groups), h)
 		}
 	}
 	for _, m := range catalog {

@@ -322,6 +322,15 @@ func (m *modelInstance) stream(w http.ResponseWriter, r *http.Request, mode, mod
 			}
 			send(i)
 		}
+	case "chunks": // X-Test-Chunks content chunks, each flushed, X-Test-Gap apart (benchmarks)
+		n, _ := strconv.Atoi(r.Header.Get("X-Test-Chunks"))
+		gap, _ := time.ParseDuration(r.Header.Get("X-Test-Gap"))
+		for i := 2; i <= n; i++ {
+			if gap > 0 {
+				time.Sleep(gap)
+			}
+			send(i)
+		}
 	case "die":
 		conn, _, err := http.NewResponseController(w).Hijack()
 		if err != nil {

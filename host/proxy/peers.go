@@ -23,10 +23,11 @@ const headerForwarded = "X-Loadout-Forwarded"
 // the client asked for, entry its local catalog entry (nil when it has
 // none).
 func (s *Server) routePeer(r *http.Request, name string, entry *ModelEntry) (*peers.Target, *apiError) {
-	if s.cfg.Peers == nil {
+	set := s.peers.Load()
+	if set == nil {
 		return nil, nil
 	}
-	targets := s.cfg.Peers.Lookup(name)
+	targets := set.Lookup(name)
 	if len(targets) == 0 {
 		return nil, nil
 	}
@@ -47,7 +48,7 @@ func (s *Server) routePeer(r *http.Request, name string, entry *ModelEntry) (*pe
 			}
 		}
 	}
-	t, err := s.cfg.Peers.Choose(targets, local)
+	t, err := set.Choose(targets, local)
 	var down *peers.DownError
 	if errors.As(err, &down) {
 		return nil, &apiError{status: http.StatusServiceUnavailable, code: "peer_unavailable", msg: err.Error()}
@@ -107,8 +108,8 @@ func peerFailed(t *peers.Target, what string, err error) *apiError {
 // apiPeers is GET /api/peers: every peer's health and models.
 func (s *Server) apiPeers(w http.ResponseWriter, r *http.Request) {
 	st := []peers.Status{}
-	if s.cfg.Peers != nil {
-		st = s.cfg.Peers.Statuses()
+	if set := s.peers.Load(); set != nil {
+		st = set.Statuses()
 	}
 	s.writeJSON(w, r, map[string]any{"peers": st})
 }

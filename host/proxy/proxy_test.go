@@ -1103,7 +1103,6 @@ func TestNew_Validation(t *testing.T) {
 		want string
 	}{
 		{"no router", Config{Models: testCatalog}, "router"},
-		{"no models", Config{Router: rr}, "empty"},
 		{"empty id", Config{Router: rr, Models: []ModelEntry{{ID: ""}}}, "model id is empty"},
 		{"duplicate id", Config{Router: rr, Models: []ModelEntry{{ID: "a"}, {ID: "a"}}}, `"a"`},
 		{"alias is an id", Config{Router: rr, Models: []ModelEntry{{ID: "a"}, {ID: "b", Aliases: []string{"a"}}}}, `alias of model "b" "a" is also model id`},
@@ -1117,5 +1116,9 @@ func TestNew_Validation(t *testing.T) {
 				t.Errorf("err = %v, want it to mention %q", err, tt.want)
 			}
 		})
+	}
+	// No model of its own is fine: a box that only forwards to peers.
+	if _, err := New(Config{Router: rr}); err != nil {
+		t.Errorf("an empty catalog: %v", err)
 	}
 }

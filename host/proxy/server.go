@@ -172,7 +172,8 @@ type Config struct {
 type Server struct {
 	cfg       Config
 	router    Router
-	catalog   atomic.Pointer[catalog] // replaced by SetModels
+	catalog   atomic.Pointer[catalog]   // replaced by SetModels
+	peers     atomic.Pointer[peers.Set] // Config.Peers, replaced by SetPeers; nil: none
 	log       *slog.Logger
 	maxBody   int64
 	keyHashes [][sha256.Size]byte
@@ -198,8 +199,23 @@ func (s *Server) SetModels(models []ModelEntry) error {
 	return nil
 }
 
-// New checks cfg and builds the server. Errors: no router, an empty
-// catalog, or a catalog whose ids and aliases are empty or collide.
+// SetPeers replaces the peers (a configuration reload that changed
+// peers:); nil means none. Requests already forwarded finish on the peer
+// they were sent to. The caller stops the old set's health checks.
+func (s *Server) SetPeers(set *peers.Set) {
+	if set != nil {
+		var names []string
+		for _, n := range set.Names() {
+			names = append(names, n.Name)
+		}
+		s.metrics.addModels(names) // the per-model series of new peer models
+	}
+	s.peers.Store(set)
+}
+
+// New checks cfg and builds the server. Errors: no router, or a catalog
+// whose ids and aliases are empty or collide. The catalog may be empty: a
+// box that only forwards to its peers.
 func New(cfg Config) (*Server, error) {
 	if cfg.Router == nil {
 		return nil, errors.New("proxy: a router is required")
@@ -226,6 +242,7 @@ func New(cfg Config) (*Server, error) {
 		started: time.Now(),
 	}
 	s.catalog.Store(cat)
+	s.peers.Store(cfg.Peers)
 	for i, k := range cfg.APIKeys {
 		if k == "" {
 			return nil, fmt.Errorf("proxy: API key %d is empty", i)

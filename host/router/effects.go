@@ -35,6 +35,7 @@ func (h readOnlyHost) Log(level sdk.LogLevel, msg string) {
 func (h readOnlyHost) ModelState(name string) (sdk.ModelInfo, bool) { return h.fx.ModelState(name) }
 func (h readOnlyHost) RunningModels() []sdk.ModelInfo               { return h.fx.RunningModels() }
 func (h readOnlyHost) Snapshot() sdk.Snapshot                       { return h.fx.Snapshot() }
+func (h readOnlyHost) SnapshotInto(dst *sdk.Snapshot)               { h.fx.SnapshotInto(dst) }
 
 func (fx *effects) Log(level sdk.LogLevel, msg string) {
 	fx.logAs(fx.r.cfg.SchedulerName, level, msg)
@@ -45,7 +46,16 @@ func (fx *effects) logAs(policy string, level sdk.LogLevel, msg string) {
 }
 
 func (fx *effects) info(m *model) sdk.ModelInfo {
-	info := sdk.ModelInfo{
+	var info sdk.ModelInfo
+	fx.infoInto(m, &info)
+	return info
+}
+
+// infoInto writes m as policies see it into *info, reusing the storage of
+// its Devices and Leased.
+func (fx *effects) infoInto(m *model, info *sdk.ModelInfo) {
+	devices, leased := info.Devices[:0], info.Leased[:0]
+	*info = sdk.ModelInfo{
 		Name:             m.name,
 		State:            m.visible(),
 		InFlight:         uint32(m.inFlight),
@@ -60,15 +70,17 @@ func (fx *effects) info(m *model) sdk.ModelInfo {
 	if l := fx.r.loop.ledger; l != nil {
 		if lease, ok := l.Lease(m.name); ok {
 			for _, d := range gpu.SortedDevices(lease) {
-				info.Devices = append(info.Devices, int32(d))
-				info.Leased = append(info.Leased, lease[d])
+				devices = append(devices, int32(d))
+				leased = append(leased, lease[d])
 			}
 		}
+	}
+	if len(devices) > 0 {
+		info.Devices, info.Leased = devices, leased
 	}
 	if !m.lastUse.IsZero() {
 		info.LastUse = m.lastUse.UnixNano()
 	}
-	return info
 }
 
 func (fx *effects) ModelState(name string) (sdk.ModelInfo, bool) {
@@ -91,10 +103,24 @@ func (fx *effects) RunningModels() []sdk.ModelInfo {
 }
 
 func (fx *effects) Snapshot() sdk.Snapshot {
+	var s sdk.Snapshot
+	fx.SnapshotInto(&s)
+	return s
+}
+
+// SnapshotInto is Snapshot written into dst's storage (sdk.SnapshotReader):
+// the Wasm host's snapshot import keeps one and encodes it at once, so a
+// swapper that reads the snapshot on every plan costs no allocation per
+// model on the host either.
+func (fx *effects) SnapshotInto(dst *sdk.Snapshot) {
 	l := &fx.r.loop
-	s := sdk.Snapshot{Now: l.now.UnixNano(), Models: make([]sdk.ModelInfo, 0, len(l.names))}
-	for _, name := range l.names {
-		s.Models = append(s.Models, fx.info(l.models[name]))
+	models, gpus := dst.Models, dst.GPUs[:0]
+	if cap(models) < len(l.names) {
+		models = make([]sdk.ModelInfo, len(l.names))
+	}
+	models = models[:len(l.names)]
+	for i, name := range l.names {
+		fx.infoInto(l.models[name], &models[i])
 	}
 	if l.ledger != nil {
 		devices, err := fx.gpuLeases()
@@ -102,10 +128,10 @@ func (fx *effects) Snapshot() sdk.Snapshot {
 			fx.r.log.Warn("reading GPU memory for a snapshot", "err", err)
 		}
 		for _, d := range devices {
-			s.GPUs = append(s.GPUs, sdk.GPUInfo{Index: int32(d.Index), Name: d.Name, Total: d.Total, Free: d.Free, Leased: d.Leased})
+			gpus = append(gpus, sdk.GPUInfo{Index: int32(d.Index), Name: d.Name, Total: d.Total, Free: d.Free, Leased: d.Leased})
 		}
 	}
-	return s
+	*dst = sdk.Snapshot{Now: l.now.UnixNano(), Models: models, GPUs: gpus}
 }
 
 // GrantServe hands the caller the model's upstream. In-flight goes up only
@@ -134,13 +160,21 @@ func (fx *effects) GrantServe(id sdk.RequestID, name string) bool {
 		return false
 	}
 	delete(l.waiters, id)
+	return r.serve(w, m)
+}
+
+// serve hands w the upstream of m, which is ready, and reports whether the
+// caller took it; in-flight goes up only then (rule 3). The scheduler's
+// grants and the warm path (warm.go) both end here.
+func (r *Router) serve(w *waiter, m *model) bool {
+	id, name := w.id, m.name
 	g := &Grant{Model: name, Upstream: m.inst.Upstream(), LoadWait: loadWait(w.arrived, r.cfg.Clock(), m)}
 	g.release = func() { r.exec.release(serveDone{id: id, model: name}) }
 	if !r.deliver(w, result{grant: g}) {
 		return false
 	}
 	m.inFlight++
-	m.lastUse = l.now
+	m.lastUse = r.loop.now
 	return true
 }
 
@@ -192,6 +226,9 @@ func (fx *effects) SetQueuePosition(id sdk.RequestID, pos int) {
 		pos = 0
 	}
 	w.held, w.pos = true, pos
+	if m := l.models[w.req.Model]; m != nil {
+		r.revoke(m) // a held request for the model ends its warm path
+	}
 	if w.req.Progress == nil {
 		return
 	}
@@ -336,6 +373,15 @@ func (fx *effects) StartSwap(s sdk.SwapRequest) error {
 	}
 
 	already := target.state == sdk.StateReady
+	if !already && r.inBackoff(target) {
+		// No eviction and no start: the swap ends at once with the
+		// backoff's error, as an event (backoff.go).
+		sw := &swap{target: s.Model}
+		sw.job = startJob{target: s.Model, refuse: r.backoffError(target)}
+		l.swaps[s.Model] = sw
+		r.exec.start(sw.job)
+		return nil
+	}
 	sw := &swap{target: s.Model, evict: slices.Clone(s.Evict), devices: slices.Clone(s.Devices)}
 	var placement map[int]uint64
 	if l.ledger != nil && !already {
@@ -363,6 +409,10 @@ func (fx *effects) StartSwap(s sdk.SwapRequest) error {
 
 	running := fx.runningSet(s.Model)
 	l.swaps[s.Model] = sw
+	r.revoke(target)
+	for _, m := range evicted {
+		r.revoke(m)
+	}
 	if !already {
 		target.loadStart, target.loadEnd = r.cfg.Clock(), time.Time{}
 	}
@@ -424,6 +474,7 @@ func (fx *effects) StopProcesses(names []string) error {
 	}
 	for _, name := range names {
 		m := l.models[name]
+		r.revoke(m)
 		switch {
 		case l.swaps[name] != nil:
 			m.stopAfterStart = true

@@ -95,6 +95,7 @@ type harnessOpts struct {
 	ledger    *gpu.Ledger
 	measure   time.Duration
 	observer  Observer
+	noWarm    bool // Config.NoWarmPath
 }
 
 func newHarness(t testing.TB, o harnessOpts) *harness {
@@ -130,6 +131,7 @@ func newHarness(t testing.TB, o harnessOpts) *harness {
 		Ledger:          o.ledger,
 		MeasureInterval: o.measure,
 		Observer:        o.observer,
+		NoWarmPath:      o.noWarm,
 		Logger:          testLogger(),
 		NewScheduler: func(fx sdk.Effects) (SchedulerPolicy, error) {
 			return rt.NewScheduler(ctx, fifo, []byte(o.scheduler), fx)

@@ -41,6 +41,9 @@ type swapDone struct {
 	inst    Instance // nil on error
 	err     error
 	evicted []string
+	// backoff: the start was not attempted, the model being in its
+	// crash-loop backoff (err says until when); nothing changed.
+	backoff bool
 }
 
 type stopDone struct {
@@ -86,6 +89,16 @@ type model struct {
 	// removed: a configuration reload took the model out; it leaves the
 	// table once stopped (models.go).
 	removed bool
+	// startFailures counts its failed starts in a row (a successful start
+	// or an operator's unload resets it); retryAt is when the next start
+	// may be attempted (backoff.go).
+	startFailures int
+	retryAt       time.Time
+	// admitLimit and admitFlags are the scheduler's warm-path admission
+	// (warm.go): while admitLimit > 0 the loop grants new requests for
+	// the model itself below admitLimit in flight. 0: none.
+	admitLimit uint32
+	admitFlags sdk.AdmitFlags
 }
 
 // visible is the state policies and the API see: a Ready model draining
@@ -145,6 +158,9 @@ type loopState struct {
 	planFailures map[string]string
 	measuring    bool
 	observed     map[string]observed // what the Observer last heard (observer.go)
+	// observeOnly names the one model the event just handled changed, when
+	// it was a warm-path event (warm.go); "" means any may have.
+	observeOnly string
 }
 
 func (l *loopState) init(cfg Config) {
@@ -219,6 +235,9 @@ func (r *Router) onRequest(w *waiter) {
 	l.nextID++
 	w.id = l.nextID
 	w.arrived = r.cfg.Clock()
+	if r.admitWarm(w) {
+		return
+	}
 	l.waiters[w.id] = w
 	r.offer(w)
 }
@@ -284,6 +303,10 @@ func (r *Router) onServeDone(ev serveDone) {
 		if m.stopWhenIdle && m.inFlight == 0 {
 			r.stopModel(m)
 		}
+		if r.quietServeDone(m) {
+			l.observeOnly = m.name // nothing else changed
+			return
+		}
 	}
 	err := l.sched.OnServeDone(sdk.ServeDoneEvent{Now: r.stamp(), ID: ev.id, Model: ev.model})
 	r.schedulerFailed("on_serve_done", err)
@@ -292,6 +315,10 @@ func (r *Router) onServeDone(ev serveDone) {
 func (r *Router) onSwapDone(ev swapDone) {
 	l := &r.loop
 	delete(l.swaps, ev.target)
+	if ev.backoff {
+		r.onBackoffRefused(ev)
+		return
+	}
 	r.observer().SwapEnded(r.swapEnded(ev))
 	for _, name := range ev.evicted {
 		r.setStopped(l.models[name])
@@ -304,6 +331,7 @@ func (r *Router) onSwapDone(ev swapDone) {
 		m.lastErr = errText
 		r.setState(m, sdk.StateFailed)
 		r.log.Error("model failed to start", "model", ev.target, "err", ev.err)
+		r.startFailed(m, ev.err)
 		r.releaseLease(m)
 		r.releaseUnloadWaiters(m)
 	case m.inst == ev.inst:
@@ -311,6 +339,7 @@ func (r *Router) onSwapDone(ev swapDone) {
 	default:
 		m.gen++
 		m.inst = ev.inst
+		m.startFailures, m.retryAt = 0, time.Time{}
 		m.loadEnd = r.cfg.Clock() // before setState: the scheduler may grant in it
 		r.setState(m, sdk.StateReady)
 		m.lastUse = r.cfg.Clock() // the TTL counts from the load
@@ -379,6 +408,9 @@ func (r *Router) onUnload(req unloadRequest) {
 			return
 		}
 	}
+	for _, name := range targets {
+		r.revoke(l.models[name])
+	}
 	if len(targets) == 0 {
 		req.done <- nil
 		return
@@ -389,6 +421,7 @@ func (r *Router) onUnload(req unloadRequest) {
 	var pending []chan struct{}
 	for _, name := range targets {
 		m := l.models[name]
+		m.startFailures, m.retryAt = 0, time.Time{} // the operator's say: try again at once
 		switch {
 		case m.state == sdk.StateReady && m.inFlight > 0 && !req.force:
 			m.stopWhenIdle = true
@@ -473,6 +506,7 @@ func (r *Router) onShutdown() {
 		return
 	}
 	l.shuttingDown = true
+	r.revokeAll()
 	r.log.Info("shutting down: failing waiting requests, stopping models after in-flight requests finish")
 	err := l.sched.OnShutdown(sdk.ShutdownEvent{Now: r.stamp(), Reason: "shutting down"})
 	r.schedulerFailed("on_shutdown", err)
@@ -521,10 +555,12 @@ func (r *Router) schedulerFailed(event string, err error) bool {
 	if err == nil {
 		if l.schedHandover != nil && l.schedHandover.HandedOver() {
 			r.observer().PolicyHandedOver("scheduler")
+			r.revokeAll()
 			r.reoffer()
 		}
 		return false
 	}
+	r.revokeAll()
 	l.schedCounters.Failures++
 	l.schedCounters.LastError = err.Error()
 	r.observer().PolicyFailed("scheduler", event, err)
@@ -571,10 +607,12 @@ func (r *Router) fail(w *waiter, code sdk.ErrorCode, msg string) {
 // goes with each state: an instance only while Ready or Stopping (the
 // caller sets m.inst before entering Ready), a drain for an unload
 // (stopWhenIdle) only while Ready, and lastErr (set by the caller before
-// entering Failed) cleared once the model is Ready again. Whether a swap is
+// entering Failed) cleared once the model is Ready again, and no warm-path
+// admission survives a change (warm.go). Whether a swap is
 // active is not a state: it is l.swaps, and a Starting model always has one.
 func (r *Router) setState(m *model, to sdk.ModelState) {
 	m.state = to
+	r.revoke(m) // the policy re-admits after it has seen the change
 	switch to {
 	case sdk.StateReady:
 		m.lastErr = ""
@@ -671,7 +709,10 @@ func (l *loopState) status(name string, queued, loading int) ModelStatus {
 	st := ModelStatus{
 		Model: name, State: m.visible().String(), InFlight: m.inFlight, Queued: queued, Loading: loading,
 		LastUse: m.lastUse, LastError: m.lastErr, Group: m.cfg.Group, VRAM: m.cfg.VRAM,
-		Measured: m.measured, Devices: l.devices(name),
+		Measured: m.measured, Devices: l.devices(name), StartFailures: m.startFailures,
+	}
+	if backoffAfter(m.startFailures) > 0 {
+		st.RetryAt = m.retryAt
 	}
 	if m.inst != nil {
 		st.Upstream = m.inst.Upstream().String()

@@ -2,6 +2,7 @@ package router
 
 import (
 	"slices"
+	"time"
 
 	"github.com/loadout-dev/loadout/sdk"
 )
@@ -49,6 +50,7 @@ func (r *Router) updateModels(models map[string]ModelConfig, changed []string) {
 			r.log.Info("model added", "model", name)
 		case slices.Contains(changed, name):
 			m.cfg = mc
+			m.startFailures, m.retryAt = 0, time.Time{} // a new configuration starts afresh
 			r.log.Info("model changed; it reloads with its new configuration once idle", "model", name, "state", m.visible().String())
 			r.restartWhenIdle(m)
 		}
@@ -76,6 +78,7 @@ func (r *Router) updateModels(models map[string]ModelConfig, changed []string) {
 // starting one once its swap ends), so that its next load uses its
 // current configuration.
 func (r *Router) restartWhenIdle(m *model) {
+	r.revoke(m)
 	switch {
 	case r.loop.swaps[m.name] != nil:
 		m.stopAfterStart = true

@@ -79,27 +79,43 @@ type observed struct {
 // observeModels tells the Observer about every model whose state or
 // counts changed during the event just handled. It runs after each event;
 // the changes are derived from the process table and the waiting callers,
-// so no call site can forget one.
+// so no call site can forget one. The warm path's events (a request the
+// loop granted itself, a quiet end) change one model and nothing else, and
+// say which (l.observeOnly): then only that model is compared, so their
+// cost does not grow with the number of models (docs/BENCHMARKS.md).
 func (r *Router) observeModels() {
+	l := &r.loop
+	only := l.observeOnly
+	l.observeOnly = ""
 	obs := r.cfg.Observer
 	if obs == nil {
 		return
 	}
-	l := &r.loop
 	if l.observed == nil {
 		l.observed = make(map[string]observed, len(l.names))
 	}
 	queued, loading := l.heldCounts()
-	for _, name := range l.names {
-		m := l.models[name]
-		now := observed{state: m.visible().String(), inFlight: m.inFlight, queued: queued[name],
-			loading: loading[name], measured: m.measured, lastErr: m.lastErr}
-		if prev, ok := l.observed[name]; ok && prev == now {
-			continue
-		}
-		l.observed[name] = now
-		obs.ModelChanged(l.status(name, now.queued, now.loading))
+	if _, ok := l.models[only]; ok {
+		r.observeModel(obs, only, queued, loading)
+		return
 	}
+	for _, name := range l.names {
+		r.observeModel(obs, name, queued, loading)
+	}
+}
+
+// observeModel tells obs about model name if it changed since it last
+// heard of it.
+func (r *Router) observeModel(obs Observer, name string, queued, loading map[string]int) {
+	l := &r.loop
+	m := l.models[name]
+	now := observed{state: m.visible().String(), inFlight: m.inFlight, queued: queued[name],
+		loading: loading[name], measured: m.measured, lastErr: m.lastErr}
+	if prev, ok := l.observed[name]; ok && prev == now {
+		return
+	}
+	l.observed[name] = now
+	obs.ModelChanged(l.status(name, now.queued, now.loading))
 }
 
 // swapInfo describes a swap StartSwap launches.

@@ -95,3 +95,20 @@ func TestRouter_Observer_NoneConfigured(t *testing.T) {
 		t.Fatalf("a is %s", got)
 	}
 }
+
+// On the warm path the observer compares only the model the event changed
+// (observeOnly), and still hears every change of its in-flight count.
+func TestObserver_WarmPathChangesAreHeard(t *testing.T) {
+	obs := newRecordingObserver()
+	h := newHarness(t, harnessOpts{observer: obs})
+	h.admit(t, "a")
+	g1 := h.acquire("a").wait(t) // granted by the loop itself
+	g2 := h.acquire("a").wait(t)
+	obs.await(t, "model a ready in_flight=1 queued=0 loading=0", "model a ready in_flight=2 queued=0 loading=0")
+	g1.Release()
+	g2.Release()
+	obs.await(t, "model a ready in_flight=1 queued=0 loading=0", "model a ready in_flight=0 queued=0 loading=0")
+	if h.admitted("a") == 0 {
+		t.Fatal("a is no longer admitted: the requests did not take the warm path")
+	}
+}

@@ -74,6 +74,7 @@ func (r *Router) replacePolicies(p Policies) error {
 	r.log.Info("policies replaced", "scheduler", p.SchedulerName, "router", p.SwapperName)
 	r.observer().PolicyHandedOver("scheduler")
 	r.observer().PolicyHandedOver("swapper")
+	r.revokeAll()
 	r.reoffer()
 	closePolicy(oldSched)
 	closePolicy(oldSwap)

@@ -58,7 +58,8 @@ type ModelConfig struct {
 
 // Config builds a Router.
 type Config struct {
-	// Models maps model id → its config. Required, non-empty.
+	// Models maps model id → its config. It may be empty (a box that only
+	// forwards to peers); models join later through UpdateModels.
 	Models map[string]ModelConfig
 	// NewScheduler makes the scheduler policy bound to the router's Effects.
 	NewScheduler func(fx sdk.Effects) (SchedulerPolicy, error)
@@ -77,6 +78,11 @@ type Config struct {
 	TickInterval time.Duration
 	// Logger receives one line per real event (a swap, an eviction, a crash).
 	Logger *slog.Logger
+	// NoWarmPath turns the warm path off (warm.go): Admit answers
+	// sdk.ErrNotAllowed, so the scheduler is called for every request and
+	// every request's end, as before the warm path existed. For tests and
+	// benchmarks that compare the two.
+	NoWarmPath bool
 	// Ledger accounts GPU memory: every load leases its model's VRAM on
 	// the devices it is placed on, a load that does not fit is never
 	// started, and snapshots carry the devices. Nil: no VRAM accounting.
@@ -152,6 +158,11 @@ type ModelStatus struct {
 	VRAM      uint64    `json:"vram_bytes,omitempty"`          // declared or estimated need
 	Measured  uint64    `json:"measured_vram_bytes,omitempty"` // measured while loaded
 	Devices   []int     `json:"devices,omitempty"`             // GPUs it holds leases on
+	// StartFailures counts its failed starts in a row; from the second,
+	// starts back off exponentially (backoff.go): none is attempted before
+	// RetryAt (zero while there is no backoff; it may be past).
+	StartFailures int       `json:"start_failures,omitempty"`
+	RetryAt       time.Time `json:"retry_at,omitzero"`
 }
 
 // PolicyCounters counts a policy's misbehaviour as the router saw it.
@@ -203,9 +214,6 @@ func New(cfg Config) (*Router, error) {
 // newRouter is New without the run loop's goroutine, with the executor
 // that exec makes.
 func newRouter(cfg Config, exec func(*Router) executor) (*Router, error) {
-	if len(cfg.Models) == 0 {
-		return nil, errors.New("router: no models configured")
-	}
 	if cfg.NewScheduler == nil || cfg.NewSwapper == nil {
 		return nil, errors.New("router: a scheduler and a swapper policy are required")
 	}

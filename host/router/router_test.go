@@ -36,9 +36,17 @@ func TestRouter_ColdLoadThenFastPath(t *testing.T) {
 }
 
 // Rule 1: all scheduler state lives on the run loop. Many callers at once,
-// under -race, would show any state touched elsewhere.
+// under -race, would show any state touched elsewhere; with the warm path
+// (warm.go) and without it.
 func TestRouter_Rule1_ConcurrentCallers(t *testing.T) {
-	h := newHarness(t, harnessOpts{})
+	for _, warm := range []bool{true, false} {
+		t.Run(map[bool]string{true: "warm", false: "off"}[warm], func(t *testing.T) {
+			testConcurrentCallers(t, newHarness(t, harnessOpts{noWarm: !warm}))
+		})
+	}
+}
+
+func testConcurrentCallers(t *testing.T, h *harness) {
 	var wg sync.WaitGroup
 	for i := range 40 {
 		wg.Go(func() {
@@ -311,7 +319,11 @@ func TestRouter_QueueCollation(t *testing.T) {
 func TestRouter_SwapFailureFailsWaiters(t *testing.T) {
 	h := newHarness(t, harnessOpts{})
 	h.procs["a"].fail = errors.New("llama-server exited with status 1: error loading model")
+	release := h.procs["a"].hold() // both callers wait on the one start
 	c1, c2 := h.acquire("a"), h.acquire("a")
+	c1.held(t, true)
+	c2.held(t, true)
+	release()
 	for _, c := range []*call{c1, c2} {
 		e := c.waitErr(t)
 		if e.Code != sdk.CodeSwapFailed || !strings.Contains(e.Message, "error loading model") {

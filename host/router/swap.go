@@ -42,6 +42,9 @@ type startJob struct {
 	placement map[int]uint64
 	waitFree  bool
 	loadStart time.Time
+	// refuse: start nothing; the swap ends with this error at once (the
+	// target is in its crash-loop backoff).
+	refuse error
 }
 
 // executor carries out what the run loop hands off and reports each end
@@ -121,6 +124,10 @@ func (x goExecutor) start(job startJob) {
 // the end of the swap.
 func startTarget(ctx context.Context, job startJob) swapDone {
 	res := swapDone{target: job.target, evicted: job.evicted, inst: job.ready}
+	if job.refuse != nil {
+		res.err, res.backoff = job.refuse, true
+		return res
+	}
 	if job.ready != nil {
 		return res
 	}

@@ -88,7 +88,7 @@ func (x virtualExecutor) stop(ev eviction) {
 
 func (x virtualExecutor) start(job startJob) {
 	r := x.v.r
-	if job.ready != nil {
+	if job.ready != nil || job.refuse != nil {
 		x.v.work.Later(func() { x.v.turn(func() { r.onSwapDone(startTarget(context.Background(), job)) }) })
 		return
 	}

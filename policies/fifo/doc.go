@@ -55,6 +55,20 @@
 // says, since they were admitted when they joined the swap. The only 429
 // is a full queue.
 //
+// # The warm path
+//
+// When a request for a ready model is served at once (3) and nothing is
+// queued for the model, fifo hands the host the model's warm path
+// (sdk.Admitter) with the model's concurrency limit: until the host takes
+// it back, the host serves the model's requests under the limit itself,
+// without calling the policy, which is exactly what (3) would do. The
+// host takes it back whenever fifo must decide again: a swap loads or
+// evicts the model, its state changes, fifo queues a request for it (the
+// limit was reached, or a swap evicts it), an unload, a crash. The next
+// request served at once hands it over again. Requests ending on the warm
+// path are not reported to fifo while it holds no request: with an empty
+// queue and no swap waiters its OnServeDone has nothing to drain.
+//
 // # Queue order
 //
 // The queue is ordered by priority, highest first, and by arrival among

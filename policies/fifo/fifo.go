@@ -48,6 +48,12 @@ type scheduler struct {
 	waited  map[string]int64
 	order   []int
 	handled []bool
+
+	// admitter is the host's warm path (fx, when it offers one); see
+	// admit. servedLimit is the concurrency limit of the model decide
+	// last served at once (3).
+	admitter    sdk.Admitter
+	servedLimit uint32
 }
 
 // New makes the FIFO scheduler from its settings JSON; it is the factory
@@ -57,13 +63,15 @@ func New(fx sdk.Effects, rawSettings []byte) (sdk.Scheduler, error) {
 	if err != nil {
 		return nil, err
 	}
+	admitter, _ := fx.(sdk.Admitter)
 	return &scheduler{
-		fx:      fx,
-		cfg:     cfg,
-		active:  make(map[string]*swap),
-		agingAt: math.MaxInt64,
-		blocked: make(map[string]bool),
-		waited:  make(map[string]int64),
+		fx:       fx,
+		admitter: admitter,
+		cfg:      cfg,
+		active:   make(map[string]*swap),
+		agingAt:  math.MaxInt64,
+		blocked:  make(map[string]bool),
+		waited:   make(map[string]int64),
 	}, nil
 }
 
@@ -71,7 +79,8 @@ func New(fx sdk.Effects, rawSettings []byte) (sdk.Scheduler, error) {
 type verdict uint8
 
 const (
-	handled verdict = iota // granted, failed, joined a swap or started one
+	handled verdict = iota // failed, joined a swap or started one
+	served                 // granted at once: the model was ready (3)
 	blocked                // must wait in the queue
 )
 
@@ -85,8 +94,31 @@ func (s *scheduler) OnRequest(ev sdk.RequestEvent) {
 	}
 	s.seq++
 	r := request{id: ev.ID, model: ev.Model, priority: prio, arrived: ev.Now, seq: s.seq}
-	if s.decide(&r) == blocked {
+	switch s.decide(&r) {
+	case blocked:
 		s.enqueue(r)
+	case served:
+		s.admit(r.model)
+	}
+}
+
+// admit hands the host the warm path of a model whose request was just
+// served at once (3): while the model stays ready, nothing loads or
+// evicts it, nothing is queued for it and it is under its concurrency
+// limit, step (3) would serve every request for it, so the host may do
+// it without calling the policy. The host takes the shortcut back on any
+// change this policy must see; the next request served at once asks
+// again. A host without the warm path (no sdk.Admitter) calls the policy
+// for every request, as before.
+func (s *scheduler) admit(model string) {
+	if s.admitter == nil || slices.ContainsFunc(s.queue, func(r request) bool { return r.model == model }) {
+		return
+	}
+	switch err := s.admitter.Admit(model, s.servedLimit, 0); {
+	case errors.Is(err, sdk.ErrNotAllowed):
+		s.admitter = nil // this host has no warm path: stop asking
+	case err != nil:
+		s.fx.Log(sdk.LevelWarn, fmt.Sprintf("warm path for model %s refused: %v", model, err))
 	}
 }
 
@@ -115,7 +147,8 @@ func (s *scheduler) decide(r *request) verdict {
 		if s.collides(r.model, nil) || !s.grant(r, &info) {
 			return blocked
 		}
-		return handled
+		s.servedLimit = concurrencyLimit(&info)
+		return served
 	}
 	plan, err := s.fx.Plan(r.model)
 	if errors.Is(err, sdk.ErrHeldByJob) {

@@ -83,6 +83,9 @@
 #define LOADOUT_ERR_DOES_NOT_FIT    (-9) /* does not fit in GPU memory with the planned evictions */
 #define LOADOUT_ERR_HELD_BY_JOB     (-10) /* the GPU memory it needs is held by jobs */
 
+/* Admission flags (admit; the warm path). */
+#define LOADOUT_ADMIT_SERVE_DONE 1 /* keep sending on_serve_done for the model */
+
 /* Log levels (log). */
 #define LOADOUT_LEVEL_DEBUG (-4)
 #define LOADOUT_LEVEL_INFO  0
@@ -111,6 +114,7 @@ LOADOUT_IMPORT(model_state) int32_t loadout_host_model_state(const void *name, u
 LOADOUT_IMPORT(running_models) int32_t loadout_host_running_models(void *buf, uint32_t limit);
 LOADOUT_IMPORT(snapshot) int32_t loadout_host_snapshot(void *buf, uint32_t limit);
 LOADOUT_IMPORT(plan) int32_t loadout_host_plan(const void *target, uint32_t target_len, void *buf, uint32_t limit);
+LOADOUT_IMPORT(admit) int32_t loadout_host_admit(const void *model, uint32_t model_len, uint32_t limit, int32_t flags);
 
 /*
  * Exports, as loadout_NAME. A policy defines the common ones and those of

@@ -51,6 +51,7 @@ type Planner struct {
 	Kept string
 
 	target  sdk.ModelInfo      // the model being planned for
+	snap    sdk.Snapshot       // the plan's snapshot, read into the same storage each time
 	gpus    []sdk.GPUInfo      // the snapshot's GPUs
 	free    []uint64           // by GPU position: free bytes once the chosen victims are gone
 	cands   []Victim           // running models that may be evicted, in eviction order
@@ -114,7 +115,8 @@ func (p *Planner) Plan(h sdk.Host, q sdk.PlanRequest, r *Rule) (sdk.Plan, error)
 	if t.State == sdk.StateReady || t.State == sdk.StateStarting || need == 0 {
 		return sdk.Plan{}, nil
 	}
-	snap := h.Snapshot()
+	sdk.ReadSnapshot(h, &p.snap) // reuses p.snap's storage: no allocation per model
+	snap := &p.snap
 	if len(snap.GPUs) == 0 { // no GPU to account: the host places it
 		return sdk.Plan{}, nil
 	}

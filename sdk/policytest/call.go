@@ -20,22 +20,29 @@ const (
 	OpStartSwap        Op = "StartSwap"
 	OpStopProcesses    Op = "StopProcesses"
 	OpSetQueuePosition Op = "SetQueuePosition"
+	OpAdmit            Op = "Admit" // sdk.Admitter, with Host.WarmPath
+	// OpWarmGrant is the Host's own grant on the warm path (Host.WarmPath),
+	// not a call of the policy: recorded so a test sees where the
+	// policy's admission took effect.
+	OpWarmGrant Op = "WarmGrant"
 )
 
 // Call is one effect the policy asked for, with its arguments and the
 // Host's answer. Only the fields of its Op are set.
 type Call struct {
 	Op      Op
-	ID      sdk.RequestID // GrantServe, GrantError, SetQueuePosition
-	Model   string        // GrantServe, StartSwap (the target)
-	Models  []string      // StartSwap (evicted), StopProcesses
-	Devices []int32       // StartSwap
-	Code    sdk.ErrorCode // GrantError
-	Msg     string        // GrantError, Log
-	Level   sdk.LogLevel  // Log
-	Pos     int           // SetQueuePosition
-	OK      bool          // GrantServe: the caller took the grant
-	Err     error         // StartSwap, StopProcesses: nil or the refusal
+	ID      sdk.RequestID  // GrantServe, GrantError, SetQueuePosition, WarmGrant
+	Model   string         // GrantServe, StartSwap (the target), Admit, WarmGrant
+	Models  []string       // StartSwap (evicted), StopProcesses
+	Devices []int32        // StartSwap
+	Code    sdk.ErrorCode  // GrantError
+	Msg     string         // GrantError, Log
+	Level   sdk.LogLevel   // Log
+	Pos     int            // SetQueuePosition
+	OK      bool           // GrantServe: the caller took the grant
+	Err     error          // StartSwap, StopProcesses, Admit: nil or the refusal
+	Limit   uint32         // Admit
+	Flags   sdk.AdmitFlags // Admit
 }
 
 // String renders the call like Go code, e.g. `GrantServe(3, "a") = true` or
@@ -58,6 +65,10 @@ func (c Call) String() string {
 		return fmt.Sprintf("StopProcesses(%s) = %s", quoteList(c.Models), errString(c.Err))
 	case OpSetQueuePosition:
 		return fmt.Sprintf("SetQueuePosition(%d, %d)", c.ID, c.Pos)
+	case OpAdmit:
+		return fmt.Sprintf("Admit(%q, %d, %d) = %s", c.Model, c.Limit, c.Flags, errString(c.Err))
+	case OpWarmGrant:
+		return fmt.Sprintf("WarmGrant(%d, %q)", c.ID, c.Model)
 	}
 	return fmt.Sprintf("%s(?)", c.Op)
 }

@@ -36,12 +36,27 @@ type Host struct {
 	// hold the memory it needs for now (sdk.ErrHeldByJob). Delete the
 	// entry to let the next swap through.
 	RefuseSwap map[string]sdk.ResultError
+	// WarmPath makes the Host take the warm path as the run loop does
+	// (sdk.Admitter): Admit is checked and recorded (OpAdmit), and while a
+	// model's admission holds, Submit grants its requests without calling
+	// the scheduler (recorded as OpWarmGrant) and ServeDone does not send
+	// OnServeDone unless the scheduler holds a request or asked for it
+	// (sdk.AdmitServeDone). Without it Admit answers sdk.ErrNotAllowed and
+	// records nothing: a host without the warm path.
+	WarmPath bool
 
+	admits  map[string]admission // the warm path's admissions, by model
 	tb      reporter
 	callers map[sdk.RequestID]*caller
 	active  map[string]sdk.SwapRequest // swaps started and not completed, by target
 	started []sdk.SwapRequest
 	stops   map[string]bool // models StopProcesses is stopping; Tick finishes them
+}
+
+// admission is one Admit the Host accepted.
+type admission struct {
+	limit uint32
+	flags sdk.AdmitFlags
 }
 
 type callerState uint8
@@ -89,6 +104,7 @@ func newHost(tb reporter, models ...sdk.ModelInfo) *Host {
 		callers: make(map[sdk.RequestID]*caller),
 		active:  make(map[string]sdk.SwapRequest),
 		stops:   make(map[string]bool),
+		admits:  make(map[string]admission),
 	}
 	for _, m := range models {
 		h.Models[m.Name] = &m
@@ -263,6 +279,7 @@ func (h *Host) SetQueuePosition(id sdk.RequestID, pos int) {
 	}
 	if c := h.holder(string(OpSetQueuePosition), id); c != nil {
 		c.hasPos, c.pos = true, pos
+		delete(h.admits, c.model) // a held request ends the warm path
 	}
 }
 
@@ -306,6 +323,8 @@ func (h *Host) StartSwap(s sdk.SwapRequest) (err error) {
 	}
 	target.State = sdk.StateStarting
 	h.active[s.Model] = s
+	h.revoke(s.Model)
+	h.revoke(s.Evict...)
 	h.started = append(h.started, s)
 	if h.Swapper != nil {
 		ev := sdk.SwapStartEvent{Now: h.Now, Target: s.Model, Running: running, Evict: s.Evict, Devices: s.Devices}
@@ -327,6 +346,7 @@ func (h *Host) StopProcesses(models []string) (err error) {
 			return sdk.ErrUnknownModel
 		}
 	}
+	h.revoke(models...)
 	for _, name := range models {
 		if m := h.Models[name]; m.State.Running() {
 			m.State = sdk.StateStopping
@@ -375,6 +395,14 @@ func (h *Host) Submit(ev sdk.RequestEvent) {
 	}
 	c := &caller{model: ev.Model}
 	h.callers[ev.ID] = c
+	if h.warm(ev.Model) {
+		m := h.Models[ev.Model]
+		m.InFlight++
+		m.LastUse = h.Now
+		c.state, c.granted = granted, ev.Model
+		h.Calls = append(h.Calls, Call{Op: OpWarmGrant, ID: ev.ID, Model: ev.Model, OK: true})
+		return
+	}
 	h.check(fmt.Sprintf("OnRequest(%d, %q)", ev.ID, ev.Model), h.scheduler("Submit").OnRequest(ev))
 	if c.state == waiting && !c.hasPos {
 		h.violate("OnRequest(%d, %q) returned without granting, failing or holding the request (SetQueuePosition)", ev.ID, ev.Model)
@@ -391,6 +419,8 @@ func (h *Host) CompleteSwap(model string, err string) {
 		h.tb.Fatalf("policytest: CompleteSwap(%q): no swap for it is active (active: %v)", model, h.ActiveSwaps())
 	}
 	delete(h.active, model)
+	h.revoke(model)
+	h.revoke(s.Evict...)
 	for _, e := range s.Evict {
 		if m := h.Models[e]; m.State == sdk.StateStopping {
 			m.State = sdk.StateStopped
@@ -417,6 +447,9 @@ func (h *Host) ServeDone(id sdk.RequestID) {
 	m := h.Models[c.granted]
 	m.InFlight--
 	m.LastUse = h.Now
+	if a, ok := h.admits[c.granted]; ok && a.flags&sdk.AdmitServeDone == 0 && !h.holdsAny() {
+		return // the warm path: nothing the scheduler must hear
+	}
 	h.check(fmt.Sprintf("OnServeDone(%d)", id), h.scheduler("ServeDone").OnServeDone(sdk.ServeDoneEvent{Now: h.Now, ID: id, Model: c.granted}))
 }
 
@@ -447,6 +480,7 @@ func (h *Host) Cancel(id sdk.RequestID) {
 // Unload sends OnUnload for the models.
 func (h *Host) Unload(reason sdk.UnloadReason, models ...string) {
 	h.tb.Helper()
+	h.revoke(models...)
 	h.check("OnUnload", h.scheduler("Unload").OnUnload(sdk.UnloadEvent{Now: h.Now, Models: models, Reason: reason}))
 }
 
@@ -463,6 +497,7 @@ func (h *Host) Tick() {
 	}
 	clear(h.stops)
 	slices.Sort(changed)
+	h.revoke(changed...)
 	h.check("OnTick", h.scheduler("Tick").OnTick(sdk.TickEvent{Now: h.Now, Changed: changed}))
 }
 
@@ -576,4 +611,84 @@ func (h *Host) ActiveSwaps() []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// Admit records the scheduler's warm-path admission (sdk.Admitter) after
+// the run loop's checks: the model is known and ready, no active swap
+// names it, no request for it is held, and flags are defined. A limit of
+// 0 revokes. Without WarmPath it answers sdk.ErrNotAllowed and records
+// nothing. The Host revokes an admission, as the run loop does, when a
+// swap names the model (StartSwap, CompleteSwap), a request for it is held
+// (SetQueuePosition), it is stopped (StopProcesses, Unload, Tick), and a
+// request is granted on the warm path only while the model is ready and
+// under the limit, so a test may also change Models between events.
+func (h *Host) Admit(model string, limit uint32, flags sdk.AdmitFlags) (err error) {
+	h.tb.Helper()
+	if !h.WarmPath {
+		return sdk.ErrNotAllowed
+	}
+	defer func() {
+		h.Calls = append(h.Calls, Call{Op: OpAdmit, Model: model, Limit: limit, Flags: flags, Err: err})
+	}()
+	m, ok := h.Models[model]
+	switch {
+	case !ok:
+		return sdk.ErrUnknownModel
+	case flags&^sdk.AdmitAllFlags != 0:
+		return sdk.ErrBadArgument
+	case limit == 0:
+		h.revoke(model)
+		return nil
+	case m.State != sdk.StateReady || h.swapNames(model) || h.holds(model):
+		return sdk.ErrNotReady
+	}
+	h.admits[model] = admission{limit: limit, flags: flags}
+	return nil
+}
+
+// Admitted returns the limit of model's warm-path admission, 0 for none.
+func (h *Host) Admitted(model string) uint32 { return h.admits[model].limit }
+
+// warm reports whether a new request for model is granted on the warm
+// path: it is admitted, ready and under the admission's limit.
+func (h *Host) warm(model string) bool {
+	a, ok := h.admits[model]
+	m := h.Models[model]
+	return ok && m != nil && m.State == sdk.StateReady && m.InFlight < a.limit
+}
+
+func (h *Host) revoke(models ...string) {
+	for _, m := range models {
+		delete(h.admits, m)
+	}
+}
+
+// swapNames reports whether an active swap loads or evicts model.
+func (h *Host) swapNames(model string) bool {
+	for t, s := range h.active {
+		if t == model || slices.Contains(s.Evict, model) {
+			return true
+		}
+	}
+	return false
+}
+
+// holds reports whether the scheduler holds a request for model.
+func (h *Host) holds(model string) bool {
+	for _, c := range h.callers {
+		if c.state == waiting && c.model == model {
+			return true
+		}
+	}
+	return false
+}
+
+// holdsAny reports whether the scheduler holds any request.
+func (h *Host) holdsAny() bool {
+	for _, c := range h.callers {
+		if c.state == waiting {
+			return true
+		}
+	}
+	return false
 }

@@ -338,3 +338,69 @@ func TestCall_String(t *testing.T) {
 		}
 	}
 }
+
+// The Host's warm path: an admission it accepts grants later requests
+// without the scheduler, keeps their ends quiet unless the scheduler holds
+// a request or asked for them, and is refused or revoked as the run loop
+// does it.
+func TestHost_WarmPath(t *testing.T) {
+	h := policytest.NewHost(t, sdk.ModelInfo{Name: "a", State: sdk.StateReady}, sdk.ModelInfo{Name: "b"})
+	s := &sched{}
+	h.Scheduler = s
+	if err := h.Admit("a", 2, 0); !errors.Is(err, sdk.ErrNotAllowed) || len(h.Calls) != 0 {
+		t.Fatalf("Admit without WarmPath = %v, calls %v; want ErrNotAllowed and nothing recorded", err, h.Calls)
+	}
+	h.WarmPath = true
+	if err := h.Admit("b", 2, 0); !errors.Is(err, sdk.ErrNotReady) {
+		t.Fatalf("Admit of a stopped model = %v, want ErrNotReady", err)
+	}
+	if err := h.Admit("a", 2, 1<<5); !errors.Is(err, sdk.ErrBadArgument) {
+		t.Fatalf("Admit with undefined flags = %v, want ErrBadArgument", err)
+	}
+	if err := h.Admit("a", 2, 0); err != nil {
+		t.Fatal(err)
+	}
+	h.Request(1, "a")
+	h.Request(2, "a")
+	if !h.Granted(1) || !h.Granted(2) || len(s.events) != 0 {
+		t.Fatalf("requests under the limit: granted %v %v, scheduler heard %q; want both granted by the host", h.Granted(1), h.Granted(2), s.events)
+	}
+	s.request = func(ev sdk.RequestEvent) { h.SetQueuePosition(ev.ID, 1) }
+	h.Request(3, "a") // at the limit: the scheduler's, which holds it
+	if h.Admitted("a") != 0 {
+		t.Fatal("admission survived a held request for the model")
+	}
+	if err := h.Admit("a", 2, 0); !errors.Is(err, sdk.ErrNotReady) {
+		t.Fatalf("Admit while a request is held = %v, want ErrNotReady", err)
+	}
+	h.ServeDone(1)
+	if got := s.events[len(s.events)-1]; got != "serve done 1 a" {
+		t.Fatalf("last event %q, want the end delivered once the admission is gone", got)
+	}
+	h.Cancel(3)
+	if err := h.Admit("a", 2, 0); err != nil {
+		t.Fatal(err)
+	}
+	n := len(s.events)
+	h.ServeDone(2)
+	if len(s.events) != n {
+		t.Fatalf("scheduler heard %q; an admitted model's end with nothing held is the host's", s.events[n:])
+	}
+	if err := h.Admit("a", 2, sdk.AdmitServeDone); err != nil {
+		t.Fatal(err)
+	}
+	h.Request(4, "a")
+	h.ServeDone(4)
+	if got := s.events[len(s.events)-1]; got != "serve done 4 a" {
+		t.Fatalf("last event %q, want the end delivered with AdmitServeDone", got)
+	}
+	want := []policytest.Op{policytest.OpAdmit, policytest.OpAdmit, policytest.OpAdmit, policytest.OpWarmGrant, policytest.OpWarmGrant,
+		policytest.OpSetQueuePosition, policytest.OpAdmit, policytest.OpAdmit, policytest.OpAdmit, policytest.OpWarmGrant}
+	var got []policytest.Op
+	for _, c := range h.Calls {
+		got = append(got, c.Op)
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("calls:\n%v", h.Calls)
+	}
+}

@@ -58,6 +58,7 @@ type Scenario struct {
 	settings   []byte
 	initErr    *string
 	swapper    fakeSwapper
+	warmPath   bool // warm_path: the Host takes the warm path (Host.WarmPath)
 	models     []sdk.ModelInfo
 	gpus       []gpuYAML
 	steps      []step
@@ -145,6 +146,7 @@ type fileYAML struct {
 	Settings  any          `yaml:"settings"`
 	InitError *string      `yaml:"init_error"`
 	Swapper   *swapperYAML `yaml:"swapper"`
+	WarmPath  bool         `yaml:"warm_path"`
 	Models    []modelYAML  `yaml:"models"`
 	GPUs      []gpuYAML    `yaml:"gpus"`
 	Steps     []stepYAML   `yaml:"steps"`
@@ -275,6 +277,17 @@ type effectYAML struct {
 	Queue     *queueYAML     `yaml:"queue"`
 	Plan      *planYAML      `yaml:"plan"`
 	PlanError *string        `yaml:"plan_error"`
+	Admit     *admitYAML     `yaml:"admit"`
+	WarmGrant *grantYAML     `yaml:"warm_grant"`
+}
+
+// admitYAML is `admit: {model: MODEL, limit: N, flags: N, refused: NAME}`
+// (warm_path: scenarios).
+type admitYAML struct {
+	Model   string       `yaml:"model"`
+	Limit   uint32       `yaml:"limit"`
+	Flags   uint32       `yaml:"flags"`
+	Refused *refusalName `yaml:"refused"`
 }
 
 // grantYAML is `grant: ID` or `{id: ID, model: MODEL, ok: BOOL}`.
@@ -506,7 +519,7 @@ func refusalString(err error) string {
 var (
 	schedulerEvents = []string{"request", "swap_done", "serve_done", "cancel", "leave", "unload", "tick", "shutdown", "set"}
 	swapperEvents   = []string{"plan", "swap_start", "swap_done", "set"}
-	effectNames     = []string{"grant", "error", "start_swap", "stop", "queue", "plan", "plan_error"}
+	effectNames     = []string{"grant", "error", "start_swap", "stop", "queue", "plan", "plan_error", "admit", "warm_grant"}
 )
 
 type parser struct{ file string }
@@ -561,6 +574,7 @@ func (p *parser) scenario(f *fileYAML, root *yaml.Node) (*Scenario, error) {
 		}
 	}
 	sc.initErr = f.InitError
+	sc.warmPath = f.WarmPath
 
 	if f.Swapper != nil {
 		if sc.Kind != sdk.KindScheduler {
@@ -850,6 +864,22 @@ func (p *parser) effect(sc *Scenario, y *effectYAML, n *yaml.Node, index int, ev
 		}
 	case "queue":
 		w.call = Call{Op: OpSetQueuePosition, ID: sdk.RequestID(y.Queue.ID), Pos: y.Queue.Pos}
+	case "admit", "warm_grant":
+		if !sc.warmPath {
+			return w, p.errorf(n.Line, "step %d: %s needs warm_path: true", index, w.name)
+		}
+		if w.name == "warm_grant" {
+			w.call = Call{Op: OpWarmGrant, ID: sdk.RequestID(y.WarmGrant.ID), Model: y.WarmGrant.Model, OK: true}
+			w.anyModel = y.WarmGrant.Model == ""
+			break
+		}
+		if y.Admit.Model == "" {
+			return w, p.errorf(n.Line, "step %d: admit needs a model", index)
+		}
+		w.call = Call{Op: OpAdmit, Model: y.Admit.Model, Limit: y.Admit.Limit, Flags: sdk.AdmitFlags(y.Admit.Flags)}
+		if y.Admit.Refused != nil && *y.Admit.Refused != 0 {
+			w.call.Err = sdk.ResultError(*y.Admit.Refused)
+		}
 	case "plan":
 		w.plan = &sdk.Plan{Evict: y.Plan.Evict, Devices: y.Plan.Devices}
 	case "plan_error":

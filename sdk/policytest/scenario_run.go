@@ -215,6 +215,7 @@ func (sc *Scenario) Run(p Policy, trace io.Writer) (err error) {
 	}
 	r := &run{sc: sc, rep: &runReporter{}, trace: trace, gpus: sc.gpus}
 	r.h = newHost(r.rep, sc.models...)
+	r.h.WarmPath = sc.warmPath
 	r.h.Now = scenarioStart
 	r.h.GPUs = deriveGPUs(r.gpus, r.h.Models)
 	defer func() {
@@ -539,6 +540,10 @@ func (w wantEffect) matches(c Call) bool {
 		return slices.Equal(c.Models, w.call.Models) && sameRefusal(c.Err, w.call.Err)
 	case OpSetQueuePosition:
 		return c.ID == w.call.ID && c.Pos == w.call.Pos
+	case OpAdmit:
+		return c.Model == w.call.Model && c.Limit == w.call.Limit && c.Flags == w.call.Flags && sameRefusal(c.Err, w.call.Err)
+	case OpWarmGrant:
+		return c.ID == w.call.ID && (w.anyModel || c.Model == w.call.Model)
 	}
 	return false
 }
@@ -563,6 +568,8 @@ func (w wantEffect) String() string {
 			return "grant: " + strconv.FormatUint(uint64(w.call.ID), 10)
 		}
 		return fmt.Sprintf("grant: {id: %d, ok: false}", w.call.ID)
+	case w.call.Op == OpWarmGrant && w.anyModel:
+		return "warm_grant: " + strconv.FormatUint(uint64(w.call.ID), 10)
 	case w.call.Op == OpGrantError && !w.msgGiven:
 		return fmt.Sprintf("error: {id: %d, code: %s}", w.call.ID, codeString(w.call.Code))
 	}
@@ -598,6 +605,17 @@ func formatCall(c Call) string {
 		return "stop: " + yamlList(c.Models)
 	case OpSetQueuePosition:
 		return fmt.Sprintf("queue: {id: %d, pos: %d}", c.ID, c.Pos)
+	case OpAdmit:
+		s := fmt.Sprintf("admit: {model: %s, limit: %d", yamlString(c.Model), c.Limit)
+		if c.Flags != 0 {
+			s += fmt.Sprintf(", flags: %d", c.Flags)
+		}
+		if c.Err != nil {
+			s += ", refused: " + refusalString(c.Err)
+		}
+		return s + "}"
+	case OpWarmGrant:
+		return fmt.Sprintf("warm_grant: {id: %d, model: %s}", c.ID, yamlString(c.Model))
 	case OpLog:
 		return "log: " + strconv.Quote(c.Msg)
 	}
