@@ -377,6 +377,15 @@ func (e *LocalExecutor) tail(a *Attempt, n int64) string {
 	return string(b)
 }
 
+// watch has wake called whenever a lease in the ledger ends (a model's
+// server exited, a job's attempt finished): the devices a waiting job
+// needs may be free (gpu.Ledger.OnRelease).
+func (e *LocalExecutor) watch(wake func()) {
+	if e.cfg.Ledger != nil {
+		e.cfg.Ledger.OnRelease(wake)
+	}
+}
+
 // Resume leases the devices a running attempt was started on again.
 func (e *LocalExecutor) Resume(t *Task, a *Attempt) error {
 	if e.cfg.Ledger == nil || len(a.Devices) == 0 {

@@ -20,8 +20,11 @@ type Config struct {
 	// MaxRunning bounds the tasks with an attempt (SUBMITTING, SUBMITTED,
 	// RUNNING) at once; 0 means 64.
 	MaxRunning int
-	// PollInterval is how often submitted attempts are polled; default 2 s.
-	// The local executor also wakes the runner when a process exits.
+	// PollInterval is how often submitted attempts are polled (Ray's
+	// status sync); default 2 s. The local executor also wakes the runner
+	// when a job's process exits and when any lease in its GPU ledger
+	// ends, so a queued job starts when its GPUs free, not at the next
+	// poll.
 	PollInterval time.Duration
 	// RetryBackoff is the wait before an attempt that lacked resources is
 	// retried; it doubles with each attempt up to MaxBackoff. Defaults
@@ -221,6 +224,11 @@ func (r *Runner) Resumed() <-chan struct{} { return r.resumed }
 // Run resumes the attempts a previous run left (a restart, kill -9
 // included) and then drives the queue until ctx ends.
 func (r *Runner) Run(ctx context.Context) error {
+	for _, ex := range r.cfg.Executors {
+		if w, ok := ex.(watcher); ok {
+			w.watch(r.Wake)
+		}
+	}
 	if err := r.resume(ctx); err != nil {
 		return err
 	}
@@ -238,6 +246,14 @@ func (r *Runner) Run(ctx context.Context) error {
 			req.done <- r.cancel(ctx, req.id)
 		}
 	}
+}
+
+// watcher is an Executor that can tell, beside its attempts' ends, when
+// the queue is worth a look: the local executor, when GPUs are released.
+type watcher interface {
+	// watch has wake called (from any goroutine; it never blocks)
+	// whenever a waiting task may now fit.
+	watch(wake func())
 }
 
 // resume takes back what active attempts hold (local GPU leases), so no

@@ -35,7 +35,9 @@ func newLedger(n int) *gpu.Ledger {
 	return gpu.NewLedger(gpu.NewDeclared(devs), 0)
 }
 
-func newRunner(t *testing.T, dir string, ledger *gpu.Ledger, ev Evictor) *Runner {
+// newRunner builds a runner polling every 100 ms with a 20 ms retry
+// backoff; tune changes its Config before it is built.
+func newRunner(t *testing.T, dir string, ledger *gpu.Ledger, ev Evictor, tune ...func(*Config)) *Runner {
 	t.Helper()
 	store, err := OpenStore(filepath.Join(dir, "jobs.db"))
 	if err != nil {
@@ -52,8 +54,12 @@ func newRunner(t *testing.T, dir string, ledger *gpu.Ledger, ev Evictor) *Runner
 	if addr := os.Getenv("LOADOUT_RAY_ADDRESS"); addr != "" {
 		execs[ExecutorRay] = NewRayExecutor(RayConfig{Client: &RayClient{Address: addr}})
 	}
-	r, err = NewRunner(Config{Store: store, Executors: execs,
-		PollInterval: 100 * time.Millisecond, RetryBackoff: 20 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+	cfg := Config{Store: store, Executors: execs,
+		PollInterval: 100 * time.Millisecond, RetryBackoff: 20 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)}
+	for _, f := range tune {
+		f(&cfg)
+	}
+	r, err = NewRunner(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,6 +189,40 @@ func TestRunner_GangWaitsInPendingResourcesThenRuns(t *testing.T) {
 	}
 	wait(t, g.runner, second.ID, StateSucceeded)
 	wait(t, g.runner, small.ID, StateSucceeded)
+}
+
+// A queued job starts when the GPUs it waits for are freed — here by a
+// model whose lease ends — not at the runner's next poll: with polling an
+// hour apart, only the ledger's release can have woken it; then, when the
+// job's own process exits, the next job starts the same way.
+func TestRunner_FreedGPUsStartQueuedJobWithoutPoll(t *testing.T) {
+	dir := t.TempDir()
+	l := newLedger(2)
+	r := newRunner(t, dir, l, nil, func(c *Config) { c.PollInterval = time.Hour })
+	start(t, r)
+	if err := l.Acquire("model", map[int]uint64{0: 1 << 30, 1: 1 << 30}); err != nil {
+		t.Fatal(err)
+	}
+	first, err := r.Submit(context.Background(), []byte(gate(dir, "first")+"gpus_per_node: 2\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := r.Submit(context.Background(), []byte(gate(dir, "second")+"gpus_per_node: 2\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wait(t, r, first.ID, StatePendingResources)
+	l.Release("model") // the model's server has exited
+	wait(t, r, first.ID, StateRunning)
+	if st, _ := r.Store().Get(context.Background(), second.ID); st.State != StatePendingResources {
+		t.Fatalf("second job %s while the first holds both GPUs", st.State)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "first"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	wait(t, r, second.ID, StateRunning)
+	_ = os.WriteFile(filepath.Join(dir, "second"), nil, 0o644)
+	wait(t, r, second.ID, StateSucceeded)
 }
 
 func TestSubmit_RefusesGangThatCanNeverFit(t *testing.T) {
