@@ -37,7 +37,7 @@ func newLedger(n int) *gpu.Ledger {
 
 // newRunner builds a runner polling every 100 ms with a 20 ms retry
 // backoff; tune changes its Config before it is built.
-func newRunner(t *testing.T, dir string, ledger *gpu.Ledger, ev Evictor, tune ...func(*Config)) *Runner {
+func newRunner(t testing.TB, dir string, ledger *gpu.Ledger, ev Evictor, tune ...func(*Config)) *Runner {
 	t.Helper()
 	store, err := OpenStore(filepath.Join(dir, "jobs.db"))
 	if err != nil {
@@ -66,7 +66,7 @@ func newRunner(t *testing.T, dir string, ledger *gpu.Ledger, ev Evictor, tune ..
 	return r
 }
 
-func start(t *testing.T, r *Runner) func() {
+func start(t testing.TB, r *Runner) func() {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { _ = r.Run(ctx); close(done) }()
