@@ -37,7 +37,8 @@ type Evictor interface {
 	// stops the models and waits until they have stopped. It returns the
 	// devices leased and the models stopped; the lease is then the
 	// caller's. Errors: no room (nothing leased or stopped), ctx ends (the
-	// lease is released), the router is shutting down.
+	// lease is released once the models have stopped), the router is
+	// shutting down.
 	EvictForJob(ctx context.Context, id string, gpus, priority int) (devices []int, stopped []string, err error)
 }
 
