@@ -225,6 +225,60 @@ func TestRunner_FreedGPUsStartQueuedJobWithoutPoll(t *testing.T) {
 	wait(t, r, second.ID, StateSucceeded)
 }
 
+// Admission reads the queue a page at a time: a task of another executor
+// behind more than a page of tasks held back by a busy one is still
+// admitted, and the held-back ones keep their order. A second box's local
+// executor, named ray here, stands in for the other executor.
+func TestRunner_AdmitsPastAPageOfHeldBackTasks(t *testing.T) {
+	page := admitPage
+	admitPage = 2
+	t.Cleanup(func() { admitPage = page })
+	dir := t.TempDir()
+	r := newRunner(t, dir, newLedger(1), nil)
+	other, err := NewLocalExecutor(LocalConfig{Ledger: newLedger(1), Dir: filepath.Join(dir, "other"),
+		Notify: r.Wake, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.cfg.Executors[ExecutorRay] = other
+	start(t, r)
+	busy, err := r.Submit(context.Background(), []byte(gate(dir, "busy")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wait(t, r, busy.ID, StateRunning)
+	var held []*Task
+	for range 5 {
+		task, err := r.Submit(context.Background(), []byte("command: exit 0\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, task)
+	}
+	behind, err := r.Submit(context.Background(), []byte(gate(dir, "behind")+"executor: ray\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wait(t, r, behind.ID, StateRunning)
+	if first := wait(t, r, held[0].ID, StatePendingResources); !strings.Contains(first.Error, "free GPUs per node: [0]") {
+		t.Fatalf("first held-back task: %q", first.Error)
+	}
+	for _, f := range []string{"busy", "behind"} {
+		_ = os.WriteFile(filepath.Join(dir, f), nil, 0o644)
+	}
+	for _, task := range held {
+		wait(t, r, task.ID, StateSucceeded)
+	}
+	var prev time.Time
+	for i, task := range held {
+		as, _ := r.Store().Attempts(context.Background(), task.ID)
+		if len(as) != 1 || as[0].StartedAt.Before(prev) {
+			t.Fatalf("held-back task %d: attempts %+v, want one, started after the one before it (%s)", i, as, prev)
+		}
+		prev = as[0].StartedAt
+	}
+}
+
 func TestSubmit_RefusesGangThatCanNeverFit(t *testing.T) {
 	g := newRig(t, 4, nil)
 	_, err := g.runner.Submit(context.Background(), []byte("command: x\ngpus_per_node: 5\n"))

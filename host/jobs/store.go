@@ -242,7 +242,7 @@ func putAttempt(ctx context.Context, tx *sql.Tx, a *Attempt) error {
 // taskQuery selects tasks with their latest attempt (attempt numbers run
 // 1, 2, … so the latest is the highest, found through the attempts' primary
 // key): one query, whatever the number of tasks.
-const taskQuery = `SELECT t.id, t.spec, t.job, t.state, t.created_at, t.updated_at, t.next_run_at, t.error, t.cancel_requested,
+const taskQuery = `SELECT t.seq, t.id, t.spec, t.job, t.state, t.created_at, t.updated_at, t.next_run_at, t.error, t.cancel_requested,
 	la.task_id, la.attempt_no, la.submission_id, la.status, la.failure_kind, la.message, la.handle, la.devices, la.started_at, la.ended_at
 	FROM tasks t LEFT JOIN attempts la ON la.task_id = t.id
 		AND la.attempt_no = (SELECT MAX(attempt_no) FROM attempts WHERE task_id = t.id)`
@@ -252,7 +252,7 @@ func scanTask(row interface{ Scan(...any) error }) (*Task, error) {
 	var state, job string
 	var created, updated, next int64
 	var a attemptRow
-	if err := row.Scan(append([]any{&t.ID, &t.SpecRaw, &job, &state, &created, &updated, &next, &t.Error, &t.CancelRequested}, a.dest()...)...); err != nil {
+	if err := row.Scan(append([]any{&t.seq, &t.ID, &t.SpecRaw, &job, &state, &created, &updated, &next, &t.Error, &t.CancelRequested}, a.dest()...)...); err != nil {
 		return nil, err
 	}
 	t.State, t.CreatedAt, t.UpdatedAt, t.NextRunAt = State(state), fromNanos(created), fromNanos(updated), fromNanos(next)
@@ -291,15 +291,36 @@ func (s *Store) Get(ctx context.Context, id string) (*Task, error) {
 // queue order: priority descending, then submission order. Each has its
 // latest attempt.
 func (s *Store) List(ctx context.Context, states ...State) ([]*Task, error) {
-	q := taskQuery
+	return s.ListAfter(ctx, nil, 0, states...)
+}
+
+// ListAfter is List from the task after after (a task List or ListAfter
+// returned; nil: from the first), at most limit tasks (0: all): the queue
+// read a page at a time. A task's place in the queue never changes, so
+// pages neither skip nor repeat a task whose state changes in between.
+func (s *Store) ListAfter(ctx context.Context, after *Task, limit int, states ...State) ([]*Task, error) {
+	var where []string
 	var args []any
 	if len(states) > 0 {
-		q += " WHERE t.state IN (?" + strings.Repeat(",?", len(states)-1) + ")"
+		where = append(where, "t.state IN (?"+strings.Repeat(",?", len(states)-1)+")")
 		for _, st := range states {
 			args = append(args, string(st))
 		}
 	}
-	rows, err := s.db.QueryContext(ctx, q+" ORDER BY t.priority DESC, t.seq", args...)
+	if after != nil {
+		where = append(where, "(t.priority < ? OR t.priority = ? AND t.seq > ?)")
+		args = append(args, after.Priority, after.Priority, after.seq)
+	}
+	q := taskQuery
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	q += " ORDER BY t.priority DESC, t.seq"
+	if limit > 0 {
+		q += " LIMIT ?"
+		args = append(args, limit)
+	}
+	rows, err := s.db.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package jobs
 import (
 	"context"
 	_ "embed"
+	"fmt"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -80,4 +81,50 @@ func ids(ts []*Task) []string {
 		out = append(out, t.ID)
 	}
 	return out
+}
+
+// ListAfter reads the queue a page at a time in List's order, and a task
+// that changes state between two pages is neither skipped nor read twice.
+func TestStore_ListAfterPagesTheQueue(t *testing.T) {
+	store, err := OpenStore(filepath.Join(t.TempDir(), "jobs.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	ctx := context.Background()
+	for i := range 9 {
+		raw := fmt.Sprintf("command: echo %d\npriority: %d\n", i, i%3)
+		spec, err := ParseSpec([]byte(raw))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := store.Insert(ctx, &Task{ID: fmt.Sprintf("job-20260301-000000-%04x", i), Spec: spec, SpecRaw: raw, State: StateQueued}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	all, err := store.List(ctx, StateQueued)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var paged []*Task
+	var after *Task
+	for {
+		page, err := store.ListAfter(ctx, after, 2, StateQueued)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if after == nil { // the first page's first task leaves the queue meanwhile
+			if err := store.Transition(ctx, page[0].ID, StateQueued, StateSubmitting, Change{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		paged = append(paged, page...)
+		if len(page) < 2 {
+			break
+		}
+		after = page[len(page)-1]
+	}
+	if !slices.Equal(ids(paged), ids(all)) {
+		t.Fatalf("pages of 2 gave %v, want List's %v", ids(paged), ids(all))
+	}
 }
