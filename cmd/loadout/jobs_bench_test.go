@@ -23,8 +23,8 @@ import (
 // with a GPU free; the time from GPUs freeing to the next queued 2-GPU
 // job's RUNNING event, freed by a job's process ending or by a model
 // unloaded; and, with 1,000 tasks queued behind a job that holds both
-// GPUs, the latency and throughput of GET /api/jobs, GET /api/jobs/{id}
-// and POST /api/jobs. Skipped unless LOADOUT_BENCH=1.
+// GPUs, the latency and throughput of GET /api/jobs (all, a page, one
+// state), GET /api/jobs/{id} and POST /api/jobs. Skipped unless LOADOUT_BENCH=1.
 //
 //	LOADOUT_BENCH=1 go test ./cmd/loadout -run TestJobsReport -v
 func TestJobsReport(t *testing.T) {
@@ -114,6 +114,7 @@ func TestJobsReport(t *testing.T) {
 		clients []int
 	}{
 		{fmt.Sprintf("GET /api/jobs (%d tasks, %d KiB)", len(listed.Jobs), len(body)>>10), 40, func() string { return "/api/jobs" }, []int{1, 4}},
+		{"GET /api/jobs?limit=100 (the first page)", 200, func() string { return "/api/jobs?limit=100" }, []int{1, 4}},
 		{"GET /api/jobs?state=RUNNING", 200, func() string { return "/api/jobs?state=RUNNING" }, []int{1, 4}},
 		{"GET /api/jobs/{id}", 400, func() string { return "/api/jobs/" + ids[rng.IntN(len(ids))] }, []int{1, 4}},
 	} {
