@@ -32,10 +32,10 @@ func TestJobsReport(t *testing.T) {
 		t.Skip("a benchmark: set LOADOUT_BENCH=1")
 	}
 	s, dir := jobsServer(t)
-	evs := stampEvents(readSSE(t, t.Context(), s.base+"/api/events", ""))
+	evs := readSSE(t, t.Context(), s.base+"/api/events", "")
 	awaitJobEvent := func(id, state string) time.Time {
 		t.Helper()
-		ev := evs.await(t, "job", func(d string) bool {
+		ev := awaitEvent(t, evs, "job", func(d string) bool {
 			var tr struct{ ID, State string }
 			return json.Unmarshal([]byte(d), &tr) == nil && tr.ID == id && tr.State == state
 		})
@@ -132,46 +132,6 @@ func TestJobsReport(t *testing.T) {
 	releaseHold()
 	exit := filepath.Join(dir, "job-logs", hold+"--a01.exit")
 	eventually(t, "the holding job to end", func() bool { _, err := os.Stat(exit); return err == nil })
-}
-
-// stampedEvent is a server-sent event with the time it was read off the
-// stream.
-type stampedEvent struct {
-	sseEvent
-	at time.Time
-}
-
-type stampedEvents <-chan stampedEvent
-
-// stampEvents stamps each event as it comes off the stream.
-func stampEvents(in <-chan sseEvent) stampedEvents {
-	out := make(chan stampedEvent, 1<<14)
-	go func() {
-		defer close(out)
-		for ev := range in {
-			out <- stampedEvent{ev, time.Now()}
-		}
-	}()
-	return out
-}
-
-// await reads events until one of type typ whose data matches match.
-func (evs stampedEvents) await(t *testing.T, typ string, match func(data string) bool) stampedEvent {
-	t.Helper()
-	timeout := time.After(time.Minute)
-	for {
-		select {
-		case ev, ok := <-evs:
-			if !ok {
-				t.Fatalf("event stream ended before a %s event", typ)
-			}
-			if ev.event == typ && match(ev.data) {
-				return ev
-			}
-		case <-timeout:
-			t.Fatalf("no such %s event in a minute", typ)
-		}
-	}
 }
 
 // fifoJob makes a named pipe in dir and returns a job spec's command that

@@ -16,6 +16,7 @@ import (
 // sseEvent is one server-sent event as a test reads it.
 type sseEvent struct {
 	id, event, data string
+	at              time.Time // when it was read off the stream
 }
 
 // readSSE reads server-sent events from GET base+path (with header
@@ -33,7 +34,7 @@ func readSSE(t *testing.T, ctx context.Context, url, lastID string) <-chan sseEv
 	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
 		t.Fatalf("GET %s: %d %s", url, resp.StatusCode, resp.Header.Get("Content-Type"))
 	}
-	out := make(chan sseEvent, 4096)
+	out := make(chan sseEvent, 1<<14) // a reader that lags is dropped by the server
 	go func() {
 		defer resp.Body.Close()
 		defer close(out)
@@ -45,6 +46,7 @@ func readSSE(t *testing.T, ctx context.Context, url, lastID string) <-chan sseEv
 			switch {
 			case line == "":
 				if ev.event != "" {
+					ev.at = time.Now()
 					out <- ev
 				}
 				ev = sseEvent{}
@@ -63,7 +65,7 @@ func readSSE(t *testing.T, ctx context.Context, url, lastID string) <-chan sseEv
 // awaitEvent reads events until one of type typ whose data matches match.
 func awaitEvent(t *testing.T, evs <-chan sseEvent, typ string, match func(data string) bool) sseEvent {
 	t.Helper()
-	timeout := time.After(30 * time.Second)
+	timeout := time.After(time.Minute)
 	for {
 		select {
 		case ev, ok := <-evs:
@@ -74,7 +76,7 @@ func awaitEvent(t *testing.T, evs <-chan sseEvent, typ string, match func(data s
 				return ev
 			}
 		case <-timeout:
-			t.Fatalf("no %s event in 30 s", typ)
+			t.Fatalf("no %s event in a minute", typ)
 		}
 	}
 }
