@@ -325,3 +325,55 @@ func TestServeJobs_JobEvictsTheLeastRecentlyUsedModel(t *testing.T) {
 	}
 	s.awaitJob(t, job.ID, "SUCCEEDED")
 }
+
+// GET /api/jobs pages the queue with limit and after: the pages, joined,
+// are the whole list in queue order, "next" says where the next one
+// starts, and a bad limit or an unknown after is a 400 naming it.
+func TestServeJobs_ListPages(t *testing.T) {
+	s, _ := jobsServer(t)
+	for range 5 {
+		s.submitJob("command: exit 0\ngpus_per_node: 0\n")
+	}
+	type page struct {
+		Jobs []e2eJob `json:"jobs"`
+		Next string   `json:"next"`
+	}
+	list := func(query string) page {
+		t.Helper()
+		code, body := s.jobReq(http.MethodGet, "/api/jobs"+query, "")
+		var p page
+		if err := json.Unmarshal([]byte(body), &p); code != 200 || err != nil {
+			t.Fatalf("GET /api/jobs%s: %d %s (%v)", query, code, body, err)
+		}
+		return p
+	}
+	all := list("")
+	var paged []string
+	pages, query := 0, "?limit=2"
+	for {
+		p := list(query)
+		pages++
+		for _, j := range p.Jobs {
+			paged = append(paged, j.ID)
+		}
+		if p.Next == "" {
+			break
+		}
+		if p.Next != p.Jobs[len(p.Jobs)-1].ID {
+			t.Fatalf("next %q, want the page's last task", p.Next)
+		}
+		query = "?limit=2&after=" + p.Next
+	}
+	var want []string
+	for _, j := range all.Jobs {
+		want = append(want, j.ID)
+	}
+	if all.Next != "" || len(want) != 5 || !slices.Equal(paged, want) || pages != 3 {
+		t.Fatalf("pages of 2 gave %v in %d pages, want %v in 3 (unpaged next %q)", paged, pages, want, all.Next)
+	}
+	for query, field := range map[string]string{"?limit=0": "limit", "?limit=x": "limit", "?after=nope-20260101-000000-0000": "after"} {
+		if code, body := s.jobReq(http.MethodGet, "/api/jobs"+query, ""); code != 400 || !strings.Contains(body, field) {
+			t.Fatalf("GET /api/jobs%s: %d %s, want a 400 naming %s", query, code, body, field)
+		}
+	}
+}

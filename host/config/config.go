@@ -33,7 +33,15 @@ const (
 	// RouterPrioritylru is the VRAM-aware router; its settings carry the
 	// models' placement constraints (RouterSettingsJSON).
 	RouterPrioritylru = "prioritylru"
+	// RouterOllama is Ollama's eviction rule on sdk/evict; its settings
+	// carry the placement constraints as prioritylru's do.
+	RouterOllama = "ollama"
 )
+
+// placingRouters are the built-in routers that place models themselves
+// (sdk/evict): the host hands them the placement constraints
+// (RouterSettingsJSON) and an operator may not write them.
+var placingRouters = []string{RouterPrioritylru, RouterOllama}
 
 // Config is a loaded, validated configuration: every default applied, every
 // macro substituted, every alias and group resolved. Build one with Load or

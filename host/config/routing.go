@@ -85,7 +85,7 @@ func (d *decoder) routing(cfg *Config, src map[string]*modelSrc, top map[string]
 		cfg.Groups = d.groups(cfg, groupsNode, groupsPath)
 	}
 	cfg.Groups = appendDefaultGroup(cfg)
-	if router.Use == RouterPrioritylru && router.Wasm == "" {
+	if slices.Contains(placingRouters, router.Use) && router.Wasm == "" {
 		if n := keyNode(router.settings, "placement"); n != nil {
 			d.errorf(n, router.path+".settings.placement", "set by Loadout from the models' gpus: and split: and the top-level placement:; remove it here")
 		}
@@ -374,8 +374,8 @@ func members(raw []byte) (object, error) {
 // when absent), for the policy to check. llama-swap's legacy top-level
 // `groups:` and `matrix:` arrive here unchanged as {"groups": …} and
 // {"matrix": …}. A Config built by hand with the built-in group router and
-// no settings gets GroupSettingsJSON. For the built-in prioritylru, which
-// places models itself, one translation, as fifo's priorities are
+// no settings gets GroupSettingsJSON. For the built-in routers that place
+// models themselves (prioritylru, ollama: placingRouters), one translation, as fifo's priorities are
 // translated: when the box packs or some model has a placement constraint,
 // a last member placement carries them (pack only when true; each
 // constrained model's gpus when listed and split when not auto):
@@ -390,7 +390,7 @@ func (c *Config) RouterSettingsJSON() ([]byte, error) {
 		return c.GroupSettingsJSON()
 	}
 	raw := rawSettings(p.Settings)
-	if p.Wasm != "" || p.Use != RouterPrioritylru {
+	if p.Wasm != "" || !slices.Contains(placingRouters, p.Use) {
 		return raw, nil
 	}
 	place := object{}

@@ -89,7 +89,7 @@ func (l *Ledger) AcquireDevices(owner string, devices []int, evict ...string) (m
 func (l *Ledger) OnJobRelease(fn func()) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.jobReleased = append(slices.Clip(l.jobReleased), fn)
+	l.released = append(slices.Clip(l.released), releaseHook{fn: fn, jobs: true})
 }
 
 // UnheldDevices returns, in index order, the devices no owner holds a

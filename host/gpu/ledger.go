@@ -31,8 +31,16 @@ type Ledger struct {
 	jobs   map[string]bool           // owners whose lease is a job's (AcquireDevices)
 	// rules are the placement rules Reserve applies (SetPlacement).
 	rules Placement
-	// jobReleased are called after a job's lease ends (OnJobRelease).
-	jobReleased []func()
+	// released are called after a lease ends in Release (OnRelease,
+	// OnJobRelease).
+	released []releaseHook
+}
+
+// releaseHook is a function Release calls, for every lease or (jobs) for
+// jobs' leases only.
+type releaseHook struct {
+	fn   func()
+	jobs bool
 }
 
 // NewLedger returns an empty ledger over inv. margin is the per-device
@@ -204,14 +212,29 @@ func (l *Ledger) Release(owner string) bool {
 	l.mu.Lock()
 	job := l.isJob(owner)
 	released := l.release(owner)
-	hooks := l.jobReleased
+	hooks := l.released
 	l.mu.Unlock()
-	if released && job {
-		for _, fn := range hooks {
-			fn()
+	if released {
+		for _, h := range hooks {
+			if job || !h.jobs {
+				h.fn()
+			}
 		}
 	}
 	return released
+}
+
+// OnRelease registers fn to be called after any lease, a model's or a
+// job's, ends in Release: on the goroutine that released it, outside the
+// ledger's lock, so fn may read the ledger. fn must not block: it is how
+// the job runner hears that devices may be free (host/jobs: a queued job
+// is admitted when they are, not at its next poll). Leases that end
+// because Reserve or AcquireDevices hands their memory to another owner
+// (evict) do not call it: those devices are not free.
+func (l *Ledger) OnRelease(fn func()) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.released = append(slices.Clip(l.released), releaseHook{fn: fn})
 }
 
 func (l *Ledger) release(owner string) bool {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"reflect"
 	"sync"
 	"testing"
 )
@@ -246,5 +247,38 @@ func TestRescale(t *testing.T) {
 		if got := Rescale(tc.lease, tc.total); !maps.Equal(got, tc.want) {
 			t.Errorf("Rescale(%v, %d) = %v, want %v", tc.lease, tc.total, got, tc.want)
 		}
+	}
+}
+
+// OnRelease hears every lease that ends in Release, a model's or a job's,
+// once each, after the ledger shows it gone; not a lease that Reserve or
+// AcquireDevices ends by handing its memory to another owner.
+func TestLedger_OnReleaseHearsEveryReleasedLease(t *testing.T) {
+	l := NewLedger(NewDeclared([]DeclaredDevice{{Name: "a", Memory: 8 * gib}, {Name: "b", Memory: 8 * gib}}), 0)
+	var heard [][]int
+	l.OnRelease(func() {
+		free, err := l.UnheldDevices() // the hook may read the ledger
+		if err != nil {
+			t.Error(err)
+		}
+		heard = append(heard, free)
+	})
+	if err := l.Acquire("m", map[int]uint64{0: gib}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.AcquireDevices("job", []int{1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Reserve("n", gib, []int{0}, []string{"m"}); err != nil {
+		t.Fatal(err)
+	}
+	if len(heard) != 0 {
+		t.Fatalf("heard %v for an eviction by Reserve, want nothing", heard)
+	}
+	l.Release("n")
+	l.Release("n")
+	l.Release("job")
+	if want := [][]int{{0}, {0, 1}}; !reflect.DeepEqual(heard, want) {
+		t.Fatalf("heard with unheld devices %v, want %v (once per lease, after it ended)", heard, want)
 	}
 }

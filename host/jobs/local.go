@@ -37,7 +37,8 @@ type Evictor interface {
 	// stops the models and waits until they have stopped. It returns the
 	// devices leased and the models stopped; the lease is then the
 	// caller's. Errors: no room (nothing leased or stopped), ctx ends (the
-	// lease is released), the router is shutting down.
+	// lease is released once the models have stopped), the router is
+	// shutting down.
 	EvictForJob(ctx context.Context, id string, gpus, priority int) (devices []int, stopped []string, err error)
 }
 
@@ -375,6 +376,15 @@ func (e *LocalExecutor) tail(a *Attempt, n int64) string {
 	}
 	b, _ := io.ReadAll(f)
 	return string(b)
+}
+
+// watch has wake called whenever a lease in the ledger ends (a model's
+// server exited, a job's attempt finished): the devices a waiting job
+// needs may be free (gpu.Ledger.OnRelease).
+func (e *LocalExecutor) watch(wake func()) {
+	if e.cfg.Ledger != nil {
+		e.cfg.Ledger.OnRelease(wake)
+	}
 }
 
 // Resume leases the devices a running attempt was started on again.

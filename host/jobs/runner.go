@@ -20,8 +20,11 @@ type Config struct {
 	// MaxRunning bounds the tasks with an attempt (SUBMITTING, SUBMITTED,
 	// RUNNING) at once; 0 means 64.
 	MaxRunning int
-	// PollInterval is how often submitted attempts are polled; default 2 s.
-	// The local executor also wakes the runner when a process exits.
+	// PollInterval is how often submitted attempts are polled (Ray's
+	// status sync); default 2 s. The local executor also wakes the runner
+	// when a job's process exits and when any lease in its GPU ledger
+	// ends, so a queued job starts when its GPUs free, not at the next
+	// poll.
 	PollInterval time.Duration
 	// RetryBackoff is the wait before an attempt that lacked resources is
 	// retried; it doubles with each attempt up to MaxBackoff. Defaults
@@ -221,6 +224,11 @@ func (r *Runner) Resumed() <-chan struct{} { return r.resumed }
 // Run resumes the attempts a previous run left (a restart, kill -9
 // included) and then drives the queue until ctx ends.
 func (r *Runner) Run(ctx context.Context) error {
+	for _, ex := range r.cfg.Executors {
+		if w, ok := ex.(watcher); ok {
+			w.watch(r.Wake)
+		}
+	}
 	if err := r.resume(ctx); err != nil {
 		return err
 	}
@@ -238,6 +246,14 @@ func (r *Runner) Run(ctx context.Context) error {
 			req.done <- r.cancel(ctx, req.id)
 		}
 	}
+}
+
+// watcher is an Executor that can tell, beside its attempts' ends, when
+// the queue is worth a look: the local executor, when GPUs are released.
+type watcher interface {
+	// watch has wake called (from any goroutine; it never blocks)
+	// whenever a waiting task may now fit.
+	watch(wake func())
 }
 
 // resume takes back what active attempts hold (local GPU leases), so no
@@ -377,61 +393,75 @@ func (r *Runner) retry(ctx context.Context, t *Task, a *Attempt, why string) {
 	r.transition(ctx, t, StatePendingResources, Change{Attempt: a, NextRunAt: &next, Error: &msg, Kind: "retry", Message: msg})
 }
 
+// admitPage is how many waiting tasks admit reads at a time.
+var admitPage = 64
+
 // admit submits waiting tasks in queue order while their gang fits. The
 // first task of an executor that does not fit holds back the ones behind
-// it (no small job overtakes a big one forever).
+// it (no small job overtakes a big one forever). It reads the queue a
+// page at a time and stops once every executor is held back, or the most
+// tasks run: a long queue behind a job that waits costs one page.
 func (r *Runner) admit(ctx context.Context) {
 	active, err := r.store.List(ctx, StateSubmitting, StateSubmitted, StateRunning)
 	if err != nil {
 		return
 	}
 	running := len(active)
-	waiting, err := r.store.List(ctx, StateQueued, StatePendingResources)
-	if err != nil {
-		return
-	}
 	now := time.Now()
 	blocked := map[string]bool{}
 	var soonest time.Time
-	for _, t := range waiting {
-		if running >= r.cfg.MaxRunning {
+	defer func() {
+		if !soonest.IsZero() {
+			time.AfterFunc(time.Until(soonest), r.Wake)
+		}
+	}()
+	var after *Task
+	for len(blocked) < len(r.cfg.Executors) {
+		waiting, err := r.store.ListAfter(ctx, after, admitPage, StateQueued, StatePendingResources)
+		if err != nil {
 			return
 		}
-		if t.NextRunAt.After(now) {
-			if soonest.IsZero() || t.NextRunAt.Before(soonest) {
-				soonest = t.NextRunAt
+		for _, t := range waiting {
+			if running >= r.cfg.MaxRunning {
+				return
 			}
-			continue
-		}
-		ex := r.cfg.Executors[t.Executor]
-		if ex == nil || blocked[t.Executor] {
-			continue
-		}
-		capacity, err := ex.Capacity(ctx, t.Spec)
-		if err != nil {
-			r.wait(ctx, t, fmt.Sprintf("%s executor unreachable: %v", t.Executor, err))
-			blocked[t.Executor] = true
-			continue
-		}
-		if !fits(capacity.Free, t.Spec.NNodes, t.Spec.GPUsPerNode) {
-			why := fmt.Sprintf("waiting for %d node(s) × %d GPU(s); free GPUs per node: %v", t.Spec.NNodes, t.Spec.GPUsPerNode, capacity.Free)
-			if capacity.Why != "" {
-				why += "; " + capacity.Why
+			if t.NextRunAt.After(now) {
+				if soonest.IsZero() || t.NextRunAt.Before(soonest) {
+					soonest = t.NextRunAt
+				}
+				continue
 			}
-			r.wait(ctx, t, why)
-			blocked[t.Executor] = true
-			continue
+			ex := r.cfg.Executors[t.Executor]
+			if ex == nil || blocked[t.Executor] {
+				continue
+			}
+			capacity, err := ex.Capacity(ctx, t.Spec)
+			if err != nil {
+				r.wait(ctx, t, fmt.Sprintf("%s executor unreachable: %v", t.Executor, err))
+				blocked[t.Executor] = true
+				continue
+			}
+			if !fits(capacity.Free, t.Spec.NNodes, t.Spec.GPUsPerNode) {
+				why := fmt.Sprintf("waiting for %d node(s) × %d GPU(s); free GPUs per node: %v", t.Spec.NNodes, t.Spec.GPUsPerNode, capacity.Free)
+				if capacity.Why != "" {
+					why += "; " + capacity.Why
+				}
+				r.wait(ctx, t, why)
+				blocked[t.Executor] = true
+				continue
+			}
+			a := &Attempt{TaskID: t.ID, No: t.Attempts + 1}
+			a.SubmissionID = fmt.Sprintf("%s--a%02d", t.ID, a.No)
+			if !r.transition(ctx, t, StateSubmitting, Change{Attempt: a, Message: "submitting " + a.SubmissionID}) {
+				continue
+			}
+			running++
+			r.start(ctx, t, ex, a)
 		}
-		a := &Attempt{TaskID: t.ID, No: t.Attempts + 1}
-		a.SubmissionID = fmt.Sprintf("%s--a%02d", t.ID, a.No)
-		if !r.transition(ctx, t, StateSubmitting, Change{Attempt: a, Message: "submitting " + a.SubmissionID}) {
-			continue
+		if len(waiting) < admitPage {
+			return
 		}
-		running++
-		r.start(ctx, t, ex, a)
-	}
-	if !soonest.IsZero() {
-		time.AfterFunc(time.Until(soonest), r.Wake)
+		after = waiting[len(waiting)-1]
 	}
 }
 

@@ -35,7 +35,9 @@ func newLedger(n int) *gpu.Ledger {
 	return gpu.NewLedger(gpu.NewDeclared(devs), 0)
 }
 
-func newRunner(t *testing.T, dir string, ledger *gpu.Ledger, ev Evictor) *Runner {
+// newRunner builds a runner polling every 100 ms with a 20 ms retry
+// backoff; tune changes its Config before it is built.
+func newRunner(t testing.TB, dir string, ledger *gpu.Ledger, ev Evictor, tune ...func(*Config)) *Runner {
 	t.Helper()
 	store, err := OpenStore(filepath.Join(dir, "jobs.db"))
 	if err != nil {
@@ -52,15 +54,19 @@ func newRunner(t *testing.T, dir string, ledger *gpu.Ledger, ev Evictor) *Runner
 	if addr := os.Getenv("LOADOUT_RAY_ADDRESS"); addr != "" {
 		execs[ExecutorRay] = NewRayExecutor(RayConfig{Client: &RayClient{Address: addr}})
 	}
-	r, err = NewRunner(Config{Store: store, Executors: execs,
-		PollInterval: 100 * time.Millisecond, RetryBackoff: 20 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+	cfg := Config{Store: store, Executors: execs,
+		PollInterval: 100 * time.Millisecond, RetryBackoff: 20 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)}
+	for _, f := range tune {
+		f(&cfg)
+	}
+	r, err = NewRunner(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return r
 }
 
-func start(t *testing.T, r *Runner) func() {
+func start(t testing.TB, r *Runner) func() {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { _ = r.Run(ctx); close(done) }()
@@ -183,6 +189,94 @@ func TestRunner_GangWaitsInPendingResourcesThenRuns(t *testing.T) {
 	}
 	wait(t, g.runner, second.ID, StateSucceeded)
 	wait(t, g.runner, small.ID, StateSucceeded)
+}
+
+// A queued job starts when the GPUs it waits for are freed — here by a
+// model whose lease ends — not at the runner's next poll: with polling an
+// hour apart, only the ledger's release can have woken it; then, when the
+// job's own process exits, the next job starts the same way.
+func TestRunner_FreedGPUsStartQueuedJobWithoutPoll(t *testing.T) {
+	dir := t.TempDir()
+	l := newLedger(2)
+	r := newRunner(t, dir, l, nil, func(c *Config) { c.PollInterval = time.Hour })
+	start(t, r)
+	if err := l.Acquire("model", map[int]uint64{0: 1 << 30, 1: 1 << 30}); err != nil {
+		t.Fatal(err)
+	}
+	first, err := r.Submit(context.Background(), []byte(gate(dir, "first")+"gpus_per_node: 2\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := r.Submit(context.Background(), []byte(gate(dir, "second")+"gpus_per_node: 2\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wait(t, r, first.ID, StatePendingResources)
+	l.Release("model") // the model's server has exited
+	wait(t, r, first.ID, StateRunning)
+	if st, _ := r.Store().Get(context.Background(), second.ID); st.State != StatePendingResources {
+		t.Fatalf("second job %s while the first holds both GPUs", st.State)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "first"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	wait(t, r, second.ID, StateRunning)
+	_ = os.WriteFile(filepath.Join(dir, "second"), nil, 0o644)
+	wait(t, r, second.ID, StateSucceeded)
+}
+
+// Admission reads the queue a page at a time: a task of another executor
+// behind more than a page of tasks held back by a busy one is still
+// admitted, and the held-back ones keep their order. A second box's local
+// executor, named ray here, stands in for the other executor.
+func TestRunner_AdmitsPastAPageOfHeldBackTasks(t *testing.T) {
+	page := admitPage
+	admitPage = 2
+	t.Cleanup(func() { admitPage = page })
+	dir := t.TempDir()
+	r := newRunner(t, dir, newLedger(1), nil)
+	other, err := NewLocalExecutor(LocalConfig{Ledger: newLedger(1), Dir: filepath.Join(dir, "other"),
+		Notify: r.Wake, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.cfg.Executors[ExecutorRay] = other
+	start(t, r)
+	busy, err := r.Submit(context.Background(), []byte(gate(dir, "busy")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wait(t, r, busy.ID, StateRunning)
+	var held []*Task
+	for range 5 {
+		task, err := r.Submit(context.Background(), []byte("command: exit 0\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, task)
+	}
+	behind, err := r.Submit(context.Background(), []byte(gate(dir, "behind")+"executor: ray\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wait(t, r, behind.ID, StateRunning)
+	if first := wait(t, r, held[0].ID, StatePendingResources); !strings.Contains(first.Error, "free GPUs per node: [0]") {
+		t.Fatalf("first held-back task: %q", first.Error)
+	}
+	for _, f := range []string{"busy", "behind"} {
+		_ = os.WriteFile(filepath.Join(dir, f), nil, 0o644)
+	}
+	for _, task := range held {
+		wait(t, r, task.ID, StateSucceeded)
+	}
+	var prev time.Time
+	for i, task := range held {
+		as, _ := r.Store().Attempts(context.Background(), task.ID)
+		if len(as) != 1 || as[0].StartedAt.Before(prev) {
+			t.Fatalf("held-back task %d: attempts %+v, want one, started after the one before it (%s)", i, as, prev)
+		}
+		prev = as[0].StartedAt
+	}
 }
 
 func TestSubmit_RefusesGangThatCanNeverFit(t *testing.T) {

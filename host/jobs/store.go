@@ -30,6 +30,7 @@ CREATE TABLE IF NOT EXISTS tasks (
 	executor TEXT NOT NULL,
 	priority INTEGER NOT NULL,
 	spec TEXT NOT NULL,
+	job TEXT NOT NULL DEFAULT '',
 	state TEXT NOT NULL,
 	created_at INTEGER NOT NULL,
 	updated_at INTEGER NOT NULL,
@@ -79,11 +80,29 @@ func OpenStore(path string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("jobs %w", err)
 	}
-	if _, err := db.Exec(schema); err != nil {
+	if err := migrate(db); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("jobs database %s: %w", path, err)
 	}
 	return &Store{db: db, now: func() time.Time { return time.Now().UTC() }}, nil
+}
+
+// migrate creates the tables, and adds to a database made by an earlier
+// Loadout the columns it lacks: tasks.job (the parsed spec; its rows keep
+// ” and are parsed from their spec when read).
+func migrate(db *sql.DB) error {
+	if _, err := db.Exec(schema); err != nil {
+		return err
+	}
+	var n int
+	if err := db.QueryRow("SELECT COUNT(*) FROM pragma_table_info('tasks') WHERE name = 'job'").Scan(&n); err != nil {
+		return err
+	}
+	if n == 0 {
+		_, err := db.Exec("ALTER TABLE tasks ADD COLUMN job TEXT NOT NULL DEFAULT ''")
+		return err
+	}
+	return nil
 }
 
 // Close closes the database.
@@ -104,17 +123,23 @@ func fromNanos(n int64) time.Time {
 }
 
 // Insert adds t (its ID, Spec, SpecRaw and State set) with a "submit"
-// event; CreatedAt and UpdatedAt are set to now.
+// event; CreatedAt and UpdatedAt are set to now. Spec is kept beside
+// SpecRaw (as JSON), so reading a task does not parse its YAML again: the
+// spec as parsed at submission, defaults included, is the task's for good.
 func (s *Store) Insert(ctx context.Context, t *Task) error {
 	now := s.now()
 	t.CreatedAt, t.UpdatedAt = now, now
+	job, err := json.Marshal(t.Spec)
+	if err != nil {
+		return fmt.Errorf("jobs: insert %s: %w", t.ID, err)
+	}
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
 	defer tx.Rollback()
-	if _, err := tx.ExecContext(ctx, `INSERT INTO tasks (id, name, workload, executor, priority, spec, state, created_at, updated_at, next_run_at, error)
-		VALUES (?,?,?,?,?,?,?,?,?,?,?)`, t.ID, t.Spec.Name, t.Spec.Workload, t.Spec.Executor, t.Spec.Priority, t.SpecRaw,
+	if _, err := tx.ExecContext(ctx, `INSERT INTO tasks (id, name, workload, executor, priority, spec, job, state, created_at, updated_at, next_run_at, error)
+		VALUES (?,?,?,?,?,?,?,?,?,?,?,?)`, t.ID, t.Spec.Name, t.Spec.Workload, t.Spec.Executor, t.Spec.Priority, t.SpecRaw, string(job),
 		string(t.State), nanos(now), nanos(now), nanos(t.NextRunAt), t.Error); err != nil {
 		return fmt.Errorf("jobs: insert %s: %w", t.ID, err)
 	}
@@ -214,86 +239,101 @@ func putAttempt(ctx context.Context, tx *sql.Tx, a *Attempt) error {
 	return nil
 }
 
-const taskCols = `id, spec, state, created_at, updated_at, next_run_at, error, cancel_requested,
-	(SELECT COUNT(*) FROM attempts a WHERE a.task_id = tasks.id)`
+// taskQuery selects tasks with their latest attempt (attempt numbers run
+// 1, 2, … so the latest is the highest, found through the attempts' primary
+// key): one query, whatever the number of tasks.
+const taskQuery = `SELECT t.seq, t.id, t.spec, t.job, t.state, t.created_at, t.updated_at, t.next_run_at, t.error, t.cancel_requested,
+	la.task_id, la.attempt_no, la.submission_id, la.status, la.failure_kind, la.message, la.handle, la.devices, la.started_at, la.ended_at
+	FROM tasks t LEFT JOIN attempts la ON la.task_id = t.id
+		AND la.attempt_no = (SELECT MAX(attempt_no) FROM attempts WHERE task_id = t.id)`
 
 func scanTask(row interface{ Scan(...any) error }) (*Task, error) {
 	var t Task
-	var state string
+	var state, job string
 	var created, updated, next int64
-	if err := row.Scan(&t.ID, &t.SpecRaw, &state, &created, &updated, &next, &t.Error, &t.CancelRequested, &t.Attempts); err != nil {
+	var a attemptRow
+	if err := row.Scan(append([]any{&t.seq, &t.ID, &t.SpecRaw, &job, &state, &created, &updated, &next, &t.Error, &t.CancelRequested}, a.dest()...)...); err != nil {
 		return nil, err
 	}
 	t.State, t.CreatedAt, t.UpdatedAt, t.NextRunAt = State(state), fromNanos(created), fromNanos(updated), fromNanos(next)
-	spec, err := ParseSpec([]byte(t.SpecRaw))
-	if err != nil {
-		return nil, fmt.Errorf("jobs: stored spec of %s: %w", t.ID, err)
+	var spec Spec
+	if job != "" {
+		if err := json.Unmarshal([]byte(job), &spec); err != nil {
+			return nil, fmt.Errorf("jobs: stored job of %s: %w", t.ID, err)
+		}
+	} else { // a task stored before the job column existed
+		var err error
+		if spec, err = ParseSpec([]byte(t.SpecRaw)); err != nil {
+			return nil, fmt.Errorf("jobs: stored spec of %s: %w", t.ID, err)
+		}
 	}
 	t.Spec, t.Name, t.Workload, t.Executor, t.Priority = spec, spec.Name, spec.Workload, spec.Executor, spec.Priority
+	latest, err := a.attempt()
+	if err != nil {
+		return nil, err
+	}
+	if latest != nil {
+		t.LatestAttempt, t.Attempts = latest, latest.No
+	}
 	return &t, nil
 }
 
 // Get returns task id with its latest attempt. Errors: ErrNotFound.
 func (s *Store) Get(ctx context.Context, id string) (*Task, error) {
-	t, err := scanTask(s.db.QueryRowContext(ctx, "SELECT "+taskCols+" FROM tasks WHERE id = ?", id))
+	t, err := scanTask(s.db.QueryRowContext(ctx, taskQuery+" WHERE t.id = ?", id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("jobs: %s: %w", id, ErrNotFound)
 	}
-	if err != nil {
-		return nil, err
-	}
-	return t, s.fillLatest(ctx, t)
-}
-
-func (s *Store) fillLatest(ctx context.Context, t *Task) error {
-	if t.Attempts == 0 {
-		return nil
-	}
-	as, err := s.attempts(ctx, "WHERE task_id = ? AND attempt_no = ?", t.ID, t.Attempts)
-	if err != nil {
-		return err
-	}
-	if len(as) == 1 {
-		t.LatestAttempt = as[0]
-	}
-	return nil
+	return t, err
 }
 
 // List returns the tasks in the given states (every task when none), in
 // queue order: priority descending, then submission order. Each has its
 // latest attempt.
 func (s *Store) List(ctx context.Context, states ...State) ([]*Task, error) {
-	q := "SELECT " + taskCols + " FROM tasks"
+	return s.ListAfter(ctx, nil, 0, states...)
+}
+
+// ListAfter is List from the task after after (a task List or ListAfter
+// returned; nil: from the first), at most limit tasks (0: all): the queue
+// read a page at a time. A task's place in the queue never changes, so
+// pages neither skip nor repeat a task whose state changes in between.
+func (s *Store) ListAfter(ctx context.Context, after *Task, limit int, states ...State) ([]*Task, error) {
+	var where []string
 	var args []any
 	if len(states) > 0 {
-		q += " WHERE state IN (?" + strings.Repeat(",?", len(states)-1) + ")"
+		where = append(where, "t.state IN (?"+strings.Repeat(",?", len(states)-1)+")")
 		for _, st := range states {
 			args = append(args, string(st))
 		}
 	}
-	rows, err := s.db.QueryContext(ctx, q+" ORDER BY priority DESC, seq", args...)
+	if after != nil {
+		where = append(where, "(t.priority < ? OR t.priority = ? AND t.seq > ?)")
+		args = append(args, after.Priority, after.Priority, after.seq)
+	}
+	q := taskQuery
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	q += " ORDER BY t.priority DESC, t.seq"
+	if limit > 0 {
+		q += " LIMIT ?"
+		args = append(args, limit)
+	}
+	rows, err := s.db.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, err
 	}
+	defer rows.Close()
 	var out []*Task
 	for rows.Next() {
 		t, err := scanTask(rows)
 		if err != nil {
-			rows.Close()
 			return nil, err
 		}
 		out = append(out, t)
 	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	for _, t := range out {
-		if err := s.fillLatest(ctx, t); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
+	return out, rows.Err()
 }
 
 // Attempts returns task id's attempts, first first.
@@ -310,21 +350,46 @@ func (s *Store) attempts(ctx context.Context, where string, args ...any) ([]*Att
 	defer rows.Close()
 	var out []*Attempt
 	for rows.Next() {
-		var a Attempt
-		var kind, devices string
-		var started, ended int64
-		if err := rows.Scan(&a.TaskID, &a.No, &a.SubmissionID, &a.Status, &kind, &a.Message, &a.Handle, &devices, &started, &ended); err != nil {
+		var r attemptRow
+		if err := rows.Scan(r.dest()...); err != nil {
 			return nil, err
 		}
-		a.FailureKind, a.StartedAt, a.EndedAt = FailureKind(kind), fromNanos(started), fromNanos(ended)
-		if devices != "" {
-			if err := json.Unmarshal([]byte(devices), &a.Devices); err != nil {
-				return nil, fmt.Errorf("jobs: attempt %s devices: %w", a.SubmissionID, err)
-			}
+		a, err := r.attempt()
+		if err != nil {
+			return nil, err
 		}
-		out = append(out, &a)
+		out = append(out, a)
 	}
 	return out, rows.Err()
+}
+
+// attemptRow scans an attempt's columns (task_id, attempt_no,
+// submission_id, status, failure_kind, message, handle, devices,
+// started_at, ended_at), which are all NULL when a task has no attempt
+// (taskQuery's LEFT JOIN).
+type attemptRow struct {
+	taskID, submissionID, status, kind, message, handle, devices sql.NullString
+	no, started, ended                                           sql.NullInt64
+}
+
+func (r *attemptRow) dest() []any {
+	return []any{&r.taskID, &r.no, &r.submissionID, &r.status, &r.kind, &r.message, &r.handle, &r.devices, &r.started, &r.ended}
+}
+
+// attempt returns the attempt scanned, nil for NULLs.
+func (r *attemptRow) attempt() (*Attempt, error) {
+	if !r.no.Valid {
+		return nil, nil
+	}
+	a := &Attempt{TaskID: r.taskID.String, No: int(r.no.Int64), SubmissionID: r.submissionID.String, Status: r.status.String,
+		FailureKind: FailureKind(r.kind.String), Message: r.message.String, Handle: r.handle.String,
+		StartedAt: fromNanos(r.started.Int64), EndedAt: fromNanos(r.ended.Int64)}
+	if r.devices.String != "" {
+		if err := json.Unmarshal([]byte(r.devices.String), &a.Devices); err != nil {
+			return nil, fmt.Errorf("jobs: attempt %s devices: %w", a.SubmissionID, err)
+		}
+	}
+	return a, nil
 }
 
 // Events returns task id's history, oldest first.

@@ -72,6 +72,8 @@ type Task struct {
 	// Attempts is the number of attempts; LatestAttempt the last one.
 	Attempts      int      `json:"attempts"`
 	LatestAttempt *Attempt `json:"latest_attempt,omitempty"`
+
+	seq int64 // its place in submission order (the store's)
 }
 
 // GPUs is the task's gang: nnodes × gpus_per_node.

@@ -58,6 +58,8 @@ var wasmMagic = []byte{0x00, 'a', 's', 'm'}
 // kind; with a warm compilation cache it costs tens of milliseconds,
 // without one about a second for a Go guest.
 func (r *Runtime) Compile(ctx context.Context, name string, wasm []byte) (*Module, error) {
+	r.compiling.RLock()
+	defer r.compiling.RUnlock()
 	if r.closed.Load() {
 		return nil, fmt.Errorf("policy %s: runtime is closed", name)
 	}

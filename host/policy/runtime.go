@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -96,6 +97,11 @@ type Runtime struct {
 	// startTimeout bounds one instantiation (_initialize, abi_buffers, init).
 	startTimeout time.Duration
 	closed       atomic.Bool
+	// compiling is held shared by each Compile and exclusively by Close:
+	// wazero panics when its runtime closes under a compilation (serve
+	// compiles the fallback policies in the background, so a shutdown
+	// soon after start would meet one), so Close waits for them.
+	compiling sync.RWMutex
 }
 
 // NewRuntime makes a Runtime: wazero's compiler engine with a compilation
@@ -178,8 +184,11 @@ func openCache(dir string, log *slog.Logger) (wazero.CompilationCache, string) {
 func (r *Runtime) CacheDir() string { return r.cacheDir }
 
 // Close closes every module and instance the runtime made, then the
-// compilation cache. Schedulers and Swappers fail every call afterwards.
+// compilation cache, after waiting for compilations under way (a Compile
+// afterwards fails). Schedulers and Swappers fail every call afterwards.
 func (r *Runtime) Close(ctx context.Context) error {
+	r.compiling.Lock()
+	defer r.compiling.Unlock()
 	if r.closed.Swap(true) {
 		return nil
 	}

@@ -199,3 +199,31 @@ func TestScheduler_Closed(t *testing.T) {
 		t.Error("closed scheduler reports healthy")
 	}
 }
+
+// Closing the runtime while a module compiles (serve compiles its fallback
+// policies in the background, and may shut down meanwhile) waits for the
+// compilation instead of closing wazero under it, which panics; a Compile
+// after Close fails with a clear error.
+func TestRuntime_CloseDuringCompile(t *testing.T) {
+	wasm := guest(t, "echo")
+	r, err := NewRuntime(context.Background(), Options{CacheDir: t.TempDir()}) // cold: the compile takes a while
+	if err != nil {
+		t.Fatal(err)
+	}
+	started, done := make(chan struct{}), make(chan error, 1)
+	go func() {
+		close(started)
+		_, err := r.Compile(context.Background(), "echo.wasm", wasm)
+		done <- err
+	}()
+	<-started
+	if err := r.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil && !strings.Contains(err.Error(), "runtime is closed") {
+		t.Fatalf("the compile under way: %v", err)
+	}
+	if _, err := r.Compile(context.Background(), "echo.wasm", wasm); err == nil || !strings.Contains(err.Error(), "runtime is closed") {
+		t.Fatalf("a compile after Close: %v", err)
+	}
+}

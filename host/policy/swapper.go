@@ -56,15 +56,19 @@ func (s *Swapper) Plan(q sdk.PlanRequest) (sdk.Plan, error) {
 // jobs — one built before JobPlanRequest existed (it cannot decode it), or
 // one whose swapper is not an sdk.JobPlanner or answers
 // sdk.ErrJobPlanUnsupported — gives an error wrapping
-// sdk.ErrJobPlanUnsupported, and the caller applies its own rule. Other
-// errors are as for Plan.
+// sdk.ErrJobPlanUnsupported, and the caller applies its own rule; that is
+// not recorded as the policy's last error (Status). Other errors are as
+// for Plan.
 func (s *Swapper) PlanJob(q sdk.JobPlanRequest) (sdk.Plan, error) {
 	s.jq = q
+	lastError := s.sv.status.LastError
 	n, err := s.sv.call(evPlan, &s.jq)
 	s.jq = sdk.JobPlanRequest{}
 	if err != nil {
 		var se *statusError
 		if errors.As(err, &se) && (se.status == wire.StatusBadInput || se.status == wire.StatusNoPolicy) {
+			// Not the policy's failure: its status keeps the error it had.
+			s.sv.status.LastError = lastError
 			return sdk.Plan{}, fmt.Errorf("%w: %v", sdk.ErrJobPlanUnsupported, err)
 		}
 		return sdk.Plan{}, err

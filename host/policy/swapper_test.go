@@ -112,6 +112,7 @@ func TestSwapper_LoopInNestedPlan(t *testing.T) {
 // sdk.ErrJobPlanUnsupported, not a crash, and goes on planning for models:
 // a Go guest whose swapper is no sdk.JobPlanner (status 4), and a module
 // built before JobPlanRequest existed, which cannot decode it (status 3).
+// Neither is the policy's error: its last error stays as it was.
 func TestSwapper_PlanJob_Unsupported(t *testing.T) {
 	r, _ := newTestRuntime(t, Options{})
 	q := sdk.JobPlanRequest{Now: 1, Job: "sft-1", GPUs: 1, Candidates: []int32{0}, Running: []string{"a"}}
@@ -139,6 +140,9 @@ func TestSwapper_PlanJob_Unsupported(t *testing.T) {
 	for _, st := range []Status{s.Status(), olds.Status()} {
 		if st.Crashes != 0 || st.Instantiations != 1 {
 			t.Errorf("%s: status %+v, want no crash", st.Name, st)
+		}
+		if st.LastError != "" { // shown in /api/policies as the policy's error
+			t.Errorf("%s: last error %q after a job plan it does not make, want none", st.Name, st.LastError)
 		}
 	}
 }

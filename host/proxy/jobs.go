@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/gorilla/mux"
@@ -25,8 +26,8 @@ func isJobsPath(path string) bool {
 }
 
 // jobRoutes registers the jobs API on m: POST /api/jobs (a YAML or JSON
-// job spec → the task), GET /api/jobs[?state=A,B], GET /api/jobs/{id},
-// POST /api/jobs/{id}/cancel, GET /api/jobs/{id}/logs.
+// job spec → the task), GET /api/jobs[?state=A,B][&limit=N[&after=ID]],
+// GET /api/jobs/{id}, POST /api/jobs/{id}/cancel, GET /api/jobs/{id}/logs.
 func (s *Server) jobRoutes(m *mux.Router) {
 	m.HandleFunc(jobsPrefix, s.jobsAuth(s.submitJob)).Methods(http.MethodPost)
 	m.HandleFunc(jobsPrefix, s.jobsAuth(s.listJobs)).Methods(http.MethodGet)
@@ -107,28 +108,69 @@ func (s *Server) submitJob(w http.ResponseWriter, r *http.Request) {
 	s.writeJSON(w, r, t)
 }
 
+// listJobs is GET /api/jobs[?state=A,B][&limit=N[&after=ID]]: the tasks
+// in queue order; with limit, at most N of them after task ID (from the
+// first without after), and "next", the ID to pass as after for the next
+// page, when there are more.
 func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) {
+	bad := func(format string, args ...any) {
+		s.writeError(w, r, &apiError{status: http.StatusBadRequest, code: "invalid_request", msg: fmt.Sprintf(format, args...)})
+	}
+	q := r.URL.Query()
 	var states []jobs.State
-	if q := r.URL.Query().Get("state"); q != "" {
-		for _, st := range strings.Split(q, ",") {
+	if v := q.Get("state"); v != "" {
+		for _, st := range strings.Split(v, ",") {
 			st := jobs.State(strings.ToUpper(strings.TrimSpace(st)))
 			if !containsState(st) {
-				s.writeError(w, r, &apiError{status: http.StatusBadRequest, code: "invalid_request",
-					msg: fmt.Sprintf("state: %q is not a job state; want one of %v", st, jobs.States)})
+				bad("state: %q is not a job state; want one of %v", st, jobs.States)
 				return
 			}
 			states = append(states, st)
 		}
 	}
-	ts, err := s.cfg.Jobs.Store().List(r.Context(), states...)
+	limit := 0
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			bad("limit: %q is not a positive number of tasks", v)
+			return
+		}
+		limit = n
+	}
+	var after *jobs.Task
+	if v := q.Get("after"); v != "" {
+		t, err := s.cfg.Jobs.Store().Get(r.Context(), v)
+		if errors.Is(err, jobs.ErrNotFound) {
+			bad("after: no task %q", v)
+			return
+		}
+		if err != nil {
+			s.writeError(w, r, jobError(err))
+			return
+		}
+		after = t
+	}
+	fetch := 0
+	if limit > 0 {
+		fetch = limit + 1 // one more says whether there is a next page
+	}
+	ts, err := s.cfg.Jobs.Store().ListAfter(r.Context(), after, fetch, states...)
 	if err != nil {
 		s.writeError(w, r, jobError(err))
 		return
 	}
-	if ts == nil {
-		ts = []*jobs.Task{}
+	page := struct {
+		Jobs []*jobs.Task `json:"jobs"`
+		Next string       `json:"next,omitempty"`
+	}{Jobs: ts}
+	if limit > 0 && len(ts) > limit {
+		page.Jobs = ts[:limit]
+		page.Next = ts[limit-1].ID
 	}
-	s.writeJSON(w, r, map[string]any{"jobs": ts})
+	if page.Jobs == nil {
+		page.Jobs = []*jobs.Task{}
+	}
+	s.writeJSON(w, r, page)
 }
 
 func containsState(st jobs.State) bool {

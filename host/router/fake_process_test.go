@@ -15,12 +15,15 @@ import (
 // Every start and stop is reported on the world's event channel so tests
 // wait for events, never for time.
 type fakeProcess struct {
-	name   string
-	world  *fakeWorld
-	mu     sync.Mutex
-	gate   chan struct{} // when set, Start blocks until it is closed
-	fail   error         // when set, Start returns it
-	memory uint64        // what its instances report using (MemoryReporter)
+	name  string
+	world *fakeWorld
+	mu    sync.Mutex
+	gate  chan struct{} // when set, Start blocks until it is closed
+	// stopGate, when set, makes its instances' Stop report "stopping"
+	// and block until it is closed (a server slow to exit).
+	stopGate chan struct{}
+	fail     error  // when set, Start returns it
+	memory   uint64 // what its instances report using (MemoryReporter)
 }
 
 type fakeInstance struct {
@@ -53,6 +56,17 @@ func (p *fakeProcess) hold() (release func()) {
 	defer p.mu.Unlock()
 	gate := make(chan struct{})
 	p.gate = gate
+	var once sync.Once
+	return func() { once.Do(func() { close(gate) }) }
+}
+
+// holdStop makes the stops of p's instances block until the returned func
+// is called.
+func (p *fakeProcess) holdStop() (release func()) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	gate := make(chan struct{})
+	p.stopGate = gate
 	var once sync.Once
 	return func() { once.Do(func() { close(gate) }) }
 }
@@ -116,6 +130,16 @@ func (i *fakeInstance) exit(err error) bool {
 }
 
 func (i *fakeInstance) Stop(ctx context.Context) error {
+	i.proc.mu.Lock()
+	gate := i.proc.stopGate
+	i.proc.mu.Unlock()
+	if gate != nil {
+		i.proc.world.emit("stopping " + i.proc.name)
+		select {
+		case <-gate:
+		case <-ctx.Done():
+		}
+	}
 	if i.exit(nil) {
 		i.proc.world.emit("stopped " + i.proc.name)
 	}

@@ -88,8 +88,9 @@ func (r *Router) PlanJob(gpus, priority int) ([]int, error) {
 // ticks naming the models. It returns the devices leased, in index order,
 // and the models stopped; the caller owns the lease (gpu.Ledger.Release).
 // Errors: *Error with CodeUnavailable saying why there is no room (nothing
-// is leased or stopped); ctx.Err() while waiting (the lease is released;
-// the stops go on); ErrShuttingDown.
+// is leased or stopped); ctx.Err() while waiting (the stops go on, and the
+// lease is released once they are done, so no model is placed beside a
+// server still exiting); ErrShuttingDown.
 func (r *Router) EvictForJob(ctx context.Context, id string, gpus, priority int) ([]int, []string, error) {
 	var (
 		p       jobPlan
@@ -113,11 +114,11 @@ func (r *Router) EvictForJob(ctx context.Context, id string, gpus, priority int)
 	if err != nil {
 		return nil, nil, err
 	}
-	for _, ch := range pending {
+	for i, ch := range pending {
 		select {
 		case <-ch:
 		case <-ctx.Done():
-			r.cfg.Ledger.Release(id)
+			go r.releaseAfter(id, pending[i:])
 			return nil, nil, ctx.Err()
 		case <-r.done:
 			r.cfg.Ledger.Release(id)
@@ -125,6 +126,20 @@ func (r *Router) EvictForJob(ctx context.Context, id string, gpus, priority int)
 		}
 	}
 	return p.devices, p.evict, nil
+}
+
+// releaseAfter ends job id's lease once the models it evicted have
+// stopped (each of pending is closed), or the router has shut down: until
+// then their servers may still run on its GPUs, and no model may be
+// placed there.
+func (r *Router) releaseAfter(id string, pending []chan struct{}) {
+	for _, ch := range pending {
+		select {
+		case <-ch:
+		case <-r.done:
+		}
+	}
+	r.cfg.Ledger.Release(id)
 }
 
 // stopForJob starts stopping models a job evicts (each checked by

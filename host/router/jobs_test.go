@@ -277,3 +277,43 @@ func TestRouter_JobsGPU_PlacedElsewhereOrRefused(t *testing.T) {
 		t.Fatalf("huge: %+v, want the swapper's refusal, not a wait for the job", e)
 	}
 }
+
+// A job whose wait for its evicted models ends early (its context done)
+// keeps its lease until they have exited: until then no model is placed
+// on their GPU beside a server still running there. Then the lease ends
+// by itself.
+func TestRouter_JobLeaseOutlivesEvictedModelsStopping(t *testing.T) {
+	ledger := gpu.NewLedger(gpu.NewDeclared([]gpu.DeclaredDevice{{Name: "sim0", Memory: 8 * gib}}), 0)
+	h := newHarness(t, harnessOpts{
+		ledger: ledger, tick: time.Hour, newSwap: prioritylru(t),
+		models: map[string]ModelConfig{"a": {VRAM: 6 * gib}},
+	})
+	h.acquire("a").wait(t).Release()
+	release := h.procs["a"].holdStop()
+	defer release()
+	released := make(chan struct{}, 8)
+	ledger.OnRelease(func() { released <- struct{}{} })
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := h.r.EvictForJob(ctx, "job-1", 1, 0)
+		done <- err
+	}()
+	h.world.expect(t, "starting a", "ready a", "stopping a")
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("EvictForJob = %v, want context.Canceled", err)
+	}
+	if _, held := ledger.Lease("job-1"); !held {
+		t.Fatal("the job's lease ended while the model it evicted was still stopping")
+	}
+	if free, _ := ledger.UnheldDevices(); len(free) != 0 {
+		t.Fatalf("GPUs %v unheld while a's server still runs", free)
+	}
+	release()
+	<-released
+	h.expectState("a", "stopped")
+	if _, held := ledger.Lease("job-1"); held {
+		t.Fatal("the job's lease outlived the stop of the model it evicted")
+	}
+}

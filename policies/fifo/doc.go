@@ -34,7 +34,14 @@
 // for a model that now has a swap joins it, so requests arriving as
 // A B C A B C for models that exclude each other are served A A B B C C,
 // with two swaps instead of five. Requests still blocked keep their
-// places. The queue is also drained when a model becomes idle, when a
+// places. With load_order: queued_wait the drain tries the requests in
+// another order (their places in the queue do not change): aged requests
+// first, then the requests of the model whose queued requests have waited
+// longest in total, then the next model's, so the room that freed up goes
+// to the model whose load relieves the most accumulated waiting rather
+// than to the model of the oldest request (a ski-rental rule: load where
+// waiting has cost most so far). Aging bounds every request's wait as
+// before. The queue is also drained when a model becomes idle, when a
 // request ends on a model under its concurrency limit that a queued
 // request wants, after an unload, and on every tick (a crashed or stopped
 // model may unblock it).
@@ -95,6 +102,10 @@
 //	      max_queue: 1024   # most requests queued at once; 0 = unlimited; beyond: 429
 //	      max_wait: 60s     # age after which a queued request goes first; a Go
 //	                        # duration or a number of seconds; 0 = no aging
+//	      load_order: arrival  # which queued model gets room first: arrival
+//	                        # (the oldest request's, llama-swap's) or
+//	                        # queued_wait (the most waiting in total; see
+//	                        # docs/BENCHMARKS.md for when it pays)
 //	      fifo:             # llama-swap's setting, accepted as is
 //	        priority:       # per-model priority for requests that have none
 //	          big-model: 10

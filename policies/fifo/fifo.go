@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -41,6 +42,12 @@ type scheduler struct {
 	// blocked caches, within one drain, the models whose requests were
 	// found blocked; see drain.
 	blocked map[string]bool
+	// Scratch of a drain under load_order: queued_wait (see visitOrder):
+	// each model's total queued wait, the visiting order, and which
+	// requests were handled.
+	waited  map[string]int64
+	order   []int
+	handled []bool
 
 	// admitter is the host's warm path (fx, when it offers one); see
 	// admit. servedLimit is the concurrency limit of the model decide
@@ -64,6 +71,7 @@ func New(fx sdk.Effects, rawSettings []byte) (sdk.Scheduler, error) {
 		active:   make(map[string]*swap),
 		agingAt:  math.MaxInt64,
 		blocked:  make(map[string]bool),
+		waited:   make(map[string]int64),
 	}, nil
 }
 
@@ -325,35 +333,96 @@ func (s *scheduler) sendPositions(from int) {
 	}
 }
 
-// drain runs the decision tree again for every queued request, in queue
-// order; those still blocked keep their order.
+// drain runs the decision tree again for every queued request at now, in
+// queue order (under load_order: queued_wait, in visitOrder's order);
+// those still blocked keep their places.
 //
 // Within one drain, a model whose request was blocked stays blocked for
 // the rest of the drain unless a swap starts: grants only add requests in
 // flight, which can only block more. So later requests for that model skip
 // the tree (and its host calls); draining a long queue costs a map lookup
 // per request that cannot move.
-func (s *scheduler) drain() {
+func (s *scheduler) drain(now int64) {
 	if len(s.queue) == 0 {
 		return
 	}
 	clear(s.blocked)
-	kept := s.queue[:0]
-	for i := range s.queue {
-		r := s.queue[i]
-		if s.blocked[r.model] {
-			kept = append(kept, r)
-			continue
+	var kept []request
+	if s.cfg.loadOrder == byArrival {
+		// In queue order, compacting as it goes: the hot path.
+		kept = s.queue[:0]
+		for i := range s.queue {
+			r := s.queue[i]
+			if s.blocked[r.model] {
+				kept = append(kept, r)
+				continue
+			}
+			if s.decide(&r) == blocked {
+				s.blocked[r.model] = true
+				kept = append(kept, r)
+			}
 		}
-		if s.decide(&r) == blocked {
-			s.blocked[r.model] = true
-			kept = append(kept, r)
+	} else {
+		s.visitOrder(now)
+		s.handled = s.handled[:0]
+		for range s.queue {
+			s.handled = append(s.handled, false)
+		}
+		for _, i := range s.order {
+			r := s.queue[i]
+			if s.blocked[r.model] {
+				continue
+			}
+			if s.decide(&r) == blocked {
+				s.blocked[r.model] = true
+			} else {
+				s.handled[i] = true
+			}
+		}
+		kept = s.queue[:0]
+		for i := range s.queue {
+			if !s.handled[i] {
+				kept = append(kept, s.queue[i])
+			}
 		}
 	}
 	clear(s.queue[len(kept):])
 	s.queue = kept
 	clear(s.blocked)
 	s.sendPositions(0)
+}
+
+// visitOrder sets s.order to the positions in the queue in the order a
+// drain at now tries them under load_order: queued_wait (under arrival,
+// the default, a drain goes through the queue in order without it): aged
+// requests first, then the others; within each, the requests of the model
+// whose queued requests (aged or not) have waited longest in total so far,
+// then the next such model's; ties keep queue order. So when room frees
+// up, the model whose requests have accumulated the most waiting — the one
+// a load relieves most — loads first, rather than the model of the oldest
+// single request: a ski-rental rule that buys (loads) where renting
+// (waiting) has cost most. Aging still bounds every request's wait: an
+// aged request goes first.
+func (s *scheduler) visitOrder(now int64) {
+	s.order = s.order[:0]
+	for i := range s.queue {
+		s.order = append(s.order, i)
+	}
+	clear(s.waited)
+	for i := range s.queue {
+		r := &s.queue[i]
+		s.waited[r.model] += now - r.arrived
+	}
+	slices.SortStableFunc(s.order, func(a, b int) int {
+		ra, rb := &s.queue[a], &s.queue[b]
+		if ra.aged != rb.aged {
+			if ra.aged {
+				return -1
+			}
+			return 1
+		}
+		return cmp.Compare(s.waited[rb.model], s.waited[ra.model])
+	})
 }
 
 // OnSwapDone serves (or fails) every caller waiting on the swap, then
@@ -367,7 +436,7 @@ func (s *scheduler) OnSwapDone(ev sdk.SwapDoneEvent) {
 	// Drain even for a swap we did not start (before a re-instantiation,
 	// or one whose callers an unload failed): requests may have queued
 	// behind it.
-	s.drain()
+	s.drain(ev.Now)
 }
 
 // finish ends the callers that waited on a finished swap.
@@ -428,7 +497,7 @@ func (s *scheduler) OnServeDone(ev sdk.ServeDoneEvent) {
 	info, ok := s.fx.ModelState(ev.Model)
 	if !ok || info.InFlight == 0 ||
 		info.InFlight < concurrencyLimit(&info) && slices.ContainsFunc(s.queue, func(r request) bool { return r.model == ev.Model }) {
-		s.drain()
+		s.drain(ev.Now)
 	}
 }
 
@@ -496,7 +565,7 @@ func (s *scheduler) OnUnload(ev sdk.UnloadEvent) {
 		}
 	}
 	s.sendPositions(0)
-	s.drain()
+	s.drain(ev.Now)
 }
 
 // unloadIdle stops the models that are ready, idle, not loading and not
@@ -525,7 +594,7 @@ func (s *scheduler) unloadIdle(models []string) {
 // or finished stopping may unblock requests.
 func (s *scheduler) OnTick(ev sdk.TickEvent) {
 	s.age(ev.Now)
-	s.drain()
+	s.drain(ev.Now)
 }
 
 // OnShutdown fails every caller still held.

@@ -628,7 +628,9 @@ var scenarios = []scenario{
 func TestFIFO_BadSettings(t *testing.T) { runBadSettings(t, nativeScheduler) }
 
 var badSettings = []struct{ settings, want string }{
-	{`{"nope": 1}`, `settings: nope: unknown setting "nope" (known: fifo, max_queue, max_wait)`},
+	{`{"nope": 1}`, `settings: nope: unknown setting "nope" (known: fifo, max_queue, max_wait, load_order)`},
+	{`{"load_order": "lifo"}`, `settings: load_order: want arrival or queued_wait, got "lifo"`},
+	{`{"load_order": 1}`, "settings: load_order: "},
 	{`{"max_queue": -1}`, "settings: max_queue: "},
 	{`{"max_queue": 1.5}`, "settings: max_queue: "},
 	{`{"max_queue": "ten"}`, "settings: max_queue: "},
@@ -666,13 +668,15 @@ func TestFIFO_Settings(t *testing.T) {
 		{`{"max_wait": 2.5}`, settings{maxQueue: 1024, maxWait: int64(2500 * time.Millisecond)}},
 		{`{"fifo": {"priority": {"a": 10, "b": -1}}}`, settings{maxQueue: 1024, maxWait: int64(60 * time.Second),
 			priority: map[string]int32{"a": 10, "b": -1}}},
+		{`{"load_order": "arrival"}`, settings{maxQueue: 1024, maxWait: int64(60 * time.Second)}},
+		{`{"load_order": "queued_wait"}`, settings{maxQueue: 1024, maxWait: int64(60 * time.Second), loadOrder: byQueuedWait}},
 	} {
 		got, err := parseSettings([]byte(tc.settings))
 		if err != nil {
 			t.Errorf("%s: %v", tc.settings, err)
 			continue
 		}
-		if got.maxQueue != tc.want.maxQueue || got.maxWait != tc.want.maxWait || fmt.Sprint(got.priority) != fmt.Sprint(tc.want.priority) {
+		if got.maxQueue != tc.want.maxQueue || got.maxWait != tc.want.maxWait || got.loadOrder != tc.want.loadOrder || fmt.Sprint(got.priority) != fmt.Sprint(tc.want.priority) {
 			t.Errorf("%s: got %+v, want %+v", tc.settings, got, tc.want)
 		}
 	}

@@ -16,14 +16,31 @@ const (
 
 // settings is the parsed `settings:` object.
 type settings struct {
-	maxQueue int              // 0: unlimited
-	maxWait  int64            // nanoseconds; 0: no aging
-	priority map[string]int32 // per-model priority for requests without one
+	maxQueue  int              // 0: unlimited
+	maxWait   int64            // nanoseconds; 0: no aging
+	priority  map[string]int32 // per-model priority for requests without one
+	loadOrder loadOrder        // which queued requests a drain tries first
 }
+
+// loadOrder is the order in which a drain of the queue goes through the
+// queued requests, and so which waiting model gets the room that freed up.
+type loadOrder uint8
+
+const (
+	// byArrival: queue order (aged, then priority, then arrival), as
+	// llama-swap's FIFO.
+	byArrival loadOrder = iota
+	// byQueuedWait: aged requests first, in queue order; then the requests
+	// of the model whose queued requests have waited longest in total
+	// (the sum of their waits so far), then the next such model, each
+	// model's requests in queue order.
+	byQueuedWait
+)
 
 // parseSettings parses the settings JSON:
 //
-//	{"max_queue": 1024, "max_wait": "60s", "fifo": {"priority": {"MODEL": 10}}}
+//	{"max_queue": 1024, "max_wait": "60s", "load_order": "arrival",
+//	 "fifo": {"priority": {"MODEL": 10}}}
 //
 // every key optional. Errors are *sdksettings.Error naming the offending
 // setting's path ("max_wait", "fifo.priority.llama").
@@ -33,9 +50,23 @@ func parseSettings(raw []byte) (settings, error) {
 	if err != nil {
 		return cfg, err
 	}
-	top, err := root.Object("fifo", "max_queue", "max_wait")
+	top, err := root.Object("fifo", "max_queue", "max_wait", "load_order")
 	if err != nil {
 		return cfg, err
+	}
+	if v := top.Get("load_order"); !v.IsNull() {
+		str, err := v.String()
+		if err != nil {
+			return cfg, err
+		}
+		switch str {
+		case "arrival":
+			cfg.loadOrder = byArrival
+		case "queued_wait":
+			cfg.loadOrder = byQueuedWait
+		default:
+			return cfg, v.Errorf("want arrival or queued_wait, got %q", str)
+		}
 	}
 	if v := top.Get("max_queue"); !v.IsNull() {
 		n, err := v.Int(0, math.MaxInt32)

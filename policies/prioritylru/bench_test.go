@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/loadout-dev/loadout/sdk"
+	"github.com/loadout-dev/loadout/sdk/evict"
 )
 
 // The benchmarks plan against benchHost, a lean sdk.Host that returns a
@@ -35,7 +36,7 @@ func newBenchHost() *benchHost {
 		if i%4 == 0 {
 			m.MeasuredVRAM = 9 * gib
 		}
-		leased[d] += vram(&m)
+		leased[d] += evict.VRAM(&m)
 		h.snap.Models = append(h.snap.Models, m)
 	}
 	h.snap.Models = append(h.snap.Models, sdk.ModelInfo{Name: "target", Priority: 1, EstimatedVRAM: 40 * gib})

@@ -31,6 +31,8 @@
 //     priority first, least recently used first within a priority, by name
 //     last. Then every victim whose memory turned out not to be needed is
 //     kept after all, most valuable first, so the fewest models stop.
+//     (The mechanics of steps 1–4 are sdk/evict's, shared with the other
+//     VRAM-aware routers; the order is this policy's.)
 //  4. If it does not fit even with every model it may evict gone, the plan
 //     fails with an error the client sees, such as
 //     "model big needs 30 GiB; at most 24 GiB can be freed on any

@@ -7,35 +7,32 @@ import (
 	"testing"
 
 	"github.com/loadout-dev/loadout/host/gpu"
-	"github.com/loadout-dev/loadout/sdk"
+	"github.com/loadout-dev/loadout/sdk/evict"
 	"github.com/loadout-dev/loadout/sdk/placement"
 )
 
-// TestPlace_AgreesWithHost: the swapper's placement rule is the host's
-// (host/gpu.PlaceUnder), which places a target when a plan names no
-// devices: the same devices for the same free memory, margin, constraint
-// and packing, and the same refusals.
+// TestPlace_AgreesWithHost: the swapper's placement rule (sdk/evict's,
+// which is sdk/placement's) is the host's (host/gpu.PlaceUnder), which
+// places a target when a plan names no devices: the same devices for the
+// same free memory, margin, constraint and packing, and the same refusals.
 func TestPlace_AgreesWithHost(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
-	s := &swapper{}
 	for range 5000 {
 		n := r.IntN(5)
-		s.gpus, s.free = s.gpus[:0], s.free[:0]
+		devices := make([]placement.Device, n)
 		host := make([]gpu.DeviceFree, n)
 		for i := range n {
 			f := r.Uint64N(8) * 10 * gib // coarse values: plenty of ties
-			s.gpus = append(s.gpus, sdk.GPUInfo{Index: int32(i)})
-			s.free = append(s.free, f)
+			devices[i] = placement.Device{Index: int32(i), Free: f}
 			host[i] = gpu.DeviceFree{Index: i, Free: f}
 		}
-		s.st.margin = r.Uint64N(3) * gib
+		margin := r.Uint64N(3) * gib
 		need := (r.Uint64N(30) + 1) * 5 * gib
 
 		// A random constraint and packing, as the host's configuration
 		// hands them to both.
 		var c gpu.Constraint
-		var st settings
-		st.margin, st.pack = s.st.margin, r.IntN(2) == 0
+		p := evict.Placement{Pack: r.IntN(2) == 0}
 		for i := range n {
 			if r.IntN(3) == 0 {
 				c.GPUs = append(c.GPUs, i)
@@ -43,18 +40,19 @@ func TestPlace_AgreesWithHost(t *testing.T) {
 		}
 		c.Split = placement.SplitMode(r.IntN(3))
 		if len(c.GPUs) > 0 || c.Split != placement.SplitAuto {
-			sc := constraint{split: c.Split}
+			sc := evict.Constraint{Split: c.Split}
 			for _, g := range c.GPUs {
-				sc.gpus = append(sc.gpus, int32(g))
+				sc.GPUs = append(sc.GPUs, int32(g))
 			}
-			st.models = map[string]constraint{"t": sc}
+			p.Models = map[string]evict.Constraint{"t": sc}
 		}
-		s.defRule, s.rules = newRules(st)
+		rules := evict.NewRules(p, margin)
+		planner := evict.Planner{Margin: margin}
 
-		fits := s.place(need, s.ruleFor("t"))
-		placement, err := gpu.PlaceUnder(need, host, s.st.margin, c, st.pack)
+		devs, fits := planner.Place(need, devices, rules.For("t"))
+		placed, err := gpu.PlaceUnder(need, host, margin, c, p.Pack)
 		if fits != (err == nil) {
-			t.Fatalf("need %d on %v margin %d: swapper fits=%t, host %v", need, host, s.st.margin, fits, err)
+			t.Fatalf("need %d on %v margin %d: swapper fits=%t, host %v", need, host, margin, fits, err)
 		}
 		if err != nil {
 			if !errors.Is(err, gpu.ErrDoesNotFit) {
@@ -62,13 +60,13 @@ func TestPlace_AgreesWithHost(t *testing.T) {
 			}
 			continue
 		}
-		want := gpu.SortedDevices(placement)
-		got := make([]int, len(s.devs))
-		for i, d := range s.devs {
+		want := gpu.SortedDevices(placed)
+		got := make([]int, len(devs))
+		for i, d := range devs {
 			got[i] = int(d)
 		}
 		if !slices.Equal(got, want) {
-			t.Fatalf("need %d on %v margin %d: swapper %v, host %v", need, host, s.st.margin, got, want)
+			t.Fatalf("need %d on %v margin %d: swapper %v, host %v", need, host, margin, got, want)
 		}
 	}
 }

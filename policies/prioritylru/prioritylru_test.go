@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/loadout-dev/loadout/sdk"
+	"github.com/loadout-dev/loadout/sdk/evict"
 	"github.com/loadout-dev/loadout/sdk/policytest"
 	sdksettings "github.com/loadout-dev/loadout/sdk/settings"
 )
@@ -75,7 +76,7 @@ func account(h *policytest.Host, totals ...uint64) {
 			}
 			continue
 		}
-		v := vram(info)
+		v := evict.VRAM(info)
 		for j, d := range info.Devices {
 			share := v / uint64(len(info.Devices))
 			if uint64(j) < v%uint64(len(info.Devices)) {
@@ -319,7 +320,7 @@ func TestPriorityLRU_Settings(t *testing.T) {
 			t.Errorf("settings %s: %v", tc.settings, err)
 			continue
 		}
-		if got := s.(*swapper).st.margin; got != tc.margin {
+		if got := s.(*swapper).st.Margin; got != tc.margin {
 			t.Errorf("settings %s: margin %d, want %d", tc.settings, got, tc.margin)
 		}
 	}

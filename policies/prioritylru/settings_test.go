@@ -25,7 +25,7 @@ func FuzzParseSettings(f *testing.F) {
 			}
 			return
 		}
-		if strings.Contains(raw, `"margin"`) && st.margin == 0 && !strings.Contains(raw, "0") {
+		if strings.Contains(raw, `"margin"`) && st.Margin == 0 && !strings.Contains(raw, "0") {
 			t.Fatalf("settings %q parsed with a zero margin", raw)
 		}
 	})

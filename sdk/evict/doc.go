@@ -1,0 +1,24 @@
+// Package evict is the eviction machinery every VRAM-aware router shares:
+// given the host's snapshot and the model that must load, it checks
+// whether the model fits as things are, and if not evicts running models
+// one at a time, in an order the policy gives, until it fits; then it
+// keeps back every victim whose memory turned out not to be needed, so the
+// fewest models stop. Where the model goes is sdk/placement's rule, the
+// one the host's lease ledger applies, so a plan made here is the
+// placement the host leases.
+//
+// A policy supplies only what makes it itself: which running models may
+// be evicted at all (Planner.Eligible) and in what order (Planner.Order).
+// policies/prioritylru (lowest priority, least recently used) and
+// policies/ollama (soonest keep-alive expiry) are this package with two
+// orders.
+//
+// It also parses the placement constraints the host adds to every
+// router's settings (ParsePlacement) and turns them into per-model rules
+// (Rules).
+//
+// It compiles to wasip1 and allocates nothing per plan once its scratch
+// space has grown (in Go compiled to Wasm an allocation costs ~1.3 µs,
+// and a plan is asked for on every request). It must not touch the host:
+// everything it knows comes from sdk.Host reads.
+package evict

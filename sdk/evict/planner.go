@@ -1,0 +1,352 @@
+package evict
+
+import (
+	"fmt"
+
+	"github.com/loadout-dev/loadout/sdk"
+	"github.com/loadout-dev/loadout/sdk/placement"
+	sdksettings "github.com/loadout-dev/loadout/sdk/settings"
+)
+
+// Class says what evicting a running model costs now; every order a
+// policy gives should put the classes in this order first.
+type Class int
+
+// Victim classes, cheapest first.
+const (
+	Stopping Class = iota // stopping already: evicting it costs nothing
+	Idle                  // ready, no request in flight: evicted at once
+	Busy                  // serving, or starting: the scheduler waits until it is idle
+)
+
+// Victim is a running model a plan may evict.
+type Victim struct {
+	Model   *sdk.ModelInfo // the snapshot's entry, valid during the plan
+	Running int            // position in the plan request's running set (sorted by name)
+	Class   Class
+	VRAM    uint64 // bytes it gives back: its lease, else measured, else estimated
+	chosen  bool
+}
+
+// Planner makes the plans of a VRAM-aware router. The zero value with
+// Eligible and Order set is ready; its scratch space is reused, so it is
+// not safe for concurrent use (a policy has one, on the run loop).
+type Planner struct {
+	// Policy names the policy in errors ("prioritylru: unknown model").
+	Policy string
+	// Margin is the bytes left free on every GPU the target uses, beyond
+	// its VRAM figure.
+	Margin uint64
+	// Eligible reports whether the running model m may be evicted at all
+	// to load target. nil: any model but a pinned one.
+	Eligible func(target, m *sdk.ModelInfo) bool
+	// Order is the eviction order, like cmp.Compare: negative when a goes
+	// first. It should order by Class first (stopping, idle, busy): a
+	// busy victim makes the scheduler wait. Ties it leaves are broken by
+	// the running set's order (by name).
+	Order func(a, b *Victim) int
+	// Kept says, in the error of a model that does not fit, which models
+	// Eligible keeps ("pinned and higher-priority models are never
+	// evicted").
+	Kept string
+
+	target  sdk.ModelInfo      // the model being planned for
+	snap    sdk.Snapshot       // the plan's snapshot, read into the same storage each time
+	gpus    []sdk.GPUInfo      // the snapshot's GPUs
+	free    []uint64           // by GPU position: free bytes once the chosen victims are gone
+	cands   []Victim           // running models that may be evicted, in eviction order
+	placer  placement.Placer   // place's scratch
+	devices []placement.Device // place's input: the GPUs with free
+	chosen  []bool             // by position in the running set: evicted
+	evict   []string           // the plan's Evict
+	devs    []int32            // the plan's Devices
+}
+
+// VRAM is a model's footprint in bytes: measured when known, else
+// estimated (the config's vram:, the backend's estimate, a file-size
+// heuristic); 0 when the host has no figure.
+func VRAM(m *sdk.ModelInfo) uint64 {
+	if m.MeasuredVRAM > 0 {
+		return m.MeasuredVRAM
+	}
+	return m.EstimatedVRAM
+}
+
+// ClassOf is the class of a running model.
+func ClassOf(m *sdk.ModelInfo) Class {
+	switch {
+	case m.State == sdk.StateStopping:
+		return Stopping
+	case m.State == sdk.StateReady && m.InFlight == 0:
+		return Idle
+	}
+	return Busy
+}
+
+// Plan decides what must stop before q.Target loads, and where it goes
+// under r (rules.For(q.Target)):
+//
+//  1. a model already loaded or loading, one with no VRAM figure (the host
+//     places it), or any model on a box with no GPU needs nothing;
+//  2. a model that fits as things are evicts nothing and goes where
+//     sdk/placement puts it;
+//  3. otherwise the Eligible running models that hold memory on a GPU r
+//     allows are evicted in Order until it fits, then every victim whose
+//     memory turned out not to be needed is kept back, the last in Order
+//     first, so the fewest models stop;
+//  4. a model that does not fit even with all of them gone fails with an
+//     error that says how much could be freed at most.
+//
+// Evict lists the victims in the order of q.Running. The returned slices
+// are the planner's own, valid until its next Plan (the SDK encodes them
+// at once).
+func (p *Planner) Plan(h sdk.Host, q sdk.PlanRequest, r *Rule) (sdk.Plan, error) {
+	// One small read first: a model that is loaded or loading already has
+	// its memory (the common case: a scheduler plans on every request), and
+	// one with no VRAM figure is placed by the host. Only then the
+	// snapshot, every model and GPU, which costs ten times as much in Wasm.
+	var ok bool
+	p.target, ok = h.ModelState(q.Target)
+	t := &p.target // the planner's: a local would escape to Eligible
+	if !ok {
+		return sdk.Plan{}, fmt.Errorf("%s: unknown model %q", p.Policy, q.Target)
+	}
+	need := VRAM(t)
+	if t.State == sdk.StateReady || t.State == sdk.StateStarting || need == 0 {
+		return sdk.Plan{}, nil
+	}
+	sdk.ReadSnapshot(h, &p.snap) // reuses p.snap's storage: no allocation per model
+	snap := &p.snap
+	if len(snap.GPUs) == 0 { // no GPU to account: the host places it
+		return sdk.Plan{}, nil
+	}
+	p.gpus = snap.GPUs
+	p.free = p.free[:0]
+	for _, g := range p.gpus {
+		p.free = append(p.free, g.Free)
+	}
+	if p.place(need, r) {
+		return sdk.Plan{Devices: p.devs}, nil
+	}
+
+	// Who may go: running, eligible, and only if it frees something on a
+	// GPU the target may use. (q.Running never holds the target.)
+	p.cands = p.cands[:0]
+	next := 0
+	for j, name := range q.Running {
+		m := Find(snap.Models, name, &next)
+		if m == nil || m.Pinned || (p.Eligible != nil && !p.Eligible(t, m)) {
+			continue
+		}
+		v := VRAM(m)
+		if len(m.Leased) == len(m.Devices) && len(m.Leased) > 0 {
+			v = 0 // what the host will give back: its lease, exactly
+			for _, b := range m.Leased {
+				v += b
+			}
+		}
+		if v == 0 || !p.occupies(m.Devices, r) {
+			continue
+		}
+		p.cands = append(p.cands, Victim{Model: m, Running: j, Class: ClassOf(m), VRAM: v})
+	}
+	// In order: an insertion sort, which allocates nothing (a closure
+	// handed to slices.SortFunc would, on every plan); the candidates are
+	// a handful and arrive in the running set's order, so ties keep it.
+	for i := 1; i < len(p.cands); i++ {
+		for j := i; j > 0 && p.Order(&p.cands[j], &p.cands[j-1]) < 0; j-- {
+			p.cands[j], p.cands[j-1] = p.cands[j-1], p.cands[j]
+		}
+	}
+
+	// Evict in order until the target fits ...
+	fits := false
+	for i := range p.cands {
+		p.credit(&p.cands[i], true)
+		if fits = p.place(need, r); fits {
+			break
+		}
+	}
+	if !fits {
+		return sdk.Plan{}, p.cannotFit(t, need, r)
+	}
+	// ... then keep back, the last in order first, every victim whose
+	// memory turned out not to be needed: the fewest evictions.
+	for i := len(p.cands) - 1; i >= 0; i-- {
+		c := &p.cands[i]
+		if !c.chosen {
+			continue
+		}
+		p.credit(c, false)
+		if !p.place(need, r) {
+			p.credit(c, true)
+		}
+	}
+	p.place(need, r) // the final placement into p.devs
+	// Evict in the order of q.Running (sorted by name).
+	p.chosen = p.chosen[:0]
+	for range q.Running {
+		p.chosen = append(p.chosen, false)
+	}
+	for i := range p.cands {
+		if p.cands[i].chosen {
+			p.chosen[p.cands[i].Running] = true
+		}
+	}
+	p.evict = p.evict[:0]
+	for j, name := range q.Running {
+		if p.chosen[j] {
+			p.evict = append(p.evict, name)
+		}
+	}
+	return sdk.Plan{Evict: p.evict, Devices: p.devs}, nil
+}
+
+// Find returns the entry of models named name, or nil. The host sends the
+// snapshot and the running set both sorted by name, so a search that
+// starts where the previous one ended (*next) walks the snapshot once per
+// plan; it falls back to the whole list otherwise. It compares with ==
+// only: the SDK interns decoded names, so a match is a pointer comparison.
+func Find(models []sdk.ModelInfo, name string, next *int) *sdk.ModelInfo {
+	for k := *next; k < len(models); k++ {
+		if models[k].Name == name {
+			*next = k + 1
+			return &models[k]
+		}
+	}
+	for k := 0; k < *next && k < len(models); k++ {
+		if models[k].Name == name {
+			return &models[k]
+		}
+	}
+	return nil
+}
+
+// Place reports whether need bytes fit on devices (free memory by GPU)
+// under r and the planner's margin, and where: sdk/placement's rule, as
+// Plan applies it. The returned slice is the planner's own, valid until
+// its next call.
+func (p *Planner) Place(need uint64, devices []placement.Device, r *Rule) ([]int32, bool) {
+	var fits bool
+	p.devs, fits = p.placer.Place(p.devs, need, devices, p.Margin, r.Rule)
+	return p.devs, fits
+}
+
+// place decides where need bytes go given p.free and writes the devices
+// to p.devs; it reports whether it fits.
+func (p *Planner) place(need uint64, r *Rule) bool {
+	p.devices = p.devices[:0]
+	for i, g := range p.gpus {
+		p.devices = append(p.devices, placement.Device{Index: g.Index, Free: p.free[i]})
+	}
+	_, fits := p.Place(need, p.devices, r)
+	return fits
+}
+
+// position returns the position in p.gpus of the GPU with index, or -1.
+func (p *Planner) position(index int32) int {
+	for i := range p.gpus {
+		if p.gpus[i].Index == index {
+			return i
+		}
+	}
+	return -1
+}
+
+// occupies reports whether a model on devices holds memory on a GPU of the
+// snapshot that r allows. A model with no devices on a one-GPU box is on
+// that GPU.
+func (p *Planner) occupies(devices []int32, r *Rule) bool {
+	if len(devices) == 0 {
+		return len(p.gpus) == 1 && r.Allows(p.gpus[0].Index)
+	}
+	for _, d := range devices {
+		if p.position(d) >= 0 && r.Allows(d) {
+			return true
+		}
+	}
+	return false
+}
+
+// credit adds (or, with add false, takes back) a victim's memory to the
+// free memory of its GPUs and marks it chosen (or not): the bytes its lease
+// holds on each device, as the host's ledger will credit them, so a plan
+// that fits here fits when the host leases it. Without a lease (no GPU
+// accounting) a model split over several GPUs is counted as split evenly.
+func (p *Planner) credit(c *Victim, add bool) {
+	c.chosen = add
+	m := c.Model
+	if len(m.Leased) == len(m.Devices) && len(m.Leased) > 0 {
+		for j, d := range m.Devices {
+			if i := p.position(d); i >= 0 {
+				p.adjust(i, m.Leased[j], add)
+			}
+		}
+		return
+	}
+	if len(m.Devices) == 0 {
+		p.adjust(0, c.VRAM, add)
+		return
+	}
+	n := uint64(len(m.Devices))
+	for j, d := range m.Devices {
+		share := c.VRAM / n
+		if uint64(j) < c.VRAM%n {
+			share++
+		}
+		if i := p.position(d); i >= 0 {
+			p.adjust(i, share, add)
+		}
+	}
+}
+
+func (p *Planner) adjust(i int, b uint64, add bool) {
+	if add {
+		p.free[i] += b
+	} else {
+		p.free[i] -= b
+	}
+}
+
+// usable is GPU i's free memory beyond the margin, in bytes.
+func (p *Planner) usable(i int) uint64 {
+	return placement.Usable(placement.Device{Free: p.free[i]}, p.Margin)
+}
+
+// cannotFit is the error for a target that does not fit even with every
+// model it may evict gone (serving ones included: they would go once
+// idle); p.free has them all credited. Under a placement constraint the
+// figure is what the constraint allows: the GPUs it lists, one of them
+// under split: never.
+func (p *Planner) cannotFit(target *sdk.ModelInfo, need uint64, r *Rule) error {
+	var best, one uint64
+	n := 0
+	for i := range p.free {
+		if !r.Allows(p.gpus[i].Index) {
+			continue
+		}
+		n++
+		best += p.usable(i)
+		one = max(one, p.usable(i))
+	}
+	under := ""
+	switch {
+	case r.Split == placement.SplitNever:
+		best, under = one, ", split: never"
+	case r.Split == placement.SplitAlways:
+		under = ", split: always"
+	}
+	if len(r.GPUs) > 0 {
+		under = fmt.Sprintf(", gpus: %v", r.GPUs) + under
+	}
+	gpus := "GPUs"
+	if n == 1 {
+		gpus = "GPU"
+	}
+	kept := "pinned models are never evicted"
+	if p.Kept != "" {
+		kept = p.Kept
+	}
+	return fmt.Errorf("model %s needs %s; at most %s can be freed on any placement (%d %s%s, margin %s each; %s)",
+		target.Name, sdksettings.FormatSize(need, " "), sdksettings.FormatSize(best, " "), n, gpus, under, sdksettings.FormatSize(p.Margin, " "), kept)
+}
