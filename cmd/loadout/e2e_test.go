@@ -478,6 +478,42 @@ func TestServe_ModelExitsDuringStartup(t *testing.T) {
 	s.mustChat("a") // nothing else is affected
 }
 
+// A model that keeps failing to start backs off (host/router/backoff.go):
+// after its second failed start in a row the next request fails at once,
+// without starting it, saying how many starts failed and when the next is
+// allowed; /api/models shows the count and the time.
+func TestServe_StartCrashLoopBacksOff(t *testing.T) {
+	s := startServer(t, "../../testdata/e2e/sim.yaml")
+	for i := 1; i <= 2; i++ {
+		if code, body := s.post("/v1/chat/completions", chat("broken", false)); code != 502 || !strings.Contains(body, "model file corrupt") {
+			t.Fatalf("start %d: %d %s", i, code, body)
+		}
+	}
+	start := time.Now()
+	code, body := s.post("/v1/chat/completions", chat("broken", false))
+	if code != 502 || !strings.Contains(body, "backing off after 2 failed starts") || !strings.Contains(body, "model file corrupt") {
+		t.Fatalf("during the backoff: %d %s", code, body)
+	}
+	t.Logf("answered in %s during the backoff", time.Since(start).Round(time.Millisecond))
+	var v struct {
+		Models []struct {
+			Model         string    `json:"model"`
+			StartFailures int       `json:"start_failures"`
+			RetryAt       time.Time `json:"retry_at"`
+		} `json:"models"`
+	}
+	_, list := s.get("/api/models")
+	if err := json.Unmarshal([]byte(list), &v); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range v.Models {
+		if m.Model == "broken" && (m.StartFailures != 2 || !m.RetryAt.After(start)) {
+			t.Fatalf("/api/models: broken has %d failed starts, retry at %v", m.StartFailures, m.RetryAt)
+		}
+	}
+	s.mustChat("a") // nothing else is affected
+}
+
 func TestConfigCheck_ReportsFileLine(t *testing.T) {
 	out, err := exec.Command(loadoutBin, "config", "check", "../../testdata/e2e/bad.yaml").CombinedOutput()
 	if err == nil {

@@ -161,3 +161,24 @@ func TestUI_LoadServeSwapUnloadInBrowser(t *testing.T) {
 	}
 	shot(t, ctx, "ui-narrow.jpg")
 }
+
+// A model that keeps failing to start shows its backoff: after two failed
+// starts the models table marks it with when the next start is allowed.
+func TestUI_ShowsStartBackoff(t *testing.T) {
+	ctx := browser(t)
+	s := startServer(t, "../../testdata/e2e/sim.yaml")
+	for range 2 {
+		if code, body := s.post("/v1/chat/completions", chat("broken", false)); code != 502 {
+			t.Fatalf("a start of broken: %d %s", code, body)
+		}
+	}
+	if err := chromedp.Run(ctx,
+		chromedp.Navigate(s.base+"/ui/"),
+		chromedp.WaitVisible(`#conn[data-conn="live"]`, chromedp.ByQuery),
+		chromedp.WaitVisible(`#models tr[data-model="broken"] [data-state="failed"]`, chromedp.ByQuery),
+		chromedp.WaitVisible(`//tr[@data-model="broken"]//span[@data-backoff="2" and starts-with(., "retry ")]`, chromedp.BySearch),
+	); err != nil {
+		shot(t, ctx, "ui-backoff-failure")
+		t.Fatal(err)
+	}
+}
