@@ -273,6 +273,19 @@ func (h *harness) expectState(name, state string) {
 	}
 }
 
+// awaitState asks the loop for name's state until it is state: for a
+// change the loop makes on an event that a fake process reports just
+// before sending it (a stop), which the loop may take after a query.
+func (h *harness) awaitState(name, state string) {
+	h.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for got := h.status(name).State; got != state; got = h.status(name).State {
+		if time.Now().After(deadline) {
+			h.t.Fatalf("model %s is %s, want %s", name, got, state)
+		}
+	}
+}
+
 func (c *call) String() string { return fmt.Sprintf("acquire(%s)", c.model) }
 
 // manualClock is a router clock the test moves by hand (Config.Clock), so

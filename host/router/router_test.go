@@ -401,7 +401,7 @@ func TestRouter_TTLUnloadsIdleModel(t *testing.T) {
 	h.expectState("a", "ready") // busy: the TTL does not apply
 	g.Release()
 	h.world.expect(t, "stopped a") // idle for its TTL
-	h.expectState("a", "stopped")
+	h.awaitState("a", "stopped")
 }
 
 func TestRouter_ShutdownDrainsAndStopsEverything(t *testing.T) {
