@@ -242,20 +242,14 @@ func New(cfg Config) (*Server, error) {
 		started: time.Now(),
 	}
 	s.catalog.Store(cat)
-	s.peers.Store(cfg.Peers)
 	for i, k := range cfg.APIKeys {
 		if k == "" {
 			return nil, fmt.Errorf("proxy: API key %d is empty", i)
 		}
 		s.keyHashes = append(s.keyHashes, sha256.Sum256([]byte(k)))
 	}
-	ids := cat.ids()
-	if cfg.Peers != nil {
-		for _, n := range cfg.Peers.Names() {
-			ids = append(ids, n.Name)
-		}
-	}
-	s.metrics = newMetrics(ids)
+	s.metrics = newMetrics(cat.ids())
+	s.SetPeers(cfg.Peers) // with the peer models' series
 	s.upstreams = newUpstreams(s)
 	s.mux = s.routes()
 	return s, nil

@@ -1,6 +1,7 @@
 package router
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -38,7 +39,7 @@ func backoffAfter(failures int) time.Duration {
 // startFailed counts a failed start of m and sets when the next may be
 // attempted. A start aborted by shutdown is not the model's failure.
 func (r *Router) startFailed(m *model, err error) {
-	if err == errStopped {
+	if errors.Is(err, errStopped) {
 		return
 	}
 	m.startFailures++

@@ -278,10 +278,22 @@ func (h *harness) expectState(name, state string) {
 // before sending it (a stop), which the loop may take after a query.
 func (h *harness) awaitState(name, state string) {
 	h.t.Helper()
+	h.await(func() string {
+		if got := h.status(name).State; got != state {
+			return fmt.Sprintf("model %s is %s, want %s", name, got, state)
+		}
+		return ""
+	})
+}
+
+// await asks the loop (each query is one of its turns) until check says
+// nothing is wrong ("") or 10 s have passed, then fails with what it says.
+func (h *harness) await(check func() (wrong string)) {
+	h.t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
-	for got := h.status(name).State; got != state; got = h.status(name).State {
+	for wrong := check(); wrong != ""; wrong = check() {
 		if time.Now().After(deadline) {
-			h.t.Fatalf("model %s is %s, want %s", name, got, state)
+			h.t.Fatal(wrong)
 		}
 	}
 }

@@ -1,9 +1,9 @@
 package router
 
 import (
+	"fmt"
 	"slices"
 	"testing"
-	"time"
 )
 
 // A configuration reload that removes, adds and changes models: a removed
@@ -30,21 +30,17 @@ func TestRouter_UpdateModels(t *testing.T) {
 	ga.Release()
 	h.world.expect(t, "stopped a")
 	// The fake reports the stop before the loop handles its stopDone, and
-	// the loop may answer a query first: ask until a has left the table
-	// (as harness.awaitState does for a state).
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	// the loop may answer a query first: ask until a has left the table.
+	h.await(func() string {
 		var names []string
 		for _, st := range h.r.Models() {
 			names = append(names, st.Model)
 		}
-		if slices.Equal(names, []string{"b", "c", "e", "z"}) {
-			break
+		if !slices.Equal(names, []string{"b", "c", "e", "z"}) {
+			return fmt.Sprintf("models after the update: %v", names)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("models after the update: %v", names)
-		}
-	}
+		return ""
+	})
 	if err := h.acquire("a").waitErr(t); err.Code != 1 { // sdk.CodeModelNotFound
 		t.Fatalf("a removed model: %+v", err)
 	}
