@@ -363,7 +363,7 @@ func modelTable(ctx context.Context, cfg *config.Config, ids []string, launchers
 		models[id] = mc
 	}
 	var catalog []proxy.ModelEntry
-	for _, id := range cfg.ModelIDs() {
+	for _, id := range cfg.ServedIDs() { // a replica is its model's, not a name of its own
 		m := cfg.Models[id]
 		catalog = append(catalog, proxy.ModelEntry{
 			ID: id, Name: m.Name, Description: m.Description, Aliases: m.Aliases,
@@ -388,6 +388,10 @@ func modelConfig(cfg *config.Config, m *config.Model, vram uint64) router.ModelC
 		TTL:              m.TTL,
 		StopTimeout:      m.UnloadTimeout,
 		VRAM:             vram,
+		ReplicaOf:        m.ReplicaOf,
+		Replica:          m.Replica,
+		MinReplicas:      m.MinReplicas,
+		MaxReplicas:      m.MaxReplicas,
 	}
 }
 

@@ -209,7 +209,7 @@ func readTrace(path string, cfg *config.Config) ([]sim.Request, error) {
 		if !ok {
 			if len(errs) < 10 {
 				errs = append(errs, &sim.TraceError{File: path, Line: i + 2, Column: sim.ColModel,
-					Msg: fmt.Sprintf("unknown model %q (the configuration has %s)", trace[i].Model, strings.Join(cfg.ModelIDs(), ", "))})
+					Msg: fmt.Sprintf("unknown model %q (the configuration has %s)", trace[i].Model, strings.Join(cfg.ServedIDs(), ", "))})
 			}
 			continue
 		}

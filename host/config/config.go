@@ -211,8 +211,26 @@ type Model struct {
 	// backend sim needs none: its options are its simulation.
 	Simulate map[string]any
 
+	// MinReplicas and MaxReplicas are Loadout's `replicas: N` (both N) or
+	// `min_replicas`/`max_replicas`: how many server processes of the model
+	// may run at once, each on its own devices with its own lease; the
+	// scheduler keeps at least MinReplicas while the model runs and scales
+	// up to MaxReplicas as its queue grows. Both 1 by default.
+	MinReplicas, MaxReplicas int
+	// ReplicaOf is, for replica 2 and above (ids ReplicaID(model, k)), the
+	// model's id; empty for a model's own entry. Parse adds the replicas to
+	// Models as copies of their model, Unlisted and without aliases, each
+	// with its own Port (and Cmd and Proxy on it). Replica is k (1 for the
+	// model's own entry when it has replicas, else 0).
+	ReplicaOf string
+	Replica   int
+
 	options, simulate keyedMap // where the blocks and their keys are
 	placed            placePos // where gpus: and split: are
+	replicaKeys       replicaKeys
+	// cmdTemplate and proxyTemplate are Cmd and Proxy before ${PORT}, for
+	// the replicas' own ports.
+	cmdTemplate, proxyTemplate string
 }
 
 // keyedMap is where a mapping and each of its keys are in the file.
@@ -349,8 +367,10 @@ func (c *Config) ModelIDs() []string {
 
 // ResolveModel maps a name a client used, a model id or an alias, to the
 // model id (llama-swap's RealModelName). Ids win over aliases.
+// A replica's id (ReplicaID) is not a name clients use: it resolves to
+// nothing.
 func (c *Config) ResolveModel(nameOrAlias string) (id string, ok bool) {
-	if _, ok := c.Models[nameOrAlias]; ok {
+	if m, ok := c.Models[nameOrAlias]; ok && m.ReplicaOf == "" {
 		return nameOrAlias, true
 	}
 	if c.aliases != nil {
@@ -368,7 +388,7 @@ func (c *Config) ResolveModel(nameOrAlias string) (id string, ok bool) {
 // GroupOf returns the effective group of a model id: the configured group that
 // lists it, or DefaultGroup (which Parse always adds for ungrouped models). It
 // returns nil for an unknown id, or for a model no group of a hand-built
-// Config lists.
+// Config lists. A replica is in its model's group.
 func (c *Config) GroupOf(modelID string) *Group {
 	if _, ok := c.Models[modelID]; !ok {
 		return nil

@@ -23,7 +23,7 @@ var modelKeys = []string{
 	"unloadTimeout", "metadata", "macros", "sendLoadingState",
 	// Loadout
 	"backend", "options", "vram", "priority", "pinned", "simulate",
-	"gpus", "split",
+	"gpus", "split", "replicas", "min_replicas", "max_replicas",
 }
 
 var builtinBackends = []string{BackendCmd, BackendSim, BackendLlamaServer, BackendVLLM}
@@ -74,6 +74,7 @@ func (d *decoder) models(cfg *Config, top pair, withPeers bool) map[string]*mode
 			src[id] = s
 		}
 	}
+	d.expandReplicas(cfg, src, &nextPort)
 	return src
 }
 
@@ -190,6 +191,7 @@ func (d *decoder) model(cfg *Config, id string, mp pair, nextPort *int) *modelSr
 				d.substitute(fields[k].val, join(path, k), port)
 			}
 		}
+		m.cmdTemplate, m.proxyTemplate = cmd, proxy
 		cmd = strings.ReplaceAll(cmd, "${PORT}", fmt.Sprint(m.Port))
 		proxy = strings.ReplaceAll(proxy, "${PORT}", fmt.Sprint(m.Port))
 	}
@@ -327,6 +329,7 @@ func (d *decoder) model(cfg *Config, id string, mp pair, nextPort *int) *modelSr
 		}
 	}
 	d.modelPlacement(m, path)
+	d.modelReplicas(m, fields, path)
 	return s
 }
 

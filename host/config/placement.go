@@ -121,7 +121,7 @@ func (c *Config) CheckPlacement(totals []uint64, margin uint64) error {
 	var errs Errors
 	for _, id := range c.ModelIDs() {
 		m := c.Models[id]
-		if !m.Constrained() {
+		if !m.Constrained() || m.ReplicaOf != "" { // a replica's constraint is its model's
 			continue
 		}
 		errs = append(errs, m.checkPlacement(totals, margin)...)
@@ -189,6 +189,9 @@ func (m *Model) checkPlacement(totals []uint64, margin uint64) Errors {
 	where := "the GPUs it may use"
 	if len(m.GPUs) > 0 {
 		where = fmt.Sprintf("gpus: %v", formatIndices(m.GPUs))
+	}
+	if e := m.checkReplicas(usable, need, where); e != nil && need <= sum && (m.Split != placement.SplitNever || need <= one) {
+		errs = append(errs, e)
 	}
 	switch {
 	case m.Split == placement.SplitNever && need > one:

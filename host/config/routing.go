@@ -85,6 +85,15 @@ func (d *decoder) routing(cfg *Config, src map[string]*modelSrc, top map[string]
 		cfg.Groups = d.groups(cfg, groupsNode, groupsPath)
 	}
 	cfg.Groups = appendDefaultGroup(cfg)
+	groupReplicas(cfg)
+	if router.Wasm == "" && (router.Use == RouterGroup || router.Use == RouterMatrix) {
+		for _, id := range cfg.ServedIDs() {
+			if m := cfg.Models[id]; m.MaxReplicas > 1 {
+				node, key := m.replicaKeys.node()
+				d.errorf(node, join(join("models", id), key), "replicas need a router that places models by VRAM (routing.router use: prioritylru or ollama, or a Wasm router): the %s router runs one model of a group at a time, so a model's replicas would evict each other", router.Use)
+			}
+		}
+	}
 	if slices.Contains(placingRouters, router.Use) && router.Wasm == "" {
 		if n := keyNode(router.settings, "placement"); n != nil {
 			d.errorf(n, router.path+".settings.placement", "set by Loadout from the models' gpus: and split: and the top-level placement:; remove it here")
@@ -221,7 +230,7 @@ func appendDefaultGroup(cfg *Config) []*Group {
 	}
 	def := &Group{Name: DefaultGroup, Swap: true, Exclusive: true, Implicit: true}
 	for _, id := range cfg.ModelIDs() {
-		if !grouped[id] {
+		if !grouped[id] && cfg.Models[id].ReplicaOf == "" { // replicas follow their model (groupReplicas)
 			def.Members = append(def.Members, id)
 			if def.Pos.Line == 0 {
 				def.Pos = cfg.Models[id].Pos

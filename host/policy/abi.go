@@ -146,5 +146,6 @@ func hostImports() []hostImport {
 		{"snapshot", funcType{p(i32, i32), r32}, importSnapshot},
 		{"plan", funcType{p(i32, i32, i32, i32), r32}, importPlan},
 		{"admit", funcType{p(i32, i32, i32, i32), r32}, importAdmit},
+		{"replicas", funcType{p(i32, i32, i32, i32), r32}, importReplicas},
 	}
 }

@@ -1,6 +1,7 @@
 package router
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -144,7 +145,7 @@ func (fx *effects) GrantServe(id sdk.RequestID, name string) bool {
 		r.refused(&l.schedCounters, fmt.Sprintf("GrantServe(%d, %q): unknown request id", id, name))
 		return false
 	}
-	if name != w.req.Model {
+	if name != w.req.Model && !l.siblings(name, w.req.Model) { // any replica of the model asked for serves it
 		r.refused(&l.schedCounters, fmt.Sprintf("GrantServe(%d, %q): the request asked for model %q", id, name, w.req.Model))
 		r.fail(w, sdk.CodeInternal, fmt.Sprintf("scheduler %s granted model %q to a request for %q (policy bug)", r.cfg.SchedulerName, name, w.req.Model))
 		return false
@@ -168,12 +169,17 @@ func (fx *effects) GrantServe(id sdk.RequestID, name string) bool {
 // grants and the warm path (warm.go) both end here.
 func (r *Router) serve(w *waiter, m *model) bool {
 	id, name := w.id, m.name
-	g := &Grant{Model: name, Upstream: m.inst.Upstream(), LoadWait: loadWait(w.arrived, r.cfg.Clock(), m)}
+	asked := w.asked
+	if asked == "" {
+		asked = name
+	}
+	g := &Grant{Model: asked, Replica: name, Upstream: m.inst.Upstream(), LoadWait: loadWait(w.arrived, r.cfg.Clock(), m)}
 	g.release = func() { r.exec.release(serveDone{id: id, model: name}) }
 	if !r.deliver(w, result{grant: g}) {
 		return false
 	}
 	m.inFlight++
+	m.served++
 	m.lastUse = r.loop.now
 	return true
 }
@@ -232,7 +238,7 @@ func (fx *effects) SetQueuePosition(id sdk.RequestID, pos int) {
 	if w.req.Progress == nil {
 		return
 	}
-	p := Progress{Model: w.req.Model, Position: pos, Loading: pos == 0}
+	p := Progress{Model: cmp.Or(w.asked, w.req.Model), Position: pos, Loading: pos == 0}
 	// Latest wins; the loop is the only sender, so this cannot block.
 	select {
 	case w.req.Progress <- p:

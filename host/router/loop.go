@@ -24,6 +24,9 @@ type waiter struct {
 	held    bool // the scheduler said it holds it (SetQueuePosition)
 	pos     int
 	arrived time.Time // when the loop took it, for Grant.LoadWait
+	// asked is the model the caller asked for when route sent it to one
+	// of its replicas (req.Model is then the replica's row); else "".
+	asked string
 }
 
 type result struct {
@@ -71,6 +74,7 @@ type model struct {
 	inst     Instance // set while Ready or Stopping
 	gen      uint64   // bumps with every instance, so stale exits are ignored
 	inFlight int
+	served   uint64 // requests granted to it
 	lastUse  time.Time
 	lastErr  string
 	// loadStart and loadEnd span its last load (loadEnd zero while it
@@ -130,6 +134,7 @@ type loopState struct {
 
 	models   map[string]*model
 	names    []string // sorted model ids
+	replicas map[string]*replicaSet // by model id, for models with replicas (replicas.go)
 	waiters  map[sdk.RequestID]*waiter
 	swaps    map[string]*swap
 	nextID   sdk.RequestID
@@ -170,6 +175,7 @@ func (l *loopState) init(cfg Config) {
 		l.names = append(l.names, name)
 	}
 	slices.Sort(l.names)
+	l.indexReplicas()
 	l.waiters = map[sdk.RequestID]*waiter{}
 	l.swaps = map[string]*swap{}
 	l.planCache = map[string]sdk.Plan{}
@@ -235,6 +241,7 @@ func (r *Router) onRequest(w *waiter) {
 	l.nextID++
 	w.id = l.nextID
 	w.arrived = r.cfg.Clock()
+	r.route(w)
 	if r.admitWarm(w) {
 		return
 	}
@@ -699,7 +706,7 @@ func (l *loopState) modelStatuses() []ModelStatus {
 	for _, name := range l.names {
 		out = append(out, l.status(name, queued[name], loading[name]))
 	}
-	return out
+	return l.foldReplicas(out)
 }
 
 // status is one model as the API and the Observer see it, with the counts

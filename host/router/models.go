@@ -56,6 +56,7 @@ func (r *Router) updateModels(models map[string]ModelConfig, changed []string) {
 		}
 	}
 	slices.Sort(l.names)
+	l.indexReplicas()
 	clear(l.planCache)
 	if len(removed) > 0 {
 		r.log.Info("models removed; they stop after their requests in flight", "models", removed)
@@ -106,6 +107,7 @@ func (r *Router) reapRemoved() {
 		delete(l.models, name)
 		delete(l.observed, name)
 		l.names = slices.Delete(l.names, i, i+1)
+		l.indexReplicas()
 		l.removing--
 		i--
 		r.releaseLease(m)

@@ -54,6 +54,16 @@ type ModelConfig struct {
 	TTL              time.Duration // unload after this long idle; 0 = never
 	StopTimeout      time.Duration // how long Stop may take before the backend kills (0: 10 s)
 	VRAM             uint64        // declared need in bytes; 0 = unknown
+	// ReplicaOf is, for replica 2 and above of a model, the model's id
+	// (whose requests it serves; host/config's ReplicaID names the row);
+	// empty for a model's own row. Replica is its 1-based number (0 or 1
+	// for a model's own row).
+	ReplicaOf string
+	Replica   int
+	// MinReplicas and MaxReplicas are the model's replica range (its
+	// replicas:, or min_replicas and max_replicas), read from the model's
+	// own row; 0 means 1. Its rows must be in the table with it.
+	MinReplicas, MaxReplicas int
 }
 
 // Config builds a Router.
@@ -119,7 +129,10 @@ type Progress struct {
 // no-ops); until then the model counts the request as in flight and is never
 // evicted (DESIGN.md rule 6).
 type Grant struct {
+	// Model is the model the request asked for; Replica the row that
+	// serves it: Model itself, or one of its replicas ("model@2").
 	Model    string
+	Replica  string
 	Upstream *url.URL
 	// LoadWait is the part of the caller's wait its model spent loading
 	// (its last load, started before or during the wait); zero when the
@@ -163,6 +176,16 @@ type ModelStatus struct {
 	// RetryAt (zero while there is no backoff; it may be past).
 	StartFailures int       `json:"start_failures,omitempty"`
 	RetryAt       time.Time `json:"retry_at,omitzero"`
+	// For a model with replicas (max_replicas > 1): its range, how many
+	// are ready, its state as Seldon Core v2 derives it from its replicas'
+	// (ModelAvailable, ModelProgressing, …) and each replica. State is then
+	// the most available of its replicas' states, and the counts and
+	// devices are the replicas' together.
+	MinReplicas   int             `json:"min_replicas,omitempty"`
+	MaxReplicas   int             `json:"max_replicas,omitempty"`
+	ReadyReplicas int             `json:"ready_replicas,omitempty"`
+	ReplicaState  string          `json:"replica_state,omitempty"`
+	Replicas      []ReplicaStatus `json:"replicas,omitempty"`
 }
 
 // PolicyCounters counts a policy's misbehaviour as the router saw it.

@@ -54,6 +54,10 @@ type scheduler struct {
 	// last served at once (3).
 	admitter    sdk.Admitter
 	servedLimit uint32
+
+	// sets caches the replica sets read from the host by model or replica
+	// name (nil: none), until the next tick (replicas.go).
+	sets map[string]*sdk.ReplicaSet
 }
 
 // New makes the FIFO scheduler from its settings JSON; it is the factory
@@ -145,10 +149,19 @@ func (s *scheduler) decide(r *request) verdict {
 	// failing swapper must not take down models that are ready.
 	if info.State == sdk.StateReady {
 		if s.collides(r.model, nil) || !s.grant(r, &info) {
+			// Another replica of the model may take it, or be started
+			// for it (replicas.go).
+			if s.serveOnSibling(r) {
+				return handled
+			}
+			s.scaleOut(r.model, false, "every ready replica at its limit")
 			return blocked
 		}
 		s.servedLimit = concurrencyLimit(&info)
 		return served
+	}
+	if s.serveOnSibling(r) { // a ready replica of the model needs no load
+		return handled
 	}
 	plan, err := s.fx.Plan(r.model)
 	if errors.Is(err, sdk.ErrHeldByJob) {
@@ -433,6 +446,9 @@ func (s *scheduler) OnSwapDone(ev sdk.SwapDoneEvent) {
 		delete(s.active, ev.Model)
 		s.finish(ev, sw.waiters)
 	}
+	if ev.Err == "" {
+		s.fillMin(ev.Model)
+	}
 	// Drain even for a swap we did not start (before a re-instantiation,
 	// or one whose callers an unload failed): requests may have queued
 	// behind it.
@@ -594,7 +610,9 @@ func (s *scheduler) unloadIdle(models []string) {
 // or finished stopping may unblock requests.
 func (s *scheduler) OnTick(ev sdk.TickEvent) {
 	s.age(ev.Now)
+	clear(s.sets) // a reload may have changed them
 	s.drain(ev.Now)
+	s.scaleIn(ev.Now)
 }
 
 // OnShutdown fails every caller still held.

@@ -12,6 +12,7 @@ const (
 	defaultMaxQueue         = 1024
 	defaultMaxWait          = 60 * time.Second
 	defaultConcurrencyLimit = 10 // llama-swap's default concurrencyLimit
+	defaultScaleInAfter     = 2 * time.Minute
 )
 
 // settings is the parsed `settings:` object.
@@ -20,6 +21,9 @@ type settings struct {
 	maxWait   int64            // nanoseconds; 0: no aging
 	priority  map[string]int32 // per-model priority for requests without one
 	loadOrder loadOrder        // which queued requests a drain tries first
+	// scaleInAfter is how long a replica beyond its model's min_replicas
+	// stays idle before it is stopped (replicas.go), nanoseconds; 0: never.
+	scaleInAfter int64
 }
 
 // loadOrder is the order in which a drain of the queue goes through the
@@ -40,17 +44,17 @@ const (
 // parseSettings parses the settings JSON:
 //
 //	{"max_queue": 1024, "max_wait": "60s", "load_order": "arrival",
-//	 "fifo": {"priority": {"MODEL": 10}}}
+//	 "scale_in_after": "2m", "fifo": {"priority": {"MODEL": 10}}}
 //
 // every key optional. Errors are *sdksettings.Error naming the offending
 // setting's path ("max_wait", "fifo.priority.llama").
 func parseSettings(raw []byte) (settings, error) {
-	cfg := settings{maxQueue: defaultMaxQueue, maxWait: int64(defaultMaxWait)}
+	cfg := settings{maxQueue: defaultMaxQueue, maxWait: int64(defaultMaxWait), scaleInAfter: int64(defaultScaleInAfter)}
 	root, err := sdksettings.Decode(raw)
 	if err != nil {
 		return cfg, err
 	}
-	top, err := root.Object("fifo", "max_queue", "max_wait", "load_order")
+	top, err := root.Object("fifo", "max_queue", "max_wait", "load_order", "scale_in_after")
 	if err != nil {
 		return cfg, err
 	}
@@ -74,6 +78,13 @@ func parseSettings(raw []byte) (settings, error) {
 			return cfg, err
 		}
 		cfg.maxQueue = int(n)
+	}
+	if v := top.Get("scale_in_after"); !v.IsNull() {
+		d, err := v.Duration()
+		if err != nil {
+			return cfg, err
+		}
+		cfg.scaleInAfter = int64(d)
 	}
 	if v := top.Get("max_wait"); !v.IsNull() {
 		d, err := v.Duration()

@@ -49,6 +49,9 @@ const (
 	// module built before it fails to decode it (StatusBadInput), which
 	// the host reads as "does not plan for jobs".
 	MsgJobPlanRequest Kind = 17
+	// MsgReplicaSet (sdk.ReplicaSet) is the reply of the optional
+	// `replicas` import (issue 15), added in version 2 like `admit`.
+	MsgReplicaSet Kind = 18
 )
 
 // HeaderSize is the size of a message's header (version, kind) in bytes.

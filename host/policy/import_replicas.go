@@ -1,0 +1,34 @@
+package policy
+
+import (
+	"context"
+
+	"github.com/tetratelabs/wazero/api"
+
+	"github.com/loadout-dev/loadout/sdk"
+	"github.com/loadout-dev/loadout/sdk/wire"
+)
+
+// replicas(name_ptr, name_len, buf, limit) -> i32: a ReplicaSet message
+// for the model or replica named, or ErrUnknownModel. Optional (issue 15):
+// a module imports it only if it reads replica sets; for either policy.
+func importReplicas(ctx context.Context, mod api.Module, stack []uint64) {
+	in := callerOf(ctx)
+	if in == nil {
+		retErr(stack, sdk.ErrNotAllowed)
+		return
+	}
+	b, ok := guestBytes(mod, uint32(stack[0]), uint32(stack[1]))
+	if !ok || !validBuf(mod, uint32(stack[2]), uint32(stack[3])) {
+		retErr(stack, sdk.ErrBadArgument)
+		return
+	}
+	sv := in.sv
+	set, found := sdk.ReadReplicas(sv.host, sv.intern(b))
+	if !found {
+		retErr(stack, sdk.ErrUnknownModel)
+		return
+	}
+	sv.reply = wire.Append(sv.reply[:0], &set)
+	reply(mod, stack, sv.reply, uint32(stack[2]), uint32(stack[3]))
+}

@@ -1,0 +1,134 @@
+package router
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/loadout-dev/loadout/host/gpu"
+	"github.com/loadout-dev/loadout/sdk"
+)
+
+// replicaModels is model r with replicas r and r@2 (max 2, min lo), one
+// request at a time each, 6 GiB: one per 8 GiB device.
+func replicaModels(lo int) map[string]ModelConfig {
+	return map[string]ModelConfig{
+		"r":   {VRAM: 6 * gib, ConcurrencyLimit: 1, MinReplicas: lo, MaxReplicas: 2},
+		"r@2": {VRAM: 6 * gib, ConcurrencyLimit: 1, MinReplicas: lo, MaxReplicas: 2, ReplicaOf: "r", Replica: 2},
+	}
+}
+
+func twoGPUs() *gpu.Ledger {
+	return gpu.NewLedger(gpu.NewDeclared([]gpu.DeclaredDevice{{Name: "sim0", Memory: 8 * gib}, {Name: "sim1", Memory: 8 * gib}}), 0)
+}
+
+// A request that finds the only ready replica at its limit makes fifo
+// start the second (it fits without evicting anything) and is served by
+// it once ready; then requests go to the replica with the fewest in
+// flight, and /api/models shows one model with both replicas.
+func TestRouter_ReplicasScaleOutAndBalance(t *testing.T) {
+	ledger := twoGPUs()
+	h := newHarness(t, harnessOpts{ledger: ledger, tick: time.Hour, newSwap: prioritylru(t), models: replicaModels(1)})
+
+	g1 := h.acquire("r").wait(t)
+	if g1.Model != "r" || g1.Replica != "r" {
+		t.Fatalf("first grant: model %q replica %q, want r on r", g1.Model, g1.Replica)
+	}
+	c2 := h.acquire("r")
+	g2 := c2.wait(t)
+	if g2.Model != "r" || g2.Replica != "r@2" {
+		t.Fatalf("second grant: model %q replica %q, want r on r@2 (started for it)", g2.Model, g2.Replica)
+	}
+	if d1, d2 := onGPU(t, ledger, "r"), onGPU(t, ledger, "r@2"); d1 == d2 {
+		t.Fatalf("both replicas on GPU %d", d1)
+	}
+	st := h.status("r")
+	if st.State != "ready" || st.ReadyReplicas != 2 || st.ReplicaState != ModelAvailable || st.InFlight != 2 || len(st.Replicas) != 2 {
+		t.Fatalf("status %+v: want ready, 2 ready replicas, ModelAvailable, 2 in flight", st)
+	}
+	for _, rs := range st.Replicas {
+		if rs.State != ReplicaLoaded || rs.InFlight != 1 || rs.Served != 1 {
+			t.Fatalf("replica %+v: want Loaded with 1 in flight and 1 served", rs)
+		}
+	}
+	for _, s := range h.r.Models() {
+		if s.Model == "r@2" {
+			t.Fatalf("/api/models lists replica r@2 as a model of its own")
+		}
+	}
+	g1.Release()
+	g2.Release()
+
+	// With r busy, the next request goes to r@2 and the warm path or the
+	// scheduler serves it there, without queueing behind r.
+	a := h.acquire("r").wait(t)
+	b := h.acquire("r").wait(t)
+	if a.Replica == b.Replica {
+		t.Fatalf("two concurrent requests both on %s, want one on each replica", a.Replica)
+	}
+	a.Release()
+	b.Release()
+}
+
+// min_replicas: once the model loads, fifo starts replicas until the
+// minimum runs.
+func TestRouter_ReplicasFillMin(t *testing.T) {
+	h := newHarness(t, harnessOpts{ledger: twoGPUs(), tick: time.Hour, newSwap: prioritylru(t), models: replicaModels(2)})
+	h.acquire("r").wait(t).Release()
+	h.await(func() string {
+		if st := h.status("r"); st.ReadyReplicas != 2 {
+			return fmt.Sprintf("%d replicas ready (%s), want min_replicas 2", st.ReadyReplicas, st.ReplicaState)
+		}
+		return ""
+	})
+}
+
+// A replica beyond min_replicas idle for scale_in_after is stopped, and
+// the model stays available on the other.
+func TestRouter_ReplicasScaleIn(t *testing.T) {
+	clock := newManualClock()
+	h := newHarness(t, harnessOpts{ledger: twoGPUs(), clock: clock, tick: 5 * time.Millisecond, newSwap: prioritylru(t),
+		models: replicaModels(1), scheduler: `{"scale_in_after": "30s"}`})
+	g1 := h.acquire("r").wait(t)
+	g2 := h.acquire("r").wait(t)
+	g1.Release()
+	g2.Release()
+	if st := h.status("r"); st.ReadyReplicas != 2 {
+		t.Fatalf("%d replicas ready, want 2 before scaling in", st.ReadyReplicas)
+	}
+	clock.advance(time.Minute)
+	h.await(func() string {
+		if st := h.status("r"); st.ReadyReplicas != 1 || st.State != "ready" {
+			return fmt.Sprintf("%d replicas ready, state %s: want 1 and ready after scale_in_after", st.ReadyReplicas, st.State)
+		}
+		return ""
+	})
+	if st := h.status("r"); st.Replicas[1].State != ReplicaUnloaded {
+		t.Fatalf("replica 2 is %s, want the highest-numbered one scaled in", st.Replicas[1].State)
+	}
+}
+
+// Replica sets as policies read them: any row names its set; a model
+// without replicas is a set of one; an unknown one is not found.
+func TestRouter_ReplicaSets(t *testing.T) {
+	models := replicaModels(1)
+	models["x"] = ModelConfig{VRAM: gib}
+	h := newHarness(t, harnessOpts{ledger: twoGPUs(), tick: time.Hour, newSwap: prioritylru(t), models: models})
+	var r2, x sdk.ReplicaSet
+	var unknown bool
+	h.r.OnLoop(func() {
+		r2, _ = h.r.loop.fx.Replicas("r@2")
+		x, _ = h.r.loop.fx.Replicas("x")
+		_, found := h.r.loop.fx.Replicas("nope")
+		unknown = !found
+	})
+	if r2.Model != "r" || r2.Min != 1 || r2.Max != 2 || len(r2.Replicas) != 2 || r2.Replicas[0] != "r" || r2.Replicas[1] != "r@2" {
+		t.Fatalf("set of r@2: %+v", r2)
+	}
+	if x.Model != "x" || x.Max != 1 || len(x.Replicas) != 1 {
+		t.Fatalf("set of x: %+v", x)
+	}
+	if !unknown {
+		t.Fatal("an unknown model has a set")
+	}
+}

@@ -1,0 +1,175 @@
+package main
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/loadout-dev/loadout/sdk"
+)
+
+// Replicas (issue 15; sdk.ReplicaSet): the host routes a request for a
+// model with replicas to its ready replica with the fewest in flight, and
+// each replica is a model to this scheduler. What fifo adds:
+//
+//   - a request blocked on a replica at its concurrency limit (or on one
+//     that is not ready) is served on a ready sibling with a free slot, if
+//     one has come up since the host routed it (serveOnSibling);
+//   - when a request finds every ready replica of its model at its limit,
+//     fifo starts one more replica, up to max_replicas, if it fits in the
+//     free GPU memory without evicting anything (scaleOut): scaling out is
+//     never worth a cold load of another model;
+//   - once a replica is ready, fifo starts more until min_replicas run,
+//     evicting idle models like any load would (fillMin);
+//   - a replica beyond min_replicas that has served nothing for
+//     scale_in_after, with nothing queued for its model, is stopped, the
+//     highest-numbered first, one per model per tick (scaleIn).
+//
+// The sets are read from the host (sdk.ReadReplicas, one host call) only
+// off the warm path — for a blocked or cold request, a finished swap and
+// on ticks — and cached until the next tick, since only a configuration
+// reload changes them.
+
+// replicaSet returns the replica set of the model or replica name, or nil
+// when it has none (max_replicas 1, or a host that knows no replicas).
+func (s *scheduler) replicaSet(name string) *sdk.ReplicaSet {
+	if set, ok := s.sets[name]; ok {
+		return set
+	}
+	set, ok := sdk.ReadReplicas(s.fx, name)
+	var p *sdk.ReplicaSet
+	if ok && len(set.Replicas) > 1 {
+		p = &set
+	}
+	if s.sets == nil {
+		s.sets = map[string]*sdk.ReplicaSet{}
+	}
+	s.sets[name] = p
+	return p
+}
+
+// serveOnSibling serves r on the ready replica of its model with the
+// fewest requests in flight, among those under their limit that no swap
+// evicts, and reports whether it did (r is then done with).
+func (s *scheduler) serveOnSibling(r *request) bool {
+	set := s.replicaSet(r.model)
+	if set == nil {
+		return false
+	}
+	best, bestInfo := "", sdk.ModelInfo{}
+	for _, name := range set.Replicas {
+		if name == r.model {
+			continue
+		}
+		info, ok := s.fx.ModelState(name)
+		if !ok || info.State != sdk.StateReady || info.InFlight >= concurrencyLimit(&info) || s.collides(name, nil) {
+			continue
+		}
+		if best == "" || info.InFlight < bestInfo.InFlight {
+			best, bestInfo = name, info
+		}
+	}
+	if best == "" {
+		return false
+	}
+	s.fx.GrantServe(r.id, best)
+	return true
+}
+
+// replicaCounts reads the state of each replica of set: how many run
+// (starting or ready, or being loaded by a swap of ours) and the first
+// stopped or failed one that no swap of ours loads ("" if none).
+func (s *scheduler) replicaCounts(set *sdk.ReplicaSet) (running int, stopped string) {
+	for _, name := range set.Replicas {
+		info, ok := s.fx.ModelState(name)
+		switch {
+		case !ok:
+		case s.active[name] != nil, info.State == sdk.StateStarting, info.State == sdk.StateReady:
+			running++
+		case stopped == "" && (info.State == sdk.StateStopped || info.State == sdk.StateFailed):
+			stopped = name
+		}
+	}
+	return running, stopped
+}
+
+// scaleOut starts one more replica of model's set, if fewer than its max
+// run: without evictions unless evict (fillMin's loads may evict idle
+// models, as any load; a scale-out for a queue may not). It reports
+// whether a swap started.
+func (s *scheduler) scaleOut(model string, evict bool, why string) bool {
+	set := s.replicaSet(model)
+	if set == nil {
+		return false
+	}
+	running, target := s.replicaCounts(set)
+	if target == "" || running >= int(set.Max) {
+		return false
+	}
+	plan, err := s.fx.Plan(target)
+	if err != nil || (len(plan.Evict) > 0 && !evict) || s.collides(target, plan.Evict) || s.busy(plan.Evict) {
+		return false
+	}
+	if err := s.fx.StartSwap(sdk.SwapRequest{Model: target, Evict: plan.Evict, Devices: plan.Devices}); err != nil {
+		s.fx.Log(sdk.LevelDebug, fmt.Sprintf("replica %s of model %s not started (%s): %v", target, set.Model, why, err))
+		return false
+	}
+	s.active[target] = &swap{evict: slices.Clone(plan.Evict)}
+	clear(s.blocked)
+	s.fx.Log(sdk.LevelInfo, fmt.Sprintf("scale out: model=%s replica=%s running=%d max=%d evict=[%s] (%s)",
+		set.Model, target, running+1, set.Max, strings.Join(plan.Evict, ","), why))
+	return true
+}
+
+// fillMin starts replicas of model until min_replicas run (or one cannot
+// start now; the next finished swap tries again).
+func (s *scheduler) fillMin(model string) {
+	set := s.replicaSet(model)
+	if set == nil || set.Min <= 1 {
+		return
+	}
+	for range set.Min {
+		running, _ := s.replicaCounts(set)
+		if running >= int(set.Min) || !s.scaleOut(model, true, "min_replicas") {
+			return
+		}
+	}
+}
+
+// scaleIn stops, for each model with more replicas running than its
+// min_replicas and nothing queued, its highest-numbered ready replica
+// that has been idle for scale_in_after.
+func (s *scheduler) scaleIn(now int64) {
+	if s.cfg.scaleInAfter <= 0 {
+		return
+	}
+	done := map[string]bool{}
+	for _, info := range s.fx.RunningModels() {
+		set := s.replicaSet(info.Name)
+		if set == nil || done[set.Model] {
+			continue
+		}
+		done[set.Model] = true
+		if slices.ContainsFunc(s.queue, func(r request) bool { return slices.Contains(set.Replicas, r.model) }) {
+			continue
+		}
+		running, _ := s.replicaCounts(set)
+		if running <= int(set.Min) {
+			continue
+		}
+		for i := len(set.Replicas) - 1; i >= 0; i-- {
+			name := set.Replicas[i]
+			ri, ok := s.fx.ModelState(name)
+			if !ok || ri.State != sdk.StateReady || ri.InFlight > 0 || s.active[name] != nil || s.collides(name, nil) ||
+				now-ri.LastUse < s.cfg.scaleInAfter {
+				continue
+			}
+			if err := s.fx.StopProcesses([]string{name}); err != nil {
+				s.fx.Log(sdk.LevelWarn, fmt.Sprintf("scale in: stopping replica %s: %v", name, err))
+			} else {
+				s.fx.Log(sdk.LevelInfo, fmt.Sprintf("scale in: model=%s replica=%s running=%d min=%d", set.Model, name, running-1, set.Min))
+			}
+			break
+		}
+	}
+}
