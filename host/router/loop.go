@@ -133,7 +133,7 @@ type loopState struct {
 	fx      *effects
 
 	models   map[string]*model
-	names    []string // sorted model ids
+	names    []string               // sorted model ids
 	replicas map[string]*replicaSet // by model id, for models with replicas (replicas.go)
 	waiters  map[sdk.RequestID]*waiter
 	swaps    map[string]*swap
