@@ -415,6 +415,7 @@ func (r *Router) onUnload(req unloadRequest) {
 			return
 		}
 	}
+	targets = l.withReplicas(targets)
 	for _, name := range targets {
 		r.revoke(l.models[name])
 	}

@@ -66,6 +66,27 @@ func (l *loopState) indexReplicas() {
 	}
 }
 
+// withReplicas is names with, after each model that has replicas, its
+// other replicas (an unload of a model unloads them all), each once.
+func (l *loopState) withReplicas(names []string) []string {
+	if len(l.replicas) == 0 {
+		return names
+	}
+	out := make([]string, 0, len(names))
+	for _, name := range names {
+		rows := []string{name}
+		if set := l.replicas[name]; set != nil {
+			rows = set.rows
+		}
+		for _, row := range rows {
+			if !slices.Contains(out, row) {
+				out = append(out, row)
+			}
+		}
+	}
+	return out
+}
+
 // replicaSetOf returns the set the row name belongs to, or nil.
 func (l *loopState) replicaSetOf(name string) *replicaSet {
 	m, ok := l.models[name]

@@ -98,14 +98,13 @@ func TestRouter_ReplicasScaleIn(t *testing.T) {
 	}
 	clock.advance(time.Minute)
 	h.await(func() string {
-		if st := h.status("r"); st.ReadyReplicas != 1 || st.State != "ready" {
-			return fmt.Sprintf("%d replicas ready, state %s: want 1 and ready after scale_in_after", st.ReadyReplicas, st.State)
+		st := h.status("r")
+		if st.ReadyReplicas != 1 || st.State != "ready" || st.Replicas[1].State != ReplicaUnloaded {
+			return fmt.Sprintf("%d replicas ready, state %s, replica 2 %s: want 1, ready, and the highest-numbered one unloaded after scale_in_after",
+				st.ReadyReplicas, st.State, st.Replicas[1].State)
 		}
 		return ""
 	})
-	if st := h.status("r"); st.Replicas[1].State != ReplicaUnloaded {
-		t.Fatalf("replica 2 is %s, want the highest-numbered one scaled in", st.Replicas[1].State)
-	}
 }
 
 // Replica sets as policies read them: any row names its set; a model
@@ -130,5 +129,24 @@ func TestRouter_ReplicaSets(t *testing.T) {
 	}
 	if !unknown {
 		t.Fatal("an unknown model has a set")
+	}
+}
+
+// An operator's unload of a model stops every replica of it.
+func TestRouter_UnloadStopsEveryReplica(t *testing.T) {
+	h := newHarness(t, harnessOpts{ledger: twoGPUs(), tick: time.Hour, newSwap: prioritylru(t), models: replicaModels(2)})
+	h.acquire("r").wait(t).Release()
+	h.await(func() string {
+		if st := h.status("r"); st.ReadyReplicas != 2 {
+			return fmt.Sprintf("%d replicas ready, want 2", st.ReadyReplicas)
+		}
+		return ""
+	})
+	if err := h.r.Unload(t.Context(), UnloadOptions{Models: []string{"r"}}); err != nil {
+		t.Fatal(err)
+	}
+	st := h.status("r")
+	if st.State != "stopped" || st.ReplicaState != ModelTerminated {
+		t.Fatalf("after unloading r: %s / %s, want stopped / %s", st.State, st.ReplicaState, ModelTerminated)
 	}
 }

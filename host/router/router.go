@@ -369,7 +369,7 @@ func (r *Router) Unload(ctx context.Context, opt UnloadOptions) error {
 		return ctx.Err()
 	case <-t.C:
 		var still []string
-		r.query(func() { still = r.loop.stillStopping(opt.Models) })
+		r.query(func() { still = r.loop.stillStopping(r.loop.withReplicas(opt.Models)) })
 		return &Error{Code: sdk.CodeTimeout, Message: fmt.Sprintf("unload: models still stopping after %s: %s",
 			timeout, strings.Join(still, "; "))}
 	}
