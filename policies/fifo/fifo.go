@@ -612,7 +612,7 @@ func (s *scheduler) OnTick(ev sdk.TickEvent) {
 	s.age(ev.Now)
 	clear(s.sets) // a reload may have changed them
 	s.drain(ev.Now)
-	s.scaleIn(ev.Now)
+	s.rescale(ev.Now)
 }
 
 // OnShutdown fails every caller still held.

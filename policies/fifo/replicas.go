@@ -21,9 +21,11 @@ import (
 //     never worth a cold load of another model;
 //   - once a replica is ready, fifo starts more until min_replicas run,
 //     evicting idle models like any load would (fillMin);
-//   - a replica beyond min_replicas that has served nothing for
-//     scale_in_after, with nothing queued for its model, is stopped, the
-//     highest-numbered first, one per model per tick (scaleIn).
+//   - on every tick, a model with fewer than min_replicas running (one
+//     crashed) starts more, and a replica beyond min_replicas that has
+//     served nothing for scale_in_after, with nothing queued for its
+//     model, is stopped, the highest-numbered first, one per model per
+//     tick (rescale).
 //
 // The sets are read from the host (sdk.ReadReplicas, one host call) only
 // off the warm path — for a blocked or cold request, a finished swap and
@@ -136,13 +138,12 @@ func (s *scheduler) fillMin(model string) {
 	}
 }
 
-// scaleIn stops, for each model with more replicas running than its
-// min_replicas and nothing queued, its highest-numbered ready replica
-// that has been idle for scale_in_after.
-func (s *scheduler) scaleIn(now int64) {
-	if s.cfg.scaleInAfter <= 0 {
-		return
-	}
+// rescale runs on every tick over the models with a replica running:
+// one with fewer than min_replicas running (a replica crashed, or could
+// not start before) starts more (fillMin); one with more and nothing
+// queued stops its highest-numbered ready replica that has been idle for
+// scale_in_after.
+func (s *scheduler) rescale(now int64) {
 	done := map[string]bool{}
 	for _, info := range s.fx.RunningModels() {
 		set := s.replicaSet(info.Name)
@@ -154,7 +155,11 @@ func (s *scheduler) scaleIn(now int64) {
 			continue
 		}
 		running, _ := s.replicaCounts(set)
-		if running <= int(set.Min) {
+		if running < int(set.Min) {
+			s.fillMin(set.Model)
+			continue
+		}
+		if running == int(set.Min) || s.cfg.scaleInAfter <= 0 {
 			continue
 		}
 		for i := len(set.Replicas) - 1; i >= 0; i-- {

@@ -1,0 +1,164 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+		"strings"
+	"sync"
+	"syscall"
+	"testing"
+)
+
+// replicaView is one model of GET /api/models with its replicas.
+type replicaView struct {
+	Model         string `json:"model"`
+	State         string `json:"state"`
+	ReadyReplicas int    `json:"ready_replicas"`
+	ReplicaState  string `json:"replica_state"`
+	InFlight      int    `json:"in_flight"`
+	Replicas      []struct {
+		ID       string `json:"id"`
+		State    string `json:"state"`
+		InFlight int    `json:"in_flight"`
+		Served   int    `json:"served"`
+	} `json:"replicas"`
+}
+
+func (s *server) replicas(model string) replicaView {
+	s.t.Helper()
+	_, body := s.get("/api/models")
+	var v struct{ Models []replicaView }
+	if err := json.Unmarshal([]byte(body), &v); err != nil {
+		s.t.Fatalf("/api/models: %v: %s", err, body)
+	}
+	for _, m := range v.Models {
+		if m.Model == model {
+			return m
+		}
+		if strings.HasPrefix(m.Model, model+"@") {
+			s.t.Fatalf("/api/models lists replica %s as a model", m.Model)
+		}
+	}
+	s.t.Fatalf("/api/models has no %s: %s", model, body)
+	return replicaView{}
+}
+
+// Two replicas of one model on two simulated 80 GiB devices: both load
+// (replicas: 2), one on each device, and a burst of requests is shared
+// between them; clients see one model.
+func TestServe_ReplicasBalanceABurst(t *testing.T) {
+	s := startServer(t, "../../testdata/e2e/replicas.yaml")
+	s.mustChat("big")
+	eventually(t, "both replicas of big to be ready", func() bool { return s.replicas("big").ReadyReplicas == 2 })
+	v := s.gpus()
+	if d1, d2 := v.devicesOf("big"), v.devicesOf("big@2"); len(d1) != 1 || len(d2) != 1 || d1[0] == d2[0] {
+		t.Fatalf("big on %v, big@2 on %v: want one device each, not the same", d1, d2)
+	}
+	_, models := s.get("/v1/models")
+	if strings.Contains(models, "big@2") {
+		t.Fatalf("/v1/models lists a replica: %s", models)
+	}
+	before := s.replicas("big")
+	const requests, clients = 24, 8
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for range clients {
+		wg.Go(func() {
+			for range next {
+				code, body := s.post("/v1/chat/completions", `{"model":"big","max_tokens":20,"messages":[{"role":"user","content":"x"}]}`)
+				if code != 200 {
+					t.Errorf("big: %d %s", code, body)
+				}
+			}
+		})
+	}
+	for i := range requests {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	after := s.replicas("big")
+	var shares []string
+	for i, r := range after.Replicas {
+		n := r.Served - before.Replicas[i].Served
+		shares = append(shares, fmt.Sprintf("%s %d", r.ID, n))
+		// 8 clients over 2 replicas of 2 slots each: a replica that took
+		// fewer than a quarter was not balanced to.
+		if n < requests/4 {
+			t.Errorf("replica %s served %d of %d", r.ID, n, requests)
+		}
+	}
+	t.Logf("shares of %d requests: %s", requests, strings.Join(shares, ", "))
+}
+
+// A replica whose server is killed mid-stream: the stream ends with an
+// error, the replica is started again (min_replicas is 2), and requests
+// go on succeeding. One killed mid-load: its waiter gets the load's
+// error; the replica is started again.
+func TestServe_ReplicaKilledIsRescheduled(t *testing.T) {
+	s := startServer(t, "../../testdata/e2e/replicas.yaml")
+	s.mustChat("big")
+	eventually(t, "both replicas of big to be ready", func() bool { return s.replicas("big").ReadyReplicas == 2 })
+
+	resp, err := http.Post(s.base+"/v1/chat/completions", "application/json",
+		strings.NewReader(`{"model":"big","stream":true,"max_tokens":2000,"messages":[{"role":"user","content":"go"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	buf := make([]byte, 256)
+	if _, err := resp.Body.Read(buf); err != nil { // the stream has begun
+		t.Fatal(err)
+	}
+	serving := ""
+	for _, r := range s.replicas("big").Replicas {
+		if r.InFlight == 1 {
+			serving = r.ID
+		}
+	}
+	if serving == "" {
+		t.Fatalf("no replica has the stream in flight: %+v", s.replicas("big"))
+	}
+	pid := onePid(t, serving)
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	rest, _ := io.ReadAll(resp.Body)
+	if !strings.Contains(string(rest), `"error"`) {
+		t.Fatalf("the stream of a killed replica ended without an error event:\n%s", rest)
+	}
+	// The run loop hears of the exit a moment after the stream breaks
+	// (a request sent in between gets a clean 502: connection refused).
+	eventually(t, "the killed replica "+serving+" to be started again", func() bool {
+		pids := modelPids(t, serving)
+		return s.replicas("big").ReadyReplicas == 2 && len(pids) == 1 && pids[0] != pid
+	})
+	for range 4 {
+		s.mustChat("big")
+	}
+
+	// Mid-load: the first replica of slow takes 3 s to load.
+	done := make(chan struct{})
+	var code int
+	var body string
+	go func() {
+		defer close(done)
+		code, body = s.post("/v1/chat/completions", chat("slow", false))
+	}()
+	var loading []int
+	eventually(t, "slow's server to be loading", func() bool {
+		loading = modelPids(t, "slow")
+		return len(loading) == 1 && s.replicas("slow").State == "starting"
+	})
+	if err := syscall.Kill(loading[0], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-done
+	if code != 502 || !strings.Contains(body, "failed to start") {
+		t.Fatalf("the request waiting on a killed load: %d %s; want 502 with the load's error", code, body)
+	}
+	s.mustChat("slow")
+	eventually(t, "both replicas of slow to be ready", func() bool { return s.replicas("slow").ReadyReplicas == 2 })
+}
