@@ -182,3 +182,25 @@ func TestUI_ShowsStartBackoff(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A model with replicas is one row, marked with how many are ready, and
+// no replica shows as a model of its own.
+func TestUI_ShowsReplicas(t *testing.T) {
+	ctx := browser(t)
+	s := startServer(t, "../../testdata/e2e/replicas.yaml")
+	s.mustChat("big")
+	eventually(t, "both replicas of big to be ready", func() bool { return s.replicas("big").ReadyReplicas == 2 })
+	var replicaRows int
+	if err := chromedp.Run(ctx,
+		chromedp.Navigate(s.base+"/ui/"),
+		chromedp.WaitVisible(`#conn[data-conn="live"]`, chromedp.ByQuery),
+		chromedp.WaitVisible(`//tr[@data-model="big"]//span[@data-replicas="2" and .="2/2 replicas"]`, chromedp.BySearch),
+		chromedp.Evaluate(`document.querySelectorAll('#models tr[data-model="big@2"]').length`, &replicaRows),
+	); err != nil {
+		shot(t, ctx, "ui-replicas-failure")
+		t.Fatal(err)
+	}
+	if replicaRows != 0 {
+		t.Fatal("the models table has a row for replica big@2")
+	}
+}

@@ -115,6 +115,10 @@ func (r *Router) observeModel(obs Observer, name string, queued, loading map[str
 		return
 	}
 	l.observed[name] = now
+	if set := l.replicaSetOf(name); set != nil {
+		obs.ModelChanged(l.setStatus(set, queued, loading)) // a replica changes its model's entry
+		return
+	}
 	obs.ModelChanged(l.status(name, now.queued, now.loading))
 }
 

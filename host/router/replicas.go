@@ -285,6 +285,16 @@ func (l *loopState) foldReplicas(rows []ModelStatus) []ModelStatus {
 	return out
 }
 
+// setStatus is the one status of the model of set, folded from its
+// replicas' (foldReplicas), with the counts of held callers per row.
+func (l *loopState) setStatus(set *replicaSet, queued, loading map[string]int) ModelStatus {
+	rows := make([]ModelStatus, 0, len(set.rows))
+	for _, name := range set.rows {
+		rows = append(rows, l.status(name, queued[name], loading[name]))
+	}
+	return l.foldReplicas(rows)[0]
+}
+
 // derivedState is a model's state from its replicas' counts by state:
 // the most available one present.
 func derivedState(counts [5]int) string {

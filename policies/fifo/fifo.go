@@ -154,7 +154,7 @@ func (s *scheduler) decide(r *request) verdict {
 			if s.serveOnSibling(r) {
 				return handled
 			}
-			s.scaleOut(r.model, false, "every ready replica at its limit")
+			s.scaleOut(r.model, false, anyStopped, "every ready replica at its limit")
 			return blocked
 		}
 		s.servedLimit = concurrencyLimit(&info)
@@ -447,7 +447,7 @@ func (s *scheduler) OnSwapDone(ev sdk.SwapDoneEvent) {
 		s.finish(ev, sw.waiters)
 	}
 	if ev.Err == "" {
-		s.fillMin(ev.Model)
+		s.fillMin(ev.Model, anyStopped)
 	}
 	// Drain even for a swap we did not start (before a re-instantiation,
 	// or one whose callers an unload failed): requests may have queued

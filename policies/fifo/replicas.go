@@ -21,8 +21,8 @@ import (
 //     never worth a cold load of another model;
 //   - once a replica is ready, fifo starts more until min_replicas run,
 //     evicting idle models like any load would (fillMin);
-//   - on every tick, a model with fewer than min_replicas running (one
-//     crashed) starts more, and a replica beyond min_replicas that has
+//   - on every tick, a model with fewer than min_replicas running because
+//     a replica crashed (or failed to start) starts it again, and a replica beyond min_replicas that has
 //     served nothing for scale_in_after, with nothing queued for its
 //     model, is stopped, the highest-numbered first, one per model per
 //     tick (rescale).
@@ -79,32 +79,51 @@ func (s *scheduler) serveOnSibling(r *request) bool {
 }
 
 // replicaCounts reads the state of each replica of set: how many run
-// (starting or ready, or being loaded by a swap of ours) and the first
-// stopped or failed one that no swap of ours loads ("" if none).
-func (s *scheduler) replicaCounts(set *sdk.ReplicaSet) (running int, stopped string) {
+// (starting or ready, or being loaded by a swap of ours), the first
+// stopped or failed one that no swap of ours loads ("" if none), and the
+// first failed one (crashed, or its last start failed).
+func (s *scheduler) replicaCounts(set *sdk.ReplicaSet) (running int, stopped, failed string) {
 	for _, name := range set.Replicas {
 		info, ok := s.fx.ModelState(name)
 		switch {
 		case !ok:
 		case s.active[name] != nil, info.State == sdk.StateStarting, info.State == sdk.StateReady:
 			running++
-		case stopped == "" && (info.State == sdk.StateStopped || info.State == sdk.StateFailed):
-			stopped = name
+		case info.State == sdk.StateStopped || info.State == sdk.StateFailed:
+			if stopped == "" {
+				stopped = name
+			}
+			if failed == "" && info.State == sdk.StateFailed {
+				failed = name
+			}
 		}
 	}
-	return running, stopped
+	return running, stopped, failed
 }
+
+// replicaKind says which replica scaleOut may start: any stopped or failed
+// one, or only a failed one (a crash being repaired; one an operator or
+// a scale-in stopped stays stopped).
+type replicaKind uint8
+
+const (
+	anyStopped replicaKind = iota
+	onlyFailed
+)
 
 // scaleOut starts one more replica of model's set, if fewer than its max
 // run: without evictions unless evict (fillMin's loads may evict idle
 // models, as any load; a scale-out for a queue may not). It reports
 // whether a swap started.
-func (s *scheduler) scaleOut(model string, evict bool, why string) bool {
+func (s *scheduler) scaleOut(model string, evict bool, only replicaKind, why string) bool {
 	set := s.replicaSet(model)
 	if set == nil {
 		return false
 	}
-	running, target := s.replicaCounts(set)
+	running, target, failed := s.replicaCounts(set)
+	if only == onlyFailed {
+		target = failed
+	}
 	if target == "" || running >= int(set.Max) {
 		return false
 	}
@@ -125,14 +144,14 @@ func (s *scheduler) scaleOut(model string, evict bool, why string) bool {
 
 // fillMin starts replicas of model until min_replicas run (or one cannot
 // start now; the next finished swap tries again).
-func (s *scheduler) fillMin(model string) {
+func (s *scheduler) fillMin(model string, only replicaKind) {
 	set := s.replicaSet(model)
 	if set == nil || set.Min <= 1 {
 		return
 	}
 	for range set.Min {
-		running, _ := s.replicaCounts(set)
-		if running >= int(set.Min) || !s.scaleOut(model, true, "min_replicas") {
+		running, _, _ := s.replicaCounts(set)
+		if running == 0 || running >= int(set.Min) || !s.scaleOut(model, true, only, "min_replicas") {
 			return
 		}
 	}
@@ -154,9 +173,9 @@ func (s *scheduler) rescale(now int64) {
 		if slices.ContainsFunc(s.queue, func(r request) bool { return slices.Contains(set.Replicas, r.model) }) {
 			continue
 		}
-		running, _ := s.replicaCounts(set)
+		running, _, _ := s.replicaCounts(set)
 		if running < int(set.Min) {
-			s.fillMin(set.Model)
+			s.fillMin(set.Model, onlyFailed)
 			continue
 		}
 		if running == int(set.Min) || s.cfg.scaleInAfter <= 0 {

@@ -123,6 +123,15 @@ const backoff = (m) => (m.start_failures >= 2 && m.retry_at && new Date(m.retry_
   ? html` <span class="backoff" data-backoff=${m.start_failures} title=${m.start_failures + ' failed starts in a row; requests fail at once until then'}>retry ${fmtTime(m.retry_at)}</span>`
   : '');
 
+// replicas shows how many of a model's replicas are ready (max_replicas >
+// 1), each replica's state in its title.
+const replicas = (m) => (m.max_replicas > 1
+  ? html` <span class="replicas" data-replicas=${m.ready_replicas || 0} title=${(m.replica_state || '') + ': ' + (m.replicas || []).map((r) => r.id + ' ' + r.state + ', ' + r.in_flight + ' in flight').join('; ')}>${m.ready_replicas || 0}/${m.max_replicas} replicas</span>`
+  : '');
+
+// ownerModel is the model a lease holder is: a replica ("m@2") is its model's.
+const ownerModel = (owner) => owner.replace(/@[0-9]+$/, '');
+
 function Models({ models, act }) {
   const rows = Object.values(models).sort((a, b) => a.model.localeCompare(b.model));
   return html`<section class="wide" id="models"><h2>Models</h2><div class="scroll"><table>
@@ -130,7 +139,7 @@ function Models({ models, act }) {
       <th class="num">In flight</th><th class="num">Queued</th><th>Last use</th><th></th></tr>
     ${rows.map((m) => html`<tr data-model=${m.model}>
       <td>${m.model}${m.backend ? html` <span class="muted">${m.backend}</span>` : ''}</td>
-      <td><span class=${'state ' + m.state} data-state=${m.state}>${m.state}</span>${m.last_error ? html` <span class="err" title=${m.last_error}>!</span>` : ''}${backoff(m)}</td>
+      <td><span class=${'state ' + m.state} data-state=${m.state}>${m.state}</span>${m.last_error ? html` <span class="err" title=${m.last_error}>!</span>` : ''}${backoff(m)}${replicas(m)}</td>
       <td>${(m.devices || []).join(', ') || '–'}</td>
       <td class="num">${fmtBytes(m.vram_bytes)}</td><td class="num">${fmtBytes(m.measured_vram_bytes)}</td>
       <td class="num">${m.in_flight || 0}</td><td class="num">${(m.queued || 0) + (m.loading || 0)}</td>
@@ -145,7 +154,7 @@ function GPUs({ gpus, models }) {
   if (!gpus.length) return html`<section id="gpus"><h2>GPUs</h2><p class="muted">No GPU accounting (no NVML device and none declared).</p></section>`;
   return html`<section id="gpus"><h2>GPUs</h2>${gpus.map((d) => html`<div>
     <div>${d.index}: ${d.name} <span class="muted">${fmtBytes(d.leased)} leased of ${fmtBytes(d.total)}, ${fmtBytes(d.free)} free</span></div>
-    <div class="bar">${(d.holders || []).map((h) => html`<span class=${models[h.owner] ? 'model' : 'job'}
+    <div class="bar">${(d.holders || []).map((h) => html`<span class=${models[ownerModel(h.owner)] ? 'model' : 'job'}
       style=${'width:' + (100 * h.bytes / d.total).toFixed(2) + '%'} title=${h.owner + ' ' + fmtBytes(h.bytes)}>${h.owner}</span>`)}</div>
   </div>`)}</section>`;
 }
