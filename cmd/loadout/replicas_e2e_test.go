@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-		"strings"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
