@@ -9,7 +9,8 @@ import (
 
 // Report renders a loaded configuration for people: the text of
 // `loadout config check FILE`. It lists the global settings, every model with
-// its backend, port, group, TTL, VRAM, priority and aliases, the commands, the
+// its backend, port, group, TTL, VRAM, priority and aliases (and each
+// replica, with its own port), the commands, the
 // groups, the scheduler and router with the JSON settings each receives, the
 // GPUs, the placement rules when there are any, the peers, the preload
 // list, how llama-swap's legacy keys were mapped, and the warnings. API
@@ -18,7 +19,7 @@ func Report(cfg *Config, warnings []Warning) string {
 	var b strings.Builder
 	ids := cfg.ModelIDs()
 	fmt.Fprintf(&b, "%s: OK: %s, %s, %s\n", cfg.File,
-		plural(len(ids), "model"), plural(len(cfg.Groups), "group"), plural(len(cfg.GPUs), "GPU"))
+		plural(len(cfg.ServedIDs()), "model"), plural(len(cfg.Groups), "group"), plural(len(cfg.GPUs), "GPU"))
 
 	b.WriteString("\nSettings\n")
 	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
@@ -60,7 +61,14 @@ func Report(cfg *Config, warnings []Warning) string {
 			prio += " pinned"
 		}
 		aliases := strings.Join(m.Aliases, ", ")
-		if aliases == "" {
+		switch {
+		case m.ReplicaOf != "":
+			aliases = fmt.Sprintf("(replica %d of %s)", m.Replica, m.ReplicaOf)
+		case m.MaxReplicas > 1 && m.MinReplicas == m.MaxReplicas:
+			aliases = strings.TrimPrefix(aliases+fmt.Sprintf(", (%d replicas)", m.MaxReplicas), ", ")
+		case m.MaxReplicas > 1:
+			aliases = strings.TrimPrefix(aliases+fmt.Sprintf(", (%d to %d replicas)", m.MinReplicas, m.MaxReplicas), ", ")
+		case aliases == "":
 			aliases = "-"
 		}
 		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", id, m.Backend, port, group, ttl(m.TTL), vram, prio, aliases)
