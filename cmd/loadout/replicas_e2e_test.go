@@ -162,3 +162,36 @@ func TestServe_ReplicaKilledIsRescheduled(t *testing.T) {
 	s.mustChat("slow")
 	eventually(t, "both replicas of slow to be ready", func() bool { return s.replicas("slow").ReadyReplicas == 2 })
 }
+
+// Under placement: pack, which puts a model on the fullest device that
+// holds it, the second replica of a model still goes on the other device
+// while that one has room: replicas on one device would share its
+// compute. A third, with no device of its own left, shares one.
+func TestServe_ReplicasApartUnderPack(t *testing.T) {
+	cfg := writeConfig(t, t.TempDir(), `healthCheckTimeout: 30
+startPort: ${env.LOADOUT_E2E_START_PORT}
+placement: pack
+gpus: [{memory: 80GiB}, {memory: 80GiB}]
+models:
+  m:
+    backend: sim
+    replicas: 3
+    options: {load_time: 50ms, vram: 20GiB, tokens_per_second: 400}
+routing: {scheduler: {use: fifo}, router: {use: prioritylru}}
+`)
+	s := startServer(t, cfg)
+	s.mustChat("m")
+	eventually(t, "three replicas ready", func() bool { return s.replicas("m").ReadyReplicas == 3 })
+	v := s.gpus()
+	on := map[int]int{}
+	for _, id := range []string{"m", "m@2", "m@3"} {
+		d := v.devicesOf(id)
+		if len(d) != 1 {
+			t.Fatalf("%s on %v, want one device", id, d)
+		}
+		on[d[0]]++
+	}
+	if on[0] == 0 || on[1] == 0 {
+		t.Fatalf("replicas per device %v: want both devices used", on)
+	}
+}

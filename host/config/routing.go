@@ -2,6 +2,7 @@ package config
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -387,7 +388,9 @@ func members(raw []byte) (object, error) {
 // models themselves (prioritylru, ollama: placingRouters), one translation, as fifo's priorities are
 // translated: when the box packs or some model has a placement constraint,
 // a last member placement carries them (pack only when true; each
-// constrained model's gpus when listed and split when not auto):
+// constrained model's gpus when listed and split when not auto; for each
+// replica of a model with replicas, apart: its sibling replicas, whose
+// devices it avoids when it fits elsewhere):
 //
 //	{"margin": "1GiB", "placement": {"pack": true, "models": {"MODEL_ID": {"gpus": [1, 2], "split": "never"}}}}
 //
@@ -409,7 +412,7 @@ func (c *Config) RouterSettingsJSON() ([]byte, error) {
 	models := object{}
 	for _, id := range c.ModelIDs() {
 		m := c.Models[id]
-		if !m.Constrained() {
+		if !m.Constrained() && m.MaxReplicas <= 1 {
 			continue
 		}
 		o := object{}
@@ -418,6 +421,10 @@ func (c *Config) RouterSettingsJSON() ([]byte, error) {
 		}
 		if m.Split != placement.SplitAuto {
 			o = append(o, member{"split", m.Split.String()})
+		}
+		if m.MaxReplicas > 1 { // a replica prefers a device none of its siblings holds
+			model := cmp.Or(m.ReplicaOf, id)
+			o = append(o, member{"apart", slices.DeleteFunc(c.Replicas(model), func(r string) bool { return r == id })})
 		}
 		models = append(models, member{id, o})
 	}

@@ -125,7 +125,7 @@ func (p *Planner) Plan(h sdk.Host, q sdk.PlanRequest, r *Rule) (sdk.Plan, error)
 	for _, g := range p.gpus {
 		p.free = append(p.free, g.Free)
 	}
-	if p.place(need, r) {
+	if p.placeApart(need, r) || p.place(need, r) {
 		return sdk.Plan{Devices: p.devs}, nil
 	}
 

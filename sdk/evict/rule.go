@@ -14,6 +14,11 @@ import (
 type Constraint struct {
 	GPUs  []int32
 	Split placement.SplitMode
+	// Apart are the model's sibling replicas (issue 15): it goes on a
+	// device none of them holds when one has room, else where the rule
+	// says. Written by the host for every replica of a model with
+	// replicas; not a constraint an operator writes.
+	Apart []string
 }
 
 // Placement is the box's placement as the host hands it to routers: pack
@@ -26,7 +31,8 @@ type Placement struct {
 // ParsePlacement parses the value of the "placement" key the host adds to
 // every router's settings (host/config's RouterSettingsJSON; an operator
 // does not write it): {"pack": true, "models": {"MODEL": {"gpus": [1, 2],
-// "split": "never"}}}, every key optional, null for none. Errors are
+// "split": "never", "apart": ["MODEL@2"]}}}, every key optional, null for
+// none. Errors are
 // *sdksettings.Error naming the setting ("placement.models.m.split").
 func ParsePlacement(v sdksettings.Value) (Placement, error) {
 	var p Placement
@@ -58,9 +64,20 @@ func ParsePlacement(v sdksettings.Value) (Placement, error) {
 
 func parseConstraint(v sdksettings.Value) (Constraint, error) {
 	var c Constraint
-	f, err := v.Object("gpus", "split")
+	f, err := v.Object("gpus", "split", "apart")
 	if err != nil {
 		return c, err
+	}
+	apart, err := f.Get("apart").List()
+	if err != nil {
+		return c, err
+	}
+	for _, a := range apart {
+		name, err := a.String()
+		if err != nil {
+			return c, err
+		}
+		c.Apart = append(c.Apart, name)
 	}
 	gpus, err := f.Get("gpus").List()
 	if err != nil {
@@ -91,6 +108,9 @@ func parseConstraint(v sdksettings.Value) (Constraint, error) {
 type Rule struct {
 	placement.Rule
 	GPUs []int32
+	// Apart are the model's sibling replicas, whose devices Plan avoids
+	// when the model fits elsewhere without evicting (Constraint.Apart).
+	Apart []string
 }
 
 // Allows reports whether r lets its model use the GPU with index.
@@ -111,7 +131,7 @@ func NewRules(p Placement, margin uint64) Rules {
 		rs.def.Prefer = placement.LeastFree(margin)
 	}
 	for name, c := range p.Models {
-		r := &Rule{GPUs: c.GPUs}
+		r := &Rule{GPUs: c.GPUs, Apart: c.Apart}
 		r.Prefer, r.Split = rs.def.Prefer, c.Split
 		if len(c.GPUs) > 0 {
 			r.Filters = []placement.Filter{placement.Allowed(c.GPUs)}
