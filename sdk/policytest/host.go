@@ -44,6 +44,12 @@ type Host struct {
 	// (sdk.AdmitServeDone). Without it Admit answers sdk.ErrNotAllowed and
 	// records nothing: a host without the warm path.
 	WarmPath bool
+	// ReplicaSets are the models with replicas (issue 15), each set under
+	// its model's name; every name in a set must be in Models. The Host
+	// then answers sdk.ReadReplicas with the set a name belongs to (a set
+	// of one for any other model) and lets GrantServe serve a request on
+	// any ready replica of the model it asked for, as the run loop does.
+	ReplicaSets map[string]sdk.ReplicaSet
 
 	admits  map[string]admission // the warm path's admissions, by model
 	tb      reporter
@@ -221,7 +227,7 @@ func (h *Host) GrantServe(id sdk.RequestID, model string) bool {
 	case !ok:
 		h.violate("GrantServe(%d, %q): unknown model", id, model)
 		return false
-	case model != c.model:
+	case model != c.model && !h.siblings(model, c.model):
 		h.violate("GrantServe(%d, %q): the request asked for model %q", id, model, c.model)
 		return false
 	case c.left:
@@ -687,6 +693,30 @@ func (h *Host) holds(model string) bool {
 func (h *Host) holdsAny() bool {
 	for _, c := range h.callers {
 		if c.state == waiting {
+			return true
+		}
+	}
+	return false
+}
+
+// Replicas implements sdk.ReplicaReader from h.ReplicaSets.
+func (h *Host) Replicas(name string) (sdk.ReplicaSet, bool) {
+	if _, ok := h.Models[name]; !ok {
+		return sdk.ReplicaSet{}, false
+	}
+	for _, set := range h.ReplicaSets {
+		if slices.Contains(set.Replicas, name) {
+			set.Replicas = slices.Clone(set.Replicas)
+			return set, true
+		}
+	}
+	return sdk.ReplicaSet{Model: name, Min: 1, Max: 1, Replicas: []string{name}}, true
+}
+
+// siblings reports whether a and b are replicas of one model.
+func (h *Host) siblings(a, b string) bool {
+	for _, set := range h.ReplicaSets {
+		if slices.Contains(set.Replicas, a) && slices.Contains(set.Replicas, b) {
 			return true
 		}
 	}

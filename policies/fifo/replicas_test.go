@@ -1,0 +1,105 @@
+package main
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/loadout-dev/loadout/sdk"
+	"github.com/loadout-dev/loadout/sdk/policytest"
+)
+
+// noEvictions plans every load without evictions: there is room.
+var noEvictions = policytest.PlanFunc(func(sdk.PlanRequest) (sdk.Plan, error) { return sdk.Plan{}, nil })
+
+// replicaBox is model r with replicas r and r@2 (one request at a time
+// each; min lo, max 2) and another model x, r ready with one request in
+// flight unless idle.
+func replicaBox(h *policytest.Host, lo uint32) {
+	h.ReplicaSets = map[string]sdk.ReplicaSet{"r": {Model: "r", Min: lo, Max: 2, Replicas: []string{"r", "r@2"}}}
+}
+
+func replicaModels(r2 sdk.ModelState) []sdk.ModelInfo {
+	return []sdk.ModelInfo{
+		{Name: "r", State: sdk.StateReady, ConcurrencyLimit: 1, InFlight: 1},
+		{Name: "r@2", State: r2, ConcurrencyLimit: 1},
+		{Name: "x"},
+	}
+}
+
+func grantedOn(h *policytest.Host, id sdk.RequestID) string {
+	for _, c := range h.Calls.Of(policytest.OpGrantServe) {
+		if c.ID == id && c.OK {
+			return c.Model
+		}
+	}
+	return ""
+}
+
+func init() {
+	scenarios = append(scenarios,
+		scenario{
+			name:    "replicas: a request at a full replica is served on a ready sibling",
+			models:  replicaModels(sdk.StateReady),
+			swapper: noEvictions,
+			run: func(t *testing.T, h *policytest.Host) {
+				replicaBox(h, 1)
+				h.Request(1, "r")
+				if got := grantedOn(h, 1); got != "r@2" {
+					t.Fatalf("request 1 granted on %q, want r@2", got)
+				}
+			},
+		},
+		scenario{
+			name:    "replicas: every replica full starts one more, and the queue drains onto it",
+			models:  replicaModels(sdk.StateStopped),
+			swapper: noEvictions,
+			run: func(t *testing.T, h *policytest.Host) {
+				replicaBox(h, 1)
+				h.Request(1, "r")
+				if pos, ok := h.QueuePosition(1); !ok || pos != 1 {
+					t.Fatalf("request 1: %s, want queued", h.Outcome(1))
+				}
+				if got := h.ActiveSwaps(); !slices.Equal(got, []string{"r@2"}) {
+					t.Fatalf("swaps %v, want r@2 started", got)
+				}
+				h.CompleteSwap("r@2", "")
+				if got := grantedOn(h, 1); got != "r@2" {
+					t.Fatalf("request 1 granted on %q once r@2 is ready, want r@2", got)
+				}
+			},
+		},
+		scenario{
+			name:    "replicas: no scale-out that would evict another model",
+			models:  replicaModels(sdk.StateStopped),
+			swapper: policytest.EvictAll,
+			run: func(t *testing.T, h *policytest.Host) {
+				replicaBox(h, 1)
+				h.Request(1, "r")
+				if got := h.SwapsStarted(); len(got) != 0 {
+					t.Fatalf("swaps %v, want none: scaling out would evict r", got)
+				}
+				h.Models["r"].InFlight = 0 // its request (from before) ended
+				h.Tick()
+				if got := grantedOn(h, 1); got != "r" {
+					t.Fatalf("request 1 granted on %q when r freed up, want r", got)
+				}
+			},
+		},
+		scenario{
+			name:    "replicas: min_replicas are started once the model is ready",
+			models:  []sdk.ModelInfo{{Name: "r"}, {Name: "r@2"}, {Name: "x"}},
+			swapper: noEvictions,
+			run: func(t *testing.T, h *policytest.Host) {
+				replicaBox(h, 2)
+				h.Request(1, "r")
+				h.CompleteSwap("r", "")
+				if !h.Granted(1) {
+					t.Fatalf("request 1: %s", h.Outcome(1))
+				}
+				if got := h.ActiveSwaps(); !slices.Equal(got, []string{"r@2"}) {
+					t.Fatalf("swaps %v, want r@2 for min_replicas 2", got)
+				}
+			},
+		},
+	)
+}
