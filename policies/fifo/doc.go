@@ -69,6 +69,21 @@
 // path are not reported to fifo while it holds no request: with an empty
 // queue and no swap waiters its OnServeDone has nothing to drain.
 //
+// # Replicas
+//
+// A model with replicas (replicas: N, or min_replicas and max_replicas)
+// is several models to fifo, one per replica, and the host routes each
+// request to the ready replica with the fewest in flight. A request that
+// finds its replica full (or not ready) is served on a ready sibling with
+// a free slot; when every ready replica is full, fifo starts one more, up
+// to max_replicas, only into free GPU memory (a scale-out never evicts
+// another model), and the queued request goes to whichever replica frees
+// up or comes up first. Once a replica is ready fifo starts more until
+// min_replicas run (evicting idle models as any load does); a replica that
+// crashes is started again on the next tick; a replica beyond the minimum
+// that has been idle for scale_in_after, with nothing queued for its
+// model, is stopped, the highest-numbered first (replicas.go).
+//
 // # Queue order
 //
 // The queue is ordered by priority, highest first, and by arrival among
@@ -106,6 +121,8 @@
 //	                        # (the oldest request's, llama-swap's) or
 //	                        # queued_wait (the most waiting in total; see
 //	                        # docs/BENCHMARKS.md for when it pays)
+//	      scale_in_after: 2m  # idle time before a replica beyond min_replicas
+//	                        # is stopped; 0 = never
 //	      fifo:             # llama-swap's setting, accepted as is
 //	        priority:       # per-model priority for requests that have none
 //	          big-model: 10
