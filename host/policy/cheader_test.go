@@ -85,6 +85,7 @@ var cParams = map[string][]string{
 	"snapshot":           {"buf", "limit"},
 	"plan":               {"target", "target_len", "buf", "limit"},
 	"admit":              {"model", "model_len", "limit", "flags"},
+	"replicas":           {"name", "name_len", "buf", "limit"},
 }
 
 // cType is a parameter's C type by its name, checked against its Wasm type.
@@ -183,6 +184,7 @@ func cHeader() (string, error) {
 		{"LOADOUT_MSG_SNAPSHOT", int64(wire.MsgSnapshot), "Snapshot: now i64, models [ModelInfo fields], gpus [index i32, name str, total u64, free u64, leased u64]"},
 		{"LOADOUT_MSG_STOP_REQUEST", int64(wire.MsgStopRequest), "StopRequest: models [str]"},
 		{"LOADOUT_MSG_JOB_PLAN_REQUEST", int64(wire.MsgJobPlanRequest), "JobPlanRequest, to plan: now i64, job str, gpus u32, priority i32, candidates [i32], running [str]; answer STATUS_NO_POLICY to leave jobs to the host"},
+		{"LOADOUT_MSG_REPLICA_SET", int64(wire.MsgReplicaSet), "ReplicaSet, the replicas import's reply: model str, min u32, max u32, replicas [str]"},
 	}
 	if err := checkAllKinds(kinds); err != nil {
 		return "", err

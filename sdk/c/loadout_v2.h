@@ -41,6 +41,7 @@
 #define LOADOUT_MSG_SNAPSHOT         15 /* Snapshot: now i64, models [ModelInfo fields], gpus [index i32, name str, total u64, free u64, leased u64] */
 #define LOADOUT_MSG_STOP_REQUEST     16 /* StopRequest: models [str] */
 #define LOADOUT_MSG_JOB_PLAN_REQUEST 17 /* JobPlanRequest, to plan: now i64, job str, gpus u32, priority i32, candidates [i32], running [str]; answer STATUS_NO_POLICY to leave jobs to the host */
+#define LOADOUT_MSG_REPLICA_SET      18 /* ReplicaSet, the replicas import's reply: model str, min u32, max u32, replicas [str] */
 
 /* Export statuses: the high 32 bits of an event export's i64 result; the low 32 bits are the output's length. */
 #define LOADOUT_STATUS_OK        0
@@ -115,6 +116,7 @@ LOADOUT_IMPORT(running_models) int32_t loadout_host_running_models(void *buf, ui
 LOADOUT_IMPORT(snapshot) int32_t loadout_host_snapshot(void *buf, uint32_t limit);
 LOADOUT_IMPORT(plan) int32_t loadout_host_plan(const void *target, uint32_t target_len, void *buf, uint32_t limit);
 LOADOUT_IMPORT(admit) int32_t loadout_host_admit(const void *model, uint32_t model_len, uint32_t limit, int32_t flags);
+LOADOUT_IMPORT(replicas) int32_t loadout_host_replicas(const void *name, uint32_t name_len, void *buf, uint32_t limit);
 
 /*
  * Exports, as loadout_NAME. A policy defines the common ones and those of
