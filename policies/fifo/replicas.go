@@ -128,6 +128,12 @@ func (s *scheduler) scaleOut(model string, evict bool, only replicaKind, why str
 		return false
 	}
 	plan, err := s.fx.Plan(target)
+	if err != nil && evict {
+		// min_replicas that cannot all be placed: say so, once per
+		// attempt (after a load, or a crash), not on every request.
+		s.fx.Log(sdk.LevelWarn, fmt.Sprintf("model %s: %d of min_replicas %d running; replica %s cannot be placed: %v",
+			set.Model, running, set.Min, target, err))
+	}
 	if err != nil || (len(plan.Evict) > 0 && !evict) || s.collides(target, plan.Evict) || s.busy(plan.Evict) {
 		return false
 	}
