@@ -258,8 +258,10 @@ func (rl *reloader) modelDigests() (map[string]string, error) {
 	for _, id := range cfg.ModelIDs() {
 		m := cfg.Models[id]
 		spec, err := modelSpec(cfg, m)
+		mc := modelConfig(cfg, m, uint64(max(m.VRAM, 0)))
+		mc.MinReplicas, mc.MaxReplicas = 0, 0 // a new replica count restarts nothing (applyModels hands it over)
 		h := sha256.New()
-		fmt.Fprintf(h, "%+v\x00%v\x00%+v\x00%q\x00%q\x00%q\x00%v\x00%v\x00%v %v", spec, err, modelConfig(cfg, m, uint64(max(m.VRAM, 0))),
+		fmt.Fprintf(h, "%+v\x00%v\x00%+v\x00%q\x00%q\x00%q\x00%v\x00%v\x00%v %v", spec, err, mc,
 			m.Aliases, m.Name, m.Description, m.Unlisted, m.UseModelName, m.GPUs, m.Split)
 		out[id] = hex.EncodeToString(h.Sum(nil))
 	}
@@ -300,7 +302,9 @@ func (rl *reloader) applyModels(cfg *config.Config, digests map[string]string, a
 	}
 	for _, id := range cfg.ModelIDs() {
 		if _, ok := table[id]; !ok {
-			table[id] = router.ModelConfig{} // unchanged: the router keeps its own
+			// Unchanged: the router keeps its own, but for the replica range.
+			m := cfg.Models[id]
+			table[id] = router.ModelConfig{MinReplicas: m.MinReplicas, MaxReplicas: m.MaxReplicas}
 		}
 	}
 	if err := rl.r.UpdateModels(table, changed); err != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"syscall"
@@ -193,5 +194,55 @@ routing: {scheduler: {use: fifo}, router: {use: prioritylru}}
 	}
 	if on[0] == 0 || on[1] == 0 {
 		t.Fatalf("replicas per device %v: want both devices used", on)
+	}
+}
+
+// A hot reload that changes a model's replica count adds or removes
+// replicas and restarts none of those that stay; the added one serves
+// when the model needs it.
+func TestServe_HotReload_ReplicaCount(t *testing.T) {
+	dir := t.TempDir()
+	cfg := func(n int) string {
+		return fmt.Sprintf(`healthCheckTimeout: 30
+startPort: ${env.LOADOUT_E2E_START_PORT}
+gpus: [{memory: 80GiB}, {memory: 80GiB}]
+models:
+  m:
+    backend: sim
+    min_replicas: 1
+    max_replicas: %d
+    concurrencyLimit: 1
+    options: {load_time: 50ms, vram: 10GiB, tokens_per_second: 40}
+routing: {scheduler: {use: fifo}, router: {use: prioritylru}}
+`, n)
+	}
+	path := writeConfig(t, dir, cfg(2))
+	s := startServer(t, path)
+	s.mustChat("m")
+	pid := onePid(t, "m")
+	if err := os.WriteFile(path, []byte(cfg(3)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, body := s.post("/api/policies/reload", ""); code != 200 {
+		t.Fatalf("reload: %d %s", code, body)
+	}
+	if v := s.replicas("m"); len(v.Replicas) != 3 {
+		t.Fatalf("after the reload m has %d replicas, want 3", len(v.Replicas))
+	}
+	// Three at once, one slot each: the burst scales m out to all three.
+	var wg sync.WaitGroup
+	for range 3 {
+		wg.Go(func() {
+			if code, body := s.post("/v1/chat/completions", `{"model":"m","max_tokens":40,"messages":[{"role":"user","content":"x"}]}`); code != 200 {
+				t.Errorf("m: %d %s", code, body)
+			}
+		})
+	}
+	wg.Wait()
+	if got := s.replicas("m").ReadyReplicas; got < 2 {
+		t.Fatalf("%d replicas ready after a burst of 3 at one slot each, want a scale-out", got)
+	}
+	if pids := modelPids(t, "m"); len(pids) != 1 || pids[0] != pid {
+		t.Fatalf("replica 1 of m restarted by the reload: pids %v, was %d", pids, pid)
 	}
 }

@@ -19,7 +19,10 @@ import (
 //     load; if it is running, it stops once idle (a starting one once
 //     started), and the next request for it loads it with the new one.
 //
-// Every other model is left as it is (its Process is not replaced).
+// Every other model is left as it is (its Process is not replaced), but
+// for its replica range (MinReplicas, MaxReplicas), which it takes from
+// models at once: a new replica count adds or removes replicas' rows and
+// restarts none.
 // Errors: ErrShuttingDown.
 func (r *Router) UpdateModels(models map[string]ModelConfig, changed []string) error {
 	ran := false
@@ -48,7 +51,9 @@ func (r *Router) updateModels(models map[string]ModelConfig, changed []string) {
 			l.models[name] = &model{name: name, cfg: mc}
 			l.names = append(l.names, name)
 			r.log.Info("model added", "model", name)
-		case slices.Contains(changed, name):
+		case !slices.Contains(changed, name):
+			m.cfg.MinReplicas, m.cfg.MaxReplicas = mc.MinReplicas, mc.MaxReplicas
+		default:
 			m.cfg = mc
 			m.startFailures, m.retryAt = 0, time.Time{} // a new configuration starts afresh
 			r.log.Info("model changed; it reloads with its new configuration once idle", "model", name, "state", m.visible().String())
