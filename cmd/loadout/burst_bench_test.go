@@ -34,35 +34,51 @@ func TestBurstReport(t *testing.T) {
 	fmt.Println("|---|---:|---:|---:|---:|---:|---:|---:|")
 	for _, router := range []string{"group", "prioritylru"} {
 		s := startServer(t, "../../testdata/e2e/burst-"+router+".yaml")
-		var mu sync.Mutex
-		var lat []time.Duration
-		next := make(chan string)
-		var wg sync.WaitGroup
-		start := time.Now()
-		for range clients {
-			wg.Go(func() {
-				for model := range next {
-					t0 := time.Now()
-					code, body := s.post("/v1/chat/completions", fmt.Sprintf(`{"model":%q,"max_tokens":4,"messages":[{"role":"user","content":"x"}]}`, model))
-					if code != 200 {
-						t.Errorf("%s: %d %s", model, code, body)
-					}
-					mu.Lock()
-					lat = append(lat, time.Since(t0))
-					mu.Unlock()
-				}
-			})
-		}
-		for _, m := range order {
-			next <- m
-		}
-		close(next)
-		wg.Wait()
-		wall := time.Since(start)
-		slices.Sort(lat)
-		pct := func(p float64) time.Duration { return lat[int(p*float64(len(lat)-1))].Round(time.Millisecond) }
+		lat, wall := burst(t, s, clients, order, func(model string) string {
+			return fmt.Sprintf(`{"model":%q,"max_tokens":4,"messages":[{"role":"user","content":"x"}]}`, model)
+		})
+		pct := func(p float64) time.Duration { return percentile(lat, p) }
 		loads := strings.Count(s.log(), `msg="model loaded"`)
 		fmt.Printf("| %s | %d | %d | %d | %v | %v | %v | %v |\n", router, requests, clients, loads, pct(0.5), pct(0.95), pct(0.99), wall.Round(time.Millisecond))
 		s.stop()
 	}
+}
+
+// burst sends one chat completion per item of items from clients
+// concurrent clients to s, the body made by body, and returns each
+// request's latency, sorted, and the wall time of the whole burst. A
+// response other than 200 fails the test.
+func burst[T any](t *testing.T, s *server, clients int, items []T, body func(T) string) ([]time.Duration, time.Duration) {
+	var mu sync.Mutex
+	var lat []time.Duration
+	next := make(chan T)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for range clients {
+		wg.Go(func() {
+			for it := range next {
+				t0 := time.Now()
+				code, resp := s.post("/v1/chat/completions", body(it))
+				if code != 200 {
+					t.Errorf("%v: %d %s", it, code, resp)
+				}
+				mu.Lock()
+				lat = append(lat, time.Since(t0))
+				mu.Unlock()
+			}
+		})
+	}
+	for _, it := range items {
+		next <- it
+	}
+	close(next)
+	wg.Wait()
+	wall := time.Since(start)
+	slices.Sort(lat)
+	return lat, wall
+}
+
+// percentile is the p-th (0 to 1) of sorted latencies, to the millisecond.
+func percentile(sorted []time.Duration, p float64) time.Duration {
+	return sorted[int(p*float64(len(sorted)-1))].Round(time.Millisecond)
 }

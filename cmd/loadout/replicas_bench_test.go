@@ -3,8 +3,6 @@ package main
 import (
 	"fmt"
 	"os"
-	"slices"
-	"sync"
 	"testing"
 	"time"
 )
@@ -41,33 +39,10 @@ routing: {scheduler: {use: fifo}, router: {use: prioritylru}}
 			v := s.replicas("big")
 			return v.ReadyReplicas == n || n == 1 && v.State == "ready" // one replica: no replica fields
 		})
-		var mu sync.Mutex
-		var lat []time.Duration
-		next := make(chan int)
-		var wg sync.WaitGroup
-		start := time.Now()
-		for range clients {
-			wg.Go(func() {
-				for range next {
-					t0 := time.Now()
-					code, body := s.post("/v1/chat/completions", fmt.Sprintf(`{"model":"big","max_tokens":%d,"messages":[{"role":"user","content":"x"}]}`, tokens))
-					if code != 200 {
-						t.Errorf("big: %d %s", code, body)
-					}
-					mu.Lock()
-					lat = append(lat, time.Since(t0))
-					mu.Unlock()
-				}
-			})
-		}
-		for i := range requests {
-			next <- i
-		}
-		close(next)
-		wg.Wait()
-		wall := time.Since(start)
-		slices.Sort(lat)
-		pct := func(p float64) time.Duration { return lat[int(p*float64(len(lat)-1))].Round(time.Millisecond) }
+		lat, wall := burst(t, s, clients, make([]int, requests), func(int) string {
+			return fmt.Sprintf(`{"model":"big","max_tokens":%d,"messages":[{"role":"user","content":"x"}]}`, tokens)
+		})
+		pct := func(p float64) time.Duration { return percentile(lat, p) }
 		fmt.Printf("| %d | %d | %d | %.0f | %v | %v | %v | %v |\n", n, requests, clients,
 			float64(requests*tokens)/wall.Seconds(), pct(0.5), pct(0.95), pct(0.99), wall.Round(time.Millisecond))
 		s.stop()

@@ -13,22 +13,33 @@ import (
 // for the model or replica named, or ErrUnknownModel. Optional (issue 15):
 // a module imports it only if it reads replica sets; for either policy.
 func importReplicas(ctx context.Context, mod api.Module, stack []uint64) {
-	in := callerOf(ctx)
-	if in == nil {
-		retErr(stack, sdk.ErrNotAllowed)
+	sv, name, ok := nameAndBuf(ctx, mod, stack)
+	if !ok {
 		return
 	}
-	b, ok := guestBytes(mod, uint32(stack[0]), uint32(stack[1]))
-	if !ok || !validBuf(mod, uint32(stack[2]), uint32(stack[3])) {
-		retErr(stack, sdk.ErrBadArgument)
-		return
-	}
-	sv := in.sv
-	set, found := sdk.ReadReplicas(sv.host, sv.intern(b))
+	set, found := sdk.ReadReplicas(sv.host, name)
 	if !found {
 		retErr(stack, sdk.ErrUnknownModel)
 		return
 	}
 	sv.reply = wire.Append(sv.reply[:0], &set)
 	reply(mod, stack, sv.reply, uint32(stack[2]), uint32(stack[3]))
+}
+
+// nameAndBuf reads the arguments of an import called (name_ptr, name_len,
+// buf, limit) — model_state's and replicas' — and returns the caller's
+// supervisor and the name, interned; or, having answered ErrNotAllowed
+// (outside a call) or ErrBadArgument, false.
+func nameAndBuf(ctx context.Context, mod api.Module, stack []uint64) (*supervisor, string, bool) {
+	in := callerOf(ctx)
+	if in == nil {
+		retErr(stack, sdk.ErrNotAllowed)
+		return nil, "", false
+	}
+	b, ok := guestBytes(mod, uint32(stack[0]), uint32(stack[1]))
+	if !ok || !validBuf(mod, uint32(stack[2]), uint32(stack[3])) {
+		retErr(stack, sdk.ErrBadArgument)
+		return nil, "", false
+	}
+	return in.sv, in.sv.intern(b), true
 }

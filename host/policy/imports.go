@@ -192,18 +192,11 @@ func importSetQueuePosition(ctx context.Context, _ api.Module, stack []uint64) {
 
 // model_state(name_ptr, name_len, buf, limit) -> i32: a ModelInfo message.
 func importModelState(ctx context.Context, mod api.Module, stack []uint64) {
-	in := callerOf(ctx)
-	if in == nil {
-		retErr(stack, sdk.ErrNotAllowed)
+	sv, name, ok := nameAndBuf(ctx, mod, stack)
+	if !ok {
 		return
 	}
-	b, ok := guestBytes(mod, uint32(stack[0]), uint32(stack[1]))
-	if !ok || !validBuf(mod, uint32(stack[2]), uint32(stack[3])) {
-		retErr(stack, sdk.ErrBadArgument)
-		return
-	}
-	sv := in.sv
-	info, found := sv.host.ModelState(sv.intern(b))
+	info, found := sv.host.ModelState(name)
 	if !found {
 		retErr(stack, sdk.ErrUnknownModel)
 		return
