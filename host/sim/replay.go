@@ -418,6 +418,7 @@ func (e *engine) run() *Result {
 	res.PolicyEvents = e.obs.policy
 	e.obs.close(e.now)
 	res.Timeline = e.obs.tl
+	e.dump()
 	res.Timeline.Span = res.SpanS
 	return res
 }
