@@ -418,7 +418,6 @@ func (e *engine) run() *Result {
 	res.PolicyEvents = e.obs.policy
 	e.obs.close(e.now)
 	res.Timeline = e.obs.tl
-	e.dump()
 	res.Timeline.Span = res.SpanS
 	return res
 }

@@ -54,11 +54,6 @@ type scheduler struct {
 	// last served at once (3).
 	admitter    sdk.Admitter
 	servedLimit uint32
-
-	// dem is the demand model of evict_by: demand (demand.go); nil
-	// otherwise. now is the current event's Now.
-	dem *demand
-	now int64
 }
 
 // New makes the FIFO scheduler from its settings JSON; it is the factory
@@ -69,12 +64,7 @@ func New(fx sdk.Effects, rawSettings []byte) (sdk.Scheduler, error) {
 		return nil, err
 	}
 	admitter, _ := fx.(sdk.Admitter)
-	var dem *demand
-	if cfg.demand.on {
-		dem, admitter = &demand{cfg: cfg.demand, stats: map[string]*modelStat{}}, nil
-	}
 	return &scheduler{
-		dem:      dem,
 		fx:       fx,
 		admitter: admitter,
 		cfg:      cfg,
@@ -98,9 +88,6 @@ const (
 // blocked.
 func (s *scheduler) OnRequest(ev sdk.RequestEvent) {
 	s.age(ev.Now)
-	if s.dem != nil {
-		s.dem.arrive(ev.Model, ev.Now)
-	}
 	prio := ev.Priority
 	if prio == 0 {
 		prio = s.cfg.priority[ev.Model]
@@ -156,9 +143,6 @@ func (s *scheduler) decide(r *request) verdict {
 	// it is at its concurrency limit; a running swap that evicts it blocks
 	// it as in (4). The swapper is not asked: nothing needs to load, and a
 	// failing swapper must not take down models that are ready.
-	if s.closed(r.model) {
-		return blocked
-	}
 	if info.State == sdk.StateReady {
 		if s.collides(r.model, nil) || !s.grant(r, &info) {
 			return blocked
@@ -180,10 +164,7 @@ func (s *scheduler) decide(r *request) verdict {
 		return handled
 	}
 	// (4) Collides with a running swap; (5) would evict a busy model.
-	if s.collides(r.model, plan.Evict) || s.hold(r, plan.Evict) || s.busy(plan.Evict) {
-		return blocked
-	}
-	if s.stopFirst(plan.Evict) {
+	if s.collides(r.model, plan.Evict) || s.busy(plan.Evict) {
 		return blocked
 	}
 	// (6) Start a swap and wait on it.
@@ -207,17 +188,6 @@ func (s *scheduler) decide(r *request) verdict {
 	default:
 		s.fx.GrantError(r.id, sdk.CodeInternal, fmt.Sprintf("starting a swap for model %q: %v", r.model, err))
 		return handled
-	}
-	if s.dem != nil {
-		s.dem.swapStarted(r.model, s.now)
-		oldest := r.arrived
-		for i := range s.queue {
-			if s.queue[i].model == r.model {
-				oldest = min(oldest, s.queue[i].arrived)
-			}
-		}
-		b := float64(s.now-oldest) / 1e9
-		s.dem.blockedFor = 0.8*s.dem.blockedFor + 0.2*b
 	}
 	sw := &swap{evict: slices.Clone(plan.Evict)}
 	s.active[r.model] = sw
@@ -321,7 +291,6 @@ func (s *scheduler) enqueue(r request) {
 // age marks the requests queued longer than max_wait at now and re-sorts
 // the queue if any aged.
 func (s *scheduler) age(now int64) {
-	s.now = now
 	if s.cfg.maxWait <= 0 || now < s.agingAt {
 		return
 	}
@@ -460,9 +429,6 @@ func (s *scheduler) visitOrder(now int64) {
 // drains the queue.
 func (s *scheduler) OnSwapDone(ev sdk.SwapDoneEvent) {
 	s.age(ev.Now)
-	if s.dem != nil {
-		s.dem.swapDone(ev.Model, ev.Now, ev.Err != "")
-	}
 	if sw := s.active[ev.Model]; sw != nil {
 		delete(s.active, ev.Model)
 		s.finish(ev, sw.waiters)

@@ -628,7 +628,7 @@ var scenarios = []scenario{
 func TestFIFO_BadSettings(t *testing.T) { runBadSettings(t, nativeScheduler) }
 
 var badSettings = []struct{ settings, want string }{
-	{`{"nope": 1}`, `settings: nope: unknown setting "nope" (known: fifo, max_queue, max_wait, load_order, demand)`},
+	{`{"nope": 1}`, `settings: nope: unknown setting "nope" (known: fifo, max_queue, max_wait, load_order)`},
 	{`{"load_order": "lifo"}`, `settings: load_order: want arrival or queued_wait, got "lifo"`},
 	{`{"load_order": 1}`, "settings: load_order: "},
 	{`{"max_queue": -1}`, "settings: max_queue: "},

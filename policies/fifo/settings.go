@@ -20,7 +20,6 @@ type settings struct {
 	maxWait   int64            // nanoseconds; 0: no aging
 	priority  map[string]int32 // per-model priority for requests without one
 	loadOrder loadOrder        // which queued requests a drain tries first
-	demand    demandCfg        // demand.go
 }
 
 // loadOrder is the order in which a drain of the queue goes through the
@@ -51,7 +50,7 @@ func parseSettings(raw []byte) (settings, error) {
 	if err != nil {
 		return cfg, err
 	}
-	top, err := root.Object("fifo", "max_queue", "max_wait", "load_order", "demand")
+	top, err := root.Object("fifo", "max_queue", "max_wait", "load_order")
 	if err != nil {
 		return cfg, err
 	}
@@ -68,9 +67,6 @@ func parseSettings(raw []byte) (settings, error) {
 		default:
 			return cfg, v.Errorf("want arrival or queued_wait, got %q", str)
 		}
-	}
-	if cfg.demand, err = parseDemand(top.Get("demand")); err != nil {
-		return cfg, err
 	}
 	if v := top.Get("max_queue"); !v.IsNull() {
 		n, err := v.Int(0, math.MaxInt32)
