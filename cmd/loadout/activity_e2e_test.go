@@ -15,6 +15,7 @@ type activityRow struct {
 	RowID            int64   `json:"row_id"`
 	ID               string  `json:"id"`
 	Model            string  `json:"model"`
+	Replica          string  `json:"replica"`
 	Client           string  `json:"client"`
 	Priority         int     `json:"priority"`
 	Status           int     `json:"status"`

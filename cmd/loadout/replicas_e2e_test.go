@@ -92,6 +92,14 @@ func TestServe_ReplicasBalanceABurst(t *testing.T) {
 		}
 	}
 	t.Logf("shares of %d requests: %s", requests, strings.Join(shares, ", "))
+	// The activity log names the replica that served each request.
+	eventually(t, "the activity log to name both replicas", func() bool {
+		seen := map[string]bool{}
+		for _, r := range s.activity(t, "model=big&limit=100") {
+			seen[r.Replica] = true
+		}
+		return seen["big"] && seen["big@2"]
+	})
 }
 
 // A replica whose server is killed mid-stream: the stream ends with an

@@ -34,6 +34,8 @@ var migrations = []string{
 	CREATE INDEX activity_started ON activity(started_at);
 	CREATE INDEX activity_model ON activity(model, id);
 	CREATE INDEX activity_client ON activity(client, id);`,
+	// 2: the replica that served a request of a model with replicas.
+	`ALTER TABLE activity ADD COLUMN replica TEXT NOT NULL DEFAULT '';`,
 }
 
 // migrate applies the migrations db lacks, each in its own transaction.

@@ -24,6 +24,7 @@ type RequestSummary struct {
 	ID               string    `json:"id"`
 	Time             time.Time `json:"time"` // when it arrived
 	Model            string    `json:"model"`
+	Replica          string    `json:"replica,omitempty"` // the replica that served it ("model@2"), for a model with replicas
 	Client           string    `json:"client,omitempty"`
 	Priority         int32     `json:"priority,omitempty"`
 	Path             string    `json:"path"`
@@ -80,7 +81,7 @@ func (s *Server) summarize(ex *exchange, status int, d time.Duration) {
 		return
 	}
 	sum := RequestSummary{
-		Seq: ex.seq, ID: ex.id, Time: ex.start, Model: ex.model, Client: ex.req.Client, Priority: ex.req.Priority,
+		Seq: ex.seq, ID: ex.id, Time: ex.start, Model: ex.model, Replica: ex.replica, Client: ex.req.Client, Priority: ex.req.Priority,
 		Path: ex.path, Status: status, Error: ex.errMsg, QueueWait: ex.waited.Seconds(), LoadWait: ex.loadWait.Seconds(), Duration: d.Seconds(),
 	}
 	if u := ex.usage; u != nil {

@@ -51,6 +51,7 @@ type exchange struct {
 	// asked for, how long it waited, and what its response's usage meter
 	// saw, for metrics and its summary event.
 	req      router.Request
+	replica  string // the replica that serves it, when its model has replicas
 	waited   time.Duration
 	loadWait time.Duration // the part of waited its model was loading
 	usage    *usage

@@ -97,6 +97,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, req router.Reques
 		return
 	}
 	ex.req, ex.waited, ex.loadWait, ex.usage = req, time.Since(waitStart), grant.LoadWait, &usage{sent: time.Now()}
+	ex.replica = grant.Replica
 	mm := s.metrics.model(req.Model)
 	mm.queueWait.Observe(ex.waited.Seconds())
 	mm.inFlight.Inc()

@@ -169,11 +169,10 @@ func (fx *effects) GrantServe(id sdk.RequestID, name string) bool {
 // grants and the warm path (warm.go) both end here.
 func (r *Router) serve(w *waiter, m *model) bool {
 	id, name := w.id, m.name
-	asked := w.asked
-	if asked == "" {
-		asked = name
+	g := &Grant{Model: name, Upstream: m.inst.Upstream(), LoadWait: loadWait(w.arrived, r.cfg.Clock(), m)}
+	if w.asked != "" { // routed to one of the model's replicas
+		g.Model, g.Replica = w.asked, name
 	}
-	g := &Grant{Model: asked, Replica: name, Upstream: m.inst.Upstream(), LoadWait: loadWait(w.arrived, r.cfg.Clock(), m)}
 	g.release = func() { r.exec.release(serveDone{id: id, model: name}) }
 	if !r.deliver(w, result{grant: g}) {
 		return false

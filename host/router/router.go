@@ -129,8 +129,9 @@ type Progress struct {
 // no-ops); until then the model counts the request as in flight and is never
 // evicted (DESIGN.md rule 6).
 type Grant struct {
-	// Model is the model the request asked for; Replica the row that
-	// serves it: Model itself, or one of its replicas ("model@2").
+	// Model is the model the request asked for. Replica is, for a model
+	// with replicas, the one that serves it (Model itself for replica 1,
+	// else "model@2"…); empty for a model without.
 	Model    string
 	Replica  string
 	Upstream *url.URL

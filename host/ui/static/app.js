@@ -177,7 +177,7 @@ function Activity({ rows }) {
     <tr><th>Time</th><th>Model</th><th>Client</th><th class="num">Status</th><th class="num">Wait</th><th class="num">TTFT</th>
       <th class="num">In</th><th class="num">Out</th><th class="num">Tok/s</th><th class="num">Duration</th></tr>
     ${shown.map((r) => html`<tr data-request=${r.id}>
-      <td>${fmtTime(r.time)}</td><td>${r.model}</td><td>${r.client || '–'}</td>
+      <td>${fmtTime(r.time)}</td><td>${r.model}${r.replica ? html` <span class="muted" data-replica=${r.replica}>${r.replica}</span>` : ''}</td><td>${r.client || '–'}</td>
       <td class=${'num' + (r.status >= 400 ? ' err' : '')} title=${r.error || ''}>${r.status}</td>
       <td class="num">${fmtS(r.queue_wait_s)}</td><td class="num">${fmtS(r.ttft_s)}</td>
       <td class="num">${r.prompt_tokens}</td><td class="num">${r.completion_tokens}</td>
