@@ -61,6 +61,11 @@ func TestServe_ReplicasBalanceABurst(t *testing.T) {
 	if strings.Contains(models, "big@2") {
 		t.Fatalf("/v1/models lists a replica: %s", models)
 	}
+	_, running := s.get("/running")
+	if !strings.Contains(running, `"model":"big","state":"ready"`) || !strings.Contains(running, `"replica_state":"ModelAvailable"`) ||
+		strings.Contains(running, `"model":"big@2"`) {
+		t.Fatalf("/running: %s", running)
+	}
 	before := s.replicas("big")
 	const requests, clients = 24, 8
 	var wg sync.WaitGroup

@@ -74,13 +74,17 @@ func (s *Server) listModels(w http.ResponseWriter, r *http.Request) {
 	}{"list", data})
 }
 
-// runningModel is one entry of GET /running, llama-swap's shape.
+// runningModel is one entry of GET /running, llama-swap's shape; a model
+// with replicas adds its Seldon-style state and its replicas (as in
+// /api/models), State being the most available of theirs.
 type runningModel struct {
-	Model       string `json:"model"`
-	State       string `json:"state"`
-	Proxy       string `json:"proxy,omitempty"`
-	Name        string `json:"name,omitempty"`
-	Description string `json:"description,omitempty"`
+	Model        string                 `json:"model"`
+	State        string                 `json:"state"`
+	Proxy        string                 `json:"proxy,omitempty"`
+	Name         string                 `json:"name,omitempty"`
+	Description  string                 `json:"description,omitempty"`
+	ReplicaState string                 `json:"replica_state,omitempty"`
+	Replicas     []router.ReplicaStatus `json:"replicas,omitempty"`
 }
 
 // running is GET /running: the models with a process (starting, ready or
@@ -93,7 +97,7 @@ func (s *Server) running(w http.ResponseWriter, r *http.Request) {
 		default:
 			continue
 		}
-		rm := runningModel{Model: m.Model, State: m.State, Proxy: m.Upstream}
+		rm := runningModel{Model: m.Model, State: m.State, Proxy: m.Upstream, ReplicaState: m.ReplicaState, Replicas: m.Replicas}
 		if e := s.catalog.Load().lookup(m.Model); e != nil {
 			rm.Name, rm.Description = e.Name, e.Description
 		}
