@@ -504,7 +504,8 @@ func (s *scheduler) requeue(rs ...request) {
 
 // OnServeDone drains the queue when the model has become idle (requests
 // that would have evicted it may now proceed) or when it has a free slot
-// under its concurrency limit that a queued request wants.
+// under its concurrency limit that a queued request wants (one for it or
+// for another replica of its model).
 func (s *scheduler) OnServeDone(ev sdk.ServeDoneEvent) {
 	s.age(ev.Now)
 	if len(s.queue) == 0 {
@@ -512,9 +513,20 @@ func (s *scheduler) OnServeDone(ev sdk.ServeDoneEvent) {
 	}
 	info, ok := s.fx.ModelState(ev.Model)
 	if !ok || info.InFlight == 0 ||
-		info.InFlight < concurrencyLimit(&info) && slices.ContainsFunc(s.queue, func(r request) bool { return r.model == ev.Model }) {
+		info.InFlight < concurrencyLimit(&info) && s.wanted(ev.Model) {
 		s.drain(ev.Now)
 	}
+}
+
+// wanted reports whether a queued request could take a free slot of
+// model: one for it, or for another replica of its model (it may be
+// served here, replicas.go).
+func (s *scheduler) wanted(model string) bool {
+	if slices.ContainsFunc(s.queue, func(r request) bool { return r.model == model }) {
+		return true
+	}
+	set := s.replicaSet(model)
+	return set != nil && slices.ContainsFunc(s.queue, func(r request) bool { return slices.Contains(set.Replicas, r.model) })
 }
 
 // OnCancel forgets a caller that left. It never starts a swap; a swap whose

@@ -69,6 +69,25 @@ func init() {
 			},
 		},
 		scenario{
+			name:    "replicas: a slot freed on one replica serves a request queued on its sibling",
+			models:  []sdk.ModelInfo{{Name: "r", State: sdk.StateReady, ConcurrencyLimit: 1}, {Name: "r@2", State: sdk.StateReady, ConcurrencyLimit: 2}, {Name: "x"}},
+			swapper: noEvictions,
+			run: func(t *testing.T, h *policytest.Host) {
+				replicaBox(h, 1)
+				h.Request(1, "r@2")
+				h.Request(2, "r@2")
+				h.Request(3, "r")
+				h.Request(4, "r") // r and r@2 full: queued
+				if pos, ok := h.QueuePosition(4); !ok || pos != 1 {
+					t.Fatalf("request 4: %s, want queued", h.Outcome(4))
+				}
+				h.ServeDone(1) // r@2 has a free slot, and is not idle
+				if got := grantedOn(h, 4); got != "r@2" {
+					t.Fatalf("request 4 granted on %q after r@2 freed a slot, want r@2", got)
+				}
+			},
+		},
+		scenario{
 			name:    "replicas: no scale-out that would evict another model",
 			models:  replicaModels(sdk.StateStopped),
 			swapper: policytest.EvictAll,
