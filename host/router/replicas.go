@@ -239,7 +239,7 @@ func (l *loopState) foldReplicas(rows []ModelStatus) []ModelStatus {
 	for i, st := range rows {
 		byName[st.Model] = i
 	}
-	out := rows[:0]
+	out := make([]ModelStatus, 0, len(rows))
 	for _, st := range rows {
 		set := l.replicaSetOf(st.Model)
 		if set == nil {
