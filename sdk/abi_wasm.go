@@ -58,6 +58,12 @@ func hostRunningModels(buf unsafe.Pointer, limit uint32) int32
 //go:wasmimport loadout_v2 snapshot
 func hostSnapshot(buf unsafe.Pointer, limit uint32) int32
 
+// snapshot_delta is optional (docs/ABI.md, "Snapshot deltas"): the host
+// sends the models that changed since generation base (0: all of them).
+//
+//go:wasmimport loadout_v2 snapshot_delta
+func hostSnapshotDelta(base uint64, buf unsafe.Pointer, limit uint32) int32
+
 //go:wasmimport loadout_v2 plan
 func hostPlan(p unsafe.Pointer, n uint32, buf unsafe.Pointer, limit uint32) int32
 
@@ -154,8 +160,43 @@ func (wasmEffects) Snapshot() Snapshot {
 	}
 }
 
-// SnapshotInto is Snapshot decoded into dst's storage (sdk.ReadSnapshot).
-func (wasmEffects) SnapshotInto(dst *Snapshot) {
+// SnapshotInto is Snapshot decoded into dst's storage (sdk.ReadSnapshot),
+// through snapshot_delta when the host has it.
+func (fx wasmEffects) SnapshotInto(dst *Snapshot) { fx.SnapshotChangesInto(dst, nil) }
+
+// deltas tracks the snapshot the last snapshot_delta reply was applied to;
+// noDeltas is set once the host refused the import (ErrNotAllowed).
+var (
+	deltas   deltaReader
+	noDeltas bool
+)
+
+// SnapshotChangesInto reads the models that changed since dst's generation
+// into dst (sdk.ReadSnapshotChanges), or the whole snapshot through the
+// snapshot import when the host does not send deltas or the reply is not
+// one dst can take.
+func (wasmEffects) SnapshotChangesInto(dst *Snapshot, changed []int) ([]int, bool) {
+	for !noDeltas {
+		base := deltas.base(dst)
+		n := hostSnapshotDelta(base, bytesPtr(scratch), uint32(len(scratch)))
+		b, retry, ok := reply(n)
+		if retry {
+			continue
+		}
+		if !ok {
+			if ResultError(n) == ErrNotAllowed {
+				noDeltas = true
+			}
+			break
+		}
+		var all bool
+		var err error
+		if changed, all, err = deltas.apply(b, dst, base, changed); err == nil {
+			return changed, all
+		}
+		break
+	}
+	deltas.forget()
 	for {
 		b, retry, ok := reply(hostSnapshot(bytesPtr(scratch), uint32(len(scratch))))
 		if retry {
@@ -164,7 +205,7 @@ func (wasmEffects) SnapshotInto(dst *Snapshot) {
 		if !ok || decodeMessage(b, dst) != nil {
 			dst.Now, dst.Models, dst.GPUs = 0, dst.Models[:0], dst.GPUs[:0]
 		}
-		return
+		return changed, true
 	}
 }
 

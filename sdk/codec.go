@@ -500,31 +500,11 @@ func decodeModels(d *decoder, reuse []ModelInfo) []ModelInfo {
 func (m *Snapshot) encode(e *encoder) {
 	e.i64(m.Now)
 	encodeModels(e, m.Models)
-	e.u32(uint32(len(m.GPUs)))
-	for _, g := range m.GPUs {
-		e.i32(g.Index)
-		e.str(g.Name)
-		e.u64(g.Total)
-		e.u64(g.Free)
-		e.u64(g.Leased)
-	}
+	encodeGPUs(e, m.GPUs)
 }
 
 func (m *Snapshot) decode(d *decoder) {
 	m.Now = d.i64()
 	m.Models = decodeModels(d, m.Models)
-	n := d.count(4+4+8+8+8, "gpu list")
-	if n == 0 {
-		m.GPUs = nil
-		return
-	}
-	m.GPUs = grow(m.GPUs, n)
-	for i := range m.GPUs {
-		g := &m.GPUs[i]
-		g.Index = d.i32()
-		g.Name = d.str()
-		g.Total = d.u64()
-		g.Free = d.u64()
-		g.Leased = d.u64()
-	}
+	m.GPUs = decodeGPUs(d, m.GPUs)
 }

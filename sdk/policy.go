@@ -273,11 +273,52 @@ type SnapshotReader interface {
 // it each time: in Go compiled to Wasm each allocation costs about 1.3 µs
 // (docs/RATIONALE.md), and a snapshot allocates one list per loaded model.
 // Keep *dst in the policy and read it again on every call; slices taken
-// from an earlier read are overwritten. Otherwise it is *dst = h.Snapshot().
+// from an earlier read are overwritten. Through Wasm only the models that
+// changed since the previous read into *dst cross the ABI (see
+// ReadSnapshotChanges, whose rules apply: never modify *dst's contents).
+// Otherwise it is *dst = h.Snapshot().
 func ReadSnapshot(h Host, dst *Snapshot) {
 	if r, ok := h.(SnapshotReader); ok {
 		r.SnapshotInto(dst)
 		return
 	}
 	*dst = h.Snapshot()
+}
+
+// SnapshotChangesReader is implemented by a Host that can say which models
+// changed since the snapshot a caller already holds (the Go SDK's Wasm
+// glue, through the snapshot_delta import: the host sends only the models
+// that changed). Use it through ReadSnapshotChanges.
+type SnapshotChangesReader interface {
+	// SnapshotChangesInto is SnapshotReader.SnapshotInto that also appends
+	// to changed the positions in dst.Models of the models it overwrote,
+	// ascending, and returns the extended slice; all is true when every
+	// model must be taken as changed (then changed may hold any subset).
+	SnapshotChangesInto(dst *Snapshot, changed []int) (out []int, all bool)
+}
+
+// ReadSnapshotChanges is ReadSnapshot that also says what changed since
+// the previous read into *dst: it appends to changed the positions in
+// dst.Models of the models whose values may differ from those *dst held
+// before the call and returns the extended slice, or all=true when every
+// model must be taken as changed — the first read into *dst, a host that
+// does not send deltas (sdk/policytest's Host, a native host), or after
+// anything replaced *dst's lists. A model added or removed by a reload
+// shows as the positions from where the lists differ on, and len(dst.Models)
+// changes; the GPUs are always current and carry no change list. Now is
+// always current.
+//
+// Through Wasm (the Go SDK's glue) the host sends only the models that
+// changed, and the guest decodes only those: a plan that reads a snapshot
+// of 100 models where none changed decodes none of them. For that, *dst
+// must hold exactly what the previous ReadSnapshot or ReadSnapshotChanges
+// into it left there: keep it in the policy, read it on every call, and
+// never modify its contents (replacing *dst as a whole is fine: the next
+// read is then whole). Slices taken from it are overwritten by later reads.
+func ReadSnapshotChanges(h Host, dst *Snapshot, changed []int) ([]int, bool) {
+	if r, ok := h.(SnapshotChangesReader); ok {
+		return r.SnapshotChangesInto(dst, changed)
+	}
+	ReadSnapshot(h, dst)
+	return changed, true
 }

@@ -127,9 +127,9 @@ type hostImport struct {
 }
 
 // hostImports returns module loadout_v2's functions, exactly those of
-// docs/ABI.md. Pointers and lengths are i32; request ids i64. A module
-// imports only those it uses, so one added later (admit) is optional:
-// modules built before it load unchanged.
+// docs/ABI.md. Pointers and lengths are i32; request ids and generations
+// i64. A module imports only those it uses, so one added later (admit,
+// snapshot_delta) is optional: modules built before it load unchanged.
 func hostImports() []hostImport {
 	p := func(t ...api.ValueType) []api.ValueType { return t }
 	r32 := p(i32)
@@ -144,6 +144,7 @@ func hostImports() []hostImport {
 		{"model_state", funcType{p(i32, i32, i32, i32), r32}, importModelState},
 		{"running_models", funcType{p(i32, i32), r32}, importRunningModels},
 		{"snapshot", funcType{p(i32, i32), r32}, importSnapshot},
+		{"snapshot_delta", funcType{p(i64, i32, i32), r32}, importSnapshotDelta},
 		{"plan", funcType{p(i32, i32, i32, i32), r32}, importPlan},
 		{"admit", funcType{p(i32, i32, i32, i32), r32}, importAdmit},
 		{"replicas", funcType{p(i32, i32, i32, i32), r32}, importReplicas},

@@ -83,6 +83,7 @@ var cParams = map[string][]string{
 	"model_state":        {"name", "name_len", "buf", "limit"},
 	"running_models":     {"buf", "limit"},
 	"snapshot":           {"buf", "limit"},
+	"snapshot_delta":     {"base", "buf", "limit"},
 	"plan":               {"target", "target_len", "buf", "limit"},
 	"admit":              {"model", "model_len", "limit", "flags"},
 	"replicas":           {"name", "name_len", "buf", "limit"},
@@ -92,7 +93,7 @@ var cParams = map[string][]string{
 func cType(name string, t api.ValueType) (string, error) {
 	var c string
 	switch {
-	case name == "id":
+	case name == "id" || name == "base":
 		c = "uint64_t"
 	case name == "buf":
 		c = "void *"
@@ -185,6 +186,7 @@ func cHeader() (string, error) {
 		{"LOADOUT_MSG_STOP_REQUEST", int64(wire.MsgStopRequest), "StopRequest: models [str]"},
 		{"LOADOUT_MSG_JOB_PLAN_REQUEST", int64(wire.MsgJobPlanRequest), "JobPlanRequest, to plan: now i64, job str, gpus u32, priority i32, candidates [i32], running [str]; answer STATUS_NO_POLICY to leave jobs to the host"},
 		{"LOADOUT_MSG_REPLICA_SET", int64(wire.MsgReplicaSet), "ReplicaSet, the replicas import's reply: model str, min u32, max u32, replicas [str]"},
+		{"LOADOUT_MSG_SNAPSHOT_DELTA", int64(wire.MsgSnapshotDelta), "SnapshotDelta, from snapshot_delta: now i64, base u64, gen u64, total u32, changed [position u32 + ModelInfo fields], gpus_changed bool, then the gpus list as in Snapshot only if gpus_changed"},
 	}
 	if err := checkAllKinds(kinds); err != nil {
 		return "", err

@@ -54,10 +54,11 @@ type instance struct {
 	started time.Time     // when the current stretch of guest time started
 	busy    bool          // a call is in progress
 
-	pure    bool   // a swapper whose plan_is_pure returned 1 after init
-	errText []byte // set_error text of the current call
-	logs    int    // log lines this call
-	dropped int    // log lines dropped this call
+	pure    bool         // a swapper whose plan_is_pure returned 1 after init
+	sent    sentSnapshot // what snapshot_delta last sent this instance
+	errText []byte       // set_error text of the current call
+	logs    int          // log lines this call
+	dropped int          // log lines dropped this call
 	out     guestOutput
 }
 

@@ -42,6 +42,7 @@
 #define LOADOUT_MSG_STOP_REQUEST     16 /* StopRequest: models [str] */
 #define LOADOUT_MSG_JOB_PLAN_REQUEST 17 /* JobPlanRequest, to plan: now i64, job str, gpus u32, priority i32, candidates [i32], running [str]; answer STATUS_NO_POLICY to leave jobs to the host */
 #define LOADOUT_MSG_REPLICA_SET      18 /* ReplicaSet, the replicas import's reply: model str, min u32, max u32, replicas [str] */
+#define LOADOUT_MSG_SNAPSHOT_DELTA   19 /* SnapshotDelta, from snapshot_delta: now i64, base u64, gen u64, total u32, changed [position u32 + ModelInfo fields], gpus_changed bool, then the gpus list as in Snapshot only if gpus_changed */
 
 /* Export statuses: the high 32 bits of an event export's i64 result; the low 32 bits are the output's length. */
 #define LOADOUT_STATUS_OK        0
@@ -114,6 +115,7 @@ LOADOUT_IMPORT(set_queue_position) int32_t loadout_host_set_queue_position(uint6
 LOADOUT_IMPORT(model_state) int32_t loadout_host_model_state(const void *name, uint32_t name_len, void *buf, uint32_t limit);
 LOADOUT_IMPORT(running_models) int32_t loadout_host_running_models(void *buf, uint32_t limit);
 LOADOUT_IMPORT(snapshot) int32_t loadout_host_snapshot(void *buf, uint32_t limit);
+LOADOUT_IMPORT(snapshot_delta) int32_t loadout_host_snapshot_delta(uint64_t base, void *buf, uint32_t limit);
 LOADOUT_IMPORT(plan) int32_t loadout_host_plan(const void *target, uint32_t target_len, void *buf, uint32_t limit);
 LOADOUT_IMPORT(admit) int32_t loadout_host_admit(const void *model, uint32_t model_len, uint32_t limit, int32_t flags);
 LOADOUT_IMPORT(replicas) int32_t loadout_host_replicas(const void *name, uint32_t name_len, void *buf, uint32_t limit);

@@ -52,6 +52,10 @@ const (
 	// MsgReplicaSet (sdk.ReplicaSet) is the reply of the optional
 	// `replicas` import (issue 15), added in version 2 like `admit`.
 	MsgReplicaSet Kind = 18
+	// MsgSnapshotDelta (sdk.SnapshotDelta) is the reply of the optional
+	// snapshot_delta import, which also came after version 2's first
+	// release: a module that does not import it never receives one.
+	MsgSnapshotDelta Kind = 19
 )
 
 // HeaderSize is the size of a message's header (version, kind) in bytes.

@@ -71,6 +71,11 @@ var messages = []message{
 		&sdk.StopRequest{Models: []string{"a"}}},
 	{"job_plan_request", wire.MsgJobPlanRequest, func() any { return new(sdk.JobPlanRequest) },
 		&sdk.JobPlanRequest{Now: 17, Job: "sft-20260301-142501-9f2c", GPUs: 2, Priority: -1, Candidates: []int32{0, 2, 3}, Running: []string{"a", "c"}}},
+	{"replica_set", wire.MsgReplicaSet, func() any { return new(sdk.ReplicaSet) },
+		&sdk.ReplicaSet{Model: "llama-8b", Min: 1, Max: 3, Replicas: []string{"llama-8b", "llama-8b@2", "llama-8b@3"}}},
+	{"snapshot_delta", wire.MsgSnapshotDelta, func() any { return new(sdk.SnapshotDelta) },
+		&sdk.SnapshotDelta{Now: 18, Base: 41, Gen: 42, Total: 3, Changed: []uint32{0, 2}, Models: []sdk.ModelInfo{model, {Name: "added"}},
+			GPUsChanged: true, GPUs: []sdk.GPUInfo{{Index: 1, Name: "NVIDIA H100 80GB HBM3", Total: 80 << 30, Free: 74 << 30, Leased: 6 << 30}}}},
 }
 
 func TestCodec_CoversEveryKind(t *testing.T) {
@@ -82,8 +87,8 @@ func TestCodec_CoversEveryKind(t *testing.T) {
 			t.Errorf("%s: header % x, want version %d kind %d", m.name, b[:2], sdk.ABIVersion, m.kind)
 		}
 	}
-	if len(messages) != int(wire.MsgJobPlanRequest) {
-		t.Errorf("%d kinds tested, want %d", len(messages), wire.MsgJobPlanRequest)
+	if len(messages) != int(wire.MsgSnapshotDelta) {
+		t.Errorf("%d kinds tested, want %d", len(messages), wire.MsgSnapshotDelta)
 	}
 }
 
