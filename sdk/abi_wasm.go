@@ -114,6 +114,15 @@ var (
 	replyError error
 )
 
+// ModelState's reply is decoded into replyInfo, whose Devices and Leased
+// storage is reused; what is handed out is infoDevices and infoLeased, the
+// last lists handed out, which are never written again: a model's devices
+// rarely change between reads, so reading one model costs no allocation.
+var (
+	infoDevices []int32
+	infoLeased  []uint64
+)
+
 func (wasmEffects) ModelState(model string) (ModelInfo, bool) {
 	for {
 		n := hostModelState(strPtr(model), uint32(len(model)), bytesPtr(scratch), uint32(len(scratch)))
@@ -124,11 +133,13 @@ func (wasmEffects) ModelState(model string) (ModelInfo, bool) {
 		if !ok {
 			return ModelInfo{}, false
 		}
-		replyInfo = ModelInfo{}
 		if decodeMessage(b, &replyInfo) != nil {
 			return ModelInfo{}, false
 		}
-		return replyInfo, true
+		info := replyInfo
+		info.Devices = handOut(&infoDevices, replyInfo.Devices)
+		info.Leased = handOut(&infoLeased, replyInfo.Leased)
+		return info, true
 	}
 }
 

@@ -228,13 +228,21 @@ var (
 const maxInterned = 4096
 
 func intern(p []byte) string {
-	if s, ok := internTable[string(p)]; ok {
+	if len(p) == 0 {
+		return ""
+	}
+	slot := &internFront[frontSlot(p)]
+	if s := *slot; sameBytes(stringBytes(s), p) {
 		return s
 	}
-	s := string(p)
-	if len(internTable) < maxInterned {
-		internTable[s] = s
+	s, ok := internTable[string(p)]
+	if !ok {
+		s = string(p)
+		if len(internTable) < maxInterned {
+			internTable[s] = s
+		}
 	}
+	*slot = s
 	return s
 }
 
@@ -381,8 +389,16 @@ func (m *PlanRequest) encode(e *encoder) { e.i64(m.Now); e.str(m.Target); e.strs
 func (m *PlanRequest) decode(d *decoder) {
 	m.Now = d.i64()
 	m.Target = d.str()
-	m.Running = d.strs()
+	if internStrings {
+		m.Running = planRunning.decode(d)
+	} else {
+		m.Running = d.strs()
+	}
 }
+
+// planRunning keeps the guest's last plan request's running set (the guest
+// is single-threaded; see internStrings).
+var planRunning tailStrs
 
 func (m *JobPlanRequest) encode(e *encoder) {
 	e.i64(m.Now)

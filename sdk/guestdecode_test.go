@@ -1,0 +1,119 @@
+package sdk
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+)
+
+// sameBytes agrees with == on every length around its word and block
+// sizes, with a difference at every position.
+func TestSameBytes(t *testing.T) {
+	for n := range 200 {
+		a := make([]byte, n)
+		for i := range a {
+			a[i] = byte(i*7 + n)
+		}
+		b := slices.Clone(a)
+		if !sameBytes(a, b) {
+			t.Fatalf("n=%d: equal bytes compare unequal", n)
+		}
+		for i := range n {
+			b[i]++
+			if sameBytes(a, b) {
+				t.Fatalf("n=%d: a difference at %d is not seen", n, i)
+			}
+			b[i]--
+		}
+		if n > 0 && sameBytes(a, b[:n-1]) {
+			t.Fatalf("n=%d: different lengths compare equal", n)
+		}
+	}
+}
+
+// intern returns a string equal to its argument whatever the front cache
+// holds, and the same string for the same bytes.
+func TestIntern_FrontCache(t *testing.T) {
+	internStrings, internTable = true, map[string]string{}
+	defer func() { internStrings, internTable, internFront = false, nil, [len(internFront)]string{} }()
+	for round := range 3 {
+		for i := range 2000 {
+			name := fmt.Sprintf("model-%02d", i)
+			if i%3 == 0 {
+				name = name[:1+i%8]
+			}
+			got := intern([]byte(name))
+			if got != name {
+				t.Fatalf("round %d: intern(%q) = %q", round, name, got)
+			}
+			if i < maxInterned && round > 0 && stringBytes(got) != nil && &stringBytes(got)[0] != &stringBytes(internTable[name])[0] {
+				t.Fatalf("intern(%q) is not the interned string", name)
+			}
+		}
+	}
+	if intern(nil) != "" {
+		t.Fatal("intern of nothing is not empty")
+	}
+}
+
+// A plan request's running set decoded again is the same list, handed out
+// as a copy that costs no allocation after the first; a list handed out
+// never holds another running set, through any later decode.
+func TestPlanRequest_RunningReused(t *testing.T) {
+	internStrings, internTable = true, map[string]string{}
+	defer func() { internStrings, internTable, planRunning = false, nil, tailStrs{} }()
+	one := appendMessage(nil, &PlanRequest{Now: 1, Target: "t", Running: []string{"a", "b", "c"}})
+	two := appendMessage(nil, &PlanRequest{Now: 2, Target: "t", Running: []string{"a", "c"}})
+	var q PlanRequest
+	decode := func(msg []byte) []string {
+		t.Helper()
+		if err := decodeMessage(msg, &q); err != nil {
+			t.Fatal(err)
+		}
+		return q.Running
+	}
+	first := decode(one)
+	second := decode(one)
+	if !slices.Equal(first, []string{"a", "b", "c"}) || !slices.Equal(second, first) {
+		t.Fatalf("decoded %v then %v", first, second)
+	}
+	if n := testing.AllocsPerRun(50, func() { decode(one) }); n != 0 {
+		t.Fatalf("decoding the same running set again allocated %v times", n)
+	}
+	second[0] = "changed by the policy"
+	if third := decode(one); !slices.Equal(third, []string{"a", "b", "c"}) {
+		t.Fatalf("after a policy wrote to its list, decoded %v", third)
+	}
+	if got := decode(two); !slices.Equal(got, []string{"a", "c"}) {
+		t.Fatalf("a new running set decoded as %v", got)
+	}
+	if got := decode(one); !slices.Equal(got, []string{"a", "b", "c"}) {
+		t.Fatalf("the first set again decoded as %v", got)
+	}
+	if !slices.Equal(first, []string{"a", "b", "c"}) || !slices.Equal(second, first) {
+		t.Fatalf("a list handed out was written with another set: %v, %v", first, second)
+	}
+	if got := decode(appendMessage(nil, &PlanRequest{Now: 3, Target: "t"})); got != nil {
+		t.Fatalf("an empty running set decoded as %#v", got)
+	}
+	if got := decode(appendMessage(nil, &PlanRequest{Now: 4, Target: "t"})); got != nil {
+		t.Fatalf("an empty running set again decoded as %#v", got)
+	}
+}
+
+// handOut hands out the same list while it is equal, and a new one when
+// it differs, never writing one it handed out.
+func TestHandOut(t *testing.T) {
+	var last []int32
+	a := handOut(&last, []int32{1, 2})
+	if b := handOut(&last, []int32{1, 2}); &b[0] != &a[0] {
+		t.Fatal("an equal list was copied again")
+	}
+	c := handOut(&last, []int32{1, 3})
+	if !slices.Equal(a, []int32{1, 2}) || !slices.Equal(c, []int32{1, 3}) {
+		t.Fatalf("handed out %v then %v", a, c)
+	}
+	if handOut(&last, nil) != nil {
+		t.Fatal("an empty list is not nil")
+	}
+}
