@@ -3,6 +3,7 @@ package sdk
 import (
 	"encoding/binary"
 	"fmt"
+	"github.com/loadout-dev/loadout/sdk/internal/bytewise"
 	"github.com/loadout-dev/loadout/sdk/wire"
 )
 
@@ -232,7 +233,7 @@ func intern(p []byte) string {
 		return ""
 	}
 	slot := &internFront[frontSlot(p)]
-	if s := *slot; sameBytes(stringBytes(s), p) {
+	if s := *slot; bytewise.Equal(stringBytes(s), p) {
 		return s
 	}
 	s, ok := internTable[string(p)]

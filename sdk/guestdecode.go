@@ -1,6 +1,10 @@
 package sdk
 
-import "unsafe"
+import (
+	"unsafe"
+
+	"github.com/loadout-dev/loadout/sdk/internal/bytewise"
+)
 
 // Shortcuts for decoding in the guest. In Go compiled to Wasm under the
 // host's per-call deadline, every function call and every taken jump
@@ -9,54 +13,8 @@ import "unsafe"
 // cost of guest code is roughly the number of calls and iterations it
 // makes. runtime.memequal compares one byte per iteration and a map lookup
 // of a string hashes it a few bytes per iteration: these helpers compare
-// and hash a word or 64 bytes at a time, in straight-line code.
-
-// load64 reads the 8 bytes at p+i, little-endian (Wasm and every host the
-// SDK runs on read unaligned words).
-func load64(p unsafe.Pointer, i int) uint64 { return *(*uint64)(unsafe.Add(p, i)) }
-func load32(p unsafe.Pointer, i int) uint32 { return *(*uint32)(unsafe.Add(p, i)) }
-func load16(p unsafe.Pointer, i int) uint16 { return *(*uint16)(unsafe.Add(p, i)) }
-
-// sameBytes reports whether a and b hold the same bytes: 64 bytes per
-// iteration, then a word at a time, then one overlapping load for the
-// tail.
-func sameBytes(a, b []byte) bool {
-	n := len(a)
-	if n != len(b) {
-		return false
-	}
-	if n == 0 {
-		return true
-	}
-	pa, pb := unsafe.Pointer(unsafe.SliceData(a)), unsafe.Pointer(unsafe.SliceData(b))
-	if pa == pb {
-		return true
-	}
-	switch {
-	case n < 2:
-		return *(*byte)(pa) == *(*byte)(pb)
-	case n < 4:
-		return load16(pa, 0) == load16(pb, 0) && load16(pa, n-2) == load16(pb, n-2)
-	case n < 8:
-		return load32(pa, 0) == load32(pb, 0) && load32(pa, n-4) == load32(pb, n-4)
-	}
-	i := 0
-	for ; i+64 <= n; i += 64 {
-		// (^ and | bind alike in Go: every xor needs its parentheses.)
-		if (load64(pa, i)^load64(pb, i))|(load64(pa, i+8)^load64(pb, i+8))|
-			(load64(pa, i+16)^load64(pb, i+16))|(load64(pa, i+24)^load64(pb, i+24))|
-			(load64(pa, i+32)^load64(pb, i+32))|(load64(pa, i+40)^load64(pb, i+40))|
-			(load64(pa, i+48)^load64(pb, i+48))|(load64(pa, i+56)^load64(pb, i+56)) != 0 {
-			return false
-		}
-	}
-	for ; i+8 <= n; i += 8 {
-		if load64(pa, i) != load64(pb, i) {
-			return false
-		}
-	}
-	return load64(pa, n-8) == load64(pb, n-8)
-}
+// (package bytewise) and hash a word or 64 bytes at a time, in
+// straight-line code.
 
 // stringBytes is s's bytes, not to be written.
 func stringBytes(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }
@@ -73,9 +31,9 @@ func frontSlot(p []byte) int {
 	case n < 4:
 		w = uint64(*(*byte)(ptr)) | uint64(*(*byte)(unsafe.Add(ptr, n-1)))<<8 | uint64(*(*byte)(unsafe.Add(ptr, n/2)))<<16
 	case n < 8:
-		w = uint64(load32(ptr, 0)) | uint64(load32(ptr, n-4))<<32
+		w = uint64(bytewise.Load32(ptr, 0)) | uint64(bytewise.Load32(ptr, n-4))<<32
 	default:
-		w = load64(ptr, 0) ^ (load64(ptr, n-8) * 0xff51afd7ed558ccd)
+		w = bytewise.Load64(ptr, 0) ^ (bytewise.Load64(ptr, n-8) * 0xff51afd7ed558ccd)
 	}
 	w ^= uint64(n)
 	return int((w * 0x9e3779b97f4a7c15) >> (64 - internFrontBits))
@@ -104,7 +62,7 @@ type tailStrs struct {
 // message.
 func (c *tailStrs) decode(d *decoder) []string {
 	rest := d.b[d.off:]
-	if len(c.raw) > 0 && sameBytes(rest, c.raw) {
+	if len(c.raw) > 0 && bytewise.Equal(rest, c.raw) {
 		d.off = len(d.b)
 		if c.list == nil {
 			return nil

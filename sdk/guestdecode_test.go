@@ -6,31 +6,6 @@ import (
 	"testing"
 )
 
-// sameBytes agrees with == on every length around its word and block
-// sizes, with a difference at every position.
-func TestSameBytes(t *testing.T) {
-	for n := range 200 {
-		a := make([]byte, n)
-		for i := range a {
-			a[i] = byte(i*7 + n)
-		}
-		b := slices.Clone(a)
-		if !sameBytes(a, b) {
-			t.Fatalf("n=%d: equal bytes compare unequal", n)
-		}
-		for i := range n {
-			b[i]++
-			if sameBytes(a, b) {
-				t.Fatalf("n=%d: a difference at %d is not seen", n, i)
-			}
-			b[i]--
-		}
-		if n > 0 && sameBytes(a, b[:n-1]) {
-			t.Fatalf("n=%d: different lengths compare equal", n)
-		}
-	}
-}
-
 // intern returns a string equal to its argument whatever the front cache
 // holds, and the same string for the same bytes.
 func TestIntern_FrontCache(t *testing.T) {

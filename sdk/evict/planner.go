@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/loadout-dev/loadout/sdk"
+	"github.com/loadout-dev/loadout/sdk/internal/bytewise"
 	"github.com/loadout-dev/loadout/sdk/placement"
 	sdksettings "github.com/loadout-dev/loadout/sdk/settings"
 )
@@ -26,6 +27,11 @@ type Victim struct {
 	Class   Class
 	VRAM    uint64 // bytes it gives back: its lease, else measured, else estimated
 	chosen  bool
+	// For a victim on one GPU (or none, on a one-GPU box): 1 + that GPU's
+	// position in the snapshot and the bytes credit gives back there; 0
+	// otherwise (credit then works them out from Model).
+	on1   int
+	bytes uint64
 }
 
 // Planner makes the plans of a VRAM-aware router. The zero value with
@@ -38,12 +44,17 @@ type Planner struct {
 	// its VRAM figure.
 	Margin uint64
 	// Eligible reports whether the running model m may be evicted at all
-	// to load target. nil: any model but a pinned one.
+	// to load target. nil: any model but a pinned one. It must depend on
+	// target's and m's fields only: the planner keeps its answers between
+	// plans while neither changed (ranking.go).
 	Eligible func(target, m *sdk.ModelInfo) bool
 	// Order is the eviction order, like cmp.Compare: negative when a goes
 	// first. It should order by Class first (stopping, idle, busy): a
 	// busy victim makes the scheduler wait. Ties it leaves are broken by
-	// the running set's order (by name).
+	// the running set's order (by name). It must be a consistent order
+	// (a strict weak order, as for slices.SortStableFunc) of a's and b's
+	// fields only: the planner keeps the candidates sorted between plans
+	// and inserts a changed one by binary search.
 	Order func(a, b *Victim) int
 	// Kept says, in the error of a model that does not fit, which models
 	// Eligible keeps ("pinned and higher-priority models are never
@@ -54,12 +65,13 @@ type Planner struct {
 	snap    sdk.Snapshot       // the plan's snapshot, read into the same storage each time
 	gpus    []sdk.GPUInfo      // the snapshot's GPUs
 	free    []uint64           // by GPU position: free bytes once the chosen victims are gone
-	cands   []Victim           // running models that may be evicted, in eviction order
+	cands   []Victim           // running models that may be evicted, in eviction order (kept between plans)
 	placer  placement.Placer   // place's scratch
 	devices []placement.Device // place's input: the GPUs with free
-	chosen  []bool             // by position in the running set: evicted
+	chosen  []int              // the victims' positions in the running set, ascending
 	evict   []string           // the plan's Evict
 	devs    []int32            // the plan's Devices
+	rk      ranking            // what p.cands was built from (ranking.go)
 }
 
 // VRAM is a model's footprint in bytes: measured when known, else
@@ -115,7 +127,7 @@ func (p *Planner) Plan(h sdk.Host, q sdk.PlanRequest, r *Rule) (sdk.Plan, error)
 	if t.State == sdk.StateReady || t.State == sdk.StateStarting || need == 0 {
 		return sdk.Plan{}, nil
 	}
-	sdk.ReadSnapshot(h, &p.snap) // reuses p.snap's storage: no allocation per model
+	p.readSnapshot(h) // into p.snap's storage: through Wasm, only what changed
 	snap := &p.snap
 	if len(snap.GPUs) == 0 { // no GPU to account: the host places it
 		return sdk.Plan{}, nil
@@ -125,45 +137,18 @@ func (p *Planner) Plan(h sdk.Host, q sdk.PlanRequest, r *Rule) (sdk.Plan, error)
 	for _, g := range p.gpus {
 		p.free = append(p.free, g.Free)
 	}
-	if p.placeApart(need, r) || p.place(need, r) {
+	if p.placeApart(need, r) || p.fits(need, r) {
 		return sdk.Plan{Devices: p.devs}, nil
 	}
-
-	// Who may go: running, eligible, and only if it frees something on a
-	// GPU the target may use. (q.Running never holds the target.)
-	p.cands = p.cands[:0]
-	next := 0
-	for j, name := range q.Running {
-		m := Find(snap.Models, name, &next)
-		if m == nil || m.Pinned || (p.Eligible != nil && !p.Eligible(t, m)) {
-			continue
-		}
-		v := VRAM(m)
-		if len(m.Leased) == len(m.Devices) && len(m.Leased) > 0 {
-			v = 0 // what the host will give back: its lease, exactly
-			for _, b := range m.Leased {
-				v += b
-			}
-		}
-		if v == 0 || !p.occupies(m.Devices, r) {
-			continue
-		}
-		p.cands = append(p.cands, Victim{Model: m, Running: j, Class: ClassOf(m), VRAM: v})
-	}
-	// In order: an insertion sort, which allocates nothing (a closure
-	// handed to slices.SortFunc would, on every plan); the candidates are
-	// a handful and arrive in the running set's order, so ties keep it.
-	for i := 1; i < len(p.cands); i++ {
-		for j := i; j > 0 && p.Order(&p.cands[j], &p.cands[j-1]) < 0; j-- {
-			p.cands[j], p.cands[j-1] = p.cands[j-1], p.cands[j]
-		}
-	}
-
+	// Who may go, in order: the running, eligible models that free
+	// something on a GPU the target may use (ranking.go keeps the list
+	// between plans and updates only what changed).
+	p.rank(q, r)
 	// Evict in order until the target fits ...
-	fits := false
-	for i := range p.cands {
-		p.credit(&p.cands[i], true)
-		if fits = p.place(need, r); fits {
+	fits, k := false, 0
+	for ; k < len(p.cands); k++ {
+		p.credit(&p.cands[k], true)
+		if fits = p.fits(need, r); fits {
 			break
 		}
 	}
@@ -171,33 +156,36 @@ func (p *Planner) Plan(h sdk.Host, q sdk.PlanRequest, r *Rule) (sdk.Plan, error)
 		return sdk.Plan{}, p.cannotFit(t, need, r)
 	}
 	// ... then keep back, the last in order first, every victim whose
-	// memory turned out not to be needed: the fewest evictions.
-	for i := len(p.cands) - 1; i >= 0; i-- {
+	// memory turned out not to be needed: the fewest evictions. (Victims
+	// past k were not credited in this plan.)
+	for i := k; i >= 0; i-- {
 		c := &p.cands[i]
 		if !c.chosen {
 			continue
 		}
 		p.credit(c, false)
-		if !p.place(need, r) {
+		if !p.fits(need, r) {
 			p.credit(c, true)
 		}
 	}
 	p.place(need, r) // the final placement into p.devs
-	// Evict in the order of q.Running (sorted by name).
+	// Evict in the order of q.Running (sorted by name): the victims'
+	// positions in it, sorted (a handful).
 	p.chosen = p.chosen[:0]
-	for range q.Running {
-		p.chosen = append(p.chosen, false)
-	}
-	for i := range p.cands {
-		if p.cands[i].chosen {
-			p.chosen[p.cands[i].Running] = true
+	for i := 0; i <= k; i++ {
+		if !p.cands[i].chosen {
+			continue
 		}
+		j := len(p.chosen)
+		p.chosen = append(p.chosen, 0)
+		for ; j > 0 && p.chosen[j-1] > p.cands[i].Running; j-- {
+			p.chosen[j] = p.chosen[j-1]
+		}
+		p.chosen[j] = p.cands[i].Running
 	}
 	p.evict = p.evict[:0]
-	for j, name := range q.Running {
-		if p.chosen[j] {
-			p.evict = append(p.evict, name)
-		}
+	for _, j := range p.chosen {
+		p.evict = append(p.evict, q.Running[j])
 	}
 	return sdk.Plan{Evict: p.evict, Devices: p.devs}, nil
 }
@@ -205,17 +193,18 @@ func (p *Planner) Plan(h sdk.Host, q sdk.PlanRequest, r *Rule) (sdk.Plan, error)
 // Find returns the entry of models named name, or nil. The host sends the
 // snapshot and the running set both sorted by name, so a search that
 // starts where the previous one ended (*next) walks the snapshot once per
-// plan; it falls back to the whole list otherwise. It compares with ==
-// only: the SDK interns decoded names, so a match is a pointer comparison.
+// plan; it falls back to the whole list otherwise. The SDK interns decoded
+// names, so a match is first tried as the same string header, which costs
+// no call in Wasm.
 func Find(models []sdk.ModelInfo, name string, next *int) *sdk.ModelInfo {
 	for k := *next; k < len(models); k++ {
-		if models[k].Name == name {
+		if n := models[k].Name; bytewise.SameString(n, name) || n == name {
 			*next = k + 1
 			return &models[k]
 		}
 	}
 	for k := 0; k < *next && k < len(models); k++ {
-		if models[k].Name == name {
+		if n := models[k].Name; bytewise.SameString(n, name) || n == name {
 			return &models[k]
 		}
 	}
@@ -230,6 +219,24 @@ func (p *Planner) Place(need uint64, devices []placement.Device, r *Rule) ([]int
 	var fits bool
 	p.devs, fits = p.placer.Place(p.devs, need, devices, p.Margin, r.Rule)
 	return p.devs, fits
+}
+
+// fits reports whether need bytes fit given p.free, as place does, without
+// placing: false at once when the usable memory of every GPU together is
+// short of need — then no placement can hold it (a single device's share
+// is part of the sum, a split's the sum of fewer; r's filters only take
+// devices away) — and place's answer otherwise. The evict loops ask it
+// after every credit; in Wasm a placement costs dozens of jumps, the sum a
+// few.
+func (p *Planner) fits(need uint64, r *Rule) bool {
+	var sum uint64
+	for i := range p.free {
+		u := p.usable(i)
+		if sum += u; sum < u { // saturate: a figure near 2^64 fits anything
+			sum = ^uint64(0)
+		}
+	}
+	return sum >= need && p.place(need, r)
 }
 
 // place decides where need bytes go given p.free and writes the devices
@@ -275,6 +282,10 @@ func (p *Planner) occupies(devices []int32, r *Rule) bool {
 // accounting) a model split over several GPUs is counted as split evenly.
 func (p *Planner) credit(c *Victim, add bool) {
 	c.chosen = add
+	if c.on1 > 0 {
+		p.adjust(c.on1-1, c.bytes, add)
+		return
+	}
 	m := c.Model
 	if len(m.Leased) == len(m.Devices) && len(m.Leased) > 0 {
 		for j, d := range m.Devices {
