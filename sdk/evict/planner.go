@@ -65,12 +65,15 @@ type Planner struct {
 	snap    sdk.Snapshot       // the plan's snapshot, read into the same storage each time
 	gpus    []sdk.GPUInfo      // the snapshot's GPUs
 	free    []uint64           // by GPU position: free bytes once the chosen victims are gone
+	total   uint64             // the sum of free's usable bytes (beyond the margin)
+	huge    bool               // a free figure so large that total could overflow
 	cands   []Victim           // running models that may be evicted, in eviction order (kept between plans)
 	placer  placement.Placer   // place's scratch
 	devices []placement.Device // place's input: the GPUs with free
 	chosen  []int              // the victims' positions in the running set, ascending
 	evict   []string           // the plan's Evict
 	devs    []int32            // the plan's Devices
+	fitDevs []int32            // the devices of the last placement that fitted
 	rk      ranking            // what p.cands was built from (ranking.go)
 }
 
@@ -134,8 +137,11 @@ func (p *Planner) Plan(h sdk.Host, q sdk.PlanRequest, r *Rule) (sdk.Plan, error)
 	}
 	p.gpus = snap.GPUs
 	p.free = p.free[:0]
-	for _, g := range p.gpus {
+	p.total, p.huge = 0, false
+	for i, g := range p.gpus {
 		p.free = append(p.free, g.Free)
+		p.total += p.usable(i)
+		p.huge = p.huge || g.Free >= hugeFree
 	}
 	if p.placeApart(need, r) || p.fits(need, r) {
 		return sdk.Plan{Devices: p.devs}, nil
@@ -149,6 +155,7 @@ func (p *Planner) Plan(h sdk.Host, q sdk.PlanRequest, r *Rule) (sdk.Plan, error)
 	for ; k < len(p.cands); k++ {
 		p.credit(&p.cands[k], true)
 		if fits = p.fits(need, r); fits {
+			p.fitDevs = append(p.fitDevs[:0], p.devs...)
 			break
 		}
 	}
@@ -160,15 +167,20 @@ func (p *Planner) Plan(h sdk.Host, q sdk.PlanRequest, r *Rule) (sdk.Plan, error)
 	// past k were not credited in this plan.)
 	for i := k; i >= 0; i-- {
 		c := &p.cands[i]
-		if !c.chosen {
+		if !c.chosen || !p.fitsWithout(c, need) {
 			continue
 		}
 		p.credit(c, false)
-		if !p.fits(need, r) {
+		if p.fits(need, r) {
+			p.fitDevs = append(p.fitDevs[:0], p.devs...)
+		} else {
 			p.credit(c, true)
 		}
 	}
-	p.place(need, r) // the final placement into p.devs
+	// The final placement: the last that fitted, made for exactly the
+	// memory the chosen victims now free (a victim kept back that did not
+	// fit was credited again, back to that state).
+	p.devs = append(p.devs[:0], p.fitDevs...)
 	// Evict in the order of q.Running (sorted by name): the victims'
 	// positions in it, sorted (a handful).
 	p.chosen = p.chosen[:0]
@@ -222,22 +234,32 @@ func (p *Planner) Place(need uint64, devices []placement.Device, r *Rule) ([]int
 }
 
 // fits reports whether need bytes fit given p.free, as place does, without
-// placing: false at once when the usable memory of every GPU together is
-// short of need — then no placement can hold it (a single device's share
-// is part of the sum, a split's the sum of fewer; r's filters only take
-// devices away) — and place's answer otherwise. The evict loops ask it
-// after every credit; in Wasm a placement costs dozens of jumps, the sum a
-// few.
+// placing when it cannot: false at once when the usable memory of every
+// GPU together (p.total) is short of need — then no placement can hold it
+// (a single device's share is part of the sum, a split's the sum of
+// fewer; r's filters only take devices away) — and place's answer
+// otherwise. The evict loops ask it after every credit; in Wasm a
+// placement costs dozens of jumps.
 func (p *Planner) fits(need uint64, r *Rule) bool {
-	var sum uint64
-	for i := range p.free {
-		u := p.usable(i)
-		if sum += u; sum < u { // saturate: a figure near 2^64 fits anything
-			sum = ^uint64(0)
-		}
-	}
-	return sum >= need && p.place(need, r)
+	return (p.huge || p.total >= need) && p.place(need, r)
 }
+
+// fitsWithout is false when need cannot fit once the chosen victim c is
+// kept back: fits' shortcut worked out before taking c's memory back, so
+// that a victim that is plainly needed costs nothing to keep. True when it
+// cannot tell (then credit and fits decide).
+func (p *Planner) fitsWithout(c *Victim, need uint64) bool {
+	if p.huge || c.on1 == 0 {
+		return true
+	}
+	free := p.free[c.on1-1]
+	return p.total-placement.Usable(placement.Device{Free: free}, p.Margin)+
+		placement.Usable(placement.Device{Free: free - c.bytes}, p.Margin) >= need
+}
+
+// hugeFree is a GPU's free memory past which p.total could overflow; a
+// snapshot with one turns fits' shortcut off.
+const hugeFree = 1 << 56
 
 // place decides where need bytes go given p.free and writes the devices
 // to p.devs; it reports whether it fits.
@@ -282,8 +304,18 @@ func (p *Planner) occupies(devices []int32, r *Rule) bool {
 // accounting) a model split over several GPUs is counted as split evenly.
 func (p *Planner) credit(c *Victim, add bool) {
 	c.chosen = add
-	if c.on1 > 0 {
-		p.adjust(c.on1-1, c.bytes, add)
+	if c.on1 > 0 { // adjust, written out: this is the evict loops' path
+		i := c.on1 - 1
+		free := p.free[i]
+		p.total -= placement.Usable(placement.Device{Free: free}, p.Margin)
+		if add {
+			free += c.bytes
+		} else {
+			free -= c.bytes
+		}
+		p.free[i] = free
+		p.total += placement.Usable(placement.Device{Free: free}, p.Margin)
+		p.huge = p.huge || free >= hugeFree
 		return
 	}
 	m := c.Model
@@ -311,12 +343,17 @@ func (p *Planner) credit(c *Victim, add bool) {
 	}
 }
 
+// adjust adds b bytes to GPU i's free memory, or takes them back, and
+// keeps p.total, the sum of every GPU's usable memory, in step.
 func (p *Planner) adjust(i int, b uint64, add bool) {
+	p.total -= p.usable(i)
 	if add {
 		p.free[i] += b
 	} else {
 		p.free[i] -= b
 	}
+	p.total += p.usable(i)
+	p.huge = p.huge || p.free[i] >= hugeFree
 }
 
 // usable is GPU i's free memory beyond the margin, in bytes.
