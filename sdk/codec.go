@@ -182,6 +182,35 @@ func (d *decoder) ranOut() {
 	d.off = len(d.b)
 }
 
+// block returns the next n bytes, or n zero bytes (and the decoder ran
+// out, as for any read past the end) when fewer are left: fixed-width
+// fields read from it need no check of their own.
+func (d *decoder) block(n int) []byte {
+	if o := d.off; n <= len(d.b)-o {
+		d.off = o + n
+		return d.b[o : o+n : o+n]
+	}
+	d.ranOut()
+	return zeros[:n:n]
+}
+
+var zeros [64]byte
+
+// bool8 is a bool field's value v, read at offset off: an error unless it
+// is 0 or 1.
+func (d *decoder) bool8(v byte, off int) bool {
+	if v > 1 {
+		d.notBool(off)
+	}
+	return v == 1
+}
+
+func (d *decoder) notBool(off int) {
+	if d.err == nil {
+		d.err = fmt.Errorf("%w: bool at offset %d is neither 0 nor 1", wire.ErrMalformed, off)
+	}
+}
+
 func (d *decoder) boolean() bool {
 	switch d.u8() {
 	case 0:
@@ -473,18 +502,27 @@ func (m *ModelInfo) encode(e *encoder) {
 	e.u64s(m.Leased)
 }
 
+// decode reads the fixed-width fields between and after the strings from
+// one bounds-checked block each (block): in Go compiled to Wasm every call
+// of a field reader costs an exit from native code under the per-call
+// deadline (guestdecode.go), and a plan decodes a ModelInfo every time.
+// The encoding is the fields one by one, as encode writes them.
 func (m *ModelInfo) decode(d *decoder) {
 	m.Name = d.str()
-	m.State = ModelState(d.u8())
-	m.InFlight = d.u32()
-	m.ConcurrencyLimit = d.u32()
-	m.Priority = d.i32()
-	m.Pinned = d.boolean()
+	// state u8 | in_flight u32 | concurrency_limit u32 | priority i32 | pinned bool
+	b := d.block(14)
+	m.State = ModelState(b[0])
+	m.InFlight = binary.LittleEndian.Uint32(b[1:5])
+	m.ConcurrencyLimit = binary.LittleEndian.Uint32(b[5:9])
+	m.Priority = int32(binary.LittleEndian.Uint32(b[9:13]))
+	m.Pinned = d.bool8(b[13], d.off-1)
 	m.Group = d.str()
-	m.LastUse = d.i64()
-	m.TTL = d.i64()
-	m.EstimatedVRAM = d.u64()
-	m.MeasuredVRAM = d.u64()
+	// last_use i64 | ttl i64 | estimated_vram u64 | measured_vram u64
+	b = d.block(32)
+	m.LastUse = int64(binary.LittleEndian.Uint64(b[0:8]))
+	m.TTL = int64(binary.LittleEndian.Uint64(b[8:16]))
+	m.EstimatedVRAM = binary.LittleEndian.Uint64(b[16:24])
+	m.MeasuredVRAM = binary.LittleEndian.Uint64(b[24:32])
 	m.Devices = d.i32s(m.Devices)
 	m.Leased = d.u64s(m.Leased)
 }
