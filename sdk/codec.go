@@ -3,6 +3,8 @@ package sdk
 import (
 	"encoding/binary"
 	"fmt"
+	"unsafe"
+
 	"github.com/loadout-dev/loadout/sdk/internal/bytewise"
 	"github.com/loadout-dev/loadout/sdk/wire"
 )
@@ -59,29 +61,45 @@ func appendMessage(dst []byte, m message) []byte {
 // kind, into m. Errors wrap wire.ErrMalformed and say what is wrong and
 // where.
 func decodeMessage(src []byte, m message) error {
-	if len(src) < wire.HeaderSize {
-		return fmt.Errorf("%w: %d bytes, want at least a %d-byte header", wire.ErrMalformed, len(src), wire.HeaderSize)
-	}
-	if src[0] != ABIVersion {
-		return fmt.Errorf("%w: version %d, want %d", wire.ErrMalformed, src[0], ABIVersion)
-	}
-	if wire.Kind(src[1]) != m.kind() {
-		return fmt.Errorf("%w: kind %d, want %d", wire.ErrMalformed, src[1], m.kind())
+	if len(src) < wire.HeaderSize || src[0] != ABIVersion || wire.Kind(src[1]) != m.kind() {
+		return headerError(src, m)
 	}
 	var d *decoder
 	if internStrings {
-		d = &guestDecoder
+		d = &guestDecoder // its short and err are zero between messages
 	} else {
 		d = &decoder{} // allocated only here: a Go guest pays ~1.3 µs for one
 	}
-	*d = decoder{b: src, off: wire.HeaderSize}
+	d.b, d.off = src, wire.HeaderSize
 	m.decode(d)
-	if d.err == nil && d.short == 0 && d.off != len(d.b) {
-		d.err = fmt.Errorf("%w: %d trailing bytes after kind %d", wire.ErrMalformed, len(d.b)-d.off, m.kind())
+	if d.err != nil || d.short != 0 || d.off != len(d.b) {
+		return d.fail(m, len(src))
 	}
+	d.b = nil
+	return nil
+}
+
+// headerError says what is wrong with src's header, for decodeMessage.
+func headerError(src []byte, m message) error {
+	switch {
+	case len(src) < wire.HeaderSize:
+		return fmt.Errorf("%w: %d bytes, want at least a %d-byte header", wire.ErrMalformed, len(src), wire.HeaderSize)
+	case src[0] != ABIVersion:
+		return fmt.Errorf("%w: version %d, want %d", wire.ErrMalformed, src[0], ABIVersion)
+	}
+	return fmt.Errorf("%w: kind %d, want %d", wire.ErrMalformed, src[1], m.kind())
+}
+
+// fail is decodeMessage's error for a message d did not decode cleanly
+// (n bytes of kind m): the first error, a read past the end, or trailing
+// bytes. It resets d.
+func (d *decoder) fail(m message, n int) error {
 	err := d.err
-	if d.short != 0 {
-		err = fmt.Errorf("%w: kind %d truncated: a field at offset %d runs past the end (%d bytes)", wire.ErrMalformed, m.kind(), d.short-1, len(src))
+	switch {
+	case d.short != 0:
+		err = fmt.Errorf("%w: kind %d truncated: a field at offset %d runs past the end (%d bytes)", wire.ErrMalformed, m.kind(), d.short-1, n)
+	case err == nil:
+		err = fmt.Errorf("%w: %d trailing bytes after kind %d", wire.ErrMalformed, len(d.b)-d.off, m.kind())
 	}
 	*d = decoder{}
 	return err
@@ -262,7 +280,7 @@ func intern(p []byte) string {
 		return ""
 	}
 	slot := &internFront[frontSlot(p)]
-	if s := *slot; bytewise.Equal(stringBytes(s), p) {
+	if s := *slot; len(s) == len(p) && bytewise.Same(unsafe.Pointer(unsafe.StringData(s)), unsafe.Pointer(unsafe.SliceData(p)), len(p)) {
 		return s
 	}
 	s, ok := internTable[string(p)]

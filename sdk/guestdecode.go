@@ -16,9 +16,6 @@ import (
 // (package bytewise) and hash a word or 64 bytes at a time, in
 // straight-line code.
 
-// stringBytes is s's bytes, not to be written.
-func stringBytes(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }
-
 // frontSlot picks p's slot in internFront from its length and its first
 // and last words (overlapping for short strings).
 func frontSlot(p []byte) int {

@@ -1,6 +1,7 @@
 package sdk
 
 import (
+	"encoding/binary"
 	"fmt"
 
 	"github.com/loadout-dev/loadout/sdk/wire"
@@ -124,10 +125,12 @@ func (s *deltaSink) encode(*encoder) { panic("sdk: deltaSink is decoded only") }
 
 func (s *deltaSink) decode(d *decoder) {
 	dst := s.dst
-	now := d.i64()
-	base := d.u64()
-	s.gen = d.u64()
-	total := int(d.u32())
+	// now i64 | base u64 | gen u64 | total u32: one block (see ModelInfo.decode)
+	b := d.block(28)
+	now := int64(binary.LittleEndian.Uint64(b[0:8]))
+	base := binary.LittleEndian.Uint64(b[8:16])
+	s.gen = binary.LittleEndian.Uint64(b[16:24])
+	total := int(binary.LittleEndian.Uint32(b[24:28]))
 	n := d.count(4+modelInfoMinSize, "changed model list")
 	if d.err != nil || d.short != 0 {
 		return

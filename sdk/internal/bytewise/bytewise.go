@@ -22,29 +22,36 @@ func load16(p unsafe.Pointer, i int) uint16 { return *(*uint16)(unsafe.Add(p, i)
 // block) as two overlapping loads of the largest size that fits, so that
 // only whole blocks loop.
 func Equal(a, b []byte) bool {
-	n := len(a)
-	if n != len(b) {
+	if len(a) != len(b) {
 		return false
 	}
-	if n == 0 {
+	return Same(unsafe.Pointer(unsafe.SliceData(a)), unsafe.Pointer(unsafe.SliceData(b)), len(a))
+}
+
+// Same is Equal for the n bytes at pa and pb: for callers that hold
+// pointers (a string's data), since unsafe.Slice is a runtime call in Wasm.
+func Same(pa, pb unsafe.Pointer, n int) bool {
+	if n == 0 || pa == pb {
 		return true
 	}
-	pa, pb := unsafe.Pointer(unsafe.SliceData(a)), unsafe.Pointer(unsafe.SliceData(b))
-	if pa == pb {
-		return true
-	}
-	switch {
-	case n < 2:
+	// Nested, not a chain of cases: every test that fails in a chain is a
+	// jump, and in Wasm under the deadline a jump can cost an exit.
+	if n < 16 {
+		if n >= 8 {
+			return (Load64(pa, 0)^Load64(pb, 0))|(Load64(pa, n-8)^Load64(pb, n-8)) == 0
+		}
+		if n >= 4 {
+			return Load32(pa, 0) == Load32(pb, 0) && Load32(pa, n-4) == Load32(pb, n-4)
+		}
+		if n >= 2 {
+			return load16(pa, 0) == load16(pb, 0) && load16(pa, n-2) == load16(pb, n-2)
+		}
 		return *(*byte)(pa) == *(*byte)(pb)
-	case n < 4:
-		return load16(pa, 0) == load16(pb, 0) && load16(pa, n-2) == load16(pb, n-2)
-	case n < 8:
-		return Load32(pa, 0) == Load32(pb, 0) && Load32(pa, n-4) == Load32(pb, n-4)
-	case n < 16:
-		return (Load64(pa, 0)^Load64(pb, 0))|(Load64(pa, n-8)^Load64(pb, n-8)) == 0
-	case n < 32:
-		return block16(pa, pb, 0)|block16(pa, pb, n-16) == 0
-	case n < 64:
+	}
+	if n < 64 {
+		if n < 32 {
+			return block16(pa, pb, 0)|block16(pa, pb, n-16) == 0
+		}
 		return block32(pa, pb, 0)|block32(pa, pb, n-32) == 0
 	}
 	for i := 0; i+64 <= n; i += 64 {
@@ -75,12 +82,7 @@ func Strings(a, b []string) bool {
 	if len(a) != len(b) {
 		return false
 	}
-	if len(a) == 0 {
-		return true
-	}
-	size := len(a) * int(unsafe.Sizeof(""))
-	return Equal(unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(a))), size),
-		unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(b))), size))
+	return Same(unsafe.Pointer(unsafe.SliceData(a)), unsafe.Pointer(unsafe.SliceData(b)), len(a)*int(unsafe.Sizeof("")))
 }
 
 // SameString reports whether a and b are the same string by header: same
