@@ -3,6 +3,7 @@ package sdk
 import (
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"unsafe"
 
 	"github.com/loadout-dev/loadout/sdk/internal/bytewise"
@@ -130,17 +131,48 @@ func (e *encoder) boolean(v bool) {
 }
 func (e *encoder) str(s string)   { e.u32(uint32(len(s))); e.b = append(e.b, s...) }
 func (e *encoder) bytes(p []byte) { e.u32(uint32(len(p))); e.b = append(e.b, p...) }
+
+// strs and i32s size the list first and then store into it: one append
+// per item would check the capacity each time, and in Go compiled to Wasm
+// each of those jumps can cost an exit under the deadline (guestdecode.go).
 func (e *encoder) strs(l []string) {
-	e.u32(uint32(len(l)))
+	if len(l) == 0 {
+		e.u32(0)
+		return
+	}
+	n := 4
+	for i := range l {
+		n += 4 + len(l[i])
+	}
+	b, off := e.reserve(n)
+	binary.LittleEndian.PutUint32(b[off:], uint32(len(l)))
+	off += 4
 	for _, s := range l {
-		e.str(s)
+		binary.LittleEndian.PutUint32(b[off:], uint32(len(s)))
+		off += 4 + copy(b[off+4:], s)
 	}
 }
 func (e *encoder) i32s(l []int32) {
-	e.u32(uint32(len(l)))
-	for _, v := range l {
-		e.i32(v)
+	if len(l) == 0 {
+		e.u32(0)
+		return
 	}
+	b, off := e.reserve(4 + 4*len(l))
+	binary.LittleEndian.PutUint32(b[off:], uint32(len(l)))
+	for i, v := range l {
+		binary.LittleEndian.PutUint32(b[off+4+4*i:], uint32(v))
+	}
+}
+
+// reserve extends e.b by n bytes and returns it with the offset of the
+// first of them.
+func (e *encoder) reserve(n int) ([]byte, int) {
+	off := len(e.b)
+	if cap(e.b)-off < n {
+		e.b = slices.Grow(e.b, n)
+	}
+	e.b = e.b[:off+n]
+	return e.b, off
 }
 func (e *encoder) u64s(l []uint64) {
 	e.u32(uint32(len(l)))
