@@ -47,9 +47,11 @@ type ScenarioResult struct {
 // scheduler gets on_request/on_serve_done pairs on ready models, then a
 // queue-drain scenario: 16 callers for a stopped model (the first plans and
 // starts a swap, the others join it), the swap's on_swap_done, and their
-// on_serve_done. A swapper gets plan calls for a model that must evict one,
-// and on_swap_start. A tenth of the events run first, unmeasured, as a
-// warm-up. Any error from the policy ends the run.
+// on_serve_done. A swapper gets plan calls for a model that must evict one
+// (by count; the fake GPU has room for it), on_swap_start, and the same
+// plans with the GPU full, which a VRAM-aware swapper must evict for. A
+// tenth of the events run first, unmeasured, as a warm-up. Any error from
+// the policy ends the run.
 func Bench(ctx context.Context, r *Runtime, m *Module, opts BenchOptions) (*BenchResult, error) {
 	if opts.Events <= 0 {
 		opts.Events = 10000
@@ -224,6 +226,7 @@ func (b *schedulerBench) settle(done *timings) error {
 func benchSwapper(s *Swapper, h *benchHost, n int, res *BenchResult) error {
 	plan := &timings{name: "plan (evicts 1)"}
 	start := &timings{name: "on_swap_start"}
+	full := &timings{name: "plan (GPU full)"}
 	target := h.models[h.ready].Name
 	running := h.runningNames(target)
 	for i := range n {
@@ -240,8 +243,22 @@ func benchSwapper(s *Swapper, h *benchHost, n int, res *BenchResult) error {
 			}
 		}
 	}
+	// The same plans with the GPU full, as a VRAM-aware swapper sees it:
+	// it must evict. (Above, the fake GPU has room for the target — and
+	// past 20 models its free figure wraps — so such a swapper evicts
+	// nothing there; a count-based one evicts 1 either way.)
+	saved := h.gpus[0]
+	h.gpus[0].Free, h.gpus[0].Leased = 0, h.gpus[0].Total
+	defer func() { h.gpus[0] = saved }()
+	for range n {
+		h.now += int64(time.Millisecond)
+		q := sdk.PlanRequest{Now: h.now, Target: target, Running: running}
+		if err := full.time(func() (err error) { _, err = s.Plan(q); return err }); err != nil {
+			return fmt.Errorf("bench: GPU full: %w", err)
+		}
+	}
 	if res != nil {
-		res.Scenarios = append(res.Scenarios, plan.result(), start.result())
+		res.Scenarios = append(res.Scenarios, plan.result(), start.result(), full.result())
 	}
 	return nil
 }

@@ -77,7 +77,7 @@ func TestBench_Swapper(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Scenarios) != 2 || res.Scenarios[0].Name != "plan (evicts 1)" || res.Scenarios[0].Events != 100 || res.Scenarios[1].Events != 10 {
+	if len(res.Scenarios) != 3 || res.Scenarios[0].Name != "plan (evicts 1)" || res.Scenarios[0].Events != 100 || res.Scenarios[1].Events != 10 || res.Scenarios[2].Name != "plan (GPU full)" {
 		t.Errorf("scenarios %+v", res.Scenarios)
 	}
 }
