@@ -13,8 +13,10 @@
 // package becomes a sandboxed policy module that Loadout loads at run time;
 // built natively, it is unit-tested with plain `go test` through
 // sdk/policytest. The SDK owns everything about the ABI: the compact binary
-// codec (codec.go), the exports and imports (abi_wasm.go, wasip1 only), panic
-// recovery and the yield at the end of each export. The host (host/policy)
+// codec (codec.go, and guestdecode.go's shortcuts for the guest), the
+// exports and imports (abi_wasm.go, wasip1 only), snapshot deltas
+// (snapshot_delta.go), panic recovery and the yield at the end of each
+// export. The host (host/policy)
 // uses the same types and codec, so both halves agree by construction.
 //
 // Policies are deterministic: time is an input (every event carries Now, in
