@@ -148,6 +148,10 @@ func (s *deltaSink) decode(d *decoder) {
 	if s.all {
 		old = 0
 	}
+	if total > old+n { // the new positions must all be carried: checked before growing
+		d.err = fmt.Errorf("%w: a snapshot delta that grows %d models to %d carries %d", wire.ErrMalformed, old, total, n)
+		return
+	}
 	if cap(dst.Models) < total {
 		l := make([]ModelInfo, total)
 		copy(l, dst.Models[:min(old, total)])

@@ -163,3 +163,33 @@ func TestDeltaReader_Base(t *testing.T) {
 		t.Fatal("base after the models were replaced is not 0")
 	}
 }
+
+// FuzzDeltaReader_Apply: whatever a host sends, applying it to a kept
+// snapshot never panics, and a reply it takes leaves a snapshot of the
+// length it announced.
+func FuzzDeltaReader_Apply(f *testing.F) {
+	cur := Snapshot{Now: 1, Models: models("a", "b", "c"), GPUs: []GPUInfo{{Index: 0, Name: "g"}}}
+	next := Snapshot{Now: 2, Models: models("a", "c", "d", "e"), GPUs: cur.GPUs}
+	f.Add(delta(&cur, 5, 6, next))
+	f.Add(delta(nil, 0, 6, next))
+	f.Add(delta(&cur, 5, 6, cur))
+	f.Fuzz(func(t *testing.T, msg []byte) {
+		var r deltaReader
+		var dst Snapshot
+		if _, _, err := r.apply(delta(nil, 0, 5, cur), &dst, 0, nil); err != nil {
+			t.Fatal(err)
+		}
+		changed, _, err := r.apply(msg, &dst, 5, nil)
+		if err != nil {
+			if r.base(&dst) != 0 {
+				t.Fatal("a reply refused left a generation to build on")
+			}
+			return
+		}
+		for _, pos := range changed {
+			if pos < 0 || pos >= len(dst.Models) {
+				t.Fatalf("changed position %d of %d models", pos, len(dst.Models))
+			}
+		}
+	})
+}

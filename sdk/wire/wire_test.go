@@ -321,3 +321,6 @@ func FuzzDecodeStopRequest(f *testing.F) { fuzzDecode(f, messages[wire.MsgStopRe
 func FuzzDecodeJobPlanRequest(f *testing.F) {
 	fuzzDecode(f, messages[wire.MsgJobPlanRequest-1])
 }
+func FuzzDecodeSnapshotDelta(f *testing.F) {
+	fuzzDecode(f, messages[wire.MsgSnapshotDelta-1])
+}
