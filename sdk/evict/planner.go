@@ -183,21 +183,18 @@ func (p *Planner) Plan(h sdk.Host, q sdk.PlanRequest, r *Rule) (sdk.Plan, error)
 	p.devs = append(p.devs[:0], p.fitDevs...)
 	// Evict in the order of q.Running (sorted by name): the victims'
 	// positions in it, sorted (a handful).
-	p.chosen = p.chosen[:0]
+	p.chosen, p.evict = p.chosen[:0], p.evict[:0]
 	for i := 0; i <= k; i++ {
-		if !p.cands[i].chosen {
+		c := &p.cands[i]
+		if !c.chosen {
 			continue
 		}
 		j := len(p.chosen)
-		p.chosen = append(p.chosen, 0)
-		for ; j > 0 && p.chosen[j-1] > p.cands[i].Running; j-- {
-			p.chosen[j] = p.chosen[j-1]
+		p.chosen, p.evict = append(p.chosen, 0), append(p.evict, "")
+		for ; j > 0 && p.chosen[j-1] > c.Running; j-- {
+			p.chosen[j], p.evict[j] = p.chosen[j-1], p.evict[j-1]
 		}
-		p.chosen[j] = p.cands[i].Running
-	}
-	p.evict = p.evict[:0]
-	for _, j := range p.chosen {
-		p.evict = append(p.evict, q.Running[j])
+		p.chosen[j], p.evict[j] = c.Running, q.Running[c.Running]
 	}
 	return sdk.Plan{Evict: p.evict, Devices: p.devs}, nil
 }
@@ -304,20 +301,26 @@ func (p *Planner) occupies(devices []int32, r *Rule) bool {
 // accounting) a model split over several GPUs is counted as split evenly.
 func (p *Planner) credit(c *Victim, add bool) {
 	c.chosen = add
-	if c.on1 > 0 { // adjust, written out: this is the evict loops' path
-		i := c.on1 - 1
-		free := p.free[i]
-		p.total -= placement.Usable(placement.Device{Free: free}, p.Margin)
-		if add {
-			free += c.bytes
-		} else {
-			free -= c.bytes
-		}
-		p.free[i] = free
-		p.total += placement.Usable(placement.Device{Free: free}, p.Margin)
-		p.huge = p.huge || free >= hugeFree
+	if c.on1 == 0 {
+		p.creditEach(c, add)
 		return
 	}
+	// One GPU: adjust, written out small enough to inline (the evict
+	// loops' path); a take-back adds the bytes' two's complement.
+	b := c.bytes
+	if !add {
+		b = -b
+	}
+	i := c.on1 - 1
+	before := p.free[i]
+	p.free[i] = before + b
+	p.total += placement.Usable(placement.Device{Free: before + b}, p.Margin) - placement.Usable(placement.Device{Free: before}, p.Margin)
+	p.huge = p.huge || before+b >= hugeFree
+}
+
+// creditEach is credit for a victim on several GPUs (or on an unknown
+// one): device by device.
+func (p *Planner) creditEach(c *Victim, add bool) {
 	m := c.Model
 	if len(m.Leased) == len(m.Devices) && len(m.Leased) > 0 {
 		for j, d := range m.Devices {
