@@ -54,12 +54,26 @@ func Same(pa, pb unsafe.Pointer, n int) bool {
 		}
 		return block32(pa, pb, 0)|block32(pa, pb, n-32) == 0
 	}
-	for i := 0; i+64 <= n; i += 64 {
-		if block32(pa, pb, i)|block32(pa, pb, i+32) != 0 {
+	if n < 256 {
+		for i := 0; i+64 <= n; i += 64 {
+			if block32(pa, pb, i)|block32(pa, pb, i+32) != 0 {
+				return false
+			}
+		}
+		return block32(pa, pb, n-64)|block32(pa, pb, n-32) == 0
+	}
+	// Long runs (a running set's encoding, or its string headers, at 100
+	// models: 0.7 and 1.6 KB): 256 bytes per iteration.
+	for i := 0; i+256 <= n; i += 256 {
+		if block128(pa, pb, i)|block128(pa, pb, i+128) != 0 {
 			return false
 		}
 	}
-	return block32(pa, pb, n-64)|block32(pa, pb, n-32) == 0
+	return block128(pa, pb, n-256)|block128(pa, pb, n-128) == 0
+}
+
+func block128(p, q unsafe.Pointer, i int) uint64 {
+	return block32(p, q, i) | block32(p, q, i+32) | block32(p, q, i+64) | block32(p, q, i+96)
 }
 
 // block16 and block32 are zero when the 16 or 32 bytes at p+i and q+i are
