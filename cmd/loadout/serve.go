@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"runtime/debug"
+	"sync"
 	"syscall"
 	"time"
 
@@ -162,6 +163,8 @@ func runServe(ctx context.Context, o serveOptions) error {
 	}
 
 	started := time.Now()
+	endStartupGC := deferStartupGC()
+	defer endStartupGC() // on an error return; a no-op once start-up is done
 	rt, err := policy.NewRuntime(ctx, policy.Options{Logger: log})
 	if err != nil {
 		return err
@@ -292,6 +295,7 @@ func runServe(ctx context.Context, o serveOptions) error {
 	go func() { serveErr <- srv.Serve(ln) }()
 	log.Info("loadout serving", "listen", ln.Addr().String(), "config", cfg.File, "models", len(models),
 		"scheduler", rcfg.SchedulerName, "router", rcfg.SwapperName, "startup", time.Since(started).Round(time.Millisecond))
+	endStartupGC()
 
 	// Start-up's compilation (and the fallbacks' after it) leaves tens of
 	// MB of garbage that Go's background scavenger would return to the
@@ -335,6 +339,47 @@ func runServe(ctx context.Context, o serveOptions) error {
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// startupHeapLimit is the heap start-up may grow to before the garbage
+// collector runs: compiling two Go guests allocates about 100 MB (a few
+// hundred without a warm cache) that is garbage once compiled, and
+// collecting it as it goes cost start-up 5-10% (docs/BENCHMARKS.md,
+// start-up).
+const startupHeapLimit = 256 << 20
+
+// startupGC is the process's collector settings saved while one or more
+// serves start (tests run several in one process): the first to start
+// saves them, the last to finish restores them.
+var startupGC struct {
+	sync.Mutex
+	starting int
+	percent  int
+	limit    int64
+}
+
+// deferStartupGC turns the garbage collector off until start-up's heap
+// reaches startupHeapLimit, unless the operator set GOGC or GOMEMLIMIT.
+// The returned func restores the settings; it may be called more than once.
+func deferStartupGC() (end func()) {
+	if os.Getenv("GOGC") != "" || os.Getenv("GOMEMLIMIT") != "" {
+		return func() {}
+	}
+	startupGC.Lock()
+	if startupGC.starting == 0 {
+		startupGC.percent = debug.SetGCPercent(-1)
+		startupGC.limit = debug.SetMemoryLimit(startupHeapLimit)
+	}
+	startupGC.starting++
+	startupGC.Unlock()
+	return sync.OnceFunc(func() {
+		startupGC.Lock()
+		defer startupGC.Unlock()
+		if startupGC.starting--; startupGC.starting == 0 {
+			debug.SetMemoryLimit(startupGC.limit)
+			debug.SetGCPercent(startupGC.percent)
+		}
+	})
 }
 
 // modelTable builds, for the models ids of cfg, the run loop's model
