@@ -70,11 +70,13 @@ func loadPolicies(ctx context.Context, rt *policy.Runtime, cfg *config.Config) (
 			if f.sched, err = loadPolicy(ctx, rt, config.Policy{Use: config.SchedulerFIFO}, sdk.KindScheduler); err != nil {
 				return f, fmt.Errorf("fallback scheduler: %w", err)
 			}
+			f.sched.Trim(ctx) // instantiated only if it ever takes over
 		}
 		if cfg.Routing.Router.Use != config.RouterGroup {
 			if f.swap, err = loadPolicy(ctx, rt, config.Policy{Use: config.RouterGroup}, sdk.KindSwapper); err != nil {
 				return f, fmt.Errorf("fallback router: %w", err)
 			}
+			f.swap.Trim(ctx)
 		}
 		return f, nil
 	})

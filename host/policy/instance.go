@@ -59,12 +59,12 @@ type instance struct {
 	errText []byte       // set_error text of the current call
 	logs    int          // log lines this call
 	dropped int          // log lines dropped this call
-	out     guestOutput
+	out     *guestOutput // the instance's stdout and stderr
 }
 
 // newInstance allocates an instance of sv's module, not yet instantiated.
 func newInstance(sv *supervisor) *instance {
-	in := &instance{sv: sv}
+	in := &instance{sv: sv, out: new(guestOutput)}
 	base, cancel := context.WithCancel(context.Background())
 	in.ctx = context.WithValue(base, instanceKey{}, in)
 	in.cancel = cancel
@@ -118,9 +118,10 @@ func (in *instance) stop() (overran bool) {
 }
 
 // instantiate makes the instance live: instantiate the compiled module
-// (running _initialize), read abi_buffers, look up the exports and call
-// init with the settings, each step under the runtime's start timeout. On
-// error the instance is closed.
+// (running _initialize) or take the module's spare instance, where that
+// was done already, read abi_buffers, look up the exports and call init
+// with the settings, each step under the runtime's start timeout. On error
+// the instance is closed.
 func (in *instance) instantiate(settings []byte) (err error) {
 	sv := in.sv
 	defer func() {
@@ -129,11 +130,16 @@ func (in *instance) instantiate(settings []byte) (err error) {
 		}
 	}()
 	st := sv.r.startTimeout
-	in.start(st)
-	mod, err := sv.r.wz.InstantiateModule(in.ctx, sv.m.compiled, sv.r.moduleConfig(&in.out))
-	overran := in.stop()
-	if err != nil || overran {
-		return fmt.Errorf("instantiating: %s", crashReason(err, overran, st, in.out.text()))
+	var mod api.Module
+	if spare := sv.m.takeSpare(); spare != nil {
+		mod, in.out = spare.mod, spare.out
+	} else {
+		in.start(st)
+		mod, err = sv.r.wz.InstantiateModule(in.ctx, sv.m.compiled, sv.r.moduleConfig(in.out))
+		overran := in.stop()
+		if err != nil || overran {
+			return fmt.Errorf("instantiating: %s", crashReason(err, overran, st, in.out.text()))
+		}
 	}
 	in.mod = mod
 	if mod.IsClosed() {
@@ -144,7 +150,7 @@ func (in *instance) instantiate(settings []byte) (err error) {
 	}
 	in.start(st)
 	err = mod.ExportedFunction(exportBuffers).CallWithStack(in.ctx, in.stack[:])
-	overran = in.stop()
+	overran := in.stop()
 	if err != nil || overran {
 		return fmt.Errorf("calling %s: %s", exportBuffers, crashReason(err, overran, st, in.out.text()))
 	}

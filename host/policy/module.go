@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/loadout-dev/loadout/sdk"
 	"github.com/tetratelabs/wazero"
@@ -28,6 +29,39 @@ type Module struct {
 	sigs     map[string]string // export name or "module.name" import → signature
 	compiled wazero.CompiledModule
 	r        *Runtime
+
+	// spare is the instance the load checks made (its _initialize run),
+	// kept for the first Scheduler or Swapper made from the module, which
+	// then instantiates nothing (docs/RATIONALE.md, start-up). nil once
+	// taken or trimmed.
+	mu    sync.Mutex
+	spare *spareInstance
+}
+
+// spareInstance is an instantiated module whose start functions ran, and
+// the output buffer its stdout and stderr write to.
+type spareInstance struct {
+	mod api.Module
+	out *guestOutput
+}
+
+// takeSpare returns the spare instance and forgets it, or nil.
+func (m *Module) takeSpare() *spareInstance {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s := m.spare
+	m.spare = nil
+	return s
+}
+
+// Trim releases the instance Compile made for its checks and keeps for the
+// first Scheduler or Swapper made from m (a Go guest's memory, about
+// 5 MiB): for a module that may not be instantiated soon, such as a
+// fallback. That first instantiation then starts a fresh instance.
+func (m *Module) Trim(ctx context.Context) {
+	if s := m.takeSpare(); s != nil {
+		_ = s.mod.Close(ctx)
+	}
 }
 
 // Signature returns the signature of an exported function, or of an
@@ -40,6 +74,7 @@ func (m *Module) Signature(name string) string { return m.sigs[name] }
 // from its Module after a crash: close a Module only when nothing made
 // from it is still in use.
 func (m *Module) Close(ctx context.Context) error {
+	m.Trim(ctx)
 	if err := m.compiled.Close(ctx); err != nil {
 		return fmt.Errorf("policy %s: closing: %w", m.Name, err)
 	}
@@ -55,8 +90,9 @@ var wasmMagic = []byte{0x00, 'a', 's', 'm'}
 // a function those do not provide), reports another ABI version or no policy
 // kind, or lacks one of its kind's exports with exactly the documented
 // signature. Compile instantiates the module once, to read its version and
-// kind; with a warm compilation cache it costs tens of milliseconds,
-// without one about a second for a Go guest.
+// kind, and keeps that instance for the first Scheduler or Swapper made
+// from the Module (see Trim); with a warm compilation cache it costs tens
+// of milliseconds, without one about a second for a Go guest.
 func (r *Runtime) Compile(ctx context.Context, name string, wasm []byte) (*Module, error) {
 	r.compiling.RLock()
 	defer r.compiling.RUnlock()
@@ -73,7 +109,7 @@ func (r *Runtime) Compile(ctx context.Context, name string, wasm []byte) (*Modul
 	}
 	m := &Module{Name: name, Size: len(wasm), compiled: compiled, r: r, sigs: map[string]string{}}
 	if err := m.load(ctx); err != nil {
-		_ = compiled.Close(ctx)
+		_ = m.Close(ctx)
 		return nil, err
 	}
 	return m, nil
@@ -172,16 +208,25 @@ func (m *Module) checkExport(exports map[string]api.FunctionDefinition, name str
 }
 
 // probe instantiates the module once (running _initialize, under a
-// deadline) and reads its ABI version and policy kind.
-func (m *Module) probe(ctx context.Context) error {
+// deadline) and reads its ABI version and policy kind. The instance becomes
+// m's spare when the module passes; it is closed otherwise.
+func (m *Module) probe(ctx context.Context) (err error) {
 	ctx, cancel := context.WithTimeout(ctx, m.r.startTimeout)
 	defer cancel()
-	var out guestOutput
-	mod, err := m.r.wz.InstantiateModule(ctx, m.compiled, m.r.moduleConfig(&out))
+	out := new(guestOutput)
+	mod, err := m.r.wz.InstantiateModule(ctx, m.compiled, m.r.moduleConfig(out))
 	if err != nil {
-		return fmt.Errorf("policy %s: instantiating: %s: %w", m.Name, startFailure(err, ctx, &out), err)
+		return fmt.Errorf("policy %s: instantiating: %s: %w", m.Name, startFailure(err, ctx, out), err)
 	}
-	defer mod.Close(ctx)
+	defer func() {
+		if err != nil {
+			_ = mod.Close(context.Background())
+			return
+		}
+		m.mu.Lock()
+		m.spare = &spareInstance{mod: mod, out: out}
+		m.mu.Unlock()
+	}()
 	if mod.IsClosed() {
 		return fmt.Errorf("policy %s: instantiating: the module exited during _initialize", m.Name)
 	}

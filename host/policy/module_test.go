@@ -155,3 +155,51 @@ func TestNewScheduler_Refused(t *testing.T) {
 		t.Errorf("tiny in-buffer: %v", err)
 	}
 }
+
+// TestCompile_SpareInstance checks that the instance Compile's checks made
+// serves the first Scheduler made from the module, that later ones and one
+// made after Trim instantiate afresh, and that each is a separate instance.
+func TestCompile_SpareInstance(t *testing.T) {
+	r, _ := newTestRuntime(t, Options{})
+	ctx := context.Background()
+	m := compile(t, r, "echo.wasm", guest(t, "echo"))
+	if m.spare == nil {
+		t.Fatal("Compile kept no spare instance")
+	}
+	spare := m.spare.mod
+	var scheds []*Scheduler
+	for i := range 2 {
+		fx := newFakeEffects(model("a", sdk.StateReady))
+		s, err := r.NewScheduler(ctx, m, nil, fx)
+		if err != nil {
+			t.Fatalf("NewScheduler %d: %v", i, err)
+		}
+		defer s.Close(ctx)
+		if m.spare != nil {
+			t.Fatalf("NewScheduler %d left the spare in place", i)
+		}
+		if took := s.sv.in.mod == spare; took != (i == 0) {
+			t.Errorf("NewScheduler %d: took the spare %v", i, took)
+		}
+		if err := s.OnRequest(sdk.RequestEvent{Now: 1, ID: 7, Model: "a"}); err != nil {
+			t.Fatal(err)
+		}
+		wantCalls(t, fx, "grant_serve 7 a")
+		scheds = append(scheds, s)
+	}
+	if st := scheds[0].Status(); st.Instantiations != 1 {
+		t.Errorf("status %+v", st)
+	}
+
+	trimmed := compile(t, r, "echo.wasm", guest(t, "echo"))
+	old := trimmed.spare.mod
+	trimmed.Trim(ctx)
+	if trimmed.spare != nil || !old.IsClosed() {
+		t.Fatal("Trim kept the spare instance open")
+	}
+	s, err := r.NewScheduler(ctx, trimmed, nil, newFakeEffects())
+	if err != nil {
+		t.Fatalf("NewScheduler after Trim: %v", err)
+	}
+	s.Close(ctx)
+}
