@@ -22,9 +22,11 @@ type policySet struct {
 	cfg                         *config.Config
 	sched, swap                 *policy.Module
 	schedSettings, swapSettings []byte
-	// fallbacks compiles the fallback modules once; loadPolicies starts
-	// it in the background, and a fallback that takes over waits for it.
+	// fallbacks compiles the fallback modules once: in the background
+	// after the first crash of either policy (prefetch), or when a
+	// fallback takes over, which waits for it.
 	fallbacks     func() (fallbackModules, error)
+	prefetch      sync.Once
 	groupSettings []byte
 
 	// Scheduler and Swapper are the decorators the router's constructors
@@ -36,9 +38,10 @@ type policySet struct {
 // fallbackModules are the compiled fallback policies.
 type fallbackModules struct{ sched, swap *policy.Module }
 
-// loadPolicies compiles cfg's scheduler and router, in parallel, and
-// starts compiling their fallbacks in the background: start-up waits only
-// for the policies it runs (docs/BENCHMARKS.md, start-up). Errors: a policy
+// loadPolicies compiles cfg's scheduler and router, in parallel. Their
+// fallbacks are compiled only once one of them crashes: a host whose
+// policies do not fail holds no fallback's code (docs/BENCHMARKS.md, memory
+// at idle). Errors: a policy
 // that cannot be read or compiled, one of the wrong kind, settings that are
 // not JSON; the scheduler's first when both fail.
 func loadPolicies(ctx context.Context, rt *policy.Runtime, cfg *config.Config) (*policySet, error) {
@@ -61,8 +64,7 @@ func loadPolicies(ctx context.Context, rt *policy.Runtime, cfg *config.Config) (
 	if p.groupSettings, err = cfg.GroupSettingsJSON(); err != nil {
 		return nil, err
 	}
-	// The fallbacks are compiled after start-up, so a switch is still
-	// quick; one that is also the configured policy is that module.
+	// A fallback that is also the configured policy is that module.
 	p.fallbacks = sync.OnceValues(func() (fallbackModules, error) {
 		f := fallbackModules{sched: p.sched, swap: p.swap}
 		var err error
@@ -80,8 +82,16 @@ func loadPolicies(ctx context.Context, rt *policy.Runtime, cfg *config.Config) (
 		}
 		return f, nil
 	})
-	go func() { _, _ = p.fallbacks() }()
+	p.sched.OnCrash, p.swap.OnCrash = p.prefetchFallbacks, p.prefetchFallbacks
 	return p, nil
+}
+
+// prefetchFallbacks starts compiling the fallbacks in the background, once:
+// a policy that crashed once may crash-loop, and the fallback that then
+// takes over should not wait for a compilation (seconds without a warm
+// cache). It runs on the run loop and does not block.
+func (p *policySet) prefetchFallbacks() {
+	p.prefetch.Do(func() { go func() { _, _ = p.fallbacks() }() })
 }
 
 // routerConfig sets the policies of rc: names and constructors that

@@ -297,14 +297,10 @@ func runServe(ctx context.Context, o serveOptions) error {
 		"scheduler", rcfg.SchedulerName, "router", rcfg.SwapperName, "startup", time.Since(started).Round(time.Millisecond))
 	endStartupGC()
 
-	// Start-up's compilation (and the fallbacks' after it) leaves tens of
-	// MB of garbage that Go's background scavenger would return to the
-	// OS only slowly; return it once, when no more compiling is due
-	// (docs/RATIONALE.md, idle memory).
-	go func() {
-		_, _ = policies.fallbacks()
-		debug.FreeOSMemory()
-	}()
+	// Start-up's compilation leaves tens of MB of garbage that Go's
+	// background scavenger would return to the OS only slowly; return it
+	// once (docs/RATIONALE.md, idle memory).
+	go debug.FreeOSMemory()
 
 	for _, id := range cfg.Preload {
 		go preload(ctx, r, id, log)

@@ -26,6 +26,12 @@ type Module struct {
 	Imports    []string       // every imported function as "module.name", sorted, without duplicates
 	Size       int            // the module's size in bytes
 
+	// OnCrash, when set before the first Scheduler or Swapper is made from
+	// the module, is called after an instance of it crashes, on the
+	// goroutine that called it, before it is re-instantiated. It must not
+	// block. serve compiles the fallback policies on the first crash.
+	OnCrash func()
+
 	sigs     map[string]string // export name or "module.name" import → signature
 	compiled wazero.CompiledModule
 	r        *Runtime

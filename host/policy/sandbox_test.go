@@ -50,6 +50,30 @@ func TestSandbox_Panic(t *testing.T) {
 	crashAndRecover(t, r, `{"misbehave": "panic", "model": "bad"}`, "panic: evil: deliberate panic")
 }
 
+// TestSandbox_OnCrash checks that a module's OnCrash hook runs once per
+// crash, and not for a call that did not crash.
+func TestSandbox_OnCrash(t *testing.T) {
+	r, _ := newTestRuntime(t, Options{})
+	fx := newFakeEffects(model("good", sdk.StateReady), model("bad", sdk.StateReady))
+	m := compile(t, r, "evil.wasm", guest(t, "evil"))
+	crashes := 0
+	m.OnCrash = func() { crashes++ }
+	s, err := r.NewScheduler(context.Background(), m, []byte(`{"misbehave": "panic", "model": "bad"}`), fx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	for i, ev := range []struct {
+		model string
+		want  int
+	}{{"good", 0}, {"bad", 1}, {"good", 1}, {"bad", 2}} {
+		_ = s.OnRequest(sdk.RequestEvent{ID: sdk.RequestID(i + 1), Model: ev.model})
+		if crashes != ev.want {
+			t.Errorf("after a request for %s: OnCrash ran %d times, want %d", ev.model, crashes, ev.want)
+		}
+	}
+}
+
 func TestSandbox_PanicInGoroutine(t *testing.T) {
 	r, _ := newTestRuntime(t, Options{})
 	crashAndRecover(t, r, `{"misbehave": "goexit-panic", "model": "bad"}`, "panic: evil: panic in a goroutine")

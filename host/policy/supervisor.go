@@ -171,6 +171,9 @@ func (sv *supervisor) crash(in *instance, ev event, reason string, cause error) 
 	}
 	sv.log.Warn("policy crashed; instance discarded", attrs...)
 	sv.fail(ce)
+	if sv.m.OnCrash != nil {
+		sv.m.OnCrash()
+	}
 	if !ce.disabled {
 		if _, err := sv.restart(); err != nil {
 			sv.log.Error("policy could not be re-instantiated", "err", err)
