@@ -1,6 +1,9 @@
 package sdk
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+)
 
 // ABIVersion is the version of the loadout_v2 ABI this SDK speaks: the
 // value of the `loadout_abi_version` export, and the first byte of every
@@ -237,6 +240,16 @@ type ModelInfo struct {
 	// (ABI version 2).
 	Devices []int32
 	Leased  []uint64
+}
+
+// Equal reports whether m and o are equal field for field (Devices and
+// Leased element by element): what a snapshot delta counts as unchanged.
+func (m *ModelInfo) Equal(o *ModelInfo) bool {
+	return m.Name == o.Name && m.State == o.State && m.InFlight == o.InFlight &&
+		m.ConcurrencyLimit == o.ConcurrencyLimit && m.Priority == o.Priority &&
+		m.Pinned == o.Pinned && m.Group == o.Group && m.LastUse == o.LastUse &&
+		m.TTL == o.TTL && m.EstimatedVRAM == o.EstimatedVRAM && m.MeasuredVRAM == o.MeasuredVRAM &&
+		slices.Equal(m.Devices, o.Devices) && slices.Equal(m.Leased, o.Leased)
 }
 
 // GPUInfo is one GPU as the host accounts it.

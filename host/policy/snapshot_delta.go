@@ -37,7 +37,7 @@ func (s *sentSnapshot) diff(snap *sdk.Snapshot, base uint64) *sdk.SnapshotDelta 
 	}
 	for i := range snap.Models {
 		m := &snap.Models[i]
-		if whole || i >= len(s.models) || !sameModel(m, &s.models[i]) {
+		if whole || i >= len(s.models) || !m.Equal(&s.models[i]) {
 			d.Changed = append(d.Changed, uint32(i))
 			d.Models = append(d.Models, *m)
 		}
@@ -69,15 +69,6 @@ func (s *sentSnapshot) commit(snap *sdk.Snapshot) {
 	// Drop the references into snap: the reply is in guest memory now.
 	clear(d.Models)
 	d.GPUs = nil
-}
-
-// sameModel reports whether a and b are equal field for field.
-func sameModel(a, b *sdk.ModelInfo) bool {
-	return a.Name == b.Name && a.State == b.State && a.InFlight == b.InFlight &&
-		a.ConcurrencyLimit == b.ConcurrencyLimit && a.Priority == b.Priority &&
-		a.Pinned == b.Pinned && a.Group == b.Group && a.LastUse == b.LastUse &&
-		a.TTL == b.TTL && a.EstimatedVRAM == b.EstimatedVRAM && a.MeasuredVRAM == b.MeasuredVRAM &&
-		slices.Equal(a.Devices, b.Devices) && slices.Equal(a.Leased, b.Leased)
 }
 
 // snapshot_delta(base i64, buf, limit) -> i32: a SnapshotDelta message,

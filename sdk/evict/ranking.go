@@ -59,7 +59,7 @@ func (p *Planner) readSnapshot(h sdk.Host) {
 func (p *Planner) rank(q sdk.PlanRequest, r *Rule) {
 	rk := &p.rk
 	if rk.valid && rk.rule == r && rk.models == first(p.snap.Models) && rk.n == len(p.snap.Models) &&
-		bytewise.Strings(rk.running, q.Running) && sameModel(&rk.target, &p.target) && p.sameGPUs() {
+		bytewise.Strings(rk.running, q.Running) && rk.target.Equal(&p.target) && p.sameGPUs() {
 		for _, pos := range rk.pending {
 			if !p.update(q, r, pos) {
 				p.rebuild(q, r)
@@ -210,13 +210,4 @@ func first[T any](l []T) *T {
 		return nil
 	}
 	return &l[0]
-}
-
-// sameModel reports whether a and b are equal field for field.
-func sameModel(a, b *sdk.ModelInfo) bool {
-	return a.Name == b.Name && a.State == b.State && a.InFlight == b.InFlight &&
-		a.ConcurrencyLimit == b.ConcurrencyLimit && a.Priority == b.Priority &&
-		a.Pinned == b.Pinned && a.Group == b.Group && a.LastUse == b.LastUse &&
-		a.TTL == b.TTL && a.EstimatedVRAM == b.EstimatedVRAM && a.MeasuredVRAM == b.MeasuredVRAM &&
-		slices.Equal(a.Devices, b.Devices) && slices.Equal(a.Leased, b.Leased)
 }
