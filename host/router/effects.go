@@ -293,6 +293,11 @@ func (fx *effects) Plan(target string) (sdk.Plan, error) {
 	}
 	if err != nil {
 		l.planFailures[target] = err.Error()
+		if m := l.models[target]; m != nil && !m.state.Running() && l.replicaSetOf(target) != nil {
+			// A replica a scheduler tried to start with no request
+			// waiting on it: its status is where an operator sees why.
+			m.lastErr = "cannot be placed: " + err.Error()
+		}
 		l.swapCounters.Failures++
 		l.swapCounters.LastError = err.Error()
 		r.observer().PolicyFailed("swapper", "plan", err)

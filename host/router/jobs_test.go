@@ -200,6 +200,11 @@ var (
 )
 
 func prioritylru(t testing.TB) func(sdk.Host) (SwapperPolicy, error) {
+	return prioritylruWith(t, "{}")
+}
+
+// prioritylruWith is prioritylru with its settings JSON.
+func prioritylruWith(t testing.TB, settings string) func(sdk.Host) (SwapperPolicy, error) {
 	t.Helper()
 	rt, _, _ := policies(t)
 	prioOnce.Do(func() {
@@ -215,7 +220,7 @@ func prioritylru(t testing.TB) func(sdk.Host) (SwapperPolicy, error) {
 		t.Fatalf("prioritylru: %v", prioErr)
 	}
 	return func(h sdk.Host) (SwapperPolicy, error) {
-		return rt.NewSwapper(context.Background(), prioMod, []byte("{}"), h)
+		return rt.NewSwapper(context.Background(), prioMod, []byte(settings), h)
 	}
 }
 

@@ -2,6 +2,7 @@ package router
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -149,4 +150,21 @@ func TestRouter_UnloadStopsEveryReplica(t *testing.T) {
 	if st.State != "stopped" || st.ReplicaState != ModelTerminated {
 		t.Fatalf("after unloading r: %s / %s, want stopped / %s", st.State, st.ReplicaState, ModelTerminated)
 	}
+}
+
+// A replica min_replicas asks for that does not fit says why in its
+// status (nothing waits on it to carry the error to a client).
+func TestRouter_ReplicaThatCannotBePlacedSaysWhy(t *testing.T) {
+	one := gpu.NewLedger(gpu.NewDeclared([]gpu.DeclaredDevice{{Name: "sim0", Memory: 8 * gib}}), 0)
+	// The siblings, as host/config writes them into a router's settings.
+	apart := `{"placement": {"models": {"r": {"apart": ["r@2"]}, "r@2": {"apart": ["r"]}}}}`
+	h := newHarness(t, harnessOpts{ledger: one, tick: time.Hour, newSwap: prioritylruWith(t, apart), models: replicaModels(2)})
+	h.acquire("r").wait(t).Release()
+	h.await(func() string {
+		st := h.status("r")
+		if st.ReadyReplicas != 1 || !strings.Contains(st.Replicas[1].LastError, "cannot be placed") {
+			return fmt.Sprintf("status %+v: want one replica ready and the second saying it cannot be placed", st)
+		}
+		return ""
+	})
 }

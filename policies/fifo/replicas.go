@@ -128,6 +128,10 @@ func (s *scheduler) scaleOut(model string, evict bool, only replicaKind, why str
 		return false
 	}
 	plan, err := s.fx.Plan(target)
+	if err == nil && slices.ContainsFunc(plan.Evict, func(m string) bool { return slices.Contains(set.Replicas, m) }) {
+		// Room only by evicting another replica of the model: no gain.
+		err = fmt.Errorf("it fits only by evicting another replica of %s (the router does not know replicas)", set.Model)
+	}
 	if err != nil && evict {
 		// min_replicas that cannot all be placed: say so, once per
 		// attempt (after a load, or a crash), not on every request.

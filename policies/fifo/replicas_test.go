@@ -105,6 +105,22 @@ func init() {
 			},
 		},
 		scenario{
+			name:    "replicas: no replica is started by evicting another replica",
+			models:  []sdk.ModelInfo{{Name: "r"}, {Name: "r@2"}, {Name: "x"}},
+			swapper: policytest.EvictAll, // knows nothing of replicas: would evict r for r@2
+			run: func(t *testing.T, h *policytest.Host) {
+				replicaBox(h, 2)
+				h.Request(1, "r")
+				h.CompleteSwap("r", "")
+				h.ServeDone(1)
+				h.Models["r@2"].State = sdk.StateFailed // crashed: the tick would start it again
+				h.Tick()
+				if got := h.ActiveSwaps(); len(got) != 0 {
+					t.Fatalf("swaps %v, want none: r@2 fits only by evicting r", got)
+				}
+			},
+		},
+		scenario{
 			name:    "replicas: min_replicas are started once the model is ready",
 			models:  []sdk.ModelInfo{{Name: "r"}, {Name: "r@2"}, {Name: "x"}},
 			swapper: noEvictions,

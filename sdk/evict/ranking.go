@@ -137,9 +137,11 @@ func (p *Planner) update(q sdk.PlanRequest, r *Rule, pos int) bool {
 
 // consider inserts the running model m (at snapshot position pos, running
 // position j) into p.cands at its place if it may go: eligible, not
-// pinned, and freeing memory on a GPU r allows.
+// pinned, not a replica of the target's own model (r.Apart: evicting one
+// replica to load another gains nothing), and freeing memory on a GPU r
+// allows.
 func (p *Planner) consider(m *sdk.ModelInfo, pos, j int, r *Rule) {
-	if m.Pinned || (p.Eligible != nil && !p.Eligible(&p.target, m)) {
+	if m.Pinned || (p.Eligible != nil && !p.Eligible(&p.target, m)) || slices.Contains(r.Apart, m.Name) {
 		return
 	}
 	v := VRAM(m)

@@ -246,7 +246,7 @@ func referencePlan(p *Planner, h sdk.Host, q sdk.PlanRequest, r *Rule) (sdk.Plan
 	next := 0
 	for j, name := range q.Running {
 		m := Find(snap.Models, name, &next)
-		if m == nil || m.Pinned || (p.Eligible != nil && !p.Eligible(t, m)) {
+		if m == nil || m.Pinned || (p.Eligible != nil && !p.Eligible(t, m)) || slices.Contains(r.Apart, m.Name) {
 			continue
 		}
 		v := VRAM(m)
