@@ -322,3 +322,33 @@ func TestRouter_JobLeaseOutlivesEvictedModelsStopping(t *testing.T) {
 		t.Fatal("the job's lease outlived the stop of the model it evicted")
 	}
 }
+
+// A model whose server crashed is started again on other devices when
+// its own were taken in the meantime (here by a job's lease): the
+// swapper places the restart like any load, on what is free now, and the
+// router never reuses the old placement blindly (issue 15, rescheduling).
+func TestRouter_CrashedModelRestartsOnOtherDevicesWhenItsOwnAreTaken(t *testing.T) {
+	ledger := gpu.NewLedger(gpu.NewDeclared([]gpu.DeclaredDevice{{Name: "sim0", Memory: 8 * gib}, {Name: "sim1", Memory: 8 * gib}}), 0)
+	h := newHarness(t, harnessOpts{
+		ledger: ledger, tick: time.Hour, newSwap: prioritylru(t),
+		groups: `{}`,
+		models: map[string]ModelConfig{"a": {VRAM: 6 * gib}},
+	})
+	h.acquire("a").wait(t).Release()
+	h.world.expect(t, "starting a", "ready a")
+	first := h.status("a").Devices
+	if len(first) != 1 {
+		t.Fatalf("a placed on %v, want one GPU", first)
+	}
+	h.world.crash(t, "a")
+	h.awaitState("a", "failed")
+	if _, err := ledger.AcquireDevices("job-1", first); err != nil {
+		t.Fatalf("the crashed model's GPU %v is still leased: %v", first, err)
+	}
+	h.acquire("a").wait(t).Release()
+	h.world.expect(t, "starting a", "ready a")
+	again := h.status("a").Devices
+	if len(again) != 1 || again[0] == first[0] {
+		t.Fatalf("a restarted on %v; GPU %v is the job's now", again, first)
+	}
+}
