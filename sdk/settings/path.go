@@ -1,7 +1,7 @@
 package settings
 
 import (
-	"fmt"
+	"errors"
 	"strconv"
 	"strings"
 )
@@ -50,7 +50,7 @@ func Split(path string) ([]Segment, error) {
 		return nil, err
 	}
 	if rest != "" {
-		return nil, fmt.Errorf("path %q: unexpected %q", path, rest)
+		return nil, errors.New("path " + strconv.Quote(path) + ": unexpected " + strconv.Quote(rest))
 	}
 	return segs, nil
 }
@@ -70,7 +70,7 @@ func splitPrefix(s string) (segs []Segment, rest string, err error) {
 			if len(s) > 1 && s[1] == '"' {
 				q, qerr := strconv.QuotedPrefix(s[1:])
 				if qerr != nil || len(s) < 2+len(q) || s[1+len(q)] != ']' {
-					return nil, s, fmt.Errorf("unterminated quoted key in %q", s)
+					return nil, s, errors.New("unterminated quoted key in " + strconv.Quote(s))
 				}
 				key, _ := strconv.Unquote(q)
 				segs = append(segs, Segment{Key: key})
@@ -79,7 +79,7 @@ func splitPrefix(s string) (segs []Segment, rest string, err error) {
 			}
 			i, aerr := strconv.Atoi(inner)
 			if end < 0 || aerr != nil || i < 0 {
-				return nil, s, fmt.Errorf("want [index] or [\"key\"] in %q", s)
+				return nil, s, errors.New(`want [index] or ["key"] in ` + strconv.Quote(s))
 			}
 			segs = append(segs, Segment{Index: i, IsIndex: true})
 			s = s[end+1:]
@@ -92,7 +92,7 @@ func splitPrefix(s string) (segs []Segment, rest string, err error) {
 				n++
 			}
 			if n == 0 {
-				return nil, s, fmt.Errorf("empty key in path")
+				return nil, s, errors.New("empty key in path")
 			}
 			segs = append(segs, Segment{Key: s[:n]})
 			s = s[n:]

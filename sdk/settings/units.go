@@ -1,13 +1,14 @@
 package settings
 
 import (
-	"encoding/json"
-	"fmt"
+	"errors"
 	"math"
 	"math/bits"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 // Duration is a length of time from 0 up. In JSON it is a Go duration
@@ -19,18 +20,19 @@ type Duration time.Duration
 func ParseDuration(s string) (Duration, error) {
 	d, err := time.ParseDuration(s)
 	if err != nil {
-		return 0, fmt.Errorf("want a duration like \"30s\" or \"1m30s\", got %q", s)
+		return 0, errors.New(`want a duration like "30s" or "1m30s", got ` + strconv.Quote(s))
 	}
 	if d < 0 {
-		return 0, fmt.Errorf("duration %q is negative", s)
+		return 0, errors.New("duration " + strconv.Quote(s) + " is negative")
 	}
 	return Duration(d), nil
 }
 
-func secondsDuration(n json.Number) (Duration, error) {
-	secs, err := n.Float64()
+// secondsDuration reads n, a JSON number's text, as seconds.
+func secondsDuration(n string) (Duration, error) {
+	secs, err := strconv.ParseFloat(n, 64)
 	if err != nil || secs < 0 || secs > float64(math.MaxInt64/int64(time.Second)) {
-		return 0, fmt.Errorf("want a number of seconds from 0 up, got %s", n)
+		return 0, errors.New("want a number of seconds from 0 up, got " + n)
 	}
 	return Duration(secs * float64(time.Second)), nil
 }
@@ -47,7 +49,7 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 }
 
 // MarshalJSON writes the duration string.
-func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.String()) }
+func (d Duration) MarshalJSON() ([]byte, error) { return jsontext.AppendQuote(nil, d.String()) }
 
 // String is time.Duration's form ("1m30s").
 func (d Duration) String() string { return time.Duration(d).String() }
@@ -85,22 +87,22 @@ func ParseSize(s string) (int64, error) {
 	num, unit := in[:i], strings.ToLower(strings.TrimSpace(in[i:]))
 	if num == "" {
 		if strings.HasPrefix(in, "-") {
-			return 0, fmt.Errorf("size %q is negative", s)
+			return 0, errors.New("size " + strconv.Quote(s) + " is negative")
 		}
-		return 0, fmt.Errorf("size %q: want a number with an optional unit, like 24GiB, 512MiB, 1.5GB or 4096", s)
+		return 0, errors.New("size " + strconv.Quote(s) + ": want a number with an optional unit, like 24GiB, 512MiB, 1.5GB or 4096")
 	}
 	whole, frac, hasFrac := strings.Cut(num, ".")
 	if strings.Contains(frac, ".") || whole == "" || hasFrac && frac == "" {
-		return 0, fmt.Errorf("size %q: malformed number %q", s, num)
+		return 0, errors.New("size " + strconv.Quote(s) + ": malformed number " + strconv.Quote(num))
 	}
 	mult, ok := sizeUnits[unit]
 	if !ok {
-		return 0, fmt.Errorf("size %q: unknown unit %q (want B, KiB, MiB, GiB, TiB, KB, MB, GB, TB, or K, M, G, T for powers of 1024)", s, in[i:])
+		return 0, errors.New("size " + strconv.Quote(s) + ": unknown unit " + strconv.Quote(in[i:]) + " (want B, KiB, MiB, GiB, TiB, KB, MB, GB, TB, or K, M, G, T for powers of 1024)")
 	}
 	if hasFrac && mult == 1 {
-		return 0, fmt.Errorf("size %q: a byte count must be whole; use a unit for fractions (1.5GiB)", s)
+		return 0, errors.New("size " + strconv.Quote(s) + ": a byte count must be whole; use a unit for fractions (1.5GiB)")
 	}
-	tooLarge := fmt.Errorf("size %q is too large", s)
+	tooLarge := errors.New("size " + strconv.Quote(s) + " is too large")
 	w, err := strconv.ParseInt(whole, 10, 64)
 	if err != nil || w > math.MaxInt64/mult {
 		return 0, tooLarge

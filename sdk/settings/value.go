@@ -2,14 +2,15 @@ package settings
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"math"
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
+
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 // Kind is the JSON kind of a Value.
@@ -41,7 +42,7 @@ type Value struct {
 type node struct {
 	kind  Kind
 	b     bool
-	num   json.Number
+	num   string // a number's JSON text, as written
 	s     string
 	keys  []string // Object: in document order
 	items []*node  // Object: the values of keys; List: the items
@@ -50,16 +51,22 @@ type node struct {
 // Decode decodes raw, the settings a factory received, into the root
 // Value. Empty or all-space raw is Null, as "null" is: no settings. A key
 // written twice in one object is an error; so is anything after the value.
+//
+// The JSON is read by jsontext (github.com/go-json-experiment/json, the
+// module that mirrors Go's encoding/json/v2), a tokenizer that uses no
+// reflection, so a guest that reads its settings does not link
+// encoding/json (about 0.7 MB of Wasm with the reflection it brings).
 func Decode(raw []byte) (Value, error) {
 	if len(bytes.TrimSpace(raw)) == 0 {
 		return Value{}, nil
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
+	// Duplicate keys get this package's error, with their path; invalid
+	// UTF-8 is read as encoding/json reads it (replaced, not refused).
+	dec := jsontext.NewDecoder(bytes.NewReader(raw), jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
 	n, err := decodeNode(dec, "")
 	if err == nil {
-		if _, terr := dec.Token(); terr != io.EOF {
-			err = Errorf("", "invalid JSON: data after the settings object")
+		if _, terr := dec.ReadToken(); terr != io.EOF {
+			err = NewError("", "invalid JSON: data after the settings object")
 		}
 	}
 	if err != nil {
@@ -67,60 +74,61 @@ func Decode(raw []byte) (Value, error) {
 		if errors.As(err, &se) {
 			return Value{}, se
 		}
-		return Value{}, Errorf("", "invalid JSON: %v", err)
+		if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+			return Value{}, NewError("", "invalid JSON: unexpected end of JSON input")
+		}
+		return Value{}, NewError("", "invalid JSON: "+strings.TrimPrefix(err.Error(), "jsontext: "))
 	}
 	return Value{n: n}, nil
 }
 
-func decodeNode(dec *json.Decoder, path string) (*node, error) {
-	tok, err := dec.Token()
+func decodeNode(dec *jsontext.Decoder, path string) (*node, error) {
+	tok, err := dec.ReadToken()
 	if err != nil {
 		return nil, err
 	}
-	switch t := tok.(type) {
-	case nil:
+	switch tok.Kind() {
+	case 'n':
 		return &node{kind: Null}, nil
-	case bool:
-		return &node{kind: Bool, b: t}, nil
-	case json.Number:
-		return &node{kind: Number, num: t}, nil
-	case string:
-		return &node{kind: String, s: t}, nil
-	case json.Delim:
-		if t == '[' {
-			n := &node{kind: List}
-			for dec.More() {
-				item, err := decodeNode(dec, Index(path, len(n.items)))
-				if err != nil {
-					return nil, err
-				}
-				n.items = append(n.items, item)
-			}
-			_, err := dec.Token()
-			return n, err
-		}
-		n := &node{kind: Object}
-		for dec.More() {
-			kt, err := dec.Token()
+	case 't', 'f':
+		return &node{kind: Bool, b: tok.Bool()}, nil
+	case '0':
+		return &node{kind: Number, num: tok.String()}, nil
+	case '"':
+		return &node{kind: String, s: tok.String()}, nil
+	case '[':
+		n := &node{kind: List}
+		for dec.PeekKind() != ']' {
+			item, err := decodeNode(dec, Index(path, len(n.items)))
 			if err != nil {
 				return nil, err
 			}
-			key := kt.(string)
-			kp := Join(path, key)
-			if slices.Contains(n.keys, key) {
-				return nil, Errorf(kp, "%q is set twice", key)
-			}
-			val, err := decodeNode(dec, kp)
-			if err != nil {
-				return nil, err
-			}
-			n.keys = append(n.keys, key)
-			n.items = append(n.items, val)
+			n.items = append(n.items, item)
 		}
-		_, err := dec.Token()
+		_, err := dec.ReadToken()
 		return n, err
 	}
-	return nil, fmt.Errorf("unexpected token %v", tok)
+	// '{': the tokenizer hands out nothing else here.
+	n := &node{kind: Object}
+	for dec.PeekKind() != '}' {
+		kt, err := dec.ReadToken()
+		if err != nil {
+			return nil, err
+		}
+		key := kt.String()
+		kp := Join(path, key)
+		if slices.Contains(n.keys, key) {
+			return nil, NewError(kp, strconv.Quote(key)+" is set twice")
+		}
+		val, err := decodeNode(dec, kp)
+		if err != nil {
+			return nil, err
+		}
+		n.keys = append(n.keys, key)
+		n.items = append(n.items, val)
+	}
+	_, err = dec.ReadToken()
+	return n, err
 }
 
 // Path is where the value is (see Join).
@@ -144,12 +152,14 @@ func (v Value) Errorf(format string, args ...any) *Error {
 
 // want is the error for a value of the wrong kind.
 func (v Value) want(what string) *Error {
-	return v.Errorf("want %s, got %s", what, v.excerpt())
+	return NewError(v.path, "want "+what+", got "+v.excerpt())
 }
 
-// excerpt is the value as JSON, shortened, for messages.
+// excerpt is the value as JSON, shortened, for messages: compact, an
+// object's keys sorted, <, > and & escaped, as encoding/json's Marshal
+// writes it.
 func (v Value) excerpt() string {
-	b, _ := json.Marshal(v.any())
+	b := appendJSON(nil, v.n)
 	const most = 60
 	if s := string(b); len(s) > most {
 		return s[:most] + "…"
@@ -157,30 +167,68 @@ func (v Value) excerpt() string {
 	return string(b)
 }
 
-// any returns the value as encoding/json would decode it (numbers as
-// json.Number), for excerpts.
-func (v Value) any() any {
-	switch v.Kind() {
-	case Bool:
-		return v.n.b
-	case Number:
-		return v.n.num
-	case String:
-		return v.n.s
-	case List:
-		out := make([]any, len(v.n.items))
-		for i := range v.n.items {
-			out[i] = Value{n: v.n.items[i]}.any()
-		}
-		return out
-	case Object:
-		m := make(map[string]any, len(v.n.keys))
-		for i, k := range v.n.keys {
-			m[k] = Value{n: v.n.items[i]}.any()
-		}
-		return m
+// appendJSON appends n as compact JSON (see excerpt); nil is null.
+func appendJSON(b []byte, n *node) []byte {
+	if n == nil {
+		return append(b, "null"...)
 	}
-	return nil
+	switch n.kind {
+	case Bool:
+		return strconv.AppendBool(b, n.b)
+	case Number:
+		return append(b, n.num...)
+	case String:
+		return appendString(b, n.s)
+	case List:
+		b = append(b, '[')
+		for i, it := range n.items {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendJSON(b, it)
+		}
+		return append(b, ']')
+	case Object:
+		order := make([]int, len(n.keys))
+		for i := range order {
+			order[i] = i
+		}
+		slices.SortFunc(order, func(x, y int) int { return strings.Compare(n.keys[x], n.keys[y]) })
+		b = append(b, '{')
+		for i, k := range order {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendString(b, n.keys[k])
+			b = append(b, ':')
+			b = appendJSON(b, n.items[k])
+		}
+		return append(b, '}')
+	}
+	return append(b, "null"...)
+}
+
+// appendString appends s quoted as JSON, with encoding/json's escapes of
+// <, >, & and the JavaScript line separators.
+func appendString(b []byte, s string) []byte {
+	q, _ := jsontext.AppendQuote(nil, s) // invalid UTF-8 becomes U+FFFD, never an error here
+	for _, c := range string(q) {
+		switch c {
+		case '<':
+			b = append(b, `\u003c`...)
+		case '>':
+			b = append(b, `\u003e`...)
+		case '&':
+			b = append(b, `\u0026`...)
+		case '\u2028':
+			b = append(b, `\u2028`...)
+		case '\u2029':
+			b = append(b, `\u2029`...)
+		default:
+			b = utf8.AppendRune(b, c)
+		}
+	}
+	return b
 }
 
 // Fields is a decoded object: its keys in document order and their values.
@@ -204,7 +252,7 @@ func (v Value) Object(known ...string) (Fields, error) {
 	if len(known) > 0 {
 		for _, k := range v.n.keys {
 			if !slices.Contains(known, k) {
-				return Fields{}, Errorf(Join(v.path, k), "unknown setting %q (known: %s)", k, strings.Join(known, ", "))
+				return Fields{}, NewError(Join(v.path, k), "unknown setting "+strconv.Quote(k)+" (known: "+strings.Join(known, ", ")+")")
 			}
 		}
 	}
@@ -269,13 +317,13 @@ func (v Value) Bool() (bool, error) {
 
 // Int reads the value as a whole number from lo to hi.
 func (v Value) Int(lo, hi int64) (int64, error) {
-	rng := fmt.Sprintf("a whole number from %d to %d", lo, hi)
+	rng := "a whole number from " + strconv.FormatInt(lo, 10) + " to " + strconv.FormatInt(hi, 10)
 	if v.Kind() != Number {
 		return 0, v.want(rng)
 	}
-	n, err := strconv.ParseInt(v.n.num.String(), 10, 64)
+	n, err := strconv.ParseInt(v.n.num, 10, 64)
 	if err != nil {
-		f, ferr := v.n.num.Float64()
+		f, ferr := strconv.ParseFloat(v.n.num, 64)
 		if ferr != nil || f != math.Trunc(f) || f < math.MinInt64 || f >= math.MaxInt64 {
 			return 0, v.want(rng)
 		}
@@ -292,7 +340,7 @@ func (v Value) Float() (float64, error) {
 	if v.Kind() != Number {
 		return 0, v.want("a number")
 	}
-	f, err := v.n.num.Float64()
+	f, err := strconv.ParseFloat(v.n.num, 64)
 	if err != nil {
 		return 0, v.want("a number")
 	}
@@ -312,7 +360,7 @@ func (v Value) Duration() (Duration, error) {
 		return 0, v.want(`a duration like "30s" or a number of seconds`)
 	}
 	if err != nil {
-		return 0, v.Errorf("%v", err)
+		return 0, NewError(v.path, err.Error())
 	}
 	return d, nil
 }
@@ -328,7 +376,7 @@ func (v Value) Size() (Size, error) {
 		s = Size(n)
 	case Number:
 		var n int64
-		n, err = strconv.ParseInt(v.n.num.String(), 10, 64)
+		n, err = strconv.ParseInt(v.n.num, 10, 64)
 		if err != nil || n < 0 {
 			return 0, v.want(`a size like "512MiB" or a whole number of bytes`)
 		}
@@ -337,7 +385,7 @@ func (v Value) Size() (Size, error) {
 		return 0, v.want(`a size like "512MiB" or a whole number of bytes`)
 	}
 	if err != nil {
-		return 0, v.Errorf("%v", err)
+		return 0, NewError(v.path, err.Error())
 	}
 	return s, nil
 }
