@@ -163,7 +163,8 @@ func TestUI_LoadServeSwapUnloadInBrowser(t *testing.T) {
 }
 
 // A model that keeps failing to start shows its backoff: after two failed
-// starts the models table marks it with when the next start is allowed.
+// starts the models table marks it with when the next start is allowed,
+// and the mark goes when that time passes.
 func TestUI_ShowsStartBackoff(t *testing.T) {
 	ctx := browser(t)
 	s := startServer(t, "../../testdata/e2e/sim.yaml")
@@ -177,6 +178,9 @@ func TestUI_ShowsStartBackoff(t *testing.T) {
 		chromedp.WaitVisible(`#conn[data-conn="live"]`, chromedp.ByQuery),
 		chromedp.WaitVisible(`#models tr[data-model="broken"] [data-state="failed"]`, chromedp.ByQuery),
 		chromedp.WaitVisible(`//tr[@data-model="broken"]//span[@data-backoff="2" and starts-with(., "retry ")]`, chromedp.BySearch),
+		// The backoff (5 s from the second failure) ends with no event
+		// about the model: the mark goes by itself.
+		chromedp.WaitNotPresent(`#models tr[data-model="broken"] .backoff`, chromedp.ByQuery),
 	); err != nil {
 		shot(t, ctx, "ui-backoff-failure")
 		t.Fatal(err)

@@ -116,12 +116,23 @@ function KeyForm({ onSaved }) {
   </form>`;
 }
 
-// backoff marks a model that keeps failing to start: from its second
+// Backoff marks a model that keeps failing to start: from its second
 // failed start in a row the host waits before the next (retry_at), and
-// its requests fail at once until then.
-const backoff = (m) => (m.start_failures >= 2 && m.retry_at && new Date(m.retry_at) > Date.now()
-  ? html` <span class="backoff" data-backoff=${m.start_failures} title=${m.start_failures + ' failed starts in a row; requests fail at once until then'}>retry ${fmtTime(m.retry_at)}</span>`
-  : '');
+// its requests fail at once until then. The mark takes itself down when
+// retry_at passes, whether or not another event about the model comes.
+function Backoff({ m }) {
+  const [, tick] = useReducer((n) => n + 1, 0);
+  const until = m.start_failures >= 2 && m.retry_at ? new Date(m.retry_at).getTime() : 0;
+  const left = until - Date.now();
+  useEffect(() => {
+    if (left <= 0) return undefined;
+    const t = setTimeout(tick, left + 50);
+    return () => clearTimeout(t);
+  }, [until]);
+  return left > 0
+    ? html` <span class="backoff" data-backoff=${m.start_failures} title=${m.start_failures + ' failed starts in a row; requests fail at once until then'}>retry ${fmtTime(m.retry_at)}</span>`
+    : '';
+}
 
 // replicas shows how many of a model's replicas are ready (max_replicas >
 // 1), each replica's state in its title.
@@ -139,7 +150,7 @@ function Models({ models, act }) {
       <th class="num">In flight</th><th class="num">Queued</th><th>Last use</th><th></th></tr>
     ${rows.map((m) => html`<tr data-model=${m.model}>
       <td>${m.model}${m.backend ? html` <span class="muted">${m.backend}</span>` : ''}</td>
-      <td><span class=${'state ' + m.state} data-state=${m.state}>${m.state}</span>${m.last_error ? html` <span class="err" title=${m.last_error}>!</span>` : ''}${backoff(m)}${replicas(m)}</td>
+      <td><span class=${'state ' + m.state} data-state=${m.state}>${m.state}</span>${m.last_error ? html` <span class="err" title=${m.last_error}>!</span>` : ''}<${Backoff} m=${m} />${replicas(m)}</td>
       <td>${(m.devices || []).join(', ') || '–'}</td>
       <td class="num">${fmtBytes(m.vram_bytes)}</td><td class="num">${fmtBytes(m.measured_vram_bytes)}</td>
       <td class="num">${m.in_flight || 0}</td><td class="num">${(m.queued || 0) + (m.loading || 0)}</td>
