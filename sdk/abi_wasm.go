@@ -4,9 +4,9 @@ package sdk
 
 import (
 	"errors"
-	"fmt"
 	"github.com/loadout-dev/loadout/sdk/wire"
 	"runtime"
+	"strconv"
 	"unsafe"
 )
 
@@ -323,7 +323,7 @@ var exportCount uint32
 // malformed.
 func enter(n uint32, m message) (uint64, bool) {
 	if n > inBufSize {
-		setError(fmt.Sprintf("event of %d bytes exceeds the %d-byte input buffer", n, inBufSize))
+		setError("event of " + strconv.FormatUint(uint64(n), 10) + " bytes exceeds the " + strconv.Itoa(inBufSize) + "-byte input buffer")
 		return result(wire.StatusBadInput, 0), false
 	}
 	if err := decodeMessage(inBuf[:n], m); err != nil {
@@ -337,13 +337,58 @@ func enter(n uint32, m message) (uint64, bool) {
 // now and then. Deferred directly, so recover sees the panic.
 func leave(res *uint64) {
 	if r := recover(); r != nil {
-		setError(fmt.Sprintf("panic: %v", r))
+		setError("panic: " + panicText(r))
 		*res = result(wire.StatusPanic, 0)
 	}
 	exportCount++
 	if exportCount%yieldEvery == 0 {
 		runtime.Gosched()
 	}
+}
+
+// panicText is the panic value r as fmt's %v writes it, for what a policy
+// panics with: an error (a runtime error too), a String method, a string,
+// a bool or a number. Printing any other value would link package fmt and
+// its reflection into every guest, so such a value is described, not
+// printed.
+func panicText(r any) string {
+	switch v := r.(type) {
+	case error:
+		return v.Error()
+	case interface{ String() string }:
+		return v.String()
+	case string:
+		return v
+	case bool:
+		return strconv.FormatBool(v)
+	case int:
+		return strconv.Itoa(v)
+	case int8:
+		return strconv.Itoa(int(v))
+	case int16:
+		return strconv.Itoa(int(v))
+	case int32:
+		return strconv.Itoa(int(v))
+	case int64:
+		return strconv.FormatInt(v, 10)
+	case uint:
+		return strconv.FormatUint(uint64(v), 10)
+	case uint8:
+		return strconv.FormatUint(uint64(v), 10)
+	case uint16:
+		return strconv.FormatUint(uint64(v), 10)
+	case uint32:
+		return strconv.FormatUint(uint64(v), 10)
+	case uint64:
+		return strconv.FormatUint(v, 10)
+	case uintptr:
+		return strconv.FormatUint(uint64(v), 10)
+	case float32:
+		return strconv.FormatFloat(float64(v), 'g', -1, 32)
+	case float64:
+		return strconv.FormatFloat(v, 'g', -1, 64)
+	}
+	return "a value that is not an error, a Stringer, a string, a bool or a number"
 }
 
 var errNoScheduler = errors.New("no scheduler registered (call sdk.RegisterScheduler from init)")
@@ -542,7 +587,7 @@ func plan(n uint32) (res uint64) {
 	}
 	out := appendMessage(outBuf[:0], &planOut)
 	if len(out) > outBufSize {
-		setError(fmt.Sprintf("plan of %d bytes exceeds the %d-byte output buffer", len(out), outBufSize))
+		setError("plan of " + strconv.Itoa(len(out)) + " bytes exceeds the " + strconv.Itoa(outBufSize) + "-byte output buffer")
 		return result(wire.StatusError, 0)
 	}
 	return result(wire.StatusOK, uint32(len(out)))

@@ -2,8 +2,8 @@ package sdk
 
 import (
 	"encoding/binary"
-	"fmt"
 	"slices"
+	"strconv"
 	"unsafe"
 
 	"github.com/loadout-dev/loadout/sdk/internal/bytewise"
@@ -84,11 +84,11 @@ func decodeMessage(src []byte, m message) error {
 func headerError(src []byte, m message) error {
 	switch {
 	case len(src) < wire.HeaderSize:
-		return fmt.Errorf("%w: %d bytes, want at least a %d-byte header", wire.ErrMalformed, len(src), wire.HeaderSize)
+		return wire.Malformed(strconv.Itoa(len(src)) + " bytes, want at least a " + strconv.Itoa(wire.HeaderSize) + "-byte header")
 	case src[0] != ABIVersion:
-		return fmt.Errorf("%w: version %d, want %d", wire.ErrMalformed, src[0], ABIVersion)
+		return wire.Malformed("version " + strconv.Itoa(int(src[0])) + ", want " + strconv.Itoa(ABIVersion))
 	}
-	return fmt.Errorf("%w: kind %d, want %d", wire.ErrMalformed, src[1], m.kind())
+	return wire.Malformed("kind " + strconv.Itoa(int(src[1])) + ", want " + strconv.Itoa(int(m.kind())))
 }
 
 // fail is decodeMessage's error for a message d did not decode cleanly
@@ -98,9 +98,9 @@ func (d *decoder) fail(m message, n int) error {
 	err := d.err
 	switch {
 	case d.short != 0:
-		err = fmt.Errorf("%w: kind %d truncated: a field at offset %d runs past the end (%d bytes)", wire.ErrMalformed, m.kind(), d.short-1, n)
+		err = wire.Malformed("kind " + strconv.Itoa(int(m.kind())) + " truncated: a field at offset " + strconv.Itoa(d.short-1) + " runs past the end (" + strconv.Itoa(n) + " bytes)")
 	case err == nil:
-		err = fmt.Errorf("%w: %d trailing bytes after kind %d", wire.ErrMalformed, len(d.b)-d.off, m.kind())
+		err = wire.Malformed(strconv.Itoa(len(d.b)-d.off) + " trailing bytes after kind " + strconv.Itoa(int(m.kind())))
 	}
 	*d = decoder{}
 	return err
@@ -257,7 +257,7 @@ func (d *decoder) bool8(v byte, off int) bool {
 
 func (d *decoder) notBool(off int) {
 	if d.err == nil {
-		d.err = fmt.Errorf("%w: bool at offset %d is neither 0 nor 1", wire.ErrMalformed, off)
+		d.err = wire.Malformed("bool at offset " + strconv.Itoa(off) + " is neither 0 nor 1")
 	}
 }
 
@@ -269,7 +269,7 @@ func (d *decoder) boolean() bool {
 		return true
 	default:
 		if d.err == nil {
-			d.err = fmt.Errorf("%w: bool at offset %d is neither 0 nor 1", wire.ErrMalformed, d.off-1)
+			d.err = wire.Malformed("bool at offset " + strconv.Itoa(d.off-1) + " is neither 0 nor 1")
 		}
 		return false
 	}
@@ -345,7 +345,7 @@ func (d *decoder) count(minItem int, what string) int {
 		return 0
 	}
 	if n > maxDecodedElements || int(n)*minItem > len(d.b)-d.off {
-		d.err = fmt.Errorf("%w: %s count %d at offset %d exceeds the message", wire.ErrMalformed, what, n, d.off-4)
+		d.err = wire.Malformed(what + " count " + strconv.FormatUint(uint64(n), 10) + " at offset " + strconv.Itoa(d.off-4) + " exceeds the message")
 		return 0
 	}
 	return int(n)

@@ -2,7 +2,7 @@ package sdk
 
 import (
 	"errors"
-	"fmt"
+	"strconv"
 )
 
 // Scheduler owns the queue, the waiting callers and the decision tree. The
@@ -195,7 +195,7 @@ func (e ResultError) Error() string {
 	if s, ok := resultNames[e]; ok {
 		return s
 	}
-	return fmt.Sprintf("host error %d", int32(e))
+	return "host error " + strconv.Itoa(int(e))
 }
 
 // AsResult returns the host import result for err: 0 for nil, the

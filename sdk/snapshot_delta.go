@@ -2,7 +2,7 @@ package sdk
 
 import (
 	"encoding/binary"
-	"fmt"
+	"strconv"
 
 	"github.com/loadout-dev/loadout/sdk/wire"
 )
@@ -137,11 +137,11 @@ func (s *deltaSink) decode(d *decoder) {
 	}
 	s.all = base == 0
 	if base != 0 && base != s.base {
-		d.err = fmt.Errorf("%w: a snapshot delta against generation %d, but generation %d is held", wire.ErrMalformed, base, s.base)
+		d.err = wire.Malformed("a snapshot delta against generation " + strconv.FormatUint(base, 10) + ", but generation " + strconv.FormatUint(s.base, 10) + " is held")
 		return
 	}
 	if total > maxDecodedElements || n > total || (s.all && n != total) {
-		d.err = fmt.Errorf("%w: a snapshot delta of %d models out of %d", wire.ErrMalformed, n, total)
+		d.err = wire.Malformed("a snapshot delta of " + strconv.Itoa(n) + " models out of " + strconv.Itoa(total))
 		return
 	}
 	old := len(dst.Models)
@@ -149,7 +149,7 @@ func (s *deltaSink) decode(d *decoder) {
 		old = 0
 	}
 	if total > old+n { // the new positions must all be carried: checked before growing
-		d.err = fmt.Errorf("%w: a snapshot delta that grows %d models to %d carries %d", wire.ErrMalformed, old, total, n)
+		d.err = wire.Malformed("a snapshot delta that grows " + strconv.Itoa(old) + " models to " + strconv.Itoa(total) + " carries " + strconv.Itoa(n))
 		return
 	}
 	if cap(dst.Models) < total {
@@ -164,7 +164,7 @@ func (s *deltaSink) decode(d *decoder) {
 		pos := int(d.u32())
 		if pos <= prev || pos >= total {
 			if d.err == nil {
-				d.err = fmt.Errorf("%w: snapshot delta position %d after %d, of %d models", wire.ErrMalformed, pos, prev, total)
+				d.err = wire.Malformed("snapshot delta position " + strconv.Itoa(pos) + " after " + strconv.Itoa(prev) + ", of " + strconv.Itoa(total) + " models")
 			}
 			return
 		}
@@ -176,7 +176,7 @@ func (s *deltaSink) decode(d *decoder) {
 		s.changed = append(s.changed, pos)
 	}
 	if fresh != max(total-old, 0) {
-		d.err = fmt.Errorf("%w: a snapshot delta that grows %d models to %d carries %d of the new ones", wire.ErrMalformed, old, total, fresh)
+		d.err = wire.Malformed("a snapshot delta that grows " + strconv.Itoa(old) + " models to " + strconv.Itoa(total) + " carries " + strconv.Itoa(fresh) + " of the new ones")
 		return
 	}
 	if total == 0 {
@@ -185,7 +185,7 @@ func (s *deltaSink) decode(d *decoder) {
 	if d.boolean() {
 		dst.GPUs = decodeGPUs(d, dst.GPUs)
 	} else if s.all {
-		d.err = fmt.Errorf("%w: a whole snapshot without its GPUs", wire.ErrMalformed)
+		d.err = wire.Malformed("a whole snapshot without its GPUs")
 		return
 	}
 	dst.Now = now

@@ -1,8 +1,8 @@
 package sdk
 
 import (
-	"fmt"
 	"slices"
+	"strconv"
 )
 
 // ABIVersion is the version of the loadout_v2 ABI this SDK speaks: the
@@ -34,7 +34,7 @@ func (s ModelState) String() string {
 	if int(s) < len(stateNames) {
 		return stateNames[s]
 	}
-	return fmt.Sprintf("state(%d)", s)
+	return "state(" + strconv.Itoa(int(s)) + ")"
 }
 
 // Running reports whether a process exists or is being made for the model:

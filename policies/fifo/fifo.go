@@ -3,10 +3,10 @@ package main
 import (
 	"cmp"
 	"errors"
-	"fmt"
 	"math"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/loadout-dev/loadout/sdk"
@@ -122,7 +122,7 @@ func (s *scheduler) admit(model string) {
 	case errors.Is(err, sdk.ErrNotAllowed):
 		s.admitter = nil // this host has no warm path: stop asking
 	case err != nil:
-		s.fx.Log(sdk.LevelWarn, fmt.Sprintf("warm path for model %s refused: %v", model, err))
+		s.fx.Log(sdk.LevelWarn, "warm path for model "+model+" refused: "+err.Error())
 	}
 }
 
@@ -140,7 +140,7 @@ func (s *scheduler) decide(r *request) verdict {
 	// (1) Unknown model.
 	info, ok := s.fx.ModelState(r.model)
 	if !ok {
-		s.fx.GrantError(r.id, sdk.CodeModelNotFound, fmt.Sprintf("model %q not found", r.model))
+		s.fx.GrantError(r.id, sdk.CodeModelNotFound, "model "+strconv.Quote(r.model)+" not found")
 		return handled
 	}
 	// (3) A ready model is served at once, or queued for a free slot when
@@ -173,7 +173,7 @@ func (s *scheduler) decide(r *request) verdict {
 		// The swapper cannot place the model (e.g. it does not fit even
 		// with everything evictable evicted) or failed; the host adds its
 		// reason to the message.
-		s.fx.GrantError(r.id, sdk.CodeUnavailable, fmt.Sprintf("cannot load model %q: %v", r.model, err))
+		s.fx.GrantError(r.id, sdk.CodeUnavailable, "cannot load model "+strconv.Quote(r.model)+": "+err.Error())
 		return handled
 	}
 	// (4) Collides with a running swap; (5) would evict a busy model.
@@ -190,23 +190,23 @@ func (s *scheduler) decide(r *request) verdict {
 		// the SwapDone, ServeDone or tick that drains the queue.
 		return blocked
 	case errors.Is(err, sdk.ErrUnknownModel):
-		s.fx.GrantError(r.id, sdk.CodeModelNotFound, fmt.Sprintf("model %q not found", r.model))
+		s.fx.GrantError(r.id, sdk.CodeModelNotFound, "model "+strconv.Quote(r.model)+" not found")
 		return handled
 	case errors.Is(err, sdk.ErrDoesNotFit):
 		// The host's ledger refused the plan: the swapper's view of free
 		// memory disagreed with it. That says "not now", not "never"
 		// (507 is for a model that fits on no placement at all).
-		s.fx.GrantError(r.id, sdk.CodeUnavailable, fmt.Sprintf("model %q cannot be placed now: the host's GPU accounting refused the router policy's plan", r.model))
+		s.fx.GrantError(r.id, sdk.CodeUnavailable, "model "+strconv.Quote(r.model)+" cannot be placed now: the host's GPU accounting refused the router policy's plan")
 		return handled
 	default:
-		s.fx.GrantError(r.id, sdk.CodeInternal, fmt.Sprintf("starting a swap for model %q: %v", r.model, err))
+		s.fx.GrantError(r.id, sdk.CodeInternal, "starting a swap for model "+strconv.Quote(r.model)+": "+err.Error())
 		return handled
 	}
 	sw := &swap{evict: slices.Clone(plan.Evict)}
 	s.active[r.model] = sw
 	clear(s.blocked) // a new swap changes what collides
-	s.fx.Log(sdk.LevelInfo, fmt.Sprintf("swap started: model=%s evict=[%s] request_id=%d",
-		r.model, strings.Join(plan.Evict, ","), r.id))
+	s.fx.Log(sdk.LevelInfo, "swap started: model="+r.model+" evict=["+strings.Join(plan.Evict, ",")+
+		"] request_id="+strconv.FormatUint(uint64(r.id), 10))
 	s.wait(sw, r)
 	return handled
 }
@@ -290,7 +290,7 @@ func before(a, b *request) bool {
 func (s *scheduler) enqueue(r request) {
 	if s.cfg.maxQueue > 0 && len(s.queue) >= s.cfg.maxQueue {
 		s.fx.GrantError(r.id, sdk.CodeQueueFull,
-			fmt.Sprintf("the queue is full (%d requests waiting)", len(s.queue)))
+			"the queue is full ("+strconv.Itoa(len(s.queue))+" requests waiting)")
 		return
 	}
 	i := sort.Search(len(s.queue), func(i int) bool { return before(&r, &s.queue[i]) })
@@ -458,7 +458,7 @@ func (s *scheduler) OnSwapDone(ev sdk.SwapDoneEvent) {
 // finish ends the callers that waited on a finished swap.
 func (s *scheduler) finish(ev sdk.SwapDoneEvent, waiters []request) {
 	if ev.Err != "" {
-		msg := fmt.Sprintf("model %q failed to start: %s", ev.Model, ev.Err)
+		msg := "model " + strconv.Quote(ev.Model) + " failed to start: " + ev.Err
 		for _, w := range waiters {
 			s.fx.GrantError(w.id, sdk.CodeSwapFailed, msg)
 		}
@@ -573,14 +573,14 @@ func (s *scheduler) OnUnload(ev sdk.UnloadEvent) {
 			// The host's swap goes on; its SwapDone finds no entry.
 			delete(s.active, m)
 			for _, w := range sw.waiters {
-				s.fx.GrantError(w.id, sdk.CodeUnavailable, fmt.Sprintf("model %q unloaded", m))
+				s.fx.GrantError(w.id, sdk.CodeUnavailable, "model "+strconv.Quote(m)+" unloaded")
 			}
 		}
 	}
 	kept := s.queue[:0]
 	for _, r := range s.queue {
 		if unloading[r.model] {
-			s.fx.GrantError(r.id, sdk.CodeUnavailable, fmt.Sprintf("model %q unloaded", r.model))
+			s.fx.GrantError(r.id, sdk.CodeUnavailable, "model "+strconv.Quote(r.model)+" unloaded")
 			continue
 		}
 		kept = append(kept, r)
@@ -589,7 +589,7 @@ func (s *scheduler) OnUnload(ev sdk.UnloadEvent) {
 	s.queue = kept
 	if len(ev.Models) > 0 {
 		if err := s.fx.StopProcesses(ev.Models); err != nil {
-			s.fx.Log(sdk.LevelWarn, fmt.Sprintf("unload: stopping [%s]: %v", strings.Join(ev.Models, ","), err))
+			s.fx.Log(sdk.LevelWarn, "unload: stopping ["+strings.Join(ev.Models, ",")+"]: "+err.Error())
 		}
 	}
 	s.sendPositions(0)
@@ -614,7 +614,7 @@ func (s *scheduler) unloadIdle(models []string) {
 		return
 	}
 	if err := s.fx.StopProcesses(stop); err != nil {
-		s.fx.Log(sdk.LevelWarn, fmt.Sprintf("ttl unload: stopping [%s]: %v", strings.Join(stop, ","), err))
+		s.fx.Log(sdk.LevelWarn, "ttl unload: stopping ["+strings.Join(stop, ",")+"]: "+err.Error())
 	}
 }
 

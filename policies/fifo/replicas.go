@@ -1,8 +1,9 @@
 package main
 
 import (
-	"fmt"
+	"errors"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/loadout-dev/loadout/sdk"
@@ -130,25 +131,25 @@ func (s *scheduler) scaleOut(model string, evict bool, only replicaKind, why str
 	plan, err := s.fx.Plan(target)
 	if err == nil && slices.ContainsFunc(plan.Evict, func(m string) bool { return slices.Contains(set.Replicas, m) }) {
 		// Room only by evicting another replica of the model: no gain.
-		err = fmt.Errorf("it fits only by evicting another replica of %s (the router does not know replicas)", set.Model)
+		err = errors.New("it fits only by evicting another replica of " + set.Model + " (the router does not know replicas)")
 	}
 	if err != nil && evict {
 		// min_replicas that cannot all be placed: say so, once per
 		// attempt (after a load, or a crash), not on every request.
-		s.fx.Log(sdk.LevelWarn, fmt.Sprintf("model %s: %d of min_replicas %d running; replica %s cannot be placed: %v",
-			set.Model, running, set.Min, target, err))
+		s.fx.Log(sdk.LevelWarn, "model "+set.Model+": "+strconv.Itoa(running)+" of min_replicas "+strconv.FormatUint(uint64(set.Min), 10)+
+			" running; replica "+target+" cannot be placed: "+err.Error())
 	}
 	if err != nil || (len(plan.Evict) > 0 && !evict) || s.collides(target, plan.Evict) || s.busy(plan.Evict) {
 		return false
 	}
 	if err := s.fx.StartSwap(sdk.SwapRequest{Model: target, Evict: plan.Evict, Devices: plan.Devices}); err != nil {
-		s.fx.Log(sdk.LevelDebug, fmt.Sprintf("replica %s of model %s not started (%s): %v", target, set.Model, why, err))
+		s.fx.Log(sdk.LevelDebug, "replica "+target+" of model "+set.Model+" not started ("+why+"): "+err.Error())
 		return false
 	}
 	s.active[target] = &swap{evict: slices.Clone(plan.Evict)}
 	clear(s.blocked)
-	s.fx.Log(sdk.LevelInfo, fmt.Sprintf("scale out: model=%s replica=%s running=%d max=%d evict=[%s] (%s)",
-		set.Model, target, running+1, set.Max, strings.Join(plan.Evict, ","), why))
+	s.fx.Log(sdk.LevelInfo, "scale out: model="+set.Model+" replica="+target+" running="+strconv.Itoa(running+1)+
+		" max="+strconv.FormatUint(uint64(set.Max), 10)+" evict=["+strings.Join(plan.Evict, ",")+"] ("+why+")")
 	return true
 }
 
@@ -199,9 +200,9 @@ func (s *scheduler) rescale(now int64) {
 				continue
 			}
 			if err := s.fx.StopProcesses([]string{name}); err != nil {
-				s.fx.Log(sdk.LevelWarn, fmt.Sprintf("scale in: stopping replica %s: %v", name, err))
+				s.fx.Log(sdk.LevelWarn, "scale in: stopping replica "+name+": "+err.Error())
 			} else {
-				s.fx.Log(sdk.LevelInfo, fmt.Sprintf("scale in: model=%s replica=%s running=%d min=%d", set.Model, name, running-1, set.Min))
+				s.fx.Log(sdk.LevelInfo, "scale in: model="+set.Model+" replica="+name+" running="+strconv.Itoa(running-1)+" min="+strconv.FormatUint(uint64(set.Min), 10))
 			}
 			break
 		}

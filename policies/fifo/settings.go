@@ -2,6 +2,7 @@ package main
 
 import (
 	"math"
+	"strconv"
 	"time"
 
 	sdksettings "github.com/loadout-dev/loadout/sdk/settings"
@@ -69,7 +70,7 @@ func parseSettings(raw []byte) (settings, error) {
 		case "queued_wait":
 			cfg.loadOrder = byQueuedWait
 		default:
-			return cfg, v.Errorf("want arrival or queued_wait, got %q", str)
+			return cfg, sdksettings.NewError(v.Path(), "want arrival or queued_wait, got "+strconv.Quote(str))
 		}
 	}
 	if v := top.Get("max_queue"); !v.IsNull() {

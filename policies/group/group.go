@@ -1,8 +1,9 @@
 package main
 
 import (
-	"fmt"
+	"errors"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/loadout-dev/loadout/sdk"
@@ -63,9 +64,9 @@ func (s *swapper) parse(raw []byte) error {
 		gv := groups.Get(name)
 		switch name {
 		case "":
-			return gv.Errorf("%q is not a usable group name", name)
+			return sdksettings.NewError(gv.Path(), strconv.Quote(name)+" is not a usable group name")
 		case DefaultGroup:
-			return gv.Errorf("%s is the name of the implicit group of ungrouped models; pick another name", DefaultGroup)
+			return sdksettings.NewError(gv.Path(), DefaultGroup+" is the name of the implicit group of ungrouped models; pick another name")
 		}
 		g, err := gv.Object("swap", "exclusive", "persistent", "members")
 		if err != nil {
@@ -83,7 +84,7 @@ func (s *swapper) parse(raw []byte) error {
 			}
 		}
 		if !g.Has("members") {
-			return gv.Errorf("members is required")
+			return sdksettings.NewError(gv.Path(), "members is required")
 		}
 		members, err := g.Get("members").List()
 		if err != nil {
@@ -96,11 +97,11 @@ func (s *swapper) parse(raw []byte) error {
 			}
 			switch other, dup := s.groupOf[m]; {
 			case m == "":
-				return mv.Errorf("empty member name")
+				return sdksettings.NewError(mv.Path(), "empty member name")
 			case dup && other == name:
-				return mv.Errorf("model %q is listed twice in group %q (%s)", m, name, where[m])
+				return sdksettings.NewError(mv.Path(), "model "+strconv.Quote(m)+" is listed twice in group "+strconv.Quote(name)+" ("+where[m]+")")
 			case dup:
-				return mv.Errorf("model %q is in two groups: %q (%s) and %q; a model can belong to only one group", m, other, where[m], name)
+				return sdksettings.NewError(mv.Path(), "model "+strconv.Quote(m)+" is in two groups: "+strconv.Quote(other)+" ("+where[m]+") and "+strconv.Quote(name)+"; a model can belong to only one group")
 			}
 			s.groupOf[m] = name
 			where[m] = mv.Path()
@@ -157,14 +158,13 @@ func (s *swapper) PlanJob(q sdk.JobPlanRequest) (sdk.Plan, error) {
 	}
 	chosen, evict, ok := placement.Whole(int(q.GPUs), placement.JobCandidates(q.Candidates, snap.Models), evictable)
 	if !ok {
-		return sdk.Plan{}, fmt.Errorf("the job needs %d whole GPU(s); too few of the %d it may take are free or hold only idle, unpinned models outside persistent groups",
-			q.GPUs, len(q.Candidates))
+		return sdk.Plan{}, errors.New("the job needs " + strconv.FormatUint(uint64(q.GPUs), 10) + " whole GPU(s); too few of the " +
+			strconv.Itoa(len(q.Candidates)) + " it may take are free or hold only idle, unpinned models outside persistent groups")
 	}
 	return sdk.Plan{Evict: evict, Devices: chosen}, nil
 }
 
 // OnSwapStart logs the swap once, when it really starts.
 func (s *swapper) OnSwapStart(ev sdk.SwapStartEvent) {
-	s.h.Log(sdk.LevelInfo, fmt.Sprintf("group swap: model=%s group=%s evict=[%s]",
-		ev.Target, s.groupName(ev.Target), strings.Join(ev.Evict, ",")))
+	s.h.Log(sdk.LevelInfo, "group swap: model="+ev.Target+" group="+s.groupName(ev.Target)+" evict=["+strings.Join(ev.Evict, ",")+"]")
 }

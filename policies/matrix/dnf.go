@@ -1,6 +1,6 @@
 package main
 
-import "fmt"
+import "strconv"
 
 // A combination is a set of models, a bitset over model indices: bit i of
 // word i/64 is model i. A set expression denotes a list of combinations,
@@ -101,9 +101,9 @@ type limitError struct{ limit, words int }
 
 func (e *limitError) Error() string {
 	if e.words > 1 {
-		return fmt.Sprintf("expands to more than %d combinations (the limit with more than %d models)", e.limit, 64*(e.words-1))
+		return "expands to more than " + strconv.Itoa(e.limit) + " combinations (the limit with more than " + strconv.Itoa(64*(e.words-1)) + " models)"
 	}
-	return fmt.Sprintf("expands to more than %d combinations", e.limit)
+	return "expands to more than " + strconv.Itoa(e.limit) + " combinations"
 }
 
 // expand returns n's DNF. References must already be expanded.

@@ -1,7 +1,8 @@
 package main
 
 import (
-	"fmt"
+	"errors"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 )
@@ -65,7 +66,7 @@ type exprError struct {
 	msg string
 }
 
-func (e *exprError) Error() string { return fmt.Sprintf("column %d: %s", e.col, e.msg) }
+func (e *exprError) Error() string { return "column " + strconv.Itoa(e.col) + ": " + e.msg }
 
 type tokKind uint8
 
@@ -97,7 +98,7 @@ type parser struct {
 // parse parses one set expression.
 func parse(expr string) (*node, error) {
 	if strings.TrimSpace(expr) == "" {
-		return nil, fmt.Errorf("empty expression")
+		return nil, errors.New("empty expression")
 	}
 	p := &parser{src: expr}
 	p.next()
@@ -106,7 +107,7 @@ func parse(expr string) (*node, error) {
 		if p.tok.kind == tokRParen {
 			p.fail(p.tok.off, `unmatched ")"`)
 		} else {
-			p.fail(p.tok.off, `expected "&", "|" or end of expression, got %s`, p.describe(p.tok))
+			p.fail(p.tok.off, `expected "&", "|" or end of expression, got `+p.describe(p.tok))
 		}
 	}
 	if p.err != nil {
@@ -121,9 +122,9 @@ func (p *parser) column(off int) int { return column(p.src, off) }
 // column returns the 1-based character column of byte offset off in src.
 func column(src string, off int) int { return utf8.RuneCountInString(src[:off]) + 1 }
 
-func (p *parser) fail(off int, format string, args ...any) {
+func (p *parser) fail(off int, msg string) {
 	if p.err == nil {
-		p.err = &exprError{col: p.column(off), msg: fmt.Sprintf(format, args...)}
+		p.err = &exprError{col: p.column(off), msg: msg}
 	}
 	p.tok = token{kind: tokEOF, off: len(p.src)}
 }
@@ -133,11 +134,11 @@ func (p *parser) describe(t token) string {
 	case tokEOF:
 		return "end of expression"
 	case tokName:
-		return fmt.Sprintf("%q", t.text)
+		return strconv.Quote(t.text)
 	case tokRef:
-		return fmt.Sprintf("%q", "+"+t.text)
+		return strconv.Quote("+" + t.text)
 	}
-	return fmt.Sprintf("%q", p.src[t.off:t.off+1])
+	return strconv.Quote(p.src[t.off : t.off+1])
 }
 
 func isNameByte(c byte) bool {
@@ -193,7 +194,7 @@ func (p *parser) next() {
 			return
 		}
 		r, _ := utf8.DecodeRuneInString(p.src[start:])
-		p.fail(start, "unexpected character %q", r)
+		p.fail(start, "unexpected character "+strconv.QuoteRune(r))
 		return
 	}
 	p.tok = token{kind: kind, text: p.src[nameStart:p.off], off: start}
@@ -241,7 +242,7 @@ func (p *parser) atom() *node {
 		return &node{kind: kind, name: t.text, off: t.off}
 	case tokLParen:
 		if p.depth == maxDepth {
-			p.fail(t.off, "parentheses nested deeper than %d", maxDepth)
+			p.fail(t.off, "parentheses nested deeper than "+strconv.Itoa(maxDepth))
 			return &node{}
 		}
 		p.depth++
@@ -249,12 +250,12 @@ func (p *parser) atom() *node {
 		n := p.or()
 		p.depth--
 		if p.tok.kind != tokRParen {
-			p.fail(p.tok.off, `expected ")" to close "(" at column %d, got %s`, p.column(t.off), p.describe(p.tok))
+			p.fail(p.tok.off, `expected ")" to close "(" at column `+strconv.Itoa(p.column(t.off))+", got "+p.describe(p.tok))
 			return &node{}
 		}
 		p.next()
 		return n
 	}
-	p.fail(t.off, "expected identifier, got %s", p.describe(t))
+	p.fail(t.off, "expected identifier, got "+p.describe(t))
 	return &node{}
 }

@@ -2,10 +2,11 @@ package main
 
 import (
 	"cmp"
-	"fmt"
+	"errors"
 	"maps"
 	"math/bits"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/loadout-dev/loadout/sdk"
@@ -91,7 +92,7 @@ func compile(cfg settings, known map[string]bool) (*matrix, error) {
 	for _, id := range slices.Sorted(maps.Keys(cfg.vars)) {
 		model := cfg.vars[id]
 		if !defined(model) {
-			return nil, sdksettings.Errorf(sdksettings.Join(pathVars, id), "model %q is not defined", model)
+			return nil, sdksettings.NewError(sdksettings.Join(pathVars, id), "model "+strconv.Quote(model)+" is not defined")
 		}
 		modelSet[model] = true
 	}
@@ -103,14 +104,14 @@ func compile(cfg settings, known map[string]bool) (*matrix, error) {
 	idents := make(map[string]int, len(cfg.vars)) // identifier → model index, filled below
 	for _, set := range cfg.sets {
 		if !validSetName(set.name) {
-			return nil, sdksettings.Errorf(set.namePath, "set name %q: want ASCII letters, digits, '_', '-' or '.'", set.name)
+			return nil, sdksettings.NewError(set.namePath, "set name "+strconv.Quote(set.name)+": want ASCII letters, digits, '_', '-' or '.'")
 		}
 		if _, dup := roots[set.name]; dup {
-			return nil, sdksettings.Errorf(set.namePath, "set %q is defined twice", set.name)
+			return nil, sdksettings.NewError(set.namePath, "set "+strconv.Quote(set.name)+" is defined twice")
 		}
 		root, err := parse(set.expr)
 		if err != nil {
-			return nil, sdksettings.Errorf(set.path, "%v", err)
+			return nil, sdksettings.NewError(set.path, err.Error())
 		}
 		roots[set.name] = root
 	}
@@ -124,14 +125,14 @@ func compile(cfg settings, known map[string]bool) (*matrix, error) {
 			case nodeVar:
 				model, ok := resolve(n.name)
 				if !ok {
-					err = sdksettings.Errorf(set.path, "%v", &exprError{col: column(set.expr, n.off), msg: unknownIdent(n.name, cfg.vars)})
+					err = sdksettings.NewError(set.path, (&exprError{col: column(set.expr, n.off), msg: unknownIdent(n.name, cfg.vars)}).Error())
 					return
 				}
 				modelSet[model] = true
 				idents[n.name] = -1
 			case nodeRef:
 				if _, ok := roots[n.name]; !ok {
-					err = sdksettings.Errorf(set.path, "%v", &exprError{col: column(set.expr, n.off), msg: fmt.Sprintf("unknown set %q", "+"+n.name)})
+					err = sdksettings.NewError(set.path, (&exprError{col: column(set.expr, n.off), msg: "unknown set " + strconv.Quote("+"+n.name)}).Error())
 					return
 				}
 				if !slices.Contains(deps[set.name], n.name) {
@@ -145,7 +146,7 @@ func compile(cfg settings, known map[string]bool) (*matrix, error) {
 	}
 	order, err := dependencyOrder(cfg.sets, deps)
 	if err != nil {
-		return nil, sdksettings.Errorf(pathSets, "%v", err)
+		return nil, sdksettings.NewError(pathSets, err.Error())
 	}
 
 	// Index the models: those of the vars and those the sets name.
@@ -163,9 +164,9 @@ func compile(cfg settings, known map[string]bool) (*matrix, error) {
 		model, ok := resolve(c.key)
 		switch {
 		case !ok:
-			return nil, sdksettings.Errorf(c.path, "%s", unknownIdent(c.key, cfg.vars))
+			return nil, sdksettings.NewError(c.path, unknownIdent(c.key, cfg.vars))
 		case costFrom[model] != "":
-			return nil, sdksettings.Errorf(c.path, "%q and %q both name model %s", costFrom[model], c.key, model)
+			return nil, sdksettings.NewError(c.path, strconv.Quote(costFrom[model])+" and "+strconv.Quote(c.key)+" both name model "+model)
 		}
 		costFrom[model] = c.key
 		if i, ok := m.index[model]; ok {
@@ -196,10 +197,10 @@ func compile(cfg settings, known map[string]bool) (*matrix, error) {
 		x.src = exprs[name].expr
 		d, err := x.expand(roots[name])
 		if err == nil && total+d.len() > x.limit {
-			err = fmt.Errorf("the sets together expand to more than %d combinations", x.limit)
+			err = errors.New("the sets together expand to more than " + strconv.Itoa(x.limit) + " combinations")
 		}
 		if err != nil {
-			return nil, sdksettings.Errorf(exprs[name].path, "%v", err)
+			return nil, sdksettings.NewError(exprs[name].path, err.Error())
 		}
 		total += d.len()
 		x.sets[name] = d
@@ -220,7 +221,7 @@ func compile(cfg settings, known map[string]bool) (*matrix, error) {
 	}
 	m.combos = all.terms
 	if err := m.buildCandidates(); err != nil {
-		return nil, sdksettings.Errorf(pathMatrix, "%v", err)
+		return nil, sdksettings.NewError(pathMatrix, err.Error())
 	}
 	return m, nil
 }
@@ -250,9 +251,9 @@ func dependencyOrder(sets []setSettings, deps map[string][]string) ([]string, er
 			cycle := path[slices.Index(path, name):]
 			quoted := make([]string, 0, len(cycle)+1)
 			for _, s := range append(cycle, name) {
-				quoted = append(quoted, fmt.Sprintf("%q", s))
+				quoted = append(quoted, strconv.Quote(s))
 			}
-			return fmt.Errorf("sets reference each other in a cycle: %s", strings.Join(quoted, " -> "))
+			return errors.New("sets reference each other in a cycle: " + strings.Join(quoted, " -> "))
 		case done:
 			return nil
 		}
@@ -281,12 +282,12 @@ func dependencyOrder(sets []setSettings, deps map[string][]string) ([]string, er
 func unknownIdent(v string, vars map[string]string) string {
 	ids := slices.Sorted(maps.Keys(vars))
 	if len(ids) == 0 {
-		return fmt.Sprintf("%q is neither a var nor a model id (matrix.vars is empty)", v)
+		return strconv.Quote(v) + " is neither a var nor a model id (matrix.vars is empty)"
 	}
 	if len(ids) > 10 {
 		ids = append(ids[:10], "…")
 	}
-	return fmt.Sprintf("%q is neither a var nor a model id (vars: %s)", v, strings.Join(ids, ", "))
+	return strconv.Quote(v) + " is neither a var nor a model id (vars: " + strings.Join(ids, ", ") + ")"
 }
 
 // swapper is the matrix swapper.
@@ -381,8 +382,8 @@ func (s *swapper) PlanJob(q sdk.JobPlanRequest) (sdk.Plan, error) {
 	}
 	chosen, evict, ok := placement.Whole(int(q.GPUs), devices, evictable)
 	if !ok {
-		return sdk.Plan{}, fmt.Errorf("the job needs %d whole GPU(s); too few of the %d it may take are free or hold only idle, unpinned models",
-			q.GPUs, len(q.Candidates))
+		return sdk.Plan{}, errors.New("the job needs " + strconv.FormatUint(uint64(q.GPUs), 10) + " whole GPU(s); too few of the " +
+			strconv.Itoa(len(q.Candidates)) + " it may take are free or hold only idle, unpinned models")
 	}
 	return sdk.Plan{Evict: evict, Devices: chosen}, nil
 }
@@ -397,6 +398,6 @@ func (s *swapper) OnSwapStart(ev sdk.SwapStartEvent) {
 		cfg := s.m.sets[s.m.setOf[combo]]
 		set, expr, models = cfg.name, cfg.expr, s.m.describe(combo)
 	}
-	s.h.Log(sdk.LevelInfo, fmt.Sprintf("matrix swap: model=%s set=%s dsl=%q combination=[%s] cost=%d evict=[%s]",
-		ev.Target, set, expr, models, cost, strings.Join(ev.Evict, ",")))
+	s.h.Log(sdk.LevelInfo, "matrix swap: model="+ev.Target+" set="+set+" dsl="+strconv.Quote(expr)+" combination=["+models+
+		"] cost="+strconv.FormatInt(cost, 10)+" evict=["+strings.Join(ev.Evict, ",")+"]")
 }

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"strconv"
+
 	sdksettings "github.com/loadout-dev/loadout/sdk/settings"
 )
 
@@ -60,14 +62,14 @@ func parseSettings(raw []byte) (settings, error) {
 	for _, id := range vars.Keys() {
 		v := vars.Get(id)
 		if !validVarID(id) {
-			return s, v.Errorf("var ids are 1 to 32 ASCII letters, digits, '-' or '.' (llama-swap's rule), got %q", id)
+			return s, sdksettings.NewError(v.Path(), "var ids are 1 to 32 ASCII letters, digits, '-' or '.' (llama-swap's rule), got "+strconv.Quote(id))
 		}
 		model, err := v.String()
 		if err != nil {
 			return s, err
 		}
 		if model == "" {
-			return s, v.Errorf("empty model id")
+			return s, sdksettings.NewError(v.Path(), "empty model id")
 		}
 		if s.vars == nil {
 			s.vars = make(map[string]string)
@@ -100,7 +102,7 @@ func parseSettings(raw []byte) (settings, error) {
 		return s, nil
 	}
 	if !sets.IsNull() && sets.Kind() != sdksettings.List {
-		return s, sets.Errorf(`want an object of set names to expressions, or a list of {"name", "expr"} objects`)
+		return s, sdksettings.NewError(sets.Path(), `want an object of set names to expressions, or a list of {"name", "expr"} objects`)
 	}
 	items, _ := sets.List()
 	for _, item := range items {

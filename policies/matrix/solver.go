@@ -1,8 +1,9 @@
 package main
 
 import (
-	"fmt"
+	"errors"
 	"math/bits"
+	"strconv"
 )
 
 // The solver answers a plan without listing combinations: everything it
@@ -91,8 +92,9 @@ func (m *matrix) buildCandidates() error {
 		need += (columns+1)*((count[t]+255)/256*4) + nm/2 + count[t]/2
 	}
 	if need > maxIndexWords || pairs > maxIndexPairs {
-		return fmt.Errorf("matrix too large to index: its %d combinations of %d models need %s and hold %d model pairs (limits: %s, %d pairs); simplify the sets",
-			len(m.setOf), nm, size(need*8), pairs, size(maxIndexWords*8), maxIndexPairs)
+		return errors.New("matrix too large to index: its " + strconv.Itoa(len(m.setOf)) + " combinations of " + strconv.Itoa(nm) +
+			" models need " + size(need*8) + " and hold " + strconv.Itoa(pairs) + " model pairs (limits: " + size(maxIndexWords*8) +
+			", " + strconv.Itoa(maxIndexPairs) + " pairs); simplify the sets")
 	}
 	m.targets = make([]candidates, nm)
 	for t := range nm {
@@ -148,9 +150,9 @@ func (m *matrix) buildCandidates() error {
 // size writes a byte count in KiB or MiB.
 func size(bytes int) string {
 	if bytes < 1<<20 {
-		return fmt.Sprintf("%d KiB", (bytes+1023)>>10)
+		return strconv.Itoa((bytes+1023)>>10) + " KiB"
 	}
-	return fmt.Sprintf("%d MiB", (bytes+1<<20-1)>>20)
+	return strconv.Itoa((bytes+1<<20-1)>>20) + " MiB"
 }
 
 func forEachBit(set []uint64, f func(int)) {

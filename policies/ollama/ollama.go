@@ -2,12 +2,13 @@ package main
 
 import (
 	"cmp"
-	"fmt"
 	"math"
 	"strings"
 
 	"github.com/loadout-dev/loadout/sdk"
 	"github.com/loadout-dev/loadout/sdk/evict"
+	"github.com/loadout-dev/loadout/sdk/placement"
+	sdksettings "github.com/loadout-dev/loadout/sdk/settings"
 )
 
 // swapper is the Ollama-rule swapper: sdk/evict's mechanics with the order
@@ -25,7 +26,7 @@ type swapper struct {
 func New(h sdk.Host, raw []byte) (sdk.Swapper, error) {
 	st, _, err := evict.ParseSettings(raw)
 	if err != nil {
-		return nil, fmt.Errorf("ollama settings: %w", err)
+		return nil, sdksettings.Wrap("ollama settings", err)
 	}
 	return &swapper{
 		h:     h,
@@ -63,6 +64,5 @@ func expiry(m *sdk.ModelInfo) int64 {
 
 // OnSwapStart logs the swap once, when it really starts.
 func (s *swapper) OnSwapStart(ev sdk.SwapStartEvent) {
-	s.h.Log(sdk.LevelInfo, fmt.Sprintf("ollama swap: model=%s evict=[%s] devices=%v",
-		ev.Target, strings.Join(ev.Evict, ","), ev.Devices))
+	s.h.Log(sdk.LevelInfo, "ollama swap: model="+ev.Target+" evict=["+strings.Join(ev.Evict, ",")+"] devices="+placement.FormatDevices(ev.Devices))
 }

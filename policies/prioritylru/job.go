@@ -2,8 +2,9 @@ package main
 
 import (
 	"cmp"
-	"fmt"
+	"errors"
 	"slices"
+	"strconv"
 
 	"github.com/loadout-dev/loadout/sdk"
 	"github.com/loadout-dev/loadout/sdk/placement"
@@ -62,8 +63,9 @@ func (s *swapper) PlanJob(q sdk.JobPlanRequest) (sdk.Plan, error) {
 				n++
 			}
 		}
-		return sdk.Plan{}, fmt.Errorf("the job needs %d whole GPU(s); %d of the %d it may take are free or hold only idle, unpinned models of priority at most %d",
-			q.GPUs, n, len(q.Candidates), q.Priority)
+		return sdk.Plan{}, errors.New("the job needs " + strconv.FormatUint(uint64(q.GPUs), 10) + " whole GPU(s); " +
+			strconv.Itoa(n) + " of the " + strconv.Itoa(len(q.Candidates)) +
+			" it may take are free or hold only idle, unpinned models of priority at most " + strconv.Itoa(int(q.Priority)))
 	}
 	return sdk.Plan{Evict: evict, Devices: chosen}, nil
 }

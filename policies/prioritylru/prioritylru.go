@@ -2,11 +2,11 @@ package main
 
 import (
 	"cmp"
-	"fmt"
 	"strings"
 
 	"github.com/loadout-dev/loadout/sdk"
 	"github.com/loadout-dev/loadout/sdk/evict"
+	"github.com/loadout-dev/loadout/sdk/placement"
 	sdksettings "github.com/loadout-dev/loadout/sdk/settings"
 )
 
@@ -25,7 +25,7 @@ type swapper struct {
 func New(h sdk.Host, raw []byte) (sdk.Swapper, error) {
 	st, err := parseSettings(raw)
 	if err != nil {
-		return nil, fmt.Errorf("prioritylru settings: %w", err)
+		return nil, sdksettings.Wrap("prioritylru settings", err)
 	}
 	sw := &swapper{h: h, st: st, rules: evict.NewRules(st.Placement, st.Margin)}
 	sw.plan = evict.Planner{
@@ -82,8 +82,8 @@ func (s *swapper) OnSwapStart(ev sdk.SwapStartEvent) {
 	}
 	devices := "host"
 	if len(ev.Devices) > 0 {
-		devices = fmt.Sprint(ev.Devices)
+		devices = placement.FormatDevices(ev.Devices)
 	}
-	s.h.Log(sdk.LevelInfo, fmt.Sprintf("prioritylru swap: model=%s need=%s evict=[%s] freed=%s devices=%s",
-		ev.Target, sdksettings.FormatSize(need, ""), strings.Join(ev.Evict, ","), sdksettings.FormatSize(freed, ""), devices))
+	s.h.Log(sdk.LevelInfo, "prioritylru swap: model="+ev.Target+" need="+sdksettings.FormatSize(need, "")+
+		" evict=["+strings.Join(ev.Evict, ",")+"] freed="+sdksettings.FormatSize(freed, "")+" devices="+devices)
 }

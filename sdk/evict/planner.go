@@ -1,7 +1,8 @@
 package evict
 
 import (
-	"fmt"
+	"errors"
+	"strconv"
 
 	"github.com/loadout-dev/loadout/sdk"
 	"github.com/loadout-dev/loadout/sdk/internal/bytewise"
@@ -124,7 +125,7 @@ func (p *Planner) Plan(h sdk.Host, q sdk.PlanRequest, r *Rule) (sdk.Plan, error)
 	p.target, ok = h.ModelState(q.Target)
 	t := &p.target // the planner's: a local would escape to Eligible
 	if !ok {
-		return sdk.Plan{}, fmt.Errorf("%s: unknown model %q", p.Policy, q.Target)
+		return sdk.Plan{}, errors.New(p.Policy + ": unknown model " + strconv.Quote(q.Target))
 	}
 	need := VRAM(t)
 	if t.State == sdk.StateReady || t.State == sdk.StateStarting || need == 0 {
@@ -388,7 +389,7 @@ func (p *Planner) cannotFit(target *sdk.ModelInfo, need uint64, r *Rule) error {
 		under = ", split: always"
 	}
 	if len(r.GPUs) > 0 {
-		under = fmt.Sprintf(", gpus: %v", r.GPUs) + under
+		under = ", gpus: " + placement.FormatDevices(r.GPUs) + under
 	}
 	gpus := "GPUs"
 	if n == 1 {
@@ -398,6 +399,7 @@ func (p *Planner) cannotFit(target *sdk.ModelInfo, need uint64, r *Rule) error {
 	if p.Kept != "" {
 		kept = p.Kept
 	}
-	return fmt.Errorf("model %s needs %s; at most %s can be freed on any placement (%d %s%s, margin %s each; %s)",
-		target.Name, sdksettings.FormatSize(need, " "), sdksettings.FormatSize(best, " "), n, gpus, under, sdksettings.FormatSize(p.Margin, " "), kept)
+	return errors.New("model " + target.Name + " needs " + sdksettings.FormatSize(need, " ") +
+		"; at most " + sdksettings.FormatSize(best, " ") + " can be freed on any placement (" +
+		strconv.Itoa(n) + " " + gpus + under + ", margin " + sdksettings.FormatSize(p.Margin, " ") + " each; " + kept + ")")
 }

@@ -96,7 +96,7 @@ func parseConstraint(v sdksettings.Value) (Constraint, error) {
 			return c, err
 		}
 		if c.Split, err = placement.ParseSplitMode(str); err != nil {
-			return c, s.Errorf("%v", err)
+			return c, sdksettings.NewError(s.Path(), err.Error())
 		}
 	}
 	return c, nil

@@ -28,7 +28,10 @@
 // of what it has free.
 package placement
 
-import "math/bits"
+import (
+	"math/bits"
+	"strconv"
+)
 
 // Device is one GPU as placement sees it: its index and the bytes a new
 // lease could take on it now (the host's ledger gives them net of leases
@@ -241,4 +244,18 @@ func Split(need uint64, devices []Device, margin uint64) (map[int32]uint64, bool
 		}
 	}
 	return out, true
+}
+
+// FormatDevices writes GPU indices for logs and messages as fmt's %v
+// writes a slice ("[0 2]", "[]" for none), without linking fmt into a
+// guest.
+func FormatDevices(devices []int32) string {
+	b := []byte{'['}
+	for i, d := range devices {
+		if i > 0 {
+			b = append(b, ' ')
+		}
+		b = strconv.AppendInt(b, int64(d), 10)
+	}
+	return string(append(b, ']'))
 }

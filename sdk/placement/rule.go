@@ -1,8 +1,9 @@
 package placement
 
 import (
-	"fmt"
+	"errors"
 	"slices"
+	"strconv"
 )
 
 // SplitMode says when a model may be split over several GPUs: a model's
@@ -32,7 +33,7 @@ func (s SplitMode) String() string {
 	case SplitAlways:
 		return "always"
 	}
-	return fmt.Sprintf("SplitMode(%d)", uint8(s))
+	return "SplitMode(" + strconv.Itoa(int(s)) + ")"
 }
 
 // ParseSplitMode reads the configuration's spelling of a SplitMode: "auto",
@@ -46,7 +47,7 @@ func ParseSplitMode(s string) (SplitMode, error) {
 	case "always":
 		return SplitAlways, nil
 	}
-	return SplitAuto, fmt.Errorf("want never, auto or always, got %q", s)
+	return SplitAuto, errors.New("want never, auto or always, got " + strconv.Quote(s))
 }
 
 // LeastFree orders devices by usable memory beyond margin, least first:

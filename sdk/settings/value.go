@@ -145,11 +145,6 @@ func (v Value) Kind() Kind {
 // IsNull reports whether the setting is absent or null.
 func (v Value) IsNull() bool { return v.Kind() == Null }
 
-// Errorf makes an *Error at the value's path.
-func (v Value) Errorf(format string, args ...any) *Error {
-	return Errorf(v.path, format, args...)
-}
-
 // want is the error for a value of the wrong kind.
 func (v Value) want(what string) *Error {
 	return NewError(v.path, "want "+what+", got "+v.excerpt())

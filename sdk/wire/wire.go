@@ -20,7 +20,7 @@ package wire
 
 import (
 	"errors"
-	"fmt"
+	"reflect"
 )
 
 // Kind identifies a message type on the wire (the second header byte).
@@ -75,6 +75,17 @@ const (
 // wrong version or kind, a length past the end, or trailing bytes.
 var ErrMalformed = errors.New("malformed loadout_v2 message")
 
+// Malformed returns a decoding error that says what is wrong: its text is
+// ErrMalformed's, ": " and detail, and it wraps ErrMalformed. It is what
+// fmt.Errorf("%w: "+detail, ErrMalformed) makes, without package fmt,
+// which a policy guest does not link (the guest decodes with this codec).
+func Malformed(detail string) error { return &malformed{detail: detail} }
+
+type malformed struct{ detail string }
+
+func (e *malformed) Error() string { return ErrMalformed.Error() + ": " + e.detail }
+func (e *malformed) Unwrap() error { return ErrMalformed }
+
 var (
 	appendFn func(dst []byte, m any) ([]byte, bool)
 	decodeFn func(src []byte, m any) (bool, error)
@@ -95,7 +106,7 @@ func Register(appendMsg func(dst []byte, m any) ([]byte, bool), decodeMsg func(s
 func Append(dst []byte, m any) []byte {
 	b, ok := appendFn(dst, m)
 	if !ok {
-		panic(fmt.Sprintf("wire: %T is not an sdk message", m))
+		panic("wire: " + typeName(m) + " is not an sdk message")
 	}
 	return b
 }
@@ -106,7 +117,15 @@ func Append(dst []byte, m any) []byte {
 func Decode(src []byte, m any) error {
 	ok, err := decodeFn(src, m)
 	if !ok {
-		panic(fmt.Sprintf("wire: %T is not an sdk message", m))
+		panic("wire: " + typeName(m) + " is not an sdk message")
 	}
 	return err
+}
+
+// typeName is m's type as fmt's %T writes it.
+func typeName(m any) string {
+	if m == nil {
+		return "<nil>"
+	}
+	return reflect.TypeOf(m).String()
 }

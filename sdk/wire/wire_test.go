@@ -324,3 +324,15 @@ func FuzzDecodeJobPlanRequest(f *testing.F) {
 func FuzzDecodeSnapshotDelta(f *testing.F) {
 	fuzzDecode(f, messages[wire.MsgSnapshotDelta-1])
 }
+
+// TestMalformed: wire.Malformed reads and unwraps as
+// fmt.Errorf("%w: …", wire.ErrMalformed) does, without fmt in the guest.
+func TestMalformed(t *testing.T) {
+	err := wire.Malformed("kind 3, want 4")
+	if got, want := err.Error(), fmt.Errorf("%w: kind 3, want 4", wire.ErrMalformed).Error(); got != want {
+		t.Errorf("Error() = %q, want %q", got, want)
+	}
+	if !errors.Is(err, wire.ErrMalformed) || errors.Unwrap(err) != wire.ErrMalformed {
+		t.Errorf("%v does not wrap ErrMalformed", err)
+	}
+}
