@@ -2,6 +2,8 @@ package builtin
 
 import (
 	"bytes"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -55,5 +57,26 @@ func TestNames_AreThePolicyDirectories(t *testing.T) {
 	slices.Sort(dirs)
 	if !slices.Equal(dirs, Names()) {
 		t.Fatalf("policy directories %v, built-ins %v: add the new policy to builtin.go's list", dirs, Names())
+	}
+}
+
+// A built-in guest links neither fmt nor encoding/json: each costs every
+// host that compiles the module (start-up, compiled code in memory) about
+// a tenth of a Go guest (docs/RATIONALE.md, "Smaller guests"). The SDK
+// builds its messages with strconv and reads settings with jsontext, and
+// the built-ins do the same; this holds them to it.
+func TestBuiltins_LinkNoFmtOrEncodingJSON(t *testing.T) {
+	for _, name := range Names() {
+		cmd := exec.Command("go", "list", "-deps", "../"+name)
+		cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0")
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("go list -deps %s: %v", name, err)
+		}
+		for dep := range strings.Lines(string(out)) {
+			if dep := strings.TrimSpace(dep); dep == "fmt" || dep == "encoding/json" {
+				t.Errorf("the %s guest links %s: build its messages with strconv (settings.NewError, wire.Malformed, placement.FormatDevices)", name, dep)
+			}
+		}
 	}
 }
