@@ -116,7 +116,9 @@ func (r *Router) observeModel(obs Observer, name string, queued, loading map[str
 	}
 	l.observed[name] = now
 	if set := l.replicaSetOf(name); set != nil {
-		obs.ModelChanged(l.setStatus(set, queued, loading)) // a replica changes its model's entry
+		if st, ok := l.setStatus(set, queued, loading); ok {
+			obs.ModelChanged(st) // a replica changes its model's entry
+		}
 		return
 	}
 	obs.ModelChanged(l.status(name, now.queued, now.loading))

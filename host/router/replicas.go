@@ -34,14 +34,27 @@ type replicaSet struct {
 }
 
 // indexReplicas rebuilds l.replicas from the table: run at start and after
-// every change of the table.
+// every change of the table. A model is a set when its max_replicas is
+// above 1 or when a row still names it as its model: after a reload that
+// lowers the count to 1, the rows removed drain as members of their
+// model's set, the model's own row with them.
 func (l *loopState) indexReplicas() {
 	clear(l.replicas)
+	bases := map[string]bool{}
+	for _, name := range l.names {
+		m := l.models[name]
+		switch {
+		case m.cfg.ReplicaOf != "":
+			bases[m.cfg.ReplicaOf] = true
+		case m.cfg.MaxReplicas > 1:
+			bases[name] = true
+		}
+	}
 	for _, name := range l.names {
 		m := l.models[name]
 		base := m.cfg.ReplicaOf
 		if base == "" {
-			if m.cfg.MaxReplicas <= 1 {
+			if !bases[name] {
 				continue
 			}
 			base = name
@@ -56,7 +69,7 @@ func (l *loopState) indexReplicas() {
 		}
 		set.rows = append(set.rows, name)
 		if base == name {
-			set.min, set.max = max(m.cfg.MinReplicas, 1), m.cfg.MaxReplicas
+			set.min, set.max = max(m.cfg.MinReplicas, 1), max(m.cfg.MaxReplicas, 1)
 		}
 	}
 	for _, set := range l.replicas {
@@ -286,13 +299,19 @@ func (l *loopState) foldReplicas(rows []ModelStatus) []ModelStatus {
 }
 
 // setStatus is the one status of the model of set, folded from its
-// replicas' (foldReplicas), with the counts of held callers per row.
-func (l *loopState) setStatus(set *replicaSet, queued, loading map[string]int) ModelStatus {
+// replicas' (foldReplicas), with the counts of held callers per row; ok
+// is false when the model's own row has left the table (its other rows
+// still draining), which has no entry to fold into.
+func (l *loopState) setStatus(set *replicaSet, queued, loading map[string]int) (st ModelStatus, ok bool) {
 	rows := make([]ModelStatus, 0, len(set.rows))
 	for _, name := range set.rows {
 		rows = append(rows, l.status(name, queued[name], loading[name]))
 	}
-	return l.foldReplicas(rows)[0]
+	folded := l.foldReplicas(rows)
+	if len(folded) == 0 {
+		return ModelStatus{}, false
+	}
+	return folded[0], true
 }
 
 // derivedState is a model's state from its replicas' counts by state:

@@ -168,3 +168,43 @@ func TestRouter_ReplicaThatCannotBePlacedSaysWhy(t *testing.T) {
 		return ""
 	})
 }
+
+// A reload that lowers a loaded model's replicas from 2 to 1: the
+// removed replica drains and leaves the table, the model stays ready on
+// its own row, and its status is one entry throughout (a replica whose
+// model had become a set of one crashed the observer).
+func TestRouter_ReloadToOneReplica(t *testing.T) {
+	h := newHarness(t, harnessOpts{ledger: twoGPUs(), tick: time.Hour, newSwap: prioritylru(t), models: replicaModels(2),
+		observer: newRecordingObserver()}) // serve always has one; the crash was in it
+	h.acquire("r").wait(t).Release()
+	h.await(func() string {
+		if st := h.status("r"); st.ReadyReplicas != 2 {
+			return fmt.Sprintf("%d replicas ready, want 2", st.ReadyReplicas)
+		}
+		return ""
+	})
+	g := h.acquire("r").wait(t) // in flight across the reload
+	models := map[string]ModelConfig{}
+	for _, name := range []string{"a", "b", "c", "e"} {
+		models[name] = ModelConfig{Process: h.procs[name]}
+	}
+	models["r"] = ModelConfig{VRAM: 6 * gib, ConcurrencyLimit: 1, Process: h.procs["r"]}
+	if err := h.r.UpdateModels(models, nil); err != nil {
+		t.Fatal(err)
+	}
+	g.Release()
+	h.await(func() string {
+		var names []string
+		for _, st := range h.r.Models() {
+			names = append(names, st.Model)
+		}
+		if strings.Join(names, ",") != "a,b,c,e,r" {
+			return fmt.Sprintf("models after the reload: %v, want r@2 gone", names)
+		}
+		return ""
+	})
+	if st := h.status("r"); st.State != "ready" || len(st.Replicas) != 0 {
+		t.Fatalf("r after the reload: %+v, want ready, a model without replicas", st)
+	}
+	h.acquire("r").wait(t).Release()
+}
