@@ -208,3 +208,31 @@ func TestRouter_ReloadToOneReplica(t *testing.T) {
 	}
 	h.acquire("r").wait(t).Release()
 }
+
+// A reload that raises a loaded model's replicas from 1 to 2 (replicas:
+// 2, so min_replicas 2): fifo starts the new replica on a tick, with no
+// request asking for it, where it fits without evicting.
+func TestRouter_ReloadAddsAReplicaThatStarts(t *testing.T) {
+	one := map[string]ModelConfig{"r": {VRAM: 6 * gib, ConcurrencyLimit: 1}}
+	h := newHarness(t, harnessOpts{ledger: twoGPUs(), tick: 5 * time.Millisecond, newSwap: prioritylru(t), models: one,
+		observer: newRecordingObserver()})
+	h.acquire("r").wait(t).Release()
+	models := map[string]ModelConfig{}
+	for _, name := range []string{"a", "b", "c", "e", "r"} {
+		models[name] = ModelConfig{Process: h.procs[name]}
+	}
+	two := replicaModels(2)
+	models["r"] = ModelConfig{VRAM: 6 * gib, ConcurrencyLimit: 1, MinReplicas: 2, MaxReplicas: 2, Process: h.procs["r"]}
+	r2 := two["r@2"]
+	r2.Process = h.world.process("r@2")
+	models["r@2"] = r2
+	if err := h.r.UpdateModels(models, nil); err != nil {
+		t.Fatal(err)
+	}
+	h.await(func() string {
+		if st := h.status("r"); st.ReadyReplicas != 2 || st.ReplicaState != ModelAvailable {
+			return fmt.Sprintf("%d replicas ready (%s), want the added one started: min_replicas 2", st.ReadyReplicas, st.ReplicaState)
+		}
+		return ""
+	})
+}

@@ -80,7 +80,9 @@
 // another model), and the queued request goes to whichever replica frees
 // up or comes up first. Once a replica is ready fifo starts more until
 // min_replicas run (evicting idle models as any load does); a replica that
-// crashes is started again on the next tick; a replica beyond the minimum
+// crashes is started again on the next tick, and one stopped otherwise
+// while its model runs below min_replicas (added or changed by a reload,
+// evicted) too, where it fits without evicting; a replica beyond the minimum
 // that has been idle for scale_in_after, with nothing queued for its
 // model, is stopped, the highest-numbered first (replicas.go).
 //

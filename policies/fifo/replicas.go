@@ -23,7 +23,10 @@ import (
 //   - once a replica is ready, fifo starts more until min_replicas run,
 //     evicting idle models like any load would (fillMin);
 //   - on every tick, a model with fewer than min_replicas running because
-//     a replica crashed (or failed to start) starts it again, and a replica beyond min_replicas that has
+//     a replica crashed (or failed to start) starts it again, evicting
+//     idle models if it must; one stopped for another reason (a reload
+//     added or changed it, another model evicted it) starts again where
+//     it fits without evicting; and a replica beyond min_replicas that has
 //     served nothing for scale_in_after, with nothing queued for its
 //     model, is stopped, the highest-numbered first, one per model per
 //     tick (rescale).
@@ -187,6 +190,16 @@ func (s *scheduler) rescale(now int64) {
 		running, _, _ := s.replicaCounts(set)
 		if running < int(set.Min) {
 			s.fillMin(set.Model, onlyFailed)
+			// A stopped replica of a model running below min_replicas —
+			// added or restarted by a configuration reload, or evicted
+			// for another model — starts again where it fits as things
+			// are: evicting for it could take back what was just
+			// evicted for another model.
+			for range set.Max {
+				if running, _, _ = s.replicaCounts(set); running >= int(set.Min) || !s.scaleOut(set.Model, false, anyStopped, "min_replicas") {
+					break
+				}
+			}
 			continue
 		}
 		if running == int(set.Min) || s.cfg.scaleInAfter <= 0 {
