@@ -58,6 +58,10 @@ type scheduler struct {
 	// sets caches the replica sets read from the host by model or replica
 	// name (nil: none), until the next tick (replicas.go).
 	sets map[string]*sdk.ReplicaSet
+	// unloaded are the models with replicas an unload stopped (an
+	// operator's, a TTL's, a reload's removal): rescale starts none of
+	// their stopped replicas until a request for the model comes.
+	unloaded map[string]bool
 }
 
 // New makes the FIFO scheduler from its settings JSON; it is the factory
@@ -97,6 +101,11 @@ func (s *scheduler) OnRequest(ev sdk.RequestEvent) {
 		prio = s.cfg.priority[ev.Model]
 	}
 	s.seq++
+	if len(s.unloaded) > 0 {
+		if set := s.replicaSet(ev.Model); set != nil {
+			delete(s.unloaded, set.Model)
+		}
+	}
 	r := request{id: ev.ID, model: ev.Model, priority: prio, arrived: ev.Now, seq: s.seq}
 	switch s.decide(&r) {
 	case blocked:
@@ -562,6 +571,14 @@ func removeWaiter(sw *swap, id sdk.RequestID) bool {
 // waits for).
 func (s *scheduler) OnUnload(ev sdk.UnloadEvent) {
 	s.age(ev.Now)
+	for _, m := range ev.Models {
+		if set := s.replicaSet(m); set != nil {
+			if s.unloaded == nil {
+				s.unloaded = map[string]bool{}
+			}
+			s.unloaded[set.Model] = true
+		}
+	}
 	if ev.Reason == sdk.UnloadTTL {
 		s.unloadIdle(ev.Models)
 		return

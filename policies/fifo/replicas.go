@@ -190,6 +190,9 @@ func (s *scheduler) rescale(now int64) {
 		running, _, _ := s.replicaCounts(set)
 		if running < int(set.Min) {
 			s.fillMin(set.Model, onlyFailed)
+			if s.unloaded[set.Model] {
+				continue // its other replicas are stopping too
+			}
 			// A stopped replica of a model running below min_replicas —
 			// added or restarted by a configuration reload, or evicted
 			// for another model — starts again where it fits as things
