@@ -17,6 +17,7 @@ type replicaView struct {
 	Model         string `json:"model"`
 	State         string `json:"state"`
 	ReadyReplicas int    `json:"ready_replicas"`
+	Queued        int    `json:"queued"`
 	ReplicaState  string `json:"replica_state"`
 	InFlight      int    `json:"in_flight"`
 	Replicas      []struct {
@@ -257,5 +258,59 @@ routing: {scheduler: {use: fifo}, router: {use: prioritylru}}
 	}
 	if pids := modelPids(t, "m"); len(pids) != 1 || pids[0] != pid {
 		t.Fatalf("replica 1 of m restarted by the reload: pids %v, was %d", pids, pid)
+	}
+}
+
+// A replica killed while requests queue behind both replicas (one at a
+// time each): the request it was serving fails, and every queued one is
+// served — none is handed to the dead server in the moment before the
+// run loop hears of its exit (those connections are refused, and such a
+// request is granted again).
+func TestServe_ReplicaKilledQueuedRequestsWait(t *testing.T) {
+	cfg := writeConfig(t, t.TempDir(), `healthCheckTimeout: 30
+startPort: ${env.LOADOUT_E2E_START_PORT}
+gpus: [{memory: 24GiB}, {memory: 24GiB}]
+models:
+  q:
+    backend: sim
+    replicas: 2
+    concurrencyLimit: 1
+    options: {load_time: 50ms, vram: 4GiB, ttft: 5ms, tokens_per_second: 40}
+routing: {scheduler: {use: fifo}, router: {use: prioritylru}}
+`)
+	s := startServer(t, cfg)
+	s.mustChat("q")
+	eventually(t, "both replicas of q to be ready", func() bool { return s.replicas("q").ReadyReplicas == 2 })
+
+	const n = 8
+	codes := make(chan int, n)
+	for range n {
+		go func() {
+			resp, err := http.Post(s.base+"/v1/chat/completions", "application/json",
+				strings.NewReader(`{"model":"q","max_tokens":20,"messages":[{"role":"user","content":"go"}]}`))
+			if err != nil {
+				codes <- 0
+				return
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			codes <- resp.StatusCode
+		}()
+	}
+	eventually(t, "two requests in flight and the rest queued", func() bool {
+		v := s.replicas("q")
+		return v.InFlight == 2 && v.Queued == n-2
+	})
+	if err := syscall.Kill(onePid(t, "q"), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	failed := 0
+	for range n {
+		if c := <-codes; c != 200 {
+			failed++
+		}
+	}
+	if failed != 1 {
+		t.Fatalf("%d of %d requests failed, want 1: the one the killed replica was serving (queued ones wait)", failed, n)
 	}
 }

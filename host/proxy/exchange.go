@@ -55,6 +55,10 @@ type exchange struct {
 	waited   time.Duration
 	loadWait time.Duration // the part of waited its model was loading
 	usage    *usage
+	// retryRefused: serve grants the request again if the upstream
+	// refuses the connection (upstreamFailed then sets refused and
+	// writes nothing).
+	retryRefused, refused bool
 
 	// What an inference body said about its size, read only when
 	// Config.OnRequestStart is set (estimate.go).

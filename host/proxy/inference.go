@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -9,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/cenkalti/backoff/v5"
 
 	"github.com/loadout-dev/loadout/host/router"
 )
@@ -96,17 +99,69 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, req router.Reques
 		s.writeError(w, r, acquireError(r.Context(), err, req.Model))
 		return
 	}
-	ex.req, ex.waited, ex.loadWait, ex.usage = req, time.Since(waitStart), grant.LoadWait, &usage{sent: time.Now()}
-	ex.replica = grant.Replica
 	mm := s.metrics.model(req.Model)
-	mm.queueWait.Observe(ex.waited.Seconds())
+	mm.queueWait.Observe(time.Since(waitStart).Seconds())
+	// A model server that refuses the connection was sent nothing: its
+	// process has just died, and the run loop hears of the exit a moment
+	// later. Until then the scheduler may grant the model's queued requests
+	// to it; each is granted again after a short backoff — on a sibling
+	// replica, or on the model once restarted — instead of failing with a
+	// 502 (issue 15: in-flight requests get an error, queued ones wait).
+	try := 0
+	_, _ = backoff.Retry(r.Context(), func() (struct{}, error) {
+		try++
+		if grant == nil {
+			if grant, err = s.router.Acquire(r.Context(), req); err != nil {
+				s.writeError(w, r, acquireError(r.Context(), err, req.Model))
+				return struct{}{}, backoff.Permanent(err)
+			}
+		}
+		ex.req, ex.waited, ex.loadWait, ex.usage = req, time.Since(waitStart), grant.LoadWait, &usage{sent: time.Now()}
+		ex.replica = grant.Replica
+		// A body the transport may have closed is read again from GetBody.
+		ex.retryRefused = try < refusedTries && (r.GetBody != nil || r.Body == nil || r.Body == http.NoBody)
+		ex.refused = false
+		s.proxyGranted(w, r, grant, mm)
+		grant = nil
+		if ex.refused {
+			return struct{}{}, errRefused
+		}
+		return struct{}{}, nil
+	}, backoff.WithBackOff(refusedBackoff()), backoff.WithMaxTries(refusedTries))
+	if ex.refused && clientGone(r.Context()) {
+		ex.fail(statusClientGone, "client went away while its request was granted again")
+	}
+}
+
+// refusedTries is how many times a request is granted when its model's
+// server refuses the connection each time (serve); the last refusal is
+// the client's 502.
+const refusedTries = 4
+
+// errRefused is a grant whose model server refused the connection.
+var errRefused = errors.New("the model server refused the connection")
+
+// refusedBackoff is the wait before granting a refused request again:
+// about 10, 40 and 160 ms, time for the run loop to hear of the server's
+// exit (a few ms after it dies) so the next grant goes elsewhere.
+func refusedBackoff() backoff.BackOff {
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval, b.Multiplier, b.MaxInterval = 10*time.Millisecond, 4, 200*time.Millisecond
+	return b
+}
+
+// proxyGranted proxies r to grant's upstream and releases the grant.
+func (s *Server) proxyGranted(w http.ResponseWriter, r *http.Request, grant *router.Grant, mm *modelMetrics) {
 	mm.inFlight.Inc()
 	defer func() {
 		grant.Release()
 		mm.inFlight.Dec()
 	}()
+	if r.GetBody != nil {
+		r.Body, _ = r.GetBody() // a refused attempt may have read it
+	}
 	rp := s.upstreams.proxy(grant.Upstream)
-	if ex.sse != nil {
+	if ex := exchangeOf(r); ex.sse != nil {
 		// The SSE headers are out; the upstream's stream continues the body.
 		rp.ServeHTTP(&continuation{w: ex.sse.w, header: http.Header{}}, r)
 		return

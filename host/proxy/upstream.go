@@ -120,6 +120,10 @@ func (s *Server) upstreamFailed(w http.ResponseWriter, r *http.Request, err erro
 		s.writeError(w, r, peerFailed(ex.peer, "request failed", err))
 		return
 	}
+	if ex.retryRefused && dialFailed(err) {
+		ex.refused = true // serve grants it again: nothing was sent, nothing is written
+		return
+	}
 	s.writeError(w, r, &apiError{status: http.StatusBadGateway, code: "upstream_error",
 		msg: fmt.Sprintf("model %s: upstream request failed: %v", ex.model, err)})
 }
@@ -342,3 +346,10 @@ func (bp *bufferPool) Get() []byte {
 }
 
 func (bp *bufferPool) Put(b []byte) { bp.p.Put(&b) }
+
+// dialFailed reports whether err is a failure to connect to the upstream:
+// the request was not sent, so granting it again is safe.
+func dialFailed(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
+}
