@@ -119,7 +119,7 @@ func (rl *reloader) reload(why string) (proxy.ReloadResult, error) {
 
 func (rl *reloader) apply() (proxy.ReloadResult, error) {
 	res := proxy.ReloadResult{Changed: []string{}}
-	cfg, warnings, err := loadConfig(rl.path, rl.listen)
+	cfg, warnings, err := rl.load(hostOptions(rl.listen))
 	if err != nil {
 		return res, err
 	}
@@ -238,19 +238,29 @@ func policyIdentity(cfg *config.Config) (string, error) {
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
+// load reads the configuration file (or the embedded default) with opts
+// and the ports the running configuration gave its models
+// (config.Options.Ports), so that a model that stays keeps its port and
+// a new one takes another: a reload moves no port of a model it keeps.
+func (rl *reloader) load(opts config.Options) (*config.Config, []config.Warning, error) {
+	opts.Ports = map[string]int{}
+	for id, m := range rl.cfg.Models {
+		if m.Port != 0 {
+			opts.Ports[id] = m.Port
+		}
+	}
+	if rl.path == "" {
+		return config.ParseWith("embedded default config", config.DefaultYAML(), opts)
+	}
+	return config.LoadWith(rl.path, opts)
+}
+
 // modelDigests is, for each model of the configuration file, a digest of
 // what it is made of (its spec, run-loop settings and aliases). The file
 // is read without asking which ports are free: serve's own configuration
 // skips ports taken, and the running models take some.
 func (rl *reloader) modelDigests() (map[string]string, error) {
-	var cfg *config.Config
-	var err error
-	opts := config.Options{Listen: rl.listen}
-	if rl.path == "" {
-		cfg, _, err = config.ParseWith("embedded default config", config.DefaultYAML(), opts)
-	} else {
-		cfg, _, err = config.LoadWith(rl.path, opts)
-	}
+	cfg, _, err := rl.load(config.Options{Listen: rl.listen})
 	if err != nil {
 		return nil, err
 	}

@@ -227,11 +227,18 @@ models:
     max_replicas: %d
     concurrencyLimit: 1
     options: {load_time: 50ms, vram: 10GiB, tokens_per_second: 40}
+  z:
+    backend: sim
+    replicas: 2
+    options: {load_time: 50ms, vram: 10GiB, tokens_per_second: 40}
 routing: {scheduler: {use: fifo}, router: {use: prioritylru}}
 `, n)
 	}
 	path := writeConfig(t, dir, cfg(2))
 	s := startServer(t, path)
+	s.mustChat("z")
+	eventually(t, "both replicas of z to be ready", func() bool { return s.replicas("z").ReadyReplicas == 2 })
+	z2 := onePid(t, "z@2")
 	s.mustChat("m")
 	pid := onePid(t, "m")
 	if err := os.WriteFile(path, []byte(cfg(3)), 0o644); err != nil {
@@ -258,6 +265,11 @@ routing: {scheduler: {use: fifo}, router: {use: prioritylru}}
 	}
 	if pids := modelPids(t, "m"); len(pids) != 1 || pids[0] != pid {
 		t.Fatalf("replica 1 of m restarted by the reload: pids %v, was %d", pids, pid)
+	}
+	// z was not edited: its replicas keep their ports and servers (m@3's
+	// port comes before z@2's in the file's order, and used to move it).
+	if pids := modelPids(t, "z@2"); len(pids) != 1 || pids[0] != z2 {
+		t.Fatalf("z@2, not edited, restarted by the reload: pids %v, was %d", pids, z2)
 	}
 }
 

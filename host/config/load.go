@@ -52,6 +52,14 @@ type Options struct {
 	// passes plugins.CheckPortFree, which binds 127.0.0.1:port briefly.
 	// nil takes every port as free (the file alone decides).
 	PortFree func(port int) error
+	// Ports are the ports models were given before, by model id (a
+	// reload's: the running configuration's). A model id found here that
+	// still needs a ${PORT} keeps its port, unasked (its own server may
+	// hold it), and no other model is given any of these ports; the rest
+	// count up from startPort as always. So a reload that adds a model
+	// or a replica moves no other model's port, and restarts none. nil:
+	// every port is handed out afresh (llama-swap's rule).
+	Ports map[string]int
 }
 
 // Load reads and parses the configuration file at path. See Parse.

@@ -179,7 +179,7 @@ func (d *decoder) model(cfg *Config, id string, mp pair, nextPort *int) *modelSr
 		allow = append(allow, macroPort) // reported once, here
 	case m.Backend == BackendCmd && !cmdHasPort:
 	case m.Backend != "":
-		assigned, ok := d.assignPort(mp.key, path, cfg, nextPort)
+		assigned, ok := d.assignPort(id, mp.key, path, cfg, nextPort)
 		if !ok {
 			allow = append(allow, macroPort)
 			break

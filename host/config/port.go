@@ -7,14 +7,22 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// assignPort hands out the next port for ${PORT} from *next (llama-swap's
-// rule: one per model, counting up from startPort in sorted model-id
-// order), skipping Loadout's own listen port and the ports
-// Options.PortFree refuses, each with a warning at the model's key. It
-// reports false, with an error, when the ports run out past 65535.
-func (d *decoder) assignPort(key *yaml.Node, path string, cfg *Config, next *int) (int, bool) {
+// assignPort hands model id its port for ${PORT}: the one Options.Ports
+// gives it, else the next from *next (llama-swap's rule: one per model,
+// counting up from startPort in sorted model-id order), skipping
+// Loadout's own listen port and the ports Options.PortFree refuses, each
+// with a warning at the model's key, and, silently, the ports
+// Options.Ports keeps for other models. It reports false, with an error,
+// when the ports run out past 65535.
+func (d *decoder) assignPort(id string, key *yaml.Node, path string, cfg *Config, next *int) (int, bool) {
+	if port, ok := d.opts.Ports[id]; ok && port > 0 && port != d.listenPort {
+		return port, true
+	}
 	for ; *next <= 65535; *next++ {
 		port := *next
+		if d.kept(port) {
+			continue
+		}
 		if port == d.listenPort {
 			d.warnf(key, path, "port %d is Loadout's own listen port (--listen %s); skipped for ${PORT}", port, d.opts.Listen)
 			continue
@@ -30,6 +38,16 @@ func (d *decoder) assignPort(key *yaml.Node, path string, cfg *Config, next *int
 	}
 	d.errorf(key, path, "ran out of ports: startPort %d plus one per model passes 65535", cfg.StartPort)
 	return 0, false
+}
+
+// kept reports whether Options.Ports keeps port for a model.
+func (d *decoder) kept(port int) bool {
+	for _, p := range d.opts.Ports {
+		if p == port {
+			return true
+		}
+	}
+	return false
 }
 
 // isListenAddress reports whether u connects to listen (host:port), the

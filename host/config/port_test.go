@@ -120,3 +120,40 @@ func TestParseWith_BadListen(t *testing.T) {
 		t.Errorf("ParseWith with listen 8080 = %v, want an error naming the listen address", err)
 	}
 }
+
+// Options.Ports (a reload's): a model that stays keeps its port, so one
+// more replica of one model moves no other model's replica (which would
+// restart it), and the new replica takes a port no kept model has.
+func TestParseWith_PortsKeptAcrossAReload(t *testing.T) {
+	before := "startPort: 9000\nrouting: {router: {use: prioritylru}}\nmodels:\n  m: {backend: sim, replicas: 2}\n  slow: {backend: sim, replicas: 2}\n  z: {backend: sim}\n"
+	was, errs, _ := parseWith(t, before, Options{})
+	if len(errs) > 0 {
+		t.Fatalf("errors: %q", errs)
+	}
+	kept := map[string]int{}
+	for id, m := range was.Models {
+		kept[id] = m.Port
+	}
+	after := strings.Replace(before, "m: {backend: sim, replicas: 2}", "m: {backend: sim, replicas: 3}", 1)
+	now, errs, _ := parseWith(t, after, Options{Ports: kept})
+	if len(errs) > 0 {
+		t.Fatalf("errors: %q", errs)
+	}
+	for id, port := range kept {
+		if got := now.Models[id].Port; got != port {
+			t.Errorf("%s moved from port %d to %d", id, port, got)
+		}
+	}
+	added := now.Models["m@3"].Port
+	for id, port := range kept {
+		if port == added {
+			t.Errorf("the new replica m@3 got port %d, which %s keeps", added, id)
+		}
+	}
+	// Without the kept ports, the same file moves slow@2 (the replicas
+	// are numbered after every model's own port, in model order).
+	fresh, _, _ := parseWith(t, after, Options{})
+	if fresh.Models["slow@2"].Port == kept["slow@2"] {
+		t.Fatalf("slow@2 kept port %d without Options.Ports: the test no longer shows what it guards", kept["slow@2"])
+	}
+}

@@ -116,7 +116,7 @@ func (d *decoder) expandReplicas(cfg *Config, src map[string]*modelSrc, nextPort
 			r.Aliases, r.Unlisted = nil, true
 			if m.Port != 0 {
 				node, key := m.replicaKeys.node()
-				port, ok := d.assignPort(node, join(join("models", id), key), cfg, nextPort)
+				port, ok := d.assignPort(r.ID, node, join(join("models", id), key), cfg, nextPort)
 				if !ok {
 					return
 				}
