@@ -326,3 +326,28 @@ routing: {scheduler: {use: fifo}, router: {use: prioritylru}}
 		t.Fatalf("%d of %d requests failed, want 1: the one the killed replica was serving (queued ones wait)", failed, n)
 	}
 }
+
+// /metrics labels are the configured models: a model with replicas is
+// one series, its state its derived one and its GPU leases its replicas'
+// together; no replica has series of its own (they would be stale: the
+// router reports a replica's change as its model's).
+func TestServe_ReplicasMetricsAreTheModels(t *testing.T) {
+	s := startServer(t, "../../testdata/e2e/replicas.yaml")
+	s.mustChat("big")
+	eventually(t, "both replicas of big to be ready", func() bool { return s.replicas("big").ReadyReplicas == 2 })
+	_, body := s.get("/metrics")
+	for _, want := range []string{
+		`loadout_model_state{model="big",state="ready"} 1`,
+		`loadout_model_loads_total{model="big",result="ok"} 2`,
+		`loadout_gpu_model_leased_bytes{device="0",model="big"} 4.294967296e+10`,
+		`loadout_gpu_model_leased_bytes{device="1",model="big"} 4.294967296e+10`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	if strings.Contains(body, `model="big@2"`) {
+		t.Errorf("/metrics has series of replica big@2:\n%s", grepLines(body, "big@2"))
+	}
+}
+

@@ -30,6 +30,17 @@ func ReplicaID(id string, k int) string {
 	return fmt.Sprintf("%s@%d", id, k)
 }
 
+// ModelOf is the model a process-table row belongs to: "m" for replica
+// "m@2", the id itself for a model's own row (replica 1) or any other id.
+// The inverse of ReplicaID; unambiguous because a configured model id may
+// not end in @ and a number.
+func ModelOf(id string) string {
+	if loc := replicaSuffix.FindStringIndex(id); loc != nil && loc[0] > 0 {
+		return id[:loc[0]]
+	}
+	return id
+}
+
 // replicaKeys are where a model's replica keys are, for errors found after
 // parsing (CheckPlacement).
 type replicaKeys struct {

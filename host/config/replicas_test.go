@@ -72,3 +72,19 @@ func TestParse_ReplicaErrors(t *testing.T) {
 		eq(t, tc.src, errs, []string{tc.want})
 	}
 }
+
+// ModelOf undoes ReplicaID, and leaves every other id alone.
+func TestModelOf(t *testing.T) {
+	for _, id := range []string{"m", "org/llama-3@q8", "a@b"} {
+		for k := 1; k <= 3; k++ {
+			if got := ModelOf(ReplicaID(id, k)); got != id {
+				t.Errorf("ModelOf(%q) = %q, want %q", ReplicaID(id, k), got, id)
+			}
+		}
+	}
+	for id, want := range map[string]string{"@2": "@2", "m@": "m@", "m@x": "m@x", "": ""} {
+		if got := ModelOf(id); got != want {
+			t.Errorf("ModelOf(%q) = %q, want %q", id, got, want)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/loadout-dev/loadout/host/config"
 	"github.com/loadout-dev/loadout/host/gpu"
 )
 
@@ -64,15 +65,19 @@ func (c *DeviceCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(gpuUtilization, prometheus.GaugeValue, float64(d.Utilization)/100, idx)
 		}
 		var byKind [2]uint64
+		byModel := map[string]uint64{}
 		for _, h := range d.Holders {
 			if h.Kind == gpu.HolderJob {
 				byKind[1] += h.Bytes
 				continue
 			}
 			byKind[0] += h.Bytes
-			if c.models[h.Owner] { // labels bounded to the configured models
-				ch <- prometheus.MustNewConstMetric(gpuLeaseHolders, prometheus.GaugeValue, float64(h.Bytes), idx, h.Owner)
+			if m := config.ModelOf(h.Owner); c.models[m] { // labels bounded to the configured models; a replica's lease is its model's
+				byModel[m] += h.Bytes
 			}
+		}
+		for m, bytes := range byModel {
+			ch <- prometheus.MustNewConstMetric(gpuLeaseHolders, prometheus.GaugeValue, float64(bytes), idx, m)
 		}
 		ch <- prometheus.MustNewConstMetric(gpuLeased, prometheus.GaugeValue, float64(byKind[0]), idx, gpu.HolderModel)
 		ch <- prometheus.MustNewConstMetric(gpuLeased, prometheus.GaugeValue, float64(byKind[1]), idx, gpu.HolderJob)

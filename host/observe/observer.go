@@ -5,6 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/loadout-dev/loadout/host/config"
 	"github.com/loadout-dev/loadout/host/events"
 	"github.com/loadout-dev/loadout/host/router"
 )
@@ -183,8 +184,13 @@ func (o *Observer) stopReason(model, prev, now string) (string, bool) {
 	return "", false
 }
 
-// addModel makes a model's series, stopped.
+// addModel makes a model's series, stopped. A replica's row has none:
+// the router reports it as its model's entry, and its loads count as its
+// model's (the labels are the configured models).
 func (o *Observer) addModel(m string) {
+	if config.ModelOf(m) != m {
+		return
+	}
 	o.models[m] = true
 	o.loads.WithLabelValues(m, "ok")
 	o.queued.WithLabelValues(m)
@@ -233,13 +239,13 @@ func (o *Observer) SwapEnded(s router.SwapInfo) {
 	if ok {
 		ev.Seconds = s.Time.Sub(started).Seconds()
 	}
-	if cold && o.models[s.Target] {
+	if model := config.ModelOf(s.Target); cold && o.models[model] { // a replica's load is its model's
 		if s.Err != "" {
-			o.loads.WithLabelValues(s.Target, "failed").Inc()
+			o.loads.WithLabelValues(model, "failed").Inc()
 		} else {
-			o.loads.WithLabelValues(s.Target, "ok").Inc()
+			o.loads.WithLabelValues(model, "ok").Inc()
 			if ok {
-				o.loadTime.WithLabelValues(s.Target).Observe(ev.Seconds)
+				o.loadTime.WithLabelValues(model).Observe(ev.Seconds)
 			}
 		}
 	}
