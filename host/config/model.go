@@ -440,6 +440,10 @@ func (d *decoder) aliases(cfg *Config, src map[string]*modelSrc) {
 			d.errorf(c.node, path, "alias %q of model %s is the id of model %s (line %d)", c.alias, c.model, c.alias, other.key.Line)
 			continue
 		}
+		if replicaSuffix.MatchString(c.alias) {
+			d.errorf(c.node, path, "alias %q may not end in @ and a number: that names a replica (replica 2 of model m is m@2)", c.alias)
+			continue
+		}
 		if f, ok := first[c.alias]; ok {
 			if f.model == c.model {
 				d.errorf(c.node, path, "duplicate alias %q (already listed at line %d)", c.alias, f.node.Line)

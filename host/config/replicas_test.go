@@ -63,6 +63,8 @@ func TestParse_ReplicaErrors(t *testing.T) {
 			"c.yaml:2:59: models.a.max_replicas: max_replicas 2 is below min_replicas 3 (line 2)"},
 		{prio + "models: {a@2: {backend: sim}}\n",
 			"c.yaml:2:10: models.a@2: a model id may not end in @ and a number: that names a replica (replica 2 of model m is m@2)"},
+		{prio + "models: {a: {backend: sim, replicas: 2}, b: {backend: sim, aliases: [a@2]}}\n",
+			"c.yaml:2:70: models.b.aliases[0]: alias \"a@2\" may not end in @ and a number: that names a replica (replica 2 of model m is m@2)"},
 		{"models: {a: {backend: sim, replicas: 2}}\n",
 			"c.yaml:1:38: models.a.replicas: replicas need a router that places models by VRAM (routing.router use: prioritylru or ollama, or a Wasm router): the group router runs one model of a group at a time, so a model's replicas would evict each other"},
 		{prio + "gpus: [{memory: 80GiB}, {memory: 80GiB}]\nmodels: {a: {backend: sim, vram: 50GiB, replicas: 3, gpus: [0, 1]}}\n",
