@@ -468,6 +468,10 @@ func (s *scheduler) OnSwapDone(ev sdk.SwapDoneEvent) {
 func (s *scheduler) finish(ev sdk.SwapDoneEvent, waiters []request) {
 	if ev.Err != "" {
 		msg := "model " + strconv.Quote(ev.Model) + " failed to start: " + ev.Err
+		if set := s.replicaSet(ev.Model); set != nil && set.Model != ev.Model {
+			// Clients know the model, not its replicas.
+			msg = "model " + strconv.Quote(set.Model) + " failed to start (its replica " + ev.Model + "): " + ev.Err
+		}
 		for _, w := range waiters {
 			s.fx.GrantError(w.id, sdk.CodeSwapFailed, msg)
 		}
