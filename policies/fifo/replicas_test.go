@@ -38,6 +38,20 @@ func grantedOn(h *policytest.Host, id sdk.RequestID) string {
 func init() {
 	scenarios = append(scenarios,
 		scenario{
+			name:    "replicas: a replica's failed start is its model's to the waiters, naming the replica",
+			models:  []sdk.ModelInfo{{Name: "r", ConcurrencyLimit: 1}, {Name: "r@2", ConcurrencyLimit: 1}},
+			swapper: noEvictions,
+			run: func(t *testing.T, h *policytest.Host) {
+				replicaBox(h, 1)
+				h.Request(1, "r@2") // the host routed a request for r to r@2
+				h.CompleteSwap("r@2", "exit status 1")
+				want := `model "r" failed to start (its replica r@2): exit status 1`
+				if code, ok := h.Errored(1); !ok || code != sdk.CodeSwapFailed || h.ErrorText(1) != want {
+					t.Fatalf("request 1: %s %q, want CodeSwapFailed %q", h.Outcome(1), h.ErrorText(1), want)
+				}
+			},
+		},
+		scenario{
 			name:    "replicas: a request at a full replica is served on a ready sibling",
 			models:  replicaModels(sdk.StateReady),
 			swapper: noEvictions,
