@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -172,6 +173,26 @@ func (w *fakeWorld) expect(t *testing.T, want ...string) {
 		case <-time.After(10 * time.Second):
 			t.Fatalf("process event: timed out waiting for %q", ev)
 		}
+	}
+}
+
+// expectSet waits for the next len(want) events to be want in any order
+// (starts that run side by side).
+func (w *fakeWorld) expectSet(t *testing.T, want ...string) {
+	t.Helper()
+	var got []string
+	for range want {
+		select {
+		case ev := <-w.events:
+			got = append(got, ev)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("process events: timed out with %q, want %q in any order", got, want)
+		}
+	}
+	slices.Sort(got)
+	want = slices.Sorted(slices.Values(want))
+	if !slices.Equal(got, want) {
+		t.Fatalf("process events: got %q, want %q in any order", got, want)
 	}
 }
 

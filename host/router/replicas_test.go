@@ -199,13 +199,13 @@ func TestRouter_ReloadToOneReplica(t *testing.T) {
 			names = append(names, st.Model)
 		}
 		if strings.Join(names, ",") != "a,b,c,e,r" {
-			return fmt.Sprintf("models after the reload: %v, want r@2 gone", names)
+			return fmt.Sprintf("models after the reload: %v, want one entry for r", names)
+		}
+		if st := h.status("r"); st.State != "ready" || len(st.Replicas) != 0 {
+			return fmt.Sprintf("r after the reload: %s with %d replicas, want ready, a model without replicas once r@2 has stopped", st.State, len(st.Replicas))
 		}
 		return ""
 	})
-	if st := h.status("r"); st.State != "ready" || len(st.Replicas) != 0 {
-		t.Fatalf("r after the reload: %+v, want ready, a model without replicas", st)
-	}
 	h.acquire("r").wait(t).Release()
 }
 
@@ -235,4 +235,15 @@ func TestRouter_ReloadAddsAReplicaThatStarts(t *testing.T) {
 		}
 		return ""
 	})
+}
+
+// A cold request for a model with min_replicas 2 starts both replicas at
+// once: the second does not wait for the first's load.
+func TestRouter_ColdLoadStartsMinReplicasTogether(t *testing.T) {
+	h := newHarness(t, harnessOpts{ledger: twoGPUs(), tick: time.Hour, newSwap: prioritylru(t), models: replicaModels(2)})
+	release := h.procs["r"].hold()
+	c := h.acquire("r")
+	h.world.expectSet(t, "starting r", "starting r@2") // r still loading
+	release()
+	c.wait(t).Release()
 }

@@ -78,8 +78,9 @@
 // a free slot; when every ready replica is full, fifo starts one more, up
 // to max_replicas, only into free GPU memory (a scale-out never evicts
 // another model), and the queued request goes to whichever replica frees
-// up or comes up first. Once a replica is ready fifo starts more until
-// min_replicas run (evicting idle models as any load does); a replica that
+// up or comes up first. A cold load of the model starts its replicas
+// until min_replicas run, all at once, and so does every finished load
+// (evicting idle models as any load does); a replica that
 // crashes is started again on the next tick, and one stopped otherwise
 // while its model runs below min_replicas (added or changed by a reload,
 // evicted) too, where it fits without evicting; a replica beyond the minimum

@@ -217,6 +217,9 @@ func (s *scheduler) decide(r *request) verdict {
 	s.fx.Log(sdk.LevelInfo, "swap started: model="+r.model+" evict=["+strings.Join(plan.Evict, ",")+
 		"] request_id="+strconv.FormatUint(uint64(r.id), 10))
 	s.wait(sw, r)
+	// A model that runs min_replicas loads them together, not one load
+	// time after another.
+	s.fillMin(r.model, anyStopped)
 	return handled
 }
 
