@@ -110,8 +110,9 @@ func TestServe_ReplicasBalanceABurst(t *testing.T) {
 
 // A replica whose server is killed mid-stream: the stream ends with an
 // error, the replica is started again (min_replicas is 2), and requests
-// go on succeeding. One killed mid-load: its waiter gets the load's
-// error; the replica is started again.
+// go on succeeding. One killed mid-load, while its sibling loads beside
+// it (a cold load starts min_replicas together): its waiter is served by
+// the sibling; the killed replica is started again.
 func TestServe_ReplicaKilledIsRescheduled(t *testing.T) {
 	s := startServer(t, "../../testdata/e2e/replicas.yaml")
 	s.mustChat("big")
@@ -171,8 +172,8 @@ func TestServe_ReplicaKilledIsRescheduled(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-done
-	if code != 502 || !strings.Contains(body, "failed to start") {
-		t.Fatalf("the request waiting on a killed load: %d %s; want 502 with the load's error", code, body)
+	if code != 200 {
+		t.Fatalf("the request waiting on a killed load: %d %s; want it served by the sibling replica", code, body)
 	}
 	s.mustChat("slow")
 	eventually(t, "both replicas of slow to be ready", func() bool { return s.replicas("slow").ReadyReplicas == 2 })
@@ -274,10 +275,10 @@ routing: {scheduler: {use: fifo}, router: {use: prioritylru}}
 }
 
 // A replica killed while requests queue behind both replicas (one at a
-// time each): the request it was serving fails, and every queued one is
-// served — none is handed to the dead server in the moment before the
-// run loop hears of its exit (those connections are refused, and such a
-// request is granted again).
+// time each): the request it was serving fails, and the queued ones are
+// served — one handed to the dead server in the moment before the run
+// loop hears of its exit finds the connection refused and is granted
+// again.
 func TestServe_ReplicaKilledQueuedRequestsWait(t *testing.T) {
 	cfg := writeConfig(t, t.TempDir(), `healthCheckTimeout: 30
 startPort: ${env.LOADOUT_E2E_START_PORT}
@@ -295,18 +296,22 @@ routing: {scheduler: {use: fifo}, router: {use: prioritylru}}
 	eventually(t, "both replicas of q to be ready", func() bool { return s.replicas("q").ReadyReplicas == 2 })
 
 	const n = 8
-	codes := make(chan int, n)
+	type result struct {
+		code int
+		body string
+	}
+	results := make(chan result, n)
 	for range n {
 		go func() {
 			resp, err := http.Post(s.base+"/v1/chat/completions", "application/json",
 				strings.NewReader(`{"model":"q","max_tokens":20,"messages":[{"role":"user","content":"go"}]}`))
 			if err != nil {
-				codes <- 0
+				results <- result{0, err.Error()}
 				return
 			}
-			io.Copy(io.Discard, resp.Body)
+			b, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
-			codes <- resp.StatusCode
+			results <- result{resp.StatusCode, string(b)}
 		}()
 	}
 	eventually(t, "two requests in flight and the rest queued", func() bool {
@@ -316,14 +321,25 @@ routing: {scheduler: {use: fifo}, router: {use: prioritylru}}
 	if err := syscall.Kill(onePid(t, "q"), syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	failed := 0
+	// The request in flight on the killed server fails (EOF), and so may
+	// one granted to it in the moment SIGKILL takes to end it (its
+	// connection is accepted, then reset): both reached the server, and
+	// a request that reached a server that died is not sent again (it may
+	// be what killed it). A connection refused means the request reached
+	// nothing: that one waits and is served.
+	var failed []string
 	for range n {
-		if c := <-codes; c != 200 {
-			failed++
+		if r := <-results; r.code != 200 {
+			failed = append(failed, fmt.Sprintf("%d %s", r.code, strings.TrimSpace(r.body)))
 		}
 	}
-	if failed != 1 {
-		t.Fatalf("%d of %d requests failed, want 1: the one the killed replica was serving (queued ones wait)", failed, n)
+	if len(failed) == 0 || len(failed) > 2 {
+		t.Fatalf("%d of %d requests failed, want 1 or 2 (those the killed server had taken): %q", len(failed), n, failed)
+	}
+	for _, f := range failed {
+		if strings.Contains(f, "refused") {
+			t.Fatalf("a request that reached no server failed: %q", failed)
+		}
 	}
 }
 
@@ -350,4 +366,3 @@ func TestServe_ReplicasMetricsAreTheModels(t *testing.T) {
 		t.Errorf("/metrics has series of replica big@2:\n%s", grepLines(body, "big@2"))
 	}
 }
-

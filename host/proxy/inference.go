@@ -136,17 +136,19 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, req router.Reques
 // refusedTries is how many times a request is granted when its model's
 // server refuses the connection each time (serve); the last refusal is
 // the client's 502.
-const refusedTries = 4
+const refusedTries = 7
 
 // errRefused is a grant whose model server refused the connection.
 var errRefused = errors.New("the model server refused the connection")
 
 // refusedBackoff is the wait before granting a refused request again:
-// about 10, 40 and 160 ms, time for the run loop to hear of the server's
-// exit (a few ms after it dies) so the next grant goes elsewhere.
+// about 10, 30, 90 and 270 ms, then 500 ms, about 1.4 s in all: time for
+// the run loop to hear of the server's exit (a few ms after it dies on
+// an idle machine, longer on a loaded one) so the next grant goes
+// elsewhere.
 func refusedBackoff() backoff.BackOff {
 	b := backoff.NewExponentialBackOff()
-	b.InitialInterval, b.Multiplier, b.MaxInterval = 10*time.Millisecond, 4, 200*time.Millisecond
+	b.InitialInterval, b.Multiplier, b.MaxInterval = 10*time.Millisecond, 3, 500*time.Millisecond
 	return b
 }
 
