@@ -470,6 +470,19 @@ func (s *scheduler) OnSwapDone(ev sdk.SwapDoneEvent) {
 // finish ends the callers that waited on a finished swap.
 func (s *scheduler) finish(ev sdk.SwapDoneEvent, waiters []request) {
 	if ev.Err != "" {
+		if sib := s.runningSibling(ev.Model); sib != "" {
+			// Another replica of the model is ready or loading: the
+			// waiters go to it, as if the host had routed them there.
+			for _, w := range waiters {
+				w.model = sib
+				if sw := s.active[sib]; sw != nil {
+					s.wait(sw, &w)
+				} else {
+					s.enqueue(w) // the drain that follows serves it there
+				}
+			}
+			return
+		}
 		msg := "model " + strconv.Quote(ev.Model) + " failed to start: " + ev.Err
 		if set := s.replicaSet(ev.Model); set != nil && set.Model != ev.Model {
 			// Clients know the model, not its replicas.

@@ -82,6 +82,28 @@ func (s *scheduler) serveOnSibling(r *request) bool {
 	return true
 }
 
+// runningSibling is a replica of name's model, other than name, that is
+// ready or being loaded by a swap of ours ("" if none, or no replicas):
+// where the waiters of a replica's failed load go instead of failing.
+func (s *scheduler) runningSibling(name string) string {
+	set := s.replicaSet(name)
+	if set == nil {
+		return ""
+	}
+	for _, sib := range set.Replicas {
+		if sib == name {
+			continue
+		}
+		if s.active[sib] != nil {
+			return sib
+		}
+		if info, ok := s.fx.ModelState(sib); ok && info.State == sdk.StateReady && !s.collides(sib, nil) {
+			return sib
+		}
+	}
+	return ""
+}
+
 // replicaCounts reads the state of each replica of set: how many run
 // (starting or ready, or being loaded by a swap of ours), the first
 // stopped or failed one that no swap of ours loads ("" if none), and the

@@ -38,6 +38,26 @@ func grantedOn(h *policytest.Host, id sdk.RequestID) string {
 func init() {
 	scenarios = append(scenarios,
 		scenario{
+			name:    "replicas: the waiters of a replica's failed load go to a sibling being loaded",
+			models:  []sdk.ModelInfo{{Name: "r", ConcurrencyLimit: 1}, {Name: "r@2", ConcurrencyLimit: 1}},
+			swapper: noEvictions,
+			run: func(t *testing.T, h *policytest.Host) {
+				replicaBox(h, 2)
+				h.Request(1, "r")
+				if got := h.ActiveSwaps(); !slices.Equal(got, []string{"r", "r@2"}) {
+					t.Fatalf("swaps %v, want r and r@2 started together (min_replicas 2)", got)
+				}
+				h.CompleteSwap("r", "exit status 1")
+				if _, failed := h.Errored(1); failed || h.Granted(1) {
+					t.Fatalf("request 1 after r failed to load: %s, want it waiting on r@2", h.Outcome(1))
+				}
+				h.CompleteSwap("r@2", "")
+				if got := grantedOn(h, 1); got != "r@2" {
+					t.Fatalf("request 1: %s, want granted on r@2", h.Outcome(1))
+				}
+			},
+		},
+		scenario{
 			name:    "replicas: a replica's failed start is its model's to the waiters, naming the replica",
 			models:  []sdk.ModelInfo{{Name: "r", ConcurrencyLimit: 1}, {Name: "r@2", ConcurrencyLimit: 1}},
 			swapper: noEvictions,
