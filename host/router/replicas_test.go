@@ -243,7 +243,8 @@ func TestRouter_ColdLoadStartsMinReplicasTogether(t *testing.T) {
 	h := newHarness(t, harnessOpts{ledger: twoGPUs(), tick: time.Hour, newSwap: prioritylru(t), models: replicaModels(2)})
 	release := h.procs["r"].hold()
 	c := h.acquire("r")
-	h.world.expectSet(t, "starting r", "starting r@2") // r still loading
+	// r is held loading; r@2 (not held) starts and is ready meanwhile.
+	h.world.expectSet(t, "starting r", "starting r@2", "ready r@2")
 	release()
 	c.wait(t).Release()
 }
