@@ -219,7 +219,7 @@ func (s *scheduler) decide(r *request) verdict {
 	s.wait(sw, r)
 	// A model that runs min_replicas loads them together, not one load
 	// time after another.
-	s.fillMin(r.model, anyStopped)
+	s.fillMin(r.model, true, anyStopped)
 	return handled
 }
 
@@ -459,7 +459,7 @@ func (s *scheduler) OnSwapDone(ev sdk.SwapDoneEvent) {
 		s.finish(ev, sw.waiters)
 	}
 	if ev.Err == "" {
-		s.fillMin(ev.Model, anyStopped)
+		s.fillMin(ev.Model, true, anyStopped)
 	}
 	// Drain even for a swap we did not start (before a re-instantiation,
 	// or one whose callers an unload failed): requests may have queued

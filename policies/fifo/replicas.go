@@ -179,15 +179,16 @@ func (s *scheduler) scaleOut(model string, evict bool, only replicaKind, why str
 }
 
 // fillMin starts replicas of model until min_replicas run (or one cannot
-// start now; the next finished swap tries again).
-func (s *scheduler) fillMin(model string, only replicaKind) {
+// start now; the next finished swap or tick tries again), evicting idle
+// models for them when evict is set (see scaleOut).
+func (s *scheduler) fillMin(model string, evict bool, only replicaKind) {
 	set := s.replicaSet(model)
 	if set == nil || set.Min <= 1 {
 		return
 	}
 	for range set.Min {
 		running, _, _ := s.replicaCounts(set)
-		if running == 0 || running >= int(set.Min) || !s.scaleOut(model, true, only, "min_replicas") {
+		if running == 0 || running >= int(set.Min) || !s.scaleOut(model, evict, only, "min_replicas") {
 			return
 		}
 	}
@@ -211,19 +212,14 @@ func (s *scheduler) rescale(now int64) {
 		}
 		running, _, _ := s.replicaCounts(set)
 		if running < int(set.Min) {
-			s.fillMin(set.Model, onlyFailed)
-			if s.unloaded[set.Model] {
-				continue // its other replicas are stopping too
-			}
-			// A stopped replica of a model running below min_replicas —
-			// added or restarted by a configuration reload, or evicted
-			// for another model — starts again where it fits as things
-			// are: evicting for it could take back what was just
-			// evicted for another model.
-			for range set.Max {
-				if running, _, _ = s.replicaCounts(set); running >= int(set.Min) || !s.scaleOut(set.Model, false, anyStopped, "min_replicas") {
-					break
-				}
+			s.fillMin(set.Model, true, onlyFailed)
+			if !s.unloaded[set.Model] { // an unload stops its replicas one by one
+				// A stopped replica of a model running below min_replicas —
+				// added or restarted by a configuration reload, or evicted
+				// for another model — starts again where it fits as things
+				// are: evicting for it could take back what was just
+				// evicted for another model.
+				s.fillMin(set.Model, false, anyStopped)
 			}
 			continue
 		}

@@ -26,6 +26,12 @@ func replicaModels(r2 sdk.ModelState) []sdk.ModelInfo {
 	}
 }
 
+// stoppedReplicas is model r's replicas r and r@2, both stopped, one
+// request at a time each.
+func stoppedReplicas() []sdk.ModelInfo {
+	return []sdk.ModelInfo{{Name: "r", ConcurrencyLimit: 1}, {Name: "r@2", ConcurrencyLimit: 1}}
+}
+
 func grantedOn(h *policytest.Host, id sdk.RequestID) string {
 	for _, c := range h.Calls.Of(policytest.OpGrantServe) {
 		if c.ID == id && c.OK {
@@ -39,7 +45,7 @@ func init() {
 	scenarios = append(scenarios,
 		scenario{
 			name:    "replicas: the waiters of a replica's failed load go to a sibling being loaded",
-			models:  []sdk.ModelInfo{{Name: "r", ConcurrencyLimit: 1}, {Name: "r@2", ConcurrencyLimit: 1}},
+			models:  stoppedReplicas(),
 			swapper: noEvictions,
 			run: func(t *testing.T, h *policytest.Host) {
 				replicaBox(h, 2)
@@ -59,7 +65,7 @@ func init() {
 		},
 		scenario{
 			name:    "replicas: a replica's failed start is its model's to the waiters, naming the replica",
-			models:  []sdk.ModelInfo{{Name: "r", ConcurrencyLimit: 1}, {Name: "r@2", ConcurrencyLimit: 1}},
+			models:  stoppedReplicas(),
 			swapper: noEvictions,
 			run: func(t *testing.T, h *policytest.Host) {
 				replicaBox(h, 1)
