@@ -110,15 +110,19 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, req router.Reques
 	try := 0
 	_, _ = backoff.Retry(r.Context(), func() (struct{}, error) {
 		try++
-		if grant == nil {
+		if grant == nil { // a retry
 			if grant, err = s.router.Acquire(r.Context(), req); err != nil {
 				s.writeError(w, r, acquireError(r.Context(), err, req.Model))
 				return struct{}{}, backoff.Permanent(err)
 			}
+			if r.GetBody != nil {
+				r.Body, _ = r.GetBody() // the refused attempt's transport closed it
+			}
 		}
 		ex.req, ex.waited, ex.loadWait, ex.usage = req, time.Since(waitStart), grant.LoadWait, &usage{sent: time.Now()}
 		ex.replica = grant.Replica
-		// A body the transport may have closed is read again from GetBody.
+		// A retry sends the body again from GetBody, so one without it is
+		// sent once.
 		ex.retryRefused = try < refusedTries && (r.GetBody != nil || r.Body == nil || r.Body == http.NoBody)
 		ex.refused = false
 		s.proxyGranted(w, r, grant, mm)
@@ -159,9 +163,6 @@ func (s *Server) proxyGranted(w http.ResponseWriter, r *http.Request, grant *rou
 		grant.Release()
 		mm.inFlight.Dec()
 	}()
-	if r.GetBody != nil {
-		r.Body, _ = r.GetBody() // a refused attempt may have read it
-	}
 	rp := s.upstreams.proxy(grant.Upstream)
 	if ex := exchangeOf(r); ex.sse != nil {
 		// The SSE headers are out; the upstream's stream continues the body.
