@@ -148,5 +148,6 @@ func hostImports() []hostImport {
 		{"plan", funcType{p(i32, i32, i32, i32), r32}, importPlan},
 		{"admit", funcType{p(i32, i32, i32, i32), r32}, importAdmit},
 		{"replicas", funcType{p(i32, i32, i32, i32), r32}, importReplicas},
+		{"demand", funcType{p(i32, i32), r32}, importDemand},
 	}
 }

@@ -87,6 +87,7 @@ var cParams = map[string][]string{
 	"plan":               {"target", "target_len", "buf", "limit"},
 	"admit":              {"model", "model_len", "limit", "flags"},
 	"replicas":           {"name", "name_len", "buf", "limit"},
+	"demand":             {"buf", "limit"},
 }
 
 // cType is a parameter's C type by its name, checked against its Wasm type.
@@ -187,6 +188,7 @@ func cHeader() (string, error) {
 		{"LOADOUT_MSG_JOB_PLAN_REQUEST", int64(wire.MsgJobPlanRequest), "JobPlanRequest, to plan: now i64, job str, gpus u32, priority i32, candidates [i32], running [str]; answer STATUS_NO_POLICY to leave jobs to the host"},
 		{"LOADOUT_MSG_REPLICA_SET", int64(wire.MsgReplicaSet), "ReplicaSet, the replicas import's reply: model str, min u32, max u32, replicas [str]"},
 		{"LOADOUT_MSG_SNAPSHOT_DELTA", int64(wire.MsgSnapshotDelta), "SnapshotDelta, from snapshot_delta: now i64, base u64, gen u64, total u32, changed [position u32 + ModelInfo fields], gpus_changed bool, then the gpus list as in Snapshot only if gpus_changed"},
+		{"LOADOUT_MSG_DEMAND", int64(wire.MsgDemand), "DemandList, the demand import's reply: models [name str, requests u64, loads u32, load_time i64]"},
 	}
 	if err := checkAllKinds(kinds); err != nil {
 		return "", err

@@ -75,6 +75,12 @@ type model struct {
 	gen      uint64   // bumps with every instance, so stale exits are ignored
 	inFlight int
 	served   uint64 // requests granted to it
+	// requests counts the requests that arrived for it (routed to it, for
+	// a replica), loads its completed cold loads and loadTime the last
+	// one's duration: sdk.ModelDemand's figures.
+	requests uint64
+	loads    uint32
+	loadTime time.Duration
 	lastUse  time.Time
 	lastErr  string
 	// loadStart and loadEnd span its last load (loadEnd zero while it
@@ -242,6 +248,9 @@ func (r *Router) onRequest(w *waiter) {
 	w.id = l.nextID
 	w.arrived = r.cfg.Clock()
 	r.route(w)
+	if m, ok := l.models[w.req.Model]; ok {
+		m.requests++
+	}
 	if r.admitWarm(w) {
 		return
 	}
@@ -348,6 +357,8 @@ func (r *Router) onSwapDone(ev swapDone) {
 		m.inst = ev.inst
 		m.startFailures, m.retryAt = 0, time.Time{}
 		m.loadEnd = r.cfg.Clock() // before setState: the scheduler may grant in it
+		m.loads++
+		m.loadTime = m.loadEnd.Sub(m.loadStart)
 		r.setState(m, sdk.StateReady)
 		m.lastUse = r.cfg.Clock() // the TTL counts from the load
 		r.log.Info("model ready", "model", ev.target, "upstream", ev.inst.Upstream().String())

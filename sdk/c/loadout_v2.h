@@ -43,6 +43,7 @@
 #define LOADOUT_MSG_JOB_PLAN_REQUEST 17 /* JobPlanRequest, to plan: now i64, job str, gpus u32, priority i32, candidates [i32], running [str]; answer STATUS_NO_POLICY to leave jobs to the host */
 #define LOADOUT_MSG_REPLICA_SET      18 /* ReplicaSet, the replicas import's reply: model str, min u32, max u32, replicas [str] */
 #define LOADOUT_MSG_SNAPSHOT_DELTA   19 /* SnapshotDelta, from snapshot_delta: now i64, base u64, gen u64, total u32, changed [position u32 + ModelInfo fields], gpus_changed bool, then the gpus list as in Snapshot only if gpus_changed */
+#define LOADOUT_MSG_DEMAND           20 /* DemandList, the demand import's reply: models [name str, requests u64, loads u32, load_time i64] */
 
 /* Export statuses: the high 32 bits of an event export's i64 result; the low 32 bits are the output's length. */
 #define LOADOUT_STATUS_OK        0
@@ -119,6 +120,7 @@ LOADOUT_IMPORT(snapshot_delta) int32_t loadout_host_snapshot_delta(uint64_t base
 LOADOUT_IMPORT(plan) int32_t loadout_host_plan(const void *target, uint32_t target_len, void *buf, uint32_t limit);
 LOADOUT_IMPORT(admit) int32_t loadout_host_admit(const void *model, uint32_t model_len, uint32_t limit, int32_t flags);
 LOADOUT_IMPORT(replicas) int32_t loadout_host_replicas(const void *name, uint32_t name_len, void *buf, uint32_t limit);
+LOADOUT_IMPORT(demand) int32_t loadout_host_demand(void *buf, uint32_t limit);
 
 /*
  * Exports, as loadout_NAME. A policy defines the common ones and those of

@@ -52,6 +52,8 @@ type Host struct {
 	ReplicaSets map[string]sdk.ReplicaSet
 
 	admits  map[string]admission // the warm path's admissions, by model
+	demand  map[string]*sdk.ModelDemand
+	began   map[string]int64 // when each active swap started (Now)
 	tb      reporter
 	callers map[sdk.RequestID]*caller
 	active  map[string]sdk.SwapRequest // swaps started and not completed, by target
@@ -111,6 +113,8 @@ func newHost(tb reporter, models ...sdk.ModelInfo) *Host {
 		active:  make(map[string]sdk.SwapRequest),
 		stops:   make(map[string]bool),
 		admits:  make(map[string]admission),
+		demand:  make(map[string]*sdk.ModelDemand),
+		began:   make(map[string]int64),
 	}
 	for _, m := range models {
 		h.Models[m.Name] = &m
@@ -329,6 +333,7 @@ func (h *Host) StartSwap(s sdk.SwapRequest) (err error) {
 	}
 	target.State = sdk.StateStarting
 	h.active[s.Model] = s
+	h.began[s.Model] = h.Now
 	h.revoke(s.Model)
 	h.revoke(s.Evict...)
 	h.started = append(h.started, s)
@@ -401,6 +406,9 @@ func (h *Host) Submit(ev sdk.RequestEvent) {
 	}
 	c := &caller{model: ev.Model}
 	h.callers[ev.ID] = c
+	if _, ok := h.Models[ev.Model]; ok {
+		h.demandOf(ev.Model).Requests++ // before OnRequest, as the run loop counts it
+	}
 	if h.warm(ev.Model) {
 		m := h.Models[ev.Model]
 		m.InFlight++
@@ -434,6 +442,9 @@ func (h *Host) CompleteSwap(model string, err string) {
 	}
 	if err == "" {
 		h.Models[model].State = sdk.StateReady
+		d := h.demandOf(model)
+		d.Loads++
+		d.LoadTime = h.Now - h.began[model]
 	} else {
 		h.Models[model].State = sdk.StateFailed
 	}
@@ -697,6 +708,28 @@ func (h *Host) holdsAny() bool {
 		}
 	}
 	return false
+}
+
+// Demand implements sdk.DemandReader as the run loop does: every model of
+// h.Models, sorted by name, with the requests Submit sent for it, the
+// swaps CompleteSwap ended with it ready, and the last one's duration in
+// h's time (Advance between StartSwap and CompleteSwap).
+func (h *Host) Demand() []sdk.ModelDemand {
+	out := make([]sdk.ModelDemand, 0, len(h.Models))
+	for _, name := range h.names() {
+		out = append(out, *h.demandOf(name))
+	}
+	return out
+}
+
+// demandOf is model's entry of h.demand, made on first use.
+func (h *Host) demandOf(model string) *sdk.ModelDemand {
+	d := h.demand[model]
+	if d == nil {
+		d = &sdk.ModelDemand{Name: model}
+		h.demand[model] = d
+	}
+	return d
 }
 
 // Replicas implements sdk.ReplicaReader from h.ReplicaSets.

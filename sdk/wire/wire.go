@@ -56,6 +56,9 @@ const (
 	// snapshot_delta import, which also came after version 2's first
 	// release: a module that does not import it never receives one.
 	MsgSnapshotDelta Kind = 19
+	// MsgDemand (sdk.DemandList) is the reply of the optional `demand`
+	// import (issue 11), added in version 2 like `replicas`.
+	MsgDemand Kind = 20
 )
 
 // HeaderSize is the size of a message's header (version, kind) in bytes.

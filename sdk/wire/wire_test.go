@@ -76,6 +76,8 @@ var messages = []message{
 	{"snapshot_delta", wire.MsgSnapshotDelta, func() any { return new(sdk.SnapshotDelta) },
 		&sdk.SnapshotDelta{Now: 18, Base: 41, Gen: 42, Total: 3, Changed: []uint32{0, 2}, Models: []sdk.ModelInfo{model, {Name: "added"}},
 			GPUsChanged: true, GPUs: []sdk.GPUInfo{{Index: 1, Name: "NVIDIA H100 80GB HBM3", Total: 80 << 30, Free: 74 << 30, Leased: 6 << 30}}}},
+	{"demand_list", wire.MsgDemand, func() any { return new(sdk.DemandList) },
+		&sdk.DemandList{Models: []sdk.ModelDemand{{Name: "a", Requests: 1234, Loads: 3, LoadTime: 6_500_000_000}, {Name: "b"}}}},
 }
 
 func TestCodec_CoversEveryKind(t *testing.T) {
@@ -87,8 +89,8 @@ func TestCodec_CoversEveryKind(t *testing.T) {
 			t.Errorf("%s: header % x, want version %d kind %d", m.name, b[:2], sdk.ABIVersion, m.kind)
 		}
 	}
-	if len(messages) != int(wire.MsgSnapshotDelta) {
-		t.Errorf("%d kinds tested, want %d", len(messages), wire.MsgSnapshotDelta)
+	if len(messages) != int(wire.MsgDemand) {
+		t.Errorf("%d kinds tested, want %d", len(messages), wire.MsgDemand)
 	}
 }
 

@@ -43,3 +43,27 @@ func nameAndBuf(ctx context.Context, mod api.Module, stack []uint64) (*superviso
 	}
 	return in.sv, in.sv.intern(b), true
 }
+
+// demand(buf, limit) -> i32: a DemandList message, every model's counts
+// (sdk.ModelDemand), or ErrNotAllowed from a host that counts none.
+// Optional (issue 11): a module imports it only if it reads demand; for
+// either policy.
+func importDemand(ctx context.Context, mod api.Module, stack []uint64) {
+	in := callerOf(ctx)
+	if in == nil {
+		retErr(stack, sdk.ErrNotAllowed)
+		return
+	}
+	if !validBuf(mod, uint32(stack[0]), uint32(stack[1])) {
+		retErr(stack, sdk.ErrBadArgument)
+		return
+	}
+	sv := in.sv
+	l, ok := sdk.ReadDemand(sv.host)
+	if !ok {
+		retErr(stack, sdk.ErrNotAllowed)
+		return
+	}
+	sv.reply = wire.Append(sv.reply[:0], &sdk.DemandList{Models: l})
+	reply(mod, stack, sv.reply, uint32(stack[0]), uint32(stack[1]))
+}
