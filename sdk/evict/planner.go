@@ -57,6 +57,12 @@ type Planner struct {
 	// fields only: the planner keeps the candidates sorted between plans
 	// and inserts a changed one by binary search.
 	Order func(a, b *Victim) int
+	// Volatile says that Order reads more than its arguments' fields
+	// (figures the policy refreshes before each plan, such as a
+	// cost-aware router's values from sdk.ReadDemand): the planner then
+	// sorts the candidates afresh for every plan instead of keeping them
+	// between plans. Order must still be a consistent order within a plan.
+	Volatile bool
 	// Kept says, in the error of a model that does not fit, which models
 	// Eligible keeps ("pinned and higher-priority models are never
 	// evicted").

@@ -58,7 +58,7 @@ func (p *Planner) readSnapshot(h sdk.Host) {
 // target, rule, running set, model list and GPUs, rebuilt otherwise.
 func (p *Planner) rank(q sdk.PlanRequest, r *Rule) {
 	rk := &p.rk
-	if rk.valid && rk.rule == r && rk.models == first(p.snap.Models) && rk.n == len(p.snap.Models) &&
+	if rk.valid && !p.Volatile && rk.rule == r && rk.models == first(p.snap.Models) && rk.n == len(p.snap.Models) &&
 		bytewise.Strings(rk.running, q.Running) && rk.target.Equal(&p.target) && p.sameGPUs() {
 		for _, pos := range rk.pending {
 			if !p.update(q, r, pos) {
