@@ -1,0 +1,272 @@
+package main
+
+import (
+	"cmp"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/loadout-dev/loadout/sdk"
+	"github.com/loadout-dev/loadout/sdk/evict"
+	"github.com/loadout-dev/loadout/sdk/placement"
+	sdksettings "github.com/loadout-dev/loadout/sdk/settings"
+)
+
+// The two experts whose eviction orders the swapper follows.
+const (
+	expertLRU = 0 // least recently used first
+	expertLFU = 1 // least often requested first (decayed counts), then least recently used
+)
+
+// expertNames are the experts' names in logs, by expert.
+var expertNames = [2]string{"lru", "lfu"}
+
+// swapper is the adaptive swapper: sdk/evict's mechanics with the order
+// of whichever expert, LRU or LFU, has the higher weight, weights moving
+// with the duels each wins or loses.
+// Its frequencies come from the host's demand counts (sdk.ReadDemand)
+// and the history it keeps at each real swap, so it neither claims
+// sdk.PurePlanner nor lets the planner keep its ranking (Volatile).
+type swapper struct {
+	h     sdk.Host
+	st    settings
+	rules evict.Rules
+	plan  evict.Planner
+	// w is each expert's weight, summing to 1; the higher one's order
+	// is followed (LRU's on a tie).
+	w [2]float64
+	// hist is each model's history as of the last real swap, by name.
+	hist map[string]*history
+	// freq is each model's frequency in the plan being made (filled by
+	// frequencies; what LFU compares).
+	freq map[string]float64
+	// expert is the expert whose order the plan being made follows.
+	expert int
+	// duels are the evictions on which the experts disagreed, not yet
+	// decided, oldest first.
+	duels []duel
+	// demand is the host's counts, read at the start of OnSwapStart and
+	// valid until it returns (the SDK reuses the storage); idle is
+	// challenge's scratch.
+	demand []sdk.ModelDemand
+	idle   []*sdk.ModelInfo
+}
+
+// duel is one eviction on which the experts disagreed: chooser evicted x
+// where the other expert would have evicted y. Whichever of the two is
+// asked for first says who was right (Belady's rule, after the fact).
+type duel struct {
+	x, y         string
+	chooser      int
+	xSeen, ySeen uint64 // their request counts when the duel began
+}
+
+// history is what the swapper remembers of one model between swaps.
+type history struct {
+	score float64 // requests counted up to the last swap, older swaps' shares times decay
+	seen  uint64  // the host's request count then (sdk.ModelDemand.Requests)
+}
+
+// New makes the swapper from its settings JSON; it is the factory
+// registered with sdk.RegisterSwapper.
+func New(h sdk.Host, raw []byte) (sdk.Swapper, error) {
+	st, err := parseSettings(raw)
+	if err != nil {
+		return nil, sdksettings.Wrap("adaptive settings", err)
+	}
+	s := &swapper{h: h, st: st, rules: evict.NewRules(st.Placement, st.Margin),
+		w: [2]float64{0.5, 0.5}, hist: map[string]*history{}, freq: map[string]float64{}}
+	s.plan = evict.Planner{
+		Policy:   "adaptive",
+		Margin:   st.Margin,
+		Eligible: eligible,
+		Order:    s.order,
+		Volatile: true,
+		Kept:     "pinned and higher-priority models are never evicted",
+	}
+	return s, nil
+}
+
+// Plan decides what must stop before q.Target loads, and where it goes.
+func (s *swapper) Plan(q sdk.PlanRequest) (sdk.Plan, error) {
+	if t, ok := s.h.ModelState(q.Target); ok && (t.State == sdk.StateReady || t.State == sdk.StateStarting) {
+		return sdk.Plan{}, nil // loaded or loading: the planner needs nothing either
+	}
+	s.frequencies()
+	s.expert = expertLRU
+	if s.w[expertLFU] > s.w[expertLRU] {
+		s.expert = expertLFU
+	}
+	return s.plan.Plan(s.h, q, s.rules.For(q.Target))
+}
+
+// frequencies fills s.freq: each model's decayed request count, its
+// requests since the last swap counted in full.
+func (s *swapper) frequencies() {
+	clear(s.freq)
+	l, ok := sdk.ReadDemand(s.h)
+	if !ok {
+		return
+	}
+	for i := range l {
+		d := &l[i]
+		f := float64(d.Requests)
+		if h := s.hist[d.Name]; h != nil && d.Requests >= h.seen {
+			f = h.score + float64(d.Requests-h.seen)
+		}
+		s.freq[d.Name] = f
+	}
+}
+
+// eligible: a model of higher priority than the target is never evicted
+// (equal priorities may evict each other), as in prioritylru; sdk/evict
+// never evicts a pinned one.
+func eligible(target, m *sdk.ModelInfo) bool { return m.Priority <= target.Priority }
+
+// order: stopping models first, then idle ones, then busy or starting
+// ones; within a class the lowest priority, then the expert's order.
+func (s *swapper) order(a, b *evict.Victim) int {
+	if c := cmp.Compare(a.Class, b.Class); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.Model.Priority, b.Model.Priority); c != 0 {
+		return c
+	}
+	return s.by(s.expert, a.Model, b.Model)
+}
+
+// by is expert e's order of two models: LFU the lower frequency first,
+// then the least recently used; LRU the least recently used first.
+func (s *swapper) by(e int, a, b *sdk.ModelInfo) int {
+	if e == expertLFU {
+		if c := cmp.Compare(s.freq[a.Name], s.freq[b.Name]); c != 0 {
+			return c
+		}
+	}
+	return cmp.Compare(a.LastUse, b.LastUse)
+}
+
+// OnSwapStart settles the duels this swap decides, starts one for each
+// eviction on which the experts disagree, folds the requests since the
+// last swap into each model's frequency, and logs the swap.
+func (s *swapper) OnSwapStart(ev sdk.SwapStartEvent) {
+	s.frequencies()
+	s.demand, _ = sdk.ReadDemand(s.h)
+	s.settle(ev.Target)
+	if len(ev.Evict) > 0 {
+		s.challenge(ev)
+	}
+	for i := range s.demand {
+		d := &s.demand[i]
+		h := s.hist[d.Name]
+		if h == nil {
+			h = &history{}
+			s.hist[d.Name] = h
+		}
+		if d.Requests < h.seen { // the model was removed and added again
+			*h = history{}
+		}
+		h.score = h.score*s.st.Decay + float64(d.Requests-h.seen)
+		h.seen = d.Requests
+	}
+	s.h.Log(sdk.LevelInfo, "adaptive swap: model="+ev.Target+" evict=["+strings.Join(ev.Evict, ",")+
+		"] expert="+expertNames[s.expert]+" lru_weight="+strconv.FormatFloat(s.w[expertLRU], 'f', 2, 64)+
+		" devices="+placement.FormatDevices(ev.Devices))
+}
+
+// settle decides every duel whose two models' order of requests the
+// swap of target tells, and keeps the others. The target was asked for
+// just now; a model whose count grew since the duel began, not the
+// target, was asked for before it. Two models that both grew, neither
+// the target, came in an order the counts do not tell: no verdict.
+func (s *swapper) settle(target string) {
+	kept := s.duels[:0]
+	for _, d := range s.duels {
+		xNew, yNew := s.requests(d.x) > d.xSeen, s.requests(d.y) > d.ySeen
+		var yFirst bool
+		switch {
+		case d.x == target:
+			yFirst = yNew
+		case d.y == target:
+			yFirst = !xNew
+		case xNew && yNew:
+			continue
+		case xNew || yNew:
+			yFirst = yNew
+		default:
+			kept = append(kept, d) // neither asked for yet
+			continue
+		}
+		if yFirst {
+			s.lose(1 - d.chooser) // evicting x was right
+		} else {
+			s.lose(d.chooser)
+		}
+	}
+	s.duels = kept
+}
+
+// requests is name's request count in s.demand; 0 when it is not there.
+func (s *swapper) requests(name string) uint64 {
+	for i := range s.demand {
+		if s.demand[i].Name == name {
+			return s.demand[i].Requests
+		}
+	}
+	return 0
+}
+
+// lose lowers the weight of the expert that lost a duel by e^-rate, the
+// weights summing to 1 again, neither below minWeight (so an expert
+// that was wrong for a while can win the lead back when traffic
+// changes).
+func (s *swapper) lose(e int) {
+	s.w[e] *= math.Exp(-s.st.Rate)
+	sum := s.w[0] + s.w[1]
+	s.w[0], s.w[1] = max(s.w[0]/sum, minWeight), max(s.w[1]/sum, minWeight)
+}
+
+// minWeight is the least weight an expert keeps.
+const minWeight = 0.01
+
+// maxDuels bounds the duels waiting for a verdict; the oldest go first.
+const maxDuels = 64
+
+// challenge starts a duel for each model ev evicts that the other expert
+// would have kept, against a model the other expert would have evicted
+// in its place: the other expert's choice is its first len(ev.Evict)
+// idle (or stopping), unpinned running models in its order.
+func (s *swapper) challenge(ev sdk.SwapStartEvent) {
+	snap := s.h.Snapshot()
+	s.idle = s.idle[:0]
+	next := 0
+	for _, name := range ev.Running {
+		if m := evict.Find(snap.Models, name, &next); m != nil && evict.ClassOf(m) != evict.Busy && !m.Pinned {
+			s.idle = append(s.idle, m)
+		}
+	}
+	other := 1 - s.expert
+	slices.SortStableFunc(s.idle, func(a, b *sdk.ModelInfo) int { return s.by(other, a, b) })
+	alt := s.idle[:min(len(s.idle), len(ev.Evict))]
+	var instead []string // the other expert's choices that ev does not evict
+	for _, m := range alt {
+		if !slices.Contains(ev.Evict, m.Name) {
+			instead = append(instead, m.Name)
+		}
+	}
+	for _, x := range ev.Evict {
+		if len(instead) == 0 {
+			break
+		}
+		if slices.ContainsFunc(alt, func(m *sdk.ModelInfo) bool { return m.Name == x }) {
+			continue // the other expert would have evicted it too
+		}
+		y := instead[0]
+		instead = instead[1:]
+		s.duels = append(s.duels, duel{x: x, y: y, chooser: s.expert, xSeen: s.requests(x), ySeen: s.requests(y)})
+	}
+	if n := len(s.duels); n > maxDuels {
+		s.duels = append(s.duels[:0], s.duels[n-maxDuels:]...)
+	}
+}
