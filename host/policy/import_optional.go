@@ -49,16 +49,10 @@ func nameAndBuf(ctx context.Context, mod api.Module, stack []uint64) (*superviso
 // Optional (issue 11): a module imports it only if it reads demand; for
 // either policy.
 func importDemand(ctx context.Context, mod api.Module, stack []uint64) {
-	in := callerOf(ctx)
-	if in == nil {
-		retErr(stack, sdk.ErrNotAllowed)
+	sv, ok := bufOnly(ctx, mod, stack)
+	if !ok {
 		return
 	}
-	if !validBuf(mod, uint32(stack[0]), uint32(stack[1])) {
-		retErr(stack, sdk.ErrBadArgument)
-		return
-	}
-	sv := in.sv
 	l, ok := sdk.ReadDemand(sv.host)
 	if !ok {
 		retErr(stack, sdk.ErrNotAllowed)

@@ -209,34 +209,39 @@ func importModelState(ctx context.Context, mod api.Module, stack []uint64) {
 
 // running_models(buf, limit) -> i32: a ModelList message.
 func importRunningModels(ctx context.Context, mod api.Module, stack []uint64) {
-	in := callerOf(ctx)
-	if in == nil {
-		retErr(stack, sdk.ErrNotAllowed)
+	sv, ok := bufOnly(ctx, mod, stack)
+	if !ok {
 		return
 	}
-	if !validBuf(mod, uint32(stack[0]), uint32(stack[1])) {
-		retErr(stack, sdk.ErrBadArgument)
-		return
-	}
-	sv := in.sv
 	sv.list.Models = sv.host.RunningModels()
 	sv.reply = wire.Append(sv.reply[:0], &sv.list)
 	sv.list.Models = nil
 	reply(mod, stack, sv.reply, uint32(stack[0]), uint32(stack[1]))
 }
 
-// snapshot(buf, limit) -> i32: a Snapshot message.
-func importSnapshot(ctx context.Context, mod api.Module, stack []uint64) {
+// bufOnly checks the arguments of an import called (buf, limit) —
+// running_models', snapshot's and demand's — and returns the caller's
+// supervisor; or, having answered ErrNotAllowed (outside a call) or
+// ErrBadArgument, false.
+func bufOnly(ctx context.Context, mod api.Module, stack []uint64) (*supervisor, bool) {
 	in := callerOf(ctx)
 	if in == nil {
 		retErr(stack, sdk.ErrNotAllowed)
-		return
+		return nil, false
 	}
 	if !validBuf(mod, uint32(stack[0]), uint32(stack[1])) {
 		retErr(stack, sdk.ErrBadArgument)
+		return nil, false
+	}
+	return in.sv, true
+}
+
+// snapshot(buf, limit) -> i32: a Snapshot message.
+func importSnapshot(ctx context.Context, mod api.Module, stack []uint64) {
+	sv, ok := bufOnly(ctx, mod, stack)
+	if !ok {
 		return
 	}
-	sv := in.sv
 	sdk.ReadSnapshot(sv.host, &sv.snap) // kept: its storage is reused by a host that can
 	sv.reply = wire.Append(sv.reply[:0], &sv.snap)
 	reply(mod, stack, sv.reply, uint32(stack[0]), uint32(stack[1]))
