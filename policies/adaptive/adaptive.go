@@ -93,22 +93,25 @@ func (s *swapper) Plan(q sdk.PlanRequest) (sdk.Plan, error) {
 	if t, ok := s.h.ModelState(q.Target); ok && (t.State == sdk.StateReady || t.State == sdk.StateStarting) {
 		return sdk.Plan{}, nil // loaded or loading: the planner needs nothing either
 	}
-	s.frequencies()
-	s.expert = expertLRU
-	if s.w[expertLFU] > s.w[expertLRU] {
-		s.expert = expertLFU
-	}
+	l, _ := sdk.ReadDemand(s.h)
+	s.frequencies(l)
+	s.expert = s.leader()
 	return s.plan.Plan(s.h, q, s.rules.For(q.Target))
 }
 
-// frequencies fills s.freq: each model's decayed request count, its
-// requests since the last swap counted in full.
-func (s *swapper) frequencies() {
-	clear(s.freq)
-	l, ok := sdk.ReadDemand(s.h)
-	if !ok {
-		return
+// leader is the expert with the higher weight, LRU on a tie.
+func (s *swapper) leader() int {
+	if s.w[expertLFU] > s.w[expertLRU] {
+		return expertLFU
 	}
+	return expertLRU
+}
+
+// frequencies fills s.freq from the host's counts l (nil from a host
+// without them: every frequency 0): each model's decayed request count,
+// its requests since the last swap counted in full.
+func (s *swapper) frequencies(l []sdk.ModelDemand) {
+	clear(s.freq)
 	for i := range l {
 		d := &l[i]
 		f := float64(d.Requests)
@@ -151,8 +154,9 @@ func (s *swapper) by(e int, a, b *sdk.ModelInfo) int {
 // eviction on which the experts disagree, folds the requests since the
 // last swap into each model's frequency, and logs the swap.
 func (s *swapper) OnSwapStart(ev sdk.SwapStartEvent) {
-	s.frequencies()
 	s.demand, _ = sdk.ReadDemand(s.h)
+	s.frequencies(s.demand)
+	s.expert = s.leader() // the one whose plan this swap carries out
 	s.settle(ev.Target)
 	if len(ev.Evict) > 0 {
 		s.challenge(ev)
