@@ -20,6 +20,16 @@ routing:
     use: prioritylru
 `
 
+// repoFile is the file at path from the repository's root.
+func repoFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("../..", path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
 // replayJSON replays trace under config with o and returns the report.
 func replayJSON(t *testing.T, config, trace string, o simulateOptions) *sim.Report {
 	t.Helper()
@@ -51,16 +61,10 @@ func TestSimulate_QueuedWaitAgainstTheAnchors(t *testing.T) {
 	if testing.Short() {
 		t.Skip("replays a 1445-request workload four times")
 	}
-	box, err := os.ReadFile("../../testdata/simulate/eight-models.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	trace, err := os.ReadFile("../../testdata/traces/conv-zipf8-5m.csv")
-	if err != nil {
-		t.Fatal(err)
-	}
-	anchors := replayJSON(t, string(box), string(trace), simulateOptions{rate: 1, compare: []string{"router=group,ollama,prioritylru"}})
-	mine := replayJSON(t, string(box)+queuedWaitRouting, string(trace), simulateOptions{rate: 1}).Runs[0]
+	box := repoFile(t, "testdata/simulate/eight-models.yaml")
+	trace := repoFile(t, "testdata/traces/conv-zipf8-5m.csv")
+	anchors := replayJSON(t, box, trace, simulateOptions{rate: 1, compare: []string{"router=group,ollama,prioritylru"}})
+	mine := replayJSON(t, box+queuedWaitRouting, trace, simulateOptions{rate: 1}).Runs[0]
 	if mine.Errors != 0 || mine.Completed != mine.Requests {
 		t.Fatalf("queued_wait: %d of %d completed, %d errors", mine.Completed, mine.Requests, mine.Errors)
 	}
@@ -98,19 +102,13 @@ func TestSimulate_AdaptiveAgainstTheAnchors(t *testing.T) {
 	if testing.Short() {
 		t.Skip("replays two workloads four times each")
 	}
-	box, err := os.ReadFile("../../testdata/simulate/eight-models.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
+	box := repoFile(t, "testdata/simulate/eight-models.yaml")
 	for _, w := range []struct {
 		trace string
 		zipf  bool
 	}{{"conv-zipf8-5m.csv", true}, {"code-agent6-5m.csv", false}} {
-		trace, err := os.ReadFile(filepath.Join("../../testdata/traces", w.trace))
-		if err != nil {
-			t.Fatal(err)
-		}
-		rep := replayJSON(t, string(box), string(trace), simulateOptions{rate: 0.05, compare: []string{"router=group,ollama,prioritylru,adaptive"}})
+		trace := repoFile(t, filepath.Join("testdata/traces", w.trace))
+		rep := replayJSON(t, box, trace, simulateOptions{rate: 0.05, compare: []string{"router=group,ollama,prioritylru,adaptive"}})
 		mine := rep.Runs[3]
 		if mine.Router != "builtin:adaptive" || mine.Errors != 0 || mine.Completed != mine.Requests {
 			t.Fatalf("%s: run %s: %d of %d completed, %d errors", w.trace, mine.Router, mine.Completed, mine.Requests, mine.Errors)
