@@ -54,14 +54,20 @@ func TestConcurrencyLimit_ExclusiveGroupUnderLoad(t *testing.T) {
 	e.rec.reportProgress(progress)
 	codes := make(chan string, 2*perModel)
 	var wg sync.WaitGroup
-	for i := range 2 * perModel {
-		model := []string{"a", "b"}[i%2]
+	send := func(model string) {
 		wg.Go(func() {
 			resp, b := e.do(request{path: "/v1/chat/completions", body: fmt.Sprintf(`{"model":%q}`, model)})
 			codes <- fmt.Sprintf("%s %d %s", model, resp.StatusCode, b)
 		})
 	}
-	for range 2 * perModel {
+	// One a first, held in a's gated load, so that no b can reach the
+	// router before it (b would load at once and serve without queueing).
+	send("a")
+	awaitProgress(t, progress)
+	for i := 1; i < 2*perModel; i++ {
+		send([]string{"a", "b"}[i%2])
+	}
+	for i := 1; i < 2*perModel; i++ {
 		awaitProgress(t, progress)
 	}
 	open() // a is ready with 40 waiters and a limit of 2
