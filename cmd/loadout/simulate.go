@@ -79,7 +79,7 @@ trace's model sequence, served in arrival order.`,
   loadout simulate -c loadout.yaml -t traffic.csv --compare router=prioritylru,./mine.wasm`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runSimulate(cmd.Context(), o, cmd.OutOrStdout())
+			return runSimulate(cmd.Context(), o, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
 	f := cmd.Flags()
@@ -105,12 +105,14 @@ const simulateCallTimeout = 2 * time.Second
 // configuration's.
 type policyPair struct{ scheduler, router string }
 
-func runSimulate(ctx context.Context, o simulateOptions, out io.Writer) error {
+// runSimulate replays the trace under each policy pair and writes the
+// report to out; warnings (columns of the trace it skips) go to warn.
+func runSimulate(ctx context.Context, o simulateOptions, out, warn io.Writer) error {
 	cfg, _, err := loadConfig(o.configPath, defaultListen)
 	if err != nil {
 		return err
 	}
-	trace, err := readTrace(o.tracePath, cfg)
+	trace, err := readTrace(o.tracePath, cfg, warn)
 	if err != nil {
 		return err
 	}
@@ -192,23 +194,28 @@ func runSimulate(ctx context.Context, o simulateOptions, out io.Writer) error {
 }
 
 // readTrace reads the trace at path and resolves its model names (ids or
-// aliases) against cfg. Errors name the file and line.
-func readTrace(path string, cfg *config.Config) ([]sim.Request, error) {
+// aliases) against cfg; the columns it skips are named on warn. Errors
+// name the file and line.
+func readTrace(path string, cfg *config.Config, warn io.Writer) ([]sim.Request, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	trace, err := sim.ReadTrace(path, f)
+	t, err := sim.ParseTrace(path, f)
 	if err != nil {
 		return nil, err
 	}
+	if len(t.Ignored) > 0 {
+		fmt.Fprintf(warn, "%s: skipping column(s) outside the trace format: %s\n", path, strings.Join(t.Ignored, ", "))
+	}
+	trace := t.Requests
 	var errs []error
 	for i := range trace {
 		id, ok := cfg.ResolveModel(trace[i].Model)
 		if !ok {
 			if len(errs) < 10 {
-				errs = append(errs, &sim.TraceError{File: path, Line: i + 2, Column: sim.ColModel,
+				errs = append(errs, &sim.TraceError{File: path, Line: t.Lines[i], Column: sim.ColModel,
 					Msg: fmt.Sprintf("unknown model %q (the configuration has %s)", trace[i].Model, strings.Join(cfg.ServedIDs(), ", "))})
 			}
 			continue

@@ -33,16 +33,8 @@ func repoFile(t *testing.T, path string) string {
 // replayJSON replays trace under config with o and returns the report.
 func replayJSON(t *testing.T, config, trace string, o simulateOptions) *sim.Report {
 	t.Helper()
-	o.jsonPath = filepath.Join(t.TempDir(), "out.json")
-	if _, err := simulateIn(t, config, trace, o); err != nil {
-		t.Fatal(err)
-	}
-	b, err := os.ReadFile(o.jsonPath)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var rep sim.Report
-	if err := json.Unmarshal(b, &rep); err != nil {
+	if err := json.Unmarshal(reportJSON(t, config, trace, o), &rep); err != nil {
 		t.Fatal(err)
 	}
 	return &rep

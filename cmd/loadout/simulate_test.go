@@ -48,15 +48,23 @@ func simTrace(n int, gap float64, models ...string) string {
 // temporary directory and returns its output.
 func simulateIn(t *testing.T, config, trace string, o simulateOptions) (string, error) {
 	t.Helper()
+	out, _, err := simulateWarn(t, config, trace, o)
+	return out, err
+}
+
+// simulateWarn is simulateIn that also returns what was written to
+// standard error.
+func simulateWarn(t *testing.T, config, trace string, o simulateOptions) (string, string, error) {
+	t.Helper()
 	dir := t.TempDir()
 	o.configPath = writeConfig(t, dir, config)
 	o.tracePath = filepath.Join(dir, "trace.csv")
 	if err := os.WriteFile(o.tracePath, []byte(trace), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	var out bytes.Buffer
-	err := runSimulate(context.Background(), o, &out)
-	return out.String(), err
+	var out, warn bytes.Buffer
+	err := runSimulate(context.Background(), o, &out, &warn)
+	return out.String(), warn.String(), err
 }
 
 func TestSimulate_BadTraceNamesTheLine(t *testing.T) {
@@ -73,6 +81,42 @@ func TestSimulate_BadTraceNamesTheLine(t *testing.T) {
 				t.Fatalf("got %v, want an error containing %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// A trace as other tools export it — a byte order mark, extra columns,
+// CRLF, blank lines, token counts written as floats, arrivals as Unix
+// times — replays exactly as the plain trace of the same requests; the
+// skipped columns are named, and a bad line after a blank one is named
+// by its line in the file.
+func TestSimulate_ExportedTraceReplaysAsThePlainOne(t *testing.T) {
+	plain := simTrace(12, 3, "a", "b")
+	var exported strings.Builder
+	exported.WriteString("\ufeffrequest_id,arrival_s,model,prompt_tokens,output_tokens,timestamp\r\n")
+	for i, line := range strings.Split(strings.TrimSpace(plain), "\n")[1:] {
+		f := strings.Split(line, ",")
+		var at float64
+		fmt.Sscan(f[0], &at)
+		fmt.Fprintf(&exported, "r%d,%.3f,%s,%s.0,%s,2026-11-26\r\n", i, 1_764_115_200+at, f[1], f[2], f[3])
+		if i%5 == 0 {
+			exported.WriteString("\r\n")
+		}
+	}
+	o := simulateOptions{rate: 1, router: "prioritylru"}
+	want := reportJSON(t, simConfig(""), plain, o)
+	_, warn, err := simulateWarn(t, simConfig(""), exported.String(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := reportJSON(t, simConfig(""), exported.String(), o); !bytes.Equal(got, want) {
+		t.Errorf("the exported trace replayed differently:\n%s\nthe plain one:\n%s", got, want)
+	}
+	if !strings.Contains(warn, "request_id, timestamp") {
+		t.Errorf("the skipped columns were not named: %q", warn)
+	}
+	bad := strings.Replace(exported.String(), ",b,", ",zzz,", 1) // line 3; line 3 of the file is the blank one after r0, so r1 is line 4
+	if _, _, err := simulateWarn(t, simConfig(""), bad, o); err == nil || !strings.Contains(err.Error(), `trace.csv:4: model: unknown model "zzz"`) {
+		t.Errorf("got %v, want the unknown model named at line 4", err)
 	}
 }
 
@@ -150,22 +194,28 @@ func TestSimulate_CompareAllRoutersAndJSON(t *testing.T) {
 	}
 }
 
+// reportJSON replays trace under config with o and returns the --json
+// report with what may differ between equal replays blanked: the real
+// time taken and the trace file's name.
+func reportJSON(t *testing.T, config, trace string, o simulateOptions) []byte {
+	t.Helper()
+	o.jsonPath = filepath.Join(t.TempDir(), "report.json")
+	if _, err := simulateIn(t, config, trace, o); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(o.jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b = regexp.MustCompile(`"wall_s": [0-9.e-]+`).ReplaceAll(b, []byte(`"wall_s": 0`))
+	return regexp.MustCompile(`"file": "[^"]*"`).ReplaceAll(b, []byte(`"file": ""`))
+}
+
 func TestSimulate_TheSameInputsGiveTheSameReport(t *testing.T) {
 	cfg, trace := simConfig(""), simTrace(120, 0.7, "a", "b", "a", "c")
-	dir := t.TempDir()
 	var reports [2][]byte
 	for i := range reports {
-		path := filepath.Join(dir, fmt.Sprintf("r%d.json", i))
-		if _, err := simulateIn(t, cfg, trace, simulateOptions{rate: 1, compare: []string{"router=group,prioritylru"}, jsonPath: path}); err != nil {
-			t.Fatal(err)
-		}
-		b, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		// Only the real time taken and the temporary file's name differ.
-		b = regexp.MustCompile(`"wall_s": [0-9.e-]+`).ReplaceAll(b, []byte(`"wall_s": 0`))
-		reports[i] = regexp.MustCompile(`"file": "[^"]*"`).ReplaceAll(b, []byte(`"file": ""`))
+		reports[i] = reportJSON(t, cfg, trace, simulateOptions{rate: 1, compare: []string{"router=group,prioritylru"}})
 	}
 	if !bytes.Equal(reports[0], reports[1]) {
 		a, b := strings.Split(string(reports[0]), "\n"), strings.Split(string(reports[1]), "\n")

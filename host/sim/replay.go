@@ -350,7 +350,7 @@ func (e *engine) run() *Result {
 	e.reqs = make([]*request, len(trace))
 	e.arriveAt(0)
 	e.at(e.tick, e.onTick)
-	last := seconds(trace[len(trace)-1].Arrival)
+	last := e.arrival(len(trace) - 1)
 	for e.events.Len() > 0 {
 		ev := heap.Pop(&e.events).(event)
 		if ev.at > last+e.setup.Drain {
@@ -408,7 +408,7 @@ func (e *engine) run() *Result {
 		res.ErrorsByCode = nil
 	}
 	res.QueueWait, res.TTFT, res.E2E = quantiles(waits), quantiles(ttfts), quantiles(e2es)
-	span := e.now - seconds(trace[0].Arrival)
+	span := e.now
 	res.SpanS = round6(span.Seconds())
 	if span > 0 {
 		n := max(len(e.obs.tl.Devices), 1)
@@ -429,10 +429,18 @@ func (e *engine) setNow(t time.Duration) {
 
 func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
 
+// arrival is when trace request i arrives in virtual time: the replay
+// starts at the first request, so a trace whose arrival_s counts from
+// elsewhere (a Unix time, the middle of a day) replays the same, without
+// ticking through the time before it.
+func (e *engine) arrival(i int) time.Duration {
+	return seconds(e.setup.Trace[i].Arrival - e.setup.Trace[0].Arrival)
+}
+
 // arriveAt schedules trace request i's arrival, which schedules the next.
 func (e *engine) arriveAt(i int) {
 	q := e.setup.Trace[i]
-	e.at(seconds(q.Arrival), func() {
+	e.at(e.arrival(i), func() {
 		e.next = i + 1
 		if e.next < len(e.setup.Trace) {
 			e.arriveAt(e.next)

@@ -22,7 +22,7 @@ type TraceInfo struct {
 	File     string  `json:"file"`
 	Requests int     `json:"requests"`
 	Models   int     `json:"models"`   // distinct models it asks for
-	Duration float64 `json:"duration"` // last arrival, seconds
+	Duration float64 `json:"duration"` // from the first arrival to the last, seconds
 }
 
 // Describe is the TraceInfo of reqs read from file.
@@ -33,7 +33,7 @@ func Describe(file string, reqs []Request) TraceInfo {
 	}
 	ti := TraceInfo{File: file, Requests: len(reqs), Models: len(seen)}
 	if len(reqs) > 0 {
-		ti.Duration = reqs[len(reqs)-1].Arrival
+		ti.Duration = reqs[len(reqs)-1].Arrival - reqs[0].Arrival
 	}
 	return ti
 }

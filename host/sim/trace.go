@@ -33,6 +33,16 @@ const (
 	ColClient   = "client"
 )
 
+// MaxTraceSpan is the longest a trace may last from its first arrival to
+// its last, in seconds: about three years, far beyond any replay, and
+// well inside what virtual time (int64 nanoseconds) holds. A longer one
+// is almost always milliseconds written as seconds.
+const MaxTraceSpan = 1e8
+
+// MaxTokens is the largest prompt or output token count a trace line may
+// give: ten million, above any model's context window.
+const MaxTokens = 10_000_000
+
 // TraceError is a trace line that cannot be read: the file (as given to
 // ReadTrace), the line (1-based, the header is line 1), the column, and
 // what is wrong.
@@ -50,13 +60,41 @@ func (e *TraceError) Error() string {
 	return fmt.Sprintf("%s:%d: %s: %s", e.File, e.Line, e.Column, e.Msg)
 }
 
-// ReadTrace reads a whole trace in the format above (encoding/csv: quoted
-// fields, CRLF). name is the file's name for errors. Errors are
-// *TraceError: a missing required column, an unknown column, a field that
-// is not a number (or is negative, or not finite), an empty model, an
-// arrival earlier than the line before it; or the CSV reader's error with
-// its line. An empty trace (a header alone) is valid.
+// Trace is a trace file as read: its requests, each one's line, and the
+// header's columns outside the format.
+type Trace struct {
+	Requests []Request
+	// Lines is each request's line in the file (1-based, the header is
+	// line 1), by index in Requests; blank lines and quoted line breaks
+	// make it differ from the index + 2.
+	Lines []int
+	// Ignored are the header's columns that are not in the format, in
+	// header order: skipped, so that a trace exported with extra columns
+	// (a request id, a timestamp) replays as it is.
+	Ignored []string
+}
+
+// ReadTrace reads a whole trace in the format above and returns its
+// requests; ParseTrace says more. name is the file's name for errors.
 func ReadTrace(name string, r io.Reader) ([]Request, error) {
+	t, err := ParseTrace(name, r)
+	if err != nil {
+		return nil, err
+	}
+	return t.Requests, nil
+}
+
+// ParseTrace reads a whole trace in the format above (encoding/csv: quoted
+// fields, CRLF, blank lines skipped; a UTF-8 byte order mark before the
+// header is dropped). name is the file's name for errors. Columns outside
+// the format are skipped and listed in Trace.Ignored. Errors are
+// *TraceError: a missing required column, a column given twice, a field
+// that is not a number (or is negative, or not finite; a token count
+// must be a whole number, "12" or "12.0", at most MaxTokens), an empty
+// model, an arrival earlier than the line before it or more than
+// MaxTraceSpan after the first; or the CSV reader's error with its
+// line. An empty trace (a header alone) is valid.
+func ParseTrace(name string, r io.Reader) (*Trace, error) {
 	cr := csv.NewReader(r)
 	cr.ReuseRecord = true
 	cr.FieldsPerRecord = 0 // every line as wide as the header
@@ -67,12 +105,17 @@ func ReadTrace(name string, r io.Reader) ([]Request, error) {
 	if err != nil {
 		return nil, csvError(name, err)
 	}
+	t := &Trace{}
 	col := map[string]int{}
 	known := []string{ColArrival, ColModel, ColPrompt, ColOutput, ColPriority, ColClient}
 	for i, h := range header {
 		h = strings.TrimSpace(h)
+		if i == 0 {
+			h = strings.TrimPrefix(h, "\ufeff")
+		}
 		if !slices.Contains(known, h) {
-			return nil, &TraceError{File: name, Line: 1, Column: h, Msg: "unknown column (known: " + strings.Join(known, ", ") + ")"}
+			t.Ignored = append(t.Ignored, h)
+			continue
 		}
 		if _, dup := col[h]; dup {
 			return nil, &TraceError{File: name, Line: 1, Column: h, Msg: "column given twice"}
@@ -81,14 +124,15 @@ func ReadTrace(name string, r io.Reader) ([]Request, error) {
 	}
 	for _, req := range known[:4] {
 		if _, ok := col[req]; !ok {
-			return nil, &TraceError{File: name, Line: 1, Column: req, Msg: "required column missing"}
+			return nil, &TraceError{File: name, Line: 1, Column: req, Msg: "required column missing (the format: " + strings.Join(known, ", ") + "; the last two optional)"}
 		}
 	}
 	var out []Request
 	for {
 		rec, err := cr.Read()
 		if err == io.EOF {
-			return out, nil
+			t.Requests = out
+			return t, nil
 		}
 		if err != nil {
 			return nil, csvError(name, err)
@@ -105,6 +149,9 @@ func ReadTrace(name string, r io.Reader) ([]Request, error) {
 		if n := len(out); n > 0 && q.Arrival < out[n-1].Arrival {
 			return nil, bad(ColArrival, "%g is earlier than the line before (%g): arrivals must ascend", q.Arrival, out[n-1].Arrival)
 		}
+		if n := len(out); n > 0 && q.Arrival-out[0].Arrival > MaxTraceSpan {
+			return nil, bad(ColArrival, "%g is more than %g s after the first request (%g): want seconds, not milliseconds", q.Arrival, float64(MaxTraceSpan), out[0].Arrival)
+		}
 		if q.Model = strings.TrimSpace(rec[col[ColModel]]); q.Model == "" {
 			return nil, bad(ColModel, "empty")
 		}
@@ -112,9 +159,9 @@ func ReadTrace(name string, r io.Reader) ([]Request, error) {
 			column string
 			dst    *int
 		}{{ColPrompt, &q.PromptTokens}, {ColOutput, &q.OutputTokens}} {
-			v, err := strconv.Atoi(strings.TrimSpace(rec[col[f.column]]))
-			if err != nil || v < 0 {
-				return nil, bad(f.column, "want a token count ≥ 0, got %q", rec[col[f.column]])
+			v, ok := tokenCount(rec[col[f.column]])
+			if !ok {
+				return nil, bad(f.column, "want a token count, a whole number from 0 to %d, got %q", MaxTokens, rec[col[f.column]])
 			}
 			*f.dst = v
 		}
@@ -129,7 +176,23 @@ func ReadTrace(name string, r io.Reader) ([]Request, error) {
 			q.Client = strings.TrimSpace(rec[i])
 		}
 		out = append(out, q)
+		t.Lines = append(t.Lines, line)
 	}
+}
+
+// tokenCount reads a token count: a whole number from 0 to MaxTokens,
+// written as an integer or as a float with no fraction ("12.0", what a
+// data frame with a missing value elsewhere in the column writes).
+func tokenCount(field string) (int, bool) {
+	field = strings.TrimSpace(field)
+	if v, err := strconv.Atoi(field); err == nil {
+		return v, v >= 0 && v <= MaxTokens
+	}
+	f, err := strconv.ParseFloat(field, 64)
+	if err != nil || f < 0 || f > MaxTokens || f != math.Trunc(f) {
+		return 0, false
+	}
+	return int(f), true
 }
 
 // csvError gives the CSV reader's error the file's name.

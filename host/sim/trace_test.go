@@ -44,6 +44,30 @@ func TestReadTrace_MinimalColumnsInAnyOrder(t *testing.T) {
 	}
 }
 
+// Columns outside the format are skipped and named, a byte order mark
+// before the header is dropped, whole token counts written as floats are
+// read, and each request keeps its line in the file across blank lines
+// and quoted line breaks.
+func TestParseTrace_WhatOtherToolsWrite(t *testing.T) {
+	src := "\ufeffid,arrival_s,model,prompt_tokens,output_tokens,note\n" +
+		"r1,0.5,a,12.0,3,\n" +
+		"\n" +
+		"r2,1,b,4,1e2,\"two\nlines\"\n" +
+		"r3,2,a,0,0,x\n"
+	tr, err := ParseTrace("t.csv", strings.NewReader(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Request{{Arrival: 0.5, Model: "a", PromptTokens: 12, OutputTokens: 3},
+		{Arrival: 1, Model: "b", PromptTokens: 4, OutputTokens: 100}, {Arrival: 2, Model: "a"}}
+	if !reflect.DeepEqual(tr.Requests, want) {
+		t.Errorf("requests %+v, want %+v", tr.Requests, want)
+	}
+	if !reflect.DeepEqual(tr.Lines, []int{2, 4, 6}) || !reflect.DeepEqual(tr.Ignored, []string{"id", "note"}) {
+		t.Errorf("lines %v, ignored %q; want [2 4 6] and [id note]", tr.Lines, tr.Ignored)
+	}
+}
+
 // A bad line is an error naming the file, the line and the column; nothing
 // is returned with it.
 func TestReadTrace_BadInput(t *testing.T) {
@@ -51,10 +75,13 @@ func TestReadTrace_BadInput(t *testing.T) {
 	cases := []struct{ name, src, want string }{
 		{"empty file", "", "t.csv:1: empty file"},
 		{"missing column", "arrival_s,model,prompt_tokens\n", "t.csv:1: output_tokens: required column missing"},
-		{"unknown column", head[:len(head)-1] + ",colour\n", "t.csv:1: colour: unknown column"},
+		{"column twice", head[:len(head)-1] + ",model\n", "t.csv:1: model: column given twice"},
+		{"fractional tokens", head + "0,a,1.5,1\n", "t.csv:2: prompt_tokens: want a token count, a whole number"},
+		{"too many tokens", head + "0,a,1,1e12\n", "t.csv:2: output_tokens: want a token count, a whole number from 0 to 10000000"},
+		{"milliseconds", head + "0,a,1,1\n100000000.5,a,1,1\n", "t.csv:3: arrival_s: 1.000000005e+08 is more than 1e+08 s after the first request"},
 		{"arrival not a number", head + "0,a,1,1\nsoon,a,1,1\n", "t.csv:3: arrival_s: want seconds"},
 		{"arrival going back", head + "2,a,1,1\n1,a,1,1\n", "t.csv:3: arrival_s: 1 is earlier than the line before (2)"},
-		{"negative tokens", head + "0,a,-1,1\n", "t.csv:2: prompt_tokens: want a token count ≥ 0"},
+		{"negative tokens", head + "0,a,-1,1\n", "t.csv:2: prompt_tokens: want a token count, a whole number from 0"},
 		{"empty model", head + "0, ,1,1\n", "t.csv:2: model: empty"},
 		{"short line", head + "0,a,1\n", "t.csv:2: wrong number of fields"},
 		{"bad priority", "arrival_s,model,prompt_tokens,output_tokens,priority\n0,a,1,1,high\n", "t.csv:2: priority: want an integer"},
