@@ -129,8 +129,11 @@ type UnloadEvent struct {
 // state outside a swap (it crashed, or a stop finished), and when a GPU
 // job's lease ended, so the scheduler can re-examine its queue.
 type TickEvent struct {
-	Now     int64
-	Changed []string // models whose state changed since the last event, may be empty
+	Now int64
+	// Changed are the models whose state changed since the last event;
+	// after a configuration reload, every model (its settings, replicas
+	// or replica range may have changed). May be empty.
+	Changed []string
 }
 
 // ShutdownEvent tells the scheduler the host is stopping: every caller it

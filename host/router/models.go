@@ -76,7 +76,10 @@ func (r *Router) updateModels(models map[string]ModelConfig, changed []string) {
 		}
 	}
 	r.reapRemoved()
-	l.changed = append(l.changed, removed...)
+	// sdk.TickEvent: a reload names every model, the removed ones too.
+	l.changed = append(append(l.changed, removed...), l.names...)
+	slices.Sort(l.changed)
+	l.changed = slices.Compact(l.changed)
 	r.tickNow()
 }
 

@@ -73,3 +73,22 @@ func BenchmarkReplay_Azure28k(b *testing.B) {
 func sortByArrival(reqs []Request) {
 	slices.SortStableFunc(reqs, func(a, b Request) int { return cmp.Compare(a.Arrival, b.Arrival) })
 }
+
+// BenchmarkReplay_IdleDay replays two requests a day apart: 86,400 ticks
+// of an idle box through the Wasm policies, what a long, quiet real trace
+// spends most of its replay on.
+//
+//	go test ./host/sim -run '^$' -bench IdleDay -benchtime 1x
+func BenchmarkReplay_IdleDay(b *testing.B) {
+	trace := []Request{{Model: "m1", PromptTokens: 10, OutputTokens: 10}, {Arrival: 86400, Model: "m2", PromptTokens: 10, OutputTokens: 10}}
+	models := eightModels()
+	for b.Loop() {
+		res, err := Run(setup(b, "prioritylru", "{}", models, []uint64{24 * gib, 24 * gib}, trace))
+		if err != nil {
+			b.Fatal(err)
+		}
+		if res.Completed != len(trace) {
+			b.Fatalf("%d completed of %d", res.Completed, len(trace))
+		}
+	}
+}

@@ -56,8 +56,11 @@ type scheduler struct {
 	servedLimit uint32
 
 	// sets caches the replica sets read from the host by model or replica
-	// name (nil: none), until the next tick (replicas.go).
+	// name (nil: none), until a tick that names changed models (a reload
+	// names every model; replicas.go).
 	sets map[string]*sdk.ReplicaSet
+	// rescaled is rescale's scratch: the models it has looked at.
+	rescaled map[string]bool
 	// unloaded are the models with replicas an unload stopped (an
 	// operator's, a TTL's, a reload's removal): rescale starts none of
 	// their stopped replicas until a request for the model comes.
@@ -659,7 +662,9 @@ func (s *scheduler) unloadIdle(models []string) {
 // or finished stopping may unblock requests.
 func (s *scheduler) OnTick(ev sdk.TickEvent) {
 	s.age(ev.Now)
-	clear(s.sets) // a reload may have changed them
+	if len(ev.Changed) > 0 {
+		clear(s.sets) // a reload (it names every model) may have changed them
+	}
 	s.drain(ev.Now)
 	s.rescale(ev.Now)
 }

@@ -200,7 +200,11 @@ func (s *scheduler) fillMin(model string, evict bool, only replicaKind) {
 // queued stops its highest-numbered ready replica that has been idle for
 // scale_in_after.
 func (s *scheduler) rescale(now int64) {
-	done := map[string]bool{}
+	if s.rescaled == nil {
+		s.rescaled = map[string]bool{}
+	}
+	done := s.rescaled
+	clear(done)
 	for _, info := range s.fx.RunningModels() {
 		set := s.replicaSet(info.Name)
 		if set == nil || done[set.Model] {
