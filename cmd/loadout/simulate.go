@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"maps"
-	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -116,11 +115,8 @@ func runSimulate(ctx context.Context, o simulateOptions, out, warn io.Writer) er
 	if err != nil {
 		return err
 	}
-	if !(o.rate > 0) || math.IsInf(o.rate, 0) {
-		return fmt.Errorf("--rate %v: want a positive multiple of the trace's request rate", o.rate)
-	}
-	for i := range trace {
-		trace[i].Arrival /= o.rate
+	if err := sim.Scale(trace, o.rate); err != nil {
+		return fmt.Errorf("--rate: %w", err)
 	}
 	pairs, err := policyPairs(o)
 	if err != nil {

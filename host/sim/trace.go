@@ -195,6 +195,25 @@ func tokenCount(field string) (int, bool) {
 	return int(f), true
 }
 
+// Scale replays reqs at rate times their request rate: every arrival is
+// divided by rate (2 halves the gaps, 0.1 stretches them tenfold), in
+// place. Errors: a rate that is not positive and finite, or one that
+// would stretch the trace beyond MaxTraceSpan (reqs is then unchanged).
+func Scale(reqs []Request, rate float64) error {
+	if !(rate > 0) || math.IsInf(rate, 0) {
+		return fmt.Errorf("%v: want a positive multiple of the trace's request rate", rate)
+	}
+	if n := len(reqs); n > 0 {
+		if span := (reqs[n-1].Arrival - reqs[0].Arrival) / rate; span > MaxTraceSpan {
+			return fmt.Errorf("%v stretches the trace to %.3g s, more than a replay may span (%g s)", rate, span, float64(MaxTraceSpan))
+		}
+	}
+	for i := range reqs {
+		reqs[i].Arrival /= rate
+	}
+	return nil
+}
+
 // csvError gives the CSV reader's error the file's name.
 func csvError(name string, err error) error {
 	var pe *csv.ParseError

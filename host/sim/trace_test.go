@@ -3,6 +3,7 @@ package sim
 import (
 	"bytes"
 	"errors"
+	"math"
 	"math/rand/v2"
 	"reflect"
 	"strings"
@@ -163,6 +164,21 @@ func TestBounds_Invariants(t *testing.T) {
 		b := Bounds(seq(names...), k)
 		if b.Belady > b.LRU || b.Belady < len(distinct) || b.LRU > n {
 			t.Fatalf("%v with %d slots: %+v", names, k, b)
+		}
+	}
+}
+
+// Scale divides the arrivals by the rate; a rate that is not positive and
+// finite, or one that stretches the trace past MaxTraceSpan, is an error
+// and changes nothing.
+func TestScale(t *testing.T) {
+	reqs := []Request{{Arrival: 10, Model: "a"}, {Arrival: 30, Model: "a"}}
+	if err := Scale(reqs, 2); err != nil || reqs[0].Arrival != 5 || reqs[1].Arrival != 15 {
+		t.Fatalf("rate 2: %v, %+v", err, reqs)
+	}
+	for _, rate := range []float64{0, -1, math.Inf(1), math.NaN(), 1e-9} {
+		if err := Scale(reqs, rate); err == nil || reqs[1].Arrival != 15 {
+			t.Errorf("rate %v: %v, arrivals %+v", rate, err, reqs)
 		}
 	}
 }
