@@ -106,7 +106,7 @@ type policyPair struct{ scheduler, router string }
 
 // runSimulate replays the trace under each policy pair and writes the
 // report to out; warnings (columns of the trace it skips) go to warn.
-func runSimulate(ctx context.Context, o simulateOptions, out, warn io.Writer) error {
+func runSimulate(ctx context.Context, o simulateOptions, out, warn io.Writer) (err error) {
 	cfg, _, err := loadConfig(o.configPath, defaultListen)
 	if err != nil {
 		return err
@@ -126,6 +126,18 @@ func runSimulate(ctx context.Context, o simulateOptions, out, warn io.Writer) er
 	if err != nil {
 		return err
 	}
+	outputs, err := createOutputs(o)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		for _, f := range outputs {
+			f.Close()
+			if err != nil {
+				os.Remove(f.Name()) // nothing was written to it
+			}
+		}
+	}()
 	clock := &sim.Clock{}
 	log := slog.New(slog.DiscardHandler)
 	if o.logLevel != "" {
@@ -176,17 +188,43 @@ func runSimulate(ctx context.Context, o simulateOptions, out, warn io.Writer) er
 	}
 
 	printSimReport(out, report, o.perModel)
-	if o.jsonPath != "" {
-		if err := writeFile(o.jsonPath, report.WriteJSON); err != nil {
-			return err
+	var errs []error
+	for flag, f := range outputs {
+		write := report.WriteJSON
+		if flag == "--html" {
+			write = report.WriteHTML
+		}
+		if werr := write(f); werr != nil {
+			errs = append(errs, fmt.Errorf("%s %s: %w", flag, f.Name(), werr))
+		}
+		if cerr := f.Close(); cerr != nil && !errors.Is(cerr, os.ErrClosed) {
+			errs = append(errs, fmt.Errorf("%s %s: %w", flag, f.Name(), cerr))
 		}
 	}
-	if o.htmlPath != "" {
-		if err := writeFile(o.htmlPath, report.WriteHTML); err != nil {
-			return err
+	return errors.Join(errs...)
+}
+
+// createOutputs creates the --json and --html files before the replay,
+// so that a path that cannot be written fails at once rather than after
+// a long replay, by flag. Errors name the flag; what it created before
+// one failed is removed.
+func createOutputs(o simulateOptions) (map[string]*os.File, error) {
+	out := map[string]*os.File{}
+	for _, p := range []struct{ flag, path string }{{"--json", o.jsonPath}, {"--html", o.htmlPath}} {
+		if p.path == "" {
+			continue
 		}
+		f, err := os.Create(p.path)
+		if err != nil {
+			for _, g := range out {
+				g.Close()
+				os.Remove(g.Name())
+			}
+			return nil, fmt.Errorf("%s: %w", p.flag, err)
+		}
+		out[p.flag] = f
 	}
-	return nil
+	return out, nil
 }
 
 // readTrace reads the trace at path and resolves its model names (ids or
@@ -449,17 +487,4 @@ func printSimReport(w io.Writer, r *sim.Report, perModel bool) {
 		fmt.Fprintf(w, "\ncold-load limits for %d equal slots, requests served in arrival order: LRU %d, Belady's optimum %d\n",
 			r.Bounds.Slots, r.Bounds.LRU, r.Bounds.Belady)
 	}
-}
-
-// writeFile writes a file through write, reporting either error.
-func writeFile(path string, write func(io.Writer) error) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if err := write(f); err != nil {
-		f.Close()
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	return f.Close()
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -117,6 +118,20 @@ func TestSimulate_ExportedTraceReplaysAsThePlainOne(t *testing.T) {
 	bad := strings.Replace(exported.String(), ",b,", ",zzz,", 1) // line 3; line 3 of the file is the blank one after r0, so r1 is line 4
 	if _, _, err := simulateWarn(t, simConfig(""), bad, o); err == nil || !strings.Contains(err.Error(), `trace.csv:4: model: unknown model "zzz"`) {
 		t.Errorf("got %v, want the unknown model named at line 4", err)
+	}
+}
+
+// An output that cannot be created fails before the replay (nothing is
+// printed) and leaves no other output behind.
+func TestSimulate_AnUnwritableOutputFailsAtOnce(t *testing.T) {
+	dir := t.TempDir()
+	o := simulateOptions{rate: 1, jsonPath: filepath.Join(dir, "r.json"), htmlPath: filepath.Join(dir, "no", "such", "r.html")}
+	out, err := simulateIn(t, simConfig(""), simTrace(5, 1, "a"), o)
+	if err == nil || !strings.Contains(err.Error(), "--html") || out != "" {
+		t.Fatalf("got %v and output %q; want an error naming --html and no replay", err, out)
+	}
+	if _, err := os.Stat(o.jsonPath); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the --json file was left behind: %v", err)
 	}
 }
 
