@@ -57,7 +57,8 @@ backends/sim/decode). A trace of an hour replays in seconds, and the same
 inputs give the same figures.
 
 The trace is CSV with a header: arrival_s,model,prompt_tokens,output_tokens
-and optionally priority,client (serve --record-trace writes one). Models
+and optionally priority,client (serve --record-trace writes one); other
+columns are skipped, and the replay starts at the first arrival. Models
 may be named by id or alias.
 
 A model of backend sim is simulated by its options; any other needs a
