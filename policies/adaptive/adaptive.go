@@ -26,8 +26,9 @@ var expertNames = [2]string{"lru", "lfu"}
 // of whichever expert, LRU or LFU, has the higher weight, weights moving
 // with the duels each wins or loses.
 // Its frequencies come from the host's demand counts (sdk.ReadDemand)
-// and the history it keeps at each real swap, so it neither claims
-// sdk.PurePlanner nor lets the planner keep its ranking (Volatile).
+// and the history it keeps at each real swap, so it does not claim
+// sdk.PurePlanner, and the planner keeps its ranking between plans only
+// while LRU leads (Volatile otherwise; see Plan).
 type swapper struct {
 	h     sdk.Host
 	st    settings
@@ -41,8 +42,9 @@ type swapper struct {
 	// freq is each model's frequency in the plan being made (filled by
 	// frequencies; what LFU compares).
 	freq map[string]float64
-	// expert is the expert whose order the plan being made follows.
-	expert int
+	// expert is the expert whose order the plan being made follows;
+	// planned is the one the last plan followed.
+	expert, planned int
 	// duels are the evictions on which the experts disagreed, not yet
 	// decided, oldest first.
 	duels []duel
@@ -82,7 +84,6 @@ func New(h sdk.Host, raw []byte) (sdk.Swapper, error) {
 		Margin:   st.Margin,
 		Eligible: eligible,
 		Order:    s.order,
-		Volatile: true,
 		Kept:     "pinned and higher-priority models are never evicted",
 	}
 	return s, nil
@@ -93,9 +94,16 @@ func (s *swapper) Plan(q sdk.PlanRequest) (sdk.Plan, error) {
 	if t, ok := s.h.ModelState(q.Target); ok && (t.State == sdk.StateReady || t.State == sdk.StateStarting) {
 		return sdk.Plan{}, nil // loaded or loading: the planner needs nothing either
 	}
-	l, _ := sdk.ReadDemand(s.h)
-	s.frequencies(l)
 	s.expert = s.leader()
+	// LFU's order reads the counts, refreshed here: the planner sorts
+	// afresh. LRU's reads the models' fields only: the planner keeps its
+	// ranking between plans, rebuilt once when the leader has changed.
+	s.plan.Volatile = s.expert == expertLFU || s.expert != s.planned
+	s.planned = s.expert
+	if s.expert == expertLFU { // LRU's order needs no counts: spare the host read
+		l, _ := sdk.ReadDemand(s.h)
+		s.frequencies(l)
+	}
 	return s.plan.Plan(s.h, q, s.rules.For(q.Target))
 }
 

@@ -286,3 +286,34 @@ func TestAdaptive_WithoutDemandIsLRU(t *testing.T) {
 		t.Errorf("hot loaded %d times in 12 rounds; LRU loads it in every round", b.loads["hot"])
 	}
 }
+
+// A plan follows whichever expert leads when it is made, with nothing
+// else changed since the plan before it, back and forth. (In the router
+// the lead moves only in OnSwapStart, when the running set changes too,
+// which rebuilds the planner's kept ranking anyway; Plan rebuilds it on
+// a change of leader all the same.)
+func TestPlan_FollowsANewLeaderAtOnce(t *testing.T) {
+	var sw *swapper
+	mk := func(_ testing.TB, h *policytest.Host, settings string) (policytest.Swapper, error) {
+		s, err := New(h, []byte(settings))
+		if err != nil {
+			return nil, err
+		}
+		sw = s.(*swapper)
+		return policytest.NativeSwapper(s), nil
+	}
+	b := newBox(t, mk, `{}`, 2, "hot", "r1", "r2")
+	for range 5 {
+		b.ask("hot")
+	}
+	b.ask("r1") // loaded: hot (asked for often, least recently) and r1
+	for _, c := range []struct {
+		w    [2]float64
+		want string
+	}{{[2]float64{0.1, 0.9}, "r1"}, {[2]float64{0.9, 0.1}, "hot"}, {[2]float64{0.1, 0.9}, "r1"}} {
+		sw.w = c.w
+		if got := b.evicts("r2"); !slices.Equal(got, []string{c.want}) {
+			t.Errorf("weights %v: plan for r2 evicts %v, want [%s]", c.w, got, c.want)
+		}
+	}
+}
