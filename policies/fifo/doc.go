@@ -41,10 +41,11 @@
 // to the model whose load relieves the most accumulated waiting rather
 // than to the model of the oldest request (a ski-rental rule: load where
 // waiting has cost most so far). Aging bounds every request's wait as
-// before. The queue is also drained when a model becomes idle, when a
-// request ends on a model under its concurrency limit that a queued
-// request wants, after an unload, and on every tick (a crashed or stopped
-// model may unblock it).
+// before. The queue is also drained when a model becomes idle, after an
+// unload, and on every tick (a crashed or stopped model may unblock it);
+// when a request ends on a model that stays busy, under its concurrency
+// limit, only that model's queued requests (and its replicas') are tried
+// again: nothing that decides another model's request has changed.
 //
 // A model serves at most its concurrencyLimit requests at once (10 when
 // unset, as in llama-swap). A request beyond that is not refused: it waits

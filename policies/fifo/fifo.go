@@ -370,11 +370,30 @@ func (s *scheduler) sendPositions(from int) {
 // flight, which can only block more. So later requests for that model skip
 // the tree (and its host calls); draining a long queue costs a map lookup
 // per request that cannot move.
-func (s *scheduler) drain(now int64) {
+func (s *scheduler) drain(now int64) { s.drainFor(now, "") }
+
+// drainFor is drain for the requests of model and its replicas only, or
+// for every request when model is "". It is what a ServeDone that leaves
+// model busy calls: a slot of it freed, and nothing else changed that
+// decides another model's request (no model went idle, no memory was
+// freed, no swap started or ended), so the others would be blocked again
+// as before — each a plan, on a box with many models and a long queue.
+// They keep their places as blocked requests do; if a request of model
+// starts a swap (a replica scaling out), the drain goes on over them all.
+func (s *scheduler) drainFor(now int64, model string) {
 	if len(s.queue) == 0 {
 		return
 	}
 	clear(s.blocked)
+	if model != "" {
+		set := s.replicaSet(model)
+		for i := range s.queue {
+			m := s.queue[i].model
+			if m != model && (set == nil || !slices.Contains(set.Replicas, m)) {
+				s.blocked[m] = true
+			}
+		}
+	}
 	var kept []request
 	if s.cfg.loadOrder == byArrival {
 		// In queue order, compacting as it goes: the hot path.
@@ -535,18 +554,21 @@ func (s *scheduler) requeue(rs ...request) {
 }
 
 // OnServeDone drains the queue when the model has become idle (requests
-// that would have evicted it may now proceed) or when it has a free slot
-// under its concurrency limit that a queued request wants (one for it or
-// for another replica of its model).
+// that would have evicted it may now proceed), and only the model's own
+// requests (drainFor) when it is still busy with a free slot under its
+// concurrency limit that a queued request wants (one for it or for
+// another replica of its model).
 func (s *scheduler) OnServeDone(ev sdk.ServeDoneEvent) {
 	s.age(ev.Now)
 	if len(s.queue) == 0 {
 		return // nothing to drain: spare the host read
 	}
 	info, ok := s.fx.ModelState(ev.Model)
-	if !ok || info.InFlight == 0 ||
-		info.InFlight < concurrencyLimit(&info) && s.wanted(ev.Model) {
-		s.drain(ev.Now)
+	switch {
+	case !ok || info.InFlight == 0:
+		s.drain(ev.Now) // it may be evicted now: any request may move
+	case info.InFlight < concurrencyLimit(&info) && s.wanted(ev.Model):
+		s.drainFor(ev.Now, ev.Model) // a slot of it, nothing else
 	}
 }
 

@@ -72,6 +72,9 @@ func runScenarios(t *testing.T, mk makeScheduler) {
 	}
 }
 
+// plansAsked counts the plans of the scenarios' counting swappers.
+var plansAsked int
+
 var scenarios = []scenario{
 	{
 		name:   "fast path serves a ready model at once",
@@ -482,6 +485,38 @@ var scenarios = []scenario{
 			wantQueue(t, h, 3)
 			h.ServeDone(2)
 			wantSwaps(t, h, "b")
+		},
+	},
+	{
+		name: "a slot freed on a model still busy drains its requests alone: the others' plans are not asked again",
+		models: []sdk.ModelInfo{
+			{Name: "a", State: sdk.StateReady, ConcurrencyLimit: 2},
+			{Name: "b"}, {Name: "c"},
+		},
+		swapper: policytest.PlanFunc(func(q sdk.PlanRequest) (sdk.Plan, error) {
+			plansAsked++
+			return policytest.EvictAll.Plan(q)
+		}),
+		run: func(t *testing.T, h *policytest.Host) {
+			h.Request(1, "a")
+			h.Request(2, "a")
+			h.Request(3, "b") // would evict busy a
+			h.Request(4, "a") // the limit
+			h.Request(5, "c") // would evict busy a
+			wantQueue(t, h, 3, 4, 5)
+			before := plansAsked
+			h.ServeDone(1) // a is still busy with 2
+			wantGranted(t, h, 2, 4)
+			wantQueue(t, h, 3, 5)
+			wantPos(t, h, 3, 1)
+			wantPos(t, h, 5, 2)
+			if n := plansAsked - before; n != 0 {
+				t.Errorf("%d plans asked for b and c; a busy model's free slot changes nothing for them", n)
+			}
+			h.ServeDone(2)
+			h.ServeDone(4) // a is idle: b evicts it
+			wantSwaps(t, h, "b")
+			wantQueue(t, h, 5)
 		},
 	},
 	{
