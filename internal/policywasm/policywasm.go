@@ -92,6 +92,30 @@ func Scheduler(tb testing.TB, pkg string, fx sdk.Effects, settings string) (*pol
 	return s, nil
 }
 
+// MakeSwapper is the policytest.MakeSwapper of the swapper package pkg
+// (an import path) built to WebAssembly (Swapper).
+func MakeSwapper(pkg string) policytest.MakeSwapper {
+	return func(tb testing.TB, h *policytest.Host, settings string) (policytest.Swapper, error) {
+		s, err := Swapper(tb, pkg, h, settings)
+		if err != nil {
+			return nil, err // not a nil *policy.Swapper in the interface
+		}
+		return s, nil
+	}
+}
+
+// MakeScheduler is the policytest.MakeScheduler of the scheduler package
+// pkg built to WebAssembly (Scheduler).
+func MakeScheduler(pkg string) policytest.MakeScheduler {
+	return func(tb testing.TB, h *policytest.Host, settings string) (policytest.Scheduler, error) {
+		s, err := Scheduler(tb, pkg, h, settings)
+		if err != nil {
+			return nil, err // not a nil *policy.Scheduler in the interface
+		}
+		return s, nil
+	}
+}
+
 // logger discards the runtime's own lines (guest output, crash reports)
 // unless LOADOUT_TEST_LOG is set.
 func logger() *slog.Logger {

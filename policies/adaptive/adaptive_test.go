@@ -15,16 +15,7 @@ import (
 
 const gib = uint64(1) << 30
 
-// makeSwapper makes the swapper under test with h as its Host.
-type makeSwapper func(t testing.TB, h *policytest.Host, settings string) (policytest.Swapper, error)
-
-func nativeSwapper(_ testing.TB, h *policytest.Host, settings string) (policytest.Swapper, error) {
-	s, err := New(h, []byte(settings))
-	if err != nil {
-		return nil, err
-	}
-	return policytest.NativeSwapper(s), nil
-}
+var nativeSwapper = policytest.NativeSwapperOf(New)
 
 // box is one GPU with room for slots models of 8 GiB, the models named,
 // all stopped, driven by a minimal scheduler: a request for a ready model
@@ -36,7 +27,7 @@ type box struct {
 	loads map[string]int
 }
 
-func newBox(t testing.TB, mk makeSwapper, settings string, slots int, names ...string) *box {
+func newBox(t testing.TB, mk policytest.MakeSwapper, settings string, slots int, names ...string) *box {
 	t.Helper()
 	var ms []sdk.ModelInfo
 	for _, n := range names {
@@ -167,7 +158,7 @@ func skewed(b *box, rounds int) {
 // keep the hot model, which LRU (its start, and prioritylru's order)
 // evicts for every rare request: far fewer cold loads of it, and a plan
 // that evicts the rare model used last over the hot one used before it.
-func runLearnsFrequency(t *testing.T, mk makeSwapper) {
+func runLearnsFrequency(t *testing.T, mk policytest.MakeSwapper) {
 	b := newBox(t, mk, `{}`, 2, "hot", "r1", "r2", "r3")
 	skewed(b, 30)
 	if b.loads["hot"] > 5 {
@@ -186,7 +177,7 @@ func runLearnsFrequency(t *testing.T, mk makeSwapper) {
 // LFU expert would keep that model for good (its count stays the
 // highest); the router goes back to recency within a few duels, evicts
 // it, and loads each new working set about as LRU would.
-func runFollowsMovingWorkingSets(t *testing.T, mk makeSwapper) {
+func runFollowsMovingWorkingSets(t *testing.T, mk policytest.MakeSwapper) {
 	b := newBox(t, mk, `{"decay": 1}`, 3, "hot", "r1", "r2", "r3", "a", "b", "c", "d")
 	skewed(b, 30)
 	before := b.total()
@@ -209,7 +200,7 @@ func runFollowsMovingWorkingSets(t *testing.T, mk makeSwapper) {
 
 // runPlanIsPure: asking for plans between swaps changes nothing the next
 // swap decides.
-func runPlanIsPure(t *testing.T, mk makeSwapper) {
+func runPlanIsPure(t *testing.T, mk policytest.MakeSwapper) {
 	plan := func(extra bool) []string {
 		b := newBox(t, mk, `{}`, 2, "hot", "r1", "r2", "r3")
 		for i := range 10 {
@@ -229,7 +220,7 @@ func runPlanIsPure(t *testing.T, mk makeSwapper) {
 }
 
 // runBadSettings: every bad value names its setting.
-func runBadSettings(t *testing.T, mk makeSwapper) {
+func runBadSettings(t *testing.T, mk policytest.MakeSwapper) {
 	for _, c := range []struct{ settings, want string }{
 		{`{"decay": 0}`, "decay"},
 		{`{"decay": 1.5}`, "decay"},

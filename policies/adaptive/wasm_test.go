@@ -4,7 +4,6 @@ import (
 	"testing"
 
 	"github.com/loadout-dev/loadout/internal/policywasm"
-	"github.com/loadout-dev/loadout/sdk/policytest"
 )
 
 // The same cases as adaptive_test.go, with the policy built to
@@ -13,13 +12,7 @@ import (
 
 const pkgPath = "github.com/loadout-dev/loadout/policies/adaptive"
 
-func wasmSwapper(tb testing.TB, h *policytest.Host, settings string) (policytest.Swapper, error) {
-	s, err := policywasm.Swapper(tb, pkgPath, h, settings)
-	if err != nil {
-		return nil, err // not a nil *policy.Swapper in the interface
-	}
-	return s, nil
-}
+var wasmSwapper = policywasm.MakeSwapper(pkgPath)
 
 func TestAdaptive_LearnsFrequencyWasm(t *testing.T) { runLearnsFrequency(t, wasmSwapper) }
 

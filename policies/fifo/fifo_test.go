@@ -15,16 +15,7 @@ import (
 // The scenarios are written once, against policytest.Scheduler, and run
 // natively here and as WebAssembly in wasm_test.go.
 
-// makeScheduler makes the scheduler under test with h as its Effects.
-type makeScheduler func(t testing.TB, h *policytest.Host, settings string) (policytest.Scheduler, error)
-
-func nativeScheduler(_ testing.TB, h *policytest.Host, settings string) (policytest.Scheduler, error) {
-	s, err := New(h, []byte(settings))
-	if err != nil {
-		return nil, err
-	}
-	return policytest.Native(s), nil
-}
+var nativeScheduler = policytest.NativeSchedulerOf(New)
 
 type scenario struct {
 	name     string
@@ -36,7 +27,7 @@ type scenario struct {
 
 func TestFIFO_Scenario(t *testing.T) { runScenarios(t, nativeScheduler) }
 
-func runScenarios(t *testing.T, mk makeScheduler) {
+func runScenarios(t *testing.T, mk policytest.MakeScheduler) {
 	for _, sc := range scenarios {
 		t.Run(sc.name, func(t *testing.T) {
 			models := sc.models
@@ -680,7 +671,7 @@ var badSettings = []struct{ settings, want string }{
 	{`{`, "settings: $: invalid JSON"},
 }
 
-func runBadSettings(t *testing.T, mk makeScheduler) {
+func runBadSettings(t *testing.T, mk policytest.MakeScheduler) {
 	for _, tc := range badSettings {
 		h := policytest.NewHost(t, stopped("a")...)
 		_, err := mk(t, h, tc.settings)

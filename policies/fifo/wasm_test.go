@@ -19,13 +19,7 @@ func wasmModule(tb testing.TB) (*policy.Runtime, *policy.Module) {
 	return policywasm.Module(tb, pkgPath)
 }
 
-func wasmScheduler(tb testing.TB, h *policytest.Host, settings string) (policytest.Scheduler, error) {
-	s, err := policywasm.Scheduler(tb, pkgPath, h, settings)
-	if err != nil {
-		return nil, err // not a nil *policy.Scheduler in the interface
-	}
-	return s, nil
-}
+var wasmScheduler = policywasm.MakeScheduler(pkgPath)
 
 func TestFIFO_ScenarioWasm(t *testing.T) { runScenarios(t, wasmScheduler) }
 

@@ -12,16 +12,7 @@ import (
 // The cases are written once, against policytest.Swapper, and run natively
 // here and as WebAssembly in wasm_test.go.
 
-// makeSwapper makes the swapper under test with h as its Host.
-type makeSwapper func(t testing.TB, h *policytest.Host, settings string) (policytest.Swapper, error)
-
-func nativeSwapper(_ testing.TB, h *policytest.Host, settings string) (policytest.Swapper, error) {
-	s, err := New(h, []byte(settings))
-	if err != nil {
-		return nil, err
-	}
-	return policytest.NativeSwapper(s), nil
-}
+var nativeSwapper = policytest.NativeSwapperOf(New)
 
 // mixed has one group of each kind, besides the implicit default group.
 const mixed = `{"groups": {
@@ -59,7 +50,7 @@ var groupCases = []struct {
 
 func TestGroup_Scenario(t *testing.T) { runGroupCases(t, nativeSwapper) }
 
-func runGroupCases(t *testing.T, mk makeSwapper) {
+func runGroupCases(t *testing.T, mk policytest.MakeSwapper) {
 	for _, tc := range groupCases {
 		t.Run(tc.name, func(t *testing.T) {
 			h := policytest.NewHost(t)
@@ -84,7 +75,7 @@ func runGroupCases(t *testing.T, mk makeSwapper) {
 // TestGroup_SwapStart: a real swap is logged once, naming the group.
 func TestGroup_SwapStart(t *testing.T) { runSwapStart(t, nativeSwapper) }
 
-func runSwapStart(t *testing.T, mk makeSwapper) {
+func runSwapStart(t *testing.T, mk policytest.MakeSwapper) {
 	h := policytest.NewHost(t, sdk.ModelInfo{Name: "llama", State: sdk.StateReady}, sdk.ModelInfo{Name: "qwen"})
 	s, err := mk(t, h, mixed)
 	if err != nil {
@@ -123,7 +114,7 @@ var badGroupSettings = []struct{ settings, want string }{
 // wrong.
 func TestGroup_BadSettings(t *testing.T) { runBadGroupSettings(t, nativeSwapper) }
 
-func runBadGroupSettings(t *testing.T, mk makeSwapper) {
+func runBadGroupSettings(t *testing.T, mk policytest.MakeSwapper) {
 	for _, tc := range badGroupSettings {
 		_, err := mk(t, policytest.NewHost(t), tc.settings)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -12,13 +12,7 @@ import (
 
 const pkgPath = "github.com/loadout-dev/loadout/policies/group"
 
-func wasmSwapper(tb testing.TB, h *policytest.Host, settings string) (policytest.Swapper, error) {
-	s, err := policywasm.Swapper(tb, pkgPath, h, settings)
-	if err != nil {
-		return nil, err // not a nil *policy.Swapper in the interface
-	}
-	return s, nil
-}
+var wasmSwapper = policywasm.MakeSwapper(pkgPath)
 
 func TestGroup_ScenarioWasm(t *testing.T) { runGroupCases(t, wasmSwapper) }
 

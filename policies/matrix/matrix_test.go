@@ -14,16 +14,7 @@ import (
 // The cases are written once, against policytest.Swapper, and run natively
 // here and as WebAssembly in wasm_test.go.
 
-// makeSwapper makes the swapper under test with h as its Host.
-type makeSwapper func(t testing.TB, h *policytest.Host, settings string) (policytest.Swapper, error)
-
-func nativeSwapper(_ testing.TB, h *policytest.Host, settings string) (policytest.Swapper, error) {
-	s, err := New(h, []byte(settings))
-	if err != nil {
-		return nil, err
-	}
-	return policytest.NativeSwapper(s), nil
-}
+var nativeSwapper = policytest.NativeSwapperOf(New)
 
 // example is llama-swap's documented matrix (config.example.yaml at
 // 9b3a33d7, routing.router.settings.matrix), as Loadout's config layer
@@ -109,7 +100,7 @@ var planCases = []struct {
 
 func TestMatrix_Plan(t *testing.T) { runPlanCases(t, nativeSwapper) }
 
-func runPlanCases(t *testing.T, mk makeSwapper) {
+func runPlanCases(t *testing.T, mk policytest.MakeSwapper) {
 	for _, tc := range planCases {
 		t.Run(tc.name, func(t *testing.T) {
 			h := policytest.NewHost(t)
@@ -135,7 +126,7 @@ func runPlanCases(t *testing.T, mk makeSwapper) {
 // expression, the combination and the cost; a plan logs nothing.
 func TestMatrix_SwapStart(t *testing.T) { runSwapStart(t, nativeSwapper) }
 
-func runSwapStart(t *testing.T, mk makeSwapper) {
+func runSwapStart(t *testing.T, mk policytest.MakeSwapper) {
 	for _, tc := range []struct {
 		settings string
 		target   string
@@ -286,7 +277,7 @@ var vars64 = func() string {
 // is wrong and where.
 func TestMatrix_BadSettings(t *testing.T) { runBadSettings(t, nativeSwapper) }
 
-func runBadSettings(t *testing.T, mk makeSwapper) {
+func runBadSettings(t *testing.T, mk policytest.MakeSwapper) {
 	var models []sdk.ModelInfo
 	for _, name := range append(badSettingsModels, strings.Fields(vars64)...) {
 		models = append(models, sdk.ModelInfo{Name: name})

@@ -20,13 +20,7 @@ func wasmModule(tb testing.TB) (*policy.Runtime, *policy.Module) {
 	return policywasm.Module(tb, pkgPath)
 }
 
-func wasmSwapper(tb testing.TB, h *policytest.Host, settings string) (policytest.Swapper, error) {
-	s, err := policywasm.Swapper(tb, pkgPath, h, settings)
-	if err != nil {
-		return nil, err // not a nil *policy.Swapper in the interface
-	}
-	return s, nil
-}
+var wasmSwapper = policywasm.MakeSwapper(pkgPath)
 
 func TestMatrix_PlanWasm(t *testing.T) { runPlanCases(t, wasmSwapper) }
 

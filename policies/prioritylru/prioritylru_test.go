@@ -19,16 +19,7 @@ const (
 	gib = uint64(1) << 30
 )
 
-// makeSwapper makes the swapper under test with h as its Host.
-type makeSwapper func(t testing.TB, h *policytest.Host, settings string) (policytest.Swapper, error)
-
-func nativeSwapper(_ testing.TB, h *policytest.Host, settings string) (policytest.Swapper, error) {
-	s, err := New(h, []byte(settings))
-	if err != nil {
-		return nil, err
-	}
-	return policytest.NativeSwapper(s), nil
-}
+var nativeSwapper = policytest.NativeSwapperOf(New)
 
 // m builds a model for a case: m("a", 8*gib) is a stopped 8 GiB model;
 // .on(0) makes it ready on GPU 0.
@@ -216,7 +207,7 @@ var planCases = []struct {
 
 func TestPriorityLRU_Scenario(t *testing.T) { runPlanCases(t, nativeSwapper) }
 
-func runPlanCases(t *testing.T, mk makeSwapper) {
+func runPlanCases(t *testing.T, mk policytest.MakeSwapper) {
 	for _, tc := range planCases {
 		t.Run(tc.name, func(t *testing.T) {
 			h := policytest.NewHost(t, tc.models...)
@@ -256,7 +247,7 @@ func runPlanCases(t *testing.T, mk makeSwapper) {
 // fourth evicts the least recently used, and the swap is logged once.
 func TestPriorityLRU_Packing(t *testing.T) { runPacking(t, nativeSwapper) }
 
-func runPacking(t *testing.T, mk makeSwapper) {
+func runPacking(t *testing.T, mk policytest.MakeSwapper) {
 	h := policytest.NewHost(t, models(model("a", 8*gib), model("b", 8*gib), model("c", 8*gib), model("d", 8*gib))...)
 	account(h, 24*gib)
 	s, err := mk(t, h, `{"margin": "0"}`)
@@ -345,7 +336,7 @@ var badSettings = []struct{ settings, want string }{
 // what is wrong.
 func TestPriorityLRU_BadSettings(t *testing.T) { runBadSettings(t, nativeSwapper) }
 
-func runBadSettings(t *testing.T, mk makeSwapper) {
+func runBadSettings(t *testing.T, mk policytest.MakeSwapper) {
 	for _, tc := range badSettings {
 		_, err := mk(t, policytest.NewHost(t), tc.settings)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -1,6 +1,10 @@
 package policytest
 
-import "github.com/loadout-dev/loadout/sdk"
+import (
+	"testing"
+
+	"github.com/loadout-dev/loadout/sdk"
+)
 
 // Scheduler is a scheduler under test: sdk.Scheduler with an error on every
 // method. A native policy wrapped by Native never returns one; a WebAssembly
@@ -44,6 +48,40 @@ type nativeSwapper struct{ s sdk.Swapper }
 
 func (n nativeSwapper) Plan(q sdk.PlanRequest) (sdk.Plan, error) { return n.s.Plan(q) }
 func (n nativeSwapper) OnSwapStart(ev sdk.SwapStartEvent) error  { n.s.OnSwapStart(ev); return nil }
+
+// MakeScheduler makes a scheduler under test from its settings JSON, with
+// h as its Effects: natively (NativeSchedulerOf) or built to WebAssembly
+// and run by the host's runtime, so that a case written once against it
+// runs both ways. The error is the policy's for bad settings, or the
+// runtime's.
+type MakeScheduler func(t testing.TB, h *Host, settings string) (Scheduler, error)
+
+// MakeSwapper is MakeScheduler for a swapper, with h as its Host.
+type MakeSwapper func(t testing.TB, h *Host, settings string) (Swapper, error)
+
+// NativeSchedulerOf is the MakeScheduler of a policy's factory (what it
+// registers with sdk.RegisterScheduler), run natively through Native.
+func NativeSchedulerOf(factory sdk.SchedulerFactory) MakeScheduler {
+	return func(_ testing.TB, h *Host, settings string) (Scheduler, error) {
+		s, err := factory(h, []byte(settings))
+		if err != nil {
+			return nil, err
+		}
+		return Native(s), nil
+	}
+}
+
+// NativeSwapperOf is the MakeSwapper of a policy's factory (what it
+// registers with sdk.RegisterSwapper), run natively through NativeSwapper.
+func NativeSwapperOf(factory sdk.SwapperFactory) MakeSwapper {
+	return func(_ testing.TB, h *Host, settings string) (Swapper, error) {
+		s, err := factory(h, []byte(settings))
+		if err != nil {
+			return nil, err
+		}
+		return NativeSwapper(s), nil
+	}
+}
 
 // PlanFunc is a Swapper made of one function, for scheduler tests that need
 // a particular eviction rule without a real swapper. OnSwapStart does
