@@ -25,6 +25,8 @@ type Client struct {
 	rpc  Backend
 	pc   *plugin.Client
 	proc *procRunner
+	log  *slog.Logger
+	hung sync.Once // the plugin missed a deadline and is being killed
 }
 
 var _ Backend = (*Client)(nil)
@@ -33,7 +35,8 @@ var _ Backend = (*Client)(nil)
 // and the plugin's log use them) as a backend plugin, performs the handshake
 // and returns a connected Client. The plugin gets cmd.Env (nil: the host's
 // environment) plus the handshake variables. ctx bounds the launch only, not
-// the plugin's life. On Linux the plugin gets SIGTERM if the host dies
+// the plugin's life, and so does LaunchLimit: a plugin that has not
+// completed the handshake by then is killed (the error wraps ErrPluginHung). On Linux the plugin gets SIGTERM if the host dies
 // (unless cmd.SysProcAttr is already set), so it can stop its model servers.
 // logger receives go-plugin's lines and the plugin's log; nil means
 // slog.Default().
@@ -44,6 +47,8 @@ func Launch(ctx context.Context, cmd *exec.Cmd, logger *slog.Logger) (*Client, e
 	if cmd.SysProcAttr == nil {
 		cmd.SysProcAttr = pluginSysProcAttr()
 	}
+	ctx, cancel := context.WithTimeout(ctx, LaunchLimit)
+	defer cancel()
 	proc := &procRunner{cmd: cmd, done: make(chan struct{})}
 	pc := plugin.NewClient(&plugin.ClientConfig{
 		HandshakeConfig:  handshake,
@@ -86,57 +91,155 @@ func Launch(ctx context.Context, cmd *exec.Cmd, logger *slog.Logger) (*Client, e
 			pc.Kill()
 			return nil, fmt.Errorf("launch backend plugin %s: %w", cmd.Path, r.err)
 		}
-		return &Client{rpc: r.b, pc: pc, proc: proc}, nil
+		return &Client{rpc: r.b, pc: pc, proc: proc, log: logger}, nil
 	case <-ctx.Done():
 		// go-plugin holds its lock for the whole handshake: end the process
 		// first so the handshake fails at once, then clean up.
 		_ = proc.Kill(context.Background())
 		<-ch
 		pc.Kill()
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return nil, fmt.Errorf("launch backend plugin %s: no handshake within %s: %w", cmd.Path, LaunchLimit, ErrPluginHung)
+		}
 		return nil, fmt.Errorf("launch backend plugin %s: %w", cmd.Path, ctx.Err())
 	}
 }
 
-// Start calls Backend.Start in the plugin.
-func (c *Client) Start(ctx context.Context, spec ModelSpec) (Started, error) {
-	return c.rpc.Start(ctx, spec)
+// Every call into a plugin has a deadline (issue "Hung, not dead"): a
+// plugin that misses one is taken as hung, not slow, and is killed, so
+// its model servers die with it and the host's watchers see it exit
+// (Done). The deadline is the work the call asks of the plugin — which the
+// plugin bounds itself: Start by spec.HealthCheckTimeout, Stop by its
+// timeout — plus CallGrace; calls that do no slow work get QuickCallLimit.
+// A deadline of the caller's own ctx that passes first is the caller's
+// choice, not a miss: the plugin is then left alone. Wait has no deadline:
+// it lasts as long as the model server, and a plugin that hangs under it
+// is caught by the next call that has one.
+const (
+	// CallGrace is what a plugin may take beyond the work a call bounds:
+	// the gRPC round trip and the plugin's own bookkeeping.
+	CallGrace = 10 * time.Second
+	// QuickCallLimit bounds Health, Stats, Capabilities and Validate,
+	// which start nothing and read no model file.
+	QuickCallLimit = 10 * time.Second
+	// EstimateLimit bounds Estimate, which may read a model file's
+	// metadata (a GGUF header) from a slow disk.
+	EstimateLimit = 60 * time.Second
+	// defaultStartWork is the readiness wait of a Start whose spec sets
+	// no HealthCheckTimeout (the backends' default).
+	defaultStartWork = 120 * time.Second
+	// defaultStopWork is the stop a backend grants before SIGKILL when
+	// the call says none (backends/cmd: 10 s).
+	defaultStopWork = 10 * time.Second
+	// LaunchLimit bounds launching a plugin: the process start and the
+	// go-plugin handshake.
+	LaunchLimit = 30 * time.Second
+)
+
+// ErrPluginHung is wrapped by the error of a call the plugin did not
+// answer within its deadline; the plugin has been killed by then.
+var ErrPluginHung = errors.New("backend plugin did not answer in time")
+
+// bounded runs call with a deadline of limit on top of ctx's. When that
+// deadline, not ctx's, passes before the plugin answers, the plugin is
+// killed (in the background: the caller does not wait for it) and the
+// error wraps ErrPluginHung and ErrPluginExited.
+func (c *Client) bounded(ctx context.Context, what string, limit time.Duration, call func(context.Context) error) error {
+	cctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	err := call(cctx)
+	if err == nil || ctx.Err() != nil || !errors.Is(cctx.Err(), context.DeadlineExceeded) {
+		return err
+	}
+	if c.Exited() {
+		return err
+	}
+	c.hung.Do(func() {
+		c.log.Error("backend plugin did not answer in time; killing it", "call", what, "limit", limit.String(), "pid", c.proc.ID())
+		go c.Kill()
+	})
+	return fmt.Errorf("%s: %w after %s, so it was killed (%w)", what, ErrPluginHung, limit, ErrPluginExited)
 }
 
-// Stop calls Backend.Stop in the plugin.
+// Start calls Backend.Start in the plugin, bounded by the spec's
+// HealthCheckTimeout plus CallGrace.
+func (c *Client) Start(ctx context.Context, spec ModelSpec) (started Started, err error) {
+	work := spec.HealthCheckTimeout
+	if work <= 0 {
+		work = defaultStartWork
+	}
+	err = c.bounded(ctx, "Start", work+CallGrace, func(ctx context.Context) (err error) {
+		started, err = c.rpc.Start(ctx, spec)
+		return err
+	})
+	return started, err
+}
+
+// Stop calls Backend.Stop in the plugin, bounded by timeout (<= 0: the
+// backends' default of 10 s) plus CallGrace.
 func (c *Client) Stop(ctx context.Context, model string, timeout time.Duration) error {
-	return c.rpc.Stop(ctx, model, timeout)
+	work := timeout
+	if work <= 0 {
+		work = defaultStopWork
+	}
+	return c.bounded(ctx, "Stop", work+CallGrace, func(ctx context.Context) error {
+		return c.rpc.Stop(ctx, model, timeout)
+	})
 }
 
-// Health calls Backend.Health in the plugin.
-func (c *Client) Health(ctx context.Context, model string) (Health, error) {
-	return c.rpc.Health(ctx, model)
+// Health calls Backend.Health in the plugin, bounded by QuickCallLimit.
+func (c *Client) Health(ctx context.Context, model string) (h Health, err error) {
+	err = c.bounded(ctx, "Health", QuickCallLimit, func(ctx context.Context) (err error) {
+		h, err = c.rpc.Health(ctx, model)
+		return err
+	})
+	return h, err
 }
 
-// Estimate calls Backend.Estimate in the plugin.
-func (c *Client) Estimate(ctx context.Context, spec ModelSpec) (Estimate, error) {
-	return c.rpc.Estimate(ctx, spec)
+// Estimate calls Backend.Estimate in the plugin, bounded by EstimateLimit.
+func (c *Client) Estimate(ctx context.Context, spec ModelSpec) (e Estimate, err error) {
+	err = c.bounded(ctx, "Estimate", EstimateLimit, func(ctx context.Context) (err error) {
+		e, err = c.rpc.Estimate(ctx, spec)
+		return err
+	})
+	return e, err
 }
 
-// Stats calls Backend.Stats in the plugin.
-func (c *Client) Stats(ctx context.Context, model string) (Stats, error) {
-	return c.rpc.Stats(ctx, model)
+// Stats calls Backend.Stats in the plugin, bounded by QuickCallLimit.
+func (c *Client) Stats(ctx context.Context, model string) (st Stats, err error) {
+	err = c.bounded(ctx, "Stats", QuickCallLimit, func(ctx context.Context) (err error) {
+		st, err = c.rpc.Stats(ctx, model)
+		return err
+	})
+	return st, err
 }
 
-// Capabilities calls Backend.Capabilities in the plugin.
-func (c *Client) Capabilities(ctx context.Context) (Capabilities, error) {
-	return c.rpc.Capabilities(ctx)
+// Capabilities calls Backend.Capabilities in the plugin, bounded by
+// QuickCallLimit.
+func (c *Client) Capabilities(ctx context.Context) (caps Capabilities, err error) {
+	err = c.bounded(ctx, "Capabilities", QuickCallLimit, func(ctx context.Context) (err error) {
+		caps, err = c.rpc.Capabilities(ctx)
+		return err
+	})
+	return caps, err
 }
 
 // Wait calls Backend.Wait in the plugin: it returns when the model server
 // has exited, or with an error wrapping ErrPluginExited when the plugin has.
+// It has no deadline of its own (see bounded).
 func (c *Client) Wait(ctx context.Context, model string) (Exit, error) {
 	return c.rpc.Wait(ctx, model)
 }
 
-// Validate calls Backend.Validate in the plugin; a plugin built before
-// Validate existed reports no problems.
-func (c *Client) Validate(ctx context.Context, spec ModelSpec) ([]Problem, error) {
-	return c.rpc.Validate(ctx, spec)
+// Validate calls Backend.Validate in the plugin, bounded by
+// QuickCallLimit; a plugin built before Validate existed reports no
+// problems.
+func (c *Client) Validate(ctx context.Context, spec ModelSpec) (problems []Problem, err error) {
+	err = c.bounded(ctx, "Validate", QuickCallLimit, func(ctx context.Context) (err error) {
+		problems, err = c.rpc.Validate(ctx, spec)
+		return err
+	})
+	return problems, err
 }
 
 // Done is closed once the plugin process has exited, for whatever reason.
@@ -153,9 +256,32 @@ func (c *Client) Exited() bool {
 }
 
 // Kill ends the plugin: it asks it to shut down (it then stops its model
-// servers), kills it after two seconds and returns once it has exited. It
-// is safe to call more than once, and after the plugin has exited.
-func (c *Client) Kill() { c.pc.Kill() }
+// servers), kills it after two seconds and returns once it has exited. A
+// plugin that does not answer the request to shut down (stopped, wedged)
+// is killed after killGrace: go-plugin alone would wait for its answer
+// forever. It is safe to call more than once, and after the plugin has
+// exited.
+func (c *Client) Kill() {
+	done := make(chan struct{})
+	go func() {
+		c.pc.Kill()
+		close(done)
+	}()
+	t := time.NewTimer(killGrace)
+	defer t.Stop()
+	select {
+	case <-done:
+		return
+	case <-t.C:
+	}
+	_ = c.proc.Kill(context.Background())
+	<-done
+}
+
+// killGrace is how long Kill waits for go-plugin's graceful shutdown (it
+// gives the plugin two seconds once its request is answered) before it
+// kills the process itself.
+const killGrace = 3 * time.Second
 
 // procRunner runs the plugin process for go-plugin and, unlike go-plugin's
 // own runner, tells the host the moment the process has exited (done).

@@ -101,7 +101,7 @@ func (p *PluginProcess) Start(ctx context.Context, s router.StartSpec) (router.I
 	spec := p.spec
 	spec.Devices = s.Devices
 	started, err := c.Start(ctx, spec)
-	if errors.Is(err, plugins.ErrPluginExited) {
+	if errors.Is(err, plugins.ErrPluginExited) && !errors.Is(err, plugins.ErrPluginHung) {
 		return nil, fmt.Errorf("start model %s: %w", spec.Model, pluginExitedError{p.launcher.name})
 	}
 	if err != nil {
@@ -213,3 +213,45 @@ func (i *pluginInstance) Memory(ctx context.Context) ([]int, uint64, error) {
 	}
 	return st.Pids, st.MemoryBytes, nil
 }
+
+// Healthy implements router.HealthChecker through the backend's Health:
+// nil when the server answered its check endpoint as ready just now.
+func (i *pluginInstance) Healthy(ctx context.Context) error {
+	h, err := i.client.Health(ctx, i.model)
+	switch {
+	case err != nil:
+		return err
+	case h.Ready:
+		return nil
+	case h.Message != "":
+		return errors.New(h.Message)
+	default:
+		return fmt.Errorf("not ready (%s)", h.State)
+	}
+}
+
+// Kill implements router.Killer: the backend's Stop with no grace, so the
+// server's process group gets SIGKILL a moment after SIGTERM — which a
+// stopped (SIGSTOP) process would never act on.
+func (i *pluginInstance) Kill(ctx context.Context) error {
+	select {
+	case <-i.exited:
+		return nil
+	default:
+	}
+	err := i.client.Stop(ctx, i.model, killTimeout)
+	if err != nil && !errors.Is(err, plugins.ErrPluginExited) {
+		return fmt.Errorf("kill model %s: %w", i.model, err)
+	}
+	select {
+	case <-i.exited:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("kill model %s: %w", i.model, ctx.Err())
+	}
+}
+
+// killTimeout is the grace Kill gives a server between SIGTERM and
+// SIGKILL: none to speak of (a Stop timeout of 0 would mean the backend's
+// default).
+const killTimeout = time.Millisecond
