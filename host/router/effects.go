@@ -174,6 +174,13 @@ func (r *Router) serve(w *waiter, m *model) bool {
 		g.Model, g.Replica = w.asked, name
 	}
 	g.release = func() { r.exec.release(serveDone{id: id, model: name}) }
+	gen := m.gen
+	g.stalled = func(reason string) {
+		select {
+		case r.stalls <- stall{model: name, gen: gen, reason: reason}:
+		case <-r.done:
+		}
+	}
 	if !r.deliver(w, result{grant: g}) {
 		return false
 	}
@@ -459,6 +466,7 @@ func (fx *effects) StartSwap(s sdk.SwapRequest) error {
 	if l.ledger != nil {
 		sw.job.inv = l.ledger.Inventory()
 	}
+	sw.job.ctx, sw.abort = context.WithCancelCause(r.procCtx)
 	r.log.Info("swap", "model", s.Model, "evict", s.Evict, "devices", sw.devices)
 	r.observer().SwapStarted(r.swapInfo(sw, !already))
 	// Phase 1 (swap.go): stop the evicted servers in parallel; each

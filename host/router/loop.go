@@ -109,6 +109,13 @@ type model struct {
 	// the model itself below admitLimit in flight. 0: none.
 	admitLimit uint32
 	admitFlags sdk.AdmitFlags
+	// probing: a liveness probe of the current instance is out;
+	// probeFailures counts its failed probes in a row; hung: the instance
+	// was declared hung and is being killed, so its stop ends in Failed
+	// (liveness.go).
+	probing       bool
+	probeFailures int
+	hung          bool
 }
 
 // visible is the state policies and the API see: a Ready model draining
@@ -129,6 +136,9 @@ type swap struct {
 	devices      []int32
 	pendingStops int      // evicted servers not yet stopped
 	job          startJob // phase 2, handed to the executor after the last stop
+	// abort cancels the target's start (job.ctx) with its cause: an
+	// operator's unload of a model being started (errStartAborted).
+	abort context.CancelCauseFunc
 }
 
 // loopState is everything the run loop owns. No other goroutine touches it
@@ -195,6 +205,8 @@ func (r *Router) run() {
 	defer tick.Stop()
 	measure := time.NewTicker(r.cfg.MeasureInterval)
 	defer measure.Stop()
+	probe := time.NewTicker(r.cfg.Liveness.Interval)
+	defer probe.Stop()
 	l := &r.loop
 	for {
 		select {
@@ -220,6 +232,12 @@ func (r *Router) run() {
 			r.startMeasuring()
 		case ms := <-r.measured:
 			r.onMeasured(ms)
+		case <-probe.C:
+			r.startProbing()
+		case p := <-r.probes:
+			r.onProbe(p)
+		case s := <-r.stalls:
+			r.onStall(s)
 		case <-r.shutdown:
 			r.onShutdown()
 		}
@@ -330,6 +348,9 @@ func (r *Router) onServeDone(ev serveDone) {
 
 func (r *Router) onSwapDone(ev swapDone) {
 	l := &r.loop
+	if sw := l.swaps[ev.target]; sw != nil && sw.abort != nil {
+		sw.abort(nil) // its start is over: release the context
+	}
 	delete(l.swaps, ev.target)
 	if ev.backoff {
 		r.onBackoffRefused(ev)
@@ -342,6 +363,13 @@ func (r *Router) onSwapDone(ev swapDone) {
 	m := l.models[ev.target]
 	errText := ""
 	switch {
+	case errors.Is(ev.err, errStartAborted):
+		// The operator's unload: the model is stopped, not failed.
+		errText = ev.err.Error()
+		r.setState(m, sdk.StateStopped)
+		r.log.Info("model start aborted by an unload", "model", ev.target)
+		r.releaseLease(m)
+		r.releaseUnloadWaiters(m)
 	case ev.err != nil:
 		errText = ev.err.Error()
 		m.lastErr = errText
@@ -379,6 +407,15 @@ func (r *Router) onStopDone(ev stopDone) {
 	m := r.loop.models[ev.model]
 	if m == nil || m.gen != ev.gen || m.state != sdk.StateStopping {
 		return // removed from the table since, an old instance, or already stopped
+	}
+	if m.hung {
+		r.setState(m, sdk.StateFailed)
+		r.startFailed(m, nil)
+		r.setStopped(m)
+		r.log.Info("hung model server killed", "model", m.name)
+		r.loop.changed = append(r.loop.changed, m.name)
+		r.tickNow()
+		return
 	}
 	r.setStopped(m)
 	r.log.Info("model stopped", "model", m.name)
@@ -448,6 +485,10 @@ func (r *Router) onUnload(req unloadRequest) {
 			r.stopModel(m)
 		case l.swaps[name] != nil:
 			m.stopAfterStart = true
+			if sw := l.swaps[name]; sw.abort != nil && m.state == sdk.StateStarting {
+				// Do not wait for a load, however long (or hung): end it.
+				sw.abort(errStartAborted)
+			}
 		}
 		if m.state == sdk.StateStopped || m.state == sdk.StateFailed {
 			continue
@@ -632,9 +673,11 @@ func (r *Router) fail(w *waiter, code sdk.ErrorCode, msg string) {
 func (r *Router) setState(m *model, to sdk.ModelState) {
 	m.state = to
 	r.revoke(m) // the policy re-admits after it has seen the change
+	m.probeFailures = 0
 	switch to {
 	case sdk.StateReady:
 		m.lastErr = ""
+		m.hung = false
 	case sdk.StateStopped, sdk.StateFailed:
 		m.inst = nil
 	}
@@ -644,6 +687,7 @@ func (r *Router) setState(m *model, to sdk.ModelState) {
 }
 
 func (r *Router) setStopped(m *model) {
+	m.hung = false
 	if m.state == sdk.StateStopping || m.state == sdk.StateReady {
 		r.setState(m, sdk.StateStopped)
 	}
@@ -679,12 +723,20 @@ func (r *Router) stopModel(m *model) {
 	}
 }
 
+// stopTimeout bounds a model's Stop (or Kill) as a backstop: its grace
+// before SIGKILL (StopTimeout, else the backends' 10 s) and stopBackstop.
+// A backend plugin bounds its own calls more tightly (plugins.CallGrace)
+// and is killed when it misses that deadline, which ends its servers too;
+// this bound only catches an Instance that does not.
 func stopTimeout(mc ModelConfig) time.Duration {
 	if mc.StopTimeout > 0 {
-		return mc.StopTimeout + 5*time.Second
+		return mc.StopTimeout + stopBackstop
 	}
-	return 15 * time.Second
+	return 10*time.Second + stopBackstop
 }
+
+// stopBackstop is what a Stop may take beyond its grace before SIGKILL.
+const stopBackstop = 30 * time.Second
 
 // watchExit reports when a ready instance's server exits, for whatever
 // reason; the loop ignores exits it caused.
@@ -762,6 +814,10 @@ func (l *loopState) heldCounts() (queued, loading map[string]int) {
 // errStopped marks a swap's target start that was aborted by shutdown.
 var errStopped = errors.New("aborted: loadout is shutting down")
 
+// errStartAborted marks a swap's target start that an operator's unload
+// cut short: not the model's failure.
+var errStartAborted = errors.New("start aborted: the model was unloaded while it loaded")
+
 // measurement is one loaded model's measured memory use.
 type measurement struct {
 	model string
@@ -803,7 +859,9 @@ func (r *Router) startMeasuring() {
 		}
 		out := make([]measurement, 0, len(targets))
 		for _, t := range targets {
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			// A backstop: a plugin bounds its own calls, and is killed
+			// when it misses that bound (plugins.QuickCallLimit).
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			pids, reported, err := t.rep.Memory(ctx)
 			cancel()
 			if err != nil {

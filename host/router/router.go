@@ -97,6 +97,9 @@ type Config struct {
 	// the devices it is placed on, a load that does not fit is never
 	// started, and snapshots carry the devices. Nil: no VRAM accounting.
 	Ledger *gpu.Ledger
+	// Liveness says how a hung model server is found (liveness.go); zero
+	// fields take the defaults.
+	Liveness Liveness
 	// MeasureInterval is how often loaded models' memory use is measured
 	// (MemoryReporter). Default 5 s.
 	MeasureInterval time.Duration
@@ -140,6 +143,7 @@ type Grant struct {
 	// model was ready when it came.
 	LoadWait time.Duration
 	release  func()
+	stalled  func(reason string) // nil: no liveness report (a peer, a test)
 	once     sync.Once
 }
 
@@ -211,6 +215,8 @@ type Router struct {
 	unloads    chan unloadRequest
 	queries    chan func()
 	measured   chan []measurement
+	probes     chan probeResult
+	stalls     chan stall
 	shutdown   chan struct{}
 	done       chan struct{} // closed when the loop has exited
 
@@ -250,6 +256,7 @@ func newRouter(cfg Config, exec func(*Router) executor) (*Router, error) {
 	if cfg.MeasureInterval <= 0 {
 		cfg.MeasureInterval = 5 * time.Second
 	}
+	cfg.Liveness = cfg.Liveness.withDefaults()
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -271,6 +278,8 @@ func newRouter(cfg Config, exec func(*Router) executor) (*Router, error) {
 		unloads:    make(chan unloadRequest),
 		queries:    make(chan func()),
 		measured:   make(chan []measurement),
+		probes:     make(chan probeResult),
+		stalls:     make(chan stall),
 		shutdown:   make(chan struct{}),
 		done:       make(chan struct{}),
 	}

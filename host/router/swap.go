@@ -2,6 +2,7 @@ package router
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/loadout-dev/loadout/host/gpu"
@@ -26,6 +27,7 @@ type eviction struct {
 	gen     uint64
 	inst    Instance
 	timeout time.Duration // how long its Stop may take
+	kill    bool          // no grace: the server is hung (liveness.go)
 	swap    string        // the target of the swap waiting for this stop; "" for none
 }
 
@@ -45,6 +47,9 @@ type startJob struct {
 	// refuse: start nothing; the swap ends with this error at once (the
 	// target is in its crash-loop backoff).
 	refuse error
+	// ctx bounds the start: cancelled with a cause (errStartAborted) by an
+	// unload, and at the end of shutdown. nil: the executor's own.
+	ctx context.Context
 }
 
 // executor carries out what the run loop hands off and reports each end
@@ -82,7 +87,11 @@ func (x goExecutor) stop(ev eviction) {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), ev.timeout)
 		defer cancel()
-		if err := ev.inst.Stop(ctx); err != nil {
+		stop := ev.inst.Stop
+		if k, ok := ev.inst.(Killer); ok && ev.kill {
+			stop = k.Kill
+		}
+		if err := stop(ctx); err != nil {
 			r.log.Warn("stopping model", "model", ev.model, "err", err)
 		}
 		select {
@@ -94,19 +103,23 @@ func (x goExecutor) stop(ev eviction) {
 
 func (x goExecutor) start(job startJob) {
 	r := x.r
+	ctx := job.ctx
+	if ctx == nil {
+		ctx = r.procCtx
+	}
 	go func() {
 		// Drivers report freed memory late: wait until it is back (bounded)
 		// rather than start into an out-of-memory, or sleep a fixed time.
 		if job.waitFree && job.inv != nil {
 			for _, d := range gpu.SortedDevices(job.placement) {
-				ctx, cancel := context.WithTimeout(r.procCtx, freeMemoryWait)
+				ctx, cancel := context.WithTimeout(ctx, freeMemoryWait)
 				if _, err := gpu.WaitFree(ctx, job.inv, d, job.placement[d]); err != nil {
 					r.log.Warn("GPU memory not back after eviction; starting anyway", "model", job.target, "gpu", d, "err", err)
 				}
 				cancel()
 			}
 		}
-		res := startTarget(r.procCtx, job)
+		res := startTarget(ctx, job)
 		if res.err == nil && job.ready == nil {
 			r.log.Info("model loaded", "model", job.target, "load_time", r.cfg.Clock().Sub(job.loadStart).Round(time.Millisecond))
 		}
@@ -133,6 +146,8 @@ func startTarget(ctx context.Context, job startJob) swapDone {
 	}
 	inst, err := job.mc.Process.Start(ctx, StartSpec{Devices: job.devices})
 	switch {
+	case err != nil && errors.Is(context.Cause(ctx), errStartAborted):
+		res.err = errStartAborted
 	case err != nil && ctx.Err() != nil:
 		res.err = errStopped
 	case err != nil:

@@ -1,0 +1,172 @@
+package router
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/loadout-dev/loadout/sdk"
+)
+
+// A model server that hangs — stopped (SIGSTOP), wedged in a driver call,
+// deadlocked — looks ready: its process lives and its port accepts
+// connections. The run loop treats it as dead within a bound (DESIGN.md,
+// "Liveness"): a ready server with requests in flight is probed every
+// Liveness.Interval, and Liveness.Failures probes in a row that fail
+// (no answer within Liveness.Timeout, or not ready) declare it hung. So
+// does the proxy, through Grant.Stalled, when an open stream has sent
+// nothing for its idle limit after its first byte. A hung server is
+// killed without grace; the model is failed with the reason (its in-flight
+// requests end with an error when their connections close, its queued
+// ones wait for the restart the scheduler starts for them, or go to a
+// sibling replica), and it counts as a failed start for the crash-loop
+// backoff (backoff.go). A long prefill is not a hang: it sends no bytes,
+// but the server still answers its health check; only the token stream,
+// once it has started, is held to the idle limit.
+
+// HealthChecker is an Instance whose server can be asked whether it still
+// answers. The run loop probes it only while it has requests in flight.
+type HealthChecker interface {
+	// Healthy returns nil when the server answered its health check as
+	// ready just now, else why not. It must return by ctx's deadline.
+	Healthy(ctx context.Context) error
+}
+
+// Killer is an Instance that can be ended without grace (SIGKILL to its
+// process group): how a hung server is stopped, since one that is stopped
+// would never honour SIGTERM. An Instance that is not a Killer is stopped.
+type Killer interface {
+	// Kill ends the server at once and returns once it has exited or ctx
+	// ends.
+	Kill(ctx context.Context) error
+}
+
+// Liveness says how a hung model server is told from a busy one.
+type Liveness struct {
+	// Interval is how often a ready server with requests in flight is
+	// probed. Default 5 s.
+	Interval time.Duration
+	// Timeout bounds each probe. Default 5 s.
+	Timeout time.Duration
+	// Failures is how many failed probes in a row declare the server
+	// hung. Default 3, so a hung server is found 10–15 s after it stops
+	// answering with the default interval and timeout.
+	Failures int
+}
+
+// withDefaults fills Liveness's zero fields.
+func (lv Liveness) withDefaults() Liveness {
+	if lv.Interval <= 0 {
+		lv.Interval = 5 * time.Second
+	}
+	if lv.Timeout <= 0 {
+		lv.Timeout = 5 * time.Second
+	}
+	if lv.Failures <= 0 {
+		lv.Failures = 3
+	}
+	return lv
+}
+
+// probeResult is one liveness probe's answer, handed back to the loop.
+type probeResult struct {
+	model string
+	gen   uint64
+	err   error
+}
+
+// stall is the proxy's report, through Grant.Stalled, that a stream from
+// a model's server stopped producing.
+type stall struct {
+	model  string
+	gen    uint64
+	reason string
+}
+
+// startProbing probes, off the loop, every ready server that has
+// requests in flight and is not being probed already.
+func (r *Router) startProbing() {
+	l := &r.loop
+	if l.shuttingDown {
+		return
+	}
+	timeout := r.cfg.Liveness.Timeout
+	for _, name := range l.names {
+		m := l.models[name]
+		hc, ok := m.inst.(HealthChecker)
+		if !ok || m.state != sdk.StateReady || m.inFlight == 0 || m.probing {
+			continue
+		}
+		m.probing = true
+		go func(name string, gen uint64) {
+			ctx, cancel := context.WithTimeout(r.procCtx, timeout)
+			err := hc.Healthy(ctx)
+			if err == nil && ctx.Err() != nil {
+				err = ctx.Err()
+			}
+			cancel()
+			select {
+			case r.probes <- probeResult{model: name, gen: gen, err: err}:
+			case <-r.done:
+			}
+		}(name, m.gen)
+	}
+}
+
+// onProbe counts a probe's answer: Liveness.Failures failures in a row
+// declare the server hung.
+func (r *Router) onProbe(p probeResult) {
+	m := r.loop.models[p.model]
+	if m == nil {
+		return
+	}
+	if m.gen == p.gen {
+		m.probing = false
+	}
+	if m.gen != p.gen || m.state != sdk.StateReady {
+		return // an old instance, or no longer serving
+	}
+	if p.err == nil {
+		m.probeFailures = 0
+		return
+	}
+	m.probeFailures++
+	need := r.cfg.Liveness.Failures
+	r.log.Warn("model server did not answer its health check", "model", m.name, "in_flight", m.inFlight,
+		"failures", m.probeFailures, "of", need, "err", p.err)
+	if m.probeFailures >= need {
+		r.hung(m, fmt.Sprintf("its health check failed %d times in a row, %s apart (last: %v)", m.probeFailures, r.cfg.Liveness.Interval, p.err))
+	}
+}
+
+// onStall handles a stream that stopped producing: its server is hung.
+func (r *Router) onStall(s stall) {
+	m := r.loop.models[s.model]
+	if m == nil || m.gen != s.gen || m.state != sdk.StateReady {
+		return
+	}
+	r.hung(m, s.reason)
+}
+
+// hung kills m's server, which stopped answering, and fails the model
+// once it is gone: the lease is kept until then, since the memory is
+// still held.
+func (r *Router) hung(m *model, reason string) {
+	r.log.Error("model server hung; killing it", "model", m.name, "in_flight", m.inFlight, "reason", reason)
+	m.lastErr = "hung: " + reason
+	m.hung = true
+	r.setState(m, sdk.StateStopping)
+	r.exec.stop(eviction{model: m.name, gen: m.gen, inst: m.inst, timeout: stopTimeout(m.cfg), kill: true})
+	r.loop.changed = append(r.loop.changed, m.name)
+	r.tickNow()
+}
+
+// Stalled reports that the grant's stream has sent nothing for too long
+// after it started (reason says how long): the server is taken as hung
+// and killed (liveness.go). The request itself is the caller's to end. It
+// may be called at any time, more than once, and after Release.
+func (g *Grant) Stalled(reason string) {
+	if g.stalled != nil {
+		g.stalled(reason)
+	}
+}
