@@ -206,6 +206,11 @@ func runServe(ctx context.Context, o serveOptions) error {
 		Ledger:   ledger,
 		Logger:   log,
 		Observer: obsv.observer,
+		Liveness: router.Liveness{
+			Interval: cfg.Liveness.ProbeInterval,
+			Timeout:  cfg.Liveness.ProbeTimeout,
+			Failures: cfg.Liveness.Failures,
+		},
 	}
 	policies.routerConfig(ctx, &rcfg)
 	r, err := router.New(rcfg)
@@ -248,6 +253,7 @@ func runServe(ctx context.Context, o serveOptions) error {
 		APIKeys:              cfg.APIKeys,
 		IncludeAliasesInList: cfg.IncludeAliasesInList,
 		SendLoadingState:     cfg.SendLoadingState,
+		StreamIdle:           cfg.Liveness.StreamIdle,
 		Events:               obsv.bus,
 		Logs:                 obsv.logs,
 		Logger:               log,

@@ -57,6 +57,9 @@ type Config struct {
 	// YAML: healthCheckTimeout, whole seconds, default 120, raised to
 	// llama-swap's minimum of 15 with a warning.
 	HealthCheckTimeout time.Duration
+	// Liveness is the liveness: block (liveness.go): how a hung model
+	// server is found.
+	Liveness Liveness
 	// LogLevel is one of debug, info, warn, error (llama-swap's logLevel),
 	// default info.
 	LogLevel string

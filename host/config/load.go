@@ -34,7 +34,7 @@ const (
 var topKeys = []string{
 	"healthCheckTimeout", "logLevel", "startPort", "globalTTL", "unloadTimeout",
 	"apiKeys", "macros", "models", "groups", "matrix", "routing", "gpus", "hooks",
-	"sendLoadingState", "includeAliasesInList", "placement", "peers",
+	"sendLoadingState", "includeAliasesInList", "placement", "peers", "liveness",
 }
 
 // Options fit a configuration to the host it will run on. The zero value
@@ -215,6 +215,7 @@ func (d *decoder) parse(data []byte, dir string) *Config {
 	d.routing(cfg, src, top)
 	d.hooks(cfg, get("hooks"))
 	d.peers(cfg, peers)
+	d.liveness(cfg, get("liveness"))
 	return cfg
 }
 

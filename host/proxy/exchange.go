@@ -59,6 +59,10 @@ type exchange struct {
 	// refuses the connection (upstreamFailed then sets refused and
 	// writes nothing).
 	retryRefused, refused bool
+	// grant is the request's grant while it is proxied to a model's
+	// server; idle watches its response's body (liveness.go).
+	grant *router.Grant
+	idle  *idleWatch
 
 	// What an inference body said about its size, read only when
 	// Config.OnRequestStart is set (estimate.go).
@@ -126,5 +130,5 @@ func (ex *exchange) Unwrap() http.ResponseWriter { return ex.ResponseWriter }
 // clientGone reports whether the request's client has left: its context
 // was cancelled, and not by Abort.
 func clientGone(ctx context.Context) bool {
-	return ctx.Err() == context.Canceled && abortedBy(ctx) == nil
+	return ctx.Err() == context.Canceled && abortedBy(ctx) == nil && stalledBy(ctx) == nil
 }

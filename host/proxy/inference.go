@@ -164,7 +164,12 @@ func (s *Server) proxyGranted(w http.ResponseWriter, r *http.Request, grant *rou
 		mm.inFlight.Dec()
 	}()
 	rp := s.upstreams.proxy(grant.Upstream)
-	if ex := exchangeOf(r); ex.sse != nil {
+	ex := exchangeOf(r)
+	ex.grant = grant
+	defer func() { ex.grant = nil }()
+	r, done := s.guardUpstream(r)
+	defer done()
+	if ex.sse != nil {
 		// The SSE headers are out; the upstream's stream continues the body.
 		rp.ServeHTTP(&continuation{w: ex.sse.w, header: http.Header{}}, r)
 		return

@@ -93,6 +93,8 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, mr *modelReques
 		mm.inFlight.Inc()
 		defer mm.inFlight.Dec()
 	}
+	r, done := s.guardUpstream(r)
+	defer done()
 	s.upstreams.proxy(t.URL()).ServeHTTP(w, r)
 }
 

@@ -105,6 +105,11 @@ type Config struct {
 	// MaxBodyBytes limits request bodies; larger ones get 413. Zero means
 	// DefaultMaxBodyBytes.
 	MaxBodyBytes int64
+	// StreamIdle is how long a response from a model server or a peer may
+	// send nothing once its body has begun before it is ended and the
+	// server taken as hung (liveness.go). Zero means DefaultStreamIdle;
+	// negative turns the watch off.
+	StreamIdle time.Duration
 	// IncludeAliasesInList lists every alias in /v1/models as a model of
 	// its own (llama-swap's includeAliasesInList).
 	IncludeAliasesInList bool
@@ -170,20 +175,21 @@ type Config struct {
 // Server is Loadout's HTTP handler. Create it with New and serve it with an
 // http.Server; it is safe for concurrent use.
 type Server struct {
-	cfg       Config
-	router    Router
-	catalog   atomic.Pointer[catalog]   // replaced by SetModels
-	peers     atomic.Pointer[peers.Set] // Config.Peers, replaced by SetPeers; nil: none
-	log       *slog.Logger
-	maxBody   int64
-	keyHashes [][sha256.Size]byte
-	mux       *mux.Router
-	upstreams *upstreams
-	metrics   *metrics
-	ids       *idSource
-	seq       atomic.Uint64 // the last request's Seq
-	started   time.Time
-	inflight  inflight // the requests being handled, for Abort
+	cfg        Config
+	router     Router
+	catalog    atomic.Pointer[catalog]   // replaced by SetModels
+	peers      atomic.Pointer[peers.Set] // Config.Peers, replaced by SetPeers; nil: none
+	log        *slog.Logger
+	maxBody    int64
+	streamIdle time.Duration // Config.StreamIdle; <= 0: no watch
+	keyHashes  [][sha256.Size]byte
+	mux        *mux.Router
+	upstreams  *upstreams
+	metrics    *metrics
+	ids        *idSource
+	seq        atomic.Uint64 // the last request's Seq
+	started    time.Time
+	inflight   inflight // the requests being handled, for Abort
 }
 
 // SetModels replaces the catalog (a configuration reload that added,
@@ -230,16 +236,20 @@ func New(cfg Config) (*Server, error) {
 	if cfg.MaxBodyBytes == 0 {
 		cfg.MaxBodyBytes = DefaultMaxBodyBytes
 	}
+	if cfg.StreamIdle == 0 {
+		cfg.StreamIdle = DefaultStreamIdle
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
 	s := &Server{
-		cfg:     cfg,
-		router:  cfg.Router,
-		log:     cfg.Logger,
-		maxBody: cfg.MaxBodyBytes,
-		ids:     newIDSource(),
-		started: time.Now(),
+		cfg:        cfg,
+		router:     cfg.Router,
+		log:        cfg.Logger,
+		maxBody:    cfg.MaxBodyBytes,
+		streamIdle: cfg.StreamIdle,
+		ids:        newIDSource(),
+		started:    time.Now(),
 	}
 	s.catalog.Store(cat)
 	for i, k := range cfg.APIKeys {

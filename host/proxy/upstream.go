@@ -147,7 +147,7 @@ func (s *Server) upstreamResponded(resp *http.Response) error {
 	}
 	isSSE := isEventStream(resp.Header.Get("Content-Type"))
 	if ex.sse == nil {
-		resp.Body = &responseGuard{body: resp.Body, ex: ex, req: resp.Request, sse: isSSE, atBoundary: true}
+		resp.Body = &responseGuard{s: s, body: resp.Body, ex: ex, req: resp.Request, sse: isSSE, atBoundary: true}
 		if isSSE {
 			// The guard may append an error event.
 			resp.Header.Del("Content-Length")
@@ -159,7 +159,7 @@ func (s *Server) upstreamResponded(resp *http.Response) error {
 	resp.ContentLength = -1
 	switch {
 	case resp.StatusCode == http.StatusOK && isSSE:
-		resp.Body = &responseGuard{body: resp.Body, ex: ex, req: resp.Request, sse: true, atBoundary: true}
+		resp.Body = &responseGuard{s: s, body: resp.Body, ex: ex, req: resp.Request, sse: true, atBoundary: true}
 	case resp.StatusCode == http.StatusOK:
 		b, err := readUpstreamBody(resp.Body)
 		var c bytes.Buffer
@@ -253,6 +253,7 @@ func sseErrorEvent(e *apiError) []byte {
 // (the client sees it truncated, which is all HTTP allows once the status
 // is out).
 type responseGuard struct {
+	s    *Server
 	body io.ReadCloser
 	ex   *exchange
 	req  *http.Request
@@ -284,8 +285,13 @@ func (g *responseGuard) Read(p []byte) (int, error) {
 		return 0, io.EOF
 	}
 	n, err := g.body.Read(p)
-	if n > 0 && g.sse {
-		g.track(p[:n])
+	if n > 0 {
+		if g.ex.idle != nil {
+			g.ex.idle.read()
+		}
+		if g.sse {
+			g.track(p[:n])
+		}
 	}
 	if err == nil || err == io.EOF {
 		return n, err
@@ -293,6 +299,8 @@ func (g *responseGuard) Read(p []byte) (int, error) {
 	e := abortedError(g.req.Context())
 	switch {
 	case e != nil: // Abort ended the request: say so
+	case stalledBy(g.req.Context()) != nil:
+		e = g.s.stalled(g.ex, stalledBy(g.req.Context()))
 	case clientGone(g.req.Context()):
 		return n, err
 	case g.ex.peer != nil:

@@ -1,0 +1,118 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// An upstream that stops producing in the middle of a response — a model
+// server wedged in a GPU call, a stopped process, a peer whose inference
+// hangs — would hold its client for as long as the client waits. Once a
+// response's body has started, every byte restarts its idle clock; a body
+// that sends nothing for Config.StreamIdle is ended: an SSE stream with an
+// error event, any other body cut, the request counted 502, and the
+// server reported to the run loop as hung (router.Grant.Stalled) or the
+// peer as failed. The time before the first byte is not held to it: a long
+// prompt's prefill sends nothing, and the run loop's health probes cover
+// that time (host/router liveness.go).
+
+// DefaultStreamIdle is Config.StreamIdle's default: far above any gap
+// between a working server's tokens, even a batch preempted and resumed.
+const DefaultStreamIdle = 2 * time.Minute
+
+// stallError is the cause a stalled response's upstream request is
+// cancelled with.
+type stallError struct{ idle time.Duration }
+
+func (e *stallError) Error() string {
+	return fmt.Sprintf("no bytes from the upstream for %s after its response began", e.idle)
+}
+
+// stalledBy returns the stall that ended ctx, or nil.
+func stalledBy(ctx context.Context) *stallError {
+	var se *stallError
+	if ctx.Err() == nil || !errors.As(context.Cause(ctx), &se) {
+		return nil
+	}
+	return se
+}
+
+// idleWatch cancels a response's upstream request once its body has sent
+// nothing for limit. Reads only store the time; one timer per response
+// checks it, so the warm path pays no timer reset per read.
+type idleWatch struct {
+	limit  time.Duration
+	cancel context.CancelCauseFunc
+	last   atomic.Int64 // UnixNano of the last bytes read; 0 before the first
+
+	mu    sync.Mutex // guards timer: set on the reading goroutine, reset on the timer's
+	timer *time.Timer
+}
+
+// guardUpstream returns r with a context the stream-idle watch can cancel,
+// and the function that releases it. The watch starts with the body's
+// first byte (responseGuard).
+func (s *Server) guardUpstream(r *http.Request) (*http.Request, func()) {
+	limit := s.streamIdle
+	if limit <= 0 {
+		return r, func() {}
+	}
+	ctx, cancel := context.WithCancelCause(r.Context())
+	exchangeOf(r).idle = &idleWatch{limit: limit, cancel: cancel}
+	return r.WithContext(ctx), func() {
+		if w := exchangeOf(r).idle; w != nil {
+			w.stop()
+		}
+		cancel(nil)
+	}
+}
+
+// read notes that bytes arrived, arming the timer at the first.
+func (w *idleWatch) read() {
+	now := time.Now().UnixNano()
+	if w.last.Swap(now) == 0 {
+		w.mu.Lock()
+		w.timer = time.AfterFunc(w.limit, w.check)
+		w.mu.Unlock()
+	}
+}
+
+// stop ends the watch.
+func (w *idleWatch) stop() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.timer != nil {
+		w.timer.Stop()
+	}
+}
+
+// check runs when the timer fires: cancel if nothing came for limit,
+// else wait out the rest.
+func (w *idleWatch) check() {
+	since := time.Duration(time.Now().UnixNano() - w.last.Load())
+	if since < w.limit {
+		w.mu.Lock()
+		w.timer.Reset(w.limit - since)
+		w.mu.Unlock()
+		return
+	}
+	w.cancel(&stallError{idle: w.limit})
+}
+
+// stalled is the error of a response the watch ended, reported to the run
+// loop (a model's server) or the peer set (a peer) as it is made.
+func (s *Server) stalled(ex *exchange, se *stallError) *apiError {
+	if ex.peer != nil {
+		return peerFailed(ex.peer, "stalled mid-response", se)
+	}
+	if ex.grant != nil {
+		ex.grant.Stalled(se.Error())
+	}
+	return &apiError{status: http.StatusBadGateway, code: "upstream_error",
+		msg: fmt.Sprintf("model %s: %v: the server is taken as hung and restarted", ex.model, se)}
+}
