@@ -25,6 +25,9 @@ type fakeProcess struct {
 	stopGate chan struct{}
 	fail     error  // when set, Start returns it
 	memory   uint64 // what its instances report using (MemoryReporter)
+	// unhealthy, when set, is what its instances' health checks answer
+	// (HealthChecker): a server that stopped answering.
+	unhealthy error
 }
 
 type fakeInstance struct {
@@ -110,6 +113,29 @@ func (i *fakeInstance) Memory(context.Context) ([]int, uint64, error) {
 	i.proc.mu.Lock()
 	defer i.proc.mu.Unlock()
 	return nil, i.proc.memory, nil
+}
+
+// Healthy implements HealthChecker: the process's unhealthy error.
+func (i *fakeInstance) Healthy(context.Context) error {
+	i.proc.mu.Lock()
+	defer i.proc.mu.Unlock()
+	return i.proc.unhealthy
+}
+
+// Kill implements Killer: the instance exits at once, reported as
+// "killed NAME".
+func (i *fakeInstance) Kill(context.Context) error {
+	if i.exit(errors.New("killed")) {
+		i.proc.world.emit("killed " + i.proc.name)
+	}
+	return nil
+}
+
+// hang makes p's instances stop answering their health checks.
+func (p *fakeProcess) hang() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.unhealthy = errors.New("context deadline exceeded")
 }
 
 func (i *fakeInstance) Upstream() *url.URL      { return i.url }

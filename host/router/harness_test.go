@@ -96,6 +96,7 @@ type harnessOpts struct {
 	measure   time.Duration
 	observer  Observer
 	noWarm    bool // Config.NoWarmPath
+	liveness  Liveness
 }
 
 func newHarness(t testing.TB, o harnessOpts) *harness {
@@ -132,6 +133,7 @@ func newHarness(t testing.TB, o harnessOpts) *harness {
 		MeasureInterval: o.measure,
 		Observer:        o.observer,
 		NoWarmPath:      o.noWarm,
+		Liveness:        o.liveness,
 		Logger:          testLogger(),
 		NewScheduler: func(fx sdk.Effects) (SchedulerPolicy, error) {
 			return rt.NewScheduler(ctx, fifo, []byte(o.scheduler), fx)

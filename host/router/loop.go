@@ -446,7 +446,8 @@ func (r *Router) onExit(ev exitEvent) {
 // (so it fails what it holds for the models), but the stop is the host's
 // own: an operator's unload is not the policy's to refuse. A model with
 // requests in flight stops when the last one ends, unless the unload is
-// forced; one being started stops once its start ends.
+// forced; one being started has its start aborted (a load that would take
+// minutes, or hang in its backend, is not waited for).
 func (r *Router) onUnload(req unloadRequest) {
 	l := &r.loop
 	targets := req.models
@@ -521,7 +522,7 @@ func (l *loopState) stillStopping(models []string) []string {
 		case m.stopWhenIdle:
 			out = append(out, fmt.Sprintf("%s (%d requests in flight; they finish first unless the unload is forced)", name, m.inFlight))
 		case m.state == sdk.StateStarting:
-			out = append(out, name+" (still starting; it stops once started)")
+			out = append(out, name+" (still starting: its backend has not answered the abort)")
 		default:
 			out = append(out, name+" ("+m.visible().String()+")")
 		}

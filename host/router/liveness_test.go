@@ -1,0 +1,111 @@
+package router
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+)
+
+// quickLiveness probes often and gives up after two failures, so a hung
+// server is found in tens of milliseconds.
+var quickLiveness = Liveness{Interval: 10 * time.Millisecond, Timeout: 50 * time.Millisecond, Failures: 2}
+
+// A server that stops answering its health check while a request is in
+// flight is killed, its model failed with the reason, and the next
+// request starts it again.
+func TestRouter_Liveness_UnansweredProbesKillTheServer(t *testing.T) {
+	h := newHarness(t, harnessOpts{liveness: quickLiveness})
+	c := h.acquire("a")
+	h.world.expect(t, "starting a", "ready a")
+	g := c.wait(t)
+
+	h.procs["a"].hang()
+	h.world.expect(t, "killed a")
+	h.awaitState("a", "failed")
+	if st := h.status("a"); !strings.Contains(st.LastError, "hung: its health check failed 2 times") {
+		t.Fatalf("last error %q does not say it hung", st.LastError)
+	}
+	g.Release()
+
+	h.procs["a"].mu.Lock()
+	h.procs["a"].unhealthy = nil
+	h.procs["a"].mu.Unlock()
+	c = h.acquire("a")
+	h.world.expect(t, "starting a", "ready a")
+	c.wait(t).Release()
+	h.awaitState("a", "ready")
+}
+
+// An idle server is not probed: one that would fail its health check
+// stays ready while nothing is in flight, and is found as soon as
+// something is.
+func TestRouter_Liveness_OnlyBusyServersAreProbed(t *testing.T) {
+	h := newHarness(t, harnessOpts{liveness: quickLiveness})
+	c := h.acquire("a")
+	h.world.expect(t, "starting a", "ready a")
+	c.wait(t).Release()
+	h.procs["a"].hang()
+	// Let many probe intervals pass on the run loop: each query is an
+	// event it handles in order with its ticks.
+	deadline := time.Now().Add(20 * quickLiveness.Interval)
+	for time.Now().Before(deadline) {
+		h.expectState("a", "ready")
+	}
+	h.world.expectNone(t)
+
+	c = h.acquire("a")
+	g := c.wait(t)
+	h.world.expect(t, "killed a")
+	h.awaitState("a", "failed")
+	g.Release()
+}
+
+// A stream the proxy reports stalled (Grant.Stalled) kills its server at
+// once; a report about an instance that is gone changes nothing.
+func TestRouter_Liveness_StalledGrantKillsTheServer(t *testing.T) {
+	h := newHarness(t, harnessOpts{})
+	c := h.acquire("a")
+	h.world.expect(t, "starting a", "ready a")
+	g := c.wait(t)
+	g.Stalled("no bytes for 2m0s")
+	h.world.expect(t, "killed a")
+	h.awaitState("a", "failed")
+	if st := h.status("a"); st.LastError != "hung: no bytes for 2m0s" {
+		t.Fatalf("last error %q", st.LastError)
+	}
+	g.Release()
+
+	c = h.acquire("a")
+	h.world.expect(t, "starting a", "ready a")
+	g2 := c.wait(t)
+	g.Stalled("late report about the old instance")
+	h.expectState("a", "ready")
+	h.world.expectNone(t)
+	g2.Release()
+}
+
+// An operator's unload of a model that is loading ends the load at once
+// instead of waiting for it, however long (or hung) it is; the model is
+// stopped, not failed, and may be started again at once.
+func TestRouter_UnloadAbortsALoad(t *testing.T) {
+	h := newHarness(t, harnessOpts{})
+	release := h.procs["a"].hold() // a load that never ends by itself
+	defer release()
+	c := h.acquire("a")
+	h.world.expect(t, "starting a")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := h.r.Unload(ctx, UnloadOptions{Models: []string{"a"}}); err != nil {
+		t.Fatalf("unload of a loading model: %v", err)
+	}
+	h.world.expect(t, "aborted a")
+	h.expectState("a", "stopped")
+	if err := c.waitErr(t); !strings.Contains(err.Message, "a") {
+		t.Fatalf("the waiter's error %q", err.Message)
+	}
+	release()
+	c = h.acquire("a")
+	h.world.expect(t, "starting a", "ready a")
+	c.wait(t).Release()
+}
