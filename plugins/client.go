@@ -27,6 +27,9 @@ type Client struct {
 	proc *procRunner
 	log  *slog.Logger
 	hung sync.Once // the plugin missed a deadline and is being killed
+	// limits are the calls' deadlines (bounded); DefaultCallLimits
+	// unless SetCallLimits changed them.
+	limits CallLimits
 }
 
 var _ Backend = (*Client)(nil)
@@ -47,6 +50,7 @@ func Launch(ctx context.Context, cmd *exec.Cmd, logger *slog.Logger) (*Client, e
 	if cmd.SysProcAttr == nil {
 		cmd.SysProcAttr = pluginSysProcAttr()
 	}
+	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, LaunchLimit)
 	defer cancel()
 	proc := &procRunner{cmd: cmd, done: make(chan struct{})}
@@ -91,14 +95,14 @@ func Launch(ctx context.Context, cmd *exec.Cmd, logger *slog.Logger) (*Client, e
 			pc.Kill()
 			return nil, fmt.Errorf("launch backend plugin %s: %w", cmd.Path, r.err)
 		}
-		return &Client{rpc: r.b, pc: pc, proc: proc, log: logger}, nil
+		return &Client{rpc: r.b, pc: pc, proc: proc, log: logger, limits: DefaultCallLimits}, nil
 	case <-ctx.Done():
 		// go-plugin holds its lock for the whole handshake: end the process
 		// first so the handshake fails at once, then clean up.
 		_ = proc.Kill(context.Background())
 		<-ch
 		pc.Kill()
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		if parent.Err() == nil {
 			return nil, fmt.Errorf("launch backend plugin %s: no handshake within %s: %w", cmd.Path, LaunchLimit, ErrPluginHung)
 		}
 		return nil, fmt.Errorf("launch backend plugin %s: %w", cmd.Path, ctx.Err())
@@ -110,21 +114,43 @@ func Launch(ctx context.Context, cmd *exec.Cmd, logger *slog.Logger) (*Client, e
 // its model servers die with it and the host's watchers see it exit
 // (Done). The deadline is the work the call asks of the plugin — which the
 // plugin bounds itself: Start by spec.HealthCheckTimeout, Stop by its
-// timeout — plus CallGrace; calls that do no slow work get QuickCallLimit.
+// timeout — plus CallLimits.Grace; calls that do no slow work get
+// CallLimits.Quick.
 // A deadline of the caller's own ctx that passes first is the caller's
 // choice, not a miss: the plugin is then left alone. Wait has no deadline:
 // it lasts as long as the model server, and a plugin that hangs under it
 // is caught by the next call that has one.
+type CallLimits struct {
+	// Grace is what a plugin may take beyond the work a call bounds
+	// (Start, Stop): the gRPC round trip and the plugin's bookkeeping.
+	Grace time.Duration
+	// Quick bounds Health, Stats, Capabilities and Validate, which start
+	// nothing and read no model file.
+	Quick time.Duration
+	// Estimate bounds Estimate, which may read a model file's metadata
+	// (a GGUF header) from a slow disk.
+	Estimate time.Duration
+}
+
+// DefaultCallLimits are a Client's limits unless SetCallLimits changes
+// them: 10 s of grace, 10 s for quick calls, 60 s for an estimate.
+var DefaultCallLimits = CallLimits{Grace: 10 * time.Second, Quick: 10 * time.Second, Estimate: time.Minute}
+
+// SetCallLimits replaces c's call limits; zero fields keep the current
+// ones. Call it before c is shared (tests use short limits).
+func (c *Client) SetCallLimits(l CallLimits) {
+	if l.Grace > 0 {
+		c.limits.Grace = l.Grace
+	}
+	if l.Quick > 0 {
+		c.limits.Quick = l.Quick
+	}
+	if l.Estimate > 0 {
+		c.limits.Estimate = l.Estimate
+	}
+}
+
 const (
-	// CallGrace is what a plugin may take beyond the work a call bounds:
-	// the gRPC round trip and the plugin's own bookkeeping.
-	CallGrace = 10 * time.Second
-	// QuickCallLimit bounds Health, Stats, Capabilities and Validate,
-	// which start nothing and read no model file.
-	QuickCallLimit = 10 * time.Second
-	// EstimateLimit bounds Estimate, which may read a model file's
-	// metadata (a GGUF header) from a slow disk.
-	EstimateLimit = 60 * time.Second
 	// defaultStartWork is the readiness wait of a Start whose spec sets
 	// no HealthCheckTimeout (the backends' default).
 	defaultStartWork = 120 * time.Second
@@ -162,13 +188,13 @@ func (c *Client) bounded(ctx context.Context, what string, limit time.Duration, 
 }
 
 // Start calls Backend.Start in the plugin, bounded by the spec's
-// HealthCheckTimeout plus CallGrace.
+// HealthCheckTimeout plus CallLimits.Grace.
 func (c *Client) Start(ctx context.Context, spec ModelSpec) (started Started, err error) {
 	work := spec.HealthCheckTimeout
 	if work <= 0 {
 		work = defaultStartWork
 	}
-	err = c.bounded(ctx, "Start", work+CallGrace, func(ctx context.Context) (err error) {
+	err = c.bounded(ctx, "Start", work+c.limits.Grace, func(ctx context.Context) (err error) {
 		started, err = c.rpc.Start(ctx, spec)
 		return err
 	})
@@ -176,38 +202,38 @@ func (c *Client) Start(ctx context.Context, spec ModelSpec) (started Started, er
 }
 
 // Stop calls Backend.Stop in the plugin, bounded by timeout (<= 0: the
-// backends' default of 10 s) plus CallGrace.
+// backends' default of 10 s) plus CallLimits.Grace.
 func (c *Client) Stop(ctx context.Context, model string, timeout time.Duration) error {
 	work := timeout
 	if work <= 0 {
 		work = defaultStopWork
 	}
-	return c.bounded(ctx, "Stop", work+CallGrace, func(ctx context.Context) error {
+	return c.bounded(ctx, "Stop", work+c.limits.Grace, func(ctx context.Context) error {
 		return c.rpc.Stop(ctx, model, timeout)
 	})
 }
 
-// Health calls Backend.Health in the plugin, bounded by QuickCallLimit.
+// Health calls Backend.Health in the plugin, bounded by CallLimits.Quick.
 func (c *Client) Health(ctx context.Context, model string) (h Health, err error) {
-	err = c.bounded(ctx, "Health", QuickCallLimit, func(ctx context.Context) (err error) {
+	err = c.bounded(ctx, "Health", c.limits.Quick, func(ctx context.Context) (err error) {
 		h, err = c.rpc.Health(ctx, model)
 		return err
 	})
 	return h, err
 }
 
-// Estimate calls Backend.Estimate in the plugin, bounded by EstimateLimit.
+// Estimate calls Backend.Estimate in the plugin, bounded by CallLimits.Estimate.
 func (c *Client) Estimate(ctx context.Context, spec ModelSpec) (e Estimate, err error) {
-	err = c.bounded(ctx, "Estimate", EstimateLimit, func(ctx context.Context) (err error) {
+	err = c.bounded(ctx, "Estimate", c.limits.Estimate, func(ctx context.Context) (err error) {
 		e, err = c.rpc.Estimate(ctx, spec)
 		return err
 	})
 	return e, err
 }
 
-// Stats calls Backend.Stats in the plugin, bounded by QuickCallLimit.
+// Stats calls Backend.Stats in the plugin, bounded by CallLimits.Quick.
 func (c *Client) Stats(ctx context.Context, model string) (st Stats, err error) {
-	err = c.bounded(ctx, "Stats", QuickCallLimit, func(ctx context.Context) (err error) {
+	err = c.bounded(ctx, "Stats", c.limits.Quick, func(ctx context.Context) (err error) {
 		st, err = c.rpc.Stats(ctx, model)
 		return err
 	})
@@ -215,9 +241,9 @@ func (c *Client) Stats(ctx context.Context, model string) (st Stats, err error) 
 }
 
 // Capabilities calls Backend.Capabilities in the plugin, bounded by
-// QuickCallLimit.
+// CallLimits.Quick.
 func (c *Client) Capabilities(ctx context.Context) (caps Capabilities, err error) {
-	err = c.bounded(ctx, "Capabilities", QuickCallLimit, func(ctx context.Context) (err error) {
+	err = c.bounded(ctx, "Capabilities", c.limits.Quick, func(ctx context.Context) (err error) {
 		caps, err = c.rpc.Capabilities(ctx)
 		return err
 	})
@@ -232,10 +258,10 @@ func (c *Client) Wait(ctx context.Context, model string) (Exit, error) {
 }
 
 // Validate calls Backend.Validate in the plugin, bounded by
-// QuickCallLimit; a plugin built before Validate existed reports no
+// CallLimits.Quick; a plugin built before Validate existed reports no
 // problems.
 func (c *Client) Validate(ctx context.Context, spec ModelSpec) (problems []Problem, err error) {
-	err = c.bounded(ctx, "Validate", QuickCallLimit, func(ctx context.Context) (err error) {
+	err = c.bounded(ctx, "Validate", c.limits.Quick, func(ctx context.Context) (err error) {
 		problems, err = c.rpc.Validate(ctx, spec)
 		return err
 	})

@@ -726,7 +726,7 @@ func (r *Router) stopModel(m *model) {
 
 // stopTimeout bounds a model's Stop (or Kill) as a backstop: its grace
 // before SIGKILL (StopTimeout, else the backends' 10 s) and stopBackstop.
-// A backend plugin bounds its own calls more tightly (plugins.CallGrace)
+// A backend plugin bounds its own calls more tightly (plugins.CallLimits)
 // and is killed when it misses that deadline, which ends its servers too;
 // this bound only catches an Instance that does not.
 func stopTimeout(mc ModelConfig) time.Duration {
@@ -861,7 +861,7 @@ func (r *Router) startMeasuring() {
 		out := make([]measurement, 0, len(targets))
 		for _, t := range targets {
 			// A backstop: a plugin bounds its own calls, and is killed
-			// when it misses that bound (plugins.QuickCallLimit).
+			// when it misses that bound (plugins.CallLimits).
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			pids, reported, err := t.rep.Memory(ctx)
 			cancel()
