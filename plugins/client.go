@@ -182,7 +182,13 @@ func (c *Client) bounded(ctx context.Context, what string, limit time.Duration, 
 	}
 	c.hung.Do(func() {
 		c.log.Error("backend plugin did not answer in time; killing it", "call", what, "limit", limit.String(), "pid", c.proc.ID())
-		go c.Kill()
+		go func() {
+			// No graceful shutdown: a plugin that missed a deadline would
+			// not answer the request for one either. Its model servers
+			// die with it (their Pdeathsig).
+			_ = c.proc.Kill(context.Background())
+			c.Kill()
+		}()
 	})
 	return fmt.Errorf("%s: %w after %s, so it was killed (%w)", what, ErrPluginHung, limit, ErrPluginExited)
 }
