@@ -80,6 +80,7 @@ type envOpts struct {
 	onStart   func(RequestStart)
 	onRequest func(RequestSummary)
 	peers     *peers.Set // Config.Peers
+	streamIdle time.Duration // Config.StreamIdle
 	// extra models, added to the catalog in one persistent, non-exclusive
 	// group: all of them stay loaded (the scale report).
 	extra []string
@@ -180,6 +181,7 @@ func newEnv(t testing.TB, o envOpts) *env {
 		Models:               catalog,
 		APIKeys:              o.apiKeys,
 		MaxBodyBytes:         o.maxBody,
+		StreamIdle:           o.streamIdle,
 		IncludeAliasesInList: o.aliasesInList,
 		SendLoadingState:     o.loadingState,
 		PolicyStatus:         o.policyStatus,
