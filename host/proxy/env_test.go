@@ -77,9 +77,9 @@ type envOpts struct {
 	native bool
 	logger *slog.Logger // replaces the log sink (benchmarks)
 	// Config.OnRequestStart and Config.OnRequest.
-	onStart   func(RequestStart)
-	onRequest func(RequestSummary)
-	peers     *peers.Set // Config.Peers
+	onStart    func(RequestStart)
+	onRequest  func(RequestSummary)
+	peers      *peers.Set    // Config.Peers
 	streamIdle time.Duration // Config.StreamIdle
 	// extra models, added to the catalog in one persistent, non-exclusive
 	// group: all of them stay loaded (the scale report).
