@@ -98,9 +98,6 @@ trace's model sequence, served in arrival order.`,
 	return cmd
 }
 
-// simulateCallTimeout is the deadline of one policy call in a replay.
-const simulateCallTimeout = 2 * time.Second
-
 // policyPair is one scheduler and router to replay under; "" keeps the
 // configuration's.
 type policyPair struct{ scheduler, router string }
@@ -151,10 +148,7 @@ func runSimulate(ctx context.Context, o simulateOptions, out, warn io.Writer) (e
 		return err
 	}
 
-	// A policy call's deadline is wall time: serve's 100 ms could be
-	// overrun on a busy machine and change a replay's figures, so a
-	// replay allows simulateCallTimeout (a looping policy still ends).
-	rt, err := policy.NewRuntime(ctx, policy.Options{Logger: log, Clock: clock.Now, CallTimeout: simulateCallTimeout})
+	rt, err := policy.NewRuntime(ctx, policy.Options{Logger: log, Clock: clock.Now, CallTimeout: sim.PolicyCallTimeout})
 	if err != nil {
 		return err
 	}

@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -22,8 +23,10 @@ import (
 // The soak (`make soak`, build tag soak; not part of `make test`): mixed
 // streaming and non-streaming traffic over six simulated models on two
 // simulated 24 GiB GPUs, with random client disconnects, model servers that
-// crash after a number of tokens, operator unloads, and a scheduler that
-// panics on 1% of its events. It runs for SOAK_DURATION (default 10m) and
+// crash after a number of tokens, model servers that hang (SIGSTOP: some
+// for good, found by the liveness probes and killed; some for a second,
+// shorter than the liveness bound, which must cost nothing), operator
+// unloads, and a scheduler that panics on 1% of its events. It runs for SOAK_DURATION (default 10m) and
 // then checks that every request ended exactly once, as the client and
 // /metrics both count it; that goroutines and heap are back near their
 // baseline; and that no process is left. docs/RELIABILITY.md has the
@@ -45,6 +48,7 @@ models:
   m4: {backend: sim, options: {load_time: 150ms, vram: 14GiB, ttft: 10ms, tokens_per_second: 250, max_batch: 8}}
   m5: {backend: sim, options: {load_time: 100ms, vram: 6GiB, ttft: 10ms, tokens_per_second: 300, max_batch: 8, crash_after_tokens: 150}}
   m6: {backend: sim, options: {load_time: 400ms, vram: 16GiB, ttft: 30ms, tokens_per_second: 100, max_batch: 8}}
+liveness: {probeInterval: 1, probeTimeout: 1, failures: 3, streamIdle: 10}
 routing:
   scheduler:
     wasm: %s
@@ -345,6 +349,28 @@ func TestSoak_MixedTrafficWithFaults(t *testing.T) {
 			unloads[key]++
 		}
 	})
+	hangs := map[string]int{}
+	wg.Go(func() { // the hangs: a model server stops answering
+		rng := rand.New(rand.NewPCG(seed, 1<<33))
+		for time.Now().Before(end) {
+			time.Sleep(time.Duration(5000+rng.IntN(10000)) * time.Millisecond) // the fault's pace, not an event
+			pids := modelPids(t, models[rng.IntN(soakModels)])
+			if len(pids) == 0 {
+				continue
+			}
+			pid := pids[0]
+			if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+				continue
+			}
+			if rng.IntN(2) == 0 { // a pause shorter than the liveness bound
+				time.Sleep(time.Second)
+				_ = syscall.Kill(pid, syscall.SIGCONT)
+				hangs["paused 1 s"]++
+				continue
+			}
+			hangs["stopped"]++ // for good: the liveness probes must find it
+		}
+	})
 	wg.Go(func() { // peaks, every 5 s
 		for time.Now().Before(end) {
 			time.Sleep(5 * time.Second)
@@ -402,6 +428,7 @@ func TestSoak_MixedTrafficWithFaults(t *testing.T) {
 	fmt.Fprintf(&b, "  events:  %d model loads, %d model servers exited unexpectedly, %d scheduler failures, fallback took over: %v, operator unloads %v\n",
 		strings.Count(logs, `msg="model loaded"`), strings.Count(logs, `msg="model server exited unexpectedly"`),
 		strings.Count(logs, `msg="scheduler policy failed; failing the requests it held"`), strings.Contains(logs, "the fallback takes over"), unloads)
+	fmt.Fprintf(&b, "  hangs:   injected %v; model servers found hung and killed: %d\n", hangs, strings.Count(logs, `msg="model server hung; killing it"`))
 	fmt.Fprintf(&b, "  policies: %s\n", pol)
 	fmt.Fprintf(&b, "  goroutines: baseline %.0f, peak %.0f, end %.0f\n", base.goroutines, peak.goroutines, fin.goroutines)
 	fmt.Fprintf(&b, "  heap:       baseline %.1f MiB, peak %.1f MiB, end %.1f MiB\n", base.heap/(1<<20), peak.heap/(1<<20), fin.heap/(1<<20))

@@ -192,6 +192,12 @@ type Device struct {
 	Bytes uint64
 }
 
+// PolicyCallTimeout is the deadline of one policy call in a replay. A
+// policy call's deadline is wall time: serve's 100 ms could be overrun on a
+// busy machine and change a replay's figures, so a replay's policy runtime
+// allows this much (a looping policy still ends).
+const PolicyCallTimeout = 2 * time.Second
+
 // Run replays s.Trace through a virtual router (router.NewVirtual) with
 // s's policies, in virtual time. Errors: the router's construction (a
 // policy that fails to initialise) and a trace that names a model the

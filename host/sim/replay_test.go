@@ -32,7 +32,7 @@ func modules(t testing.TB) (*policy.Runtime, map[string]*policy.Module) {
 	t.Helper()
 	modsOnce.Do(func() {
 		ctx := context.Background()
-		modsRT, modsErr = policy.NewRuntime(ctx, policy.Options{Logger: slog.New(slog.DiscardHandler), Clock: testClk.Now})
+		modsRT, modsErr = policy.NewRuntime(ctx, policy.Options{Logger: slog.New(slog.DiscardHandler), Clock: testClk.Now, CallTimeout: PolicyCallTimeout})
 		if modsErr != nil {
 			return
 		}
