@@ -237,7 +237,7 @@ func pidsMatching(tb testing.TB, match func(args []string) bool) []int {
 }
 
 // modelPids returns the pids of the simulated model servers serving model.
-func modelPids(t *testing.T, model string) []int {
+func modelPids(t testing.TB, model string) []int {
 	t.Helper()
 	return pidsMatching(t, func(args []string) bool {
 		if len(args) < 2 || args[0] != loadoutBin || args[1] != "sim-server" {
@@ -274,7 +274,7 @@ func eventually(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-func onePid(t *testing.T, model string) int {
+func onePid(t testing.TB, model string) int {
 	t.Helper()
 	pids := modelPids(t, model)
 	if len(pids) != 1 {
