@@ -126,6 +126,9 @@ func (rl *reloader) apply() (proxy.ReloadResult, error) {
 	for _, w := range warnings {
 		rl.log.Warn(w.String())
 	}
+	if cfg.Liveness != rl.cfg.Liveness {
+		rl.log.Warn("liveness: the changed settings take effect when loadout serve restarts; a reload keeps the running ones")
+	}
 	peersChanged := fmt.Sprint(peerTable(cfg)) != fmt.Sprint(peerTable(rl.cfg))
 	models, err := rl.modelDigests()
 	if err != nil {
