@@ -66,6 +66,9 @@ type Runner struct {
 	// (Run's goroutine only).
 	inflight map[string]string
 	calls    sync.WaitGroup // remote calls and background loops under way
+	// lastWriteErr is the last failed transition's error, logged once
+	// (Run's goroutine only).
+	lastWriteErr string
 
 	mu      sync.Mutex
 	changed chan struct{} // closed and replaced on every change
@@ -345,7 +348,13 @@ func (r *Runner) transition(ctx context.Context, t *Task, to State, c Change) bo
 		if ctx.Err() != nil {
 			return false
 		}
-		r.log.Error("job transition failed", "task", t.ID, "from", t.State, "to", to, "err", err)
+		if msg := err.Error(); msg != r.lastWriteErr { // once, not at every step
+			r.lastWriteErr = msg
+			r.log.Error("job transition failed", "task", t.ID, "from", t.State, "to", to, "err", err)
+		}
+		// A change that could not be written still shows on the task
+		// (the store keeps it): let those who wait look again.
+		r.notify()
 		return false
 	}
 	if from := t.State; from != to {

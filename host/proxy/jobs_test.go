@@ -1,11 +1,14 @@
 package proxy
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -82,5 +85,44 @@ func TestJobsAPI_MalformedSpecIs400(t *testing.T) {
 				t.Fatalf("got %d %q, want 400 saying %q", code, msg, tc.want)
 			}
 		})
+	}
+}
+
+// A damaged page in the jobs database: the API's error names the file.
+// The database is a real SQLite file with a page overwritten.
+func TestJobsAPI_DamagedDatabaseNamesTheFile(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "jobs.db")
+	ts, store := jobsServer(t, dir)
+	for range 20 {
+		code, _ := jobsCall(t, ts, http.MethodPost, "/api/jobs", "gpus_per_node: 0\ncommand: echo "+strings.Repeat("x", 2000)+"\n")
+		if code != http.StatusCreated {
+			t.Fatalf("submit: %d", code)
+		}
+	}
+	ts.Close()
+	all, err := store.List(context.Background())
+	if err != nil || len(all) == 0 {
+		t.Fatalf("list: %v", err)
+	}
+	id := all[len(all)-1].ID
+	if err := store.Close(); err != nil { // checkpoints the WAL into the file
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Page 2 is the root of the tasks table (the first created).
+	if _, err := f.WriteAt(bytes.Repeat([]byte{0xa5}, 4096), 4096); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	ts, _ = jobsServer(t, dir)
+	for _, p := range []string{"/api/jobs", "/api/jobs/" + id} {
+		code, msg := jobsCall(t, ts, http.MethodGet, p, "")
+		if code != http.StatusInternalServerError || !strings.Contains(msg, path) {
+			t.Fatalf("GET %s: %d %q, want a 500 naming %s", p, code, msg, path)
+		}
 	}
 }
