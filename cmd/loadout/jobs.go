@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -137,7 +139,26 @@ func startJobs(ctx context.Context, o jobsOptions, ledger *gpu.Ledger, r *router
 // jobsClient talks to a running Loadout's jobs API.
 type jobsClient struct {
 	server, token string
-	out           io.Writer
+	// timeout bounds connecting and waiting for the answer's headers
+	// (--timeout); the body is read without a bound (no call streams).
+	timeout time.Duration
+	out     io.Writer
+}
+
+// defaultJobsTimeout is the CLI's default bound on connecting to the
+// Loadout and on waiting for its answer's headers: every jobs API call
+// answers at once (a submission never waits on an executor), so a server
+// silent this long is hung, not busy.
+const defaultJobsTimeout = 30 * time.Second
+
+// http returns the client for one command: connection and response
+// headers bounded by c.timeout.
+func (c *jobsClient) http() *http.Client {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.DialContext = (&net.Dialer{Timeout: c.timeout}).DialContext
+	t.ResponseHeaderTimeout = c.timeout
+	t.TLSHandshakeTimeout = c.timeout
+	return &http.Client{Transport: t}
 }
 
 func newJobsCmd() *cobra.Command {
@@ -153,6 +174,7 @@ when it lost a race for resources. See docs/JOBS.md.`,
 	}
 	cmd.PersistentFlags().StringVar(&c.server, "server", "http://"+defaultListen, "the Loadout to talk to")
 	cmd.PersistentFlags().StringVar(&c.token, "token", os.Getenv("LOADOUT_JOB_TOKEN"), "the job token (default $LOADOUT_JOB_TOKEN)")
+	cmd.PersistentFlags().DurationVar(&c.timeout, "timeout", defaultJobsTimeout, "how long to wait to connect to the server, and for its answer to begin")
 
 	submit := &cobra.Command{
 		Use:   "submit FILE|-",
@@ -257,8 +279,12 @@ func (c *jobsClient) do(ctx context.Context, method, path string, body []byte, i
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := c.http().Do(req)
 	if err != nil {
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			return fmt.Errorf("%s %s: no answer within %s (--timeout): is Loadout at %s hung?", method, path, c.timeout, c.server)
+		}
 		return err
 	}
 	defer resp.Body.Close()

@@ -21,8 +21,11 @@ const (
 type Executor interface {
 	// Capacity returns, per node, how many GPUs a job of spec could use
 	// at all (Total: to refuse a gang that can never fit) and now (Free:
-	// gang admission). Errors: the executor cannot be reached (the task
-	// waits, and the API shows the error).
+	// gang admission). It is called on the submit and admission paths and
+	// must answer at once, from memory: a remote executor reads its
+	// cluster in the background (RayExecutor). Errors: the executor cannot
+	// be reached, or its capacity is not known (ErrCapacityUnknown): the
+	// task waits, never refused, and the API shows the error.
 	Capacity(ctx context.Context, spec Spec) (Capacity, error)
 	// Start submits attempt a of t. It may set a.Handle, a.Devices and
 	// a.Status. Errors: *StartError says how the runner treats it.

@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -58,14 +59,27 @@ type LocalConfig struct {
 	// exits, so the runner polls at once.
 	Notify func()
 	Logger *slog.Logger
+	// CgroupRoot is where cgroup v2 is mounted; empty means
+	// /sys/fs/cgroup. Each attempt runs in a cgroup of its own below the
+	// one Loadout runs in, where one can be made (jobprocs.go).
+	CgroupRoot string
+	// NoCgroup runs jobs without a cgroup of their own: their processes
+	// are found by their environment marker (jobprocs.go).
+	NoCgroup bool
 }
 
 // LocalExecutor runs a job's command with /bin/sh -c as a process group,
 // with CUDA_VISIBLE_DEVICES (and CUDA_DEVICE_ORDER=PCI_BUS_ID) set to the
 // devices it leased. A small shell wrapper writes the command's exit status
 // to a file, so a restarted Loadout still learns how a job it started
-// ended.
-type LocalExecutor struct{ cfg LocalConfig }
+// ended. An attempt is over, and its GPU lease released, only when no
+// process of it is left, the ones that left its process group included:
+// each runs in a cgroup of its own where one can be made, else its
+// processes are found by an environment marker (jobprocs.go).
+type LocalExecutor struct {
+	cfg    LocalConfig
+	cgOnce sync.Once // logs once why jobs run without a cgroup
+}
 
 // NewLocalExecutor returns a local executor; it makes cfg.Dir.
 func NewLocalExecutor(cfg LocalConfig) (*LocalExecutor, error) {
@@ -77,6 +91,9 @@ func NewLocalExecutor(cfg LocalConfig) (*LocalExecutor, error) {
 	}
 	if cfg.Notify == nil {
 		cfg.Notify = func() {}
+	}
+	if cfg.CgroupRoot == "" {
+		cfg.CgroupRoot = defaultCgroupRoot
 	}
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("local jobs: %w", err)
@@ -91,6 +108,9 @@ func NewLocalExecutor(cfg LocalConfig) (*LocalExecutor, error) {
 type localHandle struct {
 	PID   int    `json:"pid"`
 	Start uint64 `json:"start,omitempty"`
+	// Cgroup is the attempt's cgroup directory; empty: none (its
+	// processes are found by their environment marker).
+	Cgroup string `json:"cgroup,omitempty"`
 }
 
 func (e *LocalExecutor) path(a *Attempt, ext string) string {
@@ -172,7 +192,7 @@ func (e *LocalExecutor) Start(ctx context.Context, t *Task, a *Attempt) error {
 			}
 		}
 	}
-	pid, err := e.spawn(t, a, devices)
+	pid, cg, err := e.spawn(t, a, devices)
 	if err != nil {
 		if e.cfg.Ledger != nil {
 			e.cfg.Ledger.Release(t.ID)
@@ -183,16 +203,18 @@ func (e *LocalExecutor) Start(ctx context.Context, t *Task, a *Attempt) error {
 	if st, ok := procStat(pid); ok {
 		start = st.Starttime
 	}
-	h, _ := json.Marshal(localHandle{PID: pid, Start: start})
+	h, _ := json.Marshal(localHandle{PID: pid, Start: start, Cgroup: cg})
 	a.Handle, a.Devices, a.Status = string(h), devices, StatusRunning
 	e.cfg.Logger.Info("job started", "task", t.ID, "submission_id", a.SubmissionID, "pid", pid, "gpus", devices)
 	return nil
 }
 
-func (e *LocalExecutor) spawn(t *Task, a *Attempt, devices []int) (int, error) {
+// spawn starts the attempt's wrapper, in a cgroup of its own where one can
+// be made; it returns the wrapper's pid and the cgroup ("": none).
+func (e *LocalExecutor) spawn(t *Task, a *Attempt, devices []int) (int, string, error) {
 	logf, err := os.OpenFile(e.path(a, ".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
-		return 0, err
+		return 0, "", err
 	}
 	defer logf.Close()
 	for _, ext := range []string{".exit", ".pid"} {
@@ -218,14 +240,56 @@ func (e *LocalExecutor) spawn(t *Task, a *Attempt, devices []int) (int, error) {
 		"LOADOUT_JOB_EXITFILE="+e.path(a, ".exit"),
 	)
 	cmd.Env = env
-	if err := cmd.Start(); err != nil {
-		return 0, fmt.Errorf("starting the job: %w", err)
+	cg := e.cgroup(a)
+	if cg != "" {
+		if f, err := os.Open(cg); err == nil {
+			defer f.Close()
+			cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, int(f.Fd())
+		} else {
+			_ = os.Remove(cg)
+			cg = ""
+		}
+	}
+	err = cmd.Start()
+	if err != nil && cg != "" { // a kernel without clone3 into a cgroup
+		e.cfg.Logger.Warn("job started without its cgroup", "task", t.ID, "cgroup", cg, "err", err)
+		_ = os.Remove(cg)
+		cg = ""
+		cmd = rebuild(cmd)
+		err = cmd.Start()
+	}
+	if err != nil {
+		return 0, "", fmt.Errorf("starting the job: %w", err)
 	}
 	go func() {
 		_ = cmd.Wait()
 		e.cfg.Notify()
 	}()
-	return cmd.Process.Pid, nil
+	return cmd.Process.Pid, cg, nil
+}
+
+// rebuild is cmd, not started, again without a cgroup.
+func rebuild(cmd *exec.Cmd) *exec.Cmd {
+	c := exec.Command(cmd.Path, cmd.Args[1:]...)
+	c.Stdout, c.Stderr, c.Env = cmd.Stdout, cmd.Stderr, cmd.Env
+	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	return c
+}
+
+// cgroup makes attempt a's cgroup and returns it; "" (logged once) where
+// none can be made.
+func (e *LocalExecutor) cgroup(a *Attempt) string {
+	if e.cfg.NoCgroup {
+		return ""
+	}
+	cg, err := makeCgroup(e.cfg.CgroupRoot, a.SubmissionID)
+	if err != nil {
+		e.cgOnce.Do(func() {
+			e.cfg.Logger.Info("local jobs run without a cgroup of their own; their processes are found by their environment ("+markerVar+")", "why", err)
+		})
+		return ""
+	}
+	return cg
 }
 
 // pid returns the attempt's process id and start time: from its handle,
@@ -242,6 +306,15 @@ func (e *LocalExecutor) pid(a *Attempt) (int, uint64) {
 	}
 	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
 	return pid, 0
+}
+
+// cgroupOf returns the attempt's cgroup from its handle; "": none.
+func cgroupOf(a *Attempt) string {
+	var h localHandle
+	if a.Handle != "" && json.Unmarshal([]byte(a.Handle), &h) == nil {
+		return h.Cgroup
+	}
+	return ""
 }
 
 // exitStatus reads the wrapper's exit file.
@@ -318,12 +391,20 @@ func (e *LocalExecutor) Poll(ctx context.Context, t *Task, a *Attempt) (Status, 
 		}
 		return Status{Found: true, Status: StatusFailed, Message: fmt.Sprintf("exit status %d", code), LogTail: e.tail(a, 16<<10)}, true
 	}
+	cg := cgroupOf(a)
 	if st, ok := check(); ok {
+		if left := jobProcs(cg, a.SubmissionID); len(left) > 0 {
+			// The command ended, but processes it started (some outside
+			// its process group: setsid) still run, and may use the GPUs.
+			return Status{Found: true, Status: StatusRunning, Message: fmt.Sprintf("%s; %d process(es) of the job still run (pids %v): its GPUs stay leased until they end",
+				st.Message, len(left), left)}, nil
+		}
 		return st, nil
 	}
-	if alive(pid, start) || !reused(pid, start) && groupAlive(pid) {
+	if alive(pid, start) || !reused(pid, start) && groupAlive(pid) || len(jobProcs(cg, a.SubmissionID)) > 0 {
 		// The wrapper, or (after a SIGTERM that ended the wrapper) the
-		// rest of the job's process group, still runs.
+		// rest of the job's process group, or a process of the job that
+		// left its group, still runs.
 		return Status{Found: true, Status: StatusRunning}, nil
 	}
 	if st, ok := check(); ok { // it exited between the two looks
@@ -332,26 +413,32 @@ func (e *LocalExecutor) Poll(ctx context.Context, t *Task, a *Attempt) (Status, 
 	return Status{Found: true, Status: StatusStopped, Message: "process lost: it ended without an exit status (killed by a signal)"}, nil
 }
 
-// Stop sends SIGTERM to the job's process group, and SIGKILL after
-// StopGrace if it is still there.
+// Stop sends SIGTERM to the job's process group and to every process of
+// the job outside it (jobprocs.go), and SIGKILL (the cgroup's
+// cgroup.kill) after StopGrace to what is still there.
 func (e *LocalExecutor) Stop(ctx context.Context, t *Task, a *Attempt) error {
 	pid, _ := e.pid(a)
-	if pid <= 0 {
+	cg := cgroupOf(a)
+	if pid <= 0 && cg == "" {
 		return nil
 	}
-	if err := syscall.Kill(-pid, syscall.SIGTERM); err != nil && !errors.Is(err, syscall.ESRCH) {
-		return fmt.Errorf("stopping job %s: %w", t.ID, err)
+	if pid > 0 {
+		if err := syscall.Kill(-pid, syscall.SIGTERM); err != nil && !errors.Is(err, syscall.ESRCH) {
+			return fmt.Errorf("stopping job %s: %w", t.ID, err)
+		}
 	}
+	signalJob(0, cg, a.SubmissionID, syscall.SIGTERM)
+	gone := func() bool { return (pid <= 0 || !groupAlive(pid)) && len(jobProcs(cg, a.SubmissionID)) == 0 }
 	go func() {
 		deadline := time.Now().Add(e.cfg.StopGrace)
 		for time.Now().Before(deadline) {
-			if !groupAlive(pid) {
+			if gone() {
 				e.cfg.Notify()
 				return
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
-		_ = syscall.Kill(-pid, syscall.SIGKILL)
+		signalJob(pid, cg, a.SubmissionID, syscall.SIGKILL)
 		e.cfg.Notify()
 	}()
 	return nil
@@ -399,9 +486,14 @@ func (e *LocalExecutor) Resume(t *Task, a *Attempt) error {
 	return err
 }
 
-// Finish releases the attempt's GPU lease.
+// Finish releases the attempt's GPU lease and removes its cgroup (the
+// runner calls it once Poll said the attempt ended: no process of it is
+// left).
 func (e *LocalExecutor) Finish(t *Task, a *Attempt) {
 	if e.cfg.Ledger != nil {
 		e.cfg.Ledger.Release(t.ID)
+	}
+	if cg := cgroupOf(a); cg != "" {
+		_ = os.Remove(cg)
 	}
 }

@@ -27,9 +27,23 @@ type RayClient struct {
 	Address string
 	// Token, when set, is sent as "Authorization: Bearer <token>".
 	Token string
-	// HTTP is the client; nil means one with a 30 s timeout.
+	// HTTP is the client; nil means http.DefaultClient. Every call is
+	// bounded by Timeout whatever the client's own settings.
 	HTTP *http.Client
+	// Timeout bounds each call, connection, request and whole answer
+	// included; 0 means RayCallTimeout. A call that runs past it is a
+	// *RayUnreachableError.
+	Timeout time.Duration
 }
+
+// RayCallTimeout is the default bound of one call to the Ray dashboard
+// (RayClient.Timeout): a dashboard that accepts connections and never
+// answers is taken as unreachable after it. Every call Loadout makes is
+// small (a submission, a status, a job's log tail, the cluster status),
+// and none is made on the submit API's or admission's path (capacity is
+// read in the background, RayExecutor), so a short bound only decides
+// how soon a hung dashboard shows as unreachable.
+const RayCallTimeout = 5 * time.Second
 
 // RayHTTPError is a non-2xx answer of the dashboard.
 type RayHTTPError struct {
@@ -83,6 +97,12 @@ func (c *RayClient) do(ctx context.Context, method, path string, body, out any) 
 		}
 		rd = bytes.NewReader(b)
 	}
+	timeout := c.Timeout
+	if timeout <= 0 {
+		timeout = RayCallTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(c.Address, "/")+path, rd)
 	if err != nil {
 		return err
@@ -95,10 +115,13 @@ func (c *RayClient) do(ctx context.Context, method, path string, body, out any) 
 	}
 	hc := c.HTTP
 	if hc == nil {
-		hc = &http.Client{Timeout: 30 * time.Second}
+		hc = http.DefaultClient
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
+		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil {
+			return &RayUnreachableError{fmt.Errorf("%s %s: no answer within %s", method, req.URL.Redacted(), timeout)}
+		}
 		var ne net.Error
 		var ue *url.Error
 		if errors.As(err, &ne) || errors.As(err, &ue) {
@@ -109,6 +132,9 @@ func (c *RayClient) do(ctx context.Context, method, path string, body, out any) 
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
 	if err != nil {
+		if ctx.Err() != nil {
+			err = fmt.Errorf("%s %s: the answer did not end within %s", method, req.URL.Redacted(), timeout)
+		}
 		return &RayUnreachableError{err}
 	}
 	if resp.StatusCode/100 != 2 {
@@ -198,7 +224,7 @@ func (c *RayClient) GPUsPerNode(ctx context.Context) ([]RayNode, error) {
 		return nil, err
 	}
 	if out.Data.ClusterStatus == nil {
-		return nil, errors.New("ray: the cluster status has no resource report yet (the monitor has not reported)")
+		return nil, fmt.Errorf("%w: the Ray cluster status has no resource report yet (the monitor has not reported)", ErrCapacityUnknown)
 	}
 	usage := out.Data.ClusterStatus.LoadMetricsReport.UsageByNode
 	var nodes []RayNode
@@ -221,6 +247,10 @@ type RayConfig struct {
 	// EntrypointNumGPUs is the driver's own GPU need (Ray's
 	// entrypoint_num_gpus); usually 0: the job's workers take the gang.
 	EntrypointNumGPUs float64
+	// RefreshInterval is how often the cluster's GPUs per node are read
+	// in the background (Capacity answers from that reading); 0 means
+	// 2 s. Each reading is bounded by the client's Timeout.
+	RefreshInterval time.Duration
 }
 
 // RayExecutor runs attempts on a Ray cluster through its Jobs REST API.
@@ -229,23 +259,92 @@ type RayConfig struct {
 // node, the smaller of what Ray reports and what is left once the gangs of
 // the attempts Loadout submitted are taken out (Ray's report lags; the
 // same minimum as the GPU ledger's).
+//
+// The cluster's GPUs are read in the background (the runner starts the
+// reading loop, refresh), every RefreshInterval, never on the submit or
+// admission path: a dashboard that hangs delays neither the submit API's
+// answer nor a local job. Capacity answers from the latest reading.
 type RayExecutor struct {
 	cfg RayConfig
 
 	mu     sync.Mutex
 	active map[string]Spec // submission id → spec, for attempts not finished
+	// nodes and nodesErr are the latest reading of the cluster's GPUs;
+	// read is false until the first one ended.
+	nodes    []RayNode
+	nodesErr error
+	read     bool
 }
 
-// NewRayExecutor returns a Ray executor.
+// NewRayExecutor returns a Ray executor; its capacity is unknown (tasks
+// wait) until the runner's first background reading of the cluster.
 func NewRayExecutor(cfg RayConfig) *RayExecutor {
+	if cfg.RefreshInterval <= 0 {
+		cfg.RefreshInterval = 2 * time.Second
+	}
 	return &RayExecutor{cfg: cfg, active: map[string]Spec{}}
 }
 
-// Capacity reads the cluster's GPUs per node (see RayExecutor).
-func (e *RayExecutor) Capacity(ctx context.Context, spec Spec) (Capacity, error) {
+// background reads the cluster's GPUs per node now and then every
+// RefreshInterval until ctx ends, calling wake after each reading that
+// changed what Capacity answers. The runner runs it on its own goroutine.
+func (e *RayExecutor) background(ctx context.Context, wake func()) {
+	t := time.NewTicker(e.cfg.RefreshInterval)
+	defer t.Stop()
+	for {
+		if e.refresh(ctx) {
+			wake()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// refresh takes one reading of the cluster's GPUs (bounded by the
+// client's Timeout) and reports whether it differs from the last.
+func (e *RayExecutor) refresh(ctx context.Context) bool {
 	nodes, err := e.cfg.Client.GPUsPerNode(ctx)
-	if err != nil {
+	if ctx.Err() != nil {
+		return false
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	changed := !e.read || !slices.Equal(nodes, e.nodes) || fmt.Sprint(err) != fmt.Sprint(e.nodesErr)
+	e.nodes, e.nodesErr, e.read = nodes, err, true
+	return changed
+}
+
+// ErrCapacityUnknown is Capacity's error while an executor does not know
+// what its cluster has: not read yet, or no node with GPUs reporting (a
+// Ray head just started, an autoscaling cluster at zero workers). A task
+// then waits in PENDING_RESOURCES, saying why; it is never refused.
+var ErrCapacityUnknown = errors.New("capacity not known")
+
+// Capacity answers from the latest background reading of the cluster's
+// GPUs per node (see RayExecutor); it makes no call. Errors: the reading
+// failed (*RayUnreachableError, or the status has no resource report yet,
+// wrapping ErrCapacityUnknown); not read yet,
+// or no node with GPUs reporting while spec needs GPUs (wrapping
+// ErrCapacityUnknown).
+func (e *RayExecutor) Capacity(_ context.Context, spec Spec) (Capacity, error) {
+	e.mu.Lock()
+	nodes, err, read := e.nodes, e.nodesErr, e.read
+	e.mu.Unlock()
+	switch {
+	case !read:
+		return Capacity{}, fmt.Errorf("%w yet: the cluster's status is being read", ErrCapacityUnknown)
+	case err != nil:
 		return Capacity{}, err
+	}
+	gpus := 0.0
+	for _, n := range nodes {
+		gpus += n.Total
+	}
+	if gpus == 0 && spec.GPUsPerNode > 0 {
+		return Capacity{}, fmt.Errorf("%w: no Ray node with GPUs has reported yet (%d node(s) without GPUs; a head just started, or an autoscaling cluster at zero workers): waiting for nodes", ErrCapacityUnknown, len(nodes))
 	}
 	var c Capacity
 	var untaken []float64 // per node: total minus Loadout's gangs

@@ -285,12 +285,14 @@ func TestRay_DownAtSubmitTasksWait(t *testing.T) {
 	if err != nil {
 		t.Fatalf("submit while Ray is down: %v", err)
 	}
-	if !strings.Contains(task.Error, "unreachable") {
-		t.Fatalf("task error %q: want it to say Ray is unreachable", task.Error)
+	if task.State != StateQueued || !strings.Contains(task.Error, "ray executor") {
+		t.Fatalf("task %s (%q): want it queued, saying why it waits", task.State, task.Error)
 	}
 	start(t, r)
-	w := wait(t, r, task.ID, StatePendingResources)
-	if !strings.Contains(w.Error, "ray executor unreachable") || w.Attempts != 0 {
+	w := waitUntil(t, r, task.ID, "waited saying Ray is unreachable", func(w *Task) bool {
+		return w.State == StatePendingResources && strings.Contains(w.Error, "ray executor: ray dashboard unreachable")
+	})
+	if w.Attempts != 0 {
 		t.Fatalf("waiting task: %q, %d attempts", w.Error, w.Attempts)
 	}
 }

@@ -59,6 +59,16 @@ type Runner struct {
 	log     *slog.Logger
 	wake    chan struct{}
 	cancels chan cancelReq
+	// results carries what a remote executor's call, made on a goroutine
+	// of its own, ended with, to be applied on Run's goroutine.
+	results chan func(context.Context)
+	// inflight: tasks with a remote call under way, "start" or "poll"
+	// (Run's goroutine only).
+	inflight map[string]string
+	calls    sync.WaitGroup // remote calls and background loops under way
+	// lastWriteErr is the last failed transition's error, logged once
+	// (Run's goroutine only).
+	lastWriteErr string
 
 	mu      sync.Mutex
 	changed chan struct{} // closed and replaced on every change
@@ -91,7 +101,8 @@ func NewRunner(cfg Config) (*Runner, error) {
 		cfg.Logger = slog.Default()
 	}
 	return &Runner{cfg: cfg, store: cfg.Store, log: cfg.Logger, wake: make(chan struct{}, 1),
-		cancels: make(chan cancelReq), changed: make(chan struct{}), resumed: make(chan struct{})}, nil
+		cancels: make(chan cancelReq), changed: make(chan struct{}), resumed: make(chan struct{}),
+		results: make(chan func(context.Context)), inflight: map[string]string{}}, nil
 }
 
 // Store returns the runner's store, for reads.
@@ -145,9 +156,12 @@ func newID(workload string, now time.Time) string {
 }
 
 // Submit parses raw (YAML or JSON), refuses a task that can never fit and
-// queues it. Errors: *FieldError (a bad field, an executor not
-// configured), *RefusedError (more GPUs than the executor has); an
-// executor that cannot be reached does not refuse: the task waits and its
+// queues it. It makes no call to a remote executor (Ray's capacity is read
+// in the background), so it answers at once whatever the cluster does.
+// Errors: *FieldError (a bad field, an executor not configured),
+// *RefusedError (more GPUs than the executor has); an executor that cannot
+// be reached, or whose capacity is not known (ErrCapacityUnknown: a Ray
+// cluster with no node reporting), does not refuse: the task waits and its
 // Error says why.
 func (r *Runner) Submit(ctx context.Context, raw []byte) (*Task, error) {
 	spec, err := ParseSpec(raw)
@@ -161,7 +175,7 @@ func (r *Runner) Submit(ctx context.Context, raw []byte) (*Task, error) {
 	t := &Task{Spec: spec, SpecRaw: string(raw), State: StateQueued}
 	capacity, err := ex.Capacity(ctx, spec)
 	if err != nil {
-		t.Error = fmt.Sprintf("%s executor unreachable: %v", spec.Executor, err)
+		t.Error = waitingFor(spec.Executor, err)
 	} else if err := refuseIfNeverFits(spec, capacity); err != nil {
 		return nil, err
 	}
@@ -223,10 +237,19 @@ func (r *Runner) Resumed() <-chan struct{} { return r.resumed }
 
 // Run resumes the attempts a previous run left (a restart, kill -9
 // included) and then drives the queue until ctx ends.
+//
+// A remote executor's (Ray's) background loop runs on a goroutine of its
+// own, and its Start, Poll and Stop calls are made on goroutines of their
+// own, their results applied here: a cluster that hangs delays no other
+// executor's task. Run returns once those goroutines have ended.
 func (r *Runner) Run(ctx context.Context) error {
+	defer r.calls.Wait()
 	for _, ex := range r.cfg.Executors {
 		if w, ok := ex.(watcher); ok {
 			w.watch(r.Wake)
+		}
+		if rem, ok := ex.(remote); ok {
+			r.calls.Go(func() { rem.background(ctx, r.Wake) })
 		}
 	}
 	if err := r.resume(ctx); err != nil {
@@ -235,17 +258,58 @@ func (r *Runner) Run(ctx context.Context) error {
 	close(r.resumed)
 	tick := time.NewTicker(r.cfg.PollInterval)
 	defer tick.Stop()
+	pollRemote := true
 	for {
-		r.step(ctx)
+		r.step(ctx, pollRemote)
+		pollRemote = false
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-r.wake:
 		case <-tick.C:
+			pollRemote = true
+		case f := <-r.results:
+			f(ctx)
 		case req := <-r.cancels:
 			req.done <- r.cancel(ctx, req.id)
 		}
 	}
+}
+
+// remote is an Executor whose calls go over the network and may hang (a
+// Ray dashboard): the runner calls its Start, Poll and Stop on goroutines
+// of their own, polls it only at the status sync, and runs its background
+// loop (capacity readings) beside Run.
+type remote interface {
+	// background runs until ctx ends, calling wake (it never blocks)
+	// whenever a waiting task may now fit.
+	background(ctx context.Context, wake func())
+}
+
+// isRemote reports whether ex is a remote executor.
+func isRemote(ex Executor) bool {
+	_, ok := ex.(remote)
+	return ok
+}
+
+// goRemote makes call (of kind "start" or "poll") for task id on a
+// goroutine of its own and has its result, apply, run on Run's goroutine;
+// no other remote call for id is made meanwhile.
+func (r *Runner) goRemote(ctx context.Context, id, kind string, call func() func(context.Context)) {
+	r.inflight[id] = kind
+	r.calls.Go(func() {
+		apply := call()
+		select {
+		case r.results <- func(ctx context.Context) { delete(r.inflight, id); apply(ctx) }:
+		case <-ctx.Done():
+		}
+	})
+}
+
+// waitingFor is a waiting task's error when its executor's capacity could
+// not be had: "<executor> executor: <why>".
+func waitingFor(executor string, err error) string {
+	return fmt.Sprintf("%s executor: %v", executor, err)
 }
 
 // watcher is an Executor that can tell, beside its attempts' ends, when
@@ -284,7 +348,13 @@ func (r *Runner) transition(ctx context.Context, t *Task, to State, c Change) bo
 		if ctx.Err() != nil {
 			return false
 		}
-		r.log.Error("job transition failed", "task", t.ID, "from", t.State, "to", to, "err", err)
+		if msg := err.Error(); msg != r.lastWriteErr { // once, not at every step
+			r.lastWriteErr = msg
+			r.log.Error("job transition failed", "task", t.ID, "from", t.State, "to", to, "err", err)
+		}
+		// A change that could not be written still shows on the task
+		// (the store keeps it): let those who wait look again.
+		r.notify()
 		return false
 	}
 	if from := t.State; from != to {
@@ -309,8 +379,9 @@ func (r *Runner) published(tr Transition) {
 
 func strp(s string) *string { return &s }
 
-// step polls every active attempt, then admits what fits.
-func (r *Runner) step(ctx context.Context) {
+// step polls every active attempt (a remote executor's only when
+// pollRemote: at the status sync), then admits what fits.
+func (r *Runner) step(ctx context.Context, pollRemote bool) {
 	active, err := r.store.List(ctx, StateSubmitting, StateSubmitted, StateRunning)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -319,18 +390,42 @@ func (r *Runner) step(ctx context.Context) {
 		return
 	}
 	for _, t := range active {
-		r.sync(ctx, t)
+		ex := r.cfg.Executors[t.Executor]
+		if ex == nil || t.LatestAttempt == nil || r.inflight[t.ID] != "" {
+			continue
+		}
+		if !isRemote(ex) {
+			st, err := ex.Poll(ctx, t, t.LatestAttempt)
+			r.sync(ctx, t, st, err)
+			continue
+		}
+		if pollRemote {
+			r.goRemote(ctx, t.ID, "poll", func() func(context.Context) {
+				st, err := ex.Poll(ctx, t, t.LatestAttempt)
+				return func(ctx context.Context) {
+					// The task may have moved meanwhile: apply the
+					// status to it as it is now, if it is the same
+					// attempt.
+					now, gerr := r.store.Get(ctx, t.ID)
+					if gerr != nil || !now.State.active() || now.LatestAttempt == nil ||
+						now.LatestAttempt.SubmissionID != t.LatestAttempt.SubmissionID {
+						return
+					}
+					r.sync(ctx, now, st, err)
+				}
+			})
+		}
 	}
 	r.admit(ctx)
 }
 
-// sync polls t's latest attempt and moves t as its status says.
-func (r *Runner) sync(ctx context.Context, t *Task) {
+// sync moves t as the status of its latest attempt, st (or the error of
+// polling it), says.
+func (r *Runner) sync(ctx context.Context, t *Task, st Status, err error) {
 	ex, a := r.cfg.Executors[t.Executor], t.LatestAttempt
 	if ex == nil || a == nil {
 		return
 	}
-	st, err := ex.Poll(ctx, t, a)
 	if err != nil {
 		msg := fmt.Sprintf("%s executor unreachable: %v", t.Executor, err)
 		if t.Error != msg {
@@ -437,8 +532,15 @@ func (r *Runner) admit(ctx context.Context) {
 			}
 			capacity, err := ex.Capacity(ctx, t.Spec)
 			if err != nil {
-				r.wait(ctx, t, fmt.Sprintf("%s executor unreachable: %v", t.Executor, err))
+				r.wait(ctx, t, waitingFor(t.Executor, err))
 				blocked[t.Executor] = true
+				continue
+			}
+			if err := refuseIfNeverFits(t.Spec, capacity); err != nil {
+				// Queued while the capacity was not known (a Ray cluster
+				// with no node yet); now it is, and the gang can never fit.
+				msg := err.Error()
+				r.transition(ctx, t, StateFailed, Change{Error: &msg, Message: msg})
 				continue
 			}
 			if !fits(capacity.Free, t.Spec.NNodes, t.Spec.GPUsPerNode) {
@@ -473,10 +575,34 @@ func (r *Runner) wait(ctx context.Context, t *Task, why string) {
 	r.transition(ctx, t, StatePendingResources, Change{Error: &why, Message: why, Kind: "transition"})
 }
 
-// start submits attempt a of t (in SUBMITTING) to ex.
+// start submits attempt a of t (in SUBMITTING) to ex: at once, or, for a
+// remote executor, on a goroutine of its own whose result is applied on
+// Run's goroutine.
 func (r *Runner) start(ctx context.Context, t *Task, ex Executor, a *Attempt) {
 	a.StartedAt = time.Now().UTC()
-	err := ex.Start(ctx, t, a)
+	if !isRemote(ex) {
+		r.started(ctx, t, ex, a, ex.Start(ctx, t, a))
+		return
+	}
+	r.goRemote(ctx, t.ID, "start", func() func(context.Context) {
+		err := ex.Start(ctx, t, a)
+		return func(ctx context.Context) {
+			now, gerr := r.store.Get(ctx, t.ID)
+			if gerr != nil {
+				r.log.Error("job submitted but not found again", "task", t.ID, "submission_id", a.SubmissionID, "err", gerr)
+				return
+			}
+			r.started(ctx, now, ex, a, err)
+			if err == nil && now.CancelRequested {
+				// Cancelled while it was being submitted: stop it now.
+				r.stop(ctx, now, ex, a)
+			}
+		}
+	})
+}
+
+// started records how Start of attempt a of t (in SUBMITTING) ended.
+func (r *Runner) started(ctx context.Context, t *Task, ex Executor, a *Attempt, err error) {
 	if err == nil {
 		if a.Status == "" {
 			a.Status = StatusPending
@@ -527,13 +653,39 @@ func (r *Runner) cancel(ctx context.Context, id string) error {
 		return fmt.Errorf("task %s: %w", id, ErrConflict)
 	}
 	t.CancelRequested = true
-	if ex != nil {
+	if ex == nil {
+		return nil
+	}
+	if !isRemote(ex) {
 		if err := ex.Stop(ctx, t, t.LatestAttempt); err != nil {
 			return err
 		}
+		r.Wake()
+		return nil
 	}
-	r.Wake()
+	if r.inflight[t.ID] != "start" { // else its start, once done, stops it
+		r.stop(ctx, t, ex, t.LatestAttempt)
+	}
 	return nil
+}
+
+// stop asks a remote executor to stop attempt a of t on a goroutine of
+// its own; a failure is recorded as an event of t (the next status sync
+// still sees the attempt run, and a later cancel may ask again).
+func (r *Runner) stop(ctx context.Context, t *Task, ex Executor, a *Attempt) {
+	r.calls.Go(func() {
+		if err := ex.Stop(ctx, t, a); err != nil && ctx.Err() == nil {
+			r.log.Warn("job stop failed", "task", t.ID, "submission_id", a.SubmissionID, "err", err)
+			select {
+			case r.results <- func(ctx context.Context) {
+				if now, gerr := r.store.Get(ctx, t.ID); gerr == nil && now.State.active() {
+					r.transition(ctx, now, now.State, Change{Kind: "cancel", Message: "stopping " + a.SubmissionID + " failed: " + err.Error()})
+				}
+			}:
+			case <-ctx.Done():
+			}
+		}
+	})
 }
 
 func ptrTrue() *bool { b := true; return &b }

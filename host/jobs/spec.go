@@ -2,12 +2,13 @@ package jobs
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"maps"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
 )
@@ -61,18 +62,59 @@ type FieldError struct {
 
 func (e *FieldError) Error() string { return "job spec: " + e.Field + ": " + e.Msg }
 
+// SpecError is a job spec that is not one at all: empty, not valid YAML or
+// JSON (Line, when not 0, is the 1-based line the parser stopped at), or
+// not a mapping of fields. The HTTP API answers it with 400 and this
+// message.
+type SpecError struct {
+	Line int
+	Msg  string
+}
+
+func (e *SpecError) Error() string {
+	if e.Line > 0 {
+		return fmt.Sprintf("job spec: line %d: %s", e.Line, e.Msg)
+	}
+	return "job spec: " + e.Msg
+}
+
+// yamlLineRE finds the line in yaml.v3's syntax errors ("yaml: line 3: …").
+var yamlLineRE = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+
+// syntaxError turns the YAML parser's error into a *SpecError naming the
+// line.
+func syntaxError(err error) *SpecError {
+	if m := yamlLineRE.FindStringSubmatch(err.Error()); m != nil {
+		line, _ := strconv.Atoi(m[1])
+		return &SpecError{Line: line, Msg: "not valid YAML or JSON: " + m[2]}
+	}
+	return &SpecError{Msg: "not valid YAML or JSON: " + strings.TrimPrefix(err.Error(), "yaml: ")}
+}
+
 var workloadRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,31}$`)
 
 // ParseSpec reads a job spec (YAML or JSON) and applies the defaults.
-// Errors: *FieldError naming the first bad field (unknown keys included),
-// or a plain error for input that is not a YAML mapping at all.
+// Errors: *FieldError naming the first bad field (unknown keys, and
+// numbers that are not integers where integers are wanted, included);
+// *SpecError for input that is not a YAML mapping at all (empty, binary,
+// a syntax error with its line, a list).
 func ParseSpec(data []byte) (Spec, error) {
+	if len(bytes.TrimSpace(data)) == 0 {
+		return Spec{}, &SpecError{Msg: "empty: want a mapping of fields (name, workload, command, nnodes, gpus_per_node, …)"}
+	}
+	if !utf8.Valid(data) {
+		return Spec{}, &SpecError{Msg: "not valid YAML or JSON: not UTF-8 text (binary input?)"}
+	}
 	var root yaml.Node
 	if err := yaml.NewDecoder(bytes.NewReader(data)).Decode(&root); err != nil {
-		return Spec{}, fmt.Errorf("job spec: not YAML or JSON: %w", err)
+		return Spec{}, syntaxError(err)
 	}
 	if root.Kind != yaml.DocumentNode || len(root.Content) != 1 || root.Content[0].Kind != yaml.MappingNode {
-		return Spec{}, errors.New("job spec: want a mapping of fields (name, workload, command, nnodes, gpus_per_node, …)")
+		got := "nothing"
+		if len(root.Content) == 1 {
+			got = map[yaml.Kind]string{yaml.SequenceNode: "a list", yaml.ScalarNode: "a single value", yaml.AliasNode: "an alias"}[root.Content[0].Kind]
+		}
+		return Spec{}, &SpecError{Line: max(root.Line, 1), Msg: "want a mapping of fields (name, workload, command, nnodes, gpus_per_node, …), got " + got}
 	}
 	s := Spec{NNodes: 1, GPUsPerNode: 1, Executor: ExecutorLocal}
 	m := root.Content[0]
@@ -95,9 +137,9 @@ func ParseSpec(data []byte) (Spec, error) {
 			}
 			err = decodeField(val, &s.Entrypoint, "a string (a shell command line)")
 		case "nnodes":
-			err = decodeField(val, &s.NNodes, "an integer")
+			err = decodeInt(val, &s.NNodes)
 		case "gpus_per_node":
-			err = decodeField(val, &s.GPUsPerNode, "an integer")
+			err = decodeInt(val, &s.GPUsPerNode)
 		case "env":
 			err = decodeField(val, &s.Env, "a mapping of names to strings")
 		case "runtime_env":
@@ -105,7 +147,7 @@ func ParseSpec(data []byte) (Spec, error) {
 		case "executor":
 			err = decodeField(val, &s.Executor, "a string")
 		case "priority":
-			err = decodeField(val, &s.Priority, "an integer")
+			err = decodeInt(val, &s.Priority)
 		case "evict_idle_models":
 			err = decodeField(val, &s.EvictIdleModels, "true or false")
 		default:
@@ -132,6 +174,16 @@ func decodeField(n *yaml.Node, v any, want string) error {
 		return fmt.Errorf("want %s (line %d)", want, n.Line)
 	}
 	return nil
+}
+
+// decodeInt decodes an integer field. yaml.v3 would truncate a float
+// into an int (0.5 → 0: a GPU job made a CPU job); only an integer
+// literal is taken.
+func decodeInt(n *yaml.Node, v *int) error {
+	if n.Kind == yaml.ScalarNode && n.Tag == "!!float" {
+		return fmt.Errorf("want an integer, got %s (line %d)", n.Value, n.Line)
+	}
+	return decodeField(n, v, "an integer")
 }
 
 // Validate checks the spec's values (ParseSpec calls it). Errors:

@@ -58,3 +58,43 @@ func FuzzParseSpec(f *testing.F) {
 		}
 	})
 }
+
+// Integers are integers: yaml.v3 truncates a float into an int (0.5 → 0,
+// a GPU job made a CPU job), so a fraction is refused, naming the field.
+func TestParseSpec_FractionalIntegerRefused(t *testing.T) {
+	for in, field := range map[string]string{
+		"command: x\ngpus_per_node: 0.5\n":       "gpus_per_node",
+		"command: x\ngpus_per_node: 1.9\n":       "gpus_per_node",
+		`{"command":"x","gpus_per_node":2.0}`:    "gpus_per_node",
+		"command: x\nexecutor: ray\nnnodes: 1.5": "nnodes",
+		`{"command":"x","priority":0.1}`:         "priority",
+	} {
+		_, err := ParseSpec([]byte(in))
+		var fe *FieldError
+		if !errors.As(err, &fe) || fe.Field != field || !strings.Contains(fe.Msg, "want an integer") {
+			t.Errorf("%q: got %v, want a FieldError for %s wanting an integer", in, err, field)
+		}
+	}
+}
+
+// Input that is no spec at all is a *SpecError saying what is wrong (the
+// API's 400), with the line of a syntax error.
+func TestParseSpec_NotASpecIsASpecError(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"", "empty"},
+		{" \n\t\n", "empty"},
+		{`[{"command":"x"}]`, "got a list"},
+		{"- a\n- b\n", "got a list"},
+		{"just words", "got a single value"},
+		{"\x00\x01\x02\xff\xfe", "not valid YAML or JSON"},
+		{"\x00\x01\x02binary", "not valid YAML or JSON"},
+		{"command: x\ngpus_per_node: 1\n  bad: : :\n", "line 3"},
+		{`{"command": "x",`, "not valid YAML or JSON"},
+	} {
+		_, err := ParseSpec([]byte(tc.in))
+		var se *SpecError
+		if !errors.As(err, &se) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: got %v, want a SpecError saying %q", tc.in, err, tc.want)
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/loadout-dev/loadout/host/statedb"
@@ -67,9 +68,79 @@ CREATE INDEX IF NOT EXISTS events_task ON events(task_id, id);
 // Store keeps tasks, attempts and events in one SQLite file (WAL mode,
 // synchronous=FULL, so a committed write survives kill -9 of Loadout). It
 // is safe for concurrent use; writes are serialised by SQLite.
+//
+// Every error but ErrNotFound and ErrConflict is a *StoreError naming the
+// file. A write that fails (a full disk, a damaged page) is kept in
+// memory: until a later write succeeds, reads of the task it was for show
+// it in their Error, and reads of every other unfinished task say the
+// database cannot be written.
 type Store struct {
-	db  *sql.DB
-	now func() time.Time
+	db   *sql.DB
+	now  func() time.Time
+	path string
+
+	mu       sync.Mutex
+	unsaved  map[string]string // task id → the change that could not be written
+	writeErr error             // the last write's failure; nil once one succeeds
+}
+
+// StoreError is a failure of the jobs database: Path is its file, Err
+// SQLite's error (e.g. "database disk image is malformed", "database or
+// disk is full").
+type StoreError struct {
+	Path string
+	Err  error
+}
+
+func (e *StoreError) Error() string { return "jobs database " + e.Path + ": " + e.Err.Error() }
+func (e *StoreError) Unwrap() error { return e.Err }
+
+// wrap makes err a *StoreError naming the file (ErrNotFound, ErrConflict,
+// a cancelled context and nil are returned as they are).
+func (s *Store) wrap(err error) error {
+	var se *StoreError
+	if err == nil || errors.Is(err, ErrNotFound) || errors.Is(err, ErrConflict) || errors.Is(err, context.Canceled) || errors.As(err, &se) {
+		return err
+	}
+	return &StoreError{Path: s.path, Err: err}
+}
+
+// wrote records how a write for task id ended: a failure is kept (see
+// Store) as what says "change"; a success forgets id's failure and the
+// store's.
+func (s *Store) wrote(id, change string, err error) error {
+	err = s.wrap(err)
+	var se *StoreError
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case err == nil:
+		delete(s.unsaved, id)
+		s.writeErr = nil
+	case errors.As(err, &se):
+		s.writeErr = err
+		if id != "" {
+			s.unsaved[id] = change + " could not be saved (" + err.Error() + ")"
+		}
+	}
+	return err
+}
+
+// overlay adds to t's Error what could not be written (see Store).
+func (s *Store) overlay(t *Task) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	msg, ok := s.unsaved[t.ID]
+	if !ok {
+		if s.writeErr == nil || t.State.Terminal() {
+			return
+		}
+		msg = "changes may not be saved: " + s.writeErr.Error()
+	}
+	if t.Error != "" {
+		msg += "; " + t.Error
+	}
+	t.Error = msg
 }
 
 // OpenStore opens (creating it and its directory if needed) the SQLite
@@ -84,7 +155,7 @@ func OpenStore(path string) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("jobs database %s: %w", path, err)
 	}
-	return &Store{db: db, now: func() time.Time { return time.Now().UTC() }}, nil
+	return &Store{db: db, now: func() time.Time { return time.Now().UTC() }, path: path, unsaved: map[string]string{}}, nil
 }
 
 // migrate creates the tables, and adds to a database made by an earlier
@@ -126,7 +197,12 @@ func fromNanos(n int64) time.Time {
 // event; CreatedAt and UpdatedAt are set to now. Spec is kept beside
 // SpecRaw (as JSON), so reading a task does not parse its YAML again: the
 // spec as parsed at submission, defaults included, is the task's for good.
+// Errors: *StoreError.
 func (s *Store) Insert(ctx context.Context, t *Task) error {
+	return s.wrote("", "", s.insert(ctx, t))
+}
+
+func (s *Store) insert(ctx context.Context, t *Task) error {
 	now := s.now()
 	t.CreatedAt, t.UpdatedAt = now, now
 	job, err := json.Marshal(t.Spec)
@@ -174,8 +250,16 @@ type Change struct {
 // Transition moves task id from state from to state to (to may equal
 // from: a change of fields only, recorded as an event of Kind), applying
 // c, all in one transaction with its event. Errors: ErrNotFound,
-// ErrConflict when the task is not in from.
+// ErrConflict when the task is not in from, *StoreError (kept, see Store).
 func (s *Store) Transition(ctx context.Context, id string, from, to State, c Change) error {
+	change := fmt.Sprintf("the change %s → %s", from, to)
+	if c.Message != "" {
+		change += " (" + c.Message + ")"
+	}
+	return s.wrote(id, change, s.transition(ctx, id, from, to, c))
+}
+
+func (s *Store) transition(ctx context.Context, id string, from, to State, c Change) error {
 	now := s.now()
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
@@ -278,13 +362,18 @@ func scanTask(row interface{ Scan(...any) error }) (*Task, error) {
 	return &t, nil
 }
 
-// Get returns task id with its latest attempt. Errors: ErrNotFound.
+// Get returns task id with its latest attempt. Errors: ErrNotFound,
+// *StoreError.
 func (s *Store) Get(ctx context.Context, id string) (*Task, error) {
 	t, err := scanTask(s.db.QueryRowContext(ctx, taskQuery+" WHERE t.id = ?", id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("jobs: %s: %w", id, ErrNotFound)
 	}
-	return t, err
+	if err != nil {
+		return nil, s.wrap(err)
+	}
+	s.overlay(t)
+	return t, nil
 }
 
 // List returns the tasks in the given states (every task when none), in
@@ -298,7 +387,19 @@ func (s *Store) List(ctx context.Context, states ...State) ([]*Task, error) {
 // returned; nil: from the first), at most limit tasks (0: all): the queue
 // read a page at a time. A task's place in the queue never changes, so
 // pages neither skip nor repeat a task whose state changes in between.
+// Errors: *StoreError.
 func (s *Store) ListAfter(ctx context.Context, after *Task, limit int, states ...State) ([]*Task, error) {
+	ts, err := s.listAfter(ctx, after, limit, states...)
+	if err != nil {
+		return nil, s.wrap(err)
+	}
+	for _, t := range ts {
+		s.overlay(t)
+	}
+	return ts, nil
+}
+
+func (s *Store) listAfter(ctx context.Context, after *Task, limit int, states ...State) ([]*Task, error) {
 	var where []string
 	var args []any
 	if len(states) > 0 {
@@ -336,9 +437,10 @@ func (s *Store) ListAfter(ctx context.Context, after *Task, limit int, states ..
 	return out, rows.Err()
 }
 
-// Attempts returns task id's attempts, first first.
+// Attempts returns task id's attempts, first first. Errors: *StoreError.
 func (s *Store) Attempts(ctx context.Context, id string) ([]*Attempt, error) {
-	return s.attempts(ctx, "WHERE task_id = ?", id)
+	as, err := s.attempts(ctx, "WHERE task_id = ?", id)
+	return as, s.wrap(err)
 }
 
 func (s *Store) attempts(ctx context.Context, where string, args ...any) ([]*Attempt, error) {
@@ -392,8 +494,13 @@ func (r *attemptRow) attempt() (*Attempt, error) {
 	return a, nil
 }
 
-// Events returns task id's history, oldest first.
+// Events returns task id's history, oldest first. Errors: *StoreError.
 func (s *Store) Events(ctx context.Context, id string) ([]Event, error) {
+	evs, err := s.events(ctx, id)
+	return evs, s.wrap(err)
+}
+
+func (s *Store) events(ctx context.Context, id string) ([]Event, error) {
 	rows, err := s.db.QueryContext(ctx, "SELECT task_id, at, kind, from_state, to_state, message FROM events WHERE task_id = ? ORDER BY id", id)
 	if err != nil {
 		return nil, err
@@ -414,8 +521,13 @@ func (s *Store) Events(ctx context.Context, id string) ([]Event, error) {
 }
 
 // CountByState returns how many tasks are in each state (one query; states
-// with no task are absent).
+// with no task are absent). Errors: *StoreError.
 func (s *Store) CountByState(ctx context.Context) (map[State]int, error) {
+	m, err := s.countByState(ctx)
+	return m, s.wrap(err)
+}
+
+func (s *Store) countByState(ctx context.Context) (map[State]int, error) {
 	rows, err := s.db.QueryContext(ctx, "SELECT state, COUNT(*) FROM tasks GROUP BY state")
 	if err != nil {
 		return nil, err

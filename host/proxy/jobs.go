@@ -71,9 +71,10 @@ func (s *Server) jobsAuth(h http.HandlerFunc) http.HandlerFunc {
 // jobError maps the jobs package's errors to API errors.
 func jobError(err error) *apiError {
 	var fe *jobs.FieldError
+	var se *jobs.SpecError
 	var re *jobs.RefusedError
 	switch {
-	case errors.As(err, &fe):
+	case errors.As(err, &fe), errors.As(err, &se):
 		return &apiError{status: http.StatusBadRequest, code: "invalid_job_spec", msg: err.Error()}
 	case errors.As(err, &re):
 		return &apiError{status: http.StatusUnprocessableEntity, code: "job_never_fits", msg: err.Error()}
