@@ -64,6 +64,8 @@ const testGroups = `{"groups": {
 type envOpts struct {
 	apiKeys       []string
 	maxBody       int64
+	bodyIdle      time.Duration // Config.BodyIdleTimeout
+	bodyRate      int64         // Config.BodyMinRate
 	loadingState  bool
 	aliasesInList bool
 	policyStatus  func() []PolicyInfo
@@ -180,6 +182,8 @@ func newEnv(t testing.TB, o envOpts) *env {
 		Models:               catalog,
 		APIKeys:              o.apiKeys,
 		MaxBodyBytes:         o.maxBody,
+		BodyIdleTimeout:      o.bodyIdle,
+		BodyMinRate:          o.bodyRate,
 		IncludeAliasesInList: o.aliasesInList,
 		SendLoadingState:     o.loadingState,
 		PolicyStatus:         o.policyStatus,

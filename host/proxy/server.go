@@ -105,6 +105,17 @@ type Config struct {
 	// MaxBodyBytes limits request bodies; larger ones get 413. Zero means
 	// DefaultMaxBodyBytes.
 	MaxBodyBytes int64
+	// BodyIdleTimeout is the longest a request body of an OpenAI
+	// endpoint may go without a byte arriving, and the time it has
+	// before BodyMinRate applies; past either the request ends with a
+	// 408 (request_timeout). Zero means DefaultBodyIdleTimeout; negative
+	// turns both off. (Headers are the http.Server's ReadHeaderTimeout.)
+	BodyIdleTimeout time.Duration
+	// BodyMinRate is the slowest average rate, in bytes per second from
+	// the request's start, a request body may arrive at once
+	// BodyIdleTimeout has passed: each byte buys 1/BodyMinRate s. Zero
+	// means DefaultBodyMinRate; negative: no rate, only the idle timeout.
+	BodyMinRate int64
 	// IncludeAliasesInList lists every alias in /v1/models as a model of
 	// its own (llama-swap's includeAliasesInList).
 	IncludeAliasesInList bool
@@ -232,6 +243,15 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if cfg.BodyIdleTimeout == 0 {
+		cfg.BodyIdleTimeout = DefaultBodyIdleTimeout
+	}
+	switch {
+	case cfg.BodyMinRate == 0:
+		cfg.BodyMinRate = DefaultBodyMinRate
+	case cfg.BodyMinRate < 0:
+		cfg.BodyMinRate = 0
 	}
 	s := &Server{
 		cfg:     cfg,
