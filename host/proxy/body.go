@@ -194,8 +194,8 @@ func (mr *modelRequest) parseJSON(body []byte) *apiError {
 }
 
 func truncate(b []byte, n int) string {
-	if len(b) > n {
-		return string(b[:n]) + "…"
+	if s, cut := clip(string(b), n); cut {
+		return s + "…"
 	}
 	return string(b)
 }

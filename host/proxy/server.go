@@ -324,11 +324,11 @@ func (s *Server) routes() *mux.Router {
 
 	m.NotFoundHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, &apiError{status: http.StatusNotFound, code: "unknown_endpoint",
-			msg: fmt.Sprintf("no endpoint %s %s", r.Method, r.URL.Path)})
+			msg: fmt.Sprintf("no endpoint %s %s", bounded(r.Method), bounded(r.URL.Path))})
 	})
 	m.MethodNotAllowedHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, &apiError{status: http.StatusMethodNotAllowed, code: "method_not_allowed",
-			msg: fmt.Sprintf("method %s is not allowed on %s", r.Method, r.URL.Path)})
+			msg: fmt.Sprintf("method %s is not allowed on %s", bounded(r.Method), bounded(r.URL.Path))})
 	})
 	return m
 }
@@ -392,7 +392,7 @@ func (s *Server) finish(ex *exchange, r *http.Request) {
 	attrs := []slog.Attr{
 		slog.String("request_id", ex.id),
 		slog.String("method", r.Method),
-		slog.String("path", r.URL.Path),
+		slog.String("path", bounded(r.URL.Path)),
 		slog.Int("status", status),
 		slog.Duration("duration", d),
 	}
