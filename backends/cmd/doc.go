@@ -20,7 +20,9 @@
 //  2. The check endpoint answered 2xx.
 //  3. On Linux, for a loopback upstream: the listening socket that answered is
 //     not held only by processes outside the server's process group that are
-//     older than the server (read from /proc/net/tcp{,6} and /proc/PID/fd).
+//     older than the server (the port's listeners asked of the kernel through
+//     sock_diag, or read from /proc/net/tcp{,6} where it cannot be asked;
+//     their holders from /proc/PID/fd, the server's own first).
 //     Such a holder is another server that was there first; the check keeps
 //     polling, so the start ends with the server's own exit error (it cannot
 //     bind) or times out naming the holder. A holder newer than the server is

@@ -28,12 +28,20 @@ func foreignListener(pgid int, host string, port int) error {
 	if err != nil {
 		return nil
 	}
-	inodes := listenInodes(fs, ip, port)
+	inodes, err := diagListenInodes(ip, port)
+	if err != nil {
+		inodes = listenInodes(fs, ip, port)
+	}
 	if len(inodes) == 0 {
 		return nil
 	}
 	leader, err := fs.Proc(pgid)
 	if err != nil {
+		return nil
+	}
+	if holds(leader, inodes) {
+		// The server itself listens: the common case, without reading
+		// every process's status.
 		return nil
 	}
 	ls, err := leader.Stat()
@@ -44,7 +52,8 @@ func foreignListener(pgid int, host string, port int) error {
 	if err != nil {
 		return nil
 	}
-	// The group first: the common case, and cheap.
+	// The rest of the group first (a server run by a shell), then the
+	// older processes.
 	var older []procfs.Proc
 	for _, pr := range procs {
 		st, err := pr.Stat()
@@ -82,9 +91,16 @@ func loopbackIP(host string) net.IP {
 	return ip
 }
 
+// acceptsFor reports whether a listener bound to local accepts
+// connections to the loopback address ip: local is ip itself, another
+// loopback address of its family, or every address.
+func acceptsFor(local, ip net.IP) bool {
+	return local.IsUnspecified() || local.Equal(ip) || local.IsLoopback() && (local.To4() == nil) == (ip.To4() == nil)
+}
+
 // listenInodes returns the socket inodes of the TCP listeners that accept
-// connections to ip:port: those bound to ip itself, to another loopback
-// address of its family, or to every address.
+// connections to ip:port (acceptsFor), read from /proc/net/tcp{,6}: the
+// fallback where sock_diag cannot be asked (diagListenInodes).
 func listenInodes(fs procfs.FS, ip net.IP, port int) map[string]bool {
 	inodes := map[string]bool{}
 	// procfs deprecates reading /proc/net/tcp{,6} for netlink's sock_diag,
@@ -100,7 +116,7 @@ func listenInodes(fs procfs.FS, ip net.IP, port int) map[string]bool {
 			if l.St != tcpListen || l.LocalPort != uint64(port) {
 				continue
 			}
-			if l.LocalAddr.IsUnspecified() || l.LocalAddr.Equal(ip) || l.LocalAddr.IsLoopback() && (l.LocalAddr.To4() == nil) == (ip.To4() == nil) {
+			if acceptsFor(l.LocalAddr, ip) {
 				inodes["socket:["+strconv.FormatUint(l.Inode, 10)+"]"] = true
 			}
 		}

@@ -110,6 +110,11 @@ func (rl *reloader) reload(why string) (proxy.ReloadResult, error) {
 	}
 	if len(res.Changed) == 0 {
 		rl.log.Info("reload: nothing changed", "trigger", why)
+		// A configuration fixed back to the running one: the refusal
+		// before it is over.
+		if st := rl.status.Load(); st.err != "" {
+			rl.status.Store(&reloadStatus{reloaded: st.reloaded})
+		}
 		return res, nil
 	}
 	rl.log.Info("reloaded", "trigger", why, "changed", res.Changed, "scheduling_pause", time.Duration(res.PauseMS*float64(time.Millisecond)).Round(time.Microsecond))

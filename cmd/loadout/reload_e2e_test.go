@@ -323,3 +323,35 @@ func procArgs(t *testing.T, pid int) []string {
 	}
 	return strings.Split(strings.TrimRight(string(raw), "\x00"), "\x00")
 }
+
+// A reload refused for a broken configuration shows its error on
+// /api/policies until a reload succeeds: fixing the file back to the
+// configuration that runs (nothing to change) clears it (issue 27).
+func TestServe_HotReload_FixedConfigClearsReloadError(t *testing.T) {
+	good := `models:
+  a:
+    backend: sim
+    options: {load_time: 10ms}
+routing: {scheduler: {use: fifo}, router: {use: group}}
+`
+	cfg := writeConfig(t, t.TempDir(), good)
+	s := startServer(t, cfg)
+	if err := os.WriteFile(cfg, []byte(good+"  what: [\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, body := s.post("/api/policies/reload", ""); code != http.StatusUnprocessableEntity {
+		t.Fatalf("reload of a broken config: %d %s", code, body)
+	}
+	if _, reloadErr := s.policyNames(t); reloadErr == "" {
+		t.Fatal("/api/policies shows no reload error after a refused reload")
+	}
+	if err := os.WriteFile(cfg, []byte(good), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, body := s.post("/api/policies/reload", ""); code != http.StatusOK {
+		t.Fatalf("reload of the fixed config: %d %s", code, body)
+	}
+	if _, reloadErr := s.policyNames(t); reloadErr != "" {
+		t.Errorf("/api/policies still shows the reload error %q after the config was fixed", reloadErr)
+	}
+}

@@ -65,11 +65,19 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *apiE
 	if r.ContentLength > 0 {
 		buf.Grow(int(r.ContentLength) + bytes.MinRead)
 	}
-	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, s.maxBody))
+	var body io.Reader = http.MaxBytesReader(w, r.Body, s.maxBody)
+	if bd := newBodyDeadline(w, body, s.cfg.BodyIdleTimeout, s.cfg.BodyMinRate); bd != nil {
+		defer bd.done()
+		body = bd
+	}
+	_, err := buf.ReadFrom(body)
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
 			return nil, s.tooLarge()
+		}
+		if e := s.bodyTimedOut(err); e != nil {
+			return nil, e
 		}
 		if clientGone(r.Context()) {
 			return nil, &apiError{status: statusClientGone, code: "client_gone", msg: "client went away while sending the body"}
@@ -186,8 +194,8 @@ func (mr *modelRequest) parseJSON(body []byte) *apiError {
 }
 
 func truncate(b []byte, n int) string {
-	if len(b) > n {
-		return string(b[:n]) + "…"
+	if s, cut := clip(string(b), n); cut {
+		return s + "…"
 	}
 	return string(b)
 }

@@ -73,9 +73,9 @@ func (c *catalog) unknown(name string) *apiError {
 		more = fmt.Sprintf(" and %d more (GET /v1/models)", len(known)-hint)
 		known = known[:hint]
 	}
-	msg := fmt.Sprintf("model %q not found; known models: %s%s", name, strings.Join(known, ", "), more)
+	msg := fmt.Sprintf("model %s not found; known models: %s%s", echoed(name), strings.Join(known, ", "), more)
 	if len(known) == 0 {
-		msg = fmt.Sprintf("model %q not found", name)
+		msg = fmt.Sprintf("model %s not found", echoed(name))
 	}
 	return &apiError{status: 404, code: "model_not_found", msg: msg}
 }

@@ -64,6 +64,8 @@ const testGroups = `{"groups": {
 type envOpts struct {
 	apiKeys       []string
 	maxBody       int64
+	bodyIdle      time.Duration // Config.BodyIdleTimeout
+	bodyRate      int64         // Config.BodyMinRate
 	loadingState  bool
 	aliasesInList bool
 	policyStatus  func() []PolicyInfo
@@ -182,6 +184,8 @@ func newEnv(t testing.TB, o envOpts) *env {
 		APIKeys:              o.apiKeys,
 		MaxBodyBytes:         o.maxBody,
 		StreamIdle:           o.streamIdle,
+		BodyIdleTimeout:      o.bodyIdle,
+		BodyMinRate:          o.bodyRate,
 		IncludeAliasesInList: o.aliasesInList,
 		SendLoadingState:     o.loadingState,
 		PolicyStatus:         o.policyStatus,

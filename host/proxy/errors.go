@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/loadout-dev/loadout/host/router"
 	"github.com/loadout-dev/loadout/sdk"
@@ -21,6 +22,45 @@ type apiError struct {
 }
 
 func (e *apiError) Error() string { return e.msg }
+
+// maxEchoed is the most of a client-given name (a model, a path) that an
+// error message, and so the request's log line, repeats: 128 bytes.
+const maxEchoed = 128
+
+// echoed is a client-given name as an error message repeats it: quoted
+// (strconv.Quote) whole when it is at most maxEchoed bytes, else its first
+// maxEchoed bytes (cut at a character boundary), quoted, then an ellipsis
+// and its length — "\"llama…\"… (1048576 bytes)" — so a 1 MB model name
+// costs neither a 1 MB error body nor a 1 MB log line.
+func echoed(name string) string {
+	head, cut := clip(name, maxEchoed)
+	if !cut {
+		return strconv.Quote(name)
+	}
+	return strconv.Quote(head) + "… (" + strconv.Itoa(len(name)) + " bytes)"
+}
+
+// bounded is a client-given string as a log attribute repeats it: whole
+// up to maxEchoed bytes, else cut like echoed's, unquoted.
+func bounded(s string) string {
+	head, cut := clip(s, maxEchoed)
+	if !cut {
+		return s
+	}
+	return head + "… (" + strconv.Itoa(len(s)) + " bytes)"
+}
+
+// clip returns s's first n bytes or fewer, cut at a character boundary,
+// and whether anything was cut.
+func clip(s string, n int) (string, bool) {
+	if len(s) <= n {
+		return s, false
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n], true
+}
 
 // errorType is the OpenAI error type for a status.
 func errorType(status int) string {

@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/loadout-dev/loadout/host/peers"
@@ -56,13 +57,18 @@ type exchange struct {
 	loadWait time.Duration // the part of waited its model was loading
 	usage    *usage
 	// retryRefused: serve grants the request again if the upstream
-	// refuses the connection (upstreamFailed then sets refused and
-	// writes nothing).
+	// refuses the connection, or loses it before answering
+	// (grantAgain; upstreamFailed then sets refused and writes nothing).
 	retryRefused, refused bool
 	// grant is the request's grant while it is proxied to a model's
 	// server; idle watches its response's body (liveness.go).
 	grant *router.Grant
 	idle  *idleWatch
+	// answered: the upstream of the current attempt sent a response
+	// byte (set from the transport's goroutine); regranted: a lost
+	// connection was already granted again once.
+	answered  atomic.Bool
+	regranted bool
 
 	// What an inference body said about its size, read only when
 	// Config.OnRequestStart is set (estimate.go).

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/cenkalti/backoff/v5"
@@ -107,6 +109,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, req router.Reques
 	// to it; each is granted again after a short backoff — on a sibling
 	// replica, or on the model once restarted — instead of failing with a
 	// 502 (issue 15: in-flight requests get an error, queued ones wait).
+	// A connection reset or closed before the server answered a byte is
+	// the same death seen a moment later (the request was accepted, then
+	// the process ended), and is granted again once (lostBeforeAnswer).
 	try := 0
 	_, _ = backoff.Retry(r.Context(), func() (struct{}, error) {
 		try++
@@ -125,6 +130,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, req router.Reques
 		// sent once.
 		ex.retryRefused = try < refusedTries && (r.GetBody != nil || r.Body == nil || r.Body == http.NoBody)
 		ex.refused = false
+		ex.answered.Store(false)
 		s.proxyGranted(w, r, grant, mm)
 		grant = nil
 		if ex.refused {
@@ -156,6 +162,38 @@ func refusedBackoff() backoff.BackOff {
 	return b
 }
 
+// grantAgain reports whether a request whose upstream failed with err
+// before its response headers is granted again (serve) instead of
+// failing: its retry budget allows it (retryRefused), and the model
+// server either refused the connection (dialFailed: nothing was sent) or
+// lost it before answering a byte (lostBeforeAnswer), which is granted
+// again once per request — a request that reached a server that then
+// died may be what killed it, so it kills at most one more.
+func (ex *exchange) grantAgain(err error) bool {
+	switch {
+	case !ex.retryRefused:
+		return false
+	case dialFailed(err):
+		return true
+	case ex.regranted || ex.answered.Load() || !lostBeforeAnswer(err):
+		return false
+	}
+	ex.regranted = true
+	return true
+}
+
+// lostBeforeAnswer reports whether err is a connection to the model
+// server that ended before its response: reset (ECONNRESET, or EPIPE
+// while the request was written) or closed (EOF), as when the server's
+// process dies with the connection accepted. A timeout, a malformed
+// response or a cancellation is not: the server is alive, or the client
+// is gone. The caller checks that no response byte came (the exchange's
+// answered, set by the ClientTrace in proxyGranted).
+func lostBeforeAnswer(err error) bool {
+	return errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
+}
+
 // proxyGranted proxies r to grant's upstream and releases the grant.
 func (s *Server) proxyGranted(w http.ResponseWriter, r *http.Request, grant *router.Grant, mm *modelMetrics) {
 	mm.inFlight.Inc()
@@ -169,6 +207,13 @@ func (s *Server) proxyGranted(w http.ResponseWriter, r *http.Request, grant *rou
 	defer func() { ex.grant = nil }()
 	r, done := s.guardUpstream(r)
 	defer done()
+	if ex.retryRefused && !ex.regranted {
+		// Whether the upstream answered a byte decides whether a lost
+		// connection may be granted again (grantAgain).
+		r = r.WithContext(httptrace.WithClientTrace(r.Context(), &httptrace.ClientTrace{
+			GotFirstResponseByte: func() { ex.answered.Store(true) },
+		}))
+	}
 	if ex.sse != nil {
 		// The SSE headers are out; the upstream's stream continues the body.
 		rp.ServeHTTP(&continuation{w: ex.sse.w, header: http.Header{}}, r)

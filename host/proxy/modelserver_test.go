@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -42,7 +43,12 @@ type modelWorld struct {
 	gates map[string]chan struct{} // start gates
 	fails map[string]error         // Start errors
 	dead  map[string]bool          // instances whose server is gone at once
-	live  map[string]*modelInstance
+	// dies: the next starts of a model give servers whose process dies
+	// at their first request, one mode per start: "rst" (the request is
+	// read, then the connection reset), "eof" (read, then closed),
+	// "header" (read, half a status line sent, then closed).
+	dies map[string][]string
+	live map[string]*modelInstance
 }
 
 func newModelWorld(t testing.TB) *modelWorld {
@@ -56,6 +62,7 @@ func newModelWorld(t testing.TB) *modelWorld {
 		gates:   map[string]chan struct{}{},
 		fails:   map[string]error{},
 		dead:    map[string]bool{},
+		dies:    map[string][]string{},
 		live:    map[string]*modelInstance{},
 	}
 }
@@ -166,6 +173,10 @@ func (p *modelProcess) Start(ctx context.Context, spec router.StartSpec) (router
 	w.emit("start " + p.name)
 	w.mu.Lock()
 	gate, fail, dead := w.gates[p.name], w.fails[p.name], w.dead[p.name]
+	var dies string
+	if q := w.dies[p.name]; len(q) > 0 {
+		dies, w.dies[p.name] = q[0], q[1:]
+	}
 	w.mu.Unlock()
 	if gate != nil {
 		select {
@@ -177,7 +188,7 @@ func (p *modelProcess) Start(ctx context.Context, spec router.StartSpec) (router
 	if fail != nil {
 		return nil, fail
 	}
-	inst := &modelInstance{name: p.name, w: w, exited: make(chan struct{}), stopping: make(chan struct{})}
+	inst := &modelInstance{name: p.name, w: w, dies: dies, exited: make(chan struct{}), stopping: make(chan struct{})}
 	inst.srv = httptest.NewServer(inst)
 	u, err := url.Parse(inst.srv.URL)
 	if err != nil {
@@ -198,6 +209,7 @@ type modelInstance struct {
 	w        *modelWorld
 	srv      *httptest.Server
 	url      *url.URL
+	dies     string // modelWorld.dies' mode for this server; "" lives
 	exited   chan struct{}
 	stopping chan struct{}
 	once     sync.Once
@@ -249,6 +261,10 @@ func (m *modelInstance) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		Stream bool   `json:"stream"`
 	}
 	_ = json.Unmarshal(body, &fields)
+	if m.dies != "" {
+		m.die(w)
+		return
+	}
 	mode := r.Header.Get("X-Test-Mode")
 	switch mode {
 	case "hold":
@@ -352,6 +368,27 @@ func (m *modelInstance) stream(w http.ResponseWriter, r *http.Request, mode, mod
 		case <-m.w.quit:
 		}
 	}
+}
+
+// die ends the server as a killed process ends: its port refuses
+// connections, the request's connection is reset or closed (m.dies),
+// and the instance exits.
+func (m *modelInstance) die(w http.ResponseWriter) {
+	m.srv.Listener.Close()
+	conn, brw, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		m.w.t.Errorf("hijack: %v", err)
+		return
+	}
+	if m.dies == "header" {
+		brw.WriteString("HTTP/1.1 2")
+		brw.Flush()
+	}
+	if tc, ok := conn.(*net.TCPConn); ok && m.dies == "rst" {
+		_ = tc.SetLinger(0) // close sends RST
+	}
+	conn.Close()
+	go m.Stop(context.Background()) // Stop waits for this handler
 }
 
 // wait sends v on ch unless the request, the server or the test ends.

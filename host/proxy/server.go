@@ -110,6 +110,17 @@ type Config struct {
 	// server taken as hung (liveness.go). Zero means DefaultStreamIdle;
 	// negative turns the watch off.
 	StreamIdle time.Duration
+	// BodyIdleTimeout is the longest a request body of an OpenAI
+	// endpoint may go without a byte arriving, and the time it has
+	// before BodyMinRate applies; past either the request ends with a
+	// 408 (request_timeout). Zero means DefaultBodyIdleTimeout; negative
+	// turns both off. (Headers are the http.Server's ReadHeaderTimeout.)
+	BodyIdleTimeout time.Duration
+	// BodyMinRate is the slowest average rate, in bytes per second from
+	// the request's start, a request body may arrive at once
+	// BodyIdleTimeout has passed: each byte buys 1/BodyMinRate s. Zero
+	// means DefaultBodyMinRate; negative: no rate, only the idle timeout.
+	BodyMinRate int64
 	// IncludeAliasesInList lists every alias in /v1/models as a model of
 	// its own (llama-swap's includeAliasesInList).
 	IncludeAliasesInList bool
@@ -242,6 +253,15 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.BodyIdleTimeout == 0 {
+		cfg.BodyIdleTimeout = DefaultBodyIdleTimeout
+	}
+	switch {
+	case cfg.BodyMinRate == 0:
+		cfg.BodyMinRate = DefaultBodyMinRate
+	case cfg.BodyMinRate < 0:
+		cfg.BodyMinRate = 0
+	}
 	s := &Server{
 		cfg:        cfg,
 		router:     cfg.Router,
@@ -314,11 +334,11 @@ func (s *Server) routes() *mux.Router {
 
 	m.NotFoundHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, &apiError{status: http.StatusNotFound, code: "unknown_endpoint",
-			msg: fmt.Sprintf("no endpoint %s %s", r.Method, r.URL.Path)})
+			msg: fmt.Sprintf("no endpoint %s %s", bounded(r.Method), bounded(r.URL.Path))})
 	})
 	m.MethodNotAllowedHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, &apiError{status: http.StatusMethodNotAllowed, code: "method_not_allowed",
-			msg: fmt.Sprintf("method %s is not allowed on %s", r.Method, r.URL.Path)})
+			msg: fmt.Sprintf("method %s is not allowed on %s", bounded(r.Method), bounded(r.URL.Path))})
 	})
 	return m
 }
@@ -382,7 +402,7 @@ func (s *Server) finish(ex *exchange, r *http.Request) {
 	attrs := []slog.Attr{
 		slog.String("request_id", ex.id),
 		slog.String("method", r.Method),
-		slog.String("path", r.URL.Path),
+		slog.String("path", bounded(r.URL.Path)),
 		slog.Int("status", status),
 		slog.Duration("duration", d),
 	}

@@ -120,8 +120,8 @@ func (s *Server) upstreamFailed(w http.ResponseWriter, r *http.Request, err erro
 		s.writeError(w, r, peerFailed(ex.peer, "request failed", err))
 		return
 	}
-	if ex.retryRefused && dialFailed(err) {
-		ex.refused = true // serve grants it again: nothing was sent, nothing is written
+	if ex.grantAgain(err) {
+		ex.refused = true // serve grants it again: nothing was answered, nothing is written
 		return
 	}
 	s.writeError(w, r, &apiError{status: http.StatusBadGateway, code: "upstream_error",
