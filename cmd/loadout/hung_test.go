@@ -108,3 +108,26 @@ routing:
 		t.Fatalf("the stopped plugin %d is still the sim plugin", plugin)
 	}
 }
+
+// A pause shorter than the liveness bound (SIGSTOP, then SIGCONT) is not
+// a hang: the stream finishes, and the same server goes on serving.
+func TestFault_ModelServerBriefPauseIsNotAHang(t *testing.T) {
+	s := startServer(t, writeConfig(t, t.TempDir(), simModels+quickLiveness))
+	st := s.openStream(context.Background(), "a", 100) // 2 s at 50 tokens/s
+	st.until(`"content"`)
+	pid := onePid(t, "a")
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond) // the pause itself: shorter than one probe's timeout
+	if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	if done, errEv, tail := st.rest(); !done || errEv {
+		t.Fatalf("stream after a 300 ms pause: done=%v error event=%v\n%s", done, errEv, tail)
+	}
+	s.mustChat("a")
+	if again := onePid(t, "a"); again != pid {
+		t.Fatalf("a is served by pid %d after a brief pause of %d: it was restarted", again, pid)
+	}
+}
