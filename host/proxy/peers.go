@@ -85,8 +85,9 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, mr *modelReques
 		h.Set("X-Api-Key", key)
 	}
 	h.Set(headerForwarded, "1")
+	answered := false // the peer answered well: passive health's success
 	end := t.Begin()
-	defer end()
+	defer func() { end(answered) }()
 	ex.req = router.Request{Model: t.Name(), Priority: mr.priority, Client: mr.client}
 	ex.usage = &usage{sent: time.Now()}
 	if mm := s.metrics.model(t.Name()); mm != nil {
@@ -96,13 +97,20 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, mr *modelReques
 	r, done := s.guardUpstream(r)
 	defer done()
 	s.upstreams.proxy(t.URL()).ServeHTTP(w, r)
+	// Not reached when the body broke off (ReverseProxy panics with
+	// http.ErrAbortHandler); a failure, an abort or a client that left
+	// is a logical outcome of its own.
+	answered = ex.logical == 0 && ex.status != 0
 }
 
 // peerFailed is the error for a forwarded request the peer did not answer
-// (upstreamFailed) or broke off mid-body (responseGuard); the peer is
-// checked at once, so the next requests fail fast if it is down.
+// (upstreamFailed) or broke off mid-body (responseGuard): a 502
+// peer_error naming the peer, its URL and the model. The failure is
+// reported to the peer's health (Target.Failed): the peer is checked at
+// once, so the next requests fail fast if it is down, and failures in a
+// row put it down (host/peers passive health).
 func peerFailed(t *peers.Target, what string, err error) *apiError {
-	t.Failed()
+	t.Failed(fmt.Errorf("%s: %w", what, err))
 	return &apiError{status: http.StatusBadGateway, code: "peer_error",
 		msg: fmt.Sprintf("peer %s (%s): model %s: %s: %v", t.Peer(), t.URL(), t.Model(), what, err)}
 }
