@@ -174,6 +174,11 @@ func (t *Target) URL() *url.URL { return t.peer.URL }
 // APIKey is the key to send the peer, or "".
 func (t *Target) APIKey() string { return t.peer.APIKey }
 
+// Timeouts are the peer's connection limits (llama-swap's peers
+// timeouts:), for the transport and deadline the request is forwarded
+// with.
+func (t *Target) Timeouts() Timeouts { return t.peer.Timeouts }
+
 // New builds the set: every peer's targets and the names they take.
 // Errors: a peer without an id, a URL, models or a positive interval and
 // timeout, or with negative Failures, CoolDown or Timeouts (host/config

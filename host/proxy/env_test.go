@@ -80,6 +80,8 @@ type envOpts struct {
 	onStart   func(RequestStart)
 	onRequest func(RequestSummary)
 	peers     *peers.Set // Config.Peers
+	// streamIdle is Config.StreamIdle (0: its default).
+	streamIdle time.Duration
 	// extra models, added to the catalog in one persistent, non-exclusive
 	// group: all of them stay loaded (the scale report).
 	extra []string
@@ -187,6 +189,7 @@ func newEnv(t testing.TB, o envOpts) *env {
 		OnRequestStart:       o.onStart,
 		OnRequest:            o.onRequest,
 		Peers:                o.peers,
+		StreamIdle:           o.streamIdle,
 		Logger:               cmp.Or(o.logger, slog.New(e.logs)),
 	})
 	if err != nil {

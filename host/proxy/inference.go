@@ -167,7 +167,7 @@ func (s *Server) proxyGranted(w http.ResponseWriter, r *http.Request, grant *rou
 	ex := exchangeOf(r)
 	ex.grant = grant
 	defer func() { ex.grant = nil }()
-	r, done := s.guardUpstream(r)
+	r, done := s.guardUpstream(r, 0)
 	defer done()
 	if ex.sse != nil {
 		// The SSE headers are out; the upstream's stream continues the body.

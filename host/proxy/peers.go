@@ -64,7 +64,7 @@ func (s *Server) routePeer(r *http.Request, name string, entry *ModelEntry) (*pe
 // the peer until its response is done.
 func (s *Server) forward(w http.ResponseWriter, r *http.Request, mr *modelRequest, body []byte, t *peers.Target) {
 	ex := exchangeOf(r)
-	ex.model, ex.peer = t.Name(), t
+	ex.model, ex.peer, ex.stream = t.Name(), t, mr.stream
 	out, err := mr.rewriteBody(r, body, t.Model())
 	if err != nil {
 		s.writeError(w, r, badRequest("invalid_body", err.Error()))
@@ -94,9 +94,9 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, mr *modelReques
 		mm.inFlight.Inc()
 		defer mm.inFlight.Dec()
 	}
-	r, done := s.guardUpstream(r)
+	r, done := s.guardUpstream(r, t.Timeouts().ResponseHeader)
 	defer done()
-	s.upstreams.proxy(t.URL()).ServeHTTP(w, r)
+	s.upstreams.peerProxy(t).ServeHTTP(w, r)
 	// Not reached when the body broke off (ReverseProxy panics with
 	// http.ErrAbortHandler); a failure, an abort or a client that left
 	// is a logical outcome of its own.
@@ -109,9 +109,16 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, mr *modelReques
 // reported to the peer's health (Target.Failed): the peer is checked at
 // once, so the next requests fail fast if it is down, and failures in a
 // row put it down (host/peers passive health).
+//
+// A peer that did not answer within its timeouts.responseHeader is a 504.
 func peerFailed(t *peers.Target, what string, err error) *apiError {
 	t.Failed(fmt.Errorf("%s: %w", what, err))
-	return &apiError{status: http.StatusBadGateway, code: "peer_error",
+	status := http.StatusBadGateway
+	var late *answerTimeoutError
+	if errors.As(err, &late) {
+		status = http.StatusGatewayTimeout
+	}
+	return &apiError{status: status, code: "peer_error",
 		msg: fmt.Sprintf("peer %s (%s): model %s: %s: %v", t.Peer(), t.URL(), t.Model(), what, err)}
 }
 
