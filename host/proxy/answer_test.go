@@ -20,7 +20,7 @@ func TestCheckAnswer_Kinds(t *testing.T) {
 		{"/v1/chat/completions", "text/event-stream", ": ping\n\ndata: {}\n\n", true, ""},
 		{"/v1/chat/completions", "text/event-stream", "data: {}\n\n", true, ""},
 		{"/v1/completions", "text/event-stream", "event: x\ndata: {}\n\n", true, ""},
-		{"/v1/embeddings", "application/json", "{}", true, ""}, // embeddings do not stream
+		{"/v1/embeddings", "application/json", "{}", true, ""},  // embeddings do not stream
 		{"/v1/audio/speech", "audio/mpeg", "ID3...", false, ""}, // not checked
 		{"/v1/chat/completions", "", "{}", false, `Content-Type ""`},
 		{"/v1/chat/completions", "application/json", "", false, "an empty body"},

@@ -19,7 +19,9 @@ import (
 // server reported to the run loop as hung (router.Grant.Stalled) or the
 // peer as failed. The time before the first byte is not held to it: a long
 // prompt's prefill sends nothing, and the run loop's health probes cover
-// that time (host/router liveness.go).
+// that time (host/router liveness.go). For a peer, which the run loop does
+// not probe, that time is bounded by the peer's timeouts.responseHeader
+// instead (guardUpstream's answer deadline).
 
 // DefaultStreamIdle is Config.StreamIdle's default: far above any gap
 // between a working server's tokens, even a batch preempted and resumed.

@@ -20,10 +20,11 @@ import (
 )
 
 // newTransport is the transport to model servers: plain HTTP/1.1 to
-// localhost (or a LAN peer), so keep-alive pools are generous, compression
-// is left to client and server, and no environment proxy applies. There is
-// no response-header timeout: a model may think long before its first
-// byte; the client's context bounds the wait.
+// localhost, so keep-alive pools are generous, compression is left to
+// client and server, and no environment proxy applies. There is no
+// response-header timeout: a model may think long before its first byte;
+// the run loop's health probes and the client's context bound the wait. A
+// peer's transport starts from it (peerTransport).
 func newTransport() *http.Transport {
 	return &http.Transport{
 		Proxy: nil,
