@@ -4,8 +4,12 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/loadout-dev/loadout/host/peers"
 )
 
 // What a peer's 200 must be, by endpoint and "stream"; the bytes read to
@@ -44,5 +48,33 @@ func TestCheckAnswer_Kinds(t *testing.T) {
 				t.Errorf("%s: the body reads %q after the check, want %q", tc.path, b, tc.body)
 			}
 		}
+	}
+}
+
+// A peer's proxy has a transport of its own with the peer's timeouts
+// (llama-swap's; 0 disables); a local server's keeps the shared one.
+func TestPeerTransport_Timeouts(t *testing.T) {
+	tr := peerTransport(peers.Timeouts{Connect: 5 * time.Second, TLSHandshake: 3 * time.Second, IdleConn: 7 * time.Second})
+	if tr.TLSHandshakeTimeout != 3*time.Second || tr.IdleConnTimeout != 7*time.Second || tr.ResponseHeaderTimeout != 0 || tr.Proxy != nil {
+		t.Fatalf("peer transport: %+v", tr)
+	}
+	off := peerTransport(peers.Timeouts{})
+	if off.TLSHandshakeTimeout != 0 || off.IdleConnTimeout != 0 {
+		t.Fatalf("zero timeouts are not off: %+v", off)
+	}
+	s := &Server{log: quietLogger()}
+	u := newUpstreams(s)
+	target, _ := url.Parse("http://127.0.0.1:1")
+	set, err := peers.New(peers.Config{Peers: []peers.Peer{{ID: "p", URL: target, Models: []string{"m"}, Interval: time.Hour, Timeout: time.Second,
+		Timeouts: peers.Timeouts{IdleConn: 7 * time.Second}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	local, peer := u.proxy(target), u.peerProxy(set.Lookup("p/m")[0])
+	if local.Transport != u.transport || peer.Transport == u.transport || peer.Transport.(*http.Transport).IdleConnTimeout != 7*time.Second {
+		t.Fatal("a peer shares the local servers' transport, or lacks its timeouts")
+	}
+	if u.peerProxy(set.Lookup("p/m")[0]) != peer {
+		t.Fatal("a peer's proxy is not cached")
 	}
 }
