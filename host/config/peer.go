@@ -11,9 +11,54 @@ import (
 
 // Peer defaults, Loadout's (llama-swap's peers have no health checks).
 const (
-	DefaultPeerHealthInterval = 5 * time.Second // how often a peer's /api/models is polled
-	DefaultPeerHealthTimeout  = 2 * time.Second // how long one poll may take
+	DefaultPeerHealthInterval = 5 * time.Second  // how often a peer's /api/models is polled
+	DefaultPeerHealthTimeout  = 2 * time.Second  // how long one poll may take
+	DefaultPeerFailures       = 3                // forwarded requests in a row that fail before the peer is put down
+	DefaultPeerCoolDown       = 30 * time.Second // how long it then stays down before one request tries it
 )
+
+// DefaultPeerResponseHeader is timeouts.responseHeader's default: how
+// long a forwarded request may wait for the peer's answer to begin (its
+// response headers and first byte). llama-swap has none by default (its
+// schema says 0; its example shows 60), which leaves a client of a peer
+// whose inference hangs held for as long as it waits. A peer's headers
+// come when its model answers: after the peer loads the model (minutes,
+// for a large one), and for a request that does not stream, after the
+// whole generation; a Loadout peer with sendLoadingState answers a
+// streaming chat request at once. Five minutes covers a cold load and a
+// long answer; raise it (or write 0) for longer non-streaming
+// generations through peers.
+const DefaultPeerResponseHeader = 5 * time.Minute
+
+// PeerTimeouts are a peer's timeouts: block, llama-swap's, in whole
+// seconds in the file, 0 disabling a limit as in llama-swap. Defaults
+// are llama-swap's (connect 30, keepalive 30, tlsHandshake 10, idleConn
+// 90) but for responseHeader (DefaultPeerResponseHeader). They apply to
+// forwarded requests, not to health checks (health: bounds those).
+type PeerTimeouts struct {
+	// Connect bounds the TCP connect (connect).
+	Connect time.Duration
+	// KeepAlive is the TCP keep-alive period (keepalive).
+	KeepAlive time.Duration
+	// ResponseHeader bounds the wait for a forwarded request's response
+	// headers and the first byte of its body (responseHeader): past it
+	// the client gets a 504 peer_error and the peer a failure.
+	ResponseHeader time.Duration
+	// TLSHandshake bounds an https peer's TLS handshake (tlsHandshake).
+	TLSHandshake time.Duration
+	// IdleConn is how long an idle connection to the peer is kept
+	// (idleConn).
+	IdleConn time.Duration
+}
+
+// defaultPeerTimeouts are a peer's timeouts when its timeouts: does not
+// set them.
+var defaultPeerTimeouts = PeerTimeouts{Connect: 30 * time.Second, KeepAlive: 30 * time.Second,
+	ResponseHeader: DefaultPeerResponseHeader, TLSHandshake: 10 * time.Second, IdleConn: 90 * time.Second}
+
+// peerTimeoutKeys are the keys of a peer's timeouts: (llama-swap's
+// schema: a peer has no expectContinue, unlike a model).
+var peerTimeoutKeys = []string{"connect", "keepalive", "responseHeader", "tlsHandshake", "idleConn"}
 
 // Peer is one entry of `peers:`, llama-swap's: another server (a Loadout,
 // a llama-swap, any OpenAI-compatible endpoint) whose models this one
@@ -43,6 +88,17 @@ type Peer struct {
 	// {interval, timeout}; defaults DefaultPeerHealthInterval and
 	// DefaultPeerHealthTimeout; the timeout is at most the interval).
 	HealthInterval, HealthTimeout time.Duration
+	// HealthFailures forwarded requests in a row that fail (no answer in
+	// time, reset, stalled, a 200 that is not an answer) put the peer
+	// down for HealthCoolDown, whatever its polls say; then one request
+	// is let through to try it (Loadout's health: {failures, coolDown};
+	// defaults DefaultPeerFailures and DefaultPeerCoolDown; host/peers'
+	// passive health).
+	HealthFailures int
+	HealthCoolDown time.Duration
+	// Timeouts bound the connections requests are forwarded on
+	// (llama-swap's timeouts:).
+	Timeouts PeerTimeouts
 
 	modelNodes []*yaml.Node // one per Models entry
 	modelIdx   []int        // its index in the YAML list
@@ -56,12 +112,11 @@ func (p *Peer) FullName(model string) string { return p.ID + "/" + model }
 
 // peerKeys are the keys a peer may have: llama-swap's (peerNotHonoured
 // holds those accepted with a warning) and Loadout's health.
-var peerKeys = []string{"proxy", "apiKey", "models", "health"}
+var peerKeys = []string{"proxy", "apiKey", "models", "health", "timeouts"}
 
 // peerNotHonoured is notHonoured for keys inside a peer.
 var peerNotHonoured = map[string]string{
-	"filters":  "request filters (stripParams, setParams) are not applied to peer requests",
-	"timeouts": "peer connections use Loadout's timeouts (dial 10s, no response-header limit) and its health checks",
+	"filters": "request filters (stripParams, setParams) are not applied to peer requests",
 }
 
 // PeerIDs returns the peer ids in sorted order.
@@ -106,7 +161,8 @@ func (d *decoder) peers(cfg *Config, n *yaml.Node) {
 
 // peer decodes one peer.
 func (d *decoder) peer(p pair, path string) *Peer {
-	peer := &Peer{ID: p.name, Pos: d.pos(p.key), HealthInterval: DefaultPeerHealthInterval, HealthTimeout: DefaultPeerHealthTimeout}
+	peer := &Peer{ID: p.name, Pos: d.pos(p.key), HealthInterval: DefaultPeerHealthInterval, HealthTimeout: DefaultPeerHealthTimeout,
+		HealthFailures: DefaultPeerFailures, HealthCoolDown: DefaultPeerCoolDown, Timeouts: defaultPeerTimeouts}
 	if p.name == "" {
 		d.errorf(p.key, path, "a peer id cannot be empty")
 		return nil
@@ -151,6 +207,8 @@ func (d *decoder) peer(p pair, path string) *Peer {
 			}
 		case "health":
 			d.peerHealth(peer, f.val, kp)
+		case "timeouts":
+			d.peerTimeouts(peer, f.val, kp)
 		default:
 			if why := peerNotHonoured[f.name]; why != "" {
 				d.warnf(f.key, kp, "accepted for llama-swap compatibility but not honoured: %s", why)
@@ -176,7 +234,35 @@ func (d *decoder) peer(p pair, path string) *Peer {
 	return peer
 }
 
-// peerHealth decodes a peer's health: {interval: 5s, timeout: 2s}.
+// peerTimeouts decodes a peer's timeouts: {connect: 30, responseHeader:
+// 300, ...}: whole seconds, 0 disabling (llama-swap's).
+func (d *decoder) peerTimeouts(peer *Peer, n *yaml.Node, path string) {
+	for _, f := range d.pairs(n, path) {
+		kp := join(path, f.name)
+		var to *time.Duration
+		switch f.name {
+		case "connect":
+			to = &peer.Timeouts.Connect
+		case "keepalive":
+			to = &peer.Timeouts.KeepAlive
+		case "responseHeader":
+			to = &peer.Timeouts.ResponseHeader
+		case "tlsHandshake":
+			to = &peer.Timeouts.TLSHandshake
+		case "idleConn":
+			to = &peer.Timeouts.IdleConn
+		default:
+			d.unknownKey(f.key, kp, peerTimeoutKeys)
+			continue
+		}
+		if s, ok := d.seconds(f.val, kp, 0); ok {
+			*to = time.Duration(s) * time.Second
+		}
+	}
+}
+
+// peerHealth decodes a peer's health: {interval: 5s, timeout: 2s,
+// failures: 3, coolDown: 30s}.
 func (d *decoder) peerHealth(peer *Peer, n *yaml.Node, path string) {
 	var timeoutNode *yaml.Node
 	for _, f := range d.pairs(n, path) {
@@ -191,8 +277,20 @@ func (d *decoder) peerHealth(peer *Peer, n *yaml.Node, path string) {
 			if v, ok := d.duration(f.val, kp); ok {
 				peer.HealthTimeout = v
 			}
+		case "failures":
+			if i, ok := d.integer(f.val, kp, "a whole number of requests, at least 1"); ok {
+				if i < 1 {
+					d.errorf(f.val, kp, "want a whole number of requests, at least 1, got %d", i)
+				} else {
+					peer.HealthFailures = i
+				}
+			}
+		case "coolDown":
+			if v, ok := d.duration(f.val, kp); ok {
+				peer.HealthCoolDown = v
+			}
 		default:
-			d.unknownKey(f.key, kp, []string{"interval", "timeout"})
+			d.unknownKey(f.key, kp, []string{"interval", "timeout", "failures", "coolDown"})
 		}
 	}
 	if timeoutNode == nil {

@@ -20,12 +20,11 @@ peers:
   openrouter:
     proxy: https://openrouter.ai/api
     models: [qwen/qwen3]
-    timeouts: {connect: 5}
+    timeouts: {connect: 5, responseHeader: 0, idleConn: 120}
 `)
 	eq(t, "errors", errs, []string(nil))
 	eq(t, "warnings", warns, []string{
 		`c.yaml:8:40: peers.box2.models[2]: model "llama-8b" is listed twice`,
-		"c.yaml:13:5: peers.openrouter.timeouts: accepted for llama-swap compatibility but not honoured: peer connections use Loadout's timeouts (dial 10s, no response-header limit) and its health checks",
 	})
 	eq(t, "ids", cfg.PeerIDs(), []string{"box2", "openrouter"})
 	b := cfg.Peers["box2"]
@@ -36,6 +35,14 @@ peers:
 	o := cfg.Peers["openrouter"]
 	if o.HealthInterval != DefaultPeerHealthInterval || o.HealthTimeout != DefaultPeerHealthTimeout || o.FullName("qwen/qwen3") != "openrouter/qwen/qwen3" {
 		t.Errorf("openrouter: %+v", o)
+	}
+	// llama-swap's timeouts: what is set (0 disables), its defaults for
+	// the rest; Loadout's for responseHeader and passive health.
+	if want := (PeerTimeouts{Connect: 5 * time.Second, KeepAlive: 30 * time.Second, TLSHandshake: 10 * time.Second, IdleConn: 120 * time.Second}); o.Timeouts != want {
+		t.Errorf("openrouter's timeouts: %+v, want %+v", o.Timeouts, want)
+	}
+	if b.Timeouts.ResponseHeader != DefaultPeerResponseHeader || b.HealthFailures != DefaultPeerFailures || b.HealthCoolDown != DefaultPeerCoolDown {
+		t.Errorf("box2's defaults: %+v", b)
 	}
 	cfg, _, _ = parse(t, "models: {a: {backend: sim}}\npeers: {p: {proxy: http://h:1, models: [m], health: {interval: 1}}}\n")
 	if p := cfg.Peers["p"]; p.HealthInterval != time.Second || p.HealthTimeout != time.Second {
@@ -78,6 +85,16 @@ func TestParse_PeerErrors(t *testing.T) {
 			`c.yaml:2:64: peers.p.health.interval: want a duration like 500ms or 5s, or a whole number of seconds, got "fast"`},
 		{"peers: {p: {proxy: http://h:1, models: [m], health: {interval: 1s, timeout: 2s}}}\n",
 			"c.yaml:2:77: peers.p.health.timeout: a poll may take at most the interval (1s), got 2s"},
+		{"peers: {p: {proxy: http://h:1, models: [m], health: {failures: 0}}}\n",
+			"c.yaml:2:64: peers.p.health.failures: want a whole number of requests, at least 1, got 0"},
+		{"peers: {p: {proxy: http://h:1, models: [m], health: {coolDown: -1s}}}\n",
+			`c.yaml:2:64: peers.p.health.coolDown: want a duration like 500ms or 5s, or a whole number of seconds, got "-1s"`},
+		{"peers: {p: {proxy: http://h:1, models: [m], timeouts: {responseHeader: -1}}}\n",
+			"c.yaml:2:72: peers.p.timeouts.responseHeader: want a whole number of seconds >= 0, got -1"},
+		{"peers: {p: {proxy: http://h:1, models: [m], timeouts: {connect: 5s}}}\n",
+			"c.yaml:2:65: peers.p.timeouts.connect: want a whole number of seconds, got \"5s\" (llama-swap counts this key in seconds: write 5)"},
+		{"peers: {p: {proxy: http://h:1, models: [m], timeouts: {expectContinue: 1}}}\n",
+			`c.yaml:2:56: peers.p.timeouts.expectContinue: unknown key "expectContinue"`},
 		{"peers:\n  a: {proxy: http://h:1, models: [b/c]}\n  a/b: {proxy: http://h:2, models: [c]}\n",
 			`c.yaml:4:37: peers.a/b.models[0]: peer model name "a/b/c" is ambiguous between peers.a model "b/c" (line 3) and peers.a/b model "c"`},
 		{"peers: {p: {proxy: http://h:1, models: [a]}}\n",

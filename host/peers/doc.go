@@ -13,9 +13,13 @@
 //     every interval, bounded by a timeout, and marks it up or down; a
 //     peer that is not a Loadout (no /api/models) is up when /v1/models
 //     answers, with its models' states unknown. A forwarded request that
-//     got no response (Target.Failed) has the peer checked at once rather
-//     than at the next interval. Every change is logged once and reported
-//     (Config.OnChange);
+//     failed (Target.Failed) has the peer checked at once rather than at
+//     the next interval. Real traffic counts too (passive health,
+//     passive.go): a peer can answer its checks while its inference
+//     hangs, so Peer.Failures forwarded requests in a row that fail put
+//     it down for Peer.CoolDown whatever its checks say; then one request
+//     is let through (half-open), and its success brings the peer back.
+//     Every change is logged once and reported (Config.OnChange);
 //   - the choice, when a plain name is served by several peers and perhaps
 //     a local model (Choose): a peer that is down is never chosen; of the
 //     others, one whose model is ready before one that would have to load
@@ -26,8 +30,12 @@
 //     never checks a peer's health.
 //
 // It does not forward requests: host/proxy does, through the same
-// reverse-proxy path it uses for local model servers, and reports the
-// requests it forwards (Target.Begin) and those that failed. It knows
+// reverse-proxy path it uses for local model servers, on a transport with
+// the peer's Timeouts (llama-swap's peers timeouts:), and reports the
+// requests it forwards (Target.Begin, whose end says whether the peer
+// answered well) and those that failed (Target.Failed: no answer within
+// the peer's responseHeader limit, a reset, a stalled stream, a 200 that
+// is not an answer). It knows
 // nothing of the run loop: the local model's state reaches Choose as a
 // Local, from the caller.
 package peers

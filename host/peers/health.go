@@ -21,8 +21,16 @@ type Status struct {
 	// Since is when it went up or down; Checked when it was last checked.
 	Since   time.Time `json:"since,omitzero"`
 	Checked time.Time `json:"checked,omitzero"`
-	// Error is why it is down (or why its models' states are unknown).
+	// Error is why it is down (or why its models' states are unknown):
+	// its check's failure, or the forwarded requests that failed in a
+	// row (passive health), or both, joined by "; ".
 	Error string `json:"error,omitempty"`
+	// Failures is how many forwarded requests in a row failed
+	// (passive.go); Peer.Failures of them put it down.
+	Failures int `json:"failures"`
+	// RetryAt, when it is down because forwarded requests failed, is when
+	// one request is let through to try it.
+	RetryAt time.Time `json:"retry_at,omitzero"`
 	// IntervalS is how often it is checked, in seconds.
 	IntervalS float64 `json:"interval_s"`
 	// Loadout: it answers /api/models, so its models' states are known.
@@ -53,8 +61,12 @@ func (s *Set) Statuses() []Status {
 }
 
 func (p *peer) status(st *state) Status {
-	out := Status{Peer: p.ID, URL: p.URL.String(), State: st.health, Since: st.since, Checked: st.checked,
-		Error: st.err, IntervalS: p.Interval.Seconds(), Loadout: st.loadout, Models: []ModelStatus{}}
+	out := Status{Peer: p.ID, URL: p.URL.String(), State: st.health(), Since: st.since, Checked: st.checked,
+		Error: st.err, Failures: st.failures, IntervalS: p.Interval.Seconds(), Loadout: st.loadout, Models: []ModelStatus{}}
+	if st.benched {
+		out.RetryAt = st.retryAt
+		out.Error = strings.TrimPrefix(st.err+"; "+st.benchReason(), "; ")
+	}
 	for _, m := range p.Models {
 		t := p.targets[m]
 		out.InFlight += int(t.inFlight.Load())
@@ -70,7 +82,8 @@ func (p *peer) status(st *state) Status {
 // Start starts a poller per peer: each checks its peer at once, then
 // every interval, and at once after a forwarded request failed
 // (Target.Failed), until Stop. A peer that does not answer at start is
-// logged as down (a warning, not an error: it may come up later).
+// logged as down (a warning, not an error: it may come up later). A check
+// never lifts a peer benched by failed requests (passive.go).
 func (s *Set) Start(ctx context.Context) {
 	ctx, s.stop = context.WithCancel(ctx)
 	for _, p := range s.peers {
@@ -121,27 +134,15 @@ func (p *peer) check(ctx context.Context) {
 	if ctx.Err() != nil {
 		return // stopping: say nothing
 	}
-	prev := p.state.Load()
-	next := &state{health: Up, checked: start, loadout: loadout, models: models, since: prev.since}
-	if err != nil {
-		next.health, next.err, next.models, next.loadout = Down, err.Error(), nil, false
-	}
-	if next.health != prev.health {
-		next.since = start
-	}
-	p.state.Store(next)
-	if next.health == prev.health {
-		return
-	}
-	switch next.health {
-	case Down:
-		p.set.log.Warn("peer down: its models' requests fail at once until it answers again", "peer", p.ID, "url", p.URL.String(), "err", next.err)
-	case Up:
-		p.set.log.Info("peer up", "peer", p.ID, "url", p.URL.String(), "loadout", loadout)
-	}
-	if p.set.cfg.OnChange != nil {
-		p.set.cfg.OnChange(p.status(next))
-	}
+	p.update(func(n *state) {
+		wasDown := n.polled == Down
+		n.polled, n.checked, n.err, n.loadout, n.models = Up, start, "", loadout, models
+		if err != nil {
+			n.polled, n.err, n.models, n.loadout = Down, err.Error(), nil, false
+		} else if wasDown && !n.benched {
+			n.failures, n.failure = 0, "" // passive health, rule 4
+		}
+	})
 }
 
 // poll is one check: GET /api/models, falling back to /v1/models for a

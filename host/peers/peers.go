@@ -23,6 +23,37 @@ type Peer struct {
 	// Interval is how often the peer is checked; Timeout bounds one
 	// check. Both must be positive.
 	Interval, Timeout time.Duration
+	// Failures is how many forwarded requests in a row must fail (no
+	// answer in time, reset, stalled, not an answer: Target.Failed) to
+	// put the peer down, and CoolDown how long it then stays down before
+	// one request is let through to try it (passive health, passive.go).
+	// Zero: DefaultFailures and DefaultCoolDown; negative is an error.
+	Failures int
+	CoolDown time.Duration
+	// Timeouts bound the connections requests are forwarded on
+	// (llama-swap's peers timeouts:); host/proxy applies them.
+	Timeouts Timeouts
+}
+
+// Timeouts are one peer's connection limits, llama-swap's peers
+// timeouts: block. Zero disables a limit, as in llama-swap.
+type Timeouts struct {
+	// Connect bounds the TCP connect (llama-swap's connect).
+	Connect time.Duration
+	// KeepAlive is the TCP keep-alive period (llama-swap's keepalive).
+	KeepAlive time.Duration
+	// ResponseHeader bounds the wait for the answer to a forwarded
+	// request: its response headers and the first byte of its body
+	// (llama-swap's responseHeader, which covers the headers only; the
+	// body's first byte is added because a client sees nothing before
+	// it either).
+	ResponseHeader time.Duration
+	// TLSHandshake bounds an https peer's TLS handshake (llama-swap's
+	// tlsHandshake).
+	TLSHandshake time.Duration
+	// IdleConn is how long an idle keep-alive connection to the peer is
+	// kept (llama-swap's idleConn).
+	IdleConn time.Duration
 }
 
 // Config builds a Set.
@@ -35,8 +66,14 @@ type Config struct {
 	// slog.Default().
 	Logger *slog.Logger
 	// OnChange, when set, hears a peer's status each time it goes up or
-	// down, on that peer's poller goroutine; it must not block.
+	// down, in order: on that peer's poller goroutine or on the goroutine
+	// of the forwarded request that changed it (Target.Failed, a
+	// Begin's end), under the peer's lock; it must not block.
 	OnChange func(Status)
+	// Now is the clock passive health's cool-downs are measured on; nil:
+	// time.Now. Tests set it to move through a cool-down without
+	// sleeping.
+	Now func() time.Time
 }
 
 // Set is the configured peers, their models' names and their health. Make
@@ -58,18 +95,42 @@ type peer struct {
 	Peer
 	set     *Set
 	targets map[string]*Target // by model
-	state   atomic.Pointer[state]
-	poke    chan struct{} // a forwarded request failed: check now
+	// state is read without a lock; mu serializes its replacements
+	// (update), so that each change is seen, logged and reported once.
+	state atomic.Pointer[state]
+	mu    sync.Mutex
+	poke  chan struct{} // a forwarded request failed: check now
 }
 
-// state is what the last check found; replaced whole, never changed.
+// state is what the last check and the forwarded requests found;
+// replaced whole (update), never changed.
 type state struct {
-	health  string // Unknown, Up or Down
-	since   time.Time
+	polled  string    // what the last check found: Unknown, Up or Down
+	since   time.Time // when health() last changed
 	checked time.Time
-	err     string
+	err     string                // why the last check failed
 	loadout bool                  // it answered /api/models: model states are known
 	models  map[string]modelState // by model, when loadout
+
+	// Passive health (passive.go): what forwarded requests found.
+	failures int    // forwarded requests in a row that failed
+	failure  string // the last one's error
+	// benched: failures reached Peer.Failures; the peer is down until a
+	// request let through after retryAt succeeds, whatever its checks
+	// say. benchGen counts the benchings and trials: a request begun
+	// before the latest (an older gen) does not lift it.
+	benched  bool
+	retryAt  time.Time
+	benchGen uint64
+}
+
+// health is the peer's health: Down when its check failed or it is
+// benched, else what its check found.
+func (st *state) health() string {
+	if st.benched {
+		return Down
+	}
+	return st.polled
 }
 
 // modelState is one model as a Loadout peer reported it.
@@ -113,34 +174,22 @@ func (t *Target) URL() *url.URL { return t.peer.URL }
 // APIKey is the key to send the peer, or "".
 func (t *Target) APIKey() string { return t.peer.APIKey }
 
-// Begin counts a request forwarded to t until end is called (once).
-func (t *Target) Begin() (end func()) {
-	t.inFlight.Add(1)
-	var once sync.Once
-	return func() { once.Do(func() { t.inFlight.Add(-1) }) }
-}
-
-// Failed reports a forwarded request that got no response from the peer
-// (refused, reset, timed out) or broke off mid-body: the peer is checked
-// at once instead of at its next interval, so a dead peer is marked down
-// after one failed request. A peer already down is left to its poller.
-func (t *Target) Failed() {
-	if t.peer.state.Load().health == Down {
-		return
-	}
-	select {
-	case t.peer.poke <- struct{}{}:
-	default:
-	}
-}
+// Timeouts are the peer's connection limits (llama-swap's peers
+// timeouts:), for the transport and deadline the request is forwarded
+// with.
+func (t *Target) Timeouts() Timeouts { return t.peer.Timeouts }
 
 // New builds the set: every peer's targets and the names they take.
 // Errors: a peer without an id, a URL, models or a positive interval and
-// timeout (host/config reports these at their line first).
+// timeout, or with negative Failures, CoolDown or Timeouts (host/config
+// reports these at their line first).
 func New(cfg Config) (*Set, error) {
 	s := &Set{cfg: cfg, log: cfg.Logger, full: map[string]*Target{}, plain: map[string][]*Target{}}
 	if s.log == nil {
 		s.log = slog.Default()
+	}
+	if s.cfg.Now == nil {
+		s.cfg.Now = time.Now
 	}
 	if s.cfg.Client == nil {
 		s.cfg.Client = &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 2, IdleConnTimeout: 90 * time.Second}}
@@ -153,10 +202,20 @@ func New(cfg Config) (*Set, error) {
 			return nil, fmt.Errorf("peers: peer %q needs an id, a URL and models", pc.ID)
 		case pc.Interval <= 0 || pc.Timeout <= 0:
 			return nil, fmt.Errorf("peers: peer %s: the health interval and timeout must be positive", pc.ID)
+		case pc.Failures < 0 || pc.CoolDown < 0:
+			return nil, fmt.Errorf("peers: peer %s: failures and cool-down cannot be negative", pc.ID)
+		case min(pc.Timeouts.Connect, pc.Timeouts.KeepAlive, pc.Timeouts.ResponseHeader, pc.Timeouts.TLSHandshake, pc.Timeouts.IdleConn) < 0:
+			return nil, fmt.Errorf("peers: peer %s: a timeout cannot be negative (zero disables it)", pc.ID)
+		}
+		if pc.Failures == 0 {
+			pc.Failures = DefaultFailures
+		}
+		if pc.CoolDown == 0 {
+			pc.CoolDown = DefaultCoolDown
 		}
 		p := &peer{Peer: pc, set: s, targets: map[string]*Target{}, poke: make(chan struct{}, 1)}
 		p.Models = nil // without repeats, in the order given
-		p.state.Store(&state{health: Unknown})
+		p.state.Store(&state{polled: Unknown})
 		for _, m := range pc.Models {
 			if _, dup := p.targets[m]; dup {
 				continue
@@ -225,7 +284,23 @@ type Local struct {
 // model, in flight and queued, plus what this server forwarded since and
 // is still waiting on); on a tie the local model, then peers in id order.
 // When every candidate is a peer that is down, it returns a *DownError.
+//
+// A peer benched by failed requests (passive.go) whose cool-down is over
+// is a candidate like one that is up; when it is chosen, this request is
+// its one trial, and the next trial waits for another cool-down.
 func (s *Set) Choose(targets []*Target, local *Local) (*Target, error) {
+	for {
+		now := s.cfg.Now()
+		best, err := s.choose(targets, local, now)
+		if best == nil || !best.peer.state.Load().benched || best.peer.claimTrial(now) {
+			return best, err
+		}
+		// Another request took the trial: choose again without it.
+	}
+}
+
+// choose is Choose's rule at now, without claiming a trial.
+func (s *Set) choose(targets []*Target, local *Local, now time.Time) (*Target, error) {
 	var best *Target
 	bestReady, bestLoad, have := false, 0, false
 	if local != nil {
@@ -234,7 +309,7 @@ func (s *Set) Choose(targets []*Target, local *Local) (*Target, error) {
 	var down []Status
 	for _, t := range targets {
 		st := t.peer.state.Load()
-		if st.health == Down {
+		if !st.admits(now) {
 			down = append(down, t.peer.status(st))
 			continue
 		}
@@ -294,6 +369,9 @@ func (e *DownError) Error() string {
 			fmt.Fprintf(&b, ": %s", p.Error)
 		}
 		fmt.Fprintf(&b, "; checked every %s", time.Duration(p.IntervalS*float64(time.Second)))
+		if !p.RetryAt.IsZero() {
+			fmt.Fprintf(&b, "; one request is let through to try it at %s", p.RetryAt.Format("15:04:05.000"))
+		}
 	}
 	return b.String()
 }

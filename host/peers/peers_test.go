@@ -76,7 +76,7 @@ func TestLookup_Names(t *testing.T) {
 func withState(s *Set, peer, health string, models map[string]modelState) {
 	for _, p := range s.peers {
 		if p.ID == peer {
-			p.state.Store(&state{health: health, loadout: models != nil, models: models, since: time.Now()})
+			p.state.Store(&state{polled: health, loadout: models != nil, models: models, since: time.Now()})
 		}
 	}
 }
@@ -145,7 +145,7 @@ func TestChoose_CountsRequestsSentSinceTheCheck(t *testing.T) {
 	withState(s, "b", Up, ready)
 	withState(s, "c", Up, ready)
 	var picked []string
-	var ends []func()
+	var ends []func(bool)
 	for range 4 {
 		tg, err := s.Choose(s.Lookup("m"), nil)
 		if err != nil {
@@ -158,8 +158,8 @@ func TestChoose_CountsRequestsSentSinceTheCheck(t *testing.T) {
 		t.Fatalf("four requests went to %v, want them spread", picked)
 	}
 	for _, end := range ends {
-		end()
-		end() // once only
+		end(true)
+		end(true) // once only
 	}
 	if st := s.Statuses(); st[0].InFlight != 0 || st[1].InFlight != 0 {
 		t.Fatalf("in flight after the ends: %+v", st)
@@ -242,12 +242,12 @@ func TestHealth_Transitions(t *testing.T) {
 	// Garbage: down, with the reason. The interval is an hour: the
 	// failed request is what triggers the check.
 	f.set(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "<html>oops") })
-	tg.Failed()
+	tg.Failed(errors.New("reset"))
 	if st := await(Down); !strings.Contains(st.Error, "not JSON") {
 		t.Fatalf("garbage: %q", st.Error)
 	}
 	// Down: a failure report does not hammer it (its poller brings it back).
-	tg.Failed()
+	tg.Failed(errors.New("reset"))
 
 	// Another kind of server: no /api/models, but /v1/models.
 	f.set(func(w http.ResponseWriter, r *http.Request) {
@@ -264,7 +264,7 @@ func TestHealth_Transitions(t *testing.T) {
 		t.Fatalf("a peer without /api/models: %+v", st)
 	}
 	f.set(func(w http.ResponseWriter, r *http.Request) { http.Error(w, "no key", http.StatusUnauthorized) })
-	tg.Failed()
+	tg.Failed(errors.New("reset"))
 	if st := await(Down); !strings.Contains(st.Error, "401: check the peer's apiKey") {
 		t.Fatalf("401: %q", st.Error)
 	}
@@ -287,5 +287,106 @@ func TestHealth_TimeoutBoundsTheCheck(t *testing.T) {
 	st := <-changes
 	if st.State != Down || !strings.Contains(st.Error, "no answer within 50ms") || time.Since(start) > 5*time.Second {
 		t.Fatalf("a hanging peer: %+v after %s", st, time.Since(start))
+	}
+}
+
+// fakeClock is Config.Now that a test moves by hand.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) Add(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+// Passive health's rules (passive.go): Failures in a row bench a peer
+// whose checks still answer; its checks do not lift that; after the
+// cool-down one request is let through, and its failure benches it
+// again, its success brings it back; a request begun before the bench
+// does not.
+func TestPassive_BenchCoolDownTrial(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, `{"models":[{"model":"m","state":"ready"}]}`)
+	}))
+	defer srv.Close()
+	clock := &fakeClock{now: time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)}
+	changes := make(chan Status, 16)
+	s := newSet(t, Config{
+		Peers:    []Peer{{ID: "b", URL: mustURL(t, srv.URL), Models: []string{"m"}, Interval: time.Hour, Timeout: time.Second, CoolDown: time.Minute}},
+		OnChange: func(st Status) { changes <- st },
+		Now:      clock.Now,
+	})
+	s.Start(context.Background())
+	defer s.Stop()
+	await := func(state string) Status {
+		t.Helper()
+		select {
+		case st := <-changes:
+			if st.State != state {
+				t.Fatalf("peer went %s (%s), want %s", st.State, st.Error, state)
+			}
+			return st
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no change to %s", state)
+		}
+		return Status{}
+	}
+	await(Up)
+	tg := s.Lookup("m")[0]
+	choose := func() (*Target, error) { return s.Choose(s.Lookup("m"), nil) }
+
+	early := tg.Begin() // in flight across the bench
+	for i := range DefaultFailures {
+		if got, err := choose(); err != nil || got != tg {
+			t.Fatalf("after %d failures: Choose = %v, %v; want the peer", i, got, err)
+		}
+		end := tg.Begin()
+		tg.Failed(fmt.Errorf("no answer within 1s (%d)", i))
+		end(false)
+	}
+	st := await(Down)
+	if st.Failures != 3 || !strings.Contains(st.Error, "3 forwarded requests in a row failed, the last: no answer within 1s (2)") ||
+		!st.RetryAt.Equal(clock.Now().Add(time.Minute)) {
+		t.Fatalf("benched: %+v", st)
+	}
+	// Its check answers, and changes nothing; nor does the early request.
+	s.peers[0].check(context.Background())
+	early(true)
+	if _, err := choose(); err == nil || !strings.Contains(err.Error(), "one request is let through to try it at 03:05:05.000") {
+		t.Fatalf("benched, checked: Choose error %v", err)
+	}
+
+	// The cool-down passes: one trial, and only one.
+	clock.Add(time.Minute)
+	if got, err := choose(); err != nil || got != tg {
+		t.Fatalf("after the cool-down: Choose = %v, %v; want the trial", got, err)
+	}
+	end := tg.Begin()
+	if _, err := choose(); err == nil {
+		t.Fatal("a second request went to a peer on trial")
+	}
+	tg.Failed(errors.New("reset"))
+	end(false)
+	if st := s.Statuses()[0]; st.State != Down || !st.RetryAt.Equal(clock.Now().Add(time.Minute)) {
+		t.Fatalf("a failed trial: %+v", st)
+	}
+
+	// The next trial answers: up, the count cleared.
+	clock.Add(time.Minute)
+	if _, err := choose(); err != nil {
+		t.Fatal(err)
+	}
+	tg.Begin()(true)
+	if st := await(Up); st.Failures != 0 || st.Error != "" || !st.RetryAt.IsZero() {
+		t.Fatalf("back: %+v", st)
 	}
 }

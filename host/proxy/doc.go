@@ -14,8 +14,12 @@
 //     streamed without buffering, and releasing the grant exactly once when
 //     the response is done, whatever way it ends;
 //   - forwarding a peer's model (Config.Peers, llama-swap's peers:) through
-//     the same reverse proxy, after host/peers chose the peer; a peer that
-//     is down or fails answers with an error naming it;
+//     the same reverse proxy, after host/peers chose the peer, on a
+//     transport with the peer's timeouts; a peer that is down or fails
+//     answers with an error naming it: one whose answer does not begin
+//     within its timeouts.responseHeader (504), or whose 200 is not what
+//     the endpoint returns (answer.go, 502), fails, and each failure is
+//     reported to the peer's passive health;
 //   - llama-swap's loading state (sendLoadingState): a streaming chat request
 //     that must wait gets its SSE response early, with progress chunks, and
 //     the upstream's stream continues in the same response;

@@ -79,10 +79,11 @@ type envOpts struct {
 	native bool
 	logger *slog.Logger // replaces the log sink (benchmarks)
 	// Config.OnRequestStart and Config.OnRequest.
-	onStart    func(RequestStart)
-	onRequest  func(RequestSummary)
-	peers      *peers.Set    // Config.Peers
-	streamIdle time.Duration // Config.StreamIdle
+	onStart   func(RequestStart)
+	onRequest func(RequestSummary)
+	peers     *peers.Set // Config.Peers
+	// streamIdle is Config.StreamIdle (0: its default).
+	streamIdle time.Duration
 	// extra models, added to the catalog in one persistent, non-exclusive
 	// group: all of them stay loaded (the scale report).
 	extra []string

@@ -69,6 +69,11 @@ type exchange struct {
 	// connection was already granted again once.
 	answered  atomic.Bool
 	regranted bool
+	// answerTimer bounds a forwarded request's wait for its peer's answer
+	// (guardUpstream); stream is the request's "stream": true, which
+	// says what a peer's 200 must be (answer.go).
+	answerTimer *time.Timer
+	stream      bool
 
 	// What an inference body said about its size, read only when
 	// Config.OnRequestStart is set (estimate.go).
@@ -136,5 +141,5 @@ func (ex *exchange) Unwrap() http.ResponseWriter { return ex.ResponseWriter }
 // clientGone reports whether the request's client has left: its context
 // was cancelled, and not by Abort.
 func clientGone(ctx context.Context) bool {
-	return ctx.Err() == context.Canceled && abortedBy(ctx) == nil && stalledBy(ctx) == nil
+	return ctx.Err() == context.Canceled && abortedBy(ctx) == nil && stalledBy(ctx) == nil && answerTimedOut(ctx) == nil
 }

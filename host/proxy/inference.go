@@ -205,7 +205,7 @@ func (s *Server) proxyGranted(w http.ResponseWriter, r *http.Request, grant *rou
 	ex := exchangeOf(r)
 	ex.grant = grant
 	defer func() { ex.grant = nil }()
-	r, done := s.guardUpstream(r)
+	r, done := s.guardUpstream(r, 0)
 	defer done()
 	if ex.retryRefused && !ex.regranted {
 		// Whether the upstream answered a byte decides whether a lost

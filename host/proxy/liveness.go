@@ -19,7 +19,9 @@ import (
 // server reported to the run loop as hung (router.Grant.Stalled) or the
 // peer as failed. The time before the first byte is not held to it: a long
 // prompt's prefill sends nothing, and the run loop's health probes cover
-// that time (host/router liveness.go).
+// that time (host/router liveness.go). For a peer, which the run loop does
+// not probe, that time is bounded by the peer's timeouts.responseHeader
+// instead (guardUpstream's answer deadline).
 
 // DefaultStreamIdle is Config.StreamIdle's default: far above any gap
 // between a working server's tokens, even a batch preempted and resumed.
@@ -56,19 +58,56 @@ type idleWatch struct {
 
 // guardUpstream returns r with a context the stream-idle watch can cancel,
 // and the function that releases it. The watch starts with the body's
-// first byte (responseGuard).
-func (s *Server) guardUpstream(r *http.Request) (*http.Request, func()) {
+// first byte (responseGuard). answer, when positive, bounds the wait for
+// the response's headers and first body byte (a peer's
+// timeouts.responseHeader: a request forwarded to a peer whose inference
+// hangs before it answers); upstreamResponded ends that wait
+// (exchange.answerBegan).
+func (s *Server) guardUpstream(r *http.Request, answer time.Duration) (*http.Request, func()) {
 	limit := s.streamIdle
-	if limit <= 0 {
+	if limit <= 0 && answer <= 0 {
 		return r, func() {}
 	}
 	ctx, cancel := context.WithCancelCause(r.Context())
-	exchangeOf(r).idle = &idleWatch{limit: limit, cancel: cancel}
+	ex := exchangeOf(r)
+	if limit > 0 {
+		ex.idle = &idleWatch{limit: limit, cancel: cancel}
+	}
+	if answer > 0 {
+		ex.answerTimer = time.AfterFunc(answer, func() { cancel(&answerTimeoutError{limit: answer}) })
+	}
 	return r.WithContext(ctx), func() {
-		if w := exchangeOf(r).idle; w != nil {
+		if w := ex.idle; w != nil {
 			w.stop()
 		}
+		ex.answerBegan()
 		cancel(nil)
+	}
+}
+
+// answerTimeoutError is the cause a forwarded request is cancelled with
+// when its peer sent no response headers, or no first byte of its body,
+// within its timeouts.responseHeader.
+type answerTimeoutError struct{ limit time.Duration }
+
+func (e *answerTimeoutError) Error() string {
+	return fmt.Sprintf("no answer within %s (the peer's timeouts.responseHeader: response headers and the body's first byte)", e.limit)
+}
+
+// answerTimedOut returns the answer timeout that ended ctx, or nil.
+func answerTimedOut(ctx context.Context) *answerTimeoutError {
+	var ae *answerTimeoutError
+	if ctx.Err() == nil || !errors.As(context.Cause(ctx), &ae) {
+		return nil
+	}
+	return ae
+}
+
+// answerBegan stops the answer timer: the response began (or the
+// request is done).
+func (ex *exchange) answerBegan() {
+	if ex.answerTimer != nil {
+		ex.answerTimer.Stop()
 	}
 }
 

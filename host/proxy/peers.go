@@ -64,7 +64,7 @@ func (s *Server) routePeer(r *http.Request, name string, entry *ModelEntry) (*pe
 // the peer until its response is done.
 func (s *Server) forward(w http.ResponseWriter, r *http.Request, mr *modelRequest, body []byte, t *peers.Target) {
 	ex := exchangeOf(r)
-	ex.model, ex.peer = t.Name(), t
+	ex.model, ex.peer, ex.stream = t.Name(), t, mr.stream
 	out, err := mr.rewriteBody(r, body, t.Model())
 	if err != nil {
 		s.writeError(w, r, badRequest("invalid_body", err.Error()))
@@ -85,25 +85,40 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, mr *modelReques
 		h.Set("X-Api-Key", key)
 	}
 	h.Set(headerForwarded, "1")
+	answered := false // the peer answered well: passive health's success
 	end := t.Begin()
-	defer end()
+	defer func() { end(answered) }()
 	ex.req = router.Request{Model: t.Name(), Priority: mr.priority, Client: mr.client}
 	ex.usage = &usage{sent: time.Now()}
 	if mm := s.metrics.model(t.Name()); mm != nil {
 		mm.inFlight.Inc()
 		defer mm.inFlight.Dec()
 	}
-	r, done := s.guardUpstream(r)
+	r, done := s.guardUpstream(r, t.Timeouts().ResponseHeader)
 	defer done()
-	s.upstreams.proxy(t.URL()).ServeHTTP(w, r)
+	s.upstreams.peerProxy(t).ServeHTTP(w, r)
+	// Not reached when the body broke off (ReverseProxy panics with
+	// http.ErrAbortHandler); a failure, an abort or a client that left
+	// is a logical outcome of its own.
+	answered = ex.logical == 0 && ex.status != 0
 }
 
 // peerFailed is the error for a forwarded request the peer did not answer
-// (upstreamFailed) or broke off mid-body (responseGuard); the peer is
-// checked at once, so the next requests fail fast if it is down.
+// (upstreamFailed) or broke off mid-body (responseGuard): a 502
+// peer_error naming the peer, its URL and the model. The failure is
+// reported to the peer's health (Target.Failed): the peer is checked at
+// once, so the next requests fail fast if it is down, and failures in a
+// row put it down (host/peers passive health).
+//
+// A peer that did not answer within its timeouts.responseHeader is a 504.
 func peerFailed(t *peers.Target, what string, err error) *apiError {
-	t.Failed()
-	return &apiError{status: http.StatusBadGateway, code: "peer_error",
+	t.Failed(fmt.Errorf("%s: %w", what, err))
+	status := http.StatusBadGateway
+	var late *answerTimeoutError
+	if errors.As(err, &late) {
+		status = http.StatusGatewayTimeout
+	}
+	return &apiError{status: status, code: "peer_error",
 		msg: fmt.Sprintf("peer %s (%s): model %s: %s: %v", t.Peer(), t.URL(), t.Model(), what, err)}
 }
 

@@ -31,6 +31,7 @@ func fakePeer(t *testing.T) (*httptest.Server, *peers.Set) {
 			return
 		}
 		b, _ := io.ReadAll(r.Body)
+		w.Header().Set("Content-Type", "application/json")
 		var body struct{ Model string }
 		_ = json.Unmarshal(b, &body)
 		_ = json.NewEncoder(w).Encode(peerEcho{Model: body.Model, Auth: r.Header.Get("Authorization"), Forwarded: r.Header.Get(headerForwarded),

@@ -170,7 +170,10 @@ type Config struct {
 	// X-Loadout-Forwarded mark (a marked request is only ever served
 	// locally: no loops). A peer that is down fails its requests at once
 	// (503, peer_unavailable, naming it); one that fails a request is a
-	// 502 (peer_error) naming it. /v1/models lists peer models by their
+	// 502 (peer_error) naming it — a 504 when its answer did not begin
+	// within its Timeouts.ResponseHeader, a 502 too when its 200 is not
+	// what the endpoint returns — and the failure is reported to its
+	// passive health (Target.Failed). /v1/models lists peer models by their
 	// full names, GET /api/peers shows the peers' health; /api/models,
 	// which peers poll, stays local.
 	Peers *peers.Set

@@ -15,13 +15,16 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/loadout-dev/loadout/host/peers"
 )
 
 // newTransport is the transport to model servers: plain HTTP/1.1 to
-// localhost (or a LAN peer), so keep-alive pools are generous, compression
-// is left to client and server, and no environment proxy applies. There is
-// no response-header timeout: a model may think long before its first
-// byte; the client's context bounds the wait.
+// localhost, so keep-alive pools are generous, compression is left to
+// client and server, and no environment proxy applies. There is no
+// response-header timeout: a model may think long before its first byte;
+// the run loop's health probes and the client's context bound the wait. A
+// peer's transport starts from it (peerTransport).
 func newTransport() *http.Transport {
 	return &http.Transport{
 		Proxy: nil,
@@ -38,8 +41,26 @@ func newTransport() *http.Transport {
 	}
 }
 
+// peerTransport is the transport to a peer: newTransport's, with the
+// peer's timeouts (llama-swap's peers timeouts: connect, keepalive,
+// tlsHandshake, idleConn; zero disables each, as in llama-swap).
+// responseHeader is not here but per request (guardUpstream), so that its
+// error names the limit and it covers the body's first byte.
+func peerTransport(to peers.Timeouts) *http.Transport {
+	tr := newTransport()
+	keepAlive := to.KeepAlive
+	if keepAlive == 0 {
+		keepAlive = -1 // net.Dialer's "off"; its zero is "15 s"
+	}
+	tr.DialContext = (&net.Dialer{Timeout: to.Connect, KeepAlive: keepAlive}).DialContext
+	tr.TLSHandshakeTimeout = to.TLSHandshake
+	tr.IdleConnTimeout = to.IdleConn
+	return tr
+}
+
 // upstreams caches one httputil.ReverseProxy per upstream URL, all sharing
-// one transport (and so one keep-alive pool per upstream).
+// one transport (and so one keep-alive pool per upstream); a peer's get a
+// transport of their own, with the peer's timeouts (peerProxy).
 type upstreams struct {
 	s         *Server
 	transport http.RoundTripper
@@ -49,7 +70,13 @@ type upstreams struct {
 	proxies map[upstreamKey]*httputil.ReverseProxy
 }
 
-type upstreamKey struct{ scheme, host, path string }
+// upstreamKey is a cached proxy's key: its URL, and for a peer its
+// timeouts (zero for a local model server, whose transport is shared).
+type upstreamKey struct {
+	scheme, host, path string
+	peer               bool
+	timeouts           peers.Timeouts
+}
 
 // maxCachedProxies bounds the cache: model servers get a new port when they
 // restart, so old entries are dropped wholesale now and then.
@@ -64,8 +91,20 @@ func newUpstreams(s *Server) *upstreams {
 	}
 }
 
+// proxy is the reverse proxy to a local model server at target.
 func (u *upstreams) proxy(target *url.URL) *httputil.ReverseProxy {
-	key := upstreamKey{target.Scheme, target.Host, target.Path}
+	return u.cached(upstreamKey{scheme: target.Scheme, host: target.Host, path: target.Path}, target)
+}
+
+// peerProxy is the reverse proxy to t's peer, on a transport of its own
+// that applies the peer's timeouts (peerTransport); the one
+// responseHeader bounds is per request (guardUpstream).
+func (u *upstreams) peerProxy(t *peers.Target) *httputil.ReverseProxy {
+	target := t.URL()
+	return u.cached(upstreamKey{scheme: target.Scheme, host: target.Host, path: target.Path, peer: true, timeouts: t.Timeouts()}, target)
+}
+
+func (u *upstreams) cached(key upstreamKey, target *url.URL) *httputil.ReverseProxy {
 	u.mu.RLock()
 	rp := u.proxies[key]
 	u.mu.RUnlock()
@@ -78,15 +117,24 @@ func (u *upstreams) proxy(target *url.URL) *httputil.ReverseProxy {
 		return rp
 	}
 	if len(u.proxies) >= maxCachedProxies {
+		for _, old := range u.proxies {
+			if old.Transport != u.transport {
+				old.Transport.(*http.Transport).CloseIdleConnections()
+			}
+		}
 		clear(u.proxies)
 	}
 	t := *target
+	transport := u.transport
+	if key.peer {
+		transport = peerTransport(key.timeouts)
+	}
 	rp = &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(&t)
 			pr.SetXForwarded()
 		},
-		Transport:      u.transport,
+		Transport:      transport,
 		FlushInterval:  -1, // SSE and chunked bodies reach the client as they arrive
 		BufferPool:     u.bufs,
 		ErrorHandler:   u.s.upstreamFailed,
@@ -107,6 +155,10 @@ func (s *Server) upstreamFailed(w http.ResponseWriter, r *http.Request, err erro
 		s.writeError(w, r, e)
 		return
 	}
+	if at := answerTimedOut(r.Context()); at != nil && ex.peer != nil {
+		s.writeError(w, r, peerFailed(ex.peer, "request failed", at))
+		return
+	}
 	if clientGone(r.Context()) {
 		ex.fail(statusClientGone, "client went away while the upstream was answering")
 		return
@@ -117,7 +169,12 @@ func (s *Server) upstreamFailed(w http.ResponseWriter, r *http.Request, err erro
 		return
 	}
 	if ex.peer != nil {
-		s.writeError(w, r, peerFailed(ex.peer, "request failed", err))
+		var bad *badAnswerError
+		what := "request failed"
+		if errors.As(err, &bad) {
+			what = "not an answer"
+		}
+		s.writeError(w, r, peerFailed(ex.peer, what, err))
 		return
 	}
 	if ex.grantAgain(err) {
@@ -140,8 +197,15 @@ func (s *Server) upstreamResponded(resp *http.Response) error {
 	ex := exchangeOf(resp.Request)
 	resp.Header.Del(requestIDHeader) // ours was set already
 	if resp.StatusCode == http.StatusSwitchingProtocols {
+		ex.answerBegan()
 		return nil
 	}
+	if ex.peer != nil && resp.StatusCode == http.StatusOK && ex.sse == nil {
+		if err := checkAnswer(resp, ex.path, ex.stream); err != nil {
+			return err // upstreamFailed: a 502 peer_error, or the answer's timeout
+		}
+	}
+	ex.answerBegan()
 	if resp.StatusCode == http.StatusOK && ex.usage != nil {
 		resp.Body = newUsageMeter(resp.Body, ex.usage, resp.Header.Get("Content-Type"))
 	}
@@ -301,6 +365,8 @@ func (g *responseGuard) Read(p []byte) (int, error) {
 	case e != nil: // Abort ended the request: say so
 	case stalledBy(g.req.Context()) != nil:
 		e = g.s.stalled(g.ex, stalledBy(g.req.Context()))
+	case answerTimedOut(g.req.Context()) != nil && g.ex.peer != nil: // the timer fired as the answer began
+		e = peerFailed(g.ex.peer, "request failed", answerTimedOut(g.req.Context()))
 	case clientGone(g.req.Context()):
 		return n, err
 	case g.ex.peer != nil:
