@@ -27,8 +27,7 @@ func TestCompat_LlamaSwap(t *testing.T) {
 	ls := "llama-swap/"
 	warnExample := func(file string) []string {
 		return []string{
-			file + ":35:1: logTimeFormat: " + not + "log timestamps follow Loadout's structured logger",
-			file + ":45:1: logToStdout: " + not + "Loadout logs its own events; upstream output goes to the backend's log",
+			file + ":56:1: captureBuffer: " + not + "request/response capture is not implemented",
 		}
 	}
 	undefinedGroupMembers := func(file string, line int) []string {
