@@ -27,6 +27,10 @@ var modelKeys = []string{
 	"gpus", "split", "replicas", "min_replicas", "max_replicas",
 }
 
+// shadowedMetadata are the meta.llamaswap keys /v1/models sets itself
+// (host/proxy), hiding a metadata key of the same name.
+var shadowedMetadata = []string{"type", "aliases", "modelID", "peerID"}
+
 var builtinBackends = []string{BackendCmd, BackendSim, BackendLlamaServer, BackendVLLM}
 
 // modelSrc keeps the YAML a model came from, for checks across models.
@@ -307,6 +311,11 @@ func (d *decoder) model(cfg *Config, id string, mp pair, nextPort *int) *modelSr
 			}
 		case "metadata":
 			m.Metadata = d.mapValue(p.val, kp)
+			for _, q := range d.pairs(p.val, kp) {
+				if slices.Contains(shadowedMetadata, q.name) {
+					d.warnf(q.key, join(kp, q.name), "hidden in /v1/models by llama-swap's own meta.llamaswap.%s; rename it", q.name)
+				}
+			}
 		case "filters":
 			m.Filters, s.byID = d.filters(p.val, kp)
 		case "timeouts":

@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/loadout-dev/loadout/host/config"
 )
 
 // benchBody is a small chat completion request, the proxy's common case.
@@ -230,7 +232,7 @@ func TestProxyOverheadReport(t *testing.T) {
 	}
 	bare := httptest.NewServer(&httputil.ReverseProxy{
 		Rewrite:       func(pr *httputil.ProxyRequest) { pr.SetURL(upstream) },
-		Transport:     newTransport(),
+		Transport:     newTransport(config.DefaultTimeouts),
 		FlushInterval: -1,
 	})
 	defer bare.Close()

@@ -65,7 +65,7 @@ func (s *Server) routePeer(r *http.Request, name string, entry *ModelEntry) (*pe
 func (s *Server) forward(w http.ResponseWriter, r *http.Request, mr *modelRequest, body []byte, t *peers.Target) {
 	ex := exchangeOf(r)
 	ex.model, ex.peer = t.Name(), t
-	out, err := mr.rewriteBody(r, body, t.Model())
+	out, err := mr.rewriteBody(r, body, &ModelEntry{UseModelName: t.Model()})
 	if err != nil {
 		s.writeError(w, r, badRequest("invalid_body", err.Error()))
 		return
@@ -95,7 +95,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, mr *modelReques
 	}
 	r, done := s.guardUpstream(r)
 	defer done()
-	s.upstreams.proxy(t.URL()).ServeHTTP(w, r)
+	s.upstreams.proxy(t.URL(), nil).ServeHTTP(w, r)
 }
 
 // peerFailed is the error for a forwarded request the peer did not answer

@@ -14,42 +14,64 @@ import (
 	"net/url"
 	"strings"
 	"sync"
-	"time"
+
+	"github.com/loadout-dev/loadout/host/config"
 )
 
-// newTransport is the transport to model servers: plain HTTP/1.1 to
-// localhost (or a LAN peer), so keep-alive pools are generous, compression
-// is left to client and server, and no environment proxy applies. There is
-// no response-header timeout: a model may think long before its first
+// newTransport is a transport to model servers bounded by t (a model's
+// timeouts:, llama-swap's; a zero bound is none, and a zero KeepAlive
+// turns TCP keep-alive probes off): plain HTTP/1.1 to localhost (or a LAN
+// peer), so keep-alive pools are generous, compression is left to client
+// and server, and no environment proxy applies. By default there is no
+// response-header timeout: a model may think long before its first
 // byte; the client's context bounds the wait.
-func newTransport() *http.Transport {
+func newTransport(t config.Timeouts) *http.Transport {
+	keepAlive := t.KeepAlive
+	if keepAlive == 0 {
+		keepAlive = -1 // net.Dialer: negative disables, zero means 15 s
+	}
 	return &http.Transport{
 		Proxy: nil,
 		DialContext: (&net.Dialer{
-			Timeout:   10 * time.Second,
-			KeepAlive: 30 * time.Second,
+			Timeout:   t.Connect,
+			KeepAlive: keepAlive,
 		}).DialContext,
 		MaxIdleConns:          1024,
 		MaxIdleConnsPerHost:   256,
-		IdleConnTimeout:       90 * time.Second,
-		ExpectContinueTimeout: time.Second,
+		IdleConnTimeout:       t.IdleConn,
+		TLSHandshakeTimeout:   t.TLSHandshake,
+		ResponseHeaderTimeout: t.ResponseHeader,
+		ExpectContinueTimeout: t.ExpectContinue,
 		DisableCompression:    true,
 		ForceAttemptHTTP2:     false,
 	}
 }
 
-// upstreams caches one httputil.ReverseProxy per upstream URL, all sharing
-// one transport (and so one keep-alive pool per upstream).
+// upstreams caches one httputil.ReverseProxy per upstream URL and
+// timeouts, and one transport (one keep-alive pool per upstream) per
+// distinct timeouts: models that keep the defaults share one.
 type upstreams struct {
-	s         *Server
-	transport http.RoundTripper
-	bufs      *bufferPool
+	s    *Server
+	bufs *bufferPool
 
-	mu      sync.RWMutex
-	proxies map[upstreamKey]*httputil.ReverseProxy
+	mu         sync.RWMutex
+	proxies    map[upstreamKey]*httputil.ReverseProxy
+	transports map[config.Timeouts]*http.Transport
 }
 
-type upstreamKey struct{ scheme, host, path string }
+type upstreamKey struct {
+	scheme, host, path string
+	timeouts           config.Timeouts
+}
+
+// closeIdle closes the idle connections of every transport.
+func (u *upstreams) closeIdle() {
+	u.mu.RLock()
+	defer u.mu.RUnlock()
+	for _, tr := range u.transports {
+		tr.CloseIdleConnections()
+	}
+}
 
 // maxCachedProxies bounds the cache: model servers get a new port when they
 // restart, so old entries are dropped wholesale now and then.
@@ -57,15 +79,20 @@ const maxCachedProxies = 256
 
 func newUpstreams(s *Server) *upstreams {
 	return &upstreams{
-		s:         s,
-		transport: newTransport(),
-		bufs:      &bufferPool{},
-		proxies:   map[upstreamKey]*httputil.ReverseProxy{},
+		s:          s,
+		bufs:       &bufferPool{},
+		proxies:    map[upstreamKey]*httputil.ReverseProxy{},
+		transports: map[config.Timeouts]*http.Transport{},
 	}
 }
 
-func (u *upstreams) proxy(target *url.URL) *httputil.ReverseProxy {
-	key := upstreamKey{target.Scheme, target.Host, target.Path}
+// proxy returns the reverse proxy to target bounded by t (nil:
+// config.DefaultTimeouts).
+func (u *upstreams) proxy(target *url.URL, t *config.Timeouts) *httputil.ReverseProxy {
+	key := upstreamKey{target.Scheme, target.Host, target.Path, config.DefaultTimeouts}
+	if t != nil {
+		key.timeouts = *t
+	}
 	u.mu.RLock()
 	rp := u.proxies[key]
 	u.mu.RUnlock()
@@ -80,13 +107,18 @@ func (u *upstreams) proxy(target *url.URL) *httputil.ReverseProxy {
 	if len(u.proxies) >= maxCachedProxies {
 		clear(u.proxies)
 	}
-	t := *target
+	tr := u.transports[key.timeouts]
+	if tr == nil {
+		tr = newTransport(key.timeouts)
+		u.transports[key.timeouts] = tr
+	}
+	dest := *target
 	rp = &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
-			pr.SetURL(&t)
+			pr.SetURL(&dest)
 			pr.SetXForwarded()
 		},
-		Transport:      u.transport,
+		Transport:      tr,
 		FlushInterval:  -1, // SSE and chunked bodies reach the client as they arrive
 		BufferPool:     u.bufs,
 		ErrorHandler:   u.s.upstreamFailed,
@@ -122,6 +154,12 @@ func (s *Server) upstreamFailed(w http.ResponseWriter, r *http.Request, err erro
 	}
 	if ex.grantAgain(err) {
 		ex.refused = true // serve grants it again: nothing was answered, nothing is written
+		return
+	}
+	if strings.Contains(err.Error(), "timeout awaiting response headers") && ex.timeouts != nil {
+		// net/http's error has no type of its own for this.
+		s.writeError(w, r, &apiError{status: http.StatusGatewayTimeout, code: "upstream_timeout",
+			msg: fmt.Sprintf("model %s: no response headers within %s (timeouts.responseHeader)", ex.model, ex.timeouts.ResponseHeader)})
 		return
 	}
 	s.writeError(w, r, &apiError{status: http.StatusBadGateway, code: "upstream_error",
