@@ -28,8 +28,8 @@ type observability struct {
 	models   []string
 }
 
-func newObservability(models []string) *observability {
-	bus := events.New(0)
+func newObservability(models []string, ring int) *observability {
+	bus := events.New(ring)
 	return &observability{bus: bus, observer: observe.New(models, bus), logs: logs.New(0), models: models}
 }
 

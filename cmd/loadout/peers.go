@@ -26,11 +26,9 @@ func startPeers(ctx context.Context, cfg *config.Config, bus *events.Bus, log *s
 		if err != nil {
 			return nil, nil, fmt.Errorf("peer %s: %w", id, err)
 		}
-		to := p.Timeouts
 		pc.Peers = append(pc.Peers, peers.Peer{ID: id, URL: u, APIKey: p.APIKey, Models: p.Models,
 			Interval: p.HealthInterval, Timeout: p.HealthTimeout, Failures: p.HealthFailures, CoolDown: p.HealthCoolDown,
-			Timeouts: peers.Timeouts{Connect: to.Connect, KeepAlive: to.KeepAlive, ResponseHeader: to.ResponseHeader,
-				TLSHandshake: to.TLSHandshake, IdleConn: to.IdleConn}})
+			Timeouts: p.Timeouts})
 	}
 	set, err = peers.New(pc)
 	if err != nil {

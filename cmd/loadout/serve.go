@@ -109,11 +109,7 @@ func loadConfig(path, listen string) (*config.Config, []config.Warning, error) {
 	return config.LoadWith(path, hostOptions(listen))
 }
 
-func newLogger(level string) (*slog.Logger, error) {
-	return newLoggerAt(level, nil)
-}
-
-// newLoggerAt is newLogger whose lines carry clock's time instead of the
+// newLoggerAt is a logger to stderr at level whose lines carry clock's time instead of the
 // wall clock's, when clock is set (simulate's virtual time, as seconds
 // from the replay's start: t=12.5).
 func newLoggerAt(level string, clock *sim.Clock) (*slog.Logger, error) {
@@ -142,7 +138,7 @@ func runServe(ctx context.Context, o serveOptions) error {
 	if o.logLevel != "" {
 		level = o.logLevel
 	}
-	log, err := newLogger(level)
+	log, err := newServeLogger(os.Stderr, level, cfg)
 	if err != nil {
 		return err
 	}
@@ -192,7 +188,7 @@ func runServe(ctx context.Context, o serveOptions) error {
 			l.Close()
 		}
 	}()
-	obsv := newObservability(cfg.ModelIDs())
+	obsv := newObservability(cfg.ModelIDs(), cfg.EventRing)
 	if err := validateModels(ctx, cfg, launchers, obsv.pluginLog(log)); err != nil {
 		return err
 	}
@@ -252,6 +248,8 @@ func runServe(ctx context.Context, o serveOptions) error {
 		Models:               catalog,
 		APIKeys:              cfg.APIKeys,
 		IncludeAliasesInList: cfg.IncludeAliasesInList,
+		IgnorePaths:          cfg.IgnorePaths,
+		SessionHeaders:       cfg.SessionHeaders,
 		SendLoadingState:     cfg.SendLoadingState,
 		StreamIdle:           cfg.Liveness.StreamIdle,
 		Events:               obsv.bus,
@@ -415,6 +413,8 @@ func modelTable(ctx context.Context, cfg *config.Config, ids []string, launchers
 		catalog = append(catalog, proxy.ModelEntry{
 			ID: id, Name: m.Name, Description: m.Description, Aliases: m.Aliases,
 			UseModelName: m.UseModelName, Unlisted: m.Unlisted, Backend: m.Backend,
+			Filters: m.Filters, Timeouts: &m.Timeouts, Metadata: m.Metadata,
+			Capabilities: m.Capabilities, IgnoreWebsockets: m.IgnoreWebsockets,
 		})
 	}
 	return models, catalog, nil

@@ -27,8 +27,7 @@ func TestCompat_LlamaSwap(t *testing.T) {
 	ls := "llama-swap/"
 	warnExample := func(file string) []string {
 		return []string{
-			file + ":35:1: logTimeFormat: " + not + "log timestamps follow Loadout's structured logger",
-			file + ":45:1: logToStdout: " + not + "Loadout logs its own events; upstream output goes to the backend's log",
+			file + ":56:1: captureBuffer: " + not + "request/response capture is not implemented",
 		}
 	}
 	undefinedGroupMembers := func(file string, line int) []string {
@@ -189,6 +188,59 @@ func TestCompat_NotHonouredKeysWarn(t *testing.T) {
 	for i, k := range append(slices.Sorted(maps.Keys(notHonoured)), slices.Sorted(maps.Keys(modelNotHonoured))...) {
 		if w := warns[i]; w.Key != k && w.Key != "models.m."+k {
 			t.Errorf("warning %d names %q, want %q", i, w.Key, k)
+		}
+	}
+}
+
+// TestCompat_EveryKeyActedOn loads a configuration that holds every key
+// llama-swap documents (its example configuration, made loadable) and
+// holds it to "no key ignored": every warning is one of the keys that are
+// a later task (profiles, selectors, captureBuffer), one that cannot apply
+// and says why (performance: nothing polls on a timer), or a peer's
+// timeouts and filters, which the peers work acts on.
+func TestCompat_EveryKeyActedOn(t *testing.T) {
+	t.Setenv("OPENROUTER_API_KEY", "x")
+	for _, v := range []string{"HOME", "API_KEY_1", "API_KEY_2"} {
+		t.Setenv(v, "x-"+v)
+	}
+	cfg, warns, err := Load(filepath.Join(fixtureDir, "llama-swap-every-key.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	allowed := []string{"profiles", "selectors", "captureBuffer", "performance",
+		"peers.openrouter.timeouts", "peers.openrouter.filters"}
+	for _, w := range warns {
+		if !slices.Contains(allowed, w.Key) {
+			t.Errorf("key ignored: %s", w)
+		}
+	}
+	m := cfg.Models["gpt-oss-120b"]
+	eq(t, "StripParams", m.Filters.StripParams, []string{"temperature", "top_k", "top_p"})
+	eq(t, "SetParamsByID", sortedKeys(m.Filters.SetParamsByID), []string{"gpt-oss-120b", "gpt-oss-120b:high", "gpt-oss-120b:low"})
+	eq(t, "Timeouts.ResponseHeader", m.Timeouts.ResponseHeader, 60*time.Second)
+	eq(t, "Timeouts.KeepAlive", m.Timeouts.KeepAlive, time.Duration(0))
+	eq(t, "Capabilities.Context", m.Capabilities.Context, 32000)
+	eq(t, "IgnoreWebsockets", m.IgnoreWebsockets, true)
+	eq(t, "Metadata.port", m.Metadata["port"], any(int64(m.Port)))
+	eq(t, "Metadata.temperature", m.Metadata["temperature"], any(0.7))
+	eq(t, "LogToStdout", cfg.LogToStdout, LogProxy)
+	eq(t, "LogTime", *cfg.LogTime, "")
+	eq(t, "EventRing", cfg.EventRing, 1000)
+	eq(t, "IgnorePaths", len(cfg.IgnorePaths), 2)
+	eq(t, "SessionHeaders", cfg.SessionHeaders, []string{"X-Session-ID", "X-Litellm-Session-Id"})
+	r := Report(cfg, warns)
+	for _, want := range []string{
+		"logToStdout             proxy",
+		"filters (JSON bodies): strip temperature, top_k, top_p",
+		"timeouts connect 30s, keepalive off, responseHeader 1m",
+		"compat.ignoreWebsockets",
+		"capabilities (in /v1/models): in text+audio+image, out text+audio+image, tools, context 32000",
+		"metadata (in /v1/models meta.llamaswap)",
+		"routing.router.settings.matrix (line",
+		"metricsMaxInMemory",
+	} {
+		if !strings.Contains(r, want) {
+			t.Errorf("report lacks %q:\n%s", want, r)
 		}
 	}
 }

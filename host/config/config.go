@@ -2,6 +2,7 @@ package config
 
 import (
 	"encoding/json"
+	"regexp"
 	"slices"
 	"sort"
 	"time"
@@ -107,6 +108,27 @@ type Config struct {
 	// (hooks.on_startup.preload, aliases resolved, in order).
 	Preload []string
 
+	// LogToStdout is what Loadout's log output carries (llama-swap's
+	// logToStdout): LogProxy (the default), LogUpstream, LogBoth or LogNone.
+	LogToStdout string
+	// LogTime is the time layout of log lines (llama-swap's logTimeFormat,
+	// its name resolved to a Go layout; "" is lines without a timestamp);
+	// nil when the key is absent: Loadout's logger's own timestamps.
+	LogTime *string
+	// IgnorePaths are the paths under /upstream/{model}/ that never load a
+	// model (llama-swap's upstream.ignorePaths, RE2, matched against the
+	// path after the model; DefaultIgnorePaths when absent or empty): a
+	// request for one while the model is not ready gets 409.
+	IgnorePaths []*regexp.Regexp
+	// SessionHeaders are the request headers whose first non-empty value
+	// is the client id of a request that names none (llama-swap's
+	// ui.activity.session_id; DefaultSessionHeaders when absent).
+	SessionHeaders []string
+	// EventRing is how many events /api/events keeps in memory for the UI
+	// to replay (llama-swap's metricsMaxInMemory); 0 means the default
+	// (events.DefaultRingSize).
+	EventRing int
+
 	aliases map[string]string // alias -> model id
 	notes   []string          // how llama-swap keys were mapped, for Report
 }
@@ -171,9 +193,18 @@ type Model struct {
 	// types kept (llama-swap's metadata).
 	Metadata map[string]any
 	// Filters is llama-swap's request filters (stripParams, setParams,
-	// setParamsByID), kept as written; Loadout warns that it does not apply
-	// them yet.
-	Filters map[string]any
+	// setParamsByID; filters.go), applied by the proxy.
+	Filters Filters
+	// Timeouts bounds the connections to the model's upstream (llama-swap's
+	// timeouts:; DefaultTimeouts for the keys left out).
+	Timeouts Timeouts
+	// Capabilities is llama-swap's capabilities:, shown in /v1/models.
+	Capabilities Capabilities
+	// IgnoreWebsockets is llama-swap's compat.ignoreWebsockets: a WebSocket
+	// through /upstream/{model}/ never loads the model, is not counted
+	// in flight (so neither holds it loaded nor counts toward its
+	// concurrencyLimit or TTL), and gets 409 while the model is not ready.
+	IgnoreWebsockets bool
 
 	// TTL is how long the model may stay idle before it is unloaded; 0 means
 	// never. YAML: ttl, whole seconds; -1 or absent means GlobalTTL.

@@ -3,9 +3,12 @@
 //
 // The format is llama-swap's (github.com/mostlygeek/llama-swap): a llama-swap
 // configuration loads unchanged, with the same defaults, macro rules, ${PORT}
-// assignment, alias and group rules, and rejects what llama-swap rejects. Keys
-// llama-swap has and Loadout does not act on yet are accepted with a Warning
-// naming the key. Loadout adds a few keys of its own: per model `backend`,
+// assignment, alias and group rules, and rejects what llama-swap rejects
+// (and a filter naming a protected field, which llama-swap drops
+// silently). Its model filters, metadata, capabilities, timeouts and
+// compat, and its logToStdout, logTimeFormat, upstream, ui and
+// metricsMaxInMemory keys are acted on. Keys llama-swap has and Loadout
+// does not act on yet are accepted with a Warning naming the key and why. Loadout adds a few keys of its own: per model `backend`,
 // `options`, `vram`, `priority`, `pinned`, and the placement constraints
 // `gpus` and `split` (checked against the devices with CheckPlacement);
 // top-level `gpus` and `placement`; per peer (llama-swap's `peers:`, which

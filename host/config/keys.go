@@ -13,26 +13,17 @@ import (
 // field and delete it from here.
 var notHonoured = map[string]string{
 	// top level
-	"logTimeFormat":      "log timestamps follow Loadout's structured logger",
-	"logToStdout":        "Loadout logs its own events; upstream output goes to the backend's log",
-	"logRequests":        "an old llama-swap key; Loadout does not log request bodies",
-	"metricsMaxInMemory": "metrics retention is not configurable yet",
-	"captureBuffer":      "request/response capture is not implemented",
-	"ui":                 "Loadout has no web UI",
-	"performance":        "system performance polling is not implemented",
-	"store":              "the activity store is not implemented",
-	"profiles":           "profiles are not supported",
-	"selectors":          "selectors are not supported",
-	"upstream":           "the /upstream passthrough ignore list is not configurable",
+	"logRequests":   "an old llama-swap key; Loadout does not log request bodies",
+	"captureBuffer": "request/response capture is not implemented",
+	"performance":   "Loadout polls nothing on a timer: GPU and system figures are read when /metrics is scraped, so the scrape interval is the polling interval",
+	"store":         "Loadout always keeps the activity log on disk, in serve's --db file (what store.path chooses in llama-swap)",
+	"profiles":      "profiles are not supported",
+	"selectors":     "selectors are not supported",
 }
 
-// modelNotHonoured is notHonoured for keys inside a model.
-var modelNotHonoured = map[string]string{
-	"filters":      "request filters (stripParams, setParams, setParamsByID) are kept but not applied",
-	"timeouts":     "proxy timeouts use Loadout's defaults",
-	"compat":       "compat settings are not supported",
-	"capabilities": "capabilities are not reported in /v1/models yet",
-}
+// modelNotHonoured is notHonoured for keys inside a model: none today,
+// every llama-swap model key is acted on.
+var modelNotHonoured = map[string]string{}
 
 // unknownKey reports a key that neither Loadout nor llama-swap defines, with a
 // "did you mean" when one known key is close.

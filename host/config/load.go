@@ -35,6 +35,7 @@ var topKeys = []string{
 	"healthCheckTimeout", "logLevel", "startPort", "globalTTL", "unloadTimeout",
 	"apiKeys", "macros", "models", "groups", "matrix", "routing", "gpus", "hooks",
 	"sendLoadingState", "includeAliasesInList", "placement", "peers", "liveness",
+	"logToStdout", "logTimeFormat", "upstream", "ui", "metricsMaxInMemory",
 }
 
 // Options fit a configuration to the host it will run on. The zero value
@@ -171,6 +172,8 @@ func (d *decoder) parse(data []byte, dir string) *Config {
 		StartPort:          defaultStartPort,
 		UnloadTimeout:      defaultUnloadTimeout * time.Second,
 		Models:             map[string]*Model{},
+		LogToStdout:        LogProxy,
+		SessionHeaders:     DefaultSessionHeaders,
 	}
 
 	top := map[string]pair{}
@@ -198,10 +201,10 @@ func (d *decoder) parse(data []byte, dir string) *Config {
 
 	// Global macros may be used in any value (llama-swap); models get theirs
 	// merged with their own, the rest get the globals here.
-	for _, k := range []string{"apiKeys", "hooks", "gpus", "groups", "matrix", "routing", "peers"} {
+	for _, k := range []string{"apiKeys", "hooks", "gpus", "groups", "matrix", "routing", "peers", "upstream", "ui"} {
 		d.substitute(get(k), k, cfg.Macros)
 	}
-	for _, k := range []string{"apiKeys", "hooks", "gpus", "peers"} {
+	for _, k := range []string{"apiKeys", "hooks", "gpus", "peers", "upstream", "ui"} {
 		d.leftoverMacros(get(k), k)
 	}
 
@@ -216,6 +219,20 @@ func (d *decoder) parse(data []byte, dir string) *Config {
 	d.hooks(cfg, get("hooks"))
 	d.peers(cfg, peers)
 	d.liveness(cfg, get("liveness"))
+	if n := get("logToStdout"); n != nil {
+		d.logToStdout(cfg, n)
+	}
+	if n := get("logTimeFormat"); n != nil {
+		d.logTimeFormat(cfg, n)
+	}
+	d.upstream(cfg, get("upstream"))
+	if len(cfg.IgnorePaths) == 0 {
+		cfg.IgnorePaths = defaultIgnorePaths()
+	}
+	d.ui(cfg, get("ui"))
+	if n := get("metricsMaxInMemory"); n != nil {
+		d.metricsMaxInMemory(cfg, n)
+	}
 	return cfg
 }
 

@@ -21,10 +21,15 @@ var modelKeys = []string{
 	"cmd", "cmdStop", "proxy", "aliases", "env", "checkEndpoint", "ttl",
 	"useModelName", "unlisted", "name", "description", "concurrencyLimit",
 	"unloadTimeout", "metadata", "macros", "sendLoadingState",
+	"filters", "timeouts", "capabilities", "compat",
 	// Loadout
 	"backend", "options", "vram", "priority", "pinned", "simulate",
 	"gpus", "split", "replicas", "min_replicas", "max_replicas",
 }
+
+// shadowedMetadata are the meta.llamaswap keys /v1/models sets itself
+// (host/proxy), hiding a metadata key of the same name.
+var shadowedMetadata = []string{"type", "aliases", "modelID", "peerID"}
 
 var builtinBackends = []string{BackendCmd, BackendSim, BackendLlamaServer, BackendVLLM}
 
@@ -35,6 +40,7 @@ type modelSrc struct {
 	aliases  []*yaml.Node // one per Model.Aliases entry
 	aliasIdx []int        // its index in the YAML list
 	priority *yaml.Node   // the priority: value, when set
+	byID     []*yaml.Node // the keys of filters.setParamsByID
 }
 
 // models decodes `models:` in sorted id order (the order ports are assigned
@@ -87,6 +93,7 @@ func (d *decoder) model(cfg *Config, id string, mp pair, nextPort *int) *modelSr
 		TTL:              cfg.GlobalTTL,
 		UnloadTimeout:    cfg.UnloadTimeout,
 		SendLoadingState: cfg.SendLoadingState,
+		Timeouts:         DefaultTimeouts,
 	}
 	if id == "" {
 		d.errorf(mp.key, path, "a model id cannot be empty")
@@ -304,8 +311,19 @@ func (d *decoder) model(cfg *Config, id string, mp pair, nextPort *int) *modelSr
 			}
 		case "metadata":
 			m.Metadata = d.mapValue(p.val, kp)
+			for _, q := range d.pairs(p.val, kp) {
+				if slices.Contains(shadowedMetadata, q.name) {
+					d.warnf(q.key, join(kp, q.name), "hidden in /v1/models by llama-swap's own meta.llamaswap.%s; rename it", q.name)
+				}
+			}
 		case "filters":
-			m.Filters = d.mapValue(p.val, kp)
+			m.Filters, s.byID = d.filters(p.val, kp)
+		case "timeouts":
+			m.Timeouts = d.timeouts(p.val, kp, DefaultTimeouts, timeoutKeys)
+		case "capabilities":
+			m.Capabilities = d.capabilities(p.val, kp)
+		case "compat":
+			d.compat(m, p.val, kp)
 		case "options":
 			m.Options, m.options = d.keyedMap(p, kp)
 		case "simulate":
@@ -331,6 +349,19 @@ func (d *decoder) model(cfg *Config, id string, mp pair, nextPort *int) *modelSr
 	d.modelPlacement(m, path)
 	d.modelReplicas(m, fields, path)
 	return s
+}
+
+// compat decodes a model's compat: block (llama-swap's):
+// ignoreWebsockets.
+func (d *decoder) compat(m *Model, n *yaml.Node, path string) {
+	for _, p := range d.pairs(n, path) {
+		kp := join(path, p.name)
+		if p.name != "ignoreWebsockets" {
+			d.unknownKey(p.key, kp, []string{"ignoreWebsockets"})
+			continue
+		}
+		m.IgnoreWebsockets, _ = d.boolean(p.val, kp)
+	}
 }
 
 // mapValue decodes a free-form mapping (metadata, options, filters).
@@ -414,46 +445,67 @@ func pathErr(err error) string {
 
 // aliases validates aliases across models (llama-swap: aliases are unique
 // globally) and builds the alias index. When two models claim a name, the one
-// later in the file gets the error.
+// later in the file gets the error. The keys of a model's
+// filters.setParamsByID other than its id are aliases too (llama-swap
+// registers them): each is added to the model's Aliases, and one that is
+// another model's id or alias is an error at its line.
 func (d *decoder) aliases(cfg *Config, src map[string]*modelSrc) {
 	type claim struct {
 		alias, model string
-		index        int
+		path         string
 		node         *yaml.Node
+		byID         bool // a key of filters.setParamsByID
 	}
 	var claims []claim
 	for id, s := range src {
 		for i, a := range s.model.Aliases {
-			claims = append(claims, claim{a, id, s.aliasIdx[i], s.aliases[i]})
+			claims = append(claims, claim{a, id, index(join(join("models", id), "aliases"), s.aliasIdx[i]), s.aliases[i], false})
+		}
+		for _, k := range s.byID {
+			if k.Value != id { // the model's own id needs no alias
+				path := join(join(join(join("models", id), "filters"), "setParamsByID"), k.Value)
+				claims = append(claims, claim{k.Value, id, path, k, true})
+			}
 		}
 	}
 	sort.Slice(claims, func(i, j int) bool { return less(d.pos(claims[i].node), d.pos(claims[j].node)) })
 	cfg.aliases = map[string]string{}
 	first := map[string]claim{}
 	for _, c := range claims {
-		path := index(join(join("models", c.model), "aliases"), c.index)
+		path := c.path
+		what := "alias"
+		if c.byID {
+			what = "setParamsByID name (an alias, as in llama-swap)"
+		}
 		if c.alias == c.model {
 			d.warnf(c.node, path, "alias %q is the model's own id; drop it", c.alias)
 			continue
 		}
 		if other, ok := src[c.alias]; ok {
-			d.errorf(c.node, path, "alias %q of model %s is the id of model %s (line %d)", c.alias, c.model, c.alias, other.key.Line)
+			d.errorf(c.node, path, "%s %q of model %s is the id of model %s (line %d)", what, c.alias, c.model, c.alias, other.key.Line)
 			continue
 		}
 		if replicaSuffix.MatchString(c.alias) {
-			d.errorf(c.node, path, "alias %q may not end in @ and a number: that names a replica (replica 2 of model m is m@2)", c.alias)
+			d.errorf(c.node, path, "%s %q may not end in @ and a number: that names a replica (replica 2 of model m is m@2)", what, c.alias)
 			continue
 		}
 		if f, ok := first[c.alias]; ok {
-			if f.model == c.model {
+			switch {
+			case f.model == c.model && (c.byID || f.byID):
+				// an alias also given its own parameters: one name
+			case f.model == c.model:
 				d.errorf(c.node, path, "duplicate alias %q (already listed at line %d)", c.alias, f.node.Line)
-			} else {
-				d.errorf(c.node, path, "alias %q of model %s is already an alias of model %s (line %d)", c.alias, c.model, f.model, f.node.Line)
+			default:
+				d.errorf(c.node, path, "%s %q of model %s is already an alias of model %s (line %d)", what, c.alias, c.model, f.model, f.node.Line)
 			}
 			continue
 		}
 		first[c.alias] = c
 		cfg.aliases[c.alias] = c.model
+		if c.byID {
+			m := src[c.model].model
+			m.Aliases = append(m.Aliases, c.alias)
+		}
 	}
 }
 

@@ -308,7 +308,7 @@ func TestReport_LegacyAndCmd(t *testing.T) {
 	}
 	r := Report(cfg, nil)
 	for _, want := range []string{
-		"apiKeys               1 key required",
+		"1 key required",
 		"  a   cmd      5800  g",
 		"1.5GiB",
 		"0 pinned",

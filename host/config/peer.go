@@ -30,35 +30,14 @@ const (
 // generations through peers.
 const DefaultPeerResponseHeader = 5 * time.Minute
 
-// PeerTimeouts are a peer's timeouts: block, llama-swap's, in whole
-// seconds in the file, 0 disabling a limit as in llama-swap. Defaults
-// are llama-swap's (connect 30, keepalive 30, tlsHandshake 10, idleConn
-// 90) but for responseHeader (DefaultPeerResponseHeader). They apply to
-// forwarded requests, not to health checks (health: bounds those).
-type PeerTimeouts struct {
-	// Connect bounds the TCP connect (connect).
-	Connect time.Duration
-	// KeepAlive is the TCP keep-alive period (keepalive).
-	KeepAlive time.Duration
-	// ResponseHeader bounds the wait for a forwarded request's response
-	// headers and the first byte of its body (responseHeader): past it
-	// the client gets a 504 peer_error and the peer a failure.
-	ResponseHeader time.Duration
-	// TLSHandshake bounds an https peer's TLS handshake (tlsHandshake).
-	TLSHandshake time.Duration
-	// IdleConn is how long an idle connection to the peer is kept
-	// (idleConn).
-	IdleConn time.Duration
-}
-
 // defaultPeerTimeouts are a peer's timeouts when its timeouts: does not
-// set them.
-var defaultPeerTimeouts = PeerTimeouts{Connect: 30 * time.Second, KeepAlive: 30 * time.Second,
-	ResponseHeader: DefaultPeerResponseHeader, TLSHandshake: 10 * time.Second, IdleConn: 90 * time.Second}
-
-// peerTimeoutKeys are the keys of a peer's timeouts: (llama-swap's
-// schema: a peer has no expectContinue, unlike a model).
-var peerTimeoutKeys = []string{"connect", "keepalive", "responseHeader", "tlsHandshake", "idleConn"}
+// set them: llama-swap's peer defaults (connect 30, keepalive 30,
+// tlsHandshake 10, idleConn 90) but for responseHeader
+// (DefaultPeerResponseHeader). They apply to forwarded requests, not to
+// health checks (health: bounds those).
+var defaultPeerTimeouts = Timeouts{Connect: 30 * time.Second, KeepAlive: 30 * time.Second,
+	ResponseHeader: DefaultPeerResponseHeader, TLSHandshake: 10 * time.Second,
+	ExpectContinue: DefaultTimeouts.ExpectContinue, IdleConn: 90 * time.Second}
 
 // Peer is one entry of `peers:`, llama-swap's: another server (a Loadout,
 // a llama-swap, any OpenAI-compatible endpoint) whose models this one
@@ -98,7 +77,7 @@ type Peer struct {
 	HealthCoolDown time.Duration
 	// Timeouts bound the connections requests are forwarded on
 	// (llama-swap's timeouts:).
-	Timeouts PeerTimeouts
+	Timeouts Timeouts
 
 	modelNodes []*yaml.Node // one per Models entry
 	modelIdx   []int        // its index in the YAML list
@@ -208,7 +187,7 @@ func (d *decoder) peer(p pair, path string) *Peer {
 		case "health":
 			d.peerHealth(peer, f.val, kp)
 		case "timeouts":
-			d.peerTimeouts(peer, f.val, kp)
+			peer.Timeouts = d.timeouts(f.val, kp, defaultPeerTimeouts, peerTimeoutKeys)
 		default:
 			if why := peerNotHonoured[f.name]; why != "" {
 				d.warnf(f.key, kp, "accepted for llama-swap compatibility but not honoured: %s", why)
@@ -232,33 +211,6 @@ func (d *decoder) peer(p pair, path string) *Peer {
 		d.errorf(n, join(path, "models"), "models is required: the ids the peer serves (llama-swap's rule)")
 	}
 	return peer
-}
-
-// peerTimeouts decodes a peer's timeouts: {connect: 30, responseHeader:
-// 300, ...}: whole seconds, 0 disabling (llama-swap's).
-func (d *decoder) peerTimeouts(peer *Peer, n *yaml.Node, path string) {
-	for _, f := range d.pairs(n, path) {
-		kp := join(path, f.name)
-		var to *time.Duration
-		switch f.name {
-		case "connect":
-			to = &peer.Timeouts.Connect
-		case "keepalive":
-			to = &peer.Timeouts.KeepAlive
-		case "responseHeader":
-			to = &peer.Timeouts.ResponseHeader
-		case "tlsHandshake":
-			to = &peer.Timeouts.TLSHandshake
-		case "idleConn":
-			to = &peer.Timeouts.IdleConn
-		default:
-			d.unknownKey(f.key, kp, peerTimeoutKeys)
-			continue
-		}
-		if s, ok := d.seconds(f.val, kp, 0); ok {
-			*to = time.Duration(s) * time.Second
-		}
-	}
 }
 
 // peerHealth decodes a peer's health: {interval: 5s, timeout: 2s,

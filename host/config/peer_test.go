@@ -38,7 +38,7 @@ peers:
 	}
 	// llama-swap's timeouts: what is set (0 disables), its defaults for
 	// the rest; Loadout's for responseHeader and passive health.
-	if want := (PeerTimeouts{Connect: 5 * time.Second, KeepAlive: 30 * time.Second, TLSHandshake: 10 * time.Second, IdleConn: 120 * time.Second}); o.Timeouts != want {
+	if want := (Timeouts{Connect: 5 * time.Second, KeepAlive: 30 * time.Second, TLSHandshake: 10 * time.Second, ExpectContinue: time.Second, IdleConn: 120 * time.Second}); o.Timeouts != want {
 		t.Errorf("openrouter's timeouts: %+v, want %+v", o.Timeouts, want)
 	}
 	if b.Timeouts.ResponseHeader != DefaultPeerResponseHeader || b.HealthFailures != DefaultPeerFailures || b.HealthCoolDown != DefaultPeerCoolDown {

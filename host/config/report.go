@@ -1,6 +1,7 @@
 package config
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"text/tabwriter"
@@ -31,6 +32,28 @@ func Report(cfg *Config, warnings []Warning) string {
 	fmt.Fprintf(tw, "  apiKeys\t%s\n", apiKeys(len(cfg.APIKeys)))
 	fmt.Fprintf(tw, "  sendLoadingState\t%t\n", cfg.SendLoadingState)
 	fmt.Fprintf(tw, "  includeAliasesInList\t%t\n", cfg.IncludeAliasesInList)
+	fmt.Fprintf(tw, "  logToStdout\t%s\n", cfg.LogToStdout)
+	switch {
+	case cfg.LogTime == nil:
+		fmt.Fprintf(tw, "  logTimeFormat\t%s\n", "Loadout's (RFC 3339, milliseconds)")
+	case *cfg.LogTime == "":
+		fmt.Fprintf(tw, "  logTimeFormat\t%s\n", "no timestamp")
+	default:
+		fmt.Fprintf(tw, "  logTimeFormat\t%s\n", *cfg.LogTime)
+	}
+	paths := make([]string, len(cfg.IgnorePaths))
+	for i, re := range cfg.IgnorePaths {
+		paths[i] = re.String()
+	}
+	fmt.Fprintf(tw, "  upstream.ignorePaths\t%s (never load a model: 409 while it is not ready)\n", strings.Join(paths, "  "))
+	sessions := "off"
+	if len(cfg.SessionHeaders) > 0 {
+		sessions = strings.Join(cfg.SessionHeaders, ", ") + " (the client id of a request that names none)"
+	}
+	fmt.Fprintf(tw, "  ui.activity.session_id\t%s\n", sessions)
+	if cfg.EventRing > 0 {
+		fmt.Fprintf(tw, "  metricsMaxInMemory\t%d events kept in memory for /api/events and the UI\n", cfg.EventRing)
+	}
 	if len(cfg.Macros) > 0 {
 		names := make([]string, len(cfg.Macros))
 		for i, m := range cfg.Macros {
@@ -84,6 +107,22 @@ func Report(cfg *Config, warnings []Warning) string {
 		default:
 			opts, _ := m.OptionsJSON()
 			fmt.Fprintf(&b, "  %s: backend %s, options %s\n", id, m.Backend, opts)
+		}
+		if m.Timeouts != DefaultTimeouts {
+			fmt.Fprintf(&b, "      timeouts %s\n", m.Timeouts)
+		}
+		if !m.Filters.Empty() {
+			fmt.Fprintf(&b, "      filters (JSON bodies): %s\n", filterReport(m.Filters))
+		}
+		if m.IgnoreWebsockets {
+			b.WriteString("      compat.ignoreWebsockets: a WebSocket through /upstream never loads the model and is not counted in flight\n")
+		}
+		if !m.Capabilities.Empty() {
+			fmt.Fprintf(&b, "      capabilities (in /v1/models): %s\n", m.Capabilities)
+		}
+		if len(m.Metadata) > 0 {
+			js, _ := json.Marshal(m.Metadata)
+			fmt.Fprintf(&b, "      metadata (in /v1/models meta.llamaswap): %s\n", js)
 		}
 	}
 

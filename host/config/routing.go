@@ -59,6 +59,8 @@ func (d *decoder) routing(cfg *Config, src map[string]*modelSrc, top map[string]
 		hasMatrix = false
 	}
 
+	router.inactiveEngine(d, cfg)
+
 	// The legacy keys become the router's settings unchanged, {"groups": …}
 	// or {"matrix": …}; an error at settings path matrix.vars.x points into
 	// the legacy block, whose key path is the settings path itself.
@@ -163,6 +165,31 @@ func (d *decoder) policy(cfg *Config, p pair, path, kind string, builtins []stri
 		out.Settings = d.orderedJSON(out.settings, path+".settings")
 	}
 	return out
+}
+
+// inactiveEngine drops, from the settings the built-in group or matrix
+// router receives, the other engine's block: llama-swap keeps both
+// routing.router.settings.groups and .matrix in one file and runs the one
+// use: names, so the other is kept in the file, unused, and said so in the
+// report (not handed to a policy that would refuse it as an unknown
+// setting).
+func (p *policySrc) inactiveEngine(d *decoder, cfg *Config) {
+	if p.Wasm != "" || p.settings == nil || p.settings.Kind != yaml.MappingNode {
+		return
+	}
+	other := map[string]string{RouterGroup: "matrix", RouterMatrix: "groups"}[p.Use]
+	if other == "" || keyNode(p.settings, other) == nil {
+		return
+	}
+	kept := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
+	for i := 0; i+1 < len(p.settings.Content); i += 2 {
+		if p.settings.Content[i].Value != other {
+			kept.Content = append(kept.Content, p.settings.Content[i], p.settings.Content[i+1])
+		}
+	}
+	p.Settings = d.orderedJSON(kept, p.path+".settings")
+	cfg.notes = append(cfg.notes, fmt.Sprintf("%s.settings.%s (line %d) is kept but unused: use: %s runs the %s router (llama-swap's rule: the engine use: names applies)",
+		p.path, other, keyNode(p.settings, other).Line, p.Use, p.Use))
 }
 
 // legacy makes p's settings {name: <the legacy top-level key's value>},

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/loadout-dev/loadout/host/config"
 )
 
 // Peer configures one peer (llama-swap's peers: entry, with Loadout's
@@ -31,29 +33,10 @@ type Peer struct {
 	Failures int
 	CoolDown time.Duration
 	// Timeouts bound the connections requests are forwarded on
-	// (llama-swap's peers timeouts:); host/proxy applies them.
-	Timeouts Timeouts
-}
-
-// Timeouts are one peer's connection limits, llama-swap's peers
-// timeouts: block. Zero disables a limit, as in llama-swap.
-type Timeouts struct {
-	// Connect bounds the TCP connect (llama-swap's connect).
-	Connect time.Duration
-	// KeepAlive is the TCP keep-alive period (llama-swap's keepalive).
-	KeepAlive time.Duration
-	// ResponseHeader bounds the wait for the answer to a forwarded
-	// request: its response headers and the first byte of its body
-	// (llama-swap's responseHeader, which covers the headers only; the
-	// body's first byte is added because a client sees nothing before
-	// it either).
-	ResponseHeader time.Duration
-	// TLSHandshake bounds an https peer's TLS handshake (llama-swap's
-	// tlsHandshake).
-	TLSHandshake time.Duration
-	// IdleConn is how long an idle keep-alive connection to the peer is
-	// kept (llama-swap's idleConn).
-	IdleConn time.Duration
+	// (llama-swap's peers timeouts:, host/config's one type for a
+	// timeouts: block); host/proxy applies them. Their ResponseHeader
+	// bounds the answer's start: response headers and first byte.
+	Timeouts config.Timeouts
 }
 
 // Config builds a Set.
@@ -177,7 +160,7 @@ func (t *Target) APIKey() string { return t.peer.APIKey }
 // Timeouts are the peer's connection limits (llama-swap's peers
 // timeouts:), for the transport and deadline the request is forwarded
 // with.
-func (t *Target) Timeouts() Timeouts { return t.peer.Timeouts }
+func (t *Target) Timeouts() config.Timeouts { return t.peer.Timeouts }
 
 // New builds the set: every peer's targets and the names they take.
 // Errors: a peer without an id, a URL, models or a positive interval and
@@ -204,7 +187,7 @@ func New(cfg Config) (*Set, error) {
 			return nil, fmt.Errorf("peers: peer %s: the health interval and timeout must be positive", pc.ID)
 		case pc.Failures < 0 || pc.CoolDown < 0:
 			return nil, fmt.Errorf("peers: peer %s: failures and cool-down cannot be negative", pc.ID)
-		case min(pc.Timeouts.Connect, pc.Timeouts.KeepAlive, pc.Timeouts.ResponseHeader, pc.Timeouts.TLSHandshake, pc.Timeouts.IdleConn) < 0:
+		case min(pc.Timeouts.Connect, pc.Timeouts.KeepAlive, pc.Timeouts.ResponseHeader, pc.Timeouts.TLSHandshake, pc.Timeouts.ExpectContinue, pc.Timeouts.IdleConn) < 0:
 			return nil, fmt.Errorf("peers: peer %s: a timeout cannot be negative (zero disables it)", pc.ID)
 		}
 		if pc.Failures == 0 {

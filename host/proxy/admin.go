@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"encoding/json"
+	"maps"
 	"net/http"
 	"slices"
 	"strconv"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/gorilla/mux"
 
+	"github.com/loadout-dev/loadout/host/config"
 	"github.com/loadout-dev/loadout/host/router"
 )
 
@@ -33,9 +35,85 @@ type modelObject struct {
 	OwnedBy     string `json:"owned_by"`
 	Name        string `json:"name,omitempty"`
 	Description string `json:"description,omitempty"`
-	// Meta is llama-swap's meta.llamaswap for a peer's model:
-	// {"type": "peer", "peerID": PEER}.
+	// Architecture, Capabilities, SupportedParameters and ContextLength
+	// render the model's capabilities: as llama-swap does (renderCapabilities).
+	Architecture        map[string]any `json:"architecture,omitempty"`
+	Capabilities        map[string]any `json:"capabilities,omitempty"`
+	SupportedParameters []string       `json:"supported_parameters,omitempty"`
+	ContextLength       int            `json:"context_length,omitempty"`
+	// Meta is llama-swap's meta: meta.llamaswap holds the model's
+	// metadata: and the proxy's own keys ({"type": "model", "aliases": […]},
+	// {"type": "alias", "modelID": ID}, or for a peer's model
+	// {"type": "peer", "peerID": PEER}); meta.n_ctx the context length.
 	Meta map[string]any `json:"meta,omitempty"`
+}
+
+// newModelObject is a catalog model's /v1/models entry under id (its own,
+// or an alias's), with own as the proxy's meta.llamaswap keys, which win
+// over the metadata's (host/config warns of a metadata key they hide).
+func newModelObject(e *ModelEntry, id string, created int64, own map[string]any) modelObject {
+	obj := modelObject{ID: id, Object: "model", Created: created, OwnedBy: "loadout",
+		Name: strings.TrimSpace(e.Name), Description: strings.TrimSpace(e.Description)}
+	obj.Architecture, obj.Capabilities, obj.SupportedParameters, obj.ContextLength = renderCapabilities(e.Capabilities)
+	meta := make(map[string]any, len(e.Metadata)+len(own))
+	maps.Copy(meta, e.Metadata)
+	maps.Copy(meta, own)
+	obj.Meta = map[string]any{"llamaswap": meta}
+	if obj.ContextLength > 0 {
+		obj.Meta["n_ctx"] = obj.ContextLength
+	}
+	return obj
+}
+
+// renderCapabilities is llama-swap's rendering of capabilities: in
+// /v1/models: architecture (input_modalities, output_modalities,
+// modality "in+…->out+…"), capabilities (vision, audio_transcriptions,
+// audio_speech, image_generation, image_to_image, function_calling,
+// reranker), supported_parameters (tools, tool_choice) and
+// context_length. Zero values for none.
+func renderCapabilities(c config.Capabilities) (arch, caps map[string]any, params []string, ctx int) {
+	if c.Empty() {
+		return nil, nil, nil, 0
+	}
+	hasIn, hasOut := len(c.In) > 0, len(c.Out) > 0
+	if hasIn || hasOut {
+		arch, caps = map[string]any{}, map[string]any{}
+	}
+	if hasIn {
+		arch["input_modalities"] = c.In
+	}
+	if hasOut {
+		arch["output_modalities"] = c.Out
+	}
+	in := func(m string) bool { return slices.Contains(c.In, m) }
+	out := func(m string) bool { return slices.Contains(c.Out, m) }
+	if hasIn && hasOut {
+		arch["modality"] = strings.Join(c.In, "+") + "->" + strings.Join(c.Out, "+")
+	}
+	for name, ok := range map[string]bool{
+		"vision":               in("image"),
+		"audio_transcriptions": in("audio") && out("text"),
+		"audio_speech":         in("text") && out("audio"),
+		"image_generation":     in("text") && out("image"),
+		"image_to_image":       in("image") && out("image"),
+	} {
+		if ok {
+			caps[name] = true
+		}
+	}
+	if c.Tools || c.Reranker {
+		if caps == nil {
+			caps = map[string]any{}
+		}
+	}
+	if c.Tools {
+		caps["function_calling"] = true
+		params = []string{"tools", "tool_choice"}
+	}
+	if c.Reranker {
+		caps["reranker"] = true
+	}
+	return arch, caps, params, c.Context
 }
 
 // listModels is GET /v1/models: listed models (and their aliases when
@@ -48,13 +126,14 @@ func (s *Server) listModels(w http.ResponseWriter, r *http.Request) {
 		if e.Unlisted {
 			continue
 		}
-		obj := modelObject{ID: e.ID, Object: "model", Created: created, OwnedBy: "loadout",
-			Name: strings.TrimSpace(e.Name), Description: strings.TrimSpace(e.Description)}
-		data = append(data, obj)
+		own := map[string]any{"type": "model"}
+		if len(e.Aliases) > 0 {
+			own["aliases"] = e.Aliases
+		}
+		data = append(data, newModelObject(&e, e.ID, created, own))
 		if s.cfg.IncludeAliasesInList {
 			for _, a := range e.Aliases {
-				obj.ID = a
-				data = append(data, obj)
+				data = append(data, newModelObject(&e, a, created, map[string]any{"type": "alias", "modelID": e.ID}))
 			}
 		}
 	}

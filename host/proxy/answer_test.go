@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"errors"
+	"github.com/loadout-dev/loadout/host/config"
 	"io"
 	"net/http"
 	"net/url"
@@ -52,13 +53,14 @@ func TestCheckAnswer_Kinds(t *testing.T) {
 }
 
 // A peer's proxy has a transport of its own with the peer's timeouts
-// (llama-swap's; 0 disables); a local server's keeps the shared one.
+// (llama-swap's; 0 disables); a local server's keeps the shared one, and
+// no transport bounds the answer's start (guardUpstream does, per request).
 func TestPeerTransport_Timeouts(t *testing.T) {
-	tr := peerTransport(peers.Timeouts{Connect: 5 * time.Second, TLSHandshake: 3 * time.Second, IdleConn: 7 * time.Second})
+	tr := newTransport(config.Timeouts{Connect: 5 * time.Second, TLSHandshake: 3 * time.Second, IdleConn: 7 * time.Second})
 	if tr.TLSHandshakeTimeout != 3*time.Second || tr.IdleConnTimeout != 7*time.Second || tr.ResponseHeaderTimeout != 0 || tr.Proxy != nil {
 		t.Fatalf("peer transport: %+v", tr)
 	}
-	off := peerTransport(peers.Timeouts{})
+	off := newTransport(config.Timeouts{})
 	if off.TLSHandshakeTimeout != 0 || off.IdleConnTimeout != 0 {
 		t.Fatalf("zero timeouts are not off: %+v", off)
 	}
@@ -66,15 +68,17 @@ func TestPeerTransport_Timeouts(t *testing.T) {
 	u := newUpstreams(s)
 	target, _ := url.Parse("http://127.0.0.1:1")
 	set, err := peers.New(peers.Config{Peers: []peers.Peer{{ID: "p", URL: target, Models: []string{"m"}, Interval: time.Hour, Timeout: time.Second,
-		Timeouts: peers.Timeouts{IdleConn: 7 * time.Second}}}})
+		Timeouts: config.Timeouts{IdleConn: 7 * time.Second, ResponseHeader: time.Minute}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	local, peer := u.proxy(target), u.peerProxy(set.Lookup("p/m")[0])
-	if local.Transport != u.transport || peer.Transport == u.transport || peer.Transport.(*http.Transport).IdleConnTimeout != 7*time.Second {
-		t.Fatal("a peer shares the local servers' transport, or lacks its timeouts")
+	to := set.Lookup("p/m")[0].Timeouts()
+	local, peer := u.proxy(target, nil), u.proxy(target, &to)
+	if local.Transport == peer.Transport || peer.Transport.(*http.Transport).IdleConnTimeout != 7*time.Second ||
+		peer.Transport.(*http.Transport).ResponseHeaderTimeout != 0 {
+		t.Fatal("a peer shares the local servers' transport, lacks its timeouts, or bounds the answer in the transport")
 	}
-	if u.peerProxy(set.Lookup("p/m")[0]) != peer {
+	if u.proxy(target, &to) != peer {
 		t.Fatal("a peer's proxy is not cached")
 	}
 }

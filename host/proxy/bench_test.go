@@ -9,6 +9,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -16,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/loadout-dev/loadout/host/config"
 )
 
 // benchBody is a small chat completion request, the proxy's common case.
@@ -230,7 +233,7 @@ func TestProxyOverheadReport(t *testing.T) {
 	}
 	bare := httptest.NewServer(&httputil.ReverseProxy{
 		Rewrite:       func(pr *httputil.ProxyRequest) { pr.SetURL(upstream) },
-		Transport:     newTransport(),
+		Transport:     newTransport(config.DefaultTimeouts),
 		FlushInterval: -1,
 	})
 	defer bare.Close()
@@ -264,5 +267,52 @@ func round(d time.Duration) string {
 		return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond))
 	default:
 		return fmt.Sprintf("%.0f µs", float64(d)/float64(time.Microsecond))
+	}
+}
+
+// BenchmarkProxy_Filters is BenchmarkProxy_Small's request for a warm
+// model with and without llama-swap's filters (filtersA: two fields
+// stripped, one replaced in place, one appended), one client ("c1") and
+// 32 in parallel ("c32"): the filters' cost per request is the
+// difference between "plain" and "filters" at the same concurrency.
+//
+//	go test ./host/proxy -run '^$' -bench Proxy_Filters -benchtime 3000x
+func BenchmarkProxy_Filters(b *testing.B) {
+	for _, filtered := range []bool{false, true} {
+		for _, conc := range []int{1, 32} {
+			name := fmt.Sprintf("plain/c%d", conc)
+			if filtered {
+				name = fmt.Sprintf("filters/c%d", conc)
+			}
+			b.Run(name, func(b *testing.B) {
+				e := newEnv(b, envOpts{
+					limits: map[string]uint32{"a": 1024},
+					logger: slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelWarn})),
+					edit: func(m *ModelEntry) {
+						if filtered && m.ID == "a" {
+							m.Filters = filtersA
+						}
+					},
+				})
+				client := benchClient(conc)
+				defer client.CloseIdleConnections()
+				target := e.ts.URL + "/v1/chat/completions"
+				if err := post(client, target); err != nil { // loads a
+					b.Fatal(err)
+				}
+				b.ReportAllocs()
+				b.SetParallelism((conc + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
+				start := time.Now()
+				b.RunParallel(func(pb *testing.PB) {
+					for pb.Next() {
+						if err := post(client, target); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
+				b.ReportMetric(float64(time.Since(start).Nanoseconds())/float64(b.N), "ns/req")
+			})
+		}
 	}
 }

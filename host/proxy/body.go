@@ -9,8 +9,11 @@ import (
 	"mime"
 	"mime/multipart"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/loadout-dev/loadout/host/config"
 )
 
 // Loadout's extension fields: read by the proxy, passed to the router, and
@@ -104,8 +107,10 @@ type requestFields struct {
 
 // parseModelRequest finds the model and the extension fields in a JSON
 // body, a multipart form, or the query string, in that order. The headers
-// supply priority and client id where the body has none.
-func parseModelRequest(r *http.Request, body []byte) (modelRequest, *apiError) {
+// supply priority and client id where the body has none; after
+// X-Loadout-Client, the first non-empty of sessionHeaders
+// (Config.SessionHeaders) is the client id.
+func parseModelRequest(r *http.Request, body []byte, sessionHeaders []string) (modelRequest, *apiError) {
 	var mr modelRequest
 	ct, params, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	switch {
@@ -140,6 +145,14 @@ func parseModelRequest(r *http.Request, body []byte) (modelRequest, *apiError) {
 	if !mr.hasClient {
 		if h := r.Header.Get(headerClient); h != "" {
 			mr.client, mr.hasClient = h, true
+		}
+	}
+	if !mr.hasClient {
+		for _, name := range sessionHeaders {
+			if h := strings.TrimSpace(r.Header.Get(name)); h != "" {
+				mr.client, mr.hasClient = h, true
+				break
+			}
 		}
 	}
 	return mr, nil
@@ -246,15 +259,17 @@ func (mr *modelRequest) parseForm(body []byte, boundary string) *apiError {
 }
 
 // rewriteBody returns the body the upstream gets: without the extension
-// fields, and with the model renamed to useModel when that is not empty (a
-// model from the query string is renamed there). It returns body itself
-// when nothing needs to change.
-func (mr *modelRequest) rewriteBody(r *http.Request, body []byte, useModel string) ([]byte, error) {
+// fields, with the model renamed to e.UseModelName when that is set (a
+// model from the query string is renamed there), and, for a JSON body,
+// with e.Filters applied for the name the client used (mr.model). It
+// returns body itself when nothing needs to change.
+func (mr *modelRequest) rewriteBody(r *http.Request, body []byte, e *ModelEntry) ([]byte, error) {
+	useModel := e.UseModelName
 	rename := useModel != "" && useModel != mr.model
 	var err error
 	switch {
-	case mr.kind == kindJSON && (mr.strip || rename && mr.from == fromJSON):
-		body, err = rewriteJSON(body, rename && mr.from == fromJSON, useModel)
+	case mr.kind == kindJSON && (mr.strip || rename && mr.from == fromJSON || !e.Filters.Empty()):
+		body, err = rewriteJSON(body, rename && mr.from == fromJSON, useModel, &e.Filters, mr.model)
 	case mr.kind == kindForm && (mr.strip || rename && mr.from == fromForm):
 		_, params, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
 		body, err = rewriteForm(body, params["boundary"], rename && mr.from == fromForm, useModel)
@@ -276,12 +291,37 @@ func isExtensionField(key string) bool {
 	return strings.EqualFold(key, fieldPriority) || strings.EqualFold(key, fieldClientID)
 }
 
-// rewriteJSON edits the top level of a JSON object in place: it drops the
-// extension fields and, when rename is set, replaces the model's value.
-// Everything else (member order, spacing, number spelling) keeps its bytes.
-// Keys match case-insensitively, as encoding/json matched them when the
-// body was parsed.
-func rewriteJSON(body []byte, rename bool, model string) ([]byte, error) {
+// setParams is what a request's filters set: f.SetParams, overridden by
+// f.SetParamsByID[requested] (llama-swap's order), sorted by key.
+func setParams(f *config.Filters, requested string) []config.Param {
+	byID := f.SetParamsByID[requested]
+	if len(byID) == 0 {
+		return f.SetParams
+	}
+	if len(f.SetParams) == 0 {
+		return byID
+	}
+	out := make([]config.Param, 0, len(f.SetParams)+len(byID))
+	out = append(out, byID...)
+	for _, p := range f.SetParams {
+		if !slices.ContainsFunc(byID, func(q config.Param) bool { return q.Key == p.Key }) {
+			out = append(out, p)
+		}
+	}
+	slices.SortFunc(out, func(a, b config.Param) int { return strings.Compare(a.Key, b.Key) })
+	return out
+}
+
+// rewriteJSON edits the top level of a JSON object in one pass: it drops
+// the extension fields and the fields f strips, replaces the values of
+// the fields f sets (for the name the client requested) and appends those
+// the body lacks, in key order, and, when rename is set, replaces the
+// model's value. Everything else (member order, spacing, number spelling)
+// keeps its bytes. The extension fields and the model match
+// case-insensitively, as encoding/json matched them when the body was
+// parsed; filter fields match exactly, as llama-swap's do.
+func rewriteJSON(body []byte, rename bool, model string, f *config.Filters, requested string) ([]byte, error) {
+	set := setParams(f, requested)
 	dec := json.NewDecoder(bytes.NewReader(body))
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
 		return nil, fmt.Errorf("rewriting the body: not a JSON object")
@@ -290,6 +330,10 @@ func rewriteJSON(body []byte, rename bool, model string) ([]byte, error) {
 	out := bytes.NewBuffer(make([]byte, 0, len(body)+len(model)+2))
 	out.Write(body[:prevEnd])
 	first := true
+	var seen []bool // seen[i]: set[i] replaced a member
+	if len(set) > 0 {
+		seen = make([]bool, len(set))
+	}
 	for dec.More() {
 		tok, err := dec.Token()
 		if err != nil {
@@ -303,7 +347,8 @@ func rewriteJSON(body []byte, rename bool, model string) ([]byte, error) {
 		end := int(dec.InputOffset())
 		member := body[prevEnd:end] // [ws][,]ws"key"ws:ws value
 		prevEnd = end
-		if isExtensionField(key) {
+		si := slices.IndexFunc(set, func(p config.Param) bool { return p.Key == key })
+		if isExtensionField(key) || si < 0 && slices.Contains(f.StripParams, key) {
 			continue
 		}
 		member = trimSeparator(member)
@@ -311,16 +356,34 @@ func rewriteJSON(body []byte, rename bool, model string) ([]byte, error) {
 			out.WriteByte(',')
 		}
 		first = false
-		if rename && strings.EqualFold(key, "model") {
+		switch {
+		case si >= 0:
+			out.Write(member[:len(member)-len(raw)])
+			out.Write(set[si].Value)
+			seen[si] = true
+		case rename && strings.EqualFold(key, "model"):
 			out.Write(member[:len(member)-len(raw)])
 			b, err := json.Marshal(model)
 			if err != nil {
 				return nil, fmt.Errorf("rewriting the body: %w", err)
 			}
 			out.Write(b)
+		default:
+			out.Write(member)
+		}
+	}
+	for i, p := range set {
+		if seen[i] {
 			continue
 		}
-		out.Write(member)
+		if !first {
+			out.WriteByte(',')
+		}
+		first = false
+		k, _ := json.Marshal(p.Key)
+		out.Write(k)
+		out.WriteByte(':')
+		out.Write(p.Value)
 	}
 	out.Write(body[prevEnd:]) // ws '}' and whatever trails it
 	return out.Bytes(), nil

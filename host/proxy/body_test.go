@@ -7,6 +7,8 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/loadout-dev/loadout/host/config"
 )
 
 func TestRewriteJSON_Scenario(t *testing.T) {
@@ -31,7 +33,7 @@ func TestRewriteJSON_Scenario(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := rewriteJSON([]byte(tt.in), tt.rename != "", tt.rename)
+			got, err := rewriteJSON([]byte(tt.in), tt.rename != "", tt.rename, &config.Filters{}, "")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -69,7 +71,7 @@ func FuzzRewriteJSON(f *testing.F) {
 				hasModel = true
 			}
 		}
-		out, err := rewriteJSON(in, rename != "", rename)
+		out, err := rewriteJSON(in, rename != "", rename, &config.Filters{}, "")
 		if err != nil {
 			t.Fatalf("rewriteJSON(%q): %v", in, err)
 		}
@@ -122,7 +124,7 @@ func FuzzParseModelRequest(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte, ctype string) {
 		r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions?model=q", nil)
 		r.Header.Set("Content-Type", ctype)
-		mr, e := parseModelRequest(r, body)
+		mr, e := parseModelRequest(r, body, nil)
 		if e != nil {
 			if e.status != http.StatusBadRequest {
 				t.Fatalf("status %d for a parse error", e.status)
@@ -132,7 +134,7 @@ func FuzzParseModelRequest(f *testing.F) {
 		if mr.model == "" {
 			t.Fatal("accepted without a model")
 		}
-		if _, err := mr.rewriteBody(r, body, "renamed"); err != nil {
+		if _, err := mr.rewriteBody(r, body, &ModelEntry{UseModelName: "renamed"}); err != nil {
 			t.Fatalf("rewriting an accepted body: %v", err)
 		}
 	})

@@ -7,8 +7,9 @@
 //     /v1/embeddings, /v1/responses, the rerank family, audio, images): it
 //     finds the model a request names (JSON body, multipart form or ?model=),
 //     resolves aliases against the catalog, strips Loadout's extension fields
-//     (x_priority, x_client_id) and applies useModelName, rewriting the body
-//     only when one of those is needed;
+//     (x_priority, x_client_id), applies useModelName and the model's
+//     filters (llama-swap's stripParams, setParams, setParamsByID), in one
+//     rewrite pass over the body, made only when one of those is needed;
 //   - asking the router for the model (Router.Acquire) and reverse-proxying
 //     the request to the granted upstream with httputil.ReverseProxy, SSE
 //     streamed without buffering, and releasing the grant exactly once when

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -79,11 +80,16 @@ type envOpts struct {
 	native bool
 	logger *slog.Logger // replaces the log sink (benchmarks)
 	// Config.OnRequestStart and Config.OnRequest.
-	onStart   func(RequestStart)
-	onRequest func(RequestSummary)
-	peers     *peers.Set // Config.Peers
-	// streamIdle is Config.StreamIdle (0: its default).
-	streamIdle time.Duration
+	onStart    func(RequestStart)
+	onRequest  func(RequestSummary)
+	peers      *peers.Set    // Config.Peers
+	streamIdle time.Duration // Config.StreamIdle
+	// edit, when set, changes each catalog entry before the server is
+	// built (filters, timeouts, metadata, capabilities).
+	edit func(*ModelEntry)
+	// Config.IgnorePaths and Config.SessionHeaders.
+	ignorePaths    []*regexp.Regexp
+	sessionHeaders []string
 	// extra models, added to the catalog in one persistent, non-exclusive
 	// group: all of them stay loaded (the scale report).
 	extra []string
@@ -125,6 +131,12 @@ func newEnv(t testing.TB, o envOpts) *env {
 		members, _ := json.Marshal(o.extra)
 		groups = strings.TrimSuffix(testGroups, "}}") + `,
 	"extra": {"swap": false, "exclusive": false, "persistent": true, "members": ` + string(members) + `}}}`
+	}
+	if o.edit != nil {
+		catalog = slices.Clone(catalog)
+		for i := range catalog {
+			o.edit(&catalog[i])
+		}
 	}
 	if o.errors != nil {
 		catalog = nil
@@ -194,6 +206,8 @@ func newEnv(t testing.TB, o envOpts) *env {
 		OnRequestStart:       o.onStart,
 		OnRequest:            o.onRequest,
 		Peers:                o.peers,
+		IgnorePaths:          o.ignorePaths,
+		SessionHeaders:       o.sessionHeaders,
 		Logger:               cmp.Or(o.logger, slog.New(e.logs)),
 	})
 	if err != nil {

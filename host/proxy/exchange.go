@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/loadout-dev/loadout/host/config"
 	"github.com/loadout-dev/loadout/host/peers"
 	"github.com/loadout-dev/loadout/host/router"
 )
@@ -33,6 +34,9 @@ type exchange struct {
 
 	inference bool   // a model endpoint: counted in metrics
 	model     string // resolved model id (a peer's model: PEER/MODEL), "" until known
+	// timeouts bound the model's upstream connections (its catalog
+	// entry's Timeouts); nil: config.DefaultTimeouts.
+	timeouts *config.Timeouts
 	// peer is where the request was forwarded, when a peer serves it.
 	peer *peers.Target
 

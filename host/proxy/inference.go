@@ -32,7 +32,7 @@ func (s *Server) inference(chat bool) http.HandlerFunc {
 			s.writeError(w, r, e)
 			return
 		}
-		mr, e := parseModelRequest(r, body)
+		mr, e := parseModelRequest(r, body, s.cfg.SessionHeaders)
 		if e != nil {
 			s.writeError(w, r, e)
 			return
@@ -50,8 +50,8 @@ func (s *Server) inference(chat bool) http.HandlerFunc {
 			s.writeError(w, r, s.catalog.Load().unknown(mr.model))
 			return
 		}
-		ex.model = entry.ID
-		out, err := mr.rewriteBody(r, body, entry.UseModelName)
+		ex.model, ex.timeouts = entry.ID, entry.Timeouts
+		out, err := mr.rewriteBody(r, body, entry)
 		if err != nil {
 			s.writeError(w, r, badRequest("invalid_body", err.Error()))
 			return
@@ -201,11 +201,11 @@ func (s *Server) proxyGranted(w http.ResponseWriter, r *http.Request, grant *rou
 		grant.Release()
 		mm.inFlight.Dec()
 	}()
-	rp := s.upstreams.proxy(grant.Upstream)
 	ex := exchangeOf(r)
+	rp := s.upstreams.proxy(grant.Upstream, ex.timeouts)
 	ex.grant = grant
 	defer func() { ex.grant = nil }()
-	r, done := s.guardUpstream(r, 0)
+	r, done := s.guardUpstream(r, answerLimit(ex.timeouts))
 	defer done()
 	if ex.retryRefused && !ex.regranted {
 		// Whether the upstream answered a byte decides whether a lost
@@ -268,7 +268,7 @@ func (s *Server) upstream(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, s.catalog.Load().unknown(strings.SplitN(rest, "/", 2)[0]))
 		return
 	}
-	ex.model = entry.ID
+	ex.model, ex.timeouts = entry.ID, entry.Timeouts
 	if n == len(segs) {
 		// /upstream/m → /upstream/m/, so relative links in the upstream's
 		// pages resolve; 308 keeps the method and body.
@@ -298,6 +298,23 @@ func (s *Server) upstream(w http.ResponseWriter, r *http.Request) {
 		u.RawPath = ""
 	}
 	r.URL = &u
+	if upgrade := entry.IgnoreWebsockets && isWebSocket(r); upgrade || s.ignoredPath(u.Path) {
+		// Never a reason to load the model: served only while it is ready.
+		target, ready := s.readyUpstream(entry.ID)
+		if !ready {
+			why := "the path matches upstream.ignorePaths"
+			if upgrade {
+				why = "a WebSocket does not load it (compat.ignoreWebsockets)"
+			}
+			s.writeError(w, r, &apiError{status: http.StatusConflict, code: "model_not_loaded",
+				msg: fmt.Sprintf("model %s is not loaded; %s", entry.ID, why)})
+			return
+		}
+		if upgrade { // outside the scheduler: not in flight, no grant
+			s.upstreams.proxy(target, ex.timeouts).ServeHTTP(w, r)
+			return
+		}
+	}
 	req := router.Request{Model: entry.ID}
 	if h := r.Header.Get(headerPriority); h != "" {
 		p, err := strconv.ParseInt(strings.TrimSpace(h), 10, 32)
@@ -309,4 +326,35 @@ func (s *Server) upstream(w http.ResponseWriter, r *http.Request) {
 	}
 	req.Client = r.Header.Get(headerClient)
 	s.serve(w, r, req, entry.ID, false)
+}
+
+// ignoredPath reports whether path (under /upstream/{model}) matches
+// Config.IgnorePaths.
+func (s *Server) ignoredPath(path string) bool {
+	for _, re := range s.cfg.IgnorePaths {
+		if re.MatchString(path) {
+			return true
+		}
+	}
+	return false
+}
+
+// readyUpstream returns the upstream of model while it is ready (its
+// first ready replica's, for a model with replicas), as the router
+// reports it.
+func (s *Server) readyUpstream(model string) (*url.URL, bool) {
+	for _, m := range s.router.Models() {
+		if m.Model != model || m.State != "ready" || m.Upstream == "" {
+			continue
+		}
+		u, err := url.Parse(m.Upstream)
+		return u, err == nil
+	}
+	return nil, false
+}
+
+// isWebSocket reports whether r asks to upgrade to a WebSocket.
+func isWebSocket(r *http.Request) bool {
+	return strings.EqualFold(r.Header.Get("Upgrade"), "websocket") &&
+		strings.Contains(strings.ToLower(r.Header.Get("Connection")), "upgrade")
 }

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/loadout-dev/loadout/host/config"
 )
 
 // An upstream that stops producing in the middle of a response — a model
@@ -91,7 +93,27 @@ func (s *Server) guardUpstream(r *http.Request, answer time.Duration) (*http.Req
 type answerTimeoutError struct{ limit time.Duration }
 
 func (e *answerTimeoutError) Error() string {
-	return fmt.Sprintf("no answer within %s (the peer's timeouts.responseHeader: response headers and the body's first byte)", e.limit)
+	return fmt.Sprintf("no answer within %s (timeouts.responseHeader: response headers and the body's first byte)", e.limit)
+}
+
+// answerLimit is the per-request bound on an answer's start of a model's
+// or a peer's timeouts (0: none).
+func answerLimit(t *config.Timeouts) time.Duration {
+	if t == nil {
+		return 0
+	}
+	return t.ResponseHeader
+}
+
+// answerLate is the error of a request whose answer did not begin within
+// its timeouts.responseHeader: a 504, from a model server (llama-swap's
+// responseHeader) or a peer (which it counts against).
+func (s *Server) answerLate(ex *exchange, at *answerTimeoutError) *apiError {
+	if ex.peer != nil {
+		return peerFailed(ex.peer, "request failed", at)
+	}
+	return &apiError{status: http.StatusGatewayTimeout, code: "upstream_timeout",
+		msg: fmt.Sprintf("model %s: %v", ex.model, at)}
 }
 
 // answerTimedOut returns the answer timeout that ended ctx, or nil.

@@ -65,7 +65,7 @@ func (s *Server) routePeer(r *http.Request, name string, entry *ModelEntry) (*pe
 func (s *Server) forward(w http.ResponseWriter, r *http.Request, mr *modelRequest, body []byte, t *peers.Target) {
 	ex := exchangeOf(r)
 	ex.model, ex.peer, ex.stream = t.Name(), t, mr.stream
-	out, err := mr.rewriteBody(r, body, t.Model())
+	out, err := mr.rewriteBody(r, body, &ModelEntry{UseModelName: t.Model()})
 	if err != nil {
 		s.writeError(w, r, badRequest("invalid_body", err.Error()))
 		return
@@ -94,9 +94,10 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, mr *modelReques
 		mm.inFlight.Inc()
 		defer mm.inFlight.Dec()
 	}
-	r, done := s.guardUpstream(r, t.Timeouts().ResponseHeader)
+	to := t.Timeouts()
+	r, done := s.guardUpstream(r, answerLimit(&to))
 	defer done()
-	s.upstreams.peerProxy(t).ServeHTTP(w, r)
+	s.upstreams.proxy(t.URL(), &to).ServeHTTP(w, r)
 	// Not reached when the body broke off (ReverseProxy panics with
 	// http.ErrAbortHandler); a failure, an abort or a client that left
 	// is a logical outcome of its own.

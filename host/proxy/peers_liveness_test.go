@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/loadout-dev/loadout/host/config"
 	"github.com/loadout-dev/loadout/host/peers"
 )
 
@@ -74,7 +75,7 @@ func TestPeers_HungPeerGoesDownAndComesBack(t *testing.T) {
 		want   string // in the error's message
 	}{
 		{name: "hangs before its headers", fault: hang, status: http.StatusGatewayTimeout,
-			want: "no answer within 200ms (the peer's timeouts.responseHeader"},
+			want: "no answer within 200ms (timeouts.responseHeader"},
 		{name: "sends its headers, then hangs", stream: true, status: http.StatusGatewayTimeout,
 			fault: func(w http.ResponseWriter, r *http.Request) {
 				w.Header().Set("Content-Type", "text/event-stream")
@@ -82,7 +83,7 @@ func TestPeers_HungPeerGoesDownAndComesBack(t *testing.T) {
 				w.(http.Flusher).Flush()
 				<-r.Context().Done()
 			},
-			want: "no answer within 200ms (the peer's timeouts.responseHeader"},
+			want: "no answer within 200ms (timeouts.responseHeader"},
 		{name: "one SSE event, then hangs", stream: true, status: http.StatusOK,
 			fault: func(w http.ResponseWriter, r *http.Request) {
 				w.Header().Set("Content-Type", "text/event-stream")
@@ -116,7 +117,7 @@ func TestPeers_HungPeerGoesDownAndComesBack(t *testing.T) {
 			changes := make(chan peers.Status, 16)
 			set, err := peers.New(peers.Config{
 				Peers: []peers.Peer{{ID: "p", URL: u, Models: []string{"m"}, Interval: time.Hour, Timeout: 5 * time.Second,
-					CoolDown: time.Minute, Timeouts: peers.Timeouts{Connect: 5 * time.Second, ResponseHeader: limit}}},
+					CoolDown: time.Minute, Timeouts: config.Timeouts{Connect: 5 * time.Second, ResponseHeader: limit}}},
 				Logger:   quietLogger(),
 				OnChange: func(st peers.Status) { changes <- st },
 				Now:      clock.Now,

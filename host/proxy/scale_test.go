@@ -123,9 +123,7 @@ func TestScaleReport(t *testing.T) {
 	// goroutines), goroutines return to where they were.
 	fmt.Printf("goroutines: %d before, %d after the streams with idle connections pooled\n", base, runtime.NumGoroutine())
 	client.CloseIdleConnections()
-	if c, ok := e.srv.upstreams.transport.(interface{ CloseIdleConnections() }); ok {
-		c.CloseIdleConnections()
-	}
+	e.srv.upstreams.closeIdle()
 	e.ts.CloseClientConnections()
 	deadline := time.Now().Add(10 * time.Second)
 	for runtime.NumGoroutine() > base+50 && time.Now().Before(deadline) {

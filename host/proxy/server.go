@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"regexp"
 	"runtime/debug"
 	"sync/atomic"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/loadout-dev/loadout/host/config"
 	"github.com/loadout-dev/loadout/host/events"
 	"github.com/loadout-dev/loadout/host/jobs"
 	"github.com/loadout-dev/loadout/host/logs"
@@ -56,6 +58,25 @@ type ModelEntry struct {
 	UseModelName string
 	Unlisted     bool   // hidden from /v1/models; still served
 	Backend      string // the backend plugin's name, shown by /api/models
+	// Filters are applied to the JSON body of every request for the model
+	// (llama-swap's filters: stripParams, setParams, setParamsByID; body.go).
+	Filters config.Filters
+	// Timeouts bound the connections to the model's upstream (llama-swap's
+	// timeouts:); nil means config.DefaultTimeouts. Models with equal
+	// timeouts share one transport (one keep-alive pool).
+	Timeouts *config.Timeouts
+	// Metadata is shown in /v1/models under meta.llamaswap (llama-swap's
+	// metadata:), beside the proxy's own type and aliases keys.
+	Metadata map[string]any
+	// Capabilities is shown in /v1/models as llama-swap renders it
+	// (architecture, capabilities, supported_parameters,
+	// context_length, meta.n_ctx).
+	Capabilities config.Capabilities
+	// IgnoreWebsockets: a WebSocket upgrade through /upstream/{model}/ is
+	// proxied to the model's server only when it is ready, without a
+	// grant, so it never loads the model and is never in flight
+	// (llama-swap's compat.ignoreWebsockets); otherwise 409.
+	IgnoreWebsockets bool
 }
 
 // PolicyInfo describes one loaded policy for GET /api/policies. The binary
@@ -181,6 +202,17 @@ type Config struct {
 	// (jobs.go); JobToken is its bearer token, apart from APIKeys.
 	Jobs     *jobs.Runner
 	JobToken string
+	// IgnorePaths are paths under /upstream/{model}/ (the part after the
+	// model, "/x.js") that never load a model (llama-swap's
+	// upstream.ignorePaths): a request for one while its model is not
+	// ready gets 409; once it is ready, it is served as any other. Nil:
+	// none.
+	IgnorePaths []*regexp.Regexp
+	// SessionHeaders are request headers whose first non-empty value is
+	// the client id (Request.Client) of a request that names none in
+	// X-Loadout-Client or x_client_id (llama-swap's
+	// ui.activity.session_id). Nil: none.
+	SessionHeaders []string
 	// Logger receives one line per request: debug when it succeeded, warn
 	// when it failed. Nil means slog.Default().
 	Logger *slog.Logger

@@ -14,68 +14,65 @@ import (
 	"net/url"
 	"strings"
 	"sync"
-	"time"
 
-	"github.com/loadout-dev/loadout/host/peers"
+	"github.com/loadout-dev/loadout/host/config"
 )
 
-// newTransport is the transport to model servers: plain HTTP/1.1 to
-// localhost, so keep-alive pools are generous, compression is left to
-// client and server, and no environment proxy applies. There is no
-// response-header timeout: a model may think long before its first byte;
-// the run loop's health probes and the client's context bound the wait. A
-// peer's transport starts from it (peerTransport).
-func newTransport() *http.Transport {
+// newTransport is a transport to model servers and peers bounded by t's
+// connection limits (a model's or a peer's timeouts:, llama-swap's; a zero
+// bound is none, and a zero KeepAlive turns TCP keep-alive probes off):
+// plain HTTP/1.1 to localhost (or a LAN peer), so keep-alive pools are
+// generous, compression is left to client and server, and no environment
+// proxy applies. The wait for an answer is not the transport's: a model may
+// think long before its first byte; timeouts.responseHeader (per request,
+// guardUpstream), the run loop's health probes and the client's context
+// bound it.
+func newTransport(t config.Timeouts) *http.Transport {
+	keepAlive := t.KeepAlive
+	if keepAlive == 0 {
+		keepAlive = -1 // net.Dialer: negative disables, zero means 15 s
+	}
 	return &http.Transport{
 		Proxy: nil,
 		DialContext: (&net.Dialer{
-			Timeout:   10 * time.Second,
-			KeepAlive: 30 * time.Second,
+			Timeout:   t.Connect,
+			KeepAlive: keepAlive,
 		}).DialContext,
 		MaxIdleConns:          1024,
 		MaxIdleConnsPerHost:   256,
-		IdleConnTimeout:       90 * time.Second,
-		ExpectContinueTimeout: time.Second,
+		IdleConnTimeout:       t.IdleConn,
+		TLSHandshakeTimeout:   t.TLSHandshake,
+		ExpectContinueTimeout: t.ExpectContinue,
 		DisableCompression:    true,
 		ForceAttemptHTTP2:     false,
 	}
 }
 
-// peerTransport is the transport to a peer: newTransport's, with the
-// peer's timeouts (llama-swap's peers timeouts: connect, keepalive,
-// tlsHandshake, idleConn; zero disables each, as in llama-swap).
-// responseHeader is not here but per request (guardUpstream), so that its
-// error names the limit and it covers the body's first byte.
-func peerTransport(to peers.Timeouts) *http.Transport {
-	tr := newTransport()
-	keepAlive := to.KeepAlive
-	if keepAlive == 0 {
-		keepAlive = -1 // net.Dialer's "off"; its zero is "15 s"
-	}
-	tr.DialContext = (&net.Dialer{Timeout: to.Connect, KeepAlive: keepAlive}).DialContext
-	tr.TLSHandshakeTimeout = to.TLSHandshake
-	tr.IdleConnTimeout = to.IdleConn
-	return tr
-}
-
-// upstreams caches one httputil.ReverseProxy per upstream URL, all sharing
-// one transport (and so one keep-alive pool per upstream); a peer's get a
-// transport of their own, with the peer's timeouts (peerProxy).
+// upstreams caches one httputil.ReverseProxy per upstream URL and
+// timeouts, and one transport (one keep-alive pool per upstream) per
+// distinct timeouts: models that keep the defaults share one, and each
+// peer's timeouts get their own.
 type upstreams struct {
-	s         *Server
-	transport http.RoundTripper
-	bufs      *bufferPool
+	s    *Server
+	bufs *bufferPool
 
-	mu      sync.RWMutex
-	proxies map[upstreamKey]*httputil.ReverseProxy
+	mu         sync.RWMutex
+	proxies    map[upstreamKey]*httputil.ReverseProxy
+	transports map[config.Timeouts]*http.Transport
 }
 
-// upstreamKey is a cached proxy's key: its URL, and for a peer its
-// timeouts (zero for a local model server, whose transport is shared).
 type upstreamKey struct {
 	scheme, host, path string
-	peer               bool
-	timeouts           peers.Timeouts
+	timeouts           config.Timeouts
+}
+
+// closeIdle closes the idle connections of every transport.
+func (u *upstreams) closeIdle() {
+	u.mu.RLock()
+	defer u.mu.RUnlock()
+	for _, tr := range u.transports {
+		tr.CloseIdleConnections()
+	}
 }
 
 // maxCachedProxies bounds the cache: model servers get a new port when they
@@ -84,27 +81,23 @@ const maxCachedProxies = 256
 
 func newUpstreams(s *Server) *upstreams {
 	return &upstreams{
-		s:         s,
-		transport: newTransport(),
-		bufs:      &bufferPool{},
-		proxies:   map[upstreamKey]*httputil.ReverseProxy{},
+		s:          s,
+		bufs:       &bufferPool{},
+		proxies:    map[upstreamKey]*httputil.ReverseProxy{},
+		transports: map[config.Timeouts]*http.Transport{},
 	}
 }
 
-// proxy is the reverse proxy to a local model server at target.
-func (u *upstreams) proxy(target *url.URL) *httputil.ReverseProxy {
-	return u.cached(upstreamKey{scheme: target.Scheme, host: target.Host, path: target.Path}, target)
-}
-
-// peerProxy is the reverse proxy to t's peer, on a transport of its own
-// that applies the peer's timeouts (peerTransport); the one
-// responseHeader bounds is per request (guardUpstream).
-func (u *upstreams) peerProxy(t *peers.Target) *httputil.ReverseProxy {
-	target := t.URL()
-	return u.cached(upstreamKey{scheme: target.Scheme, host: target.Host, path: target.Path, peer: true, timeouts: t.Timeouts()}, target)
-}
-
-func (u *upstreams) cached(key upstreamKey, target *url.URL) *httputil.ReverseProxy {
+// proxy returns the reverse proxy to target bounded by t's connection
+// limits (nil: config.DefaultTimeouts). t's ResponseHeader is not the
+// transport's: it is bounded per request (answerLimit, guardUpstream), so
+// that its error names the limit and it covers the body's first byte.
+func (u *upstreams) proxy(target *url.URL, t *config.Timeouts) *httputil.ReverseProxy {
+	key := upstreamKey{target.Scheme, target.Host, target.Path, config.DefaultTimeouts}
+	if t != nil {
+		key.timeouts = *t
+	}
+	key.timeouts.ResponseHeader = 0
 	u.mu.RLock()
 	rp := u.proxies[key]
 	u.mu.RUnlock()
@@ -117,24 +110,20 @@ func (u *upstreams) cached(key upstreamKey, target *url.URL) *httputil.ReversePr
 		return rp
 	}
 	if len(u.proxies) >= maxCachedProxies {
-		for _, old := range u.proxies {
-			if old.Transport != u.transport {
-				old.Transport.(*http.Transport).CloseIdleConnections()
-			}
-		}
 		clear(u.proxies)
 	}
-	t := *target
-	transport := u.transport
-	if key.peer {
-		transport = peerTransport(key.timeouts)
+	tr := u.transports[key.timeouts]
+	if tr == nil {
+		tr = newTransport(key.timeouts)
+		u.transports[key.timeouts] = tr
 	}
+	dest := *target
 	rp = &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
-			pr.SetURL(&t)
+			pr.SetURL(&dest)
 			pr.SetXForwarded()
 		},
-		Transport:      transport,
+		Transport:      tr,
 		FlushInterval:  -1, // SSE and chunked bodies reach the client as they arrive
 		BufferPool:     u.bufs,
 		ErrorHandler:   u.s.upstreamFailed,
@@ -155,8 +144,8 @@ func (s *Server) upstreamFailed(w http.ResponseWriter, r *http.Request, err erro
 		s.writeError(w, r, e)
 		return
 	}
-	if at := answerTimedOut(r.Context()); at != nil && ex.peer != nil {
-		s.writeError(w, r, peerFailed(ex.peer, "request failed", at))
+	if at := answerTimedOut(r.Context()); at != nil {
+		s.writeError(w, r, s.answerLate(ex, at))
 		return
 	}
 	if clientGone(r.Context()) {
@@ -365,8 +354,8 @@ func (g *responseGuard) Read(p []byte) (int, error) {
 	case e != nil: // Abort ended the request: say so
 	case stalledBy(g.req.Context()) != nil:
 		e = g.s.stalled(g.ex, stalledBy(g.req.Context()))
-	case answerTimedOut(g.req.Context()) != nil && g.ex.peer != nil: // the timer fired as the answer began
-		e = peerFailed(g.ex.peer, "request failed", answerTimedOut(g.req.Context()))
+	case answerTimedOut(g.req.Context()) != nil: // the timer fired as the answer began
+		e = g.s.answerLate(g.ex, answerTimedOut(g.req.Context()))
 	case clientGone(g.req.Context()):
 		return n, err
 	case g.ex.peer != nil:

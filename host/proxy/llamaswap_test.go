@@ -1,0 +1,182 @@
+package proxy
+
+import (
+	"encoding/json"
+	"net/http"
+	"regexp"
+	"testing"
+	"time"
+
+	"github.com/loadout-dev/loadout/host/config"
+)
+
+// filtersA are llama-swap's filters on model a (aliases alpha, first):
+// strip temperature and top_k, set top_p and a nested object, and per
+// requested name set effort (overriding setParams' for alpha).
+var filtersA = config.Filters{
+	StripParams: []string{"temperature", "top_k"},
+	SetParams:   []config.Param{{Key: "effort", Value: json.RawMessage(`"low"`)}, {Key: "top_p", Value: json.RawMessage(`0.9`)}},
+	SetParamsByID: map[string][]config.Param{
+		"alpha": {{Key: "effort", Value: json.RawMessage(`"high"`)}},
+	},
+}
+
+func TestFilters_AppliedToBody(t *testing.T) {
+	e := newEnv(t, envOpts{edit: func(m *ModelEntry) {
+		if m.ID == "a" {
+			m.Filters = filtersA
+		}
+	}})
+	form, formType := multipartBody(t, [][2]string{{"model", "a"}, {"temperature", "0.1"}})
+	tests := []struct {
+		name string
+		rq   request
+		want string
+	}{
+		{"by id: strip, replace in place, append the rest in key order",
+			request{path: "/v1/chat/completions", body: `{"model": "a", "temperature": 0.2, "top_p": 1, "messages": [], "top_k": 5}`},
+			`{"model": "a", "top_p": 0.9, "messages": [],"effort":"low"}`},
+		{"by alias: setParamsByID overrides setParams",
+			request{path: "/v1/chat/completions", body: `{"model":"alpha","effort":"none","x_priority":3}`},
+			`{"model":"alpha","effort":"high","top_p":0.9}`},
+		{"an empty object gets the set fields",
+			request{path: "/v1/completions?model=first", body: `{}`},
+			`{"effort":"low","top_p":0.9}`},
+		{"a form is not filtered (llama-swap filters JSON only)",
+			request{path: "/v1/audio/transcriptions", body: form, ctype: formType},
+			form},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ec := e.echoOf(tt.rq)
+			if ec.Server != "a" || ec.Body != tt.want {
+				t.Errorf("upstream %s got body\n%s\nwant\n%s", ec.Server, ec.Body, tt.want)
+			}
+			if ec.Length != int64(len(ec.Body)) {
+				t.Errorf("Content-Length %d for a %d-byte body", ec.Length, len(ec.Body))
+			}
+		})
+	}
+	// Another model's body is untouched.
+	if ec := e.echoOf(request{path: "/v1/chat/completions", body: `{"model":"d","temperature":0.2}`}); ec.Body != `{"model":"d","temperature":0.2}` {
+		t.Errorf("model d's body changed: %s", ec.Body)
+	}
+}
+
+func TestModelsList_MetadataAndCapabilities(t *testing.T) {
+	e := newEnv(t, envOpts{aliasesInList: true, edit: func(m *ModelEntry) {
+		if m.ID == "a" {
+			m.Metadata = map[string]any{"port": int64(5800), "temperature": 0.7, "tags": []any{"x", 1}}
+			m.Capabilities = config.Capabilities{In: []string{"text", "image"}, Out: []string{"text"}, Tools: true, Context: 32000}
+		}
+	}})
+	_, b := e.do(request{method: http.MethodGet, path: "/v1/models"})
+	var list struct {
+		Data []map[string]any `json:"data"`
+	}
+	if err := json.Unmarshal(b, &list); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, m := range list.Data {
+		delete(m, "created")
+		js, _ := json.Marshal(m)
+		got[m["id"].(string)] = string(js)
+	}
+	want := map[string]string{
+		"a":     `{"architecture":{"input_modalities":["text","image"],"modality":"text+image-\u003etext","output_modalities":["text"]},"capabilities":{"function_calling":true,"vision":true},"context_length":32000,"description":"the first model","id":"a","meta":{"llamaswap":{"aliases":["alpha","first"],"port":5800,"tags":["x",1],"temperature":0.7,"type":"model"},"n_ctx":32000},"name":"Model A","object":"model","owned_by":"loadout","supported_parameters":["tools","tool_choice"]}`,
+		"alpha": `{"architecture":{"input_modalities":["text","image"],"modality":"text+image-\u003etext","output_modalities":["text"]},"capabilities":{"function_calling":true,"vision":true},"context_length":32000,"description":"the first model","id":"alpha","meta":{"llamaswap":{"modelID":"a","port":5800,"tags":["x",1],"temperature":0.7,"type":"alias"},"n_ctx":32000},"name":"Model A","object":"model","owned_by":"loadout","supported_parameters":["tools","tool_choice"]}`,
+		"d":     `{"id":"d","meta":{"llamaswap":{"type":"model"}},"object":"model","owned_by":"loadout"}`,
+	}
+	for id, w := range want {
+		if got[id] != w {
+			t.Errorf("/v1/models %s:\n got %s\nwant %s", id, got[id], w)
+		}
+	}
+}
+
+func TestTimeouts_ResponseHeader(t *testing.T) {
+	e := newEnv(t, envOpts{edit: func(m *ModelEntry) {
+		if m.ID == "a" {
+			tm := config.DefaultTimeouts
+			tm.ResponseHeader = 200 * time.Millisecond
+			m.Timeouts = &tm
+		}
+	}})
+	// A server that sends no headers: 504 once the bound passes.
+	resp, b := e.do(request{path: "/v1/chat/completions", body: `{"model":"a"}`, headers: map[string]string{"X-Test-Mode": "hold"}})
+	if resp.StatusCode != http.StatusGatewayTimeout || openAIError(t, b).Code != "upstream_timeout" {
+		t.Fatalf("status %d, body %s; want 504 upstream_timeout", resp.StatusCode, b)
+	}
+	e.world.waitHolding(t, "a") // its announcement; the server holds it until the test ends
+	// Model d keeps the defaults (no response-header bound): released, it answers.
+	done := make(chan *http.Response, 1)
+	go func() {
+		done <- e.send(request{path: "/v1/chat/completions", body: `{"model":"d"}`, headers: map[string]string{"X-Test-Mode": "hold"}})
+	}()
+	e.world.waitHolding(t, "d")
+	e.world.releaseOne(t)
+	if resp := <-done; resp.StatusCode != http.StatusOK {
+		t.Errorf("model d: status %d, want 200", resp.StatusCode)
+	} else {
+		resp.Body.Close()
+	}
+}
+
+func TestUpstream_IgnorePathsNeverLoad(t *testing.T) {
+	e := newEnv(t, envOpts{ignorePaths: []*regexp.Regexp{regexp.MustCompile(`\.js$`)}})
+	resp, b := e.do(request{method: http.MethodGet, path: "/upstream/a/app.js"})
+	if resp.StatusCode != http.StatusConflict || openAIError(t, b).Code != "model_not_loaded" {
+		t.Fatalf("stopped model: status %d, body %s; want 409 model_not_loaded", resp.StatusCode, b)
+	}
+	if st := e.status("a").State; st != "stopped" {
+		t.Fatalf("an ignored path loaded model a: state %s", st)
+	}
+	// Another path loads it; then the ignored path is served.
+	if resp, b := e.do(request{method: http.MethodGet, path: "/upstream/a/index.html"}); resp.StatusCode != http.StatusOK {
+		t.Fatalf("load: status %d: %s", resp.StatusCode, b)
+	}
+	if resp, b := e.do(request{method: http.MethodGet, path: "/upstream/a/app.js"}); resp.StatusCode != http.StatusOK {
+		t.Fatalf("ready model: status %d: %s", resp.StatusCode, b)
+	}
+}
+
+func TestUpstream_IgnoreWebsockets(t *testing.T) {
+	e := newEnv(t, envOpts{edit: func(m *ModelEntry) { m.IgnoreWebsockets = m.ID == "a" }})
+	ws := map[string]string{"Upgrade": "websocket", "Connection": "Upgrade"}
+	resp, b := e.do(request{method: http.MethodGet, path: "/upstream/a/ws", headers: ws})
+	if resp.StatusCode != http.StatusConflict {
+		t.Fatalf("stopped model: status %d, body %s; want 409", resp.StatusCode, b)
+	}
+	if st := e.status("a").State; st != "stopped" {
+		t.Fatalf("a WebSocket loaded model a: state %s", st)
+	}
+	if resp, _ := e.do(request{path: "/v1/chat/completions", body: `{"model":"a"}`}); resp.StatusCode != http.StatusOK {
+		t.Fatalf("load: status %d", resp.StatusCode)
+	}
+	// Ready: proxied without a grant, so it is not in flight while held.
+	done := make(chan *http.Response, 1)
+	go func() {
+		done <- e.send(request{method: http.MethodGet, path: "/upstream/a/ws", headers: map[string]string{"Upgrade": "websocket", "Connection": "Upgrade", "X-Test-Mode": "hold"}})
+	}()
+	e.world.waitHolding(t, "a")
+	if n := e.status("a").InFlight; n != 0 {
+		t.Errorf("a WebSocket is counted in flight: %d", n)
+	}
+	e.world.releaseOne(t)
+	if resp := <-done; resp.Body != nil {
+		resp.Body.Close()
+	}
+}
+
+func TestInference_SessionHeaderIsClient(t *testing.T) {
+	e := newEnv(t, envOpts{sessionHeaders: []string{"X-Session-ID", "X-Other"}})
+	e.do(request{path: "/v1/chat/completions", body: `{"model":"a"}`, headers: map[string]string{"X-Other": "s2"}})
+	if got := e.rec.lastRequest(t).Client; got != "s2" {
+		t.Errorf("client %q, want the session header's s2", got)
+	}
+	e.do(request{path: "/v1/chat/completions", body: `{"model":"a"}`, headers: map[string]string{"X-Other": "s2", headerClient: "c"}})
+	if got := e.rec.lastRequest(t).Client; got != "c" {
+		t.Errorf("client %q, want X-Loadout-Client's c", got)
+	}
+}
