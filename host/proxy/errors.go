@@ -182,11 +182,8 @@ type llamaServerErrorObject struct {
 	Type    string `json:"type"`
 }
 
-// body is e as OpenAI-shaped JSON.
-func (e *apiError) body() []byte { return e.bodyIn(shapeOpenAI) }
-
-// bodyIn is e as JSON in the given API's error shape.
-func (e *apiError) bodyIn(shape errorShape) []byte {
+// body is e as JSON in the given API's error shape.
+func (e *apiError) body(shape errorShape) []byte {
 	var v any
 	switch shape {
 	case shapeAnthropic:
@@ -216,7 +213,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, e *apiError)
 		ex.sse.sendError(e)
 		return
 	}
-	b := append(e.bodyIn(ex.shape), '\n')
+	b := append(e.body(ex.shape), '\n')
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("Content-Length", strconv.Itoa(len(b)))

@@ -239,7 +239,7 @@ func isEventStream(contentType string) bool {
 // format: an OpenAI stream's `data: {"error":…}`, or the Messages API's
 // `event: error` with its error object (docs.claude.com, streaming).
 func sseErrorEvent(e *apiError, shape errorShape) []byte {
-	b := e.bodyIn(shape)
+	b := e.body(shape)
 	out := make([]byte, 0, len(b)+24)
 	if shape == shapeAnthropic {
 		out = append(out, "event: error\n"...)
