@@ -329,6 +329,11 @@ func (s *Server) routes() *mux.Router {
 	post("/api/models/unload", s.unloadAll)
 	post("/api/models/unload/{model:.+}", s.unloadModel)
 	post("/api/inflight/{id}/cancel", s.cancelInflight)
+
+	// llama-server's router mode: its model-management API.
+	m.HandleFunc("/models", s.routerModels).Methods(http.MethodGet)
+	post("/models/load", s.routerLoad)
+	post("/models/unload", s.routerUnload)
 	m.HandleFunc("/api/version", s.apiVersion).Methods(http.MethodGet)
 	m.PathPrefix("/upstream/").HandlerFunc(s.upstream)
 
