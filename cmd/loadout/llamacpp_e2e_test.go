@@ -23,11 +23,13 @@ import (
 
 // The llama.cpp end-to-end tests: Loadout in front of real llama.cpp
 // servers, loading real GGUF files that testdata/llamacpp/make_gguf.py
-// writes (tiny random-weight llama models). llama-server itself cannot be
-// installed here, so the servers are llama-cpp-python's OpenAI-compatible
-// server (`python3 -m llama_cpp.server`), run by the cmd backend: the test
-// names say so (TestLlamaCpp_CmdBackend_*). The llamaserver backend's own
-// command line is unit-tested in backends/llamaserver.
+// writes (tiny random-weight llama models). Most run llama-cpp-python's
+// OpenAI-compatible server (`python3 -m llama_cpp.server`) through the cmd
+// backend: the test names say so (TestLlamaCpp_CmdBackend_*). The
+// llamaserver backend's tests run llama.cpp's own llama-server where
+// LOADOUT_LLAMA_SERVER names it (CI builds it from the llama.cpp that
+// llama-cpp-python vendors: testdata/llamacpp/build_llama_server.sh), else
+// a stand-in on llama-cpp-python (testdata/llamacpp/llama_server_shim.py).
 //
 // Without llama-cpp-python they skip; with LOADOUT_REQUIRE_LLAMACPP=1 (CI)
 // they fail instead.
@@ -161,7 +163,7 @@ func noLlamaServersLeft(t *testing.T) {
 			return false
 		}
 		for _, m := range []string{"tiny", "small", "large"} {
-			if len(shimPids(t, m)) > 0 {
+			if len(llamaServerPids(t, m)) > 0 {
 				return false
 			}
 		}
@@ -377,9 +379,10 @@ func TestLlamaCpp_CmdBackend_GracefulShutdown(t *testing.T) {
 	}
 }
 
-// shimPids returns the pids of the llama-server stand-ins
-// (testdata/llamacpp/llama_server_shim.py) serving model's GGUF fixture.
-func shimPids(tb testing.TB, model string) []int {
+// llamaServerPids returns the pids of the llamaserver backend's servers
+// (llama-server, or its stand-in testdata/llamacpp/llama_server_shim.py)
+// serving model's GGUF fixture.
+func llamaServerPids(tb testing.TB, model string) []int {
 	tb.Helper()
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
@@ -396,7 +399,8 @@ func shimPids(tb testing.TB, model string) []int {
 			continue
 		}
 		args := strings.Split(strings.TrimRight(string(raw), "\x00"), "\x00")
-		if len(args) < 2 || !strings.HasSuffix(args[1], "/llama_server_shim.py") {
+		shim := len(args) >= 2 && strings.HasSuffix(args[1], "/llama_server_shim.py")
+		if !shim && filepath.Base(args[0]) != "llama-server" {
 			continue
 		}
 		for i, a := range args {
@@ -408,22 +412,41 @@ func shimPids(tb testing.TB, model string) []int {
 	return pids
 }
 
-// The llamaserver backend through Loadout: the backend builds llama-server's
-// command line, runs it (here the shim, which speaks llama-server's flags
-// and /health on llama.cpp), waits for /health, and estimates VRAM from the
-// GGUF files. Needs the backend registered in this binary.
-func TestLlamaCpp_LlamaServerBackendShim_SwapsAndEstimates(t *testing.T) {
+// llamaServerBinary is the binary the llamaserver backend runs in these
+// tests, and whether it is llama.cpp's llama-server: $LOADOUT_LLAMA_SERVER
+// where set (CI builds it, testdata/llamacpp/build_llama_server.sh), else
+// the shim. Under LOADOUT_REQUIRE_LLAMACPP=1 the real one must be there.
+func llamaServerBinary(t *testing.T) (string, bool) {
+	t.Helper()
+	if bin := os.Getenv("LOADOUT_LLAMA_SERVER"); bin != "" {
+		return bin, true
+	}
+	if os.Getenv("LOADOUT_REQUIRE_LLAMACPP") == "1" {
+		t.Fatal("LOADOUT_LLAMA_SERVER is not set: build llama-server with testdata/llamacpp/build_llama_server.sh and export its path")
+	}
 	shim, err := filepath.Abs("../../testdata/llamacpp/llama_server_shim.py")
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Setenv("LOADOUT_LLAMA_SHIM", shim)
+	t.Logf("LOADOUT_LLAMA_SERVER is not set: running the shim")
+	return shim, false
+}
+
+// The llamaserver backend through Loadout: the backend builds llama-server's
+// command line, runs it (llama-server where built, else the shim, which
+// speaks llama-server's flags and /health on llama.cpp), waits for
+// /health, and estimates VRAM from the GGUF files; a server that dies is
+// started again by the next request. Needs the backend registered in this
+// binary.
+func TestLlamaCpp_LlamaServerBackend_SwapsAndEstimates(t *testing.T) {
+	bin, real := llamaServerBinary(t)
+	t.Setenv("LOADOUT_LLAMA_BINARY", bin)
 	s := startLlamaCpp(t, "../../testdata/llamacpp/llamaserver.yaml")
 
 	if code, body := s.post("/v1/chat/completions", llamaChat("tiny", 8, false)); code != 200 || !strings.Contains(body, `"completion_tokens"`) {
 		t.Fatalf("chat tiny: %d %s", code, body)
 	}
-	tiny := shimPids(t, "tiny")
+	tiny := llamaServerPids(t, "tiny")
 	if len(tiny) != 1 {
 		t.Fatalf("tiny: %d llama-server processes, want 1", len(tiny))
 	}
@@ -434,10 +457,39 @@ func TestLlamaCpp_LlamaServerBackendShim_SwapsAndEstimates(t *testing.T) {
 		t.Fatalf("GPU leases %+v, want tiny's GGUF estimate", holders)
 	}
 
+	// A crash: tiny's server is killed; the next request starts it again.
+	if err := syscall.Kill(tiny[0], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "tiny's server to exit", func() bool { return !alive(tiny[0]) })
+	if code, body := s.post("/v1/chat/completions", llamaChat("tiny", 8, false)); code != 200 || !strings.Contains(body, `"completion_tokens"`) {
+		t.Fatalf("chat tiny after its server was killed: %d %s", code, body)
+	}
+	if again := llamaServerPids(t, "tiny"); len(again) != 1 || again[0] == tiny[0] {
+		t.Fatalf("tiny after the crash: servers %v, want one new one", again)
+	}
+	tiny = llamaServerPids(t, "tiny")
+
 	if code, body := s.post("/v1/chat/completions", llamaChat("small", 8, true)); code != 200 || !strings.Contains(body, "data: [DONE]") {
 		t.Fatalf("stream small: %d %s", code, body)
 	}
 	eventually(t, "tiny's server to exit", func() bool { return !alive(tiny[0]) })
+
+	if real {
+		// Anthropic's Messages API, routed by its model field to
+		// llama-server's own /v1/messages, streamed as it sends it.
+		msg := `{"model":"tiny","max_tokens":8,"messages":[{"role":"user","content":"hello"}]}`
+		if code, body := s.post("/v1/messages", msg); code != 200 || !strings.Contains(body, `"type":"message"`) {
+			t.Fatalf("messages tiny: %d %s", code, body)
+		}
+		stream := `{"model":"small","max_tokens":8,"stream":true,"messages":[{"role":"user","content":"hello"}]}`
+		if code, body := s.post("/v1/messages", stream); code != 200 || !strings.Contains(body, "event: message_stop") {
+			t.Fatalf("messages stream small: %d %s", code, body)
+		}
+		if code, body := s.post("/v1/messages/count_tokens", `{"model":"small","messages":[{"role":"user","content":"hello"}]}`); code != 200 || !strings.Contains(body, `"input_tokens"`) {
+			t.Fatalf("count_tokens small: %d %s", code, body)
+		}
+	}
 
 	// large's estimate (38 MB of weights) exceeds the 32 MiB device: it is
 	// refused before anything starts, and small keeps serving.
@@ -446,7 +498,7 @@ func TestLlamaCpp_LlamaServerBackendShim_SwapsAndEstimates(t *testing.T) {
 		t.Fatalf("chat large: %d %s, want a refusal", code, body)
 	}
 	t.Logf("large refused: %d %s", code, body)
-	if len(shimPids(t, "large")) != 0 {
+	if len(llamaServerPids(t, "large")) != 0 {
 		t.Fatal("large was started although its estimate exceeds the device")
 	}
 	s.stop()

@@ -239,6 +239,7 @@ func runServe(ctx context.Context, o serveOptions) error {
 
 	pcfg := proxy.Config{
 		Peers: peerSet,
+		Build: buildInfo(),
 		Reload: func(context.Context) (proxy.ReloadResult, error) {
 			return reload.reload("POST /api/policies/reload")
 		},

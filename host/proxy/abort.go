@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"sync"
 
@@ -33,16 +34,42 @@ import (
 // does); it returns how many requests it ended. Only the first reason is
 // kept.
 func (s *Server) Abort(reason string) int {
-	return s.inflight.abort(&abortError{reason: reason})
+	return s.inflight.abort(shutdownError(reason))
 }
 
-// abortError is the cause with which Abort cancels a request's context.
-type abortError struct{ reason string }
+// abortError is the cause with which Abort, or a cancel through
+// POST /api/inflight/{id}/cancel, cancels a request's context: what its
+// client is told (status, OpenAI code, message).
+type abortError struct {
+	status int
+	code   string
+	msg    string
+}
 
-func (e *abortError) Error() string { return "loadout is shutting down: " + e.reason }
+func (e *abortError) Error() string { return e.msg }
 
-// abortedBy returns the Abort that ended ctx, or nil when ctx is live or
-// ended otherwise (the client left).
+// shutdownError is Abort's cause: 503, the code of a policy's
+// CodeUnavailable.
+func shutdownError(reason string) *abortError {
+	return &abortError{status: http.StatusServiceUnavailable, code: errorCodes[sdk.CodeUnavailable].code,
+		msg: "loadout is shutting down: " + reason}
+}
+
+// statusCancelled is the status of a request cancelled through
+// POST /api/inflight/{id}/cancel: 499, gRPC's CANCELLED over HTTP. A 4xx
+// that clients do not retry (the OpenAI and Anthropic SDKs retry 408,
+// 409, 429 and 5xx), so a cancelled request stays cancelled.
+const statusCancelled = 499
+
+// cancelError is the cause of a request cancelled through
+// POST /api/inflight/{id}/cancel.
+func cancelError(id string) *abortError {
+	return &abortError{status: statusCancelled, code: "request_cancelled",
+		msg: fmt.Sprintf("request %s was cancelled (POST /api/inflight/{id}/cancel)", echoed(id))}
+}
+
+// abortedBy returns the Abort or cancel that ended ctx, or nil when ctx
+// is live or ended otherwise (the client left).
 func abortedBy(ctx context.Context) *abortError {
 	var ae *abortError
 	if ctx.Err() == nil || !errors.As(context.Cause(ctx), &ae) {
@@ -51,14 +78,14 @@ func abortedBy(ctx context.Context) *abortError {
 	return ae
 }
 
-// abortedError is the answer of a request whose context Abort ended: 503,
-// the code of a policy's CodeUnavailable. Nil when Abort did not end ctx.
+// abortedError is the answer of a request whose context Abort or a
+// cancel ended. Nil when neither ended ctx.
 func abortedError(ctx context.Context) *apiError {
 	ae := abortedBy(ctx)
 	if ae == nil {
 		return nil
 	}
-	return &apiError{status: http.StatusServiceUnavailable, code: errorCodes[sdk.CodeUnavailable].code, msg: ae.Error()}
+	return &apiError{status: ae.status, code: ae.code, msg: ae.msg}
 }
 
 // inflight is the set of requests being handled, each with the function
@@ -102,5 +129,24 @@ func (f *inflight) abort(cause *abortError) int {
 	}
 	n := len(f.cancels)
 	clear(f.cancels)
+	return n
+}
+
+// cancel ends the requests in flight whose id is id, except self (the
+// cancelling request), with cancelError's cause, and returns how many it
+// ended. A request waiting for its model leaves the queue (and never
+// triggers a load); one being proxied is cut off from its upstream, which
+// stops generating.
+func (f *inflight) cancel(id string, self *exchange) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for ex, cancel := range f.cancels {
+		if ex.id == id && ex != self {
+			cancel(cancelError(id))
+			delete(f.cancels, ex)
+			n++
+		}
+	}
 	return n
 }

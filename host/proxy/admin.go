@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"encoding/json"
+	"fmt"
 	"maps"
 	"net/http"
 	"slices"
@@ -343,4 +344,39 @@ func (s *Server) reloadPolicies(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.writeJSON(w, r, res)
+}
+
+// BuildInfo is the binary's build metadata as GET /api/version reports
+// it, in llama-swap's shape (internal/server/apigroup.go):
+// {"version","commit","build_date"}. Empty fields are reported empty.
+type BuildInfo struct {
+	Version string `json:"version"`    // e.g. "v0.4.0", or "dev"
+	Commit  string `json:"commit"`     // the VCS revision, hex
+	Date    string `json:"build_date"` // RFC 3339, as the toolchain records it
+}
+
+// apiVersion is GET /api/version.
+func (s *Server) apiVersion(w http.ResponseWriter, r *http.Request) {
+	s.writeJSON(w, r, s.cfg.Build)
+}
+
+// cancelInflight is POST /api/inflight/{id}/cancel, llama-swap's: it ends
+// the requests in flight or queued whose request id (X-Request-Id, the
+// client's or Loadout's) is id. Each one's client gets a 499 with code
+// "request_cancelled" (or an SSE error event, its stream under way), a
+// queued one leaves the queue without loading anything, and a proxied
+// one's upstream request is cancelled. The answer is
+// {"msg":"ok","cancelled":N}, or a 404 when no request has that id.
+func (s *Server) cancelInflight(w http.ResponseWriter, r *http.Request) {
+	id := mux.Vars(r)["id"]
+	n := s.inflight.cancel(id, exchangeOf(r))
+	if n == 0 {
+		s.writeError(w, r, &apiError{status: http.StatusNotFound, code: "request_not_found",
+			msg: fmt.Sprintf("no request %s is in flight", echoed(id))})
+		return
+	}
+	s.writeJSON(w, r, struct {
+		Msg       string `json:"msg"`
+		Cancelled int    `json:"cancelled"`
+	}{"ok", n})
 }

@@ -83,7 +83,7 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *apiE
 			return nil, e
 		}
 		if clientGone(r.Context()) {
-			return nil, &apiError{status: statusClientGone, code: "client_gone", msg: "client went away while sending the body"}
+			return nil, &apiError{status: statusClientGone, code: codeClientGone, msg: "client went away while sending the body"}
 		}
 		return nil, &apiError{status: http.StatusBadRequest, code: "invalid_body", msg: fmt.Sprintf("reading the request body: %v", err)}
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/loadout-dev/loadout/host/router"
@@ -88,10 +89,112 @@ type errorObject struct {
 	Code    string `json:"code,omitempty"`
 }
 
-// body is e as OpenAI-shaped JSON.
-func (e *apiError) body() []byte {
-	b, err := json.Marshal(errorBody{errorObject{Message: e.msg, Type: errorType(e.status), Code: e.code}})
-	if err != nil { // a string and two constants always marshal
+// errorShape is the error format of the API a request belongs to: each
+// client reads errors in its own API's shape.
+type errorShape uint8
+
+const (
+	// shapeOpenAI: {"error":{"message","type","code"}}, OpenAI's API
+	// reference; every endpoint but those below.
+	shapeOpenAI errorShape = iota
+	// shapeAnthropic: {"type":"error","error":{"type","message"}},
+	// Anthropic's Messages API (docs.claude.com/en/api/errors), for
+	// /v1/messages and /v1/messages/count_tokens.
+	shapeAnthropic
+	// shapeLlamaServer: {"error":{"code":<status>,"message","type"}},
+	// llama-server's (tools/server/README.md), for its router mode's
+	// model-management API under /models.
+	shapeLlamaServer
+)
+
+// shapeOf is the error shape of a request path: the one rule, applied in
+// ServeHTTP before anything can fail (an API key check included).
+func shapeOf(path string) errorShape {
+	switch {
+	case path == "/v1/messages" || strings.HasPrefix(path, "/v1/messages/"):
+		return shapeAnthropic
+	case path == "/models" || strings.HasPrefix(path, "/models/"):
+		return shapeLlamaServer
+	}
+	return shapeOpenAI
+}
+
+// anthropicErrorType is the Messages API's error type for a status, from
+// its table (docs.claude.com/en/api/errors): other 4xx are
+// invalid_request_error, other 5xx api_error.
+func anthropicErrorType(status int) string {
+	switch {
+	case status == http.StatusUnauthorized:
+		return "authentication_error"
+	case status == http.StatusForbidden:
+		return "permission_error"
+	case status == http.StatusNotFound:
+		return "not_found_error"
+	case status == http.StatusRequestEntityTooLarge:
+		return "request_too_large"
+	case status == http.StatusTooManyRequests:
+		return "rate_limit_error"
+	case status == http.StatusServiceUnavailable || status == 529:
+		return "overloaded_error"
+	case status >= 500:
+		return "api_error"
+	default:
+		return "invalid_request_error"
+	}
+}
+
+// llamaServerErrorType is llama-server's error type for a status, as its
+// format_error_response names them (tools/server/server-common.cpp).
+func llamaServerErrorType(status int) string {
+	switch {
+	case status == http.StatusUnauthorized:
+		return "authentication_error"
+	case status == http.StatusForbidden:
+		return "permission_error"
+	case status == http.StatusNotFound:
+		return "not_found_error"
+	case status == http.StatusServiceUnavailable:
+		return "unavailable_error"
+	case status >= 500:
+		return "server_error"
+	default:
+		return "invalid_request_error"
+	}
+}
+
+type anthropicErrorBody struct {
+	Type  string               `json:"type"` // always "error"
+	Error anthropicErrorObject `json:"error"`
+}
+
+type anthropicErrorObject struct {
+	Type    string `json:"type"`
+	Message string `json:"message"`
+}
+
+type llamaServerErrorBody struct {
+	Error llamaServerErrorObject `json:"error"`
+}
+
+type llamaServerErrorObject struct {
+	Code    int    `json:"code"`
+	Message string `json:"message"`
+	Type    string `json:"type"`
+}
+
+// body is e as JSON in the given API's error shape.
+func (e *apiError) body(shape errorShape) []byte {
+	var v any
+	switch shape {
+	case shapeAnthropic:
+		v = anthropicErrorBody{Type: "error", Error: anthropicErrorObject{Type: anthropicErrorType(e.status), Message: e.msg}}
+	case shapeLlamaServer:
+		v = llamaServerErrorBody{llamaServerErrorObject{Code: e.status, Message: e.msg, Type: llamaServerErrorType(e.status)}}
+	default:
+		v = errorBody{errorObject{Message: e.msg, Type: errorType(e.status), Code: e.code}}
+	}
+	b, err := json.Marshal(v)
+	if err != nil { // strings and numbers always marshal
 		panic(err)
 	}
 	return b
@@ -101,7 +204,7 @@ func (e *apiError) body() []byte {
 // line. A client that already left gets nothing.
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, e *apiError) {
 	ex := exchangeOf(r)
-	if e.status == statusClientGone {
+	if e.code == codeClientGone {
 		ex.fail(statusClientGone, e.msg)
 		return
 	}
@@ -110,7 +213,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, e *apiError)
 		ex.sse.sendError(e)
 		return
 	}
-	b := append(e.body(), '\n')
+	b := append(e.body(ex.shape), '\n')
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("Content-Length", strconv.Itoa(len(b)))
@@ -136,7 +239,7 @@ func acquireError(ctx context.Context, err error, model string) *apiError {
 	case abortedBy(ctx) != nil: // whatever the router made of the cancellation
 		return abortedError(ctx)
 	case errors.Is(err, context.Canceled):
-		return &apiError{status: statusClientGone, code: "client_gone", msg: "client went away while waiting for model " + model}
+		return &apiError{status: statusClientGone, code: codeClientGone, msg: "client went away while waiting for model " + model}
 	case errors.Is(err, context.DeadlineExceeded):
 		return &apiError{status: http.StatusGatewayTimeout, code: "timeout", msg: fmt.Sprintf("timed out waiting for model %s", model)}
 	default:

@@ -16,6 +16,11 @@ import (
 // written: nobody is there to read it.
 const statusClientGone = 499
 
+// codeClientGone marks the apiError of a client that left: writeError
+// records it and writes nothing. (A request cancelled through the API
+// also has status 499, and its client is told.)
+const codeClientGone = "client_gone"
+
 type exchangeKey struct{}
 
 // exchange is one request's state, from ServeHTTP to its log line. It is
@@ -25,9 +30,10 @@ type exchangeKey struct{}
 type exchange struct {
 	http.ResponseWriter
 	start time.Time
-	id    string // request id (X-Request-Id)
-	seq   uint64 // RequestSummary.Seq: unique in this server's run
-	path  string // the path as it came (/upstream rewrites r.URL)
+	id    string     // request id (X-Request-Id)
+	seq   uint64     // RequestSummary.Seq: unique in this server's run
+	path  string     // the path as it came (/upstream rewrites r.URL)
+	shape errorShape // the error format of the path's API (shapeOf)
 
 	status    int  // status written, 0 until then
 	completed bool // the handler returned without panicking

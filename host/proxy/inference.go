@@ -20,10 +20,20 @@ import (
 
 const requestIDHeader = "X-Request-Id"
 
-// inference handles an OpenAI endpoint: find the model, get it from the
-// router, proxy to it. chat marks /v1/chat/completions, the one endpoint
-// whose streaming requests may get the loading state.
-func (s *Server) inference(chat bool) http.HandlerFunc {
+// endpoint is how inference treats one model endpoint.
+type endpoint struct {
+	// chat marks /v1/chat/completions, the one endpoint whose streaming
+	// requests may get the loading state.
+	chat bool
+	// check, when set, validates the body against the endpoint's API
+	// before anything is loaded (anthropic.go).
+	check func(mr *modelRequest, body []byte) *apiError
+}
+
+// inference handles a model endpoint: find the model, get it from the
+// router, proxy to it.
+func (s *Server) inference(ep endpoint) http.HandlerFunc {
+	chat := ep.chat
 	return func(w http.ResponseWriter, r *http.Request) {
 		ex := exchangeOf(r)
 		ex.inference = true
@@ -33,6 +43,9 @@ func (s *Server) inference(chat bool) http.HandlerFunc {
 			return
 		}
 		mr, e := parseModelRequest(r, body, s.cfg.SessionHeaders)
+		if e == nil && ep.check != nil {
+			e = ep.check(&mr, body)
+		}
 		if e != nil {
 			s.writeError(w, r, e)
 			return

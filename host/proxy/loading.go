@@ -131,7 +131,7 @@ func (ls *loadingStream) sendProgress(p router.Progress) {
 
 // sendError ends the stream with an OpenAI error event.
 func (ls *loadingStream) sendError(e *apiError) {
-	_, _ = ls.w.Write(sseErrorEvent(e))
+	_, _ = ls.w.Write(sseErrorEvent(e, shapeOpenAI))
 	ls.flush()
 }
 

@@ -116,6 +116,8 @@ type ReloadResult struct {
 type Config struct {
 	// Router grants models; usually the binary's *router.Router.
 	Router Router
+	// Build is what GET /api/version reports.
+	Build BuildInfo
 	// Models is the catalog: every model the router knows, with the names
 	// clients may use for it.
 	Models []ModelEntry
@@ -332,14 +334,27 @@ func (s *Server) routes() *mux.Router {
 	post := func(path string, h http.HandlerFunc) { m.HandleFunc(path, h).Methods(http.MethodPost) }
 
 	// The OpenAI API. Chat completions first: it is the hottest route.
-	post("/v1/chat/completions", s.inference(true))
+	post("/v1/chat/completions", s.inference(endpoint{chat: true}))
+	// Every other endpoint a llama-swap client calls with a model (its
+	// internal/server/server.go route lists): the model comes from the
+	// JSON body, the multipart form (/v1/audio/transcriptions,
+	// /v1/images/edits) or ?model= (the GETs).
 	for _, p := range []string{
 		"/v1/completions", "/v1/embeddings", "/v1/responses",
 		"/v1/rerank", "/rerank", "/v1/reranking", "/reranking",
-		"/v1/audio/speech", "/v1/audio/transcriptions", "/v1/images/generations",
+		"/v1/audio/speech", "/v1/audio/transcriptions", "/v1/audio/voices",
+		"/v1/images/generations", "/v1/images/edits",
+		"/sdapi/v1/txt2img", "/sdapi/v1/img2img",
+		"/completion", "/infill",
 	} {
-		post(p, s.inference(false))
+		post(p, s.inference(endpoint{}))
 	}
+	for _, p := range []string{"/v1/audio/voices", "/sdapi/v1/loras", "/props"} {
+		m.HandleFunc(p, s.inference(endpoint{})).Methods(http.MethodGet)
+	}
+	// Anthropic's Messages API, checked before anything loads.
+	post("/v1/messages", s.inference(endpoint{check: checkMessages}))
+	post("/v1/messages/count_tokens", s.inference(endpoint{check: checkMessages}))
 	m.HandleFunc("/v1/models", s.listModels).Methods(http.MethodGet)
 
 	// llama-swap's operational endpoints.
@@ -348,6 +363,13 @@ func (s *Server) routes() *mux.Router {
 	m.HandleFunc("/unload", s.unloadAll).Methods(http.MethodGet, http.MethodPost)
 	post("/api/models/unload", s.unloadAll)
 	post("/api/models/unload/{model:.+}", s.unloadModel)
+	post("/api/inflight/{id}/cancel", s.cancelInflight)
+
+	// llama-server's router mode: its model-management API.
+	m.HandleFunc("/models", s.routerModels).Methods(http.MethodGet)
+	post("/models/load", s.routerLoad)
+	post("/models/unload", s.routerUnload)
+	m.HandleFunc("/api/version", s.apiVersion).Methods(http.MethodGet)
 	m.PathPrefix("/upstream/").HandlerFunc(s.upstream)
 
 	// Loadout's own.
@@ -382,7 +404,7 @@ func (s *Server) routes() *mux.Router {
 // logs it and counts it when it ends (also when it panics: an aborted
 // stream still gets its line). Until it returns, Abort can end it.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	ex := &exchange{ResponseWriter: w, start: time.Now(), id: s.ids.fromRequest(r), seq: s.seq.Add(1), path: r.URL.Path}
+	ex := &exchange{ResponseWriter: w, start: time.Now(), id: s.ids.fromRequest(r), seq: s.seq.Add(1), path: r.URL.Path, shape: shapeOf(r.URL.Path)}
 	w.Header().Set(requestIDHeader, ex.id)
 	r.Header.Set(requestIDHeader, ex.id) // the upstream logs the same id
 	ctx, cancel := context.WithCancelCause(context.WithValue(r.Context(), exchangeKey{}, ex))
@@ -446,7 +468,7 @@ func (s *Server) finish(ex *exchange, r *http.Request) {
 	}
 	ctx := context.Background()
 	switch {
-	case status == statusClientGone:
+	case status == statusClientGone && abortedBy(r.Context()) == nil: // not a cancel, also 499
 		s.log.LogAttrs(ctx, slog.LevelInfo, "client went away", attrs...)
 	case status >= 400 || ex.errMsg != "":
 		if ex.errMsg != "" {

@@ -223,7 +223,7 @@ func (s *Server) upstreamResponded(resp *http.Response) error {
 			e := &apiError{status: http.StatusBadGateway, code: "upstream_error",
 				msg: fmt.Sprintf("model %s: the upstream answered a streaming request with an unreadable %s body: %v", ex.model, resp.Header.Get("Content-Type"), err)}
 			ex.fail(e.status, e.msg)
-			resp.Body = io.NopCloser(bytes.NewReader(sseErrorEvent(e)))
+			resp.Body = io.NopCloser(bytes.NewReader(sseErrorEvent(e, ex.shape)))
 			return nil
 		}
 		// Not streamed after all: one data event with the whole answer.
@@ -237,7 +237,7 @@ func (s *Server) upstreamResponded(resp *http.Response) error {
 		e := &apiError{status: resp.StatusCode, code: "upstream_error",
 			msg: fmt.Sprintf("model %s: upstream answered %d: %s", ex.model, resp.StatusCode, upstreamMessage(b))}
 		ex.fail(e.status, e.msg)
-		resp.Body = io.NopCloser(bytes.NewReader(sseErrorEvent(e)))
+		resp.Body = io.NopCloser(bytes.NewReader(sseErrorEvent(e, ex.shape)))
 	}
 	return nil
 }
@@ -288,10 +288,15 @@ func isEventStream(contentType string) bool {
 	return mt == "text/event-stream"
 }
 
-// sseErrorEvent is e as the last event of an SSE stream.
-func sseErrorEvent(e *apiError) []byte {
-	b := e.body()
-	out := make([]byte, 0, len(b)+10)
+// sseErrorEvent is e as the last event of an SSE stream, in shape's
+// format: an OpenAI stream's `data: {"error":…}`, or the Messages API's
+// `event: error` with its error object (docs.claude.com, streaming).
+func sseErrorEvent(e *apiError, shape errorShape) []byte {
+	b := e.body(shape)
+	out := make([]byte, 0, len(b)+24)
+	if shape == shapeAnthropic {
+		out = append(out, "event: error\n"...)
+	}
 	out = append(out, "data: "...)
 	out = append(out, b...)
 	return append(out, "\n\n"...)
@@ -368,7 +373,7 @@ func (g *responseGuard) Read(p []byte) (int, error) {
 	if !g.sse {
 		return n, err
 	}
-	ev := sseErrorEvent(e)
+	ev := sseErrorEvent(e, g.ex.shape)
 	if !g.atBoundary {
 		// End the partial event first so the error event stands alone.
 		ev = append([]byte("\n\n"), ev...)

@@ -1,0 +1,160 @@
+package proxy
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/loadout-dev/loadout/host/router"
+	"github.com/loadout-dev/loadout/sdk"
+)
+
+// llama-server's router mode has a model-management API (tools/server/
+// README.md, "Using multiple models"): GET /models, POST /models/load,
+// POST /models/unload. Loadout serves it over its own catalog and router,
+// so a client written for router mode works unchanged. Errors have
+// llama-server's shape (shapeOf). The answers below were taken from
+// llama-server built from llama-cpp-python 0.3.36's llama.cpp, run with
+// --models-dir.
+
+// routerModel is one entry of GET /models: llama-server's fields that a
+// client reads (id, object, owned_by, created, status).
+type routerModel struct {
+	ID      string             `json:"id"`
+	Aliases []string           `json:"aliases"`
+	Object  string             `json:"object"` // "model"
+	OwnedBy string             `json:"owned_by"`
+	Created int64              `json:"created"`
+	Status  routerModelStatus  `json:"status"`
+	Loadout router.ModelStatus `json:"loadout"` // the router's own view (GET /api/models)
+}
+
+// routerModelStatus is llama-server's status object: value is one of
+// "unloaded", "loading", "loaded"; failed marks a model whose last start
+// failed or that crashed.
+type routerModelStatus struct {
+	Value  string `json:"value"`
+	Failed bool   `json:"failed,omitempty"`
+}
+
+// routerStatus maps a router state (sdk.ModelState's names) to
+// llama-server's status value. A model being stopped still has its
+// process, as llama-server's instance is "loaded" until it exits.
+func routerStatus(state string) routerModelStatus {
+	switch state {
+	case sdk.StateStarting.String():
+		return routerModelStatus{Value: "loading"}
+	case sdk.StateReady.String(), sdk.StateStopping.String():
+		return routerModelStatus{Value: "loaded"}
+	case sdk.StateFailed.String():
+		return routerModelStatus{Value: "unloaded", Failed: true}
+	default:
+		return routerModelStatus{Value: "unloaded"}
+	}
+}
+
+// routerModels is GET /models: every model of the catalog with its
+// status, {"data":[…],"object":"list"}.
+func (s *Server) routerModels(w http.ResponseWriter, r *http.Request) {
+	cat := s.catalog.Load()
+	created := s.started.Unix()
+	data := []routerModel{}
+	for _, st := range s.router.Models() {
+		e := cat.lookup(st.Model)
+		if e == nil {
+			continue
+		}
+		aliases := e.Aliases
+		if aliases == nil {
+			aliases = []string{}
+		}
+		data = append(data, routerModel{ID: e.ID, Aliases: aliases, Object: "model", OwnedBy: "loadout",
+			Created: created, Status: routerStatus(st.State), Loadout: st})
+	}
+	s.writeJSON(w, r, map[string]any{"data": data, "object": "list"})
+}
+
+// routerModelRequest reads the {"model": NAME} body of /models/load and
+// /models/unload and resolves it; nil (and an answer written) when the
+// body is not that or the model is unknown: llama-server answers an
+// unknown model on load with 404 not_found_error and on unload with 400
+// "model is not found", and so does this.
+func (s *Server) routerModelRequest(w http.ResponseWriter, r *http.Request, unknownStatus int) *ModelEntry {
+	body, e := s.readBody(w, r)
+	if e != nil {
+		s.writeError(w, r, e)
+		return nil
+	}
+	var req struct {
+		Model string `json:"model"`
+	}
+	if err := json.Unmarshal(body, &req); err != nil {
+		s.writeError(w, r, badRequest("invalid_json", fmt.Sprintf(`want a JSON body {"model": NAME}: %v`, err)))
+		return nil
+	}
+	entry := s.catalog.Load().lookup(req.Model)
+	if entry == nil {
+		s.writeError(w, r, &apiError{status: unknownStatus, code: "model_not_found",
+			msg: fmt.Sprintf("model %s is not found", echoed(req.Model))})
+		return nil
+	}
+	exchangeOf(r).model = entry.ID
+	return entry
+}
+
+// modelState is the router's state of model id ("" if it has none).
+func (s *Server) modelState(id string) string {
+	for _, st := range s.router.Models() {
+		if st.Model == id {
+			return st.State
+		}
+	}
+	return ""
+}
+
+// routerLoad is POST /models/load {"model": NAME}: the model is acquired
+// as a request for it would be (its load, the evictions it needs, the
+// queue and the policies apply) and released at once; the answer,
+// {"success":true}, comes once it is loaded. A model already loaded is a
+// 400 "model is already running", as in llama-server.
+func (s *Server) routerLoad(w http.ResponseWriter, r *http.Request) {
+	entry := s.routerModelRequest(w, r, http.StatusNotFound)
+	if entry == nil {
+		return
+	}
+	if s.modelState(entry.ID) == sdk.StateReady.String() {
+		s.writeError(w, r, badRequest("already_running", "model is already running"))
+		return
+	}
+	start := time.Now()
+	grant, err := s.router.Acquire(r.Context(), router.Request{Model: entry.ID})
+	if err != nil {
+		s.writeError(w, r, acquireError(r.Context(), err, entry.ID))
+		return
+	}
+	grant.Release()
+	s.log.Info("model loaded through POST /models/load", "model", entry.ID, "took", time.Since(start))
+	s.writeJSON(w, r, map[string]bool{"success": true})
+}
+
+// routerUnload is POST /models/unload {"model": NAME}: the model is
+// stopped (once its requests in flight end), and the answer,
+// {"success":true}, comes once it has exited. A model not running is a
+// 400 "model is not running", as in llama-server.
+func (s *Server) routerUnload(w http.ResponseWriter, r *http.Request) {
+	entry := s.routerModelRequest(w, r, http.StatusBadRequest)
+	if entry == nil {
+		return
+	}
+	switch s.modelState(entry.ID) {
+	case sdk.StateStopped.String(), sdk.StateFailed.String():
+		s.writeError(w, r, badRequest("not_running", "model is not running"))
+		return
+	}
+	if err := s.router.Unload(r.Context(), unloadOptions(r, entry.ID)); err != nil {
+		s.writeError(w, r, acquireError(r.Context(), err, entry.ID))
+		return
+	}
+	s.writeJSON(w, r, map[string]bool{"success": true})
+}
