@@ -37,8 +37,10 @@ type Executor interface {
 	Stop(ctx context.Context, t *Task, a *Attempt) error
 	// Logs returns the attempt's output so far (a tail, at most a few MiB).
 	Logs(ctx context.Context, t *Task, a *Attempt) (string, error)
-	// Resume takes back, after a restart, what a running attempt holds
-	// (the local executor's GPU leases).
+	// Resume takes back what an attempt holds: after a restart, for a
+	// running attempt (the local executor's GPU leases); and for a remote
+	// executor's attempt at its admission, before its submission answers
+	// (Ray's gang, counted against the cluster's capacity at once).
 	Resume(t *Task, a *Attempt) error
 	// Finish releases what a finished attempt held.
 	Finish(t *Task, a *Attempt)

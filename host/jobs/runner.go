@@ -584,8 +584,19 @@ func (r *Runner) start(ctx context.Context, t *Task, ex Executor, a *Attempt) {
 		r.started(ctx, t, ex, a, ex.Start(ctx, t, a))
 		return
 	}
+	// The gang counts as taken from its admission on, not from the end of
+	// its submission: the next task admitted in the same pass (before the
+	// submission answers) must see it (Resume is that reservation; Finish
+	// gives it back when the submission fails).
+	if err := ex.Resume(t, a); err != nil {
+		r.started(ctx, t, ex, a, err)
+		return
+	}
 	r.goRemote(ctx, t.ID, "start", func() func(context.Context) {
 		err := ex.Start(ctx, t, a)
+		if err != nil {
+			ex.Finish(t, a)
+		}
 		return func(ctx context.Context) {
 			now, gerr := r.store.Get(ctx, t.ID)
 			if gerr != nil {
