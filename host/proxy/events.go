@@ -86,7 +86,7 @@ func (s *Server) summarize(ex *exchange, status int, d time.Duration) {
 	}
 	if u := ex.usage; u != nil {
 		sum.PromptTokens, sum.CompletionTokens = u.prompt, u.completion
-		if t, ok := u.ttft(); ok {
+		if t, ok := u.upstreamTTFT(); ok {
 			sum.TTFT = t.Seconds()
 		}
 		if tps, ok := u.tokensPerSecond(); ok {
