@@ -52,6 +52,10 @@ func (o *observability) attach(srv *http.Server, h *proxy.Server, r *router.Rout
 	if err := o.observer.Register(reg); err != nil {
 		return err
 	}
+	if ps := policies(); ps != nil {
+		o.observer.AddPolicy("scheduler", ps.sched.Name)
+		o.observer.AddPolicy("swapper", ps.swap.Name)
+	}
 	if runner != nil {
 		states := make([]string, len(jobs.States))
 		for i, st := range jobs.States {

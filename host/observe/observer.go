@@ -86,8 +86,8 @@ func New(models []string, bus *events.Bus) *Observer {
 		}, []string{"model"}),
 		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "loadout_policy_failures_total",
-			Help: "Policy calls that returned an error (crash, deadline, disabled), by role.",
-		}, []string{"role"}),
+			Help: "Policy calls that returned an error (crash, deadline, disabled), by role and by the policy that failed.",
+		}, []string{"role", "policy"}),
 		handovers: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "loadout_policy_handovers_total",
 			Help: "Times the policy answering for a role changed (a fallback took over or gave back).",
@@ -103,7 +103,6 @@ func New(models []string, bus *events.Bus) *Observer {
 		o.addModel(m)
 	}
 	for _, role := range []string{"scheduler", "swapper"} {
-		o.failures.WithLabelValues(role)
 		o.handovers.WithLabelValues(role)
 	}
 	return o
@@ -254,15 +253,22 @@ func (o *Observer) SwapEnded(s router.SwapInfo) {
 
 // PolicyFailure is the data of a policy_failed event.
 type PolicyFailure struct {
-	Role  string `json:"role"`
-	Event string `json:"event"`
-	Error string `json:"error"`
+	Role   string `json:"role"`
+	Policy string `json:"policy"` // the policy that failed, e.g. "builtin:fifo"
+	Event  string `json:"event"`
+	Error  string `json:"error"`
 }
 
+// AddPolicy makes the failure series of a policy now answering for role
+// ("scheduler" or "swapper"), at 0, so that a rate over it counts its
+// first failure. name is the policy's, as PolicyFailed gets it (e.g.
+// "builtin:fifo"). Safe on any goroutine.
+func (o *Observer) AddPolicy(role, name string) { o.failures.WithLabelValues(role, name) }
+
 // PolicyFailed counts and publishes a failed policy call.
-func (o *Observer) PolicyFailed(role, event string, err error) {
-	o.failures.WithLabelValues(role).Inc()
-	o.publish(events.TypePolicyFailed, PolicyFailure{Role: role, Event: event, Error: err.Error()})
+func (o *Observer) PolicyFailed(role, policy, event string, err error) {
+	o.failures.WithLabelValues(role, policy).Inc()
+	o.publish(events.TypePolicyFailed, PolicyFailure{Role: role, Policy: policy, Event: event, Error: err.Error()})
 }
 
 // PolicyHandedOver counts and publishes a fallback switch.

@@ -718,7 +718,7 @@ func (o *recorder) SwapEnded(router.SwapInfo) {}
 // PolicyFailed implements router.Observer. A swapper's plan that fails is
 // its answer (the model cannot be placed), not a breakdown: the requests
 // it concerns are counted as errors, and the run is not marked.
-func (o *recorder) PolicyFailed(role, event string, err error) {
+func (o *recorder) PolicyFailed(role, _, event string, err error) {
 	var crash *policy.CrashError
 	if role == "swapper" && event == "plan" && !errors.As(err, &crash) && !errors.Is(err, policy.ErrUnhealthy) {
 		return
