@@ -18,7 +18,15 @@ const (
 	ReasonPolicy = "policy" // the scheduler stopped it otherwise
 	ReasonExited = "exited" // its server exited on its own
 	ReasonJob    = "job"    // evicted to give its GPUs to a GPU job
+	// ReasonRemoved: a configuration reload took it out (the router's
+	// Unloading reason).
+	ReasonRemoved = "removed"
 )
+
+// reasons are every eviction reason: each model's eviction series start
+// at 0 for all of them, so an increase() over one counts its first
+// eviction.
+var reasons = []string{ReasonSwap, ReasonUnload, ReasonTTL, ReasonPolicy, ReasonExited, ReasonJob, ReasonRemoved}
 
 // states are the values of the state label of loadout_model_state.
 var states = []string{"stopped", "starting", "ready", "stopping", "failed"}
@@ -192,6 +200,9 @@ func (o *Observer) addModel(m string) {
 	}
 	o.models[m] = true
 	o.loads.WithLabelValues(m, "ok")
+	for _, r := range reasons {
+		o.evictions.WithLabelValues(m, r)
+	}
 	o.queued.WithLabelValues(m)
 	o.loading.WithLabelValues(m)
 	o.measured.WithLabelValues(m)

@@ -77,3 +77,16 @@ loadout_policy_failures_total{policy="custom.wasm",role="swapper"} 1
 		t.Fatal(err)
 	}
 }
+
+// Each configured model's eviction series exist at 0 for every reason
+// before its first eviction, so increase() over them counts it.
+func TestObserver_EvictionSeriesStartAtZero(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	if err := New([]string{"m"}, nil).Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	n, err := testutil.GatherAndCount(reg, "loadout_model_evictions_total")
+	if err != nil || n != len(reasons) {
+		t.Fatalf("eviction series of a model never evicted: %d (%v), want one per reason (%d)", n, err, len(reasons))
+	}
+}
