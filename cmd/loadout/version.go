@@ -3,30 +3,31 @@ package main
 import (
 	"fmt"
 	"runtime"
-	"runtime/debug"
+
+	promversion "github.com/prometheus/common/version"
+	"github.com/spf13/cobra"
 
 	"github.com/loadout-dev/loadout/sdk"
-	"github.com/spf13/cobra"
 )
 
 // version is set at link time: -ldflags "-X main.version=v0.1.0".
 var version = "dev"
 
+// The build's version, for loadout version and loadout_build_info: the
+// Prometheus packages' own variables hold it (prometheus/common/version),
+// so the collector (client_golang's collectors/version) and this command
+// read one figure; the revision comes from the Go toolchain's VCS stamp
+// (version.GetRevision: "unknown" without one, "-modified" for a dirty
+// tree).
+func init() { promversion.Version = version }
+
 func newVersionCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
-		Short: "Print the version, the policy ABI version and the Go toolchain",
+		Short: "Print the version, the revision, the policy ABI version and the Go toolchain",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			rev := ""
-			if bi, ok := debug.ReadBuildInfo(); ok {
-				for _, s := range bi.Settings {
-					if s.Key == "vcs.revision" {
-						rev = " " + s.Value
-					}
-				}
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "loadout %s%s (policy ABI loadout_v%d, %s)\n", version, rev, sdk.ABIVersion, runtime.Version())
+			fmt.Fprintf(cmd.OutOrStdout(), "loadout %s %s (policy ABI loadout_v%d, %s)\n", version, promversion.GetRevision(), sdk.ABIVersion, runtime.Version())
 			return nil
 		},
 	}
