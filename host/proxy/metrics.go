@@ -166,9 +166,11 @@ func (m *metrics) observeRequest(ex *exchange, status int, d time.Duration) {
 	}
 	mm.prompt.Add(float64(u.prompt))
 	mm.completion.Add(float64(u.completion))
-	if up, ok := u.upstreamTTFT(); ok {
-		mm.ttft.Observe(u.first.Sub(ex.start).Seconds())
-		mm.upstreamTTFT.Observe(up.Seconds())
+	if t, ok := u.ttft(ex.start); ok {
+		mm.ttft.Observe(t.Seconds())
+	}
+	if t, ok := u.upstreamTTFT(); ok {
+		mm.upstreamTTFT.Observe(t.Seconds())
 	}
 	if tps, ok := u.tokensPerSecond(); ok {
 		mm.tps.Observe(tps)

@@ -68,8 +68,10 @@ func histogram(t *testing.T, reg prometheus.Gatherer, name string, labels map[st
 // The TTFT a client sees counts from the request's arrival, so it holds
 // the wait for a cold load; the upstream TTFT counts from the grant, so
 // it does not. arrival → first token ≥ queue wait + grant → first token.
+// The request's summary (events, activity log) has the same TTFT.
 func TestMetrics_TTFTFromArrivalAndFromGrant(t *testing.T) {
-	e := newEnv(t, envOpts{})
+	summaries := make(chan RequestSummary, 1)
+	e := newEnv(t, envOpts{onRequest: func(s RequestSummary) { summaries <- s }})
 	open := e.world.gate("a")
 	done := make(chan echo, 1)
 	go func() { done <- e.echoOf(request{path: "/v1/chat/completions", body: `{"model":"a"}`}) }()
@@ -86,6 +88,9 @@ func TestMetrics_TTFTFromArrivalAndFromGrant(t *testing.T) {
 	}
 	if wait <= 0 || ttft < wait+upstream {
 		t.Errorf("TTFT from arrival %gs, queue wait %gs, upstream TTFT %gs: want arrival ≥ wait + upstream, wait > 0", ttft, wait, upstream)
+	}
+	if s := <-summaries; s.TTFT != ttft {
+		t.Errorf("the request's summary (activity log, events) has TTFT %gs, the metric %gs: one definition", s.TTFT, ttft)
 	}
 }
 

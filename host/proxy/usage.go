@@ -22,6 +22,17 @@ type usage struct {
 	stream     bool
 }
 
+// ttft is the time to first token as a client sees it: from the request's
+// arrival (arrived), queue and load wait included. It is
+// loadout_time_to_first_token_seconds, the activity log's ttft_s, and
+// what loadout simulate reports as TTFT.
+func (u *usage) ttft(arrived time.Time) (time.Duration, bool) {
+	if u.first.IsZero() {
+		return 0, false
+	}
+	return u.first.Sub(arrived), true
+}
+
 // upstreamTTFT is the time from sending the request upstream to the first
 // token: loadout_upstream_time_to_first_token_seconds. The TTFT a client
 // sees (loadout_time_to_first_token_seconds) counts from its arrival.

@@ -86,7 +86,7 @@ type Result struct {
 	// Unloads counts models stopped because their TTL ran out.
 	Unloads   int       `json:"unloads"`
 	QueueWait Quantiles `json:"queue_wait_s"` // arrival → grant, granted requests
-	TTFT      Quantiles `json:"ttft_s"`       // arrival → first token, completed requests
+	TTFT      Quantiles `json:"ttft_s"`       // arrival → first token, completed requests: serve's loadout_time_to_first_token_seconds
 	E2E       Quantiles `json:"e2e_s"`        // arrival → last token, completed requests
 	// GPUBusyFraction is the share of device time, over the replay's span,
 	// in which a model placed on the device was decoding. Without
