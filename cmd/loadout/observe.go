@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"time"
 
+	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
+
 	"github.com/loadout-dev/loadout/host/events"
 	"github.com/loadout-dev/loadout/host/gpu"
 	"github.com/loadout-dev/loadout/host/jobs"
@@ -51,6 +53,15 @@ func (o *observability) attach(srv *http.Server, h *proxy.Server, r *router.Rout
 	reg := h.Registry()
 	if err := o.observer.Register(reg); err != nil {
 		return err
+	}
+	// loadout_build_info{version,revision,goversion,...} 1: Prometheus's
+	// own build-info collector (version.go sets what it reads).
+	if err := reg.Register(versioncollector.NewCollector("loadout")); err != nil {
+		return err
+	}
+	if ps := policies(); ps != nil {
+		o.observer.AddPolicy("scheduler", ps.sched.Name)
+		o.observer.AddPolicy("swapper", ps.swap.Name)
 	}
 	if runner != nil {
 		states := make([]string, len(jobs.States))

@@ -350,8 +350,8 @@ func TestServe_ReplicasMetricsAreTheModels(t *testing.T) {
 	for _, want := range []string{
 		`loadout_model_state{model="big",state="ready"} 1`,
 		`loadout_model_loads_total{model="big",result="ok"} 2`,
-		`loadout_gpu_model_leased_bytes{device="0",model="big"} 4.294967296e+10`,
-		`loadout_gpu_model_leased_bytes{device="1",model="big"} 4.294967296e+10`,
+		`loadout_gpu_model_leased_bytes{gpu="0",model="big"} 4.294967296e+10`,
+		`loadout_gpu_model_leased_bytes{gpu="1",model="big"} 4.294967296e+10`,
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics lacks %s", want)

@@ -243,7 +243,7 @@ func scrape(tb testing.TB, base string) promSample {
 			_, rest, _ := strings.Cut(name, `code="`)
 			code, _, _ := strings.Cut(rest, `"`)
 			p.byCode[code] += v
-		case strings.HasPrefix(name, "loadout_in_flight{"):
+		case strings.HasPrefix(name, "loadout_in_flight_requests{"):
 			p.inFlight += v
 		case name == "go_goroutines":
 			p.goroutines = v

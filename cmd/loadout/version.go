@@ -5,25 +5,34 @@ import (
 	"runtime"
 	"runtime/debug"
 
+	promversion "github.com/prometheus/common/version"
+	"github.com/spf13/cobra"
+
 	"github.com/loadout-dev/loadout/host/proxy"
 	"github.com/loadout-dev/loadout/sdk"
-	"github.com/spf13/cobra"
 )
 
 // version is set at link time: -ldflags "-X main.version=v0.1.0".
 var version = "dev"
 
-// buildInfo is this binary's version, with the VCS revision and time the
-// toolchain recorded (empty when built without VCS information): what
-// `loadout version` prints and GET /api/version serves.
+// The build's version, for loadout version and loadout_build_info: the
+// Prometheus packages' own variables hold it (prometheus/common/version),
+// so the collector (client_golang's collectors/version) and this command
+// read one figure; the revision comes from the Go toolchain's VCS stamp
+// (version.GetRevision: "unknown" without one, "-modified" for a dirty
+// tree).
+func init() { promversion.Version = version }
+
+// buildInfo is this binary's version as GET /api/version serves it
+// (llama-swap's version, commit and build_date): the figures `loadout
+// version` and loadout_build_info read (prometheus/common/version), the
+// date from -ldflags (its BuildDate) or, without one, the toolchain's VCS
+// time.
 func buildInfo() proxy.BuildInfo {
-	b := proxy.BuildInfo{Version: version}
-	if bi, ok := debug.ReadBuildInfo(); ok {
+	b := proxy.BuildInfo{Version: promversion.Version, Commit: promversion.GetRevision(), Date: promversion.BuildDate}
+	if bi, ok := debug.ReadBuildInfo(); ok && b.Date == "" {
 		for _, s := range bi.Settings {
-			switch s.Key {
-			case "vcs.revision":
-				b.Commit = s.Value
-			case "vcs.time":
+			if s.Key == "vcs.time" {
 				b.Date = s.Value
 			}
 		}
@@ -34,15 +43,10 @@ func buildInfo() proxy.BuildInfo {
 func newVersionCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
-		Short: "Print the version, the policy ABI version and the Go toolchain",
+		Short: "Print the version, the revision, the policy ABI version and the Go toolchain",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			b := buildInfo()
-			rev := ""
-			if b.Commit != "" {
-				rev = " " + b.Commit
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "loadout %s%s (policy ABI loadout_v%d, %s)\n", b.Version, rev, sdk.ABIVersion, runtime.Version())
+			fmt.Fprintf(cmd.OutOrStdout(), "loadout %s %s (policy ABI loadout_v%d, %s)\n", version, promversion.GetRevision(), sdk.ABIVersion, runtime.Version())
 			return nil
 		},
 	}

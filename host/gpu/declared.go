@@ -24,7 +24,7 @@ func NewDeclared(devices []DeclaredDevice) *Declared {
 		if name == "" {
 			name = fmt.Sprintf("gpu%d", i)
 		}
-		d.devices[i] = Device{Index: i, Name: name, Total: dd.Memory, Free: dd.Memory, Utilization: -1}
+		d.devices[i] = Device{Index: i, Name: name, Total: dd.Memory, Free: dd.Memory}
 	}
 	return d
 }

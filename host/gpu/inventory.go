@@ -24,9 +24,9 @@ type Device struct {
 	// Used is the memory the driver reports in use, in bytes.
 	Used uint64 `json:"used"`
 	// Utilization is the percentage of the last sample period in which a
-	// kernel ran (NVML's utilization rate, 0–100), or -1 where the driver
-	// does not report it (and for declared devices).
-	Utilization int `json:"utilization_percent"`
+	// kernel ran (NVML's utilization rate, 0–100); nil where the driver
+	// does not report it (and for declared devices): unknown, not 0.
+	Utilization *int `json:"utilization_percent,omitempty"`
 }
 
 // Inventory reads the GPUs of the machine. Implementations are safe for

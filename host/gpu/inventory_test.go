@@ -2,6 +2,7 @@ package gpu
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"strings"
@@ -56,7 +57,7 @@ func TestOpen_Scenario(t *testing.T) {
 func TestDeclared(t *testing.T) {
 	d := NewDeclared([]DeclaredDevice{{Name: "sim0", Memory: 24 * gib}})
 	devs, _ := d.Devices()
-	if len(devs) != 1 || devs[0] != (Device{Index: 0, Name: "sim0", Total: 24 * gib, Free: 24 * gib, Utilization: -1}) {
+	if len(devs) != 1 || devs[0] != (Device{Index: 0, Name: "sim0", Total: 24 * gib, Free: 24 * gib}) {
 		t.Errorf("Devices = %+v", devs)
 	}
 	devs[0].Free = 0 // a copy: the inventory is unchanged
@@ -65,5 +66,24 @@ func TestDeclared(t *testing.T) {
 	}
 	if procs, err := d.ProcessMemory(); err != nil || len(procs) != 0 {
 		t.Errorf("ProcessMemory = %v, %v", procs, err)
+	}
+}
+
+// A declared device's utilization is unknown, not 0 and not a sentinel:
+// GET /api/gpus (DeviceLeases) has no utilization_percent for it, and a
+// device whose driver reports one has it.
+func TestDeclared_UtilizationUnknownIsAbsent(t *testing.T) {
+	devs, err := NewLedger(NewDeclared([]DeclaredDevice{{Name: "sim0", Memory: 24 * gib}}), 0).Leases()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(devs[0])
+	if strings.Contains(string(b), "utilization") {
+		t.Errorf("a declared device: %s", b)
+	}
+	pct := 0
+	b, _ = json.Marshal(DeviceLeases{Utilization: &pct})
+	if !strings.Contains(string(b), `"utilization_percent":0`) {
+		t.Errorf("a device at 0%%: %s", b)
 	}
 }

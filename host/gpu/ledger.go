@@ -326,9 +326,9 @@ type DeviceLeases struct {
 	DriverFree uint64 `json:"driver_free"`
 	// Margin is the ledger's per-device reserve.
 	Margin uint64 `json:"margin"`
-	// Utilization is the driver's utilization rate in percent, -1 when it
-	// reports none (Device.Utilization).
-	Utilization int `json:"utilization_percent"`
+	// Utilization is the driver's utilization rate in percent, nil (and
+	// absent from the JSON) when it reports none (Device.Utilization).
+	Utilization *int `json:"utilization_percent,omitempty"`
 	// Holders are the leases on this device, by owner.
 	Holders []Holder `json:"holders"`
 }

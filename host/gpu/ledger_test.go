@@ -101,9 +101,9 @@ func TestLedger_Leases(t *testing.T) {
 	got, err := l.Leases()
 	must(t, err)
 	want := []DeviceLeases{
-		{Index: 0, Name: "sim0", Total: 24 * gib, Free: 24*gib - 12*gib - 512*mib, Leased: 12 * gib, DriverFree: 24 * gib, Margin: 512 * mib, Utilization: -1,
+		{Index: 0, Name: "sim0", Total: 24 * gib, Free: 24*gib - 12*gib - 512*mib, Leased: 12 * gib, DriverFree: 24 * gib, Margin: 512 * mib,
 			Holders: []Holder{{"a", 8 * gib, "model"}, {"b", 4 * gib, "model"}}},
-		{Index: 1, Name: "sim1", Total: 24 * gib, Free: 24*gib - 2*gib - 512*mib, Leased: 2 * gib, DriverFree: 24 * gib, Margin: 512 * mib, Utilization: -1,
+		{Index: 1, Name: "sim1", Total: 24 * gib, Free: 24*gib - 2*gib - 512*mib, Leased: 2 * gib, DriverFree: 24 * gib, Margin: 512 * mib,
 			Holders: []Holder{{"b", 2 * gib, "model"}}},
 	}
 	if fmt.Sprintf("%+v", got) != fmt.Sprintf("%+v", want) {

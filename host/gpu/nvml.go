@@ -145,9 +145,10 @@ func (n *NVML) read(d *nvmlDevice) error {
 		n.log.Info("gpu memory reading recovered", "gpu", d.last.Index, "uuid", d.last.UUID)
 	}
 	d.last.Total, d.last.Free, d.last.Used = total, free, used
-	d.last.Utilization = -1
+	d.last.Utilization = nil
 	if u, ret := d.h.GetUtilizationRates(); ret == nvml.SUCCESS {
-		d.last.Utilization = int(u.Gpu)
+		pct := int(u.Gpu)
+		d.last.Utilization = &pct
 	}
 	d.ok = true
 	return nil

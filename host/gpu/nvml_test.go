@@ -8,6 +8,7 @@ import (
 	"errors"
 	"log/slog"
 	"maps"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -59,6 +60,8 @@ func fakeDevice(name, uuid string, mem *nvml.Memory_v2, ret *nvml.Return) *mock.
 	}
 }
 
+func ptr[T any](v T) *T { return &v }
+
 func logTo(buf *bytes.Buffer) *slog.Logger { return slog.New(slog.NewTextHandler(buf, nil)) }
 
 func TestNVML_Devices(t *testing.T) {
@@ -72,10 +75,10 @@ func TestNVML_Devices(t *testing.T) {
 	devs, err := n.Devices()
 	must(t, err)
 	want := []Device{
-		{Index: 0, UUID: "GPU-aaa", Name: "NVIDIA H100 80GB HBM3", Total: 80 * gib, Free: 50 * gib, Used: 29 * gib, Utilization: 36},
-		{Index: 1, UUID: "GPU-bbb", Name: "NVIDIA H100 80GB HBM3", Total: 80 * gib, Free: 80 * gib, Utilization: 0},
+		{Index: 0, UUID: "GPU-aaa", Name: "NVIDIA H100 80GB HBM3", Total: 80 * gib, Free: 50 * gib, Used: 29 * gib, Utilization: ptr(36)},
+		{Index: 1, UUID: "GPU-bbb", Name: "NVIDIA H100 80GB HBM3", Total: 80 * gib, Free: 80 * gib, Utilization: ptr(0)},
 	}
-	if len(devs) != 2 || devs[0] != want[0] || devs[1] != want[1] {
+	if !reflect.DeepEqual(devs, want) {
 		t.Errorf("Devices:\n%+v\nwant\n%+v", devs, want)
 	}
 	if n.Source() != SourceNVML {

@@ -9,19 +9,26 @@ import (
 	"github.com/loadout-dev/loadout/host/gpu"
 )
 
+// The per-device series. Every one is labelled gpu, the device's index
+// (NVML's, in PCI bus order, or its place in the config's gpus: list), so
+// that loadout_gpu_info joins onto any of them: an info series, value 1,
+// carries the names (Prometheus's info-metric pattern, as in
+// node_uname_info), so no other series repeats them.
 var (
+	gpuInfo = prometheus.NewDesc("loadout_gpu_info",
+		"1 for each GPU, labelled with its product name (NVML, or the config's declared name) and its NVML UUID (empty for a declared device).", []string{"gpu", "name", "uuid"}, nil)
 	gpuTotal = prometheus.NewDesc("loadout_gpu_memory_total_bytes",
-		"The device's memory (NVML, or the config's declared size).", []string{"device", "name"}, nil)
+		"The device's memory (NVML, or the config's declared size).", []string{"gpu"}, nil)
 	gpuUsed = prometheus.NewDesc("loadout_gpu_memory_used_bytes",
-		"Memory the driver reports in use (total minus the driver's free figure).", []string{"device"}, nil)
+		"Memory the driver reports in use (total minus the driver's free figure).", []string{"gpu"}, nil)
 	gpuFree = prometheus.NewDesc("loadout_gpu_memory_free_bytes",
-		"Memory a new lease can take: the smaller of the driver's free figure and total minus leases minus margin.", []string{"device"}, nil)
+		"Memory a new lease can take: the smaller of the driver's free figure and total minus leases minus margin.", []string{"gpu"}, nil)
 	gpuLeased = prometheus.NewDesc("loadout_gpu_leased_bytes",
-		"Memory leased on the device, by holder kind (model, job).", []string{"device", "holder"}, nil)
+		"Memory leased on the device, by holder kind (model, job).", []string{"gpu", "holder"}, nil)
 	gpuLeaseHolders = prometheus.NewDesc("loadout_gpu_model_leased_bytes",
-		"Memory a configured model's lease holds on the device.", []string{"device", "model"}, nil)
+		"Memory a configured model's lease holds on the device.", []string{"gpu", "model"}, nil)
 	gpuUtilization = prometheus.NewDesc("loadout_gpu_utilization_ratio",
-		"The share of the driver's last sample period in which a kernel ran (NVML), 0–1; absent where the driver reports none.", []string{"device"}, nil)
+		"The share of the driver's last sample period in which a kernel ran (NVML), 0–1; no sample where the driver reports none (a declared device).", []string{"gpu"}, nil)
 )
 
 // DeviceCollector reads the ledger at scrape time: per device, memory
@@ -44,7 +51,7 @@ func NewDeviceCollector(ledger *gpu.Ledger, models []string) *DeviceCollector {
 
 // Describe implements prometheus.Collector.
 func (c *DeviceCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{gpuTotal, gpuUsed, gpuFree, gpuLeased, gpuLeaseHolders, gpuUtilization} {
+	for _, d := range []*prometheus.Desc{gpuInfo, gpuTotal, gpuUsed, gpuFree, gpuLeased, gpuLeaseHolders, gpuUtilization} {
 		ch <- d
 	}
 }
@@ -58,11 +65,12 @@ func (c *DeviceCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, d := range devices {
 		idx := strconv.Itoa(d.Index)
-		ch <- prometheus.MustNewConstMetric(gpuTotal, prometheus.GaugeValue, float64(d.Total), idx, d.Name)
+		ch <- prometheus.MustNewConstMetric(gpuInfo, prometheus.GaugeValue, 1, idx, d.Name, d.UUID)
+		ch <- prometheus.MustNewConstMetric(gpuTotal, prometheus.GaugeValue, float64(d.Total), idx)
 		ch <- prometheus.MustNewConstMetric(gpuUsed, prometheus.GaugeValue, float64(d.Total-min(d.Total, d.DriverFree)), idx)
 		ch <- prometheus.MustNewConstMetric(gpuFree, prometheus.GaugeValue, float64(d.Free), idx)
-		if d.Utilization >= 0 {
-			ch <- prometheus.MustNewConstMetric(gpuUtilization, prometheus.GaugeValue, float64(d.Utilization)/100, idx)
+		if d.Utilization != nil {
+			ch <- prometheus.MustNewConstMetric(gpuUtilization, prometheus.GaugeValue, float64(*d.Utilization)/100, idx)
 		}
 		var byKind [2]uint64
 		byModel := map[string]uint64{}

@@ -9,14 +9,16 @@ import (
 	"github.com/loadout-dev/loadout/host/gpu"
 )
 
+var fortyTwo = 42
+
 // inventory is the lowest seam below NVML (no GPU here): one device whose
 // driver reports utilization and one that does not.
 type inventory struct{}
 
 func (inventory) Devices() ([]gpu.Device, error) {
 	return []gpu.Device{
-		{Index: 0, Name: "gpu0", Total: 80 << 30, Free: 60 << 30, Utilization: 42},
-		{Index: 1, Name: "gpu1", Total: 80 << 30, Free: 80 << 30, Utilization: -1},
+		{Index: 0, UUID: "GPU-aaa", Name: "NVIDIA H100 80GB HBM3", Total: 80 << 30, Free: 60 << 30, Utilization: &fortyTwo},
+		{Index: 1, UUID: "GPU-bbb", Name: "NVIDIA H100 80GB HBM3", Total: 80 << 30, Free: 80 << 30},
 	}, nil
 }
 func (inventory) ProcessMemory() (map[int]uint64, error) { return nil, nil }
@@ -35,9 +37,9 @@ func TestDeviceCollector_UtilizationAndHolders(t *testing.T) {
 	}
 	c := NewDeviceCollector(ledger, []string{"m1"})
 	want := `
-# HELP loadout_gpu_utilization_ratio The share of the driver's last sample period in which a kernel ran (NVML), 0–1; absent where the driver reports none.
+# HELP loadout_gpu_utilization_ratio The share of the driver's last sample period in which a kernel ran (NVML), 0–1; no sample where the driver reports none (a declared device).
 # TYPE loadout_gpu_utilization_ratio gauge
-loadout_gpu_utilization_ratio{device="0"} 0.42
+loadout_gpu_utilization_ratio{gpu="0"} 0.42
 `
 	if err := testutil.CollectAndCompare(c, strings.NewReader(want), "loadout_gpu_utilization_ratio"); err != nil {
 		t.Fatal(err)
@@ -45,12 +47,31 @@ loadout_gpu_utilization_ratio{device="0"} 0.42
 	want = `
 # HELP loadout_gpu_leased_bytes Memory leased on the device, by holder kind (model, job).
 # TYPE loadout_gpu_leased_bytes gauge
-loadout_gpu_leased_bytes{device="0",holder="job"} 0
-loadout_gpu_leased_bytes{device="0",holder="model"} 1.073741824e+10
-loadout_gpu_leased_bytes{device="1",holder="job"} 8.589934592e+10
-loadout_gpu_leased_bytes{device="1",holder="model"} 0
+loadout_gpu_leased_bytes{gpu="0",holder="job"} 0
+loadout_gpu_leased_bytes{gpu="0",holder="model"} 1.073741824e+10
+loadout_gpu_leased_bytes{gpu="1",holder="job"} 8.589934592e+10
+loadout_gpu_leased_bytes{gpu="1",holder="model"} 0
 `
 	if err := testutil.CollectAndCompare(c, strings.NewReader(want), "loadout_gpu_leased_bytes"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Names are on one info series per GPU (value 1), joined on gpu; no other
+// series carries them.
+func TestDeviceCollector_GPUInfo(t *testing.T) {
+	c := NewDeviceCollector(gpu.NewLedger(inventory{}, 0), nil)
+	want := `
+# HELP loadout_gpu_info 1 for each GPU, labelled with its product name (NVML, or the config's declared name) and its NVML UUID (empty for a declared device).
+# TYPE loadout_gpu_info gauge
+loadout_gpu_info{gpu="0",name="NVIDIA H100 80GB HBM3",uuid="GPU-aaa"} 1
+loadout_gpu_info{gpu="1",name="NVIDIA H100 80GB HBM3",uuid="GPU-bbb"} 1
+# HELP loadout_gpu_memory_total_bytes The device's memory (NVML, or the config's declared size).
+# TYPE loadout_gpu_memory_total_bytes gauge
+loadout_gpu_memory_total_bytes{gpu="0"} 8.589934592e+10
+loadout_gpu_memory_total_bytes{gpu="1"} 8.589934592e+10
+`
+	if err := testutil.CollectAndCompare(c, strings.NewReader(want), "loadout_gpu_info", "loadout_gpu_memory_total_bytes"); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -18,7 +18,15 @@ const (
 	ReasonPolicy = "policy" // the scheduler stopped it otherwise
 	ReasonExited = "exited" // its server exited on its own
 	ReasonJob    = "job"    // evicted to give its GPUs to a GPU job
+	// ReasonRemoved: a configuration reload took it out (the router's
+	// Unloading reason).
+	ReasonRemoved = "removed"
 )
+
+// reasons are every eviction reason: each model's eviction series start
+// at 0 for all of them, so an increase() over one counts its first
+// eviction.
+var reasons = []string{ReasonSwap, ReasonUnload, ReasonTTL, ReasonPolicy, ReasonExited, ReasonJob, ReasonRemoved}
 
 // states are the values of the state label of loadout_model_state.
 var states = []string{"stopped", "starting", "ready", "stopping", "failed"}
@@ -86,8 +94,8 @@ func New(models []string, bus *events.Bus) *Observer {
 		}, []string{"model"}),
 		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "loadout_policy_failures_total",
-			Help: "Policy calls that returned an error (crash, deadline, disabled), by role.",
-		}, []string{"role"}),
+			Help: "Policy calls that returned an error (crash, deadline, disabled), by role and by the policy that failed.",
+		}, []string{"role", "policy"}),
 		handovers: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "loadout_policy_handovers_total",
 			Help: "Times the policy answering for a role changed (a fallback took over or gave back).",
@@ -103,7 +111,6 @@ func New(models []string, bus *events.Bus) *Observer {
 		o.addModel(m)
 	}
 	for _, role := range []string{"scheduler", "swapper"} {
-		o.failures.WithLabelValues(role)
 		o.handovers.WithLabelValues(role)
 	}
 	return o
@@ -193,6 +200,9 @@ func (o *Observer) addModel(m string) {
 	}
 	o.models[m] = true
 	o.loads.WithLabelValues(m, "ok")
+	for _, r := range reasons {
+		o.evictions.WithLabelValues(m, r)
+	}
 	o.queued.WithLabelValues(m)
 	o.loading.WithLabelValues(m)
 	o.measured.WithLabelValues(m)
@@ -254,15 +264,22 @@ func (o *Observer) SwapEnded(s router.SwapInfo) {
 
 // PolicyFailure is the data of a policy_failed event.
 type PolicyFailure struct {
-	Role  string `json:"role"`
-	Event string `json:"event"`
-	Error string `json:"error"`
+	Role   string `json:"role"`
+	Policy string `json:"policy"` // the policy that failed, e.g. "builtin:fifo"
+	Event  string `json:"event"`
+	Error  string `json:"error"`
 }
 
+// AddPolicy makes the failure series of a policy now answering for role
+// ("scheduler" or "swapper"), at 0, so that a rate over it counts its
+// first failure. name is the policy's, as PolicyFailed gets it (e.g.
+// "builtin:fifo"). Safe on any goroutine.
+func (o *Observer) AddPolicy(role, name string) { o.failures.WithLabelValues(role, name) }
+
 // PolicyFailed counts and publishes a failed policy call.
-func (o *Observer) PolicyFailed(role, event string, err error) {
-	o.failures.WithLabelValues(role).Inc()
-	o.publish(events.TypePolicyFailed, PolicyFailure{Role: role, Event: event, Error: err.Error()})
+func (o *Observer) PolicyFailed(role, policy, event string, err error) {
+	o.failures.WithLabelValues(role, policy).Inc()
+	o.publish(events.TypePolicyFailed, PolicyFailure{Role: role, Policy: policy, Event: event, Error: err.Error()})
 }
 
 // PolicyHandedOver counts and publishes a fallback switch.

@@ -41,6 +41,26 @@ func (e *CrashError) Error() string {
 // Unwrap returns the error wazero reported, if any.
 func (e *CrashError) Unwrap() error { return e.cause }
 
+// PolicyName returns the name of the policy that crashed (Policy): every
+// error of a call into a policy has this method, so a caller that does not
+// import this package finds which policy failed with errors.As (the run
+// loop does, for loadout_policy_failures_total's policy label).
+func (e *CrashError) PolicyName() string { return e.Policy }
+
+// namedError is an error of a call into the policy named policy, whatever
+// its cause; its text is the cause's.
+type namedError struct {
+	policy string
+	err    error
+}
+
+func (e *namedError) Error() string { return e.err.Error() }
+func (e *namedError) Unwrap() error { return e.err }
+
+// PolicyName returns the name of the policy the call went to, as
+// CrashError.PolicyName.
+func (e *namedError) PolicyName() string { return e.policy }
+
 // Is reports whether target is ErrUnhealthy and this crash disabled the
 // policy.
 func (e *CrashError) Is(target error) bool { return target == ErrUnhealthy && e.disabled }

@@ -150,10 +150,21 @@ func (sv *supervisor) statusNow() Status {
 	return st
 }
 
-// fail records err as the last error and returns it.
+// fail records err as the last error and returns it, named by the policy
+// (CrashError.PolicyName).
 func (sv *supervisor) fail(err error) error {
 	sv.status.LastError = err.Error()
-	return err
+	return sv.named(err)
+}
+
+// named returns err with this policy's name (CrashError.PolicyName), once:
+// an error that has it already is returned as it is.
+func (sv *supervisor) named(err error) error {
+	var n interface{ PolicyName() string }
+	if errors.As(err, &n) {
+		return err
+	}
+	return &namedError{policy: sv.m.Name, err: err}
 }
 
 // crash discards the dead instance, counts the crash, logs one line and,
@@ -197,7 +208,7 @@ func (sv *supervisor) countCrash() (disabled bool) {
 	if len(sv.crashes) <= sv.r.opts.MaxCrashes {
 		return false
 	}
-	sv.disabled = fmt.Errorf("policy %s: %w (%d crashes within %s)", sv.m.Name, ErrUnhealthy, len(sv.crashes), sv.r.opts.CrashWindow)
+	sv.disabled = sv.named(fmt.Errorf("policy %s: %w (%d crashes within %s)", sv.m.Name, ErrUnhealthy, len(sv.crashes), sv.r.opts.CrashWindow))
 	sv.status.Healthy = false
 	sv.log.Error("policy disabled: crash-looping", "crashes", len(sv.crashes), "window", sv.r.opts.CrashWindow)
 	return true
@@ -262,7 +273,7 @@ func (sv *supervisor) revive() error {
 	in := newInstance(sv)
 	if err := in.instantiate(sv.settings); err != nil {
 		sv.status.Crashes++
-		sv.disabled = fmt.Errorf("policy %s: %w (its retry failed: %v)", sv.m.Name, ErrUnhealthy, err)
+		sv.disabled = sv.named(fmt.Errorf("policy %s: %w (its retry failed: %v)", sv.m.Name, ErrUnhealthy, err))
 		return sv.fail(sv.disabled)
 	}
 	sv.in = in
@@ -279,7 +290,7 @@ func (sv *supervisor) close() {
 		sv.in = nil
 	}
 	if sv.disabled == nil || errors.Is(sv.disabled, ErrUnhealthy) {
-		sv.disabled = fmt.Errorf("policy %s: closed", sv.m.Name)
+		sv.disabled = sv.named(fmt.Errorf("policy %s: closed", sv.m.Name))
 	}
 	sv.status.Healthy = false
 }

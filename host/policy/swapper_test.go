@@ -146,3 +146,32 @@ func TestSwapper_PlanJob_Unsupported(t *testing.T) {
 		}
 	}
 }
+
+// TestSwapper_ErrorsNameThePolicy: every error of a call into a policy
+// names it through a PolicyName method, found with errors.As by a caller
+// that does not import this package (the run loop's failure counters):
+// an error status, a crash, a disabled policy and a closed one.
+func TestSwapper_ErrorsNameThePolicy(t *testing.T) {
+	r, _ := newTestRuntime(t, Options{MaxCrashes: 1})
+	named := func(what, want string, err error) {
+		t.Helper()
+		var n interface{ PolicyName() string }
+		if err == nil || !errors.As(err, &n) || n.PolicyName() != want {
+			t.Errorf("%s: %v does not name its policy %s", what, err, want)
+		}
+	}
+	s := newSwapper(t, r, `{"fail_target": "huge"}`, newFakeEffects())
+	_, err := s.Plan(sdk.PlanRequest{Target: "huge"})
+	named("error status", "swapper.wasm", err)
+	s.Close(context.Background())
+	_, err = s.Plan(sdk.PlanRequest{Target: "small"})
+	named("closed", "swapper.wasm", err)
+
+	evil := newScheduler(t, r, "evil", `{"misbehave": "panic"}`, newFakeEffects(model("good", sdk.StateReady)))
+	for i := range 3 { // crashes, then disabled
+		named("crash or disabled", "evil.wasm", evil.OnRequest(sdk.RequestEvent{ID: sdk.RequestID(i), Model: "good"}))
+	}
+	if err := evil.OnRequest(sdk.RequestEvent{ID: 9, Model: "good"}); !errors.Is(err, ErrUnhealthy) {
+		t.Errorf("disabled: %v", err)
+	}
+}

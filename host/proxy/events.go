@@ -32,7 +32,7 @@ type RequestSummary struct {
 	Error            string    `json:"error,omitempty"`
 	QueueWait        float64   `json:"queue_wait_s"`     // arrival to grant: queue and load
 	LoadWait         float64   `json:"load_wait_s"`      // the part of QueueWait its model was loading
-	TTFT             float64   `json:"ttft_s,omitempty"` // grant to first token
+	TTFT             float64   `json:"ttft_s,omitempty"` // arrival to first token, as loadout_time_to_first_token_seconds
 	PromptTokens     int64     `json:"prompt_tokens"`
 	CompletionTokens int64     `json:"completion_tokens"`
 	TokensPerSecond  float64   `json:"tokens_per_second,omitempty"`
@@ -86,7 +86,7 @@ func (s *Server) summarize(ex *exchange, status int, d time.Duration) {
 	}
 	if u := ex.usage; u != nil {
 		sum.PromptTokens, sum.CompletionTokens = u.prompt, u.completion
-		if t, ok := u.ttft(); ok {
+		if t, ok := u.ttft(ex.start); ok {
 			sum.TTFT = t.Seconds()
 		}
 		if tps, ok := u.tokensPerSecond(); ok {

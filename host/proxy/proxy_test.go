@@ -874,7 +874,7 @@ func TestMetrics_Exposed(t *testing.T) {
 		`loadout_requests_total{code="502",model="broken"} 1`,
 		`loadout_request_duration_seconds_count{model="a"} 1`,
 		`loadout_queue_wait_seconds_count{model="a"} 1`,
-		`loadout_in_flight{model="a"} 0`,
+		`loadout_in_flight_requests{model="a"} 0`,
 		`go_goroutines`,
 	} {
 		if !strings.Contains(text, want) {

@@ -316,6 +316,7 @@ func New(cfg Config) (*Server, error) {
 		s.keyHashes = append(s.keyHashes, sha256.Sum256([]byte(k)))
 	}
 	s.metrics = newMetrics(cat.ids())
+	s.metrics.reg.MustRegister(peerCollector{s})
 	s.SetPeers(cfg.Peers) // with the peer models' series
 	s.upstreams = newUpstreams(s)
 	s.mux = s.routes()

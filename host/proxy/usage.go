@@ -12,7 +12,7 @@ import (
 // the request's goroutine touches it (httputil.ReverseProxy reads the body
 // there).
 type usage struct {
-	sent       time.Time // the request went to the model server
+	sent       time.Time // the request went upstream (its model server, once granted, or a peer)
 	first      time.Time // the first token (a stream's first content chunk, else the first byte)
 	last       time.Time // the last content chunk, or the end of the body
 	prompt     int64
@@ -22,8 +22,21 @@ type usage struct {
 	stream     bool
 }
 
-// ttft is the time from sending to the first token.
-func (u *usage) ttft() (time.Duration, bool) {
+// ttft is the time to first token as a client sees it: from the request's
+// arrival (arrived), queue and load wait included. It is
+// loadout_time_to_first_token_seconds, the activity log's ttft_s, and
+// what loadout simulate reports as TTFT.
+func (u *usage) ttft(arrived time.Time) (time.Duration, bool) {
+	if u.first.IsZero() {
+		return 0, false
+	}
+	return u.first.Sub(arrived), true
+}
+
+// upstreamTTFT is the time from sending the request upstream to the first
+// token: loadout_upstream_time_to_first_token_seconds. The TTFT a client
+// sees (loadout_time_to_first_token_seconds) counts from its arrival.
+func (u *usage) upstreamTTFT() (time.Duration, bool) {
 	if u.first.IsZero() {
 		return 0, false
 	}

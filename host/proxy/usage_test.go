@@ -45,7 +45,7 @@ func TestUsageMeter_ReadsUsage(t *testing.T) {
 			if u.prompt != tc.prompt || u.completion != tc.completion {
 				t.Errorf("prompt, completion = %d, %d; want %d, %d", u.prompt, u.completion, tc.prompt, tc.completion)
 			}
-			if _, ok := u.ttft(); ok != tc.firstToken {
+			if _, ok := u.upstreamTTFT(); ok != tc.firstToken {
 				t.Errorf("first token seen = %t, want %t", ok, tc.firstToken)
 			}
 		})

@@ -307,7 +307,7 @@ func (fx *effects) Plan(target string) (sdk.Plan, error) {
 		}
 		l.swapCounters.Failures++
 		l.swapCounters.LastError = err.Error()
-		r.observer().PolicyFailed("swapper", "plan", err)
+		r.observer().PolicyFailed("swapper", failedPolicy(err, r.cfg.SwapperName), "plan", err)
 		r.log.Error("swapper policy failed", "policy", r.cfg.SwapperName, "target", target, "err", err)
 		return sdk.Plan{}, sdk.ErrSwapperFailed
 	}
@@ -438,7 +438,7 @@ func (fx *effects) StartSwap(s sdk.SwapRequest) error {
 	}); err != nil {
 		l.swapCounters.Failures++
 		l.swapCounters.LastError = err.Error()
-		r.observer().PolicyFailed("swapper", "on_swap_start", err)
+		r.observer().PolicyFailed("swapper", failedPolicy(err, r.cfg.SwapperName), "on_swap_start", err)
 		r.log.Warn("swapper on_swap_start failed", "policy", r.cfg.SwapperName, "err", err)
 	}
 

@@ -624,7 +624,7 @@ func (r *Router) schedulerFailed(event string, err error) bool {
 	r.revokeAll()
 	l.schedCounters.Failures++
 	l.schedCounters.LastError = err.Error()
-	r.observer().PolicyFailed("scheduler", event, err)
+	r.observer().PolicyFailed("scheduler", failedPolicy(err, r.cfg.SchedulerName), event, err)
 	r.log.Error("scheduler policy failed; failing the requests it held", "policy", r.cfg.SchedulerName, "event", event, "waiting", len(l.waiters), "err", err)
 	msg := fmt.Sprintf("scheduler policy %s failed: %v", r.cfg.SchedulerName, err)
 	for id, w := range l.waiters {

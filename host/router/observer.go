@@ -1,6 +1,7 @@
 package router
 
 import (
+	"errors"
 	"slices"
 	"time"
 )
@@ -26,8 +27,13 @@ type Observer interface {
 	// up) or failed to start.
 	SwapEnded(SwapInfo)
 	// PolicyFailed reports a policy call that returned an error (a crash,
-	// a deadline, a disabled policy). role is "scheduler" or "swapper".
-	PolicyFailed(role, event string, err error)
+	// a deadline, a disabled policy). role is "scheduler" or "swapper";
+	// policy names the policy that failed: the name err carries (an
+	// error with a PolicyName() string method, as host/policy's are; the
+	// fallback's own failures name the fallback), else the configured
+	// policy's name (Config.SchedulerName or SwapperName); event is the
+	// export called ("on_request", "plan", ...).
+	PolicyFailed(role, policy, event string, err error)
 	// PolicyHandedOver reports that the policy answering for role
 	// changed behind its fallback decorator (a fallback took over or gave
 	// back).
@@ -53,12 +59,22 @@ type SwapInfo struct {
 // nopObserver is the Observer of a router configured without one.
 type nopObserver struct{}
 
-func (nopObserver) ModelChanged(ModelStatus)           {}
-func (nopObserver) Unloading([]string, string)         {}
-func (nopObserver) SwapStarted(SwapInfo)               {}
-func (nopObserver) SwapEnded(SwapInfo)                 {}
-func (nopObserver) PolicyFailed(string, string, error) {}
-func (nopObserver) PolicyHandedOver(string)            {}
+func (nopObserver) ModelChanged(ModelStatus)                   {}
+func (nopObserver) Unloading([]string, string)                 {}
+func (nopObserver) SwapStarted(SwapInfo)                       {}
+func (nopObserver) SwapEnded(SwapInfo)                         {}
+func (nopObserver) PolicyFailed(string, string, string, error) {}
+func (nopObserver) PolicyHandedOver(string)                    {}
+
+// failedPolicy names the policy whose call returned err: the name err
+// carries (Observer.PolicyFailed), else configured.
+func failedPolicy(err error, configured string) string {
+	var named interface{ PolicyName() string }
+	if errors.As(err, &named) {
+		return named.PolicyName()
+	}
+	return configured
+}
 
 // observer returns the configured Observer, or one that does nothing.
 func (r *Router) observer() Observer {

@@ -2,10 +2,13 @@ package router
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/loadout-dev/loadout/sdk"
 )
 
 // recordingObserver writes what it hears as lines on a channel, so tests
@@ -37,8 +40,8 @@ func (o *recordingObserver) SwapStarted(s SwapInfo) {
 func (o *recordingObserver) SwapEnded(s SwapInfo) {
 	o.emit("swapped %s err=%q", s.Target, s.Err)
 }
-func (o *recordingObserver) PolicyFailed(role, event string, err error) {
-	o.emit("policy failed %s %s", role, event)
+func (o *recordingObserver) PolicyFailed(role, policy, event string, err error) {
+	o.emit("policy failed %s %s %s", role, event, policy)
 }
 func (o *recordingObserver) PolicyHandedOver(role string) { o.emit("handover %s", role) }
 
@@ -110,5 +113,41 @@ func TestObserver_WarmPathChangesAreHeard(t *testing.T) {
 	obs.await(t, "model a ready in_flight=1 queued=0 loading=0", "model a ready in_flight=0 queued=0 loading=0")
 	if h.admitted("a") == 0 {
 		t.Fatal("a is no longer admitted: the requests did not take the warm path")
+	}
+}
+
+// failingSwapper fails every plan with err.
+type failingSwapper struct{ err error }
+
+func (f failingSwapper) Plan(sdk.PlanRequest) (sdk.Plan, error) { return sdk.Plan{}, f.err }
+func (failingSwapper) OnSwapStart(sdk.SwapStartEvent) error     { return nil }
+
+// namedErr is a policy's error that names the policy it came from, as
+// host/policy's errors do.
+type namedErr struct{ name string }
+
+func (e namedErr) Error() string      { return "policy " + e.name + ": plan: no room" }
+func (e namedErr) PolicyName() string { return e.name }
+
+// A failed policy call names the policy that failed: the name its error
+// carries (a fallback's own failure names the fallback), else the
+// configured policy of its role.
+func TestRouter_Observer_PolicyFailureNamesThePolicy(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"unnamed error: the configured swapper (the harness names it test)", errors.New("no room"), "policy failed swapper plan test"},
+		{"named error: its policy", fmt.Errorf("wrapped: %w", namedErr{"fallback.wasm"}), "policy failed swapper plan fallback.wasm"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			obs := newRecordingObserver()
+			h := newHarness(t, harnessOpts{observer: obs, newSwap: func(sdk.Host) (SwapperPolicy, error) {
+				return failingSwapper{tc.err}, nil
+			}})
+			h.acquire("a").waitErr(t)
+			obs.await(t, tc.want)
+		})
 	}
 }

@@ -86,7 +86,7 @@ type Result struct {
 	// Unloads counts models stopped because their TTL ran out.
 	Unloads   int       `json:"unloads"`
 	QueueWait Quantiles `json:"queue_wait_s"` // arrival → grant, granted requests
-	TTFT      Quantiles `json:"ttft_s"`       // arrival → first token, completed requests
+	TTFT      Quantiles `json:"ttft_s"`       // arrival → first token, completed requests: serve's loadout_time_to_first_token_seconds
 	E2E       Quantiles `json:"e2e_s"`        // arrival → last token, completed requests
 	// GPUBusyFraction is the share of device time, over the replay's span,
 	// in which a model placed on the device was decoding. Without
@@ -718,7 +718,7 @@ func (o *recorder) SwapEnded(router.SwapInfo) {}
 // PolicyFailed implements router.Observer. A swapper's plan that fails is
 // its answer (the model cannot be placed), not a breakdown: the requests
 // it concerns are counted as errors, and the run is not marked.
-func (o *recorder) PolicyFailed(role, event string, err error) {
+func (o *recorder) PolicyFailed(role, _, event string, err error) {
 	var crash *policy.CrashError
 	if role == "swapper" && event == "plan" && !errors.As(err, &crash) && !errors.Is(err, policy.ErrUnhealthy) {
 		return
