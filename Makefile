@@ -13,6 +13,10 @@ TESTFLAGS ?= -p 2 -timeout 20m
 # The policy SDK is a module of its own (sdk/go.mod), reached from here by
 # import path; the example policy is a third module, as an operator's is.
 SDK       := github.com/loadout-dev/loadout/sdk/...
+# The backend plugin protocol is a module of its own too (plugins/go.mod),
+# so a backend plugin's module graph holds nothing of the host's (wazero,
+# SQLite, NVML); the root module replaces it with ./plugins.
+PLUGINS   := github.com/loadout-dev/loadout/plugins/...
 # Go example modules. The modules `loadout policy new` writes and the C
 # policy (examples/lru-c) are built, vetted, staticchecked and run through
 # their scenarios by cmd/loadout's tests (TestPolicyNew_*, TestCPolicy_*).
@@ -31,19 +35,19 @@ $(WASM_DIR)/%.wasm: $(shell find policies sdk -name '*.go' -not -name '*_test.go
 	GOOS=wasip1 GOARCH=wasm CGO_ENABLED=0 $(GO) build -buildmode=c-shared -trimpath -o $@ ./policies/$*
 
 test: policies vet examples
-	$(GO) test $(TESTFLAGS) ./... $(SDK)
+	$(GO) test $(TESTFLAGS) ./... $(SDK) $(PLUGINS)
 	# The run loop's rule 1 (all scheduling state on one goroutine) is
 	# checked by the race detector.
 	$(GO) test $(TESTFLAGS) -race ./host/router ./host/proxy
 
 vet: policies
-	$(GO) vet ./... $(SDK)
+	$(GO) vet ./... $(SDK) $(PLUGINS)
 	GOOS=wasip1 GOARCH=wasm $(GO) vet $(SDK) ./policies/...
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	  if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 
 lint: vet
-	staticcheck ./... $(SDK)
+	staticcheck ./... $(SDK) $(PLUGINS)
 	for d in $(EXAMPLES); do (cd $$d && staticcheck ./...) || exit 1; done
 
 # Each example policy module builds against the SDK alone (its module graph

@@ -1,4 +1,4 @@
-package plugins_test
+package backend
 
 import (
 	"context"
@@ -15,12 +15,16 @@ import (
 	"github.com/loadout-dev/loadout/plugins"
 )
 
-// testPlugin is the path of the built backends/internal/testplugin binary.
+// testPlugin is the path of the backends/internal/testplugin binary, built
+// once by TestMain for every test of this package. The protocol's own tests
+// (plugins.Launch and plugins.Client against real plugin processes) live
+// here rather than in plugins/, because plugins is a module of its own and
+// the test plugin is built from this one.
 var testPlugin string
 
 func TestMain(m *testing.M) {
 	os.Exit(func() int {
-		dir, err := os.MkdirTemp("", "plugins-test")
+		dir, err := os.MkdirTemp("", "backend-test")
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
