@@ -90,6 +90,9 @@ func TestLaunch_Failures(t *testing.T) {
 		{"not a plugin", context.Background(), exec.Command("true"), "handshake"},
 		{"missing binary", context.Background(), exec.Command("/nonexistent/plugin"), "no such file"},
 		{"canceled", canceled, exec.Command("sleep", "60"), "context canceled"},
+		{"newer protocol", context.Background(), exec.Command(testPlugin, "v3"), "the plugin speaks protocol version 3, this host speaks versions 1 to 2; upgrade loadout"},
+		{"stdout before the handshake", context.Background(), exec.Command(testPlugin, "stdout"), `it wrote "starting up" to stdout before the handshake`},
+		{"crashes at start", context.Background(), exec.Command("false"), "exited or closed its stdout before the handshake"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			start := time.Now()
