@@ -93,7 +93,7 @@ func Serve(b Backend) {
 		HandshakeConfig:  handshake,
 		VersionedPlugins: versionedPlugins(b),
 		GRPCServer:       plugin.DefaultGRPCServer,
-		Logger:          newHCLogger(Logger(), "plugin"),
+		Logger:           newHCLogger(Logger(), "plugin"),
 	})
 	shutdown()
 }
