@@ -367,7 +367,7 @@ func (d *decoder) checkProxy(n *yaml.Node, path, proxy string, used bool) {
 
 // backend decodes `backend:`: a built-in name, or the path of a plugin binary
 // (anything with a path separator), resolved against the configuration's
-// directory, which must exist.
+// directory, which must exist and be an executable file.
 func (d *decoder) backend(cfg *Config, n *yaml.Node, path string) string {
 	b, ok := d.str(n, path)
 	if !ok {
@@ -390,6 +390,9 @@ func (d *decoder) backend(cfg *Config, n *yaml.Node, path string) string {
 		return ""
 	} else if fi.IsDir() {
 		d.errorf(n, path, "backend plugin %s is a directory", b)
+		return ""
+	} else if fi.Mode().Perm()&0o111 == 0 {
+		d.errorf(n, path, "backend plugin %s is not executable (chmod +x it, or name the binary rather than its source)", b)
 		return ""
 	}
 	return p
