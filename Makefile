@@ -21,6 +21,8 @@ PLUGINS   := github.com/loadout-dev/loadout/plugins/...
 # policy (examples/lru-c) are built, vetted, staticchecked and run through
 # their scenarios by cmd/loadout's tests (TestPolicyNew_*, TestCPolicy_*).
 EXAMPLES  := examples/lru
+# Example backend plugin modules: each requires the plugins module alone.
+BACKEND_EXAMPLES := examples/llamacpp-python
 
 .PHONY: build policies test vet lint bench clean soak examples
 
@@ -48,7 +50,7 @@ vet: policies
 
 lint: vet
 	staticcheck ./... $(SDK) $(PLUGINS)
-	for d in $(EXAMPLES); do (cd $$d && staticcheck ./...) || exit 1; done
+	for d in $(EXAMPLES) $(BACKEND_EXAMPLES); do (cd $$d && staticcheck ./...) || exit 1; done
 
 # Each example policy module builds against the SDK alone (its module graph
 # holds no wazero, gRPC or go-plugin), passes its own tests, compiles to a
@@ -61,6 +63,19 @@ examples: build
 	  if (cd $$d && $(GO) list -m all) | grep -E 'wazero|google.golang.org/grpc|hashicorp/go-plugin'; then \
 	    echo "$$d: the module graph pulls in host dependencies"; exit 1; fi; \
 	  $(BIN) policy check bin/$$(basename $$d).wasm >/dev/null || exit 1; \
+	done
+	# Each example backend module builds against the plugins module alone
+	# (its module graph holds no host module, wazero, SQLite or NVML),
+	# passes go vet and its own tests (the llama-cpp-python ones skip
+	# without it, unless LOADOUT_REQUIRE_LLAMACPP=1) and passes
+	# `loadout backend check`.
+	@for d in $(BACKEND_EXAMPLES); do \
+	  echo "example $$d"; \
+	  (cd $$d && $(GO) vet ./... && $(GO) test -count=1 ./... && \
+	   $(GO) build -trimpath -o $(CURDIR)/bin/$$(basename $$d) .) || exit 1; \
+	  if (cd $$d && $(GO) list -m all) | grep -E 'wazero|modernc.org/sqlite|go-nvml|github.com/loadout-dev/loadout( |$$)'; then \
+	    echo "$$d: the module graph pulls in host dependencies"; exit 1; fi; \
+	  $(BIN) backend check bin/$$(basename $$d) >/dev/null || exit 1; \
 	done
 
 bench: policies
