@@ -46,20 +46,31 @@ func TestValidate_Problems(t *testing.T) {
 	}
 }
 
-// ggufFixture returns a tiny GGUF model written by the host repository's
-// testdata/llamacpp/make_gguf.py, or skips t where llama-cpp-python is not
-// installed (fails it under LOADOUT_REQUIRE_LLAMACPP=1, as CI sets).
+// ggufFixture returns a tiny GGUF model written by Loadout's
+// testdata/llamacpp/make_gguf.py ($LOADOUT_MAKE_GGUF, else the copy two
+// directories up, as in Loadout's own tree), or skips t where
+// llama-cpp-python or the script is missing (fails it under
+// LOADOUT_REQUIRE_LLAMACPP=1, as Loadout's CI sets).
 func ggufFixture(t *testing.T) string {
 	t.Helper()
+	script := os.Getenv("LOADOUT_MAKE_GGUF")
+	if script == "" {
+		script = "../../testdata/llamacpp/make_gguf.py"
+	}
+	missing := ""
 	if out, err := exec.Command("python3", "-c", "import llama_cpp.server, gguf, numpy").CombinedOutput(); err != nil {
-		msg := "llama-cpp-python is not importable: " + strings.TrimSpace(string(out))
+		missing = "llama-cpp-python is not importable: " + strings.TrimSpace(string(out))
+	} else if _, err := os.Stat(script); err != nil {
+		missing = "no GGUF fixture script (set LOADOUT_MAKE_GGUF to Loadout's testdata/llamacpp/make_gguf.py): " + err.Error()
+	}
+	if missing != "" {
 		if os.Getenv("LOADOUT_REQUIRE_LLAMACPP") == "1" {
-			t.Fatal(msg)
+			t.Fatal(missing)
 		}
-		t.Skip(msg)
+		t.Skip(missing)
 	}
 	dir := t.TempDir()
-	if out, err := exec.Command("python3", "../../testdata/llamacpp/make_gguf.py", "--out", dir).CombinedOutput(); err != nil {
+	if out, err := exec.Command("python3", script, "--out", dir).CombinedOutput(); err != nil {
 		t.Fatalf("make_gguf.py: %v\n%s", err, out)
 	}
 	return filepath.Join(dir, "tiny.gguf")

@@ -44,7 +44,8 @@ func parseOptions(raw json.RawMessage) (Options, []problem) {
 	}
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &fields); err != nil {
-		return o, []problem{{"", "options must be a mapping: " + err.Error()}}
+		whole := problem{"", "options must be a mapping: " + err.Error()}
+		return o, []problem{whole}
 	}
 	known := map[string]any{
 		"model": &o.Model, "n_ctx": &o.NCtx, "n_gpu_layers": &o.NGPULayers,
