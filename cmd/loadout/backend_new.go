@@ -213,4 +213,3 @@ func releasedPluginsVersion() string {
 	}
 	return ""
 }
-
