@@ -13,10 +13,16 @@ TESTFLAGS ?= -p 2 -timeout 20m
 # The policy SDK is a module of its own (sdk/go.mod), reached from here by
 # import path; the example policy is a third module, as an operator's is.
 SDK       := github.com/loadout-dev/loadout/sdk/...
+# The backend plugin protocol is a module of its own too (plugins/go.mod),
+# so a backend plugin's module graph holds nothing of the host's (wazero,
+# SQLite, NVML); the root module replaces it with ./plugins.
+PLUGINS   := github.com/loadout-dev/loadout/plugins/...
 # Go example modules. The modules `loadout policy new` writes and the C
 # policy (examples/lru-c) are built, vetted, staticchecked and run through
 # their scenarios by cmd/loadout's tests (TestPolicyNew_*, TestCPolicy_*).
 EXAMPLES  := examples/lru
+# Example backend plugin modules: each requires the plugins module alone.
+BACKEND_EXAMPLES := examples/llamacpp-python
 
 .PHONY: build policies test vet lint bench clean soak examples
 
@@ -31,20 +37,20 @@ $(WASM_DIR)/%.wasm: $(shell find policies sdk -name '*.go' -not -name '*_test.go
 	GOOS=wasip1 GOARCH=wasm CGO_ENABLED=0 $(GO) build -buildmode=c-shared -trimpath -o $@ ./policies/$*
 
 test: policies vet examples
-	$(GO) test $(TESTFLAGS) ./... $(SDK)
+	$(GO) test $(TESTFLAGS) ./... $(SDK) $(PLUGINS)
 	# The run loop's rule 1 (all scheduling state on one goroutine) is
 	# checked by the race detector.
 	$(GO) test $(TESTFLAGS) -race ./host/router ./host/proxy
 
 vet: policies
-	$(GO) vet ./... $(SDK)
+	$(GO) vet ./... $(SDK) $(PLUGINS)
 	GOOS=wasip1 GOARCH=wasm $(GO) vet $(SDK) ./policies/...
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	  if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 
 lint: vet
-	staticcheck ./... $(SDK)
-	for d in $(EXAMPLES); do (cd $$d && staticcheck ./...) || exit 1; done
+	staticcheck ./... $(SDK) $(PLUGINS)
+	for d in $(EXAMPLES) $(BACKEND_EXAMPLES); do (cd $$d && staticcheck ./...) || exit 1; done
 
 # Each example policy module builds against the SDK alone (its module graph
 # holds no wazero, gRPC or go-plugin), passes its own tests, compiles to a
@@ -57,6 +63,19 @@ examples: build
 	  if (cd $$d && $(GO) list -m all) | grep -E 'wazero|google.golang.org/grpc|hashicorp/go-plugin'; then \
 	    echo "$$d: the module graph pulls in host dependencies"; exit 1; fi; \
 	  $(BIN) policy check bin/$$(basename $$d).wasm >/dev/null || exit 1; \
+	done
+	# Each example backend module builds against the plugins module alone
+	# (its module graph holds no host module, wazero, SQLite or NVML),
+	# passes go vet and its own tests (the llama-cpp-python ones skip
+	# without it, unless LOADOUT_REQUIRE_LLAMACPP=1) and passes
+	# `loadout backend check`.
+	@for d in $(BACKEND_EXAMPLES); do \
+	  echo "example $$d"; \
+	  (cd $$d && $(GO) vet ./... && $(GO) test -count=1 ./... && \
+	   $(GO) build -trimpath -o $(CURDIR)/bin/$$(basename $$d) .) || exit 1; \
+	  if (cd $$d && $(GO) list -m all) | grep -E 'wazero|modernc.org/sqlite|go-nvml|github.com/loadout-dev/loadout( |$$)'; then \
+	    echo "$$d: the module graph pulls in host dependencies"; exit 1; fi; \
+	  $(BIN) backend check bin/$$(basename $$d) >/dev/null || exit 1; \
 	done
 
 bench: policies

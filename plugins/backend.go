@@ -91,6 +91,16 @@ var (
 	// ErrPluginExited: the plugin process exited (or could not be
 	// reached), so the call could not complete. Only a *Client returns it.
 	ErrPluginExited = errors.New("backend plugin exited")
+	// ErrNotSupported: the backend cannot do what was asked (Sleep at a
+	// level it lacks, Wake, Residency), or its plugin speaks a protocol
+	// version older than the call (a version 1 plugin asked to Sleep).
+	// On the wire it is gRPC's UNIMPLEMENTED, which a plugin built before
+	// the call existed answers by itself.
+	ErrNotSupported = errors.New("not supported by this backend")
+	// ErrNotRunning: Sleep was asked of a model whose server is not
+	// running (starting, stopping, exited). FAILED_PRECONDITION on the
+	// wire.
+	ErrNotRunning = errors.New("model server not running")
 )
 
 // ModelSpec is everything a backend needs to run one model server.
@@ -182,6 +192,17 @@ const (
 	FeatureMeasuredMemory = "measured_memory"
 )
 
+// Features of protocol version 2: a plugin lists those it implements, and
+// answers the calls it does not list with ErrNotSupported.
+const (
+	// FeatureSleep: Sleep at SleepLevel1, and Wake (Sleeper).
+	FeatureSleep = "sleep"
+	// FeatureSleepLevel2: Sleep at SleepLevel2 too.
+	FeatureSleepLevel2 = "sleep_level_2"
+	// FeatureResidency: Residency (ResidencyReporter).
+	FeatureResidency = "residency"
+)
+
 // Capabilities name a backend and what it supports.
 type Capabilities struct {
 	// Name of the backend, e.g. "cmd" or "sim".
@@ -220,4 +241,73 @@ func (e Exit) Err() error {
 		return fmt.Errorf("model server exited unexpectedly (%s)", how)
 	}
 	return fmt.Errorf("model server exited unexpectedly (%s); stderr tail:\n%s", how, e.StderrTail)
+}
+
+// SleepLevel is how deeply a model server sleeps, with the semantics of
+// vLLM's sleep mode.
+type SleepLevel int
+
+const (
+	// SleepLevel1 offloads the weights to host RAM and discards the KV
+	// cache; a wake copies the weights back (vLLM: well under a second
+	// where a cold start takes tens of seconds).
+	SleepLevel1 SleepLevel = 1
+	// SleepLevel2 discards the weights and the KV cache and keeps the
+	// process with its compiled state; a wake reloads the weights from
+	// disk, still faster than a cold start.
+	SleepLevel2 SleepLevel = 2
+)
+
+// Sleeper is what a Backend implements, beside Backend, when its model
+// servers can sleep: protocol version 2, announced by FeatureSleep (and
+// FeatureSleepLevel2). A Backend that does not implement it is served at
+// version 2 all the same, answering ErrNotSupported; the host then stops
+// its models instead of putting them to sleep.
+type Sleeper interface {
+	// Sleep releases the running model server's GPU memory at level and
+	// keeps its process; it returns once the memory is released, within
+	// timeout (<= 0: the backend's default). Errors wrap ErrUnknownModel,
+	// ErrNotRunning, or ErrNotSupported for a level the backend lacks.
+	Sleep(ctx context.Context, model string, level SleepLevel, timeout time.Duration) error
+	// Wake brings a sleeping model server back and returns once it is
+	// ready again (its check endpoint answered 2xx), within timeout (<= 0:
+	// the backend's default). Waking a running server returns nil. Errors
+	// wrap ErrUnknownModel.
+	Wake(ctx context.Context, model string, timeout time.Duration) error
+}
+
+// ResidencyState is where a model's weights are.
+type ResidencyState string
+
+// The residencies of a model.
+const (
+	// ResidencyRunning: weights in GPU memory; the server serves.
+	ResidencyRunning ResidencyState = "running"
+	// ResidencyAsleep: the process lives; its GPU memory is released.
+	ResidencyAsleep ResidencyState = "asleep"
+	// ResidencyStopped: no process.
+	ResidencyStopped ResidencyState = "stopped"
+)
+
+// Residency is a model's residency and the memory it holds in each place,
+// as measured when Residency was called.
+type Residency struct {
+	// State is where the weights are.
+	State ResidencyState
+	// Level is the sleep level of an asleep model, else 0.
+	Level SleepLevel
+	// DeviceBytes is the GPU memory the server holds over all its
+	// devices, in bytes; 0 when asleep or unknown.
+	DeviceBytes uint64
+	// HostBytes is the host RAM holding the weights of a model asleep at
+	// level 1, in bytes; 0 otherwise or when unknown.
+	HostBytes uint64
+}
+
+// ResidencyReporter is what a Backend implements, beside Backend, to report
+// a model's residency: protocol version 2, announced by FeatureResidency.
+type ResidencyReporter interface {
+	// Residency reports model's residency now. Errors wrap
+	// ErrUnknownModel.
+	Residency(ctx context.Context, model string) (Residency, error)
 }

@@ -8,7 +8,9 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -22,7 +24,7 @@ import (
 // exited every call fails with an error wrapping ErrPluginExited. Its
 // methods are safe for concurrent use.
 type Client struct {
-	rpc  Backend
+	rpc  *grpcClient
 	pc   *plugin.Client
 	proc *procRunner
 	log  *slog.Logger
@@ -56,7 +58,7 @@ func Launch(ctx context.Context, cmd *exec.Cmd, logger *slog.Logger) (*Client, e
 	proc := &procRunner{cmd: cmd, done: make(chan struct{})}
 	pc := plugin.NewClient(&plugin.ClientConfig{
 		HandshakeConfig:  handshake,
-		Plugins:          plugin.PluginSet{pluginName: &grpcPlugin{}},
+		VersionedPlugins: versionedPlugins(nil),
 		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
 		Logger:           newHCLogger(logger, "backend-plugin"),
 		// go-plugin hands the runner a blank command carrying only its own
@@ -72,7 +74,7 @@ func Launch(ctx context.Context, cmd *exec.Cmd, logger *slog.Logger) (*Client, e
 	})
 
 	type result struct {
-		b   Backend
+		b   *grpcClient
 		err error
 	}
 	ch := make(chan result, 1)
@@ -87,13 +89,13 @@ func Launch(ctx context.Context, cmd *exec.Cmd, logger *slog.Logger) (*Client, e
 			ch <- result{err: err}
 			return
 		}
-		ch <- result{b: raw.(Backend)}
+		ch <- result{b: raw.(*grpcClient)}
 	}()
 	select {
 	case r := <-ch:
 		if r.err != nil {
 			pc.Kill()
-			return nil, fmt.Errorf("launch backend plugin %s: %w", cmd.Path, r.err)
+			return nil, fmt.Errorf("launch backend plugin %s: %w", cmd.Path, handshakeError(r.err))
 		}
 		return &Client{rpc: r.b, pc: pc, proc: proc, log: logger, limits: DefaultCallLimits}, nil
 	case <-ctx.Done():
@@ -108,6 +110,49 @@ func Launch(ctx context.Context, cmd *exec.Cmd, logger *slog.Logger) (*Client, e
 		return nil, fmt.Errorf("launch backend plugin %s: %w", cmd.Path, ctx.Err())
 	}
 }
+
+// ErrProtocolVersion is wrapped by Launch's error for a plugin that speaks
+// no protocol version this host speaks (OldestProtocolVersion to
+// ProtocolVersion); the message names the plugin's version and the host's.
+var ErrProtocolVersion = errors.New("backend plugin speaks another protocol version")
+
+// go-plugin's handshake errors, as go-plugin v1.8 words them.
+var (
+	incompatibleRE = regexp.MustCompile(`(?i)incompatible API version with plugin\. Plugin version: (\d+)`)
+	unrecognizedRE = regexp.MustCompile(`Unrecognized remote plugin message: ([^\n]*)`)
+)
+
+// handshakeError says in a backend author's words what went wrong in
+// go-plugin's handshake (err is go-plugin's error, kept wrapped).
+func handshakeError(err error) error {
+	msg := err.Error()
+	if m := incompatibleRE.FindStringSubmatch(msg); m != nil {
+		v, _ := strconv.Atoi(m[1])
+		advice := "rebuild it against a newer " + ModulePath
+		if v > ProtocolVersion {
+			advice = "upgrade loadout, or build the plugin against an older " + ModulePath
+		}
+		return fmt.Errorf("%w: the plugin speaks protocol version %d, this host speaks versions %d to %d; %s",
+			ErrProtocolVersion, v, OldestProtocolVersion, ProtocolVersion, advice)
+	}
+	if m := unrecognizedRE.FindStringSubmatch(msg); m != nil {
+		if strings.Contains(msg, "Failed to read any lines") {
+			return fmt.Errorf("it exited or closed its stdout before the handshake: not a loadout backend plugin (its main must call plugins.Serve), or it failed at start (see its stderr in the log): %w", err)
+		}
+		return fmt.Errorf("it wrote %q to stdout before the handshake: a plugin's stdout carries go-plugin's handshake line only, so log to stderr (plugins.Logger): %w", m[1], err)
+	}
+	return err
+}
+
+// ModulePath is the Go module of this package, which a backend plugin
+// requires.
+const ModulePath = "github.com/loadout-dev/loadout/plugins"
+
+// ProtocolVersion returns the protocol version negotiated with the plugin at
+// the handshake: OldestProtocolVersion to ProtocolVersion. The calls a
+// version lacks (Sleep, Wake and Residency below 2) fail with
+// ErrNotSupported without reaching the plugin.
+func (c *Client) ProtocolVersion() int { return c.pc.NegotiatedVersion() }
 
 // Every call into a plugin has a deadline (issue "Hung, not dead"): a
 // plugin that misses one is taken as hung, not slow, and is killed, so
@@ -272,6 +317,72 @@ func (c *Client) Validate(ctx context.Context, spec ModelSpec) (problems []Probl
 		return err
 	})
 	return problems, err
+}
+
+var (
+	_ Sleeper           = (*Client)(nil)
+	_ ResidencyReporter = (*Client)(nil)
+)
+
+// defaultSleepWork and defaultWakeWork are the work of a Sleep or Wake
+// whose call names no timeout: a level 1 sleep copies the weights to host
+// RAM, a wake copies them back or (level 2) reloads them from disk.
+const (
+	defaultSleepWork = 60 * time.Second
+	defaultWakeWork  = 120 * time.Second
+)
+
+// needs returns an error wrapping ErrNotSupported when the negotiated
+// protocol version is older than version, which call needs.
+func (c *Client) needs(call string, version int) error {
+	if v := c.ProtocolVersion(); v < version {
+		return fmt.Errorf("%s: the plugin speaks protocol version %d, and %s needs version %d: %w", call, v, call, version, ErrNotSupported)
+	}
+	return nil
+}
+
+// Sleep calls Sleeper.Sleep in the plugin (protocol version 2), bounded by
+// timeout (<= 0: 60 s) plus CallLimits.Grace. A plugin of version 1, or
+// one that does not implement it, gives an error wrapping ErrNotSupported.
+func (c *Client) Sleep(ctx context.Context, model string, level SleepLevel, timeout time.Duration) error {
+	if err := c.needs("Sleep", 2); err != nil {
+		return err
+	}
+	work := timeout
+	if work <= 0 {
+		work = defaultSleepWork
+	}
+	return c.bounded(ctx, "Sleep", work+c.limits.Grace, func(ctx context.Context) error {
+		return c.rpc.Sleep(ctx, model, level, timeout)
+	})
+}
+
+// Wake calls Sleeper.Wake in the plugin (protocol version 2), bounded by
+// timeout (<= 0: 120 s) plus CallLimits.Grace; errors as for Sleep.
+func (c *Client) Wake(ctx context.Context, model string, timeout time.Duration) error {
+	if err := c.needs("Wake", 2); err != nil {
+		return err
+	}
+	work := timeout
+	if work <= 0 {
+		work = defaultWakeWork
+	}
+	return c.bounded(ctx, "Wake", work+c.limits.Grace, func(ctx context.Context) error {
+		return c.rpc.Wake(ctx, model, timeout)
+	})
+}
+
+// Residency calls ResidencyReporter.Residency in the plugin (protocol
+// version 2), bounded by CallLimits.Quick; errors as for Sleep.
+func (c *Client) Residency(ctx context.Context, model string) (r Residency, err error) {
+	if err := c.needs("Residency", 2); err != nil {
+		return Residency{}, err
+	}
+	err = c.bounded(ctx, "Residency", c.limits.Quick, func(ctx context.Context) (err error) {
+		r, err = c.rpc.Residency(ctx, model)
+		return err
+	})
+	return r, err
 }
 
 // Done is closed once the plugin process has exited, for whatever reason.

@@ -8,6 +8,12 @@
 // and must make sure they die with it; the host owns the plugin process and
 // learns of its death through Client.Done.
 //
+// It is a Go module of its own (github.com/loadout-dev/loadout/plugins), as
+// the policy SDK is, so a backend plugin's module graph holds go-plugin and
+// gRPC but nothing of the host (no wazero, SQLite or NVML). Its tests
+// against real plugin processes live in the host's module (host/backend),
+// which builds the test plugin.
+//
 // This package owns the protocol and its glue only. It knows nothing of
 // scheduling, configuration or GPUs, and backends live under backends/.
 package plugins

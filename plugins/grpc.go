@@ -15,15 +15,16 @@ import (
 	pb "github.com/loadout-dev/loadout/plugins/proto"
 )
 
-// grpcPlugin is the go-plugin glue: the server side wraps a Backend, the
-// client side returns a grpcClient.
+// grpcPlugin is the go-plugin glue of one protocol version: the server side
+// wraps a Backend, the client side returns a grpcClient.
 type grpcPlugin struct {
 	plugin.NetRPCUnsupportedPlugin
-	impl Backend
+	impl    Backend
+	version int
 }
 
 func (p *grpcPlugin) GRPCServer(_ *plugin.GRPCBroker, s *grpc.Server) error {
-	pb.RegisterBackendServer(s, &grpcServer{impl: p.impl})
+	pb.RegisterBackendServer(s, &grpcServer{impl: p.impl, version: p.version})
 	return nil
 }
 
@@ -31,10 +32,23 @@ func (p *grpcPlugin) GRPCClient(_ context.Context, _ *plugin.GRPCBroker, c *grpc
 	return &grpcClient{rpc: pb.NewBackendClient(c)}, nil
 }
 
-// grpcServer serves a Backend over gRPC.
+// versionedPlugins are the plugin sets of every protocol version this
+// package speaks, for go-plugin's negotiation (impl nil on the host side).
+func versionedPlugins(impl Backend) map[int]plugin.PluginSet {
+	sets := map[int]plugin.PluginSet{}
+	for v := OldestProtocolVersion; v <= ProtocolVersion; v++ {
+		sets[v] = plugin.PluginSet{pluginName: &grpcPlugin{impl: impl, version: v}}
+	}
+	return sets
+}
+
+// grpcServer serves a Backend over gRPC at a negotiated protocol version:
+// the calls of a later version answer UNIMPLEMENTED, as a plugin built
+// against that version would.
 type grpcServer struct {
 	pb.UnimplementedBackendServer
-	impl Backend
+	impl    Backend
+	version int
 }
 
 func (s *grpcServer) Start(ctx context.Context, req *pb.StartRequest) (*pb.StartResponse, error) {
@@ -107,6 +121,45 @@ func (s *grpcServer) Validate(ctx context.Context, req *pb.ValidateRequest) (*pb
 		resp.Problems[i] = &pb.Problem{Option: p.Option, Message: p.Message}
 	}
 	return resp, nil
+}
+
+func (s *grpcServer) Sleep(ctx context.Context, req *pb.SleepRequest) (*pb.SleepResponse, error) {
+	sl, ok := s.impl.(Sleeper)
+	if s.version < 2 || !ok {
+		return nil, toStatus(fmt.Errorf("sleep: %w", ErrNotSupported))
+	}
+	if err := sl.Sleep(ctx, req.GetModel(), SleepLevel(req.GetLevel()), fromSeconds(req.GetTimeoutSeconds())); err != nil {
+		return nil, toStatus(err)
+	}
+	return &pb.SleepResponse{}, nil
+}
+
+func (s *grpcServer) Wake(ctx context.Context, req *pb.WakeRequest) (*pb.WakeResponse, error) {
+	sl, ok := s.impl.(Sleeper)
+	if s.version < 2 || !ok {
+		return nil, toStatus(fmt.Errorf("wake: %w", ErrNotSupported))
+	}
+	if err := sl.Wake(ctx, req.GetModel(), fromSeconds(req.GetTimeoutSeconds())); err != nil {
+		return nil, toStatus(err)
+	}
+	return &pb.WakeResponse{}, nil
+}
+
+func (s *grpcServer) Residency(ctx context.Context, req *pb.ResidencyRequest) (*pb.ResidencyResponse, error) {
+	rr, ok := s.impl.(ResidencyReporter)
+	if s.version < 2 || !ok {
+		return nil, toStatus(fmt.Errorf("residency: %w", ErrNotSupported))
+	}
+	r, err := rr.Residency(ctx, req.GetModel())
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &pb.ResidencyResponse{
+		Residency:         residencyToPB[r.State],
+		SleepLevel:        int32(r.Level),
+		DeviceMemoryBytes: r.DeviceBytes,
+		HostMemoryBytes:   r.HostBytes,
+	}, nil
 }
 
 // grpcClient is a Backend that calls a plugin over gRPC.
@@ -191,6 +244,29 @@ func (c *grpcClient) Validate(ctx context.Context, spec ModelSpec) ([]Problem, e
 	return problems, nil
 }
 
+func (c *grpcClient) Sleep(ctx context.Context, model string, level SleepLevel, timeout time.Duration) error {
+	_, err := c.rpc.Sleep(ctx, &pb.SleepRequest{Model: model, Level: int32(level), TimeoutSeconds: timeout.Seconds()})
+	return fromStatus(ctx, err)
+}
+
+func (c *grpcClient) Wake(ctx context.Context, model string, timeout time.Duration) error {
+	_, err := c.rpc.Wake(ctx, &pb.WakeRequest{Model: model, TimeoutSeconds: timeout.Seconds()})
+	return fromStatus(ctx, err)
+}
+
+func (c *grpcClient) Residency(ctx context.Context, model string) (Residency, error) {
+	resp, err := c.rpc.Residency(ctx, &pb.ResidencyRequest{Model: model})
+	if err != nil {
+		return Residency{}, fromStatus(ctx, err)
+	}
+	return Residency{
+		State:       residencyFromPB[resp.GetResidency()],
+		Level:       SleepLevel(resp.GetSleepLevel()),
+		DeviceBytes: resp.GetDeviceMemoryBytes(),
+		HostBytes:   resp.GetHostMemoryBytes(),
+	}, nil
+}
+
 func specToPB(s ModelSpec) *pb.ModelSpec {
 	return &pb.ModelSpec{
 		Model:                     s.Model,
@@ -267,6 +343,18 @@ var stateFromPB = map[pb.State]State{
 	pb.State_STATE_EXITED:   StateExited,
 }
 
+var residencyToPB = map[ResidencyState]pb.Residency{
+	ResidencyRunning: pb.Residency_RESIDENCY_RUNNING,
+	ResidencyAsleep:  pb.Residency_RESIDENCY_ASLEEP,
+	ResidencyStopped: pb.Residency_RESIDENCY_STOPPED,
+}
+
+var residencyFromPB = map[pb.Residency]ResidencyState{
+	pb.Residency_RESIDENCY_RUNNING: ResidencyRunning,
+	pb.Residency_RESIDENCY_ASLEEP:  ResidencyAsleep,
+	pb.Residency_RESIDENCY_STOPPED: ResidencyStopped,
+}
+
 // toStatus turns a backend's error into a gRPC status whose code carries the
 // sentinel errors across the boundary.
 func toStatus(err error) error {
@@ -276,6 +364,10 @@ func toStatus(err error) error {
 		code = codes.NotFound
 	case errors.Is(err, ErrAlreadyRunning):
 		code = codes.AlreadyExists
+	case errors.Is(err, ErrNotSupported):
+		code = codes.Unimplemented
+	case errors.Is(err, ErrNotRunning):
+		code = codes.FailedPrecondition
 	case errors.Is(err, context.DeadlineExceeded):
 		code = codes.DeadlineExceeded
 	case errors.Is(err, context.Canceled):
@@ -301,6 +393,11 @@ func fromStatus(ctx context.Context, err error) error {
 		is = ErrUnknownModel
 	case codes.AlreadyExists:
 		is = ErrAlreadyRunning
+	case codes.Unimplemented:
+		// A plugin built before the call existed answers this by itself.
+		is = ErrNotSupported
+	case codes.FailedPrecondition:
+		is = ErrNotRunning
 	case codes.DeadlineExceeded:
 		is = context.DeadlineExceeded
 	case codes.Canceled:

@@ -13,9 +13,24 @@ import (
 
 // The go-plugin handshake that host and plugin must agree on. A plugin
 // written in another language sets the same values.
+//
+// Protocol versions are negotiated by go-plugin (VersionedPlugins): the host
+// offers OldestProtocolVersion..ProtocolVersion in PLUGIN_PROTOCOL_VERSIONS,
+// a plugin built with Serve answers with the newest version both speak, and
+// the host reads the outcome from go-plugin (Client.ProtocolVersion). Each
+// version only adds calls to the one gRPC service (plugins/proto/
+// backend.proto), so a plugin built against an older version keeps working
+// with a newer host, which does not make the calls that plugin lacks. A
+// plugin that speaks only a version newer than the host's is refused at the
+// handshake with an error naming both (ErrProtocolVersion).
 const (
-	// ProtocolVersion is the version of plugins/proto/backend.proto spoken.
-	ProtocolVersion = 1
+	// ProtocolVersion is the newest version of the protocol this package
+	// speaks: 2 adds Sleep, Wake and Residency to version 1.
+	ProtocolVersion = 2
+	// OldestProtocolVersion is the oldest version this package still
+	// speaks: 1, the first (Start, Stop, Health, Estimate, Stats,
+	// Capabilities, Wait, Validate).
+	OldestProtocolVersion = 1
 	// MagicCookieKey is the environment variable the host sets for the
 	// plugin; a binary run without it refuses to serve.
 	MagicCookieKey = "LOADOUT_BACKEND_PLUGIN"
@@ -26,8 +41,9 @@ const (
 // pluginName is the key of the one plugin a backend binary serves.
 const pluginName = "backend"
 
+// handshake is the part of go-plugin's handshake other than the version,
+// which VersionedPlugins carries.
 var handshake = plugin.HandshakeConfig{
-	ProtocolVersion:  ProtocolVersion,
 	MagicCookieKey:   MagicCookieKey,
 	MagicCookieValue: MagicCookieValue,
 }
@@ -40,6 +56,15 @@ var pluginStderr = os.Stderr
 // host has closed the connection (Client.Kill). It is what a backend
 // plugin's main calls; run without the host's handshake environment it
 // prints a notice and exits with status 1.
+//
+// It speaks every protocol version from OldestProtocolVersion to
+// ProtocolVersion and go-plugin settles on the newest the host offers too.
+// The calls of version 2 reach b only where b implements them (Sleeper,
+// ResidencyReporter); otherwise they answer ErrNotSupported.
+//
+// Nothing may be written to stdout before or while Serve runs: go-plugin's
+// handshake line is the first line the host reads there. Log to stderr,
+// through Logger.
 //
 // If b is also an io.Closer, Close is called exactly once before Serve
 // returns, and on SIGTERM (then the process exits with status 0): it must
@@ -65,10 +90,10 @@ func Serve(b Backend) {
 	}()
 
 	plugin.Serve(&plugin.ServeConfig{
-		HandshakeConfig: handshake,
-		Plugins:         plugin.PluginSet{pluginName: &grpcPlugin{impl: b}},
-		GRPCServer:      plugin.DefaultGRPCServer,
-		Logger:          newHCLogger(Logger(), "plugin"),
+		HandshakeConfig:  handshake,
+		VersionedPlugins: versionedPlugins(b),
+		GRPCServer:       plugin.DefaultGRPCServer,
+		Logger:           newHCLogger(Logger(), "plugin"),
 	})
 	shutdown()
 }

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	cmdbackend "github.com/loadout-dev/loadout/backends/cmd"
@@ -23,12 +24,20 @@ import (
 var builtinBackends = []string{"cmd", "llamaserver", "sim"}
 
 func newBackendCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:    "backend NAME",
-		Short:  "Serve a built-in backend plugin (started by `loadout serve`, not by hand)",
-		Hidden: true,
-		Args:   cobra.ExactArgs(1),
-		RunE: func(_ *cobra.Command, args []string) error {
+	cmd := &cobra.Command{
+		Use:   "backend",
+		Short: "Write and check backend plugins (new, check)",
+		Long: `Backend plugins start, watch and stop model servers for loadout (see
+docs/BACKENDS.md). 'backend new' writes a new one, 'backend check' launches
+one and reports what it can do.
+
+'loadout backend NAME' with a built-in backend's name (` + strings.Join(builtinBackends, ", ") + `)
+serves that backend as a plugin: loadout serve runs it, not a person.`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return cmd.Help()
+			}
 			switch args[0] {
 			case "cmd":
 				plugins.Serve(cmdbackend.New(plugins.Logger()))
@@ -41,11 +50,13 @@ func newBackendCmd() *cobra.Command {
 				}
 				plugins.Serve(sim.New([]string{exe, "sim-server"}, plugins.Logger()))
 			default:
-				return fmt.Errorf("unknown built-in backend %q (built in: %v)", args[0], builtinBackends)
+				return fmt.Errorf("unknown backend command or built-in backend %q (commands: new, check; built in: %v)", args[0], builtinBackends)
 			}
 			return nil
 		},
 	}
+	cmd.AddCommand(newBackendNewCmd(), newBackendCheckCmd())
+	return cmd
 }
 
 func newSimServerCmd() *cobra.Command {

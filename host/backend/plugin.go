@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"github.com/loadout-dev/loadout/host/router"
 	"log/slog"
+	"net"
 	"net/url"
 	"os/exec"
+	"strings"
 	"sync"
 	"time"
 
@@ -55,8 +57,24 @@ func (l *PluginLauncher) Client(ctx context.Context) (*plugins.Client, error) {
 		return nil, fmt.Errorf("backend plugin %s: %w", l.name, err)
 	}
 	l.client = c
-	l.log.Info("backend plugin launched")
+	l.logLaunch(ctx, c)
 	return c, nil
+}
+
+// logLaunch writes the launch's one log line: the negotiated protocol
+// version and the plugin's capabilities, and, for a plugin of an older
+// protocol version, a warning saying what it cannot do (Limitations).
+func (l *PluginLauncher) logLaunch(ctx context.Context, c *plugins.Client) {
+	v := c.ProtocolVersion()
+	caps, err := c.Capabilities(ctx)
+	if err != nil {
+		l.log.Warn("backend plugin launched; its capabilities are unknown", "protocol_version", v, "err", err)
+		return
+	}
+	l.log.Info("backend plugin launched", "protocol_version", v, "plugin", caps.Name, "plugin_version", caps.Version, "features", caps.Features)
+	if v < plugins.ProtocolVersion {
+		l.log.Warn("backend plugin speaks an older protocol", "protocol_version", v, "limitations", strings.Join(Limitations(v, caps), "; "))
+	}
 }
 
 // Close ends the plugin process, if one runs; the plugin stops its model
@@ -108,9 +126,12 @@ func (p *PluginProcess) Start(ctx context.Context, s router.StartSpec) (router.I
 		return nil, fmt.Errorf("start model %s: %w", spec.Model, err)
 	}
 	upstream, err := url.Parse(started.Upstream)
+	if err == nil && spec.CheckEndpoint != "none" {
+		err = checkListening(ctx, upstream)
+	}
 	if err != nil {
-		_ = c.Stop(ctx, spec.Model, 0)
-		return nil, fmt.Errorf("start model %s: backend plugin %s gave a bad upstream: %w", spec.Model, p.launcher.name, err)
+		_ = c.Stop(ctx, spec.Model, killTimeout)
+		return nil, fmt.Errorf("start model %s: backend plugin %s reported upstream %q: %w", spec.Model, p.launcher.name, started.Upstream, err)
 	}
 	inst := &pluginInstance{
 		model:    spec.Model,
@@ -122,6 +143,31 @@ func (p *PluginProcess) Start(ctx context.Context, s router.StartSpec) (router.I
 	go inst.watch()
 	return inst, nil
 }
+
+// checkListening is the host's own check of a Start that reported its
+// server ready (its check endpoint answered): something must accept a TCP
+// connection at the upstream's host and port, within listenCheckLimit.
+// Without it a plugin reporting a wrong port would make every request to
+// the model fail with a proxy error instead of the start failing once.
+func checkListening(ctx context.Context, u *url.URL) error {
+	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
+		return fmt.Errorf("not an http(s) URL")
+	}
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+	}
+	ctx, cancel := context.WithTimeout(ctx, listenCheckLimit)
+	defer cancel()
+	conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", net.JoinHostPort(u.Hostname(), port))
+	if err != nil {
+		return fmt.Errorf("nothing accepts connections there: %w", err)
+	}
+	return conn.Close()
+}
+
+// listenCheckLimit bounds checkListening's connect.
+const listenCheckLimit = 5 * time.Second
 
 // pluginInstance is a started model server behind a plugin.
 type pluginInstance struct {

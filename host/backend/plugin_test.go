@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net/http"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -17,12 +16,9 @@ import (
 )
 
 // TestPluginProcess_Lifecycle drives PluginProcess against the real sim
-// backend plugin (backends/internal/testplugin), built once for all cases.
+// backend plugin (backends/internal/testplugin, built once by TestMain).
 func TestPluginProcess_Lifecycle(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "testplugin")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/loadout-dev/loadout/backends/internal/testplugin").CombinedOutput(); err != nil {
-		t.Fatalf("build testplugin: %v\n%s", err, out)
-	}
+	bin := testPlugin
 	spec := func(model, options string) plugins.ModelSpec {
 		return plugins.ModelSpec{Model: model, Options: json.RawMessage(options), HealthCheckTimeout: 30 * time.Second}
 	}

@@ -398,7 +398,7 @@ func (d *decoder) checkProxy(n *yaml.Node, path, proxy string, used bool) {
 
 // backend decodes `backend:`: a built-in name, or the path of a plugin binary
 // (anything with a path separator), resolved against the configuration's
-// directory, which must exist.
+// directory, which must exist and be an executable file.
 func (d *decoder) backend(cfg *Config, n *yaml.Node, path string) string {
 	b, ok := d.str(n, path)
 	if !ok {
@@ -416,14 +416,27 @@ func (d *decoder) backend(cfg *Config, n *yaml.Node, path string) string {
 		return ""
 	}
 	p := d.resolvePath(cfg, b)
-	if fi, err := os.Stat(p); err != nil {
-		d.errorf(n, path, "backend plugin %s: %v", b, pathErr(err))
-		return ""
-	} else if fi.IsDir() {
-		d.errorf(n, path, "backend plugin %s is a directory", b)
+	if err := CheckPluginBinary(b, p); err != nil {
+		d.errorf(n, path, "%v", err)
 		return ""
 	}
 	return p
+}
+
+// CheckPluginBinary checks that the backend plugin binary at path (named
+// as written, for the message) is an executable file: the rule for a
+// config's backend: and for `loadout backend check`. Errors: "backend
+// plugin NAME: no such file", "... is a directory", "... is not
+// executable".
+func CheckPluginBinary(name, path string) error {
+	if fi, err := os.Stat(path); err != nil {
+		return fmt.Errorf("backend plugin %s: %v", name, pathErr(err))
+	} else if fi.IsDir() {
+		return fmt.Errorf("backend plugin %s is a directory", name)
+	} else if fi.Mode().Perm()&0o111 == 0 {
+		return fmt.Errorf("backend plugin %s is not executable (chmod +x it, or name the binary rather than its source)", name)
+	}
+	return nil
 }
 
 func (d *decoder) resolvePath(cfg *Config, p string) string {

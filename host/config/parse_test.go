@@ -3,6 +3,7 @@ package config
 import (
 	"encoding/json"
 	"errors"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -216,16 +217,27 @@ func TestParse_BackendPlugin(t *testing.T) {
 	_, errs, _ := parse(t, "models: {a: {backend: ./plugins/nope}}\n")
 	eq(t, "errors", errs, []string{"c.yaml:1:23: models.a.backend: backend plugin ./plugins/nope: no such file"})
 	// Relative to the configuration's directory, not the working directory.
-	cfg, _, err := Parse(filepath.Join(fixtureDir, "inline.yaml"), []byte("models: {a: {backend: policies/custom.wasm}}\n"))
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "mybackend"), []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cfg, _, err := Parse(filepath.Join(dir, "inline.yaml"), []byte("models: {a: {backend: ./mybackend}}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	abs, _ := filepath.Abs(filepath.Join(fixtureDir, "policies", "custom.wasm"))
-	eq(t, "Backend", cfg.Models["a"].Backend, abs)
+	eq(t, "Backend", cfg.Models["a"].Backend, filepath.Join(dir, "mybackend"))
 	eq(t, "Port", cfg.Models["a"].Port, 5800)
 	_, _, err = Parse(filepath.Join(fixtureDir, "inline.yaml"), []byte("models: {a: {backend: ./policies}}\n"))
 	if err == nil || !strings.HasSuffix(err.Error(), "models.a.backend: backend plugin ./policies is a directory") {
 		t.Fatalf("err = %v, want a directory error", err)
+	}
+}
+
+// A backend path that is not executable is a config error at its line.
+func TestParse_BackendPluginNotExecutable(t *testing.T) {
+	_, _, err := Parse(filepath.Join(fixtureDir, "inline.yaml"), []byte("models:\n  a:\n    backend: policies/custom.wasm\n"))
+	if err == nil || !strings.HasSuffix(err.Error(), "inline.yaml:3:14: models.a.backend: backend plugin policies/custom.wasm is not executable (chmod +x it, or name the binary rather than its source)") {
+		t.Fatalf("err = %v, want a not-executable error at line 3", err)
 	}
 }
 

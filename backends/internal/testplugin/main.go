@@ -5,6 +5,16 @@
 //	testplugin sim              serve the sim backend, running "testplugin sim-server"
 //	testplugin sim-server ARGS  run a simulated model server (simserver flags)
 //
+// and the faulty and versioned plugins the protocol's tests hold the host to:
+//
+//	testplugin cmd-v1           the cmd backend as a plugin built against protocol version 1 serves it
+//	testplugin sleepy           the sim backend with Sleep, Wake and Residency (version 2) as bookkeeping
+//	testplugin v3               answers the handshake with protocol version 3
+//	testplugin stdout           prints a line to stdout, then serves the cmd backend
+//	testplugin hang-start       the cmd backend, but Start never returns
+//	testplugin crash-validate   the cmd backend, but Validate exits with status 3
+//	testplugin bad-port         Start reports an upstream port nothing listens on
+//
 // With TESTPLUGIN_IGNORE_SIGTERM=1 in its environment, sim-server ignores
 // SIGTERM, to test SIGKILL escalation. Build it with
 //
@@ -40,6 +50,26 @@ func main() {
 			os.Exit(1)
 		}
 		plugins.Serve(sim.New([]string{exe, "sim-server"}, plugins.Logger()))
+	case "cmd-v1":
+		serveV1Only(cmdbackend.New(plugins.Logger()))
+	case "sleepy":
+		exe, err := os.Executable()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		plugins.Serve(&sleepy{Backend: sim.New([]string{exe, "sim-server"}, plugins.Logger()), levels: map[string]plugins.SleepLevel{}})
+	case "v3":
+		serveV3()
+	case "stdout":
+		fmt.Println("starting up")
+		plugins.Serve(cmdbackend.New(plugins.Logger()))
+	case "hang-start":
+		plugins.Serve(hangStart{cmdbackend.New(plugins.Logger())})
+	case "crash-validate":
+		plugins.Serve(crashValidate{cmdbackend.New(plugins.Logger())})
+	case "bad-port":
+		plugins.Serve(&badPort{Backend: cmdbackend.New(plugins.Logger()), stopped: map[string]chan struct{}{}})
 	case "sim-server":
 		if err := simServer(os.Args[2:]); err != nil {
 			fmt.Fprintln(os.Stderr, err)

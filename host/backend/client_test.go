@@ -1,4 +1,4 @@
-package plugins_test
+package backend
 
 import (
 	"context"
@@ -15,12 +15,16 @@ import (
 	"github.com/loadout-dev/loadout/plugins"
 )
 
-// testPlugin is the path of the built backends/internal/testplugin binary.
+// testPlugin is the path of the backends/internal/testplugin binary, built
+// once by TestMain for every test of this package. The protocol's own tests
+// (plugins.Launch and plugins.Client against real plugin processes) live
+// here rather than in plugins/, because plugins is a module of its own and
+// the test plugin is built from this one.
 var testPlugin string
 
 func TestMain(m *testing.M) {
 	os.Exit(func() int {
-		dir, err := os.MkdirTemp("", "plugins-test")
+		dir, err := os.MkdirTemp("", "backend-test")
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
@@ -86,6 +90,9 @@ func TestLaunch_Failures(t *testing.T) {
 		{"not a plugin", context.Background(), exec.Command("true"), "handshake"},
 		{"missing binary", context.Background(), exec.Command("/nonexistent/plugin"), "no such file"},
 		{"canceled", canceled, exec.Command("sleep", "60"), "context canceled"},
+		{"newer protocol", context.Background(), exec.Command(testPlugin, "v3"), "the plugin speaks protocol version 3, this host speaks versions 1 to 2; upgrade loadout"},
+		{"stdout before the handshake", context.Background(), exec.Command(testPlugin, "stdout"), `it wrote "starting up" to stdout before the handshake`},
+		{"crashes at start", context.Background(), exec.Command("false"), "exited or closed its stdout before the handshake"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			start := time.Now()
