@@ -207,6 +207,11 @@ const (
 	LaunchLimit = 30 * time.Second
 )
 
+// deadlineSlack is how close to a call's deadline an error counts as the
+// deadline's: the plugin's side of the stream may be reset by it a moment
+// before the host's timer fires.
+const deadlineSlack = 50 * time.Millisecond
+
 // ErrPluginHung is wrapped by the error of a call the plugin did not
 // answer within its deadline; the plugin has been killed by then.
 var ErrPluginHung = errors.New("backend plugin did not answer in time")
@@ -218,8 +223,13 @@ var ErrPluginHung = errors.New("backend plugin did not answer in time")
 func (c *Client) bounded(ctx context.Context, what string, limit time.Duration, call func(context.Context) error) error {
 	cctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
+	deadline, _ := cctx.Deadline()
 	err := call(cctx)
-	if err == nil || ctx.Err() != nil || !errors.Is(cctx.Err(), context.DeadlineExceeded) {
+	// The plugin sees the same deadline (gRPC carries it): an error that
+	// comes back at it — the host's own deadline, or the plugin's stream
+	// reset when the deadline reached it first — is the plugin missing it.
+	late := errors.Is(cctx.Err(), context.DeadlineExceeded) || time.Until(deadline) < deadlineSlack
+	if err == nil || ctx.Err() != nil || !late {
 		return err
 	}
 	if c.Exited() {
