@@ -22,6 +22,9 @@ type section struct {
 	args          []llamaserver.Arg
 	stopTimeout   time.Duration
 	loadOnStartup bool
+	// failed: an error was reported for a key of the section; its model
+	// is not made (nor reported again as lacking a GGUF).
+	failed bool
 }
 
 // preset is a read preset file.
@@ -54,11 +57,14 @@ func readPreset(ctx context.Context, path, binary string) (preset, error) {
 	flags, flagsErr := llamaserver.ReadFlags(ctx, binary)
 
 	var errs []error
+	var cur *section
 	fail := func(line int, format string, a ...any) {
 		errs = append(errs, &Error{File: path, Line: line, Message: fmt.Sprintf(format, a...)})
+		if cur != nil {
+			cur.failed = true
+		}
 	}
 	seen := map[string]int{}
-	var cur *section
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for n := 1; sc.Scan(); n++ {
@@ -70,8 +76,8 @@ func readPreset(ctx context.Context, path, binary string) (preset, error) {
 		case trimmed[0] == '[':
 			name, ok := header(trimmed)
 			if !ok {
-				fail(n, "want a section header [name], got %q", line)
 				cur = nil
+				fail(n, "want a section header [name], got %q", line)
 				continue
 			}
 			if first, dup := seen[name]; dup {

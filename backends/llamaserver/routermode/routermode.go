@@ -112,6 +112,10 @@ func Load(ctx context.Context, in Input) ([]Model, []Warning, error) {
 		}
 		global = p.global
 		for _, s := range p.sections {
+			if s.failed {
+				delete(byID, s.name) // its errors are reported; a model half made is not
+				continue
+			}
 			m := byID[s.name]
 			if m == nil {
 				m = &Model{ID: s.name, Source: "preset"}
