@@ -339,3 +339,12 @@ func CommandLine(args []Arg) string {
 	}
 	return b.String()
 }
+
+// CheckArg checks one argument as OptionsFromArgs would, so that a bad
+// value is reported where it is written: the value of a backend option's
+// flag (a number that is not one, a cache type llama-server lacks), or a
+// flag the backend sets itself.
+func CheckArg(a Arg) error {
+	_, err := OptionsFromArgs([]Arg{{Flag: flagOf("model"), Words: []string{flagOf("model"), "m.gguf"}}, a})
+	return err
+}

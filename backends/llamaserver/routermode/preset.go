@@ -81,10 +81,14 @@ func readPreset(ctx context.Context, path, binary string) (preset, error) {
 				continue
 			}
 			if first, dup := seen[name]; dup {
+				cur = nil
 				fail(n, "section [%s] is already defined at line %d (llama-server would drop what that one set)", name, first)
 			}
-			seen[name] = n
 			cur = &section{name: name, line: n}
+			if _, dup := seen[name]; dup {
+				cur.failed = true // reported above
+			}
+			seen[name] = n
 			if name == "*" {
 				p.global = cur
 			} else {
@@ -133,6 +137,10 @@ func readPreset(ctx context.Context, path, binary string) (preset, error) {
 		}
 		if slices.Contains(routerOwned, a.Flag) {
 			p.warns = append(p.warns, Warning{File: path, Line: n, Message: fmt.Sprintf("[%s] %s is ignored: llama-server's router sets it for each model itself, and so does Loadout", cur.name, key)})
+			continue
+		}
+		if err := llamaserver.CheckArg(a); err != nil {
+			fail(n, "[%s] %v", cur.name, err)
 			continue
 		}
 		if a.Flag == "--model" || a.Flag == "--mmproj" {
