@@ -36,15 +36,15 @@ import (
 // model stops after its requests in flight, a changed one reloads once
 // idle, and the proxy's catalog follows.
 type reloader struct {
-	ctx    context.Context
-	path   string // the configuration file; "" for the embedded default
+	ctx  context.Context
+	path string // the configuration file; "" for the embedded default
 	// routerMode are serve's --models-dir and --models-preset, read again
 	// on each reload.
 	routerMode routerModeOptions
-	listen string
-	rt     *policy.Runtime
-	r      *router.Router
-	log    *slog.Logger
+	listen     string
+	rt         *policy.Runtime
+	r          *router.Router
+	log        *slog.Logger
 
 	// For model changes: the backend launchers serve shares, the GPU
 	// ledger (nil without GPUs), the plugins' logger, and the proxy whose

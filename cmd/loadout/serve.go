@@ -35,10 +35,10 @@ type serveOptions struct {
 	listen          string
 	logLevel        string
 	shutdownTimeout time.Duration
-	jobs            jobsOptions     // jobs.go
-	activity        activityOptions // activity.go
-	watch           bool            // reload.go
-	recordTrace     string          // record.go
+	jobs            jobsOptions       // jobs.go
+	activity        activityOptions   // activity.go
+	watch           bool              // reload.go
+	recordTrace     string            // record.go
 	routerMode      routerModeOptions // routermode.go
 }
 
