@@ -251,7 +251,7 @@ func (f *Flags) Resolve(key, value string) (Arg, error) {
 		}
 		return Arg{Flag: g.canonical(), Words: []string{g.canonical(), value}}, nil
 	}
-	on, ok := truth(value)
+	on, ok := ParseSwitch(value)
 	if !ok {
 		return Arg{}, fmt.Errorf("flag %s is a switch: want true or false (on, off, 1, 0, enabled, disabled), got %q", key, value)
 	}
@@ -268,8 +268,10 @@ func (f *Flags) Resolve(key, value string) (Arg, error) {
 	return a, nil
 }
 
-// truth reads a boolean the way llama.cpp's common_arg_utils does.
-func truth(s string) (on, ok bool) {
+// ParseSwitch reads a switch's value the way llama.cpp's common_arg_utils
+// does (is_truthy, is_falsey): true, on, enabled or 1; false, off, disabled
+// or 0, in any case. ok is false for anything else.
+func ParseSwitch(s string) (on, ok bool) {
 	switch strings.ToLower(strings.TrimSpace(s)) {
 	case "true", "on", "enabled", "1":
 		return true, true

@@ -110,7 +110,7 @@ func readPreset(ctx context.Context, path, binary string) (preset, error) {
 		}
 		switch key {
 		case "load-on-startup":
-			on, ok := truth(value)
+			on, ok := llamaserver.ParseSwitch(value)
 			if !ok {
 				fail(n, "load-on-startup: want true or false, got %q", value)
 			}
@@ -196,13 +196,3 @@ func keyValue(s string) (key, value string, ok bool) {
 
 func isLetter(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' }
 
-// truth reads a boolean the way llama.cpp's common_arg_utils does.
-func truth(s string) (on, ok bool) {
-	switch strings.ToLower(s) {
-	case "true", "on", "enabled", "1":
-		return true, true
-	case "false", "off", "disabled", "0":
-		return false, true
-	}
-	return false, false
-}
