@@ -195,4 +195,3 @@ func keyValue(s string) (key, value string, ok bool) {
 }
 
 func isLetter(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' }
-
