@@ -43,20 +43,6 @@ type options struct {
 // optionNames are the keys of the options object, for error messages.
 var optionNames = []string{"binary", "cache_type_k", "cache_type_v", "ctx_size", "extra_args", "flash_attn", "model", "n_gpu_layers", "parallel"}
 
-// ownedFlags are llama-server flags an option or the backend itself sets;
-// extra_args may not repeat them (llama-server takes the last, so the
-// estimate or the upstream would be wrong).
-var ownedFlags = map[string]string{
-	"-m": "model", "--model": "model",
-	"-c": "ctx_size", "--ctx-size": "ctx_size",
-	"-ngl": "n_gpu_layers", "--gpu-layers": "n_gpu_layers", "--n-gpu-layers": "n_gpu_layers",
-	"-np": "parallel", "--parallel": "parallel",
-	"-fa": "flash_attn", "--flash-attn": "flash_attn",
-	"-ctk": "cache_type_k", "--cache-type-k": "cache_type_k",
-	"-ctv": "cache_type_v", "--cache-type-v": "cache_type_v",
-	"--host": "", "--port": "",
-}
-
 // parseOptions decodes and checks a model's options (a JSON object). It does
 // not look at the model file.
 func parseOptions(raw json.RawMessage) (options, error) {
@@ -129,7 +115,7 @@ func parseOptions(raw json.RawMessage) (options, error) {
 	}
 	for _, a := range o.ExtraArgs {
 		flag, _, _ := strings.Cut(a, "=")
-		if opt, ok := ownedFlags[flag]; ok {
+		if opt, ok := ownedFlags()[flag]; ok {
 			if opt == "" {
 				return o, fmt.Errorf("llamaserver options: extra_args: %s is set by the backend", flag)
 			}
@@ -203,27 +189,28 @@ func flashAttn(raw json.RawMessage) (string, error) {
 }
 
 // args returns the llama-server command line, binary first; the port is
-// left as the ${PORT} macro the cmd backend substitutes. The host and port
-// come last, so they are what llama-server uses.
+// left as the ${PORT} macro the cmd backend substitutes. Each option is
+// written as its flag in optionFlags. The host and port come last, so they
+// are what llama-server uses.
 func (o options) args() []string {
-	argv := []string{o.Binary, "--model", o.Model}
+	argv := []string{o.Binary, flagOf("model"), o.Model}
 	if o.CtxSize > 0 {
-		argv = append(argv, "--ctx-size", strconv.Itoa(o.CtxSize))
+		argv = append(argv, flagOf("ctx_size"), strconv.Itoa(o.CtxSize))
 	}
 	if o.GPULayers != "" {
-		argv = append(argv, "--n-gpu-layers", o.GPULayers)
+		argv = append(argv, flagOf("n_gpu_layers"), o.GPULayers)
 	}
 	if o.Parallel > 0 {
-		argv = append(argv, "--parallel", strconv.Itoa(o.Parallel))
+		argv = append(argv, flagOf("parallel"), strconv.Itoa(o.Parallel))
 	}
 	if o.FlashAttn != "" {
-		argv = append(argv, "--flash-attn", o.FlashAttn)
+		argv = append(argv, flagOf("flash_attn"), o.FlashAttn)
 	}
 	if o.CacheTypeK != "" {
-		argv = append(argv, "--cache-type-k", o.CacheTypeK)
+		argv = append(argv, flagOf("cache_type_k"), o.CacheTypeK)
 	}
 	if o.CacheTypeV != "" {
-		argv = append(argv, "--cache-type-v", o.CacheTypeV)
+		argv = append(argv, flagOf("cache_type_v"), o.CacheTypeV)
 	}
 	argv = append(argv, o.ExtraArgs...)
 	return append(argv, "--host", "127.0.0.1", "--port", "${PORT}")

@@ -174,13 +174,13 @@ func noLlamaServersLeft(t *testing.T) {
 // startLlamaCpp runs loadout on a llama.cpp configuration, checking that no
 // fixture server is left over from an earlier test, and that none is left
 // when the test ends.
-func startLlamaCpp(t *testing.T, config string) *server {
+func startLlamaCpp(t *testing.T, config string, extra ...string) *server {
 	t.Helper()
 	requireLlamaCpp(t)
 	if left := llamaPids(t, ""); len(left) > 0 {
 		t.Fatalf("llama.cpp servers of the fixtures already running: %v", left)
 	}
-	s := startServer(t, config)
+	s := startServer(t, config, extra...)
 	t.Cleanup(func() {
 		if s.cmd.ProcessState == nil {
 			_ = s.cmd.Process.Signal(syscall.SIGTERM)

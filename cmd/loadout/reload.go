@@ -36,12 +36,15 @@ import (
 // model stops after its requests in flight, a changed one reloads once
 // idle, and the proxy's catalog follows.
 type reloader struct {
-	ctx    context.Context
-	path   string // the configuration file; "" for the embedded default
-	listen string
-	rt     *policy.Runtime
-	r      *router.Router
-	log    *slog.Logger
+	ctx  context.Context
+	path string // the configuration file; "" for the embedded default
+	// routerMode are serve's --models-dir and --models-preset, read again
+	// on each reload.
+	routerMode routerModeOptions
+	listen     string
+	rt         *policy.Runtime
+	r          *router.Router
+	log        *slog.Logger
 
 	// For model changes: the backend launchers serve shares, the GPU
 	// ledger (nil without GPUs), the plugins' logger, and the proxy whose
@@ -71,7 +74,7 @@ type reloadStatus struct {
 }
 
 func newReloader(ctx context.Context, o serveOptions, cfg *config.Config, rt *policy.Runtime, r *router.Router, ps *policySet, log *slog.Logger) (*reloader, error) {
-	rl := &reloader{ctx: ctx, path: o.configPath, listen: o.listen, rt: rt, r: r, log: log, cfg: cfg}
+	rl := &reloader{ctx: ctx, path: o.configPath, routerMode: o.routerMode, listen: o.listen, rt: rt, r: r, log: log, cfg: cfg}
 	var err error
 	if rl.ident, err = policyIdentity(cfg); err != nil {
 		return nil, err
@@ -257,10 +260,7 @@ func (rl *reloader) load(opts config.Options) (*config.Config, []config.Warning,
 			opts.Ports[id] = m.Port
 		}
 	}
-	if rl.path == "" {
-		return config.ParseWith("embedded default config", config.DefaultYAML(), opts)
-	}
-	return config.LoadWith(rl.path, opts)
+	return loadConfigWith(rl.ctx, rl.path, rl.routerMode, opts)
 }
 
 // modelDigests is, for each model of the configuration file, a digest of

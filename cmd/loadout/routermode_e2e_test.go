@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -65,6 +66,64 @@ func routerAnswer(t *testing.T, base string, c routerCall) string {
 	return out
 }
 
+// routerIDs are the model ids of a router-mode GET /models, sorted.
+func routerIDs(t *testing.T, base string) []string {
+	t.Helper()
+	resp, err := http.Get(base + "/models")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var v struct {
+		Data []struct {
+			ID string `json:"id"`
+		} `json:"data"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&v); err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, m := range v.Data {
+		ids = append(ids, m.ID)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// TestRouterMode_ModelsDir_ServesEndToEnd: loadout serve --models-dir
+// alone (a directory of GGUF fixtures, one a split-model subdirectory)
+// with a preset's [*] flags serves a chat request by loading the model
+// through the llamaserver backend (the real llama-server where built,
+// else the shim on llama.cpp).
+func TestRouterMode_ModelsDir_ServesEndToEnd(t *testing.T) {
+	bin, _ := llamaServerBinary(t)
+	dir := requireLlamaCpp(t)
+	models := t.TempDir()
+	if err := os.Symlink(filepath.Join(dir, "tiny.gguf"), filepath.Join(models, "tiny.gguf")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(models, "small"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(dir, "small.gguf"), filepath.Join(models, "small", "small.gguf")); err != nil {
+		t.Fatal(err)
+	}
+	preset := filepath.Join(t.TempDir(), "presets.ini")
+	if err := os.WriteFile(preset, []byte("[*]\nc = 256\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := startLlamaCpp(t, "", "--models-dir", models, "--models-preset", preset, "--llama-server", bin)
+	if got := routerIDs(t, s.base); !slices.Equal(got, []string{"small", "tiny"}) {
+		t.Fatalf("GET /models ids %v, want [small tiny]", got)
+	}
+	if code, body := s.post("/v1/chat/completions", llamaChat("tiny", 8, false)); code != 200 || !strings.Contains(body, `"completion_tokens"`) {
+		t.Fatalf("chat tiny: %d %s", code, body)
+	}
+	if _, running := s.get("/running"); !strings.Contains(running, `"tiny"`) {
+		t.Fatalf("/running = %s, want tiny", running)
+	}
+}
+
 // TestRouterMode_SameAnswersAsLlamaServer: the same router-mode client
 // calls against llama-server --models-dir and against Loadout (the same
 // GGUF files, run by the llamaserver backend) get the same answers: the
@@ -113,6 +172,13 @@ func TestRouterMode_SameAnswersAsLlamaServer(t *testing.T) {
 		{"POST", "/models/load", `{"model":"nope"}`},
 		{"POST", "/models/unload", `{"model":"tiny"}`},
 	}
+	// Loadout given the same directory llama-server was lists the same
+	// model ids (before the calls below load anything into llama-server).
+	dirLo := startServer(t, "", "--models-dir", models, "--llama-server", bin)
+	if got, want := routerIDs(t, dirLo.base), routerIDs(t, lsBase); !slices.Equal(got, want) {
+		t.Errorf("GET /models ids: Loadout --models-dir %v, llama-server --models-dir %v", got, want)
+	}
+
 	for _, c := range calls {
 		want := routerAnswer(t, lsBase, c)
 		if c.method == "GET" && strings.Contains(want, "loading") {

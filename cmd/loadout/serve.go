@@ -35,10 +35,11 @@ type serveOptions struct {
 	listen          string
 	logLevel        string
 	shutdownTimeout time.Duration
-	jobs            jobsOptions     // jobs.go
-	activity        activityOptions // activity.go
-	watch           bool            // reload.go
-	recordTrace     string          // record.go
+	jobs            jobsOptions       // jobs.go
+	activity        activityOptions   // activity.go
+	watch           bool              // reload.go
+	recordTrace     string            // record.go
+	routerMode      routerModeOptions // routermode.go
 }
 
 func newServeCmd() *cobra.Command {
@@ -81,6 +82,8 @@ fewest requests in flight. GET /api/peers shows them. A reload applies
 peer changes too (requests already forwarded finish on their peer). A
 configuration with peers: and no models: is a gateway in front of them.
 
+` + routerModeHelp + `
+
 ` + recordHelp,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -97,16 +100,42 @@ configuration with peers: and no models: is a gateway in front of them.
 	cmd.Flags().StringVar(&o.recordTrace, "record-trace", "", "write the requests served to this CSV file as a trace for 'loadout simulate --trace' (see above)")
 	addJobsFlags(cmd, &o.jobs)
 	addActivityFlags(cmd, &o.activity)
+	addRouterModeFlags(cmd, &o.routerMode)
 	return cmd
 }
 
 // loadConfig reads the file at path, or the embedded default when path is
-// empty, fitted to a Loadout listening on listen (hostOptions).
-func loadConfig(path, listen string) (*config.Config, []config.Warning, error) {
-	if path == "" {
-		return config.ParseWith("embedded default config", config.DefaultYAML(), hostOptions(listen))
+// empty, fitted to a Loadout listening on listen (hostOptions), with the
+// models of llama-server's router-mode inputs rm beside the file's; with
+// rm and no path, rm's models alone (no embedded default).
+func loadConfig(ctx context.Context, path, listen string, rm routerModeOptions) (*config.Config, []config.Warning, error) {
+	return loadConfigWith(ctx, path, rm, hostOptions(listen))
+}
+
+// loadConfigWith is loadConfig with the host options given.
+func loadConfigWith(ctx context.Context, path string, rm routerModeOptions, opts config.Options) (*config.Config, []config.Warning, error) {
+	ext, warns, err := rm.externalModels(ctx)
+	if err != nil {
+		return nil, warns, err
 	}
-	return config.LoadWith(path, hostOptions(listen))
+	opts.Models = ext
+	var (
+		cfg *config.Config
+		w   []config.Warning
+	)
+	switch {
+	case path != "":
+		cfg, w, err = config.LoadWith(path, opts)
+	case rm.set():
+		name := rm.modelsPreset
+		if name == "" {
+			name = rm.modelsDir
+		}
+		cfg, w, err = config.ParseWith(name, nil, opts)
+	default:
+		cfg, w, err = config.ParseWith("embedded default config", config.DefaultYAML(), opts)
+	}
+	return cfg, append(warns, w...), err
 }
 
 // newLoggerAt is a logger to stderr at level whose lines carry clock's time instead of the
@@ -130,7 +159,7 @@ func newLoggerAt(level string, clock *sim.Clock) (*slog.Logger, error) {
 }
 
 func runServe(ctx context.Context, o serveOptions) error {
-	cfg, warnings, err := loadConfig(o.configPath, o.listen)
+	cfg, warnings, err := loadConfig(ctx, o.configPath, o.listen, o.routerMode)
 	if err != nil {
 		return err
 	}
@@ -606,6 +635,7 @@ func newConfigCmd() *cobra.Command {
 		Short: "Work with configuration files",
 	}
 	var listen string
+	var rm routerModeOptions
 	check := &cobra.Command{
 		Use:   "check [FILE]",
 		Short: "Validate a configuration (llama-swap's format is accepted) without starting any model",
@@ -617,14 +647,18 @@ settings, as serve would, so a policy that refuses its settings is reported
 too. Each model's backend plugin checks the model's options (no model server
 is started). Ports for ${PORT} are assigned as serve would: skipping --listen's
 port and ports something already listens on, with a warning for each. With no
-FILE, the embedded default configuration is checked.`,
+FILE (and no --models-dir or --models-preset), the embedded default
+configuration is checked.
+
+` + routerModeHelp + ` The report says what each GGUF and
+preset section became.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			path := ""
 			if len(args) == 1 {
 				path = args[0]
 			}
-			cfg, warnings, err := loadConfig(path, listen)
+			cfg, warnings, err := loadConfig(cmd.Context(), path, listen, rm)
 			if err != nil {
 				return err
 			}
@@ -644,6 +678,7 @@ FILE, the embedded default configuration is checked.`,
 		},
 	}
 	check.Flags().StringVarP(&listen, "listen", "l", defaultListen, "the address serve will listen on: its port is not handed to models")
+	addRouterModeFlags(check, &rm)
 	cmd.AddCommand(check)
 	return cmd
 }

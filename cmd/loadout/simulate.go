@@ -105,7 +105,7 @@ type policyPair struct{ scheduler, router string }
 // runSimulate replays the trace under each policy pair and writes the
 // report to out; warnings (columns of the trace it skips) go to warn.
 func runSimulate(ctx context.Context, o simulateOptions, out, warn io.Writer) (err error) {
-	cfg, _, err := loadConfig(o.configPath, defaultListen)
+	cfg, _, err := loadConfig(ctx, o.configPath, defaultListen, routerModeOptions{})
 	if err != nil {
 		return err
 	}

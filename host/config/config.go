@@ -104,6 +104,9 @@ type Config struct {
 	// Peers are the other servers whose models this one forwards to, by
 	// peer id (llama-swap's peers:); PeerIDs gives them in order.
 	Peers map[string]*Peer
+	// External are the models defined outside the file (Options.Models)
+	// that were made, in the order given.
+	External []External
 	// Preload lists the model ids to load at startup
 	// (hooks.on_startup.preload, aliases resolved, in order).
 	Preload []string

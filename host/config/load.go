@@ -53,6 +53,9 @@ type Options struct {
 	// passes plugins.CheckPortFree, which binds 127.0.0.1:port briefly.
 	// nil takes every port as free (the file alone decides).
 	PortFree func(port int) error
+	// Models are models defined outside the file (External: llama-server's
+	// router-mode inputs); with them the file may be empty.
+	Models []External
 	// Ports are the ports models were given before, by model id (a
 	// reload's: the running configuration's). A model id found here that
 	// still needs a ${PORT} keeps its port, unasked (its own server may
@@ -150,6 +153,9 @@ func (d *decoder) parse(data []byte, dir string) *Config {
 	if doc.Kind != 0 {
 		root = d.normalize(&doc, "")
 	}
+	if isNull(root) && len(d.opts.Models) > 0 {
+		root = &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
+	}
 	if isNull(root) {
 		d.errorf(nil, "models", "the configuration is empty: at least one model is required")
 		return nil
@@ -189,6 +195,7 @@ func (d *decoder) parse(data []byte, dir string) *Config {
 			d.unknownKey(p.key, p.name, append(slices.Clone(topKeys), slices.Sorted(maps.Keys(notHonoured))...))
 		}
 	}
+	d.injectExternal(top)
 	get := func(k string) *yaml.Node {
 		if p, ok := top[k]; ok {
 			return p.val
@@ -217,6 +224,7 @@ func (d *decoder) parse(data []byte, dir string) *Config {
 	d.declaredPlacement(cfg)
 	d.routing(cfg, src, top)
 	d.hooks(cfg, get("hooks"))
+	d.placeExternal(cfg)
 	d.peers(cfg, peers)
 	d.liveness(cfg, get("liveness"))
 	if n := get("logToStdout"); n != nil {

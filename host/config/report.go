@@ -141,6 +141,8 @@ func Report(cfg *Config, warnings []Warning) string {
 		fmt.Fprintf(&b, "  (the router is %s, not group: groups only label models in its snapshot)\n", cfg.Routing.Router.Name())
 	}
 
+	externalReport(&b, cfg)
+
 	b.WriteString("\nRouting\n")
 	for _, r := range []struct {
 		role string
