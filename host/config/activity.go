@@ -65,3 +65,23 @@ func (d *decoder) metricsMaxInMemory(cfg *Config, n *yaml.Node) {
 	}
 	cfg.EventRing = v
 }
+
+// DefaultCaptureBuffer is the capture ring's budget when captureBuffer is
+// absent: llama-swap's default of 10 MB, in bytes (MiB, as llama-swap
+// multiplies by 1024*1024).
+const DefaultCaptureBuffer = 10 << 20
+
+// captureBuffer decodes llama-swap's captureBuffer, megabytes of memory
+// for request/response captures (0 turns capture off), into
+// Config.CaptureBuffer in bytes.
+func (d *decoder) captureBuffer(cfg *Config, n *yaml.Node) {
+	v, ok := d.integer(n, "captureBuffer", "a whole number of megabytes")
+	if !ok {
+		return
+	}
+	if v < 0 || v > 1<<20 {
+		d.errorf(n, "captureBuffer", "want 0 (capture off) to %d megabytes, got %d", 1<<20, v)
+		return
+	}
+	cfg.CaptureBuffer = int64(v) << 20
+}

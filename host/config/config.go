@@ -131,6 +131,17 @@ type Config struct {
 	// to replay (llama-swap's metricsMaxInMemory); 0 means the default
 	// (events.DefaultRingSize).
 	EventRing int
+	// CaptureBuffer is the memory, in bytes, that request/response
+	// captures may take, compressed (llama-swap's captureBuffer, in
+	// megabytes there; default DefaultCaptureBuffer); 0 turns capture off.
+	CaptureBuffer int64
+	// Profiles are llama-swap's profiles: by id, each a set of model
+	// name pins an operator switches on at run time (profiles.go).
+	Profiles map[string]*Profile
+	// Selectors are llama-swap's selectors: by id, each a virtual model
+	// the run loop resolves to one of its targets per request
+	// (selectors.go).
+	Selectors map[string]*Selector
 
 	aliases map[string]string // alias -> model id
 	notes   []string          // how llama-swap keys were mapped, for Report

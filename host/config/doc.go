@@ -6,8 +6,11 @@
 // assignment, alias and group rules, and rejects what llama-swap rejects
 // (and a filter naming a protected field, which llama-swap drops
 // silently). Its model filters, metadata, capabilities, timeouts and
-// compat, and its logToStdout, logTimeFormat, upstream, ui and
-// metricsMaxInMemory keys are acted on. Keys llama-swap has and Loadout
+// compat, and its logToStdout, logTimeFormat, upstream, ui,
+// metricsMaxInMemory, captureBuffer, profiles and selectors keys are acted
+// on (profiles.go, selectors.go: a selector whose id is a model id, an
+// alias or a peer model's name, or whose target is a selector, is an error
+// at its line). Keys llama-swap has and Loadout
 // does not act on yet are accepted with a Warning naming the key and why. Loadout adds a few keys of its own: per model `backend`,
 // `options`, `vram`, `priority`, `pinned`, and the placement constraints
 // `gpus` and `split` (checked against the devices with CheckPlacement);

@@ -13,12 +13,9 @@ import (
 // field and delete it from here.
 var notHonoured = map[string]string{
 	// top level
-	"logRequests":   "an old llama-swap key; Loadout does not log request bodies",
-	"captureBuffer": "request/response capture is not implemented",
-	"performance":   "Loadout polls nothing on a timer: GPU and system figures are read when /metrics is scraped, so the scrape interval is the polling interval",
-	"store":         "Loadout always keeps the activity log on disk, in serve's --db file (what store.path chooses in llama-swap)",
-	"profiles":      "profiles are not supported",
-	"selectors":     "selectors are not supported",
+	"logRequests": "an old llama-swap key; Loadout does not log request bodies",
+	"performance": "Loadout polls nothing on a timer: GPU and system figures are read when /metrics is scraped, so the scrape interval is the polling interval",
+	"store":       "Loadout always keeps the activity log on disk, in serve's --db file (what store.path chooses in llama-swap)",
 }
 
 // modelNotHonoured is notHonoured for keys inside a model: none today,

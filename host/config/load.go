@@ -36,6 +36,7 @@ var topKeys = []string{
 	"apiKeys", "macros", "models", "groups", "matrix", "routing", "gpus", "hooks",
 	"sendLoadingState", "includeAliasesInList", "placement", "peers", "liveness",
 	"logToStdout", "logTimeFormat", "upstream", "ui", "metricsMaxInMemory",
+	"profiles", "selectors", "captureBuffer",
 }
 
 // Options fit a configuration to the host it will run on. The zero value
@@ -180,6 +181,7 @@ func (d *decoder) parse(data []byte, dir string) *Config {
 		Models:             map[string]*Model{},
 		LogToStdout:        LogProxy,
 		SessionHeaders:     DefaultSessionHeaders,
+		CaptureBuffer:      DefaultCaptureBuffer,
 	}
 
 	top := map[string]pair{}
@@ -208,10 +210,10 @@ func (d *decoder) parse(data []byte, dir string) *Config {
 
 	// Global macros may be used in any value (llama-swap); models get theirs
 	// merged with their own, the rest get the globals here.
-	for _, k := range []string{"apiKeys", "hooks", "gpus", "groups", "matrix", "routing", "peers", "upstream", "ui"} {
+	for _, k := range []string{"apiKeys", "hooks", "gpus", "groups", "matrix", "routing", "peers", "upstream", "ui", "profiles", "selectors"} {
 		d.substitute(get(k), k, cfg.Macros)
 	}
-	for _, k := range []string{"apiKeys", "hooks", "gpus", "peers", "upstream", "ui"} {
+	for _, k := range []string{"apiKeys", "hooks", "gpus", "peers", "upstream", "ui", "profiles", "selectors"} {
 		d.leftoverMacros(get(k), k)
 	}
 
@@ -226,6 +228,8 @@ func (d *decoder) parse(data []byte, dir string) *Config {
 	d.hooks(cfg, get("hooks"))
 	d.placeExternal(cfg)
 	d.peers(cfg, peers)
+	d.selectors(cfg, get("selectors"))
+	d.profiles(cfg, get("profiles"))
 	d.liveness(cfg, get("liveness"))
 	if n := get("logToStdout"); n != nil {
 		d.logToStdout(cfg, n)
@@ -240,6 +244,9 @@ func (d *decoder) parse(data []byte, dir string) *Config {
 	d.ui(cfg, get("ui"))
 	if n := get("metricsMaxInMemory"); n != nil {
 		d.metricsMaxInMemory(cfg, n)
+	}
+	if n := get("captureBuffer"); n != nil {
+		d.captureBuffer(cfg, n)
 	}
 	return cfg
 }

@@ -28,11 +28,14 @@ const benchBody = `{"model":"a","messages":[{"role":"user","content":"hi"}],"max
 // concurrent requests, logging only warnings. native swaps the Wasm
 // policies for a minimal Go scheduler.
 func newBenchEnv(tb testing.TB, native bool) *env {
-	e := newEnv(tb, envOpts{
-		native: native,
-		limits: map[string]uint32{"a": 1024},
-		logger: slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelWarn})),
-	})
+	return newBenchEnvWith(tb, envOpts{native: native})
+}
+
+// newBenchEnvWith is newBenchEnv with o's other options.
+func newBenchEnvWith(tb testing.TB, o envOpts) *env {
+	o.limits = map[string]uint32{"a": 1024}
+	o.logger = slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	e := newEnv(tb, o)
 	resp := e.send(request{path: "/v1/chat/completions", body: benchBody})
 	io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()

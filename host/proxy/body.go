@@ -27,8 +27,12 @@ const (
 
 // modelRequest is what the proxy needs from an inference request's body.
 type modelRequest struct {
-	model     string // the name the client asked for ("" if none)
-	stream    bool   // "stream": true
+	model string // the name the request is served under: the client's, or what a profile pin or selector made it ("" if none)
+	// asked is the name as the body (or query) has it, when a pin or a
+	// selector changed model; "" when model is the client's own. The
+	// upstream then gets model (or the model's useModelName).
+	asked     string
+	stream    bool // "stream": true
 	priority  int32
 	hasPrio   bool
 	client    string
@@ -264,8 +268,14 @@ func (mr *modelRequest) parseForm(body []byte, boundary string) *apiError {
 // with e.Filters applied for the name the client used (mr.model). It
 // returns body itself when nothing needs to change.
 func (mr *modelRequest) rewriteBody(r *http.Request, body []byte, e *ModelEntry) ([]byte, error) {
-	useModel := e.UseModelName
-	rename := useModel != "" && useModel != mr.model
+	useModel, asked := e.UseModelName, mr.model
+	if mr.asked != "" {
+		asked = mr.asked
+		if useModel == "" {
+			useModel = mr.model // llama-swap's ReplaceRequestModel
+		}
+	}
+	rename := useModel != "" && useModel != asked
 	var err error
 	switch {
 	case mr.kind == kindJSON && (mr.strip || rename && mr.from == fromJSON || !e.Filters.Empty()):

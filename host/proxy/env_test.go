@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/loadout-dev/loadout/host/config"
 	"github.com/loadout-dev/loadout/host/peers"
 	"github.com/loadout-dev/loadout/host/policy"
 	"github.com/loadout-dev/loadout/host/router"
@@ -93,6 +94,10 @@ type envOpts struct {
 	// extra models, added to the catalog in one persistent, non-exclusive
 	// group: all of them stay loaded (the scale report).
 	extra []string
+	// Config.Profiles, Config.Selectors and Config.CaptureBuffer.
+	profiles      map[string]*config.Profile
+	selectors     map[string]*config.Selector
+	captureBuffer int64
 }
 
 // env is one test's Loadout: model servers, a router, the proxy on a real
@@ -208,6 +213,9 @@ func newEnv(t testing.TB, o envOpts) *env {
 		Peers:                o.peers,
 		IgnorePaths:          o.ignorePaths,
 		SessionHeaders:       o.sessionHeaders,
+		Profiles:             o.profiles,
+		Selectors:            o.selectors,
+		CaptureBuffer:        o.captureBuffer,
 		Logger:               cmp.Or(o.logger, slog.New(e.logs)),
 	})
 	if err != nil {

@@ -88,6 +88,9 @@ type exchange struct {
 	// What an inference body said about its size, read only when
 	// Config.OnRequestStart is set (estimate.go).
 	estimate bodyEstimate
+	// capture keeps the request and its response while capture is on
+	// (captures.go).
+	capture *capturing
 }
 
 func exchangeOf(r *http.Request) *exchange {
@@ -128,6 +131,9 @@ func (ex *exchange) WriteHeader(code int) {
 func (ex *exchange) Write(p []byte) (int, error) {
 	if ex.status == 0 {
 		ex.status = http.StatusOK
+	}
+	if ex.capture != nil {
+		ex.capture.write(p)
 	}
 	return ex.ResponseWriter.Write(p)
 }

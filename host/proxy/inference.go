@@ -42,12 +42,21 @@ func (s *Server) inference(ep endpoint) http.HandlerFunc {
 			s.writeError(w, r, e)
 			return
 		}
+		s.startCapture(ex, r, body)
 		mr, e := parseModelRequest(r, body, s.cfg.SessionHeaders)
 		if e == nil && ep.check != nil {
 			e = ep.check(&mr, body)
 		}
 		if e != nil {
 			s.writeError(w, r, e)
+			return
+		}
+		if e := s.applyProfile(&mr); e != nil {
+			s.writeError(w, r, e)
+			return
+		}
+		if sel := s.cfg.Selectors[mr.model]; sel != nil && !s.selectorToPeer(&mr, sel) {
+			s.serveSelector(w, r, &mr, body, sel, chat && mr.stream && s.cfg.SendLoadingState)
 			return
 		}
 		entry := s.catalog.Load().lookup(mr.model)
@@ -74,7 +83,7 @@ func (s *Server) inference(ep endpoint) http.HandlerFunc {
 			ex.estimate = estimateBody(body)
 		}
 		req := router.Request{Model: entry.ID, Priority: mr.priority, Client: mr.client}
-		s.serve(w, r, req, mr.model, chat && mr.stream && s.cfg.SendLoadingState)
+		s.serve(w, r, req, mr.model, chat && mr.stream && s.cfg.SendLoadingState, nil)
 	}
 }
 
@@ -94,8 +103,10 @@ func setBody(r *http.Request, body []byte) {
 // serve acquires the model, proxies the request to its upstream and
 // releases the grant when the response is done, even if the proxy panics
 // (an aborted stream). requested is the name the client used, for the
-// loading-state chunks.
-func (s *Server) serve(w http.ResponseWriter, r *http.Request, req router.Request, requested string, loadingState bool) {
+// loading-state chunks. bind, when set, is called with each grant's model
+// before the request is proxied (a selector's request learns its model
+// there); an error it returns releases the grant and is the answer.
+func (s *Server) serve(w http.ResponseWriter, r *http.Request, req router.Request, requested string, loadingState bool, bind func(model string) *apiError) {
 	ex := exchangeOf(r)
 	// The extension headers are Loadout's; the upstream never sees them.
 	r.Header.Del(headerPriority)
@@ -114,7 +125,14 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, req router.Reques
 		s.writeError(w, r, acquireError(r.Context(), err, req.Model))
 		return
 	}
-	mm := s.metrics.model(req.Model)
+	if bind != nil {
+		if e := bind(grant.Model); e != nil {
+			grant.Release()
+			s.writeError(w, r, e)
+			return
+		}
+	}
+	mm := s.metrics.model(grant.Model)
 	mm.queueWait.Observe(time.Since(waitStart).Seconds())
 	// A model server that refuses the connection was sent nothing: its
 	// process has just died, and the run loop hears of the exit a moment
@@ -132,6 +150,14 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, req router.Reques
 			if grant, err = s.router.Acquire(r.Context(), req); err != nil {
 				s.writeError(w, r, acquireError(r.Context(), err, req.Model))
 				return struct{}{}, backoff.Permanent(err)
+			}
+			if bind != nil {
+				if e := bind(grant.Model); e != nil {
+					grant.Release()
+					s.writeError(w, r, e)
+					return struct{}{}, backoff.Permanent(errors.New(e.msg))
+				}
+				mm = s.metrics.model(grant.Model)
 			}
 			if r.GetBody != nil {
 				r.Body, _ = r.GetBody() // the refused attempt's transport closed it
@@ -338,7 +364,7 @@ func (s *Server) upstream(w http.ResponseWriter, r *http.Request) {
 		req.Priority = int32(p)
 	}
 	req.Client = r.Header.Get(headerClient)
-	s.serve(w, r, req, entry.ID, false)
+	s.serve(w, r, req, entry.ID, false, nil)
 }
 
 // ignoredPath reports whether path (under /upstream/{model}) matches

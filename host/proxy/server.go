@@ -218,6 +218,18 @@ type Config struct {
 	// Logger receives one line per request: debug when it succeeded, warn
 	// when it failed. Nil means slog.Default().
 	Logger *slog.Logger
+	// Profiles are llama-swap's profiles by id (config.Profile): name
+	// pins an operator switches on with PUT /api/profiles/active; the
+	// Router holds which is active (ProfileRouter). Nil: none.
+	Profiles map[string]*config.Profile
+	// Selectors are llama-swap's selectors by id (config.Selector): a
+	// request for one goes to the router with Request.Select, and the run
+	// loop picks its model. Nil: none.
+	Selectors map[string]*config.Selector
+	// CaptureBuffer is the memory, in bytes, the request/response captures
+	// of GET /api/captures/{id} may hold, compressed (llama-swap's
+	// captureBuffer); 0: no capture.
+	CaptureBuffer int64
 }
 
 // Server is Loadout's HTTP handler. Create it with New and serve it with an
@@ -237,7 +249,8 @@ type Server struct {
 	ids        *idSource
 	seq        atomic.Uint64 // the last request's Seq
 	started    time.Time
-	inflight   inflight // the requests being handled, for Abort
+	inflight   inflight     // the requests being handled, for Abort
+	captures   *captureRing // nil: capture off (Config.CaptureBuffer 0)
 }
 
 // SetModels replaces the catalog (a configuration reload that added,
@@ -319,6 +332,9 @@ func New(cfg Config) (*Server, error) {
 	s.metrics.reg.MustRegister(peerCollector{s})
 	s.SetPeers(cfg.Peers) // with the peer models' series
 	s.upstreams = newUpstreams(s)
+	if cfg.CaptureBuffer > 0 {
+		s.captures = newCaptureRing(cfg.CaptureBuffer)
+	}
 	s.mux = s.routes()
 	return s, nil
 }
@@ -381,6 +397,9 @@ func (s *Server) routes() *mux.Router {
 	m.HandleFunc("/api/peers", s.apiPeers).Methods(http.MethodGet)
 	m.HandleFunc("/api/events", s.apiEvents).Methods(http.MethodGet)
 	m.HandleFunc("/api/activity", s.apiActivity).Methods(http.MethodGet)
+	m.HandleFunc("/api/profiles", s.apiProfiles).Methods(http.MethodGet)
+	m.HandleFunc("/api/profiles/active", s.setActiveProfile).Methods(http.MethodPut)
+	m.HandleFunc("/api/captures/{id}", s.apiCapture).Methods(http.MethodGet)
 	s.uiRoutes(m)
 	m.HandleFunc("/logs", s.logsHistory).Methods(http.MethodGet)
 	m.HandleFunc("/logs/stream", s.logsStream).Methods(http.MethodGet)
@@ -456,6 +475,7 @@ func (s *Server) finish(ex *exchange, r *http.Request) {
 	if ex.inference {
 		s.metrics.observeRequest(ex, status, d)
 		s.summarize(ex, status, d)
+		s.finishCapture(ex, status)
 	}
 	attrs := []slog.Attr{
 		slog.String("request_id", ex.id),

@@ -160,6 +160,9 @@ type loopState struct {
 
 	shuttingDown bool
 
+	// profile is the active profile's name, "" for none (profile.go).
+	profile string
+
 	schedCounters PolicyCounters
 	swapCounters  PolicyCounters
 
@@ -265,6 +268,7 @@ func (r *Router) onRequest(w *waiter) {
 	l.nextID++
 	w.id = l.nextID
 	w.arrived = r.cfg.Clock()
+	r.selectModel(w)
 	r.route(w)
 	if m, ok := l.models[w.req.Model]; ok {
 		m.requests++

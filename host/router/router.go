@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/loadout-dev/loadout/host/gpu"
@@ -113,6 +114,11 @@ type Request struct {
 	Model    string // resolved model id
 	Priority int32  // 0: the model's configured priority
 	Client   string // client id for fairness policies; may be empty
+	// Select, when set, is the llama-swap selector the client named: the
+	// run loop picks the model among its targets as the request arrives
+	// (selector.go), and Model is replaced by the pick; the Grant's Model
+	// says which it was. Policies see the picked model.
+	Select *Selector
 	// Progress, if not nil, receives the caller's latest queue position
 	// while it waits; the router never blocks on it (latest value wins, so
 	// give it a buffer of 1).
@@ -226,6 +232,10 @@ type Router struct {
 	exec executor // where slow work goes: goroutines, or a simulator (swap.go)
 
 	loop loopState // touched only by the run-loop goroutine (rule 1)
+
+	// profile is loop.profile as the loop last published it (SetProfile),
+	// for Profile.
+	profile atomic.Pointer[string]
 }
 
 // New validates cfg, makes the policies and starts the run loop.
