@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/loadout-dev/loadout/host/events"
+	"github.com/loadout-dev/loadout/host/observe"
 	"github.com/loadout-dev/loadout/host/peers"
 	"github.com/loadout-dev/loadout/host/policy"
 	"github.com/loadout-dev/loadout/host/router"
@@ -86,6 +88,9 @@ type envOpts struct {
 	// extra models, added to the catalog in one persistent, non-exclusive
 	// group: all of them stay loaded (the scale report).
 	extra []string
+	// events gives the server an event bus fed by the run loop's
+	// observer (Config.Events), kept in env.bus.
+	events bool
 }
 
 // env is one test's Loadout: model servers, a router, the proxy on a real
@@ -100,6 +105,7 @@ type env struct {
 	logs   *logSink
 	client *http.Client
 	ids    atomic.Int64
+	bus    *events.Bus // envOpts.events (or LOADOUT_BENCH_EVENTS)
 }
 
 func newEnv(t testing.TB, o envOpts) *env {
@@ -114,6 +120,15 @@ func newEnv(t testing.TB, o envOpts) *env {
 		Logger:        quietLogger(),
 	}
 	bus := benchEvents(t, &cfg)
+	if bus == nil && o.events {
+		bus = events.New(0)
+		var ids []string
+		for _, m := range testCatalog {
+			ids = append(ids, m.ID)
+		}
+		cfg.Observer = observe.New(ids, bus)
+	}
+	e.bus = bus
 	catalog := testCatalog
 	groups := testGroups
 	if len(o.extra) > 0 {

@@ -26,6 +26,7 @@ type metrics struct {
 	tps        *prometheus.HistogramVec
 	mu         sync.RWMutex
 	models     map[string]*modelMetrics // catalog ids (addModels); guarded by mu
+	recent     recentWindow             // the last five minutes, for GET /api/summary
 }
 
 // modelMetrics are one model's series, resolved once so the hot path does
@@ -134,8 +135,10 @@ func (m *metrics) observeRequest(ex *exchange, status int, d time.Duration) {
 	mm.duration.Observe(d.Seconds())
 	u := ex.usage
 	if u == nil || status != 200 {
+		m.recent.add(time.Now(), status, 0)
 		return
 	}
+	m.recent.add(time.Now(), status, u.completion)
 	mm.prompt.Add(float64(u.prompt))
 	mm.completion.Add(float64(u.completion))
 	if ttft, ok := u.ttft(); ok {

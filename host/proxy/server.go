@@ -322,6 +322,8 @@ func (s *Server) routes() *mux.Router {
 	m.HandleFunc("/api/gpus", s.apiGPUs).Methods(http.MethodGet)
 	m.HandleFunc("/api/peers", s.apiPeers).Methods(http.MethodGet)
 	m.HandleFunc("/api/events", s.apiEvents).Methods(http.MethodGet)
+	m.HandleFunc("/api/events/history", s.apiEventsHistory).Methods(http.MethodGet)
+	m.HandleFunc("/api/summary", s.apiSummaryHandler).Methods(http.MethodGet)
 	m.HandleFunc("/api/activity", s.apiActivity).Methods(http.MethodGet)
 	s.uiRoutes(m)
 	m.HandleFunc("/logs", s.logsHistory).Methods(http.MethodGet)
