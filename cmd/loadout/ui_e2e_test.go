@@ -17,7 +17,7 @@ import (
 
 // chromium finds Debian's headless Chromium. Without it the browser test
 // is skipped, unless LOADOUT_REQUIRE_CHROMIUM=1 (CI) makes that a failure.
-func chromium(t *testing.T) string {
+func chromium(t testing.TB) string {
 	t.Helper()
 	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
 		if p, err := exec.LookPath(name); err == nil {
@@ -32,7 +32,7 @@ func chromium(t *testing.T) string {
 }
 
 // browser starts headless Chromium and returns a context driving one tab.
-func browser(t *testing.T) context.Context {
+func browser(t testing.TB) context.Context {
 	t.Helper()
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(chromium(t)),
@@ -52,7 +52,7 @@ func browser(t *testing.T) context.Context {
 
 // shot saves a screenshot of the page under docs/img/ when
 // LOADOUT_SCREENSHOTS=1 (how the README's images are made).
-func shot(t *testing.T, ctx context.Context, name string) {
+func shot(t testing.TB, ctx context.Context, name string) {
 	t.Helper()
 	if os.Getenv("LOADOUT_SCREENSHOTS") != "1" {
 		return
@@ -136,7 +136,6 @@ func TestUI_LoadServeSwapUnloadInBrowser(t *testing.T) {
 	); err != nil {
 		t.Fatalf("activity and timeline: %v", err)
 	}
-	shot(t, ctx, "ui.jpg")
 
 	// The activity filter hides rows of other models.
 	var rows int
@@ -230,7 +229,8 @@ func text(sel string, out *string) chromedp.Action {
 
 // A model row is replaced by each event, not merged into: once a loaded
 // model stops, its row no longer shows the GPUs and the bar no longer
-// shows its lease (the router's stopped status omits them).
+// shows its lease (the router's stopped status omits them). The summary
+// strip follows the requests made while the page is open (2 in 300 s).
 func TestUI_ModelRowReplacedAfterStop(t *testing.T) {
 	ctx := browser(t)
 	s := startServer(t, "../../testdata/e2e/gpu.yaml")
@@ -241,15 +241,20 @@ func TestUI_ModelRowReplacedAfterStop(t *testing.T) {
 	); err != nil {
 		t.Fatal(err)
 	}
+	s.mustChat("m8") // a neighbour on the GPU: 8 + 6 GiB of 24 fit together
 	s.mustChat("m6")
 	var devices string
 	if err := chromedp.Run(ctx,
 		stateIs("m6", "ready"),
 		chromedp.WaitVisible(`//tr[@data-model="m6"]/td[@data-devices and .="0"]`, chromedp.BySearch),
 		chromedp.WaitVisible(`#gpus .bar span[data-holder="m6"]`, chromedp.ByQuery),
+		chromedp.WaitVisible(`#gpus .bar span[data-holder="m8"]`, chromedp.ByQuery),
+		// The summary strip counts the requests made since the page opened.
+		chromedp.WaitVisible(`//div[@data-fig="rps"]/b[.="0.007"]`, chromedp.BySearch),
 	); err != nil {
 		t.Fatalf("loaded: %v", err)
 	}
+	shot(t, ctx, "ui.jpg")
 	if code, body := s.post("/api/models/unload/m6", ""); code != 200 {
 		t.Fatalf("unload: %d %s", code, body)
 	}
@@ -304,6 +309,7 @@ func TestUI_TimelineFullAtFirstPaint(t *testing.T) {
 	if rows != 3 {
 		t.Errorf("%d activity rows at first paint, want 3", rows)
 	}
+	shot(t, ctx, "ui-activity.jpg")
 }
 
 // The buttons follow the state: Load for a stopped or failed model,

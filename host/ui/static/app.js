@@ -101,7 +101,8 @@ const fmtDate = (t) => (valid(t) ? (() => { const d = new Date(t); return isoDat
 const fullTime = (t) => (valid(t) ? new Date(t).toISOString() : '');
 const fmtBytes = (b) => (b ? (b / 2 ** 30).toFixed(1) + ' GiB' : '–');
 const fmtS = (s) => (s ? (s < 1 ? (s * 1000).toFixed(0) + ' ms' : s.toFixed(2) + ' s') : '–');
-const fmtRate = (x) => (x >= 100 ? x.toFixed(0) : x >= 10 ? x.toFixed(1) : x.toFixed(2));
+const fmtRate = (x) => (x >= 100 ? x.toFixed(0) : x >= 10 ? x.toFixed(1) : x >= 0.01 || x === 0 ? x.toFixed(2) : x.toFixed(3));
+const fmtGiB = (b) => (b / 2 ** 30).toFixed(1) + ' GiB';
 
 // PALETTE are holders' colours, far apart in hue; colour gives each
 // holder (a model, or a job) its own, the same on every GPU bar, legend and
@@ -271,7 +272,7 @@ function GPUBar({ d }) {
   const holders = d.holders || [];
   return html`<div class="gpu" data-gpu=${d.index}>
     <div class="gpu-head"><b>GPU ${d.index}</b> <span class="muted">${d.name}</span>
-      <span class="gpu-used" data-used=${d.leased}>${fmtBytes(d.leased)} / ${fmtBytes(d.total)}</span>
+      <span class="gpu-used" data-used=${d.leased}>${fmtGiB(d.leased)} / ${fmtGiB(d.total)} leased</span>
       ${d.utilization_percent >= 0 ? html`<span class="muted"> · ${d.utilization_percent}% busy</span>` : ''}</div>
     <div class="bar">${holders.map((h) => html`<span class=${'holder ' + (h.kind || 'model')} data-holder=${h.owner}
       style=${`width:${pct(h.bytes).toFixed(2)}%;background:${colour(ownerModel(h.owner))}`} title=${h.owner + ' ' + fmtBytes(h.bytes)}>${pct(h.bytes) > 12 ? h.owner : ''}</span>`)}</div>
