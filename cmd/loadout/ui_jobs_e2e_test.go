@@ -22,7 +22,7 @@ func jobStateIs(id, state string) chromedp.Action {
 // job events, no polling), its detail shows the attempt and its output,
 // loadout_jobs counts it, a finished job has no Cancel button, and a long
 // job's output is followed while it runs and it is canceled with the
-// button.
+// button; a job that waits for GPUs says why in its row.
 func TestUI_JobsListDetailLogsCancel(t *testing.T) {
 	ctx := browser(t)
 	s, dir := jobsServer(t)
@@ -82,7 +82,22 @@ func TestUI_JobsListDetailLogsCancel(t *testing.T) {
 	); err != nil {
 		t.Fatalf("long job: %v\n%s", err, s.log())
 	}
+	// A job that cannot fit while the long one holds a GPU waits and says
+	// why in its row, as text; its row's Cancel button cancels it.
+	waiter := s.submitJob("workload: waiter\ncommand: echo never\ngpus_per_node: 2\n")
+	if err := chromedp.Run(ctx,
+		jobStateIs(waiter.ID, "PENDING_RESOURCES"),
+		chromedp.WaitVisible(fmt.Sprintf(`//tr[@data-job=%q]/td[@data-reason and contains(., "free GPUs per node")]`, waiter.ID), chromedp.BySearch),
+	); err != nil {
+		t.Fatalf("waiting job: %v\n%s", err, s.log())
+	}
 	shot(t, ctx, "ui-jobs.jpg")
+	if err := chromedp.Run(ctx,
+		chromedp.Click(fmt.Sprintf(`#jobs-list tr[data-job=%q] button[data-action="cancel"]`, waiter.ID), chromedp.ByQuery),
+		jobStateIs(waiter.ID, "CANCELED"),
+	); err != nil {
+		t.Fatalf("cancel the waiting job: %v\n%s", err, s.log())
+	}
 	if err := chromedp.Run(ctx,
 		chromedp.Click(`#job-cancel`, chromedp.ByQuery),
 		chromedp.WaitVisible(fmt.Sprintf(`#job-detail[data-job=%q] [data-state="CANCELED"]`, long.ID), chromedp.ByQuery),
