@@ -313,7 +313,8 @@ func TestUI_TimelineFullAtFirstPaint(t *testing.T) {
 }
 
 // The buttons follow the state: Load for a stopped or failed model,
-// Unload for a ready one, never both.
+// Unload for a ready one, never both. A failed model's error and a
+// model's aliases are text on its row.
 func TestUI_ActionsFollowState(t *testing.T) {
 	ctx := browser(t)
 	s := startServer(t, "../../testdata/e2e/sim.yaml")
@@ -334,6 +335,8 @@ func TestUI_ActionsFollowState(t *testing.T) {
 		chromedp.WaitVisible(`#conn[data-conn="live"]`, chromedp.ByQuery),
 		stateIs("a", "stopped"),
 		stateIs("broken", "failed"),
+		// Aliases are shown.
+		chromedp.WaitVisible(`//tr[@data-model="a"]//div[@data-aliases="model-a" and .="aka model-a"]`, chromedp.BySearch),
 		// The failed model's error is text on the page, not a tooltip.
 		chromedp.WaitVisible(`//tr[@data-model="broken"]//div[@data-error and contains(., "model file corrupt")]`, chromedp.BySearch),
 	); err != nil {
@@ -354,7 +357,8 @@ func TestUI_ActionsFollowState(t *testing.T) {
 	}
 }
 
-// Behind an API key the page asks for it once: a wrong key is refused
+// Behind an API key the page asks for it once (and, behind the prompt,
+// says it is loading rather than that there is nothing): a wrong key is refused
 // (401 on the API, the event stream and the log stream) and asked for
 // again; the right one is kept, so a reload asks nothing. The icon is
 // served without a key.
@@ -374,10 +378,15 @@ func TestUI_KeyPrompt_AsksOnceThenRemembers(t *testing.T) {
 		}
 	}
 	var why string
-	var icon int
+	var icon, falseEmpty int
 	if err := chromedp.Run(ctx,
 		chromedp.Navigate(s.base+"/ui/"),
 		chromedp.WaitVisible(`#key-prompt`, chromedp.ByQuery),
+		// Until data arrives the page says it is loading, never "none".
+		chromedp.WaitVisible(`[data-loading="GPUs"]`, chromedp.ByQuery),
+		chromedp.WaitVisible(`[data-loading="models"]`, chromedp.ByQuery),
+		chromedp.WaitVisible(`[data-loading="timeline"]`, chromedp.ByQuery),
+		chromedp.Evaluate(`document.querySelectorAll('[data-gpus="none"]').length + (document.body.innerText.includes('No swaps') ? 1 : 0)`, &falseEmpty),
 		chromedp.SendKeys(`#api-key`, "wrong", chromedp.ByQuery),
 		chromedp.Click(`#api-key-save`, chromedp.ByQuery),
 		chromedp.WaitVisible(`//p[@id="key-prompt-why" and contains(., "refused")]`, chromedp.BySearch),
@@ -402,5 +411,8 @@ func TestUI_KeyPrompt_AsksOnceThenRemembers(t *testing.T) {
 	}
 	if icon != 200 {
 		t.Fatalf("/favicon.ico: %d, want 200", icon)
+	}
+	if falseEmpty != 0 {
+		t.Fatal("before its data arrived the page said there were no GPUs or no swaps")
 	}
 }
