@@ -547,19 +547,17 @@ function App() {
         dispatch({ type: 'timelineReset' });
         dispatch({ type: 'timeline', items: h.data.map((e) => timelineItem(e.type, e.data, e.id, e.time)) });
         const reqs = h.data.filter((e) => e.type === 'request').map((e) => e.data);
-        try {
-          const a = await api(`/api/activity?limit=${MAX_ROWS}`);
-          dispatch({ type: 'history', rows: [...a.data, ...reqs], replace: true, source: 'log', more: a.has_more ? a.next_before_id : 0 });
-        } catch (e) { // 404 with no activity log: the events' recent requests
-          dispatch({ type: 'history', rows: reqs, replace: true, source: 'events', more: 0 });
-        }
+        const activity = api(`/api/activity?limit=${MAX_ROWS}`).then((a) => a, () => null); // null: no log (404)
+        summary();
         const [m, g, p] = await Promise.all([api('/api/models'), api('/api/gpus'), api('/api/policies')]);
         dispatch({ type: 'models', models: m.models });
         dispatch({ type: 'gpus', gpus: g.devices || [] });
         dispatch({ type: 'policies', policies: p.policies || [] });
         dispatch({ type: 'error', error: '' });
         dispatch({ type: 'needKey', why: '' });
-        summary();
+        const a = await activity;
+        dispatch(a ? { type: 'history', rows: [...a.data, ...reqs], replace: true, source: 'log', more: a.has_more ? a.next_before_id : 0 }
+          : { type: 'history', rows: reqs, replace: true, source: 'events', more: 0 }); // the events' recent requests
       } catch (e) {
         if (!unauthorized(e)) dispatch({ type: 'error', error: e.message });
         return -1;
