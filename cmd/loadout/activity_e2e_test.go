@@ -154,7 +154,7 @@ func TestUI_ActivityHistoryOnOpen(t *testing.T) {
 
 	var rows int
 	if err := chromedp.Run(ctx,
-		chromedp.Navigate(s.base+"/ui/"),
+		chromedp.Navigate(s.base+"/ui/#activity"),
 		chromedp.WaitVisible(`#conn[data-conn="live"]`, chromedp.ByQuery),
 		chromedp.WaitVisible(`//section[@id="activity"]//td[text()="before-the-page"]`, chromedp.BySearch),
 		chromedp.Evaluate(`document.querySelectorAll('#activity tr[data-request]').length`, &rows),

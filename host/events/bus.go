@@ -1,8 +1,10 @@
 package events
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 )
@@ -48,6 +50,11 @@ func (e *Event) JSON() []byte {
 // and slow readers when New is given 0.
 const DefaultRingSize = 4096
 
+// KeptPerType is how many of the newest events of each type a Bus keeps
+// for History, whatever else fills its ring: a few hundred request events
+// do not push the last swaps out of the swap timeline.
+const KeptPerType = 256
+
 // Bus is the ring of recent events and its subscribers. It is safe for
 // concurrent use.
 type Bus struct {
@@ -56,6 +63,9 @@ type Bus struct {
 	next   uint64   // the id of the next event; ids start at 1
 	subs   map[*Subscription]struct{}
 	closed bool
+	// kept holds each type's newest KeptPerType events, oldest first
+	// (History's source).
+	kept map[string][]*Event
 }
 
 // New makes a Bus that keeps the last size events (DefaultRingSize if
@@ -64,7 +74,7 @@ func New(size int) *Bus {
 	if size <= 0 {
 		size = DefaultRingSize
 	}
-	return &Bus{ring: make([]*Event, size), next: 1, subs: map[*Subscription]struct{}{}}
+	return &Bus{ring: make([]*Event, size), next: 1, subs: map[*Subscription]struct{}{}, kept: map[string][]*Event{}}
 }
 
 // Publish appends an event of type typ with data (any JSON-encodable
@@ -80,6 +90,11 @@ func (b *Bus) Publish(typ string, data any) {
 	ev.ID = b.next
 	b.next++
 	b.ring[ev.ID%uint64(len(b.ring))] = ev
+	k := b.kept[typ]
+	if len(k) == KeptPerType {
+		k = append(k[:0], k[1:]...) // shift in place: the backing array is reused
+	}
+	b.kept[typ] = append(k, ev)
 	for s := range b.subs {
 		select {
 		case s.wake <- struct{}{}:
@@ -98,6 +113,25 @@ func (b *Bus) Close() {
 		close(s.wake)
 		delete(b.subs, s)
 	}
+}
+
+// History returns the newest events of the given types (each type's last
+// KeptPerType at most, however many other events were published since),
+// oldest first, at most limit of them (limit <= 0: all kept), and the id
+// of the newest event of any type: a stream that resumes after it misses
+// nothing published after the call.
+func (b *Bus) History(types []string, limit int) (evs []*Event, lastID uint64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, typ := range types {
+		evs = append(evs, b.kept[typ]...)
+	}
+	slices.SortFunc(evs, func(x, y *Event) int { return cmp.Compare(x.ID, y.ID) })
+	evs = slices.CompactFunc(evs, func(x, y *Event) bool { return x.ID == y.ID }) // a type named twice
+	if limit > 0 && len(evs) > limit {
+		evs = evs[len(evs)-limit:]
+	}
+	return evs, b.next - 1
 }
 
 // LastID is the id of the newest event, 0 if none.

@@ -101,3 +101,38 @@ func BenchmarkBus_Publish(b *testing.B) {
 		bus.Publish(TypeModel, data)
 	}
 }
+
+// History keeps each type's newest events however many events of other
+// types filled the ring since: a flood of request events does not push the
+// last swap out of the timeline.
+func TestBus_History_KeepsTypesPastTheRing(t *testing.T) {
+	b := New(8)
+	b.Publish(TypeSwapStart, "s1")
+	b.Publish(TypeEviction, "e1")
+	for range 100 {
+		b.Publish(TypeRequest, "r")
+	}
+	b.Publish(TypeSwapEnd, "s2")
+	evs, last := b.History([]string{TypeSwapStart, TypeSwapEnd, TypeEviction, TypeSwapStart}, 0)
+	if fmt.Sprint(ids(evs)) != "[1 2 103]" || last != 103 {
+		t.Fatalf("history = %v, last %d; want [1 2 103], 103", ids(evs), last)
+	}
+	if evs[0].Type != TypeSwapStart || evs[0].Time.IsZero() {
+		t.Fatalf("first = %+v", evs[0])
+	}
+	if evs, _ = b.History([]string{TypeSwapStart, TypeSwapEnd, TypeEviction}, 2); fmt.Sprint(ids(evs)) != "[2 103]" {
+		t.Fatalf("limit 2 = %v, want the newest two [2 103]", ids(evs))
+	}
+	// Each type keeps its newest KeptPerType.
+	evs, _ = b.History([]string{TypeRequest}, 0)
+	if len(evs) != 100 {
+		t.Fatalf("%d requests kept, want 100", len(evs))
+	}
+	for range KeptPerType {
+		b.Publish(TypeRequest, "r")
+	}
+	evs, _ = b.History([]string{TypeRequest}, 0)
+	if len(evs) != KeptPerType || evs[len(evs)-1].ID != b.LastID() {
+		t.Fatalf("%d requests kept (newest %d), want %d ending at %d", len(evs), evs[len(evs)-1].ID, KeptPerType, b.LastID())
+	}
+}

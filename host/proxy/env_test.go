@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"github.com/loadout-dev/loadout/host/config"
+	"github.com/loadout-dev/loadout/host/events"
+	"github.com/loadout-dev/loadout/host/observe"
 	"github.com/loadout-dev/loadout/host/peers"
 	"github.com/loadout-dev/loadout/host/policy"
 	"github.com/loadout-dev/loadout/host/router"
@@ -98,6 +100,9 @@ type envOpts struct {
 	profiles      map[string]*config.Profile
 	selectors     map[string]*config.Selector
 	captureBuffer int64
+	// events gives the server an event bus fed by the run loop's
+	// observer (Config.Events), kept in env.bus.
+	events bool
 }
 
 // env is one test's Loadout: model servers, a router, the proxy on a real
@@ -112,6 +117,7 @@ type env struct {
 	logs   *logSink
 	client *http.Client
 	ids    atomic.Int64
+	bus    *events.Bus // envOpts.events (or LOADOUT_BENCH_EVENTS)
 }
 
 func newEnv(t testing.TB, o envOpts) *env {
@@ -126,6 +132,15 @@ func newEnv(t testing.TB, o envOpts) *env {
 		Logger:        quietLogger(),
 	}
 	bus := benchEvents(t, &cfg)
+	if bus == nil && o.events {
+		bus = events.New(0)
+		var ids []string
+		for _, m := range testCatalog {
+			ids = append(ids, m.ID)
+		}
+		cfg.Observer = observe.New(ids, bus)
+	}
+	e.bus = bus
 	catalog := testCatalog
 	groups := testGroups
 	if len(o.extra) > 0 {

@@ -32,6 +32,7 @@ type metrics struct {
 	peerDuration *prometheus.HistogramVec
 	mu           sync.RWMutex
 	models       map[string]*modelMetrics // catalog ids (addModels); guarded by mu
+	recent       recentWindow             // the last five minutes, for GET /api/summary
 }
 
 // modelMetrics are one model's series, resolved once so the hot path does
@@ -162,8 +163,10 @@ func (m *metrics) observeRequest(ex *exchange, status int, d time.Duration) {
 		m.peerDuration.WithLabelValues(ex.peer.Peer(), code).Observe(time.Since(u.sent).Seconds())
 	}
 	if u == nil || status != 200 {
+		m.recent.add(time.Now(), status, 0)
 		return
 	}
+	m.recent.add(time.Now(), status, u.completion)
 	mm.prompt.Add(float64(u.prompt))
 	mm.completion.Add(float64(u.completion))
 	if t, ok := u.ttft(ex.start); ok {

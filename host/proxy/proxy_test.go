@@ -536,6 +536,16 @@ func TestAuth_APIKeys(t *testing.T) {
 		{"unload", request{method: http.MethodGet, path: "/unload"}, 401, "missing_api_key"},
 		{"upstream", request{method: http.MethodGet, path: "/upstream/a/x"}, 401, "missing_api_key"},
 		{"unknown endpoint", request{method: http.MethodGet, path: "/nothing"}, 401, "missing_api_key"},
+		// What the web UI reads: its files are public, its data is not.
+		{"events, no key", request{method: http.MethodGet, path: "/api/events"}, 401, "missing_api_key"},
+		{"events, wrong key", request{method: http.MethodGet, path: "/api/events", headers: map[string]string{"Authorization": "Bearer nope"}}, 401, "invalid_api_key"},
+		{"events history, wrong key", request{method: http.MethodGet, path: "/api/events/history?type=swap_start", headers: map[string]string{"Authorization": "Bearer nope"}}, 401, "invalid_api_key"},
+		{"summary, no key", request{method: http.MethodGet, path: "/api/summary"}, 401, "missing_api_key"},
+		{"log stream, no key", request{method: http.MethodGet, path: "/logs/stream"}, 401, "missing_api_key"},
+		{"log stream, wrong key", request{method: http.MethodGet, path: "/logs/stream/a", headers: map[string]string{"Authorization": "Bearer nope"}}, 401, "invalid_api_key"},
+		{"summary", request{method: http.MethodGet, path: "/api/summary", headers: map[string]string{"Authorization": "Bearer key-one"}}, 200, ""},
+		{"favicon is open", request{method: http.MethodGet, path: "/favicon.ico"}, 200, ""},
+		{"ui is open", request{method: http.MethodGet, path: "/ui/"}, 200, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

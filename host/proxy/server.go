@@ -396,6 +396,8 @@ func (s *Server) routes() *mux.Router {
 	m.HandleFunc("/api/gpus", s.apiGPUs).Methods(http.MethodGet)
 	m.HandleFunc("/api/peers", s.apiPeers).Methods(http.MethodGet)
 	m.HandleFunc("/api/events", s.apiEvents).Methods(http.MethodGet)
+	m.HandleFunc("/api/events/history", s.apiEventsHistory).Methods(http.MethodGet)
+	m.HandleFunc("/api/summary", s.apiSummaryHandler).Methods(http.MethodGet)
 	m.HandleFunc("/api/activity", s.apiActivity).Methods(http.MethodGet)
 	m.HandleFunc("/api/profiles", s.apiProfiles).Methods(http.MethodGet)
 	m.HandleFunc("/api/profiles/active", s.setActiveProfile).Methods(http.MethodPut)

@@ -10,7 +10,8 @@ import (
 	"github.com/loadout-dev/loadout/host/ui"
 )
 
-// uiRoutes mounts the web UI at /ui/ and redirects / to it. The UI's files
+// uiRoutes mounts the web UI at /ui/, redirects / to it, and serves its
+// icon at /favicon.ico, where browsers ask for it on any page. The UI's files
 // are public (they hold no data; every API call the page makes carries the
 // key its user enters), so they are served without an API key.
 func (s *Server) uiRoutes(m *mux.Router) {
@@ -18,17 +19,19 @@ func (s *Server) uiRoutes(m *mux.Router) {
 	m.PathPrefix("/ui/").Handler(files).Methods(http.MethodGet, http.MethodHead)
 	m.Handle("/ui", http.RedirectHandler("/ui/", http.StatusMovedPermanently)).Methods(http.MethodGet, http.MethodHead)
 	m.Handle("/", http.RedirectHandler("/ui/", http.StatusFound)).Methods(http.MethodGet, http.MethodHead)
+	m.Handle("/favicon.ico", ui.Handler()).Methods(http.MethodGet, http.MethodHead)
 	m.HandleFunc("/api/models/load/{model:.+}", s.loadModel).Methods(http.MethodPost)
 }
 
 // public reports whether r may be served without an API key: the health
-// check, the UI's files and the redirects to them.
+// check, the UI's files (its icon at /favicon.ico too) and the redirects
+// to them.
 func public(r *http.Request) bool {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		return false
 	}
 	p := r.URL.Path
-	return p == "/health" || p == "/" || p == "/ui" || strings.HasPrefix(p, "/ui/")
+	return p == "/health" || p == "/" || p == "/ui" || p == "/favicon.ico" || strings.HasPrefix(p, "/ui/")
 }
 
 // loadModel serves POST /api/models/load/{model}: the model is acquired as

@@ -1,10 +1,18 @@
 // Package ui is Loadout's web UI: static files embedded in the binary and
-// served at /ui/ with no CDN and no network. The page is a Preact + htm
-// application (vendored under static/vendor with their licences; no Node
-// toolchain at build time) that reads the admin API once and then stays
-// live on GET /api/events and GET /logs/stream, with no polling loops.
-// An API key entered in the page is kept in the browser's localStorage and
-// sent as a Bearer token.
+// served at /ui/ (its icon also at /favicon.ico) with no CDN and no
+// network. The page is a Preact + htm application (vendored under
+// static/vendor with their licences; no Node toolchain at build time): a
+// summary strip (VRAM per GPU by holder, model counts, the last five
+// minutes' tokens/s, requests/s and errors from GET /api/summary, running
+// jobs) over tabs for models (with the swap timeline), activity, logs,
+// jobs and policies. On open it reads GET /api/events/history first, then
+// the admin API, then follows GET /api/events from the history's last_id,
+// so it is full at first paint and misses nothing; it shows "loading"
+// until data arrives, never a false empty state. Two timers only: the
+// summary's rates are re-read every 10 s (the window slides) and an open
+// running job's output every 2 s (the jobs API has no log stream). On a
+// 401 it asks for the API key once, keeps it in the browser's localStorage
+// and sends it as a Bearer token.
 package ui
 
 import (
