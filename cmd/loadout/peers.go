@@ -28,7 +28,7 @@ func startPeers(ctx context.Context, cfg *config.Config, bus *events.Bus, log *s
 		}
 		pc.Peers = append(pc.Peers, peers.Peer{ID: id, URL: u, APIKey: p.APIKey, Models: p.Models,
 			Interval: p.HealthInterval, Timeout: p.HealthTimeout, Failures: p.HealthFailures, CoolDown: p.HealthCoolDown,
-			Timeouts: p.Timeouts})
+			Timeouts: p.Timeouts, Filters: p.Filters})
 	}
 	set, err = peers.New(pc)
 	if err != nil {

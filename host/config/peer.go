@@ -75,6 +75,10 @@ type Peer struct {
 	// passive health).
 	HealthFailures int
 	HealthCoolDown time.Duration
+	// Filters are llama-swap's peer filters: (stripParams, setParams),
+	// applied to every request forwarded to the peer, as a model's are
+	// to its own (a peer's take no setParamsByID).
+	Filters Filters
 	// Timeouts bound the connections requests are forwarded on
 	// (llama-swap's timeouts:).
 	Timeouts Timeouts
@@ -89,14 +93,9 @@ type Peer struct {
 // host/peers resolves the names clients use.
 func (p *Peer) FullName(model string) string { return p.ID + "/" + model }
 
-// peerKeys are the keys a peer may have: llama-swap's (peerNotHonoured
-// holds those accepted with a warning) and Loadout's health.
-var peerKeys = []string{"proxy", "apiKey", "models", "health", "timeouts"}
-
-// peerNotHonoured is notHonoured for keys inside a peer.
-var peerNotHonoured = map[string]string{
-	"filters": "request filters (stripParams, setParams) are not applied to peer requests",
-}
+// peerKeys are the keys a peer may have: llama-swap's and Loadout's
+// health.
+var peerKeys = []string{"proxy", "apiKey", "models", "health", "timeouts", "filters"}
 
 // PeerIDs returns the peer ids in sorted order.
 func (c *Config) PeerIDs() []string { return slices.Sorted(maps.Keys(c.Peers)) }
@@ -188,12 +187,15 @@ func (d *decoder) peer(p pair, path string) *Peer {
 			d.peerHealth(peer, f.val, kp)
 		case "timeouts":
 			peer.Timeouts = d.timeouts(f.val, kp, defaultPeerTimeouts, peerTimeoutKeys)
-		default:
-			if why := peerNotHonoured[f.name]; why != "" {
-				d.warnf(f.key, kp, "accepted for llama-swap compatibility but not honoured: %s", why)
-				continue
+		case "filters":
+			var byID []*yaml.Node
+			peer.Filters, byID = d.filters(f.val, kp)
+			for _, k := range byID {
+				d.errorf(k, join(kp, "setParamsByID"), "setParamsByID is a model's filter: a peer's filters take stripParams and setParams (llama-swap's)")
+				peer.Filters.SetParamsByID = nil
 			}
-			d.unknownKey(f.key, kp, append(slices.Clone(peerKeys), slices.Sorted(maps.Keys(peerNotHonoured))...))
+		default:
+			d.unknownKey(f.key, kp, peerKeys)
 		}
 	}
 	if peer.Proxy == "" {

@@ -2,6 +2,7 @@ package config
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -109,4 +110,31 @@ func TestParse_PeerErrors(t *testing.T) {
 	// A peer pointing at Loadout itself would forward to itself.
 	_, errs, _ := parseWith(t, "models: {a: {backend: sim}}\npeers: {p: {proxy: 'http://127.0.0.1:8080', models: [m]}}\n", Options{Listen: "127.0.0.1:8080"})
 	eq(t, "self", errs, []string{"c.yaml:2:20: peers.p.proxy: http://127.0.0.1:8080 is Loadout's own listen address (127.0.0.1:8080): requests would be forwarded to Loadout itself; point proxy at the other server"})
+}
+
+// A peer's filters: (llama-swap's stripParams and setParams) are decoded
+// with a model's rules; setParamsByID, a model's alone, is an error at
+// its line.
+func TestParse_PeerFilters(t *testing.T) {
+	cfg, errs, warns := parse(t, `
+peers:
+  openrouter:
+    proxy: https://openrouter.ai/api
+    models: [qwen/qwen3]
+    filters:
+      stripParams: "temperature, top_p"
+      setParams: {provider: {zdr: true}}
+`)
+	eq(t, "errors", errs, []string(nil))
+	eq(t, "warnings", warns, []string(nil))
+	f := cfg.Peers["openrouter"].Filters
+	if !slices.Equal(f.StripParams, []string{"temperature", "top_p"}) || len(f.SetParams) != 1 || f.SetParams[0].Key != "provider" {
+		t.Fatalf("filters %+v", f)
+	}
+	_, errs, _ = parse(t, "peers: {p: {proxy: http://h:1, models: [m], filters: {setParamsByID: {m: {a: 1}}}}}\n")
+	eq(t, "errors", errs, []string{`c.yaml:1:71: peers.p.filters.setParamsByID: setParamsByID is a model's filter: a peer's filters take stripParams and setParams (llama-swap's)`})
+	_, errs, _ = parse(t, "peers: {p: {proxy: http://h:1, models: [m], filters: {stripParams: model}}}\n")
+	if len(errs) != 1 || !strings.Contains(errs[0], "peers.p.filters.stripParams") {
+		t.Fatalf("a filter naming model: %v", errs)
+	}
 }

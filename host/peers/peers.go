@@ -37,6 +37,10 @@ type Peer struct {
 	// timeouts: block); host/proxy applies them. Their ResponseHeader
 	// bounds the answer's start: response headers and first byte.
 	Timeouts config.Timeouts
+	// Filters are the peer's request filters (llama-swap's peers
+	// filters: stripParams, setParams); host/proxy applies them to every
+	// request it forwards to the peer.
+	Filters config.Filters
 }
 
 // Config builds a Set.
@@ -161,6 +165,9 @@ func (t *Target) APIKey() string { return t.peer.APIKey }
 // timeouts:), for the transport and deadline the request is forwarded
 // with.
 func (t *Target) Timeouts() config.Timeouts { return t.peer.Timeouts }
+
+// Filters are the peer's request filters (llama-swap's peers filters:).
+func (t *Target) Filters() config.Filters { return t.peer.Filters }
 
 // New builds the set: every peer's targets and the names they take.
 // Errors: a peer without an id, a URL, models or a positive interval and

@@ -65,7 +65,7 @@ func (s *Server) routePeer(r *http.Request, name string, entry *ModelEntry) (*pe
 func (s *Server) forward(w http.ResponseWriter, r *http.Request, mr *modelRequest, body []byte, t *peers.Target) {
 	ex := exchangeOf(r)
 	ex.model, ex.peer, ex.stream = t.Name(), t, mr.stream
-	out, err := mr.rewriteBody(r, body, &ModelEntry{UseModelName: t.Model()})
+	out, err := mr.rewriteBody(r, body, &ModelEntry{UseModelName: t.Model(), Filters: t.Filters()})
 	if err != nil {
 		s.writeError(w, r, badRequest("invalid_body", err.Error()))
 		return

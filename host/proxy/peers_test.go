@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/loadout-dev/loadout/host/config"
 	"github.com/loadout-dev/loadout/host/peers"
 )
 
@@ -106,5 +107,40 @@ func TestPeers_LocalAndPeerShareAName(t *testing.T) {
 	ec := e.echoOf(request{path: "/v1/chat/completions", body: `{"model":"a","messages":[]}`, headers: map[string]string{headerForwarded: "1"}})
 	if ec.Server != "a" || ec.Headers[headerForwarded] != "" {
 		t.Fatalf("a forwarded request: served by %+v; want the local model, without the mark", ec)
+	}
+}
+
+// A peer's filters (llama-swap's peers filters:) are applied to what is
+// forwarded to it: stripped fields gone, set fields set, the model the
+// peer's id.
+func TestPeers_FiltersApplied(t *testing.T) {
+	srv, _ := fakePeer(t)
+	u, _ := url.Parse(srv.URL)
+	changes := make(chan peers.Status, 4)
+	set, err := peers.New(peers.Config{
+		Peers: []peers.Peer{{ID: "p", URL: u, Models: []string{"m"}, Interval: time.Hour, Timeout: time.Second,
+			Filters: config.Filters{StripParams: []string{"temperature"},
+				SetParams: []config.Param{{Key: "provider", Value: json.RawMessage(`{"zdr":true}`)}}}}},
+		Logger:   quietLogger(),
+		OnChange: func(st peers.Status) { changes <- st },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	set.Start(context.Background())
+	t.Cleanup(set.Stop)
+	<-changes
+	e := newEnv(t, envOpts{peers: set})
+	resp, b := e.do(request{path: "/v1/chat/completions", body: `{"model":"p/m","temperature":0.5,"messages":[]}`})
+	var got peerEcho
+	if err := json.Unmarshal(b, &got); resp.StatusCode != 200 || err != nil {
+		t.Fatalf("%d %s", resp.StatusCode, b)
+	}
+	var body map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(got.Body), &body); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := body["temperature"]; ok || string(body["provider"]) != `{"zdr":true}` || string(body["model"]) != `"m"` {
+		t.Fatalf("the peer saw %s", got.Body)
 	}
 }
