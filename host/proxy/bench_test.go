@@ -303,7 +303,7 @@ func BenchmarkParseModelRequest(b *testing.B) {
 			b.SetBytes(int64(len(c.body)))
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, e := parseModelRequest(r, c.body); e != nil {
+				if _, e := parseModelRequest(r, c.body, schemas["/v1/chat/completions"]); e != nil {
 					b.Fatal(e)
 				}
 			}

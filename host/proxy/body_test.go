@@ -122,7 +122,7 @@ func FuzzParseModelRequest(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte, ctype string) {
 		r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions?model=q", nil)
 		r.Header.Set("Content-Type", ctype)
-		mr, e := parseModelRequest(r, body)
+		mr, e := parseModelRequest(r, body, schemas[r.URL.Path])
 		if e != nil {
 			if e.status != http.StatusBadRequest {
 				t.Fatalf("status %d for a parse error", e.status)

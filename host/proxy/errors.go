@@ -19,6 +19,9 @@ type apiError struct {
 	status int
 	code   string // machine-readable, e.g. "model_not_found"
 	msg    string
+	// param is the request-body member at fault, as OpenAI's error object
+	// names it (e.g. "messages[0].role"); "" for none.
+	param string
 }
 
 func (e *apiError) Error() string { return e.msg }
@@ -85,12 +88,13 @@ type errorBody struct {
 type errorObject struct {
 	Message string `json:"message"`
 	Type    string `json:"type"`
+	Param   string `json:"param,omitempty"`
 	Code    string `json:"code,omitempty"`
 }
 
 // body is e as OpenAI-shaped JSON.
 func (e *apiError) body() []byte {
-	b, err := json.Marshal(errorBody{errorObject{Message: e.msg, Type: errorType(e.status), Code: e.code}})
+	b, err := json.Marshal(errorBody{errorObject{Message: e.msg, Type: errorType(e.status), Param: e.param, Code: e.code}})
 	if err != nil { // a string and two constants always marshal
 		panic(err)
 	}

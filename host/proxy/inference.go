@@ -20,10 +20,12 @@ import (
 
 const requestIDHeader = "X-Request-Id"
 
-// inference handles an OpenAI endpoint: find the model, get it from the
-// router, proxy to it. chat marks /v1/chat/completions, the one endpoint
-// whose streaming requests may get the loading state.
-func (s *Server) inference(chat bool) http.HandlerFunc {
+// inference handles the OpenAI endpoint at path: find the model, check the
+// body against the endpoint's schema (schemas), get the model from the
+// router, proxy to it. /v1/chat/completions is the one endpoint whose
+// streaming requests may get the loading state.
+func (s *Server) inference(path string) http.HandlerFunc {
+	chat, sc := path == "/v1/chat/completions", schemas[path]
 	return func(w http.ResponseWriter, r *http.Request) {
 		ex := exchangeOf(r)
 		ex.inference = true
@@ -32,7 +34,7 @@ func (s *Server) inference(chat bool) http.HandlerFunc {
 			s.writeError(w, r, e)
 			return
 		}
-		mr, e := parseModelRequest(r, body)
+		mr, e := parseModelRequest(r, body, sc)
 		if e != nil {
 			s.writeError(w, r, e)
 			return

@@ -297,13 +297,13 @@ func (s *Server) routes() *mux.Router {
 	post := func(path string, h http.HandlerFunc) { m.HandleFunc(path, h).Methods(http.MethodPost) }
 
 	// The OpenAI API. Chat completions first: it is the hottest route.
-	post("/v1/chat/completions", s.inference(true))
+	post("/v1/chat/completions", s.inference("/v1/chat/completions"))
 	for _, p := range []string{
 		"/v1/completions", "/v1/embeddings", "/v1/responses",
 		"/v1/rerank", "/rerank", "/v1/reranking", "/reranking",
 		"/v1/audio/speech", "/v1/audio/transcriptions", "/v1/images/generations",
 	} {
-		post(p, s.inference(false))
+		post(p, s.inference(p))
 	}
 	m.HandleFunc("/v1/models", s.listModels).Methods(http.MethodGet)
 
