@@ -586,11 +586,14 @@ func modelSpec(cfg *config.Config, m *config.Model) (plugins.ModelSpec, error) {
 	if check == "" {
 		check = "none"
 	}
+	// ${PORT} is left for the backend to substitute: a port taken at load
+	// time is then replaced by a free one, the upstream following it.
+	cmd, proxy := m.PortTemplates()
 	return plugins.ModelSpec{
 		Model:              m.ID,
-		Cmd:                m.Cmd,
+		Cmd:                cmd,
 		CmdStop:            m.CmdStop,
-		Proxy:              m.Proxy,
+		Proxy:              proxy,
 		CheckEndpoint:      check,
 		Env:                m.Env,
 		Port:               m.Port,
