@@ -223,7 +223,7 @@ func runServe(ctx context.Context, o serveOptions) error {
 	}
 	reload.launchers, reload.ledger, reload.pluginLog = launchers, ledger, obsv.pluginLog(log)
 
-	jobRunner, stopJobs, err := startJobs(ctx, o.jobs, ledger, r, log, obsv.jobTransition)
+	jobRunner, stopJobs, err := startJobs(ctx, o.jobs, ledger, r, reload.residency, log, obsv.jobTransition)
 	if err != nil {
 		return err
 	}
