@@ -15,7 +15,8 @@ import (
 // It is the one rule for "this port may be handed to a model server": the
 // host applies it when it assigns ${PORT} (skipping taken ports) and the cmd
 // backend applies it again just before it launches a server on a port the
-// host gave it, so a server never starts on a port someone else answers on.
+// host gave it, so a server never starts on a port someone else answers on:
+// it moves the server to a free port where it can (cmdbackend.Backend.Start).
 func CheckPortFree(port int) error {
 	if port < 1 || port > 65535 {
 		return fmt.Errorf("port %d is out of range (1-65535)", port)

@@ -60,22 +60,35 @@ func New(logger *slog.Logger) *Backend {
 // Start implements plugins.Backend: it expands ${PORT} and ${MODEL_ID} in
 // Cmd, CmdStop and Proxy (picking a free loopback port when Port is 0), runs
 // the command and waits until the server is ready (see the package comment).
-// A Port that something already listens on fails the start before anything
-// is run (plugins.CheckPortFree).
+// A Port that something already listens on (plugins.CheckPortFree) is
+// replaced by a free one the kernel picks, with a warning in the log, when
+// the server's port is the ${PORT} macro in Cmd and the upstream follows it
+// (Proxy empty or with ${PORT} too): Started.Upstream names the new port.
+// Otherwise (the port written into Cmd or Proxy) the start fails before
+// anything is run.
 func (b *Backend) Start(ctx context.Context, spec plugins.ModelSpec) (plugins.Started, error) {
 	if spec.Model == "" {
 		return plugins.Started{}, errors.New("start: empty model id")
 	}
-	if spec.Port == 0 {
+	var taken error // the configured port, taken by another process
+	if spec.Port != 0 {
+		if taken = plugins.CheckPortFree(spec.Port); taken != nil && !portMovable(spec) {
+			// Another process answers there (a second Loadout's model,
+			// any server): launching there would only make the server
+			// fail to bind while that process answers its checks.
+			return plugins.Started{}, fmt.Errorf("model %q: not started: %w (another process listens there: stop it, or change startPort)", spec.Model, taken)
+		}
+	}
+	if spec.Port == 0 || taken != nil {
 		port, err := freePort()
 		if err != nil {
 			return plugins.Started{}, fmt.Errorf("model %q: pick a port: %w", spec.Model, err)
 		}
+		if taken != nil {
+			b.log.Warn("model port taken by another process; the server starts on a free port instead",
+				"model", spec.Model, "port", spec.Port, "new_port", port, "err", taken)
+		}
 		spec.Port = port
-	} else if err := plugins.CheckPortFree(spec.Port); err != nil {
-		// Another process answers there: launching would only make the
-		// server fail to bind while that process answers its checks.
-		return plugins.Started{}, fmt.Errorf("model %q: not started: %w (another process listens there: stop it, or change startPort)", spec.Model, err)
 	}
 	macros := strings.NewReplacer("${PORT}", strconv.Itoa(spec.Port), "${MODEL_ID}", spec.Model)
 	spec.Cmd = macros.Replace(spec.Cmd)
@@ -238,6 +251,14 @@ func (b *Backend) lookup(model string) (*process, error) {
 		return nil, fmt.Errorf("model %q: %w", model, plugins.ErrUnknownModel)
 	}
 	return p, nil
+}
+
+// portMovable reports whether spec's server may be started on another port
+// than spec.Port: its port is the ${PORT} macro in Cmd, and its upstream
+// follows (Proxy is empty, the default http://127.0.0.1:${PORT}, or names
+// ${PORT} too).
+func portMovable(spec plugins.ModelSpec) bool {
+	return strings.Contains(spec.Cmd, "${PORT}") && (spec.Proxy == "" || strings.Contains(spec.Proxy, "${PORT}"))
 }
 
 // freePort asks the kernel for a free loopback TCP port.

@@ -15,8 +15,12 @@
 // the upstream's port. A start is ready when all of these hold:
 //
 //  1. The port the host gave the server (ModelSpec.Port) was free just before
-//     the server was launched (plugins.CheckPortFree); a taken port fails the
-//     start at once, and nothing is run.
+//     the server was launched (plugins.CheckPortFree). A taken port (a second
+//     Loadout's model took it while this one's was stopped) is never fought
+//     over: where the port is Cmd's ${PORT} and the upstream follows it, the
+//     server starts on a free port the kernel picks instead, logged, and
+//     Started.Upstream names it; else the start fails at once, and nothing
+//     is run.
 //  2. The check endpoint answered 2xx.
 //  3. On Linux, for a loopback upstream: the listening socket that answered is
 //     not held only by processes outside the server's process group that are

@@ -3,6 +3,7 @@ package cmdbackend_test
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -37,13 +38,48 @@ func foreignServer(t *testing.T) (port int, hits *atomic.Int64) {
 	return port, hits
 }
 
-// A port the host hands over that something already listens on fails the
-// start before anything runs: the foreign server is never taken for the model.
-func TestBackend_Readiness_TakenPortFailsBeforeLaunch(t *testing.T) {
+// A port the host hands over that something already listens on (a second
+// Loadout's model took it while this one was stopped) is never fought
+// over: with the port as cmd's ${PORT}, the server starts on a free one,
+// the upstream names it, and the other listener gets nothing.
+func TestBackend_Readiness_TakenPortMovesToAFreeOne(t *testing.T) {
+	port, hits := foreignServer(t)
+	b := newBackend(t)
+	st, err := b.Start(context.Background(), plugins.ModelSpec{
+		Model: "m", Cmd: simCmd("--model m"), Port: port, HealthCheckTimeout: 10 * time.Second,
+	})
+	if err != nil {
+		t.Fatalf("Start with the port taken: %v", err)
+	}
+	u, err := url.Parse(st.Upstream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u.Port() == "" || u.Port() == strconv.Itoa(port) {
+		t.Fatalf("upstream %s, want a port other than the taken %d", st.Upstream, port)
+	}
+	resp, err := http.Get(st.Upstream + "/v1/models")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(body), `"m"`) {
+		t.Errorf("the moved server answered %d %s, want its model list", resp.StatusCode, body)
+	}
+	if n := hits.Load(); n != 0 {
+		t.Errorf("the other server on the taken port got %d requests, want 0", n)
+	}
+}
+
+// A taken port written into cmd (no ${PORT} to move) fails the start
+// before anything runs: the foreign server is never taken for the model.
+func TestBackend_Readiness_TakenLiteralPortFailsBeforeLaunch(t *testing.T) {
 	port, hits := foreignServer(t)
 	b := newBackend(t)
 	_, err := b.Start(context.Background(), plugins.ModelSpec{
-		Model: "m", Cmd: simCmd(""), Port: port, HealthCheckTimeout: 10 * time.Second,
+		Model: "m", Cmd: strings.ReplaceAll(simCmd(""), "${PORT}", strconv.Itoa(port)), Port: port,
+		HealthCheckTimeout: 10 * time.Second,
 	})
 	if err == nil {
 		t.Fatal("Start succeeded with another server on the model's port")

@@ -76,10 +76,12 @@ func rayExecutor(o jobsOptions) (*jobs.RayExecutor, error) {
 // leases of jobs still running from an earlier run, so no model is placed
 // on their GPUs; stop ends the runner and closes the store. When the
 // default database (no --db) cannot be opened, jobs are off: it logs why
-// and returns a nil runner. onTransition, when not nil, hears every
+// and returns a nil runner. residency says which models holding GPUs are
+// pinned or persistent, for waiting jobs' reasons and submit warnings
+// (jobs.LocalConfig.Residency). onTransition, when not nil, hears every
 // change of a task's state (jobs.Config.OnTransition).
-func startJobs(ctx context.Context, o jobsOptions, ledger *gpu.Ledger, r *router.Router, log *slog.Logger,
-	onTransition func(jobs.Transition)) (*jobs.Runner, func(), error) {
+func startJobs(ctx context.Context, o jobsOptions, ledger *gpu.Ledger, r *router.Router, residency func(string) jobs.Residency,
+	log *slog.Logger, onTransition func(jobs.Transition)) (*jobs.Runner, func(), error) {
 	path, err := statePath(o.db)
 	if err != nil {
 		return nil, nil, err
@@ -96,7 +98,7 @@ func startJobs(ctx context.Context, o jobsOptions, ledger *gpu.Ledger, r *router
 	}
 	var runner *jobs.Runner
 	lc := jobs.LocalConfig{Ledger: ledger, Dir: filepath.Join(filepath.Dir(path), "job-logs"),
-		Notify: func() { runner.Wake() }, Logger: log}
+		Notify: func() { runner.Wake() }, Logger: log, Residency: residency}
 	if ledger != nil {
 		lc.Evictor = r
 	}

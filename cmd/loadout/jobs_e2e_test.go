@@ -377,3 +377,44 @@ func TestServeJobs_ListPages(t *testing.T) {
 		}
 	}
 }
+
+// Through the API (issue 25): a job that a pinned model makes unplaceable
+// is queued with a warning in the submit answer and the log; its waiting
+// reason names the pinned model; a job that needs no GPU runs meanwhile.
+func TestServeJobs_PinnedModelNamedInWarningAndReason(t *testing.T) {
+	dir := t.TempDir()
+	path := writeConfig(t, dir, `startPort: ${env.LOADOUT_E2E_START_PORT}
+gpus:
+  - {name: sim0, memory: 24GiB}
+  - {name: sim1, memory: 24GiB}
+models:
+  p:
+    backend: sim
+    vram: 20GiB
+    pinned: true
+    options: {load_time: 20ms, tokens_per_second: 400}
+routing:
+  scheduler: {use: fifo}
+  router: {use: prioritylru}
+`)
+	s := startServer(t, path, "--db", filepath.Join(dir, "jobs.db"), "--job-token", e2eJobToken)
+	s.mustChat("p")
+	code, body := s.jobReq(http.MethodPost, "/api/jobs", "command: exit 0\ngpus_per_node: 2\n")
+	if code != http.StatusCreated || !strings.Contains(body, `"warnings":["the job cannot be placed now:`) ||
+		!strings.Contains(body, "model p (pinned)") {
+		t.Fatalf("submit: %d %s; want 201 with a warning naming the pinned model", code, body)
+	}
+	var big e2eJob
+	if err := json.Unmarshal([]byte(body), &big); err != nil {
+		t.Fatal(err)
+	}
+	if w := s.awaitJob(t, big.ID, "PENDING_RESOURCES"); !strings.Contains(w.Error, ": model p (pinned)") {
+		t.Errorf("waiting reason %q does not name the pinned model", w.Error)
+	}
+	if !strings.Contains(s.log(), "job submitted but unplaceable") {
+		t.Errorf("the log does not warn of the unplaceable job")
+	}
+	cpu := s.submitJob("command: exit 0\ngpus_per_node: 0\n")
+	s.awaitJob(t, cpu.ID, "SUCCEEDED")
+	_, _ = s.jobReq(http.MethodPost, "/api/jobs/"+big.ID+"/cancel", "")
+}

@@ -125,3 +125,41 @@ func TestE2E_Options_BadSimOptionRefused(t *testing.T) {
 		t.Fatalf("serve = %v, want it refused with %q:\n%s", err, want, out)
 	}
 }
+
+// Two Loadouts on one box, the same startPort (issue 25): the first one's
+// model is stopped when the second starts, so the second hands its own
+// model the same port and loads it there. The first then loads its model
+// on a free port instead of failing (or proxying to the other's), logs
+// the move, and both models answer, each from its own server — through
+// the sim backend and through a cmd model.
+func TestE2E_Port_TakenByASecondLoadoutAtLoadTime(t *testing.T) {
+	for _, tc := range []struct{ name, model string }{
+		{"sim backend", "backend: sim\n    options: {load_time: 20ms, tokens_per_second: 400}"},
+		{"cmd", "cmd: ${env.LOADOUT_BIN} sim-server --port ${PORT} --model MODEL --tokens-per-second 400"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			port := freeLoopbackPort(t)
+			cfg := func(id string) string {
+				return writeConfig(t, t.TempDir(), fmt.Sprintf("startPort: %d\nmodels:\n  %s:\n    %s\n",
+					port, id, strings.ReplaceAll(tc.model, "MODEL", id)))
+			}
+			first := startServer(t, cfg("first"))
+			second := startServer(t, cfg("second"))
+			second.mustChat("second") // second's model now listens on port
+			if _, body := second.get("/running"); !strings.Contains(body, fmt.Sprintf(":%d", port)) {
+				t.Fatalf("second's model is not on port %d: /running %s", port, body)
+			}
+			code, body := first.post("/v1/chat/completions", chat("first", false))
+			if code != 200 || !strings.Contains(body, `"model":"first"`) {
+				t.Fatalf("first's chat: %d %s; want its own model's completion", code, body)
+			}
+			if _, running := first.get("/running"); strings.Contains(running, fmt.Sprintf(":%d", port)) {
+				t.Errorf("first's model still names the taken port %d: /running %s", port, running)
+			}
+			if want := fmt.Sprintf("port=%d new_port=", port); !strings.Contains(first.log(), want) {
+				t.Errorf("first's log does not say the port moved (%q)", want)
+			}
+			second.mustChat("second")
+		})
+	}
+}

@@ -20,6 +20,7 @@ import (
 	"github.com/loadout-dev/loadout/host/config"
 	"github.com/loadout-dev/loadout/host/events"
 	"github.com/loadout-dev/loadout/host/gpu"
+	"github.com/loadout-dev/loadout/host/jobs"
 	"github.com/loadout-dev/loadout/host/policy"
 	"github.com/loadout-dev/loadout/host/proxy"
 	"github.com/loadout-dev/loadout/host/router"
@@ -59,8 +60,10 @@ type reloader struct {
 	bus       *events.Bus
 	stopPeers func()
 
-	mu      sync.Mutex // one reload at a time; guards cfg, ident and models
-	cfg     *config.Config
+	mu sync.Mutex // one reload at a time; guards ident and models, and writes of cfg
+	// cfg is the configuration in force: written under mu by a reload,
+	// read without waiting for one (residency, for job admission).
+	cfg     atomic.Pointer[config.Config]
 	ident   string            // what the running policies were made from (policyIdentity)
 	models  map[string]string // what each model was made from (modelDigests)
 	current atomic.Pointer[policySet]
@@ -74,7 +77,8 @@ type reloadStatus struct {
 }
 
 func newReloader(ctx context.Context, o serveOptions, cfg *config.Config, rt *policy.Runtime, r *router.Router, ps *policySet, log *slog.Logger) (*reloader, error) {
-	rl := &reloader{ctx: ctx, path: o.configPath, routerMode: o.routerMode, listen: o.listen, rt: rt, r: r, log: log, cfg: cfg}
+	rl := &reloader{ctx: ctx, path: o.configPath, routerMode: o.routerMode, listen: o.listen, rt: rt, r: r, log: log}
+	rl.cfg.Store(cfg)
 	var err error
 	if rl.ident, err = policyIdentity(cfg); err != nil {
 		return nil, err
@@ -134,10 +138,10 @@ func (rl *reloader) apply() (proxy.ReloadResult, error) {
 	for _, w := range warnings {
 		rl.log.Warn(w.String())
 	}
-	if cfg.Liveness != rl.cfg.Liveness {
+	if cfg.Liveness != rl.cfg.Load().Liveness {
 		rl.log.Warn("liveness: the changed settings take effect when loadout serve restarts; a reload keeps the running ones")
 	}
-	peersChanged := fmt.Sprint(peerTable(cfg)) != fmt.Sprint(peerTable(rl.cfg))
+	peersChanged := fmt.Sprint(peerTable(cfg)) != fmt.Sprint(peerTable(rl.cfg.Load()))
 	models, err := rl.modelDigests()
 	if err != nil {
 		return res, err
@@ -147,7 +151,7 @@ func (rl *reloader) apply() (proxy.ReloadResult, error) {
 		return res, err
 	}
 	added, removed, changed := diffModels(rl.models, models)
-	placed := cfg.Placement != rl.cfg.Placement // the box's pack or spread
+	placed := cfg.Placement != rl.cfg.Load().Placement // the box's pack or spread
 	if ident == rl.ident && len(added)+len(removed)+len(changed) == 0 && !placed && !peersChanged {
 		return res, nil
 	}
@@ -187,7 +191,7 @@ func (rl *reloader) apply() (proxy.ReloadResult, error) {
 		res.Changed = append(res.Changed, "placement")
 	}
 	if ident == rl.ident {
-		rl.cfg = cfg
+		rl.cfg.Store(cfg)
 		return res, nil
 	}
 	var rc router.Config
@@ -198,13 +202,14 @@ func (rl *reloader) apply() (proxy.ReloadResult, error) {
 	})
 	if err != nil {
 		if len(res.Changed) > 0 {
-			rl.cfg = cfg
+			rl.cfg.Store(cfg)
 			return res, fmt.Errorf("the model changes were applied, but the new policies were refused: %w", err)
 		}
 		return res, err
 	}
-	old := rl.cfg
-	rl.cfg, rl.ident = cfg, ident
+	old := rl.cfg.Load()
+	rl.cfg.Store(cfg)
+	rl.ident = ident
 	rl.current.Store(ps)
 	if !samePolicy(old.Routing.Scheduler, cfg.Routing.Scheduler) {
 		res.Changed = append(res.Changed, "scheduler")
@@ -255,7 +260,7 @@ func policyIdentity(cfg *config.Config) (string, error) {
 // a new one takes another: a reload moves no port of a model it keeps.
 func (rl *reloader) load(opts config.Options) (*config.Config, []config.Warning, error) {
 	opts.Ports = map[string]int{}
-	for id, m := range rl.cfg.Models {
+	for id, m := range rl.cfg.Load().Models {
 		if m.Port != 0 {
 			opts.Ports[id] = m.Port
 		}
@@ -402,7 +407,7 @@ func (rl *reloader) watchedFiles() []string {
 			out = append(out, abs)
 		}
 	}
-	for _, p := range []config.Policy{rl.cfg.Routing.Scheduler, rl.cfg.Routing.Router} {
+	for _, p := range []config.Policy{rl.cfg.Load().Routing.Scheduler, rl.cfg.Load().Routing.Router} {
 		if p.Wasm != "" {
 			out = append(out, filepath.Clean(p.Wasm))
 		}
@@ -425,4 +430,16 @@ func (rl *reloader) applyPeers(cfg *config.Config) error {
 	rl.stopPeers = stop
 	rl.log.Info("peers reloaded", "peers", cfg.PeerIDs())
 	return nil
+}
+
+// residency is jobs.LocalConfig.Residency over the configuration in
+// force: whether model is pinned, in a persistent group, and its TTL.
+func (rl *reloader) residency(model string) jobs.Residency {
+	cfg := rl.cfg.Load()
+	m := cfg.Models[model]
+	if m == nil {
+		return jobs.Residency{}
+	}
+	g := cfg.GroupOf(model)
+	return jobs.Residency{Pinned: m.Pinned, Persistent: g != nil && g.Persistent, TTL: m.TTL}
 }

@@ -248,7 +248,7 @@ func runServe(ctx context.Context, o serveOptions) error {
 	}
 	reload.launchers, reload.ledger, reload.pluginLog = launchers, ledger, obsv.pluginLog(log)
 
-	jobRunner, stopJobs, err := startJobs(ctx, o.jobs, ledger, r, log, obsv.jobTransition)
+	jobRunner, stopJobs, err := startJobs(ctx, o.jobs, ledger, r, reload.residency, log, obsv.jobTransition)
 	if err != nil {
 		return err
 	}
@@ -619,11 +619,14 @@ func modelSpec(cfg *config.Config, m *config.Model) (plugins.ModelSpec, error) {
 	if check == "" {
 		check = "none"
 	}
+	// ${PORT} is left for the backend to substitute: a port taken at load
+	// time is then replaced by a free one, the upstream following it.
+	cmd, proxy := m.PortTemplates()
 	return plugins.ModelSpec{
 		Model:              m.ID,
-		Cmd:                m.Cmd,
+		Cmd:                cmd,
 		CmdStop:            m.CmdStop,
-		Proxy:              m.Proxy,
+		Proxy:              proxy,
 		CheckEndpoint:      check,
 		Env:                m.Env,
 		Port:               m.Port,

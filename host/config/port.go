@@ -90,3 +90,20 @@ func isListenAddress(u *url.URL, listen string) bool {
 	}
 	return false
 }
+
+// PortTemplates returns the model's Cmd and Proxy with the ${PORT} macro
+// left in (every other macro substituted) when Port was assigned for it,
+// else Cmd and Proxy themselves. The host hands these to the backend
+// with Port (plugins.ModelSpec: the backend substitutes ${PORT}), so a
+// backend that finds Port taken at load time — a second Loadout on the
+// box took it while this model was stopped — starts the server on a free
+// port instead and the upstream URL follows (cmdbackend.Backend.Start).
+func (m *Model) PortTemplates() (cmd, proxy string) {
+	if m.Port == 0 || m.cmdTemplate == "" {
+		return m.Cmd, m.Proxy
+	}
+	if m.Proxy == "" {
+		return m.cmdTemplate, ""
+	}
+	return m.cmdTemplate, m.proxyTemplate
+}

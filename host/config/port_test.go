@@ -157,3 +157,40 @@ func TestParseWith_PortsKeptAcrossAReload(t *testing.T) {
 		t.Fatalf("slow@2 kept port %d without Options.Ports: the test no longer shows what it guards", kept["slow@2"])
 	}
 }
+
+// PortTemplates keeps ${PORT} in cmd and proxy (every other macro
+// substituted) for a model with an assigned port and its replicas, so the
+// backend can move a server whose port is taken at load time; a model
+// without ${PORT} gets its Cmd and Proxy as they are.
+func TestModel_PortTemplates(t *testing.T) {
+	src := `startPort: 7000
+routing: {router: {use: prioritylru}}
+macros: {flags: "--ctx 4096"}
+models:
+  a:
+    cmd: server --port ${PORT} ${flags}
+    replicas: 2
+  b:
+    cmd: server --port 9000
+    proxy: http://127.0.0.1:9000
+  c:
+    cmd: server --port ${PORT}
+    proxy: http://127.0.0.1:${PORT}/v1
+`
+	cfg, errs, _ := parseWith(t, src, Options{})
+	eq(t, "errors", errs, nil)
+	for _, tt := range []struct{ id, cmd, proxy string }{
+		{"a", "server --port ${PORT} --ctx 4096", "http://127.0.0.1:${PORT}"},
+		{ReplicaID("a", 2), "server --port ${PORT} --ctx 4096", "http://127.0.0.1:${PORT}"},
+		{"b", "server --port 9000", "http://127.0.0.1:9000"},
+		{"c", "server --port ${PORT}", "http://127.0.0.1:${PORT}/v1"},
+	} {
+		m := cfg.Models[tt.id]
+		if m == nil {
+			t.Fatalf("no model %s", tt.id)
+		}
+		cmd, proxy := m.PortTemplates()
+		eq(t, tt.id+" cmd", cmd, tt.cmd)
+		eq(t, tt.id+" proxy", proxy, tt.proxy)
+	}
+}

@@ -12,7 +12,11 @@
 //
 // A task waits in QUEUED or PENDING_RESOURCES until its gang (nnodes ×
 // gpus_per_node GPUs, all at once) fits; QUEUED → SUBMITTING is taken
-// directly when it fits at once. An attempt that fails for insufficient
+// directly when it fits at once. A task that needs no GPU never waits
+// behind one that does. A waiting task's error names what holds the GPUs
+// it waits for (models by id, pinned or persistent ones said so, jobs by
+// id), and Submit warns when pinned or persistent models hold so many
+// that the task cannot be placed until they are unloaded. An attempt that fails for insufficient
 // resources (classify.go: verl's "Total available GPUs … is less than
 // total desired GPUs", Ray's JOB_SUPERVISOR_ACTOR_START_TIMEOUT, the local
 // executor not getting its devices) sends the task back to

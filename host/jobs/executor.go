@@ -54,6 +54,15 @@ type Capacity struct {
 	// use (the local executor: why idle models cannot be evicted for the
 	// job); a waiting task's error shows it.
 	Why string
+	// Held, for a job that does not fit now, names what holds the GPUs
+	// it waits for, device by device: "GPU 0: model a (pinned); GPU 1:
+	// job train-20260101-120000-ab12". A waiting task's error shows it.
+	Held string
+	// Stuck, when not empty, says why the job cannot be placed at all
+	// while models that never leave on their own hold GPUs (pinned ones;
+	// persistent ones without a TTL, for a job that may not evict idle
+	// models): Submit warns with it.
+	Stuck string
 }
 
 // fits reports whether nnodes nodes of nodes each have at least gpus.

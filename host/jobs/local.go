@@ -66,6 +66,39 @@ type LocalConfig struct {
 	// NoCgroup runs jobs without a cgroup of their own: their processes
 	// are found by their environment marker (jobprocs.go).
 	NoCgroup bool
+	// Residency, when set, says of a model holding GPUs whether it stays
+	// there (pinned, persistent), for a waiting job's reason and Submit's
+	// warning; nil: every model is described by its id alone.
+	Residency func(model string) Residency
+}
+
+// Residency is what the host's configuration says of a model that may
+// never leave its GPUs on its own.
+type Residency struct {
+	// Pinned: never evicted (Loadout's pinned:), not even for a job.
+	Pinned bool
+	// Persistent: in a persistent group (llama-swap's persistent: other
+	// groups' swaps never unload it).
+	Persistent bool
+	// TTL is its idle unload time (llama-swap's ttl); 0: never unloaded
+	// for being idle.
+	TTL time.Duration
+}
+
+// String is how a waiting job's reason describes it: "pinned",
+// "persistent", "persistent, ttl 5m0s", or "".
+func (r Residency) String() string {
+	var parts []string
+	if r.Pinned {
+		parts = append(parts, "pinned")
+	}
+	if r.Persistent {
+		parts = append(parts, "persistent")
+	}
+	if len(parts) > 0 && r.TTL > 0 {
+		parts = append(parts, "ttl "+r.TTL.String())
+	}
+	return strings.Join(parts, ", ")
 }
 
 // LocalExecutor runs a job's command with /bin/sh -c as a process group,
@@ -133,14 +166,71 @@ func (e *LocalExecutor) Capacity(ctx context.Context, spec Spec) (Capacity, erro
 		return Capacity{}, err
 	}
 	c := Capacity{Total: []int{len(devs)}, Free: []int{len(free)}}
-	if e.evicts(spec, len(free)) {
+	evicts := e.evicts(spec, len(free))
+	if evicts {
 		planned, err := e.cfg.Evictor.PlanJob(spec.GPUsPerNode, spec.Priority)
 		if err != nil {
 			c.Why = err.Error()
 		}
 		c.Free[0] = max(c.Free[0], len(planned))
 	}
+	if c.Free[0] < spec.GPUsPerNode {
+		c.Held, c.Stuck = e.holders(spec, len(devs), spec.EvictIdleModels && e.cfg.Evictor != nil)
+	}
 	return c, nil
+}
+
+// holders describes what holds the box's GPUs (Capacity.Held) and, when
+// models that never leave for this job hold so many that it cannot be
+// placed, says so (Capacity.Stuck). A model stays for the job when it is
+// pinned (the router never evicts one for a job), or persistent without
+// a TTL and the job may not evict idle models (evicts false): nothing but
+// an unload frees its GPUs then.
+func (e *LocalExecutor) holders(spec Spec, total int, evicts bool) (held, stuck string) {
+	leases, err := e.cfg.Ledger.Leases()
+	if err != nil {
+		return "", ""
+	}
+	var per []string
+	var staying []string
+	stuckDevs := 0
+	for _, d := range leases {
+		if len(d.Holders) == 0 {
+			continue
+		}
+		var names []string
+		devStuck := false
+		for _, h := range d.Holders {
+			if h.Kind == gpu.HolderJob {
+				names = append(names, "job "+h.Owner)
+				continue
+			}
+			name := "model " + h.Owner
+			if e.cfg.Residency != nil {
+				r := e.cfg.Residency(h.Owner)
+				if s := r.String(); s != "" {
+					name += " (" + s + ")"
+				}
+				if r.Pinned || r.Persistent && r.TTL == 0 && !evicts {
+					devStuck = true
+					if !slices.Contains(staying, name) {
+						staying = append(staying, name)
+					}
+				}
+			}
+			names = append(names, name)
+		}
+		if devStuck {
+			stuckDevs++
+		}
+		per = append(per, fmt.Sprintf("GPU %d: %s", d.Index, strings.Join(names, ", ")))
+	}
+	held = strings.Join(per, "; ")
+	if total-stuckDevs < spec.GPUsPerNode {
+		stuck = fmt.Sprintf("it needs %d GPU(s), but %d of the box's %d are held by models that are not unloaded for it: %s; it waits until they are unloaded (POST /api/models/unload/{model})",
+			spec.GPUsPerNode, stuckDevs, total, strings.Join(staying, ", "))
+	}
+	return held, stuck
 }
 
 // evicts reports whether a job of spec, with free devices unheld, gets its

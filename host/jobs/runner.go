@@ -170,14 +170,17 @@ func (r *Runner) Submit(ctx context.Context, raw []byte) (*Task, error) {
 	}
 	ex, ok := r.cfg.Executors[spec.Executor]
 	if !ok {
-		return nil, &FieldError{"executor", fmt.Sprintf("%q is not configured on this Loadout", spec.Executor)}
+		return nil, &FieldError{Field: "executor", Msg: fmt.Sprintf("%q is not configured on this Loadout", spec.Executor)}
 	}
 	t := &Task{Spec: spec, SpecRaw: string(raw), State: StateQueued}
 	capacity, err := ex.Capacity(ctx, spec)
+	var warnings []string
 	if err != nil {
 		t.Error = waitingFor(spec.Executor, err)
 	} else if err := refuseIfNeverFits(spec, capacity); err != nil {
 		return nil, err
+	} else if capacity.Stuck != "" {
+		warnings = append(warnings, "the job cannot be placed now: "+capacity.Stuck)
 	}
 	for range 5 { // an id collides only within the same second
 		t.ID = newID(spec.Workload, time.Now())
@@ -189,10 +192,17 @@ func (r *Runner) Submit(ctx context.Context, raw []byte) (*Task, error) {
 		return nil, err
 	}
 	r.log.Info("job submitted", "task", t.ID, "executor", spec.Executor, "gpus", t.GPUs())
+	for _, w := range warnings {
+		r.log.Warn("job submitted but unplaceable while pinned or persistent models hold the GPUs", "task", t.ID, "why", w)
+	}
 	r.published(Transition{TaskID: t.ID, Workload: spec.Workload, State: StateQueued})
 	r.notify()
 	r.Wake()
-	return r.store.Get(ctx, t.ID)
+	got, err := r.store.Get(ctx, t.ID)
+	if got != nil {
+		got.Warnings = warnings
+	}
+	return got, err
 }
 
 // Cancel cancels task id: a waiting task at once; a submitted one is
@@ -493,9 +503,12 @@ var admitPage = 64
 
 // admit submits waiting tasks in queue order while their gang fits. The
 // first task of an executor that does not fit holds back the ones behind
-// it (no small job overtakes a big one forever). It reads the queue a
-// page at a time and stops once every executor is held back, or the most
-// tasks run: a long queue behind a job that waits costs one page.
+// it that need GPUs (no small job overtakes a big one forever); a task
+// that needs no GPU competes with none and is never held back (issue 25).
+// It reads the queue a page at a time and stops once every executor is
+// held back, or the most tasks run: a long queue behind a job that waits
+// costs one page, and then only the pages of the tasks that need no GPU
+// (Store.listNoGPU).
 func (r *Runner) admit(ctx context.Context) {
 	active, err := r.store.List(ctx, StateSubmitting, StateSubmitted, StateRunning)
 	if err != nil {
@@ -510,55 +523,72 @@ func (r *Runner) admit(ctx context.Context) {
 			time.AfterFunc(time.Until(soonest), r.Wake)
 		}
 	}()
+	// consider admits t if it may start now and its gang fits; it
+	// reports false once the most tasks run.
+	consider := func(t *Task) bool {
+		if running >= r.cfg.MaxRunning {
+			return false
+		}
+		if t.NextRunAt.After(now) {
+			if soonest.IsZero() || t.NextRunAt.Before(soonest) {
+				soonest = t.NextRunAt
+			}
+			return true
+		}
+		ex := r.cfg.Executors[t.Executor]
+		if ex == nil || blocked[t.Executor] && t.GPUs() > 0 {
+			return true
+		}
+		capacity, err := ex.Capacity(ctx, t.Spec)
+		if err != nil {
+			r.wait(ctx, t, waitingFor(t.Executor, err))
+			blocked[t.Executor] = true
+			return true
+		}
+		if err := refuseIfNeverFits(t.Spec, capacity); err != nil {
+			// Queued while the capacity was not known (a Ray cluster
+			// with no node yet); now it is, and the gang can never fit.
+			msg := err.Error()
+			r.transition(ctx, t, StateFailed, Change{Error: &msg, Message: msg})
+			return true
+		}
+		if !fits(capacity.Free, t.Spec.NNodes, t.Spec.GPUsPerNode) {
+			why := fmt.Sprintf("waiting for %d node(s) × %d GPU(s); free GPUs per node: %v", t.Spec.NNodes, t.Spec.GPUsPerNode, capacity.Free)
+			if capacity.Why != "" {
+				why += "; " + capacity.Why
+			}
+			if capacity.Held != "" {
+				why += "; held by " + capacity.Held
+			}
+			r.wait(ctx, t, why)
+			blocked[t.Executor] = true
+			return true
+		}
+		a := &Attempt{TaskID: t.ID, No: t.Attempts + 1}
+		a.SubmissionID = fmt.Sprintf("%s--a%02d", t.ID, a.No)
+		if !r.transition(ctx, t, StateSubmitting, Change{Attempt: a, Message: "submitting " + a.SubmissionID}) {
+			return true
+		}
+		running++
+		r.start(ctx, t, ex, a)
+		return true
+	}
+	list := r.store.ListAfter
 	var after *Task
-	for len(blocked) < len(r.cfg.Executors) {
-		waiting, err := r.store.ListAfter(ctx, after, admitPage, StateQueued, StatePendingResources)
+	for {
+		if len(blocked) >= len(r.cfg.Executors) {
+			// Every executor holds back its GPU tasks: read on only
+			// for the tasks that need no GPU.
+			list = r.store.listNoGPU
+		}
+		waiting, err := list(ctx, after, admitPage, StateQueued, StatePendingResources)
 		if err != nil {
 			return
 		}
 		for _, t := range waiting {
-			if running >= r.cfg.MaxRunning {
+			if !consider(t) {
 				return
 			}
-			if t.NextRunAt.After(now) {
-				if soonest.IsZero() || t.NextRunAt.Before(soonest) {
-					soonest = t.NextRunAt
-				}
-				continue
-			}
-			ex := r.cfg.Executors[t.Executor]
-			if ex == nil || blocked[t.Executor] {
-				continue
-			}
-			capacity, err := ex.Capacity(ctx, t.Spec)
-			if err != nil {
-				r.wait(ctx, t, waitingFor(t.Executor, err))
-				blocked[t.Executor] = true
-				continue
-			}
-			if err := refuseIfNeverFits(t.Spec, capacity); err != nil {
-				// Queued while the capacity was not known (a Ray cluster
-				// with no node yet); now it is, and the gang can never fit.
-				msg := err.Error()
-				r.transition(ctx, t, StateFailed, Change{Error: &msg, Message: msg})
-				continue
-			}
-			if !fits(capacity.Free, t.Spec.NNodes, t.Spec.GPUsPerNode) {
-				why := fmt.Sprintf("waiting for %d node(s) × %d GPU(s); free GPUs per node: %v", t.Spec.NNodes, t.Spec.GPUsPerNode, capacity.Free)
-				if capacity.Why != "" {
-					why += "; " + capacity.Why
-				}
-				r.wait(ctx, t, why)
-				blocked[t.Executor] = true
-				continue
-			}
-			a := &Attempt{TaskID: t.ID, No: t.Attempts + 1}
-			a.SubmissionID = fmt.Sprintf("%s--a%02d", t.ID, a.No)
-			if !r.transition(ctx, t, StateSubmitting, Change{Attempt: a, Message: "submitting " + a.SubmissionID}) {
-				continue
-			}
-			running++
-			r.start(ctx, t, ex, a)
 		}
 		if len(waiting) < admitPage {
 			return

@@ -2,6 +2,7 @@ package jobs
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"maps"
 	"regexp"
@@ -58,9 +59,17 @@ type Spec struct {
 type FieldError struct {
 	Field string // the key, e.g. "gpus_per_node"
 	Msg   string
+	// Line is the 1-based line of the field's key in the spec ParseSpec
+	// read; 0 when not known (a spec built in Go, a missing field).
+	Line int
 }
 
-func (e *FieldError) Error() string { return "job spec: " + e.Field + ": " + e.Msg }
+func (e *FieldError) Error() string {
+	if e.Line > 0 {
+		return fmt.Sprintf("job spec: line %d: %s: %s", e.Line, e.Field, e.Msg)
+	}
+	return "job spec: " + e.Field + ": " + e.Msg
+}
 
 // SpecError is a job spec that is not one at all: empty, not valid YAML or
 // JSON (Line, when not 0, is the 1-based line the parser stopped at), or
@@ -118,13 +127,14 @@ func ParseSpec(data []byte) (Spec, error) {
 	}
 	s := Spec{NNodes: 1, GPUsPerNode: 1, Executor: ExecutorLocal}
 	m := root.Content[0]
-	seen := map[string]bool{}
+	lines := map[string]int{} // each key's line, for the errors
 	for i := 0; i+1 < len(m.Content); i += 2 {
 		key, val := m.Content[i].Value, m.Content[i+1]
-		if seen[key] {
-			return Spec{}, &FieldError{key, "given twice"}
+		if lines[key] > 0 {
+			return Spec{}, &FieldError{key, "given twice", m.Content[i].Line}
 		}
-		seen[key] = true
+		lines[key] = m.Content[i].Line
+		seen := func(k string) bool { return lines[k] > 0 }
 		var err error
 		switch key {
 		case "name":
@@ -132,8 +142,8 @@ func ParseSpec(data []byte) (Spec, error) {
 		case "workload":
 			err = decodeField(val, &s.Workload, "a string")
 		case "command", "entrypoint":
-			if seen["command"] && seen["entrypoint"] {
-				return Spec{}, &FieldError{key, "give command or entrypoint, not both"}
+			if seen("command") && seen("entrypoint") {
+				return Spec{}, &FieldError{key, "give command or entrypoint, not both", lines[key]}
 			}
 			err = decodeField(val, &s.Entrypoint, "a string (a shell command line)")
 		case "nnodes":
@@ -151,10 +161,10 @@ func ParseSpec(data []byte) (Spec, error) {
 		case "evict_idle_models":
 			err = decodeField(val, &s.EvictIdleModels, "true or false")
 		default:
-			return Spec{}, &FieldError{key, "unknown field; known: name, workload, command (or entrypoint), nnodes, gpus_per_node, env, runtime_env, executor, priority, evict_idle_models"}
+			return Spec{}, &FieldError{key, "unknown field; known: name, workload, command (or entrypoint), nnodes, gpus_per_node, env, runtime_env, executor, priority, evict_idle_models", lines[key]}
 		}
 		if err != nil {
-			return Spec{}, &FieldError{key, err.Error()}
+			return Spec{}, &FieldError{key, err.Error(), lines[key]}
 		}
 	}
 	if s.Workload == "" {
@@ -163,7 +173,15 @@ func ParseSpec(data []byte) (Spec, error) {
 	if s.Name == "" {
 		s.Name = s.Workload
 	}
-	return s, s.Validate()
+	err := s.Validate()
+	var fe *FieldError
+	if errors.As(err, &fe) && fe.Line == 0 {
+		fe.Line = lines[fe.Field]
+		if fe.Field == "command" && fe.Line == 0 {
+			fe.Line = lines["entrypoint"]
+		}
+	}
+	return s, err
 }
 
 func decodeField(n *yaml.Node, v any, want string) error {
@@ -191,21 +209,21 @@ func decodeInt(n *yaml.Node, v *int) error {
 func (s *Spec) Validate() error {
 	switch {
 	case !workloadRE.MatchString(s.Workload):
-		return &FieldError{"workload", fmt.Sprintf("%q: want lower-case letters, digits and '-', at most 32, starting with a letter or digit (it begins the task id)", s.Workload)}
+		return &FieldError{Field: "workload", Msg: fmt.Sprintf("%q: want lower-case letters, digits and '-', at most 32, starting with a letter or digit (it begins the task id)", s.Workload)}
 	case strings.TrimSpace(s.Entrypoint) == "":
-		return &FieldError{"command", "required: the shell command line to run"}
+		return &FieldError{Field: "command", Msg: "required: the shell command line to run"}
 	case s.NNodes < 1:
-		return &FieldError{"nnodes", fmt.Sprintf("%d: want at least 1", s.NNodes)}
+		return &FieldError{Field: "nnodes", Msg: fmt.Sprintf("%d: want at least 1", s.NNodes)}
 	case s.GPUsPerNode < 0:
-		return &FieldError{"gpus_per_node", fmt.Sprintf("%d: want 0 or more", s.GPUsPerNode)}
+		return &FieldError{Field: "gpus_per_node", Msg: fmt.Sprintf("%d: want 0 or more", s.GPUsPerNode)}
 	case s.Executor != ExecutorLocal && s.Executor != ExecutorRay:
-		return &FieldError{"executor", fmt.Sprintf("%q: want %q or %q", s.Executor, ExecutorLocal, ExecutorRay)}
+		return &FieldError{Field: "executor", Msg: fmt.Sprintf("%q: want %q or %q", s.Executor, ExecutorLocal, ExecutorRay)}
 	case s.Executor == ExecutorLocal && s.NNodes != 1:
-		return &FieldError{"nnodes", fmt.Sprintf("%d: the local executor runs on this one box; use executor: ray for more nodes", s.NNodes)}
+		return &FieldError{Field: "nnodes", Msg: fmt.Sprintf("%d: the local executor runs on this one box; use executor: ray for more nodes", s.NNodes)}
 	}
 	for _, k := range slices.Sorted(maps.Keys(s.Env)) {
 		if k == "" || strings.ContainsAny(k, "=\x00") {
-			return &FieldError{"env", fmt.Sprintf("%q is not a variable name", k)}
+			return &FieldError{Field: "env", Msg: fmt.Sprintf("%q is not a variable name", k)}
 		}
 	}
 	return nil

@@ -98,3 +98,26 @@ func TestParseSpec_NotASpecIsASpecError(t *testing.T) {
 		}
 	}
 }
+
+// A field error in a YAML or JSON spec names the line of the field's key,
+// whether the parser (a wrong type, an unknown or repeated key) or
+// Validate (a value out of range) found it; a missing field has no line.
+func TestParseSpec_FieldErrorsNameTheLine(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"command: x\ngpus_per_node: -1\n", "job spec: line 2: gpus_per_node: -1: want 0 or more"},
+		{"command: x\ngpus_per_node: two\n", "job spec: line 2: gpus_per_node: want an integer"},
+		{"command: x\n\nbogus: 1\n", "job spec: line 3: bogus: unknown field"},
+		{"command: x\nnnodes: 1\nnnodes: 2\n", "job spec: line 3: nnodes: given twice"},
+		{"name: a\nworkload: Bad\ncommand: x\n", "job spec: line 2: workload:"},
+		{"executor: local\nnnodes: 2\ncommand: x\n", "job spec: line 2: nnodes: 2: the local executor"},
+		{"{\"command\": \"x\",\n \"env\": {\"A=B\": \"c\"}}", "job spec: line 2: env:"},
+		{"entrypoint: ' '\n", "job spec: line 1: command: required"},
+		{"name: a\n", "job spec: command: required"},
+	} {
+		_, err := ParseSpec([]byte(tc.in))
+		var fe *FieldError
+		if !errors.As(err, &fe) || !strings.HasPrefix(err.Error(), tc.want) {
+			t.Errorf("%q: got %v, want a FieldError starting %q", tc.in, err, tc.want)
+		}
+	}
+}

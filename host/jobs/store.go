@@ -389,7 +389,18 @@ func (s *Store) List(ctx context.Context, states ...State) ([]*Task, error) {
 // pages neither skip nor repeat a task whose state changes in between.
 // Errors: *StoreError.
 func (s *Store) ListAfter(ctx context.Context, after *Task, limit int, states ...State) ([]*Task, error) {
-	ts, err := s.listAfter(ctx, after, limit, states...)
+	return s.listPage(ctx, after, limit, false, states...)
+}
+
+// listNoGPU is ListAfter of the tasks whose spec needs no GPU
+// (gpus_per_node 0): the runner's admission reads them past the tasks
+// that wait for GPUs.
+func (s *Store) listNoGPU(ctx context.Context, after *Task, limit int, states ...State) ([]*Task, error) {
+	return s.listPage(ctx, after, limit, true, states...)
+}
+
+func (s *Store) listPage(ctx context.Context, after *Task, limit int, noGPU bool, states ...State) ([]*Task, error) {
+	ts, err := s.listAfter(ctx, after, limit, noGPU, states...)
 	if err != nil {
 		return nil, s.wrap(err)
 	}
@@ -399,9 +410,12 @@ func (s *Store) ListAfter(ctx context.Context, after *Task, limit int, states ..
 	return ts, nil
 }
 
-func (s *Store) listAfter(ctx context.Context, after *Task, limit int, states ...State) ([]*Task, error) {
+func (s *Store) listAfter(ctx context.Context, after *Task, limit int, noGPU bool, states ...State) ([]*Task, error) {
 	var where []string
 	var args []any
+	if noGPU {
+		where = append(where, "json_extract(t.job, '$.gpus_per_node') = 0")
+	}
 	if len(states) > 0 {
 		where = append(where, "t.state IN (?"+strings.Repeat(",?", len(states)-1)+")")
 		for _, st := range states {

@@ -66,6 +66,10 @@ type Task struct {
 	// Error says why the task failed, or why it waits (e.g. "Ray
 	// unreachable"); empty otherwise.
 	Error string `json:"error,omitempty"`
+	// Warnings are Submit's, on its answer only (not stored): e.g. that
+	// pinned or persistent models hold the GPUs the task needs, so it
+	// waits until they are unloaded.
+	Warnings []string `json:"warnings,omitempty"`
 	// CancelRequested is set by a cancel of a task with a running attempt,
 	// until the executor has stopped it.
 	CancelRequested bool `json:"cancel_requested,omitempty"`

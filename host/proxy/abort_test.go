@@ -17,13 +17,13 @@ func TestAbort_EndsRequestsInFlight(t *testing.T) {
 	// In flight at its upstream, no headers yet.
 	held := make(chan *http.Response, 1)
 	go func() {
-		held <- e.send(request{path: "/v1/chat/completions", body: `{"model":"a"}`,
+		held <- e.send(request{path: "/v1/chat/completions", body: `{"model":"a","messages":[]}`,
 			headers: map[string]string{"X-Test-Mode": "hold", requestIDHeader: "held"}})
 	}()
 	e.world.waitHolding(t, "a")
 
 	// The upstream's stream, under way.
-	stream := e.send(request{path: "/v1/chat/completions", body: `{"model":"d","stream":true}`,
+	stream := e.send(request{path: "/v1/chat/completions", body: `{"model":"d","stream":true,"messages":[]}`,
 		headers: map[string]string{"X-Test-Mode": "gated", requestIDHeader: "stream"}})
 	defer stream.Body.Close()
 	streamSSE := newSSEReader(t, stream)
@@ -32,7 +32,7 @@ func TestAbort_EndsRequestsInFlight(t *testing.T) {
 	}
 
 	// A loading-state stream queued behind busy a (b would evict it).
-	queued := e.send(request{path: "/v1/chat/completions", body: `{"model":"b","stream":true}`,
+	queued := e.send(request{path: "/v1/chat/completions", body: `{"model":"b","stream":true,"messages":[]}`,
 		headers: map[string]string{requestIDHeader: "queued"}})
 	defer queued.Body.Close()
 	queuedSSE := newSSEReader(t, queued)
@@ -80,7 +80,7 @@ func TestAbort_EndsRequestsInFlight(t *testing.T) {
 	}
 
 	// A request that arrives afterwards is ended at once.
-	resp, b = e.do(request{path: "/v1/chat/completions", body: `{"model":"a"}`})
+	resp, b = e.do(request{path: "/v1/chat/completions", body: `{"model":"a","messages":[]}`})
 	if resp.StatusCode != http.StatusServiceUnavailable {
 		t.Errorf("request after Abort: status %d, want 503: %s", resp.StatusCode, b)
 	}

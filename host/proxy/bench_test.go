@@ -319,3 +319,47 @@ func BenchmarkProxy_Filters(b *testing.B) {
 		}
 	}
 }
+
+// chatBody is a chat completion request of n messages of about 200 bytes
+// each, as a long conversation sends it.
+func chatBody(n int) []byte {
+	var sb strings.Builder
+	sb.WriteString(`{"model":"a","stream":true,"max_tokens":256,"temperature":0.7,"messages":[`)
+	for i := range n {
+		if i > 0 {
+			sb.WriteByte(',')
+		}
+		role := "user"
+		if i%2 == 1 {
+			role = "assistant"
+		}
+		fmt.Fprintf(&sb, `{"role":%q,"content":%q}`, role, strings.Repeat("lorem ipsum ", 16))
+	}
+	sb.WriteString(`]}`)
+	return []byte(sb.String())
+}
+
+// BenchmarkParseModelRequest is the one pass over an inference request's
+// JSON body on the warm path: finding the model and the extension fields
+// and checking the body against the endpoint's schema. "small" is
+// benchBody; "chat100" a 100-message conversation (about 22 KB).
+//
+//	go test ./host/proxy -run '^$' -bench ParseModelRequest -benchmem
+func BenchmarkParseModelRequest(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		body []byte
+	}{{"small", []byte(benchBody)}, {"chat100", chatBody(100)}} {
+		b.Run(c.name, func(b *testing.B) {
+			r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", nil)
+			r.Header.Set("Content-Type", "application/json")
+			b.SetBytes(int64(len(c.body)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, e := parseModelRequest(r, c.body, schemas["/v1/chat/completions"], nil); e != nil {
+					b.Fatal(e)
+				}
+			}
+		})
+	}
+}

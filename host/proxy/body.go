@@ -9,6 +9,7 @@ import (
 	"mime"
 	"mime/multipart"
 	"net/http"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -99,22 +100,54 @@ func (s *Server) tooLarge() *apiError {
 		msg: fmt.Sprintf("request body is larger than the limit of %d bytes", s.maxBody)}
 }
 
-// requestFields are the top-level fields of a JSON body the proxy reads.
-// Raw, so that a field of an unexpected type is reported by name and the
-// rest of the body is validated but not decoded.
+// requestFields are the top-level fields of a JSON body the proxy reads,
+// in one pass (encoding/json's Unmarshal): the model and the extension
+// fields raw, so that one of an unexpected type is reported by name; the
+// members the endpoints' schemas check (schema.go) as their JSON type
+// alone; messages as their roles. The rest of the body is validated but
+// not decoded.
 type requestFields struct {
 	Model    json.RawMessage `json:"model"`
-	Stream   json.RawMessage `json:"stream"`
 	Priority json.RawMessage `json:"x_priority"`
 	ClientID json.RawMessage `json:"x_client_id"`
+	Messages []chatMessage   `json:"messages"`
+
+	Stream              member `json:"stream"`
+	Prompt              member `json:"prompt"`
+	Input               member `json:"input"`
+	Query               member `json:"query"`
+	Documents           member `json:"documents"`
+	MaxTokens           member `json:"max_tokens"`
+	MaxCompletionTokens member `json:"max_completion_tokens"`
+	MaxOutputTokens     member `json:"max_output_tokens"`
+	N                   member `json:"n"`
+	BestOf              member `json:"best_of"`
+	TopN                member `json:"top_n"`
+	Temperature         member `json:"temperature"`
+	TopP                member `json:"top_p"`
+	Stop                member `json:"stop"`
+	Seed                member `json:"seed"`
+	PresencePenalty     member `json:"presence_penalty"`
+	FrequencyPenalty    member `json:"frequency_penalty"`
+	Logprobs            member `json:"logprobs"`
+	TopLogprobs         member `json:"top_logprobs"`
+	Echo                member `json:"echo"`
+	StreamOptions       member `json:"stream_options"`
+	Tools               member `json:"tools"`
+	ResponseFormat      member `json:"response_format"`
+	User                member `json:"user"`
+	Dimensions          member `json:"dimensions"`
+	EncodingFormat      member `json:"encoding_format"`
+	Instructions        member `json:"instructions"`
 }
 
 // parseModelRequest finds the model and the extension fields in a JSON
-// body, a multipart form, or the query string, in that order. The headers
+// body, a multipart form, or the query string, in that order, and checks a
+// JSON body against sc, the endpoint's schema (nil: none). The headers
 // supply priority and client id where the body has none; after
 // X-Loadout-Client, the first non-empty of sessionHeaders
 // (Config.SessionHeaders) is the client id.
-func parseModelRequest(r *http.Request, body []byte, sessionHeaders []string) (modelRequest, *apiError) {
+func parseModelRequest(r *http.Request, body []byte, sc *schema, sessionHeaders []string) (modelRequest, *apiError) {
 	var mr modelRequest
 	ct, params, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	switch {
@@ -125,7 +158,7 @@ func parseModelRequest(r *http.Request, body []byte, sessionHeaders []string) (m
 		}
 	case len(bytes.TrimSpace(body)) > 0:
 		mr.kind = kindJSON
-		if e := mr.parseJSON(body); e != nil {
+		if e := mr.parseJSON(body, sc); e != nil {
 			return mr, e
 		}
 	}
@@ -166,8 +199,11 @@ func badRequest(code, msg string) *apiError {
 	return &apiError{status: http.StatusBadRequest, code: code, msg: msg}
 }
 
-func (mr *modelRequest) parseJSON(body []byte) *apiError {
+// parseJSON reads a JSON body in one pass: the model, the extension
+// fields and, when sc is not nil, what sc checks.
+func (mr *modelRequest) parseJSON(body []byte, sc *schema) *apiError {
 	var f requestFields
+	var messagesErr *apiError // reported after the model and extension fields
 	if err := json.Unmarshal(body, &f); err != nil {
 		var se *json.SyntaxError
 		var te *json.UnmarshalTypeError
@@ -176,6 +212,17 @@ func (mr *modelRequest) parseJSON(body []byte) *apiError {
 			return badRequest("invalid_json", fmt.Sprintf("malformed JSON in the request body at byte offset %d: %v", se.Offset, se))
 		case errors.As(err, &te) && te.Field == "":
 			return badRequest("invalid_json", fmt.Sprintf("the request body must be a JSON object, got a JSON %s", te.Value))
+		case errors.As(err, &te) && te.Field == "messages":
+			// The only member decoded into a Go type; encoding/json
+			// decoded the others regardless.
+			if sc != nil && sc.messages {
+				what := `"messages" in the request body must be an array of message objects, got ` + jsonValueName(te.Value)
+				if te.Type.Kind() != reflect.Slice {
+					what = fmt.Sprintf(`"messages" in the request body must be an array of message objects, got %s in it at byte offset %d`, jsonValueName(te.Value), te.Offset)
+				}
+				messagesErr = invalidParam("messages", "invalid_type", what)
+			}
+			f.Messages = nil
 		default:
 			return badRequest("invalid_json", fmt.Sprintf("the request body is not valid JSON: %v", err))
 		}
@@ -188,7 +235,7 @@ func (mr *modelRequest) parseJSON(body []byte) *apiError {
 			mr.from = fromJSON
 		}
 	}
-	mr.stream = string(f.Stream) == "true"
+	mr.stream = f.Stream.isTrue
 	if len(f.Priority) > 0 {
 		mr.strip = true
 		if string(f.Priority) != "null" {
@@ -207,7 +254,25 @@ func (mr *modelRequest) parseJSON(body []byte) *apiError {
 			mr.hasClient = true
 		}
 	}
+	if messagesErr != nil {
+		return messagesErr
+	}
+	if sc != nil {
+		return sc.check(&f)
+	}
 	return nil
+}
+
+// jsonValueName is a JSON type as encoding/json's UnmarshalTypeError
+// names it ("string", "number 7"), with its article: "a string".
+func jsonValueName(v string) string {
+	if v == "" {
+		return "a value"
+	}
+	if strings.ContainsAny(v[:1], "aeiou") {
+		return "an " + v
+	}
+	return "a " + v
 }
 
 func truncate(b []byte, n int) string {

@@ -124,7 +124,7 @@ func FuzzParseModelRequest(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte, ctype string) {
 		r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions?model=q", nil)
 		r.Header.Set("Content-Type", ctype)
-		mr, e := parseModelRequest(r, body, nil)
+		mr, e := parseModelRequest(r, body, schemas[r.URL.Path], nil)
 		if e != nil {
 			if e.status != http.StatusBadRequest {
 				t.Fatalf("status %d for a parse error", e.status)

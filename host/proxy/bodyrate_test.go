@@ -84,7 +84,7 @@ func TestBody_ProgressingUploadNotCut(t *testing.T) {
 	pad := strings.Repeat("x", 64<<10)
 	go func() {
 		// 1 MiB in 64 KiB writes: far above 100 B/s.
-		pw.Write([]byte(`{"model":"a","pad":"`))
+		pw.Write([]byte(`{"model":"a","messages":[],"pad":"`))
 		for range 16 {
 			if _, err := pw.Write([]byte(pad)); err != nil {
 				return

@@ -17,14 +17,14 @@ func TestConcurrencyLimit_QueuesBeyondTheLimit(t *testing.T) {
 	e := newEnv(t, envOpts{})
 	held := make(chan int)
 	go func() {
-		resp, _ := e.do(request{path: "/v1/chat/completions", body: `{"model":"d"}`, headers: map[string]string{"X-Test-Mode": "hold"}})
+		resp, _ := e.do(request{path: "/v1/chat/completions", body: `{"model":"d","messages":[]}`, headers: map[string]string{"X-Test-Mode": "hold"}})
 		held <- resp.StatusCode
 	}()
 	e.world.waitHolding(t, "d") // d's one slot is taken
 	progress := make(chan router.Progress, 16)
 	e.rec.reportProgress(progress)
 	second := make(chan echo)
-	go func() { second <- e.echoOf(request{path: "/v1/chat/completions", body: `{"model":"d"}`}) }()
+	go func() { second <- e.echoOf(request{path: "/v1/chat/completions", body: `{"model":"d","messages":[]}`}) }()
 	if p := awaitProgress(t, progress); p.Position != 1 {
 		t.Fatalf("progress %+v, want queued at 1", p)
 	}
@@ -56,7 +56,7 @@ func TestConcurrencyLimit_ExclusiveGroupUnderLoad(t *testing.T) {
 	var wg sync.WaitGroup
 	send := func(model string) {
 		wg.Go(func() {
-			resp, b := e.do(request{path: "/v1/chat/completions", body: fmt.Sprintf(`{"model":%q}`, model)})
+			resp, b := e.do(request{path: "/v1/chat/completions", body: fmt.Sprintf(`{"model":%q,"messages":[]}`, model)})
 			codes <- fmt.Sprintf("%s %d %s", model, resp.StatusCode, b)
 		})
 	}

@@ -17,7 +17,7 @@ func TestErrors_LongModelNameBounded(t *testing.T) {
 		rq   request
 		want string // how the message ends the name
 	}{
-		{"JSON body", request{path: "/v1/chat/completions", body: `{"model":"` + long + `"}`}, `mmm"… (1048576 bytes)`},
+		{"JSON body", request{path: "/v1/chat/completions", body: `{"model":"` + long + `","messages":[]}`}, `mmm"… (1048576 bytes)`},
 		{"/upstream path", request{method: http.MethodGet, path: "/upstream/" + long[:16<<10] + "/health"}, `mmm"… (16384 bytes)`},
 		{"unknown endpoint", request{method: http.MethodGet, path: "/" + long[:16<<10]}, `mmm… (16385 bytes)`},
 	}

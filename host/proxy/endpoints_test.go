@@ -120,7 +120,7 @@ func TestInflightCancel_QueuedAndInFlight(t *testing.T) {
 	e := newEnv(t, envOpts{})
 	held := make(chan *http.Response, 1)
 	go func() {
-		held <- e.send(request{path: "/v1/chat/completions", body: `{"model":"a"}`,
+		held <- e.send(request{path: "/v1/chat/completions", body: `{"model":"a","messages":[]}`,
 			headers: map[string]string{"X-Test-Mode": "hold", requestIDHeader: "held"}})
 	}()
 	e.world.waitHolding(t, "a")
@@ -130,7 +130,7 @@ func TestInflightCancel_QueuedAndInFlight(t *testing.T) {
 	e.rec.reportProgress(progress)
 	queued := make(chan *http.Response, 1)
 	go func() {
-		queued <- e.send(request{path: "/v1/chat/completions", body: `{"model":"b"}`,
+		queued <- e.send(request{path: "/v1/chat/completions", body: `{"model":"b","messages":[]}`,
 			headers: map[string]string{requestIDHeader: "queued"}})
 	}()
 	if p := <-progress; p.Position != 1 {

@@ -20,6 +20,9 @@ type apiError struct {
 	status int
 	code   string // machine-readable, e.g. "model_not_found"
 	msg    string
+	// param is the request-body member at fault, as OpenAI's error object
+	// names it (e.g. "messages[0].role"); "" for none.
+	param string
 }
 
 func (e *apiError) Error() string { return e.msg }
@@ -86,6 +89,7 @@ type errorBody struct {
 type errorObject struct {
 	Message string `json:"message"`
 	Type    string `json:"type"`
+	Param   string `json:"param,omitempty"`
 	Code    string `json:"code,omitempty"`
 }
 
@@ -191,7 +195,7 @@ func (e *apiError) body(shape errorShape) []byte {
 	case shapeLlamaServer:
 		v = llamaServerErrorBody{llamaServerErrorObject{Code: e.status, Message: e.msg, Type: llamaServerErrorType(e.status)}}
 	default:
-		v = errorBody{errorObject{Message: e.msg, Type: errorType(e.status), Code: e.code}}
+		v = errorBody{errorObject{Message: e.msg, Type: errorType(e.status), Param: e.param, Code: e.code}}
 	}
 	b, err := json.Marshal(v)
 	if err != nil { // strings and numbers always marshal

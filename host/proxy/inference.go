@@ -22,18 +22,20 @@ const requestIDHeader = "X-Request-Id"
 
 // endpoint is how inference treats one model endpoint.
 type endpoint struct {
+	// path is the route, whose OpenAI schema (schemas) the body is
+	// checked against before anything is loaded; "" or a path schemas
+	// lacks: none.
+	path string
 	// chat marks /v1/chat/completions, the one endpoint whose streaming
 	// requests may get the loading state.
 	chat bool
-	// check, when set, validates the body against the endpoint's API
-	// before anything is loaded (anthropic.go).
-	check func(mr *modelRequest, body []byte) *apiError
 }
 
-// inference handles a model endpoint: find the model, get it from the
-// router, proxy to it.
+// inference handles a model endpoint: find the model, check the body
+// against the endpoint's schema, get the model from the router, proxy to
+// it.
 func (s *Server) inference(ep endpoint) http.HandlerFunc {
-	chat := ep.chat
+	chat, sc := ep.chat, schemas[ep.path]
 	return func(w http.ResponseWriter, r *http.Request) {
 		ex := exchangeOf(r)
 		ex.inference = true
@@ -43,10 +45,7 @@ func (s *Server) inference(ep endpoint) http.HandlerFunc {
 			return
 		}
 		s.startCapture(ex, r, body)
-		mr, e := parseModelRequest(r, body, s.cfg.SessionHeaders)
-		if e == nil && ep.check != nil {
-			e = ep.check(&mr, body)
-		}
+		mr, e := parseModelRequest(r, body, sc, s.cfg.SessionHeaders)
 		if e != nil {
 			s.writeError(w, r, e)
 			return

@@ -12,7 +12,7 @@ import (
 // its server is reported hung: the run loop kills it and fails the model.
 func TestLiveness_StalledStreamEndsAndItsServerIsFailed(t *testing.T) {
 	e := newEnv(t, envOpts{streamIdle: 200 * time.Millisecond})
-	resp := e.send(request{path: "/v1/chat/completions", body: `{"model":"a","stream":true}`,
+	resp := e.send(request{path: "/v1/chat/completions", body: `{"model":"a","stream":true,"messages":[]}`,
 		headers: map[string]string{"X-Test-Mode": "gated", requestIDHeader: "stalls"}}) // never stepped: tok1, then nothing
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
@@ -51,7 +51,7 @@ func TestLiveness_SlowFirstByteIsNotAStall(t *testing.T) {
 	e := newEnv(t, envOpts{streamIdle: 50 * time.Millisecond})
 	done := make(chan *http.Response, 1)
 	go func() {
-		done <- e.send(request{path: "/v1/chat/completions", body: `{"model":"a"}`,
+		done <- e.send(request{path: "/v1/chat/completions", body: `{"model":"a","messages":[]}`,
 			headers: map[string]string{"X-Test-Mode": "hold"}})
 	}()
 	<-e.world.holding

@@ -37,11 +37,11 @@ func TestFilters_AppliedToBody(t *testing.T) {
 			request{path: "/v1/chat/completions", body: `{"model": "a", "temperature": 0.2, "top_p": 1, "messages": [], "top_k": 5}`},
 			`{"model": "a", "top_p": 0.9, "messages": [],"effort":"low"}`},
 		{"by alias: setParamsByID overrides setParams",
-			request{path: "/v1/chat/completions", body: `{"model":"alpha","effort":"none","x_priority":3}`},
-			`{"model":"alpha","effort":"high","top_p":0.9}`},
-		{"an empty object gets the set fields",
-			request{path: "/v1/completions?model=first", body: `{}`},
-			`{"effort":"low","top_p":0.9}`},
+			request{path: "/v1/chat/completions", body: `{"model":"alpha","effort":"none","x_priority":3,"messages":[]}`},
+			`{"model":"alpha","effort":"high","messages":[],"top_p":0.9}`},
+		{"a body without the set fields gets them",
+			request{path: "/v1/completions?model=first", body: `{"prompt":""}`},
+			`{"prompt":"","effort":"low","top_p":0.9}`},
 		{"a form is not filtered (llama-swap filters JSON only)",
 			request{path: "/v1/audio/transcriptions", body: form, ctype: formType},
 			form},
@@ -58,7 +58,7 @@ func TestFilters_AppliedToBody(t *testing.T) {
 		})
 	}
 	// Another model's body is untouched.
-	if ec := e.echoOf(request{path: "/v1/chat/completions", body: `{"model":"d","temperature":0.2}`}); ec.Body != `{"model":"d","temperature":0.2}` {
+	if ec := e.echoOf(request{path: "/v1/chat/completions", body: `{"model":"d","temperature":0.2,"messages":[]}`}); ec.Body != `{"model":"d","temperature":0.2,"messages":[]}` {
 		t.Errorf("model d's body changed: %s", ec.Body)
 	}
 }
@@ -104,7 +104,7 @@ func TestTimeouts_ResponseHeader(t *testing.T) {
 		}
 	}})
 	// A server that sends no headers: 504 once the bound passes.
-	resp, b := e.do(request{path: "/v1/chat/completions", body: `{"model":"a"}`, headers: map[string]string{"X-Test-Mode": "hold"}})
+	resp, b := e.do(request{path: "/v1/chat/completions", body: `{"model":"a","messages":[]}`, headers: map[string]string{"X-Test-Mode": "hold"}})
 	if resp.StatusCode != http.StatusGatewayTimeout || openAIError(t, b).Code != "upstream_timeout" {
 		t.Fatalf("status %d, body %s; want 504 upstream_timeout", resp.StatusCode, b)
 	}
@@ -112,7 +112,7 @@ func TestTimeouts_ResponseHeader(t *testing.T) {
 	// Model d keeps the defaults (no response-header bound): released, it answers.
 	done := make(chan *http.Response, 1)
 	go func() {
-		done <- e.send(request{path: "/v1/chat/completions", body: `{"model":"d"}`, headers: map[string]string{"X-Test-Mode": "hold"}})
+		done <- e.send(request{path: "/v1/chat/completions", body: `{"model":"d","messages":[]}`, headers: map[string]string{"X-Test-Mode": "hold"}})
 	}()
 	e.world.waitHolding(t, "d")
 	e.world.releaseOne(t)
@@ -151,7 +151,7 @@ func TestUpstream_IgnoreWebsockets(t *testing.T) {
 	if st := e.status("a").State; st != "stopped" {
 		t.Fatalf("a WebSocket loaded model a: state %s", st)
 	}
-	if resp, _ := e.do(request{path: "/v1/chat/completions", body: `{"model":"a"}`}); resp.StatusCode != http.StatusOK {
+	if resp, _ := e.do(request{path: "/v1/chat/completions", body: `{"model":"a","messages":[]}`}); resp.StatusCode != http.StatusOK {
 		t.Fatalf("load: status %d", resp.StatusCode)
 	}
 	// Ready: proxied without a grant, so it is not in flight while held.
@@ -171,11 +171,11 @@ func TestUpstream_IgnoreWebsockets(t *testing.T) {
 
 func TestInference_SessionHeaderIsClient(t *testing.T) {
 	e := newEnv(t, envOpts{sessionHeaders: []string{"X-Session-ID", "X-Other"}})
-	e.do(request{path: "/v1/chat/completions", body: `{"model":"a"}`, headers: map[string]string{"X-Other": "s2"}})
+	e.do(request{path: "/v1/chat/completions", body: `{"model":"a","messages":[]}`, headers: map[string]string{"X-Other": "s2"}})
 	if got := e.rec.lastRequest(t).Client; got != "s2" {
 		t.Errorf("client %q, want the session header's s2", got)
 	}
-	e.do(request{path: "/v1/chat/completions", body: `{"model":"a"}`, headers: map[string]string{"X-Other": "s2", headerClient: "c"}})
+	e.do(request{path: "/v1/chat/completions", body: `{"model":"a","messages":[]}`, headers: map[string]string{"X-Other": "s2", headerClient: "c"}})
 	if got := e.rec.lastRequest(t).Client; got != "c" {
 		t.Errorf("client %q, want X-Loadout-Client's c", got)
 	}

@@ -74,7 +74,7 @@ func TestMetrics_TTFTFromArrivalAndFromGrant(t *testing.T) {
 	e := newEnv(t, envOpts{onRequest: func(s RequestSummary) { summaries <- s }})
 	open := e.world.gate("a")
 	done := make(chan echo, 1)
-	go func() { done <- e.echoOf(request{path: "/v1/chat/completions", body: `{"model":"a"}`}) }()
+	go func() { done <- e.echoOf(request{path: "/v1/chat/completions", body: `{"model":"a","messages":[]}`}) }()
 	e.world.expect(t, "start a") // the request waits on a's load
 	open()
 	<-done
@@ -102,7 +102,7 @@ func TestMetrics_InFlightRequests(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		e.do(request{path: "/v1/chat/completions", body: `{"model":"a"}`, headers: map[string]string{"X-Test-Mode": "hold"}})
+		e.do(request{path: "/v1/chat/completions", body: `{"model":"a","messages":[]}`, headers: map[string]string{"X-Test-Mode": "hold"}})
 	}()
 	e.world.waitHolding(t, "a")
 	reg := e.srv.Registry()
@@ -157,7 +157,7 @@ func TestMetrics_PeerUpAndLatency(t *testing.T) {
 	if v := sample(t, reg, "loadout_peer_up", map[string]string{"peer": "p"}).GetGauge().GetValue(); v != 1 {
 		t.Errorf("loadout_peer_up{peer=p} while up: %g, want 1", v)
 	}
-	if resp, b := e.do(request{path: "/v1/chat/completions", body: `{"model":"p/m"}`}); resp.StatusCode != 200 {
+	if resp, b := e.do(request{path: "/v1/chat/completions", body: `{"model":"p/m","messages":[]}`}); resp.StatusCode != 200 {
 		t.Fatalf("forwarded: %d %s", resp.StatusCode, b)
 	}
 	if n, _ := histogram(t, reg, "loadout_peer_request_duration_seconds", map[string]string{"peer": "p", "code": "200"}); n != 1 {
@@ -165,7 +165,7 @@ func TestMetrics_PeerUpAndLatency(t *testing.T) {
 	}
 
 	srv.Close() // the peer dies: the next forwarded request fails and has it checked
-	if resp, b := e.do(request{path: "/v1/chat/completions", body: `{"model":"p/m"}`}); resp.StatusCode != http.StatusBadGateway {
+	if resp, b := e.do(request{path: "/v1/chat/completions", body: `{"model":"p/m","messages":[]}`}); resp.StatusCode != http.StatusBadGateway {
 		t.Fatalf("forwarded to a dead peer: %d %s", resp.StatusCode, b)
 	}
 	if st := <-changes; st.State != peers.Down {

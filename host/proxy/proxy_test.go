@@ -175,12 +175,19 @@ func TestInference_ModelSource(t *testing.T) {
 
 func TestInference_EveryEndpoint(t *testing.T) {
 	e := newEnv(t, envOpts{})
-	for _, path := range []string{
-		"/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/responses",
-		"/v1/rerank", "/rerank", "/v1/reranking", "/reranking",
-		"/v1/audio/speech", "/v1/images/generations",
+	for path, fields := range map[string]string{
+		"/v1/chat/completions":   `"messages":[{"role":"user","content":"hi"}]`,
+		"/v1/completions":        `"prompt":"hi"`,
+		"/v1/embeddings":         `"input":"hi"`,
+		"/v1/responses":          `"input":"hi"`,
+		"/v1/rerank":             `"query":"q","documents":["d"]`,
+		"/rerank":                `"query":"q","documents":["d"]`,
+		"/v1/reranking":          `"query":"q","documents":["d"]`,
+		"/reranking":             `"query":"q","documents":["d"]`,
+		"/v1/audio/speech":       `"input":"hi"`,
+		"/v1/images/generations": `"prompt":"hi"`,
 	} {
-		ec := e.echoOf(request{path: path, body: `{"model":"org/c"}`})
+		ec := e.echoOf(request{path: path, body: `{"model":"org/c",` + fields + `}`})
 		if ec.Path != path || ec.Method != http.MethodPost {
 			t.Errorf("%s reached the upstream as %s %s", path, ec.Method, ec.Path)
 		}
@@ -198,35 +205,35 @@ func TestInference_ExtensionFields(t *testing.T) {
 	}{
 		{
 			name:       "body fields stripped, the rest kept",
-			rq:         request{body: `{"x_priority": 7, "model":"a", "x_client_id":"alice","messages":[{"x_priority":1}]}`},
-			wantBody:   `{ "model":"a","messages":[{"x_priority":1}]}`,
+			rq:         request{body: `{"x_priority": 7, "model":"a", "x_client_id":"alice","messages":[{"role":"user","x_priority":1}]}`},
+			wantBody:   `{ "model":"a","messages":[{"role":"user","x_priority":1}]}`,
 			wantPrio:   7,
 			wantClient: "alice",
 		},
 		{
 			name:       "last member stripped",
-			rq:         request{body: "{\"model\":\"a\",\n \"x_client_id\": \"bob\"\n}"},
-			wantBody:   "{\"model\":\"a\"\n}",
+			rq:         request{body: "{\"model\":\"a\",\"messages\":[],\n \"x_client_id\": \"bob\"\n}"},
+			wantBody:   "{\"model\":\"a\",\"messages\":[]\n}",
 			wantClient: "bob",
 		},
 		{
 			name:       "headers, stripped",
-			rq:         request{body: `{"model":"a"}`, headers: map[string]string{headerPriority: "-3", headerClient: "carol"}},
-			wantBody:   `{"model":"a"}`,
+			rq:         request{body: `{"model":"a","messages":[]}`, headers: map[string]string{headerPriority: "-3", headerClient: "carol"}},
+			wantBody:   `{"model":"a","messages":[]}`,
 			wantPrio:   -3,
 			wantClient: "carol",
 		},
 		{
 			name:       "body wins over headers",
-			rq:         request{body: `{"model":"a","x_priority":5}`, headers: map[string]string{headerPriority: "1", headerClient: "dave"}},
-			wantBody:   `{"model":"a"}`,
+			rq:         request{body: `{"model":"a","messages":[],"x_priority":5}`, headers: map[string]string{headerPriority: "1", headerClient: "dave"}},
+			wantBody:   `{"model":"a","messages":[]}`,
 			wantPrio:   5,
 			wantClient: "dave",
 		},
 		{
 			name:       "with useModelName",
-			rq:         request{body: `{"x_client_id":"erin","model":"b"}`},
-			wantBody:   `{"model":"b-upstream"}`,
+			rq:         request{body: `{"x_client_id":"erin","model":"b","messages":[]}`},
+			wantBody:   `{"model":"b-upstream","messages":[]}`,
 			wantClient: "erin",
 		},
 	}
@@ -273,7 +280,7 @@ func TestInference_ExtensionFields(t *testing.T) {
 
 func TestInference_RequestID(t *testing.T) {
 	e := newEnv(t, envOpts{})
-	resp, b := e.do(request{path: "/v1/chat/completions", body: `{"model":"a"}`, headers: map[string]string{requestIDHeader: "req-42"}})
+	resp, b := e.do(request{path: "/v1/chat/completions", body: `{"model":"a","messages":[]}`, headers: map[string]string{requestIDHeader: "req-42"}})
 	var ec echo
 	json.Unmarshal(b, &ec)
 	if got := resp.Header.Get(requestIDHeader); got != "req-42" || ec.Headers[requestIDHeader] != "req-42" {
@@ -296,8 +303,8 @@ func TestStreaming_ChunkByChunk(t *testing.T) {
 			e := newEnv(t, envOpts{loadingState: loading})
 			// The model is loaded first so the stream starts without
 			// progress chunks.
-			e.echoOf(request{path: "/v1/chat/completions", body: `{"model":"a"}`})
-			resp := e.send(request{path: "/v1/chat/completions", body: `{"model":"a","stream":true}`,
+			e.echoOf(request{path: "/v1/chat/completions", body: `{"model":"a","messages":[]}`})
+			resp := e.send(request{path: "/v1/chat/completions", body: `{"model":"a","stream":true,"messages":[]}`,
 				headers: map[string]string{"X-Test-Mode": "gated"}})
 			defer resp.Body.Close()
 			if resp.StatusCode != http.StatusOK || !isEventStream(resp.Header.Get("Content-Type")) {
@@ -321,7 +328,7 @@ func TestStreaming_BackendDiesMidStream(t *testing.T) {
 	for _, loading := range []bool{false, true} {
 		t.Run(fmt.Sprintf("loadingState=%v", loading), func(t *testing.T) {
 			e := newEnv(t, envOpts{loadingState: loading})
-			resp := e.send(request{path: "/v1/chat/completions", body: `{"model":"a","stream":true}`,
+			resp := e.send(request{path: "/v1/chat/completions", body: `{"model":"a","stream":true,"messages":[]}`,
 				headers: map[string]string{"X-Test-Mode": "die", requestIDHeader: "dies"}})
 			defer resp.Body.Close()
 			if resp.StatusCode != http.StatusOK {
@@ -367,7 +374,7 @@ func TestStreaming_BackendDiesMidStream(t *testing.T) {
 // success, not as a client that went away.
 func TestStreaming_ClientClosesAfterDone(t *testing.T) {
 	e := newEnv(t, envOpts{})
-	resp := e.send(request{path: "/v1/chat/completions", body: `{"model":"a","stream":true}`,
+	resp := e.send(request{path: "/v1/chat/completions", body: `{"model":"a","stream":true,"messages":[]}`,
 		headers: map[string]string{"X-Test-Mode": "linger", requestIDHeader: "closer"}})
 	sse := newSSEReader(t, resp)
 	for _, want := range []string{`"content":"tok1"`, `"content":"tok2"`, `"content":"tok3"`, "[DONE]"} {
@@ -382,7 +389,7 @@ func TestStreaming_ClientClosesAfterDone(t *testing.T) {
 
 func TestStreaming_BackendDiesMidBody(t *testing.T) {
 	e := newEnv(t, envOpts{})
-	resp := e.send(request{path: "/v1/chat/completions", body: `{"model":"a"}`,
+	resp := e.send(request{path: "/v1/chat/completions", body: `{"model":"a","messages":[]}`,
 		headers: map[string]string{"X-Test-Mode": "diejson", requestIDHeader: "dies-json"}})
 	_, err := io.ReadAll(resp.Body)
 	resp.Body.Close()
@@ -422,12 +429,12 @@ func TestErrors_Status(t *testing.T) {
 		{"missing model", request{path: "/v1/chat/completions", body: `{"messages":[]}`}, 400, "missing_model", `"model"`},
 		{"model not a string", request{path: "/v1/chat/completions", body: `{"model":7}`}, 400, "invalid_model", "string"},
 		{"bad x_priority", request{path: "/v1/chat/completions", body: `{"model":"a","x_priority":"high"}`}, 400, "invalid_priority", "x_priority"},
-		{"bad priority header", request{path: "/v1/chat/completions", body: `{"model":"a"}`, headers: map[string]string{headerPriority: "urgent"}}, 400, "invalid_priority", headerPriority},
-		{"unknown model", request{path: "/v1/chat/completions", body: `{"model":"nope"}`}, 404, "model_not_found", "known models: a, b, broken, d, dead"},
+		{"bad priority header", request{path: "/v1/chat/completions", body: `{"model":"a","messages":[]}`, headers: map[string]string{headerPriority: "urgent"}}, 400, "invalid_priority", headerPriority},
+		{"unknown model", request{path: "/v1/chat/completions", body: `{"model":"nope","messages":[]}`}, 404, "model_not_found", "known models: a, b, broken, d, dead"},
 		{"unknown endpoint", request{path: "/v1/nothing", body: `{}`}, 404, "unknown_endpoint", "/v1/nothing"},
 		{"wrong method", request{method: http.MethodGet, path: "/v1/chat/completions"}, 405, "method_not_allowed", "GET"},
-		{"model fails to load", request{path: "/v1/chat/completions", body: `{"model":"broken"}`}, 502, "model_load_failed", "CUDA out of memory"},
-		{"upstream refuses", request{path: "/v1/chat/completions", body: `{"model":"dead"}`}, 502, "upstream_error", "upstream request failed"},
+		{"model fails to load", request{path: "/v1/chat/completions", body: `{"model":"broken","messages":[]}`}, 502, "model_load_failed", "CUDA out of memory"},
+		{"upstream refuses", request{path: "/v1/chat/completions", body: `{"model":"dead","messages":[]}`}, 502, "upstream_error", "upstream request failed"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -481,7 +488,7 @@ func TestErrors_PolicyCodes(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.model, func(t *testing.T) {
-			resp, b := e.do(request{path: "/v1/chat/completions", body: fmt.Sprintf(`{"model":%q}`, tt.model),
+			resp, b := e.do(request{path: "/v1/chat/completions", body: fmt.Sprintf(`{"model":%q,"messages":[]}`, tt.model),
 				headers: map[string]string{requestIDHeader: "id-" + tt.model}})
 			if resp.StatusCode != tt.status {
 				t.Fatalf("status %d, want %d: %s", resp.StatusCode, tt.status, b)
@@ -507,7 +514,7 @@ func TestErrors_ShuttingDown(t *testing.T) {
 	if err := e.router.Shutdown(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	resp, b := e.do(request{path: "/v1/chat/completions", body: `{"model":"a"}`})
+	resp, b := e.do(request{path: "/v1/chat/completions", body: `{"model":"a","messages":[]}`})
 	if resp.StatusCode != http.StatusServiceUnavailable {
 		t.Fatalf("status %d, want 503: %s", resp.StatusCode, b)
 	}
@@ -524,12 +531,12 @@ func TestAuth_APIKeys(t *testing.T) {
 		status  int
 		errCode string
 	}{
-		{"no key", request{path: "/v1/chat/completions", body: `{"model":"a"}`}, 401, "missing_api_key"},
-		{"wrong key", request{path: "/v1/chat/completions", body: `{"model":"a"}`, headers: map[string]string{"Authorization": "Bearer key-three"}}, 401, "invalid_api_key"},
-		{"prefix of a key", request{path: "/v1/chat/completions", body: `{"model":"a"}`, headers: map[string]string{"Authorization": "Bearer key-"}}, 401, "invalid_api_key"},
-		{"not bearer", request{path: "/v1/chat/completions", body: `{"model":"a"}`, headers: map[string]string{"Authorization": "Basic a2V5LW9uZQ=="}}, 401, "missing_api_key"},
-		{"bearer", request{path: "/v1/chat/completions", body: `{"model":"a"}`, headers: map[string]string{"Authorization": "Bearer key-two"}}, 200, ""},
-		{"x-api-key", request{path: "/v1/chat/completions", body: `{"model":"a"}`, headers: map[string]string{"X-Api-Key": "key-one"}}, 200, ""},
+		{"no key", request{path: "/v1/chat/completions", body: `{"model":"a","messages":[]}`}, 401, "missing_api_key"},
+		{"wrong key", request{path: "/v1/chat/completions", body: `{"model":"a","messages":[]}`, headers: map[string]string{"Authorization": "Bearer key-three"}}, 401, "invalid_api_key"},
+		{"prefix of a key", request{path: "/v1/chat/completions", body: `{"model":"a","messages":[]}`, headers: map[string]string{"Authorization": "Bearer key-"}}, 401, "invalid_api_key"},
+		{"not bearer", request{path: "/v1/chat/completions", body: `{"model":"a","messages":[]}`, headers: map[string]string{"Authorization": "Basic a2V5LW9uZQ=="}}, 401, "missing_api_key"},
+		{"bearer", request{path: "/v1/chat/completions", body: `{"model":"a","messages":[]}`, headers: map[string]string{"Authorization": "Bearer key-two"}}, 200, ""},
+		{"x-api-key", request{path: "/v1/chat/completions", body: `{"model":"a","messages":[]}`, headers: map[string]string{"X-Api-Key": "key-one"}}, 200, ""},
 		{"health is open", request{method: http.MethodGet, path: "/health"}, 200, ""},
 		{"models list", request{method: http.MethodGet, path: "/v1/models"}, 401, "missing_api_key"},
 		{"metrics", request{method: http.MethodGet, path: "/metrics"}, 401, "missing_api_key"},
@@ -674,7 +681,7 @@ func TestOps_Running(t *testing.T) {
 	if r := running(); len(r) != 0 {
 		t.Fatalf("running before any request: %v", r)
 	}
-	e.echoOf(request{path: "/v1/chat/completions", body: `{"model":"a"}`})
+	e.echoOf(request{path: "/v1/chat/completions", body: `{"model":"a","messages":[]}`})
 	r := running()
 	if len(r) != 1 || r[0]["model"] != "a" || r[0]["state"] != "ready" || !strings.HasPrefix(r[0]["proxy"].(string), "http://127.0.0.1:") {
 		t.Fatalf("running: %v", r)
@@ -700,8 +707,8 @@ func TestOps_Unload(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			e := newEnv(t, envOpts{})
-			e.echoOf(request{path: "/v1/chat/completions", body: `{"model":"a"}`})
-			e.echoOf(request{path: "/v1/embeddings", body: `{"model":"org/c"}`})
+			e.echoOf(request{path: "/v1/chat/completions", body: `{"model":"a","messages":[]}`})
+			e.echoOf(request{path: "/v1/embeddings", body: `{"model":"org/c","input":"x"}`})
 			resp, b := e.do(tt.rq)
 			if resp.StatusCode != tt.status {
 				t.Fatalf("status %d, want %d: %s", resp.StatusCode, tt.status, b)
@@ -801,7 +808,7 @@ func TestOps_Upstream(t *testing.T) {
 
 func TestAPI_Models(t *testing.T) {
 	e := newEnv(t, envOpts{})
-	e.echoOf(request{path: "/v1/chat/completions", body: `{"model":"a"}`})
+	e.echoOf(request{path: "/v1/chat/completions", body: `{"model":"a","messages":[]}`})
 	resp, b := e.do(request{method: http.MethodGet, path: "/api/models"})
 	if resp.StatusCode != 200 {
 		t.Fatalf("status %d: %s", resp.StatusCode, b)
@@ -870,9 +877,9 @@ func TestAPI_Policies(t *testing.T) {
 
 func TestMetrics_Exposed(t *testing.T) {
 	e := newEnv(t, envOpts{})
-	e.echoOf(request{path: "/v1/chat/completions", body: `{"model":"alpha"}`})
-	e.do(request{path: "/v1/chat/completions", body: `{"model":"client-invented-name"}`})
-	e.do(request{path: "/v1/chat/completions", body: `{"model":"broken"}`})
+	e.echoOf(request{path: "/v1/chat/completions", body: `{"model":"alpha","messages":[]}`})
+	e.do(request{path: "/v1/chat/completions", body: `{"model":"client-invented-name","messages":[]}`})
+	e.do(request{path: "/v1/chat/completions", body: `{"model":"broken","messages":[]}`})
 	resp, b := e.do(request{method: http.MethodGet, path: "/metrics"})
 	if resp.StatusCode != 200 {
 		t.Fatalf("status %d", resp.StatusCode)
@@ -900,7 +907,7 @@ func TestLoadingState_Scenario(t *testing.T) {
 	t.Run("loading, then the stream", func(t *testing.T) {
 		e := newEnv(t, envOpts{loadingState: true})
 		open := e.world.gate("a")
-		resp := e.send(request{path: "/v1/chat/completions", body: `{"model":"alpha","stream":true}`})
+		resp := e.send(request{path: "/v1/chat/completions", body: `{"model":"alpha","stream":true,"messages":[]}`})
 		defer resp.Body.Close()
 		if resp.StatusCode != 200 || !isEventStream(resp.Header.Get("Content-Type")) {
 			t.Fatalf("status %d content type %q", resp.StatusCode, resp.Header.Get("Content-Type"))
@@ -922,12 +929,12 @@ func TestLoadingState_Scenario(t *testing.T) {
 		e := newEnv(t, envOpts{loadingState: true})
 		held := make(chan int)
 		go func() {
-			resp, _ := e.do(request{path: "/v1/chat/completions", body: `{"model":"a"}`, headers: map[string]string{"X-Test-Mode": "hold"}})
+			resp, _ := e.do(request{path: "/v1/chat/completions", body: `{"model":"a","messages":[]}`, headers: map[string]string{"X-Test-Mode": "hold"}})
 			held <- resp.StatusCode
 		}()
 		e.world.waitHolding(t, "a")
 		open := e.world.gate("b")
-		resp := e.send(request{path: "/v1/chat/completions", body: `{"model":"b","stream":true}`})
+		resp := e.send(request{path: "/v1/chat/completions", body: `{"model":"b","stream":true,"messages":[]}`})
 		defer resp.Body.Close()
 		sse := newSSEReader(t, resp)
 		sse.expectEvent(`"reasoning_content":"queued: position 1\n"`)
@@ -946,7 +953,7 @@ func TestLoadingState_Scenario(t *testing.T) {
 	t.Run("load fails", func(t *testing.T) {
 		e := newEnv(t, envOpts{loadingState: true})
 		open := e.world.gate("broken")
-		resp := e.send(request{path: "/v1/chat/completions", body: `{"model":"broken","stream":true}`, headers: map[string]string{requestIDHeader: "lf"}})
+		resp := e.send(request{path: "/v1/chat/completions", body: `{"model":"broken","stream":true,"messages":[]}`, headers: map[string]string{requestIDHeader: "lf"}})
 		defer resp.Body.Close()
 		sse := newSSEReader(t, resp)
 		sse.expectEvent("loading model broken")
@@ -963,7 +970,7 @@ func TestLoadingState_Scenario(t *testing.T) {
 	t.Run("upstream answers an error", func(t *testing.T) {
 		e := newEnv(t, envOpts{loadingState: true})
 		open := e.world.gate("a")
-		resp := e.send(request{path: "/v1/chat/completions", body: `{"model":"a","stream":true}`,
+		resp := e.send(request{path: "/v1/chat/completions", body: `{"model":"a","stream":true,"messages":[]}`,
 			headers: map[string]string{"X-Test-Mode": "status", "X-Test-Status": "400"}})
 		defer resp.Body.Close()
 		sse := newSSEReader(t, resp)
@@ -980,7 +987,7 @@ func TestLoadingState_Scenario(t *testing.T) {
 		open := e.world.gate("a")
 		// A hold request is answered with JSON even though it asked for a
 		// stream.
-		resp := e.send(request{path: "/v1/chat/completions", body: `{"model":"a","stream":true}`, headers: map[string]string{"X-Test-Mode": "hold"}})
+		resp := e.send(request{path: "/v1/chat/completions", body: `{"model":"a","stream":true,"messages":[]}`, headers: map[string]string{"X-Test-Mode": "hold"}})
 		defer resp.Body.Close()
 		sse := newSSEReader(t, resp)
 		sse.expectEvent("loading model a")
@@ -998,7 +1005,7 @@ func TestLoadingState_Scenario(t *testing.T) {
 		e := newEnv(t, envOpts{loadingState: true})
 		open := e.world.gate("a")
 		got := make(chan *http.Response, 1)
-		go func() { got <- e.send(request{path: "/v1/chat/completions", body: `{"model":"a"}`}) }()
+		go func() { got <- e.send(request{path: "/v1/chat/completions", body: `{"model":"a","messages":[]}`}) }()
 		e.world.expect(t, "start a")
 		select {
 		case resp := <-got:
@@ -1021,7 +1028,7 @@ func TestDisconnect_WhileQueued(t *testing.T) {
 			e := newEnv(t, envOpts{loadingState: true})
 			held := make(chan int)
 			go func() {
-				resp, _ := e.do(request{path: "/v1/chat/completions", body: `{"model":"a"}`, headers: map[string]string{"X-Test-Mode": "hold"}})
+				resp, _ := e.do(request{path: "/v1/chat/completions", body: `{"model":"a","messages":[]}`, headers: map[string]string{"X-Test-Mode": "hold"}})
 				held <- resp.StatusCode
 			}()
 			e.world.waitHolding(t, "a")
@@ -1029,9 +1036,9 @@ func TestDisconnect_WhileQueued(t *testing.T) {
 
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			body := `{"model":"b"}`
+			body := `{"model":"b","messages":[]}`
 			if streaming {
-				body = `{"model":"b","stream":true}`
+				body = `{"model":"b","stream":true,"messages":[]}`
 			}
 			var wg sync.WaitGroup
 			progress := make(chan router.Progress, 16)
@@ -1091,7 +1098,7 @@ func TestProxy_ConcurrentRequests(t *testing.T) {
 			model := []string{"a", "org/c", "alpha", "b"}[i%4]
 			stream := i%3 == 0
 			resp, b := e.do(request{path: "/v1/chat/completions",
-				body: fmt.Sprintf(`{"model":%q,"stream":%v,"x_client_id":"c%d"}`, model, stream, i%5)})
+				body: fmt.Sprintf(`{"model":%q,"stream":%v,"x_client_id":"c%d","messages":[]}`, model, stream, i%5)})
 			if resp.StatusCode != 200 {
 				t.Errorf("%s: %d %s", model, resp.StatusCode, b)
 			}

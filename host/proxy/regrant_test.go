@@ -39,11 +39,11 @@ func TestUpstream_LostConnectionNotGrantedAgain(t *testing.T) {
 		starts int // how many of the dying servers the request reached
 	}{
 		{"after a response byte", []string{"header"},
-			request{path: "/v1/chat/completions", body: `{"model":"a"}`}, 1},
+			request{path: "/v1/chat/completions", body: `{"model":"a","messages":[]}`}, 1},
 		{"body not replayable", []string{"rst"},
-			request{path: "/upstream/a/v1/chat/completions", body: `{"model":"a"}`}, 1},
+			request{path: "/upstream/a/v1/chat/completions", body: `{"model":"a","messages":[]}`}, 1},
 		{"lost twice", []string{"rst", "eof", "rst"},
-			request{path: "/v1/chat/completions", body: `{"model":"a"}`}, 2},
+			request{path: "/v1/chat/completions", body: `{"model":"a","messages":[]}`}, 2},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -37,7 +37,7 @@ func TestScaleReport(t *testing.T) {
 	}
 	e := newEnv(t, envOpts{extra: models, limits: limits, logger: quietLogger()})
 	for _, m := range models { // load them all first: the report is about serving
-		resp := e.send(request{path: "/v1/chat/completions", body: `{"model":"` + m + `"}`})
+		resp := e.send(request{path: "/v1/chat/completions", body: `{"model":"` + m + `","messages":[]}`})
 		io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
 	}
@@ -72,7 +72,7 @@ func TestScaleReport(t *testing.T) {
 		for i := range clients {
 			wg.Go(func() {
 				model := models[i%len(models)]
-				body := `{"model":"` + model + `","stream":true}`
+				body := `{"model":"` + model + `","stream":true,"messages":[]}`
 				req, _ := http.NewRequest(http.MethodPost, target(model), strings.NewReader(body))
 				req.Header.Set("Content-Type", "application/json")
 				req.Header.Set("X-Test-Mode", "chunks")

@@ -351,7 +351,7 @@ func (s *Server) routes() *mux.Router {
 	post := func(path string, h http.HandlerFunc) { m.HandleFunc(path, h).Methods(http.MethodPost) }
 
 	// The OpenAI API. Chat completions first: it is the hottest route.
-	post("/v1/chat/completions", s.inference(endpoint{chat: true}))
+	post("/v1/chat/completions", s.inference(endpoint{path: "/v1/chat/completions", chat: true}))
 	// Every other endpoint a llama-swap client calls with a model (its
 	// internal/server/server.go route lists): the model comes from the
 	// JSON body, the multipart form (/v1/audio/transcriptions,
@@ -364,14 +364,14 @@ func (s *Server) routes() *mux.Router {
 		"/sdapi/v1/txt2img", "/sdapi/v1/img2img",
 		"/completion", "/infill",
 	} {
-		post(p, s.inference(endpoint{}))
+		post(p, s.inference(endpoint{path: p}))
 	}
 	for _, p := range []string{"/v1/audio/voices", "/sdapi/v1/loras", "/props"} {
 		m.HandleFunc(p, s.inference(endpoint{})).Methods(http.MethodGet)
 	}
 	// Anthropic's Messages API, checked before anything loads.
-	post("/v1/messages", s.inference(endpoint{check: checkMessages}))
-	post("/v1/messages/count_tokens", s.inference(endpoint{check: checkMessages}))
+	post("/v1/messages", s.inference(endpoint{path: "/v1/messages"}))
+	post("/v1/messages/count_tokens", s.inference(endpoint{path: "/v1/messages/count_tokens"}))
 	m.HandleFunc("/v1/models", s.listModels).Methods(http.MethodGet)
 
 	// llama-swap's operational endpoints.

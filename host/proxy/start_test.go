@@ -110,10 +110,10 @@ func TestOnRequestStart_PairsWithSummary(t *testing.T) {
 
 	// A client may send the same request id twice: Seq tells them apart.
 	for range 2 {
-		e.do(request{path: "/v1/chat/completions", body: `{"model":"a"}`, headers: map[string]string{requestIDHeader: "dup"}})
+		e.do(request{path: "/v1/chat/completions", body: `{"model":"a","messages":[]}`, headers: map[string]string{requestIDHeader: "dup"}})
 	}
 	// A request for no catalog model reaches neither hook.
-	if resp, _ := e.do(request{path: "/v1/chat/completions", body: `{"model":"nope"}`}); resp.StatusCode != http.StatusNotFound {
+	if resp, _ := e.do(request{path: "/v1/chat/completions", body: `{"model":"nope","messages":[]}`}); resp.StatusCode != http.StatusNotFound {
 		t.Fatalf("unknown model: %d", resp.StatusCode)
 	}
 	h.mu.Lock()

@@ -38,11 +38,11 @@ func TestRecentWindow_ForgetsAfterFiveMinutes(t *testing.T) {
 func TestSummary_CountsRequestsErrorsTokens(t *testing.T) {
 	e := newEnv(t, envOpts{})
 	for range 2 {
-		if resp, b := e.do(request{path: "/v1/chat/completions", body: `{"model":"a","stream":true}`}); resp.StatusCode != 200 {
+		if resp, b := e.do(request{path: "/v1/chat/completions", body: `{"model":"a","stream":true,"messages":[]}`}); resp.StatusCode != 200 {
 			t.Fatalf("a: %d %s", resp.StatusCode, b)
 		}
 	}
-	if resp, _ := e.do(request{path: "/v1/chat/completions", body: `{"model":"broken"}`}); resp.StatusCode < 500 {
+	if resp, _ := e.do(request{path: "/v1/chat/completions", body: `{"model":"broken","messages":[]}`}); resp.StatusCode < 500 {
 		t.Fatalf("broken: %d, want a 5xx", resp.StatusCode)
 	}
 	resp, b := e.do(request{method: http.MethodGet, path: "/api/summary"})
@@ -72,7 +72,7 @@ func TestEventsHistory_SwapsWithTimesAndResumeID(t *testing.T) {
 	e := newEnv(t, envOpts{events: true})
 	before := time.Now()
 	for _, m := range []string{"a", "b", "a"} {
-		if resp, b := e.do(request{path: "/v1/chat/completions", body: `{"model":"` + m + `"}`}); resp.StatusCode != 200 {
+		if resp, b := e.do(request{path: "/v1/chat/completions", body: `{"model":"` + m + `","messages":[]}`}); resp.StatusCode != 200 {
 			t.Fatalf("%s: %d %s", m, resp.StatusCode, b)
 		}
 	}
