@@ -18,10 +18,18 @@ SDK       := github.com/loadout-dev/loadout/sdk/...
 # their scenarios by cmd/loadout's tests (TestPolicyNew_*, TestCPolicy_*).
 EXAMPLES  := examples/lru
 
+# The policy SDK and its module graph, embedded by internal/sdksource so
+# `loadout policy new` writes a module that builds offline against the SDK
+# this binary was built with.
+SDK_ZIP   := internal/sdksource/archive/sdk.zip
+
 .PHONY: build policies test vet lint bench clean soak examples
 
-build: policies
+build: policies $(SDK_ZIP)
 	$(GO) build -trimpath -o $(BIN) ./cmd/loadout
+
+$(SDK_ZIP): $(shell find sdk -type f) internal/sdksource/pack.go
+	$(GO) run ./internal/sdksource/gen sdk $@
 
 # Built-in policies: Go main packages compiled to wasip1 reactor modules and
 # embedded into the binary by policies/builtin.
@@ -63,7 +71,7 @@ bench: policies
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
 clean:
-	rm -rf bin $(WASM)
+	rm -rf bin $(WASM) $(SDK_ZIP)
 
 # The soak (cmd/loadout/soak_test.go, build tag soak): mixed traffic with
 # faults for SOAK_DURATION, on loopback, then the end-of-run checks and
