@@ -643,7 +643,7 @@ FILE, the embedded default configuration is checked.`,
 		},
 	}
 	check.Flags().StringVarP(&listen, "listen", "l", defaultListen, "the address serve will listen on: its port is not handed to models")
-	cmd.AddCommand(check)
+	cmd.AddCommand(check, newConfigDefaultCmd())
 	return cmd
 }
 
