@@ -27,7 +27,8 @@ type apiClient struct {
 	// hint of a 401 ("--api-key or $LOADOUT_API_KEY").
 	tokenFlag, tokenEnv string
 	// timeout bounds connecting and waiting for an answer's headers
-	// (--timeout); a body is read without a bound.
+	// (--timeout), and reading a JSON answer; a text body (logs) is read
+	// without a bound.
 	timeout time.Duration
 	out     io.Writer
 }
@@ -74,6 +75,8 @@ func (c *apiClient) call(ctx context.Context, method, path string, body []byte, 
 	if body != nil {
 		rd = bytes.NewReader(body)
 	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(c.server, "/")+path, rd)
 	if err != nil {
 		return fmt.Errorf("--server %q: %w", c.server, err)
@@ -113,7 +116,13 @@ func (c *apiClient) call(ctx context.Context, method, path string, body []byte, 
 		}
 		return nil
 	default:
+		// A JSON answer comes whole at once: one whose body stalls
+		// past --timeout is from a hung server.
+		stalled := time.AfterFunc(c.timeout, cancel)
 		b, err := io.ReadAll(resp.Body)
+		if !stalled.Stop() {
+			return fmt.Errorf("%s %s: the answer did not finish within %s (--timeout): is Loadout at %s hung?", method, path, c.timeout, c.server)
+		}
 		if err != nil {
 			return fmt.Errorf("%s %s: reading the answer: %w", method, path, err)
 		}

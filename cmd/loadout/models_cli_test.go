@@ -25,7 +25,11 @@ const cliAPIKey = "sk-cli-test"
 // combined output and exit code.
 func runCLI(t *testing.T, env []string, args ...string) (string, int) {
 	t.Helper()
-	cmd := exec.Command(loadoutBin, args...)
+	// A bound only so that a CLI that hangs fails the test instead of
+	// hanging it; every command here ends in well under a second.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, loadoutBin, args...)
 	cmd.Env = append(os.Environ(), append([]string{"LOADOUT_API_KEY=", "LOADOUT_JOB_TOKEN="}, env...)...)
 	out, err := cmd.CombinedOutput()
 	var ee *exec.ExitError
@@ -178,23 +182,40 @@ func TestModelsCLI_DownHungGarbage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	stall := make(chan struct{})
 	garbage := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/api/jobs" { // headers, then a body that never ends
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprint(w, `{"jobs": [`)
+			w.(http.Flusher).Flush()
+			select {
+			case <-stall:
+			case <-r.Context().Done():
+			}
+			return
+		}
 		fmt.Fprint(w, "<html><body>a router's login page</body></html>")
 	})}
 	go func() { _ = garbage.Serve(gln) }()
-	t.Cleanup(func() { garbage.Close() })
+	t.Cleanup(func() { close(stall); garbage.Close() })
 
-	commands := [][]string{{"ps"}, {"load", "a"}, {"unload", "a"}, {"logs", "a"}, {"jobs", "list"}}
+	commands := [][]string{{"ps"}, {"load", "a"}, {"unload", "a"}, {"logs", "a"}, {"jobs", "get", "x"}}
+	stalled := [][]string{{"jobs", "list"}}
 	for _, tc := range []struct {
 		name, url, want string
 		skip            func(args []string) bool
+		commands        [][]string // default: commands
 	}{
-		{"down", downURL, "connection refused (is `loadout serve` running there? see --server)", nil},
-		{"hung", "http://" + hung.Addr().String(), "no answer within 300ms", nil},
+		{"down", downURL, "connection refused (is `loadout serve` running there? see --server)", nil, nil},
+		{"hung", "http://" + hung.Addr().String(), "no answer within 300ms", nil, nil},
 		// A text body (logs) cannot be told from a Loadout's.
-		{"garbage", "http://" + gln.Addr().String(), "is not Loadout's", func(args []string) bool { return args[0] == "logs" }},
+		{"garbage", "http://" + gln.Addr().String(), "is not Loadout's", func(args []string) bool { return args[0] == "logs" }, nil},
+		{"stalled body", "http://" + gln.Addr().String(), "the answer did not finish within 300ms (--timeout)", nil, stalled},
 	} {
-		for _, args := range commands {
+		if tc.commands == nil {
+			tc.commands = commands
+		}
+		for _, args := range tc.commands {
 			if tc.skip != nil && tc.skip(args) {
 				continue
 			}
