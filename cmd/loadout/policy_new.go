@@ -158,9 +158,10 @@ func writePolicyModule(name string, o policyNewOptions) (string, scaffoldData, e
 			if !errors.Is(err, sdksource.ErrNotEmbedded) {
 				return "", data, err
 			}
-			v, rerr := releasedSDKVersion()
-			if rerr != nil {
-				return "", data, fmt.Errorf("%w, and %w", err, rerr)
+			v, ok := releasedSDKVersion()
+			if !ok {
+				return "", data, fmt.Errorf("this loadout (version %s) carries no policy SDK (it was built with a bare `go build`; `make build` embeds it) "+
+					"and names no released one: pass --sdk-path with a source tree's sdk directory (e.g. --sdk-path ~/src/loadout/sdk), or --sdk-version", version)
 			}
 			data.SDKVersion = v
 		}
@@ -297,20 +298,19 @@ var releaseRE = regexp.MustCompile(`^v\d+\.\d+\.\d+$`)
 // releasedSDKVersion is the SDK version this binary speaks: the one its
 // build required, when that is a real version, else the binary's own
 // release version (the SDK is tagged sdk/vX.Y.Z with each release, so the
-// two agree). A binary built from a source tree has neither.
-func releasedSDKVersion() (string, error) {
+// two agree). A binary built from a source tree has neither: ok is false.
+func releasedSDKVersion() (v string, ok bool) {
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		for _, dep := range bi.Deps {
 			if dep.Path == sdkModule && dep.Replace == nil && dep.Version != sdkPlaceholder && dep.Version != "" {
-				return dep.Version, nil
+				return dep.Version, true
 			}
 		}
 	}
 	if releaseRE.MatchString(version) {
-		return version, nil
+		return version, true
 	}
-	return "", fmt.Errorf("this loadout (version %s) was built from a source tree, so it knows no released SDK version to require: "+
-		"pass --sdk-path with that tree's sdk directory (e.g. --sdk-path ~/src/loadout/sdk), or --sdk-version", version)
+	return "", false
 }
 
 // goVersion is the go directive of a new module: the toolchain this

@@ -165,7 +165,7 @@ func TestPolicyNew_NoEmbeddedSDK(t *testing.T) {
 	dir := t.TempDir()
 	_, _, err := writePolicyModule("x", policyNewOptions{kind: "swapper", dir: dir,
 		embedded: func() (*sdksource.Archive, error) { return nil, sdksource.ErrNotEmbedded }})
-	for _, want := range []string{"built without its policy SDK (build it with `make build`", "was built from a source tree, so it knows no released SDK version to require: pass --sdk-path"} {
+	for _, want := range []string{"carries no policy SDK (it was built with a bare `go build`; `make build` embeds it)", "pass --sdk-path with a source tree's sdk directory"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("err = %v, want it to contain %q", err, want)
 		}
