@@ -24,10 +24,18 @@ EXAMPLES  := examples/lru
 # Example backend plugin modules: each requires the plugins module alone.
 BACKEND_EXAMPLES := examples/llamacpp-python
 
+# The policy SDK and its module graph, embedded by internal/sdksource so
+# `loadout policy new` writes a module that builds offline against the SDK
+# this binary was built with.
+SDK_ZIP   := internal/sdksource/archive/sdk.zip
+
 .PHONY: build policies test vet lint bench clean soak examples
 
-build: policies
+build: policies $(SDK_ZIP)
 	$(GO) build -trimpath -o $(BIN) ./cmd/loadout
+
+$(SDK_ZIP): $(shell find sdk -type f) internal/sdksource/pack.go
+	$(GO) run ./internal/sdksource/gen sdk $@
 
 # Built-in policies: Go main packages compiled to wasip1 reactor modules and
 # embedded into the binary by policies/builtin.
@@ -82,7 +90,7 @@ bench: policies
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
 clean:
-	rm -rf bin $(WASM)
+	rm -rf bin $(WASM) $(SDK_ZIP)
 
 # The soak (cmd/loadout/soak_test.go, build tag soak): mixed traffic with
 # faults for SOAK_DURATION, on loopback, then the end-of-run checks and

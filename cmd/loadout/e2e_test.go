@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/loadout-dev/loadout/internal/sdksource"
 	"github.com/loadout-dev/loadout/internal/wasmbuild"
 	"github.com/loadout-dev/loadout/policies/builtin"
 )
@@ -47,14 +48,18 @@ func TestMain(m *testing.M) {
 }
 
 // buildBinary builds the built-in policies (always: a stale module would
-// be embedded silently; the Go build cache makes this cheap) and the loadout
-// binary that embeds them.
+// be embedded silently; the Go build cache makes this cheap), packs the
+// policy SDK, and builds the loadout binary that embeds them.
 func buildBinary(dir string) error {
 	for _, name := range builtin.Names() {
 		out := filepath.Join("..", "..", "policies", "builtin", "wasm", name+".wasm")
 		if msg, err := wasmbuild.Command("github.com/loadout-dev/loadout/policies/"+name, out).CombinedOutput(); err != nil {
 			return fmt.Errorf("building policy %s: %v\n%s", name, err, msg)
 		}
+	}
+	// The SDK `policy new` unpacks, as `make build` embeds it.
+	if err := sdksource.WriteArchive(filepath.Join("..", "..", "sdk"), filepath.Join("..", "..", "internal", "sdksource", "archive", "sdk.zip")); err != nil {
+		return fmt.Errorf("packing the policy SDK: %w", err)
 	}
 	loadoutBin = filepath.Join(dir, "loadout")
 	if msg, err := exec.Command("go", "build", "-o", loadoutBin, ".").CombinedOutput(); err != nil {

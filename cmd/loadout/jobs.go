@@ -4,15 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -138,33 +135,8 @@ func startJobs(ctx context.Context, o jobsOptions, ledger *gpu.Ledger, r *router
 	return runner, func() { cancel(); <-done; store.Close() }, nil
 }
 
-// jobsClient talks to a running Loadout's jobs API.
-type jobsClient struct {
-	server, token string
-	// timeout bounds connecting and waiting for the answer's headers
-	// (--timeout); the body is read without a bound (no call streams).
-	timeout time.Duration
-	out     io.Writer
-}
-
-// defaultJobsTimeout is the CLI's default bound on connecting to the
-// Loadout and on waiting for its answer's headers: every jobs API call
-// answers at once (a submission never waits on an executor), so a server
-// silent this long is hung, not busy.
-const defaultJobsTimeout = 30 * time.Second
-
-// http returns the client for one command: connection and response
-// headers bounded by c.timeout.
-func (c *jobsClient) http() *http.Client {
-	t := http.DefaultTransport.(*http.Transport).Clone()
-	t.DialContext = (&net.Dialer{Timeout: c.timeout}).DialContext
-	t.ResponseHeaderTimeout = c.timeout
-	t.TLSHandshakeTimeout = c.timeout
-	return &http.Client{Transport: t}
-}
-
 func newJobsCmd() *cobra.Command {
-	c := &jobsClient{}
+	c := &apiClient{}
 	cmd := &cobra.Command{
 		Use:   "jobs",
 		Short: "Submit and follow GPU jobs on a running Loadout (its /api/jobs)",
@@ -174,9 +146,7 @@ locally on GPUs leased beside the models or on a Ray cluster, and retries it
 when it lost a race for resources. See docs/JOBS.md.`,
 		PersistentPreRun: func(cmd *cobra.Command, _ []string) { c.out = cmd.OutOrStdout() },
 	}
-	cmd.PersistentFlags().StringVar(&c.server, "server", "http://"+defaultListen, "the Loadout to talk to")
-	cmd.PersistentFlags().StringVar(&c.token, "token", os.Getenv("LOADOUT_JOB_TOKEN"), "the job token (default $LOADOUT_JOB_TOKEN)")
-	cmd.PersistentFlags().DurationVar(&c.timeout, "timeout", defaultJobsTimeout, "how long to wait to connect to the server, and for its answer to begin")
+	addClientFlags(cmd.PersistentFlags(), c, "token", "LOADOUT_JOB_TOKEN", "the job token, serve's --job-token")
 
 	submit := &cobra.Command{
 		Use:   "submit FILE|-",
@@ -202,6 +172,7 @@ when it lost a race for resources. See docs/JOBS.md.`,
 		},
 	}
 	var state string
+	var pollInterval time.Duration
 	list := &cobra.Command{
 		Use:   "list [--state S1,S2]",
 		Short: "List jobs in queue order",
@@ -255,56 +226,63 @@ when it lost a race for resources. See docs/JOBS.md.`,
 			return nil
 		},
 	}
+	var follow bool
 	logs := &cobra.Command{
-		Use:   "logs ID",
-		Short: "Print the output of a job's latest attempt",
-		Args:  cobra.ExactArgs(1),
+		Use:   "logs [-f] ID",
+		Short: "Print the output of a job's latest attempt; -f follows it until the job ends",
+		Long: `logs prints the output of a job's latest attempt. With -f it then follows it,
+printing new output as the job writes it, until the job ends (succeeded,
+failed or canceled), like 'kubectl logs -f'; it asks the server every
+--poll-interval.`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if follow {
+				return followJobLogs(cmd.Context(), c, args[0], pollInterval)
+			}
 			return c.do(cmd.Context(), http.MethodGet, "/api/jobs/"+args[0]+"/logs", nil, c.out)
 		},
 	}
+	logs.Flags().BoolVarP(&follow, "follow", "f", false, "follow the output until the job ends")
+	logs.Flags().DurationVar(&pollInterval, "poll-interval", 500*time.Millisecond, "with -f, how often to ask for new output")
 	cmd.AddCommand(submit, list, get, cancel, logs)
 	return cmd
 }
 
-// do sends one request; into is a JSON target, or an io.Writer for a text
-// body. An error response's message becomes the error.
-func (c *jobsClient) do(ctx context.Context, method, path string, body []byte, into any) error {
-	var rd io.Reader
-	if body != nil {
-		rd = bytes.NewReader(body)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(c.server, "/")+path, rd)
-	if err != nil {
-		return err
-	}
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
-	}
-	resp, err := c.http().Do(req)
-	if err != nil {
-		var ne net.Error
-		if errors.As(err, &ne) && ne.Timeout() {
-			return fmt.Errorf("%s %s: no answer within %s (--timeout): is Loadout at %s hung?", method, path, c.timeout, c.server)
+// followJobLogs prints job id's output and then what it adds, asking the
+// server every interval, until the job ends (jobs.State.Terminal), then
+// prints what is left. Output that shrinks (a new attempt's) is printed
+// again from its start.
+func followJobLogs(ctx context.Context, c *apiClient, id string, interval time.Duration) error {
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	printed := 0
+	var buf bytes.Buffer
+	for {
+		// The state first: output read after the job ended is all of it.
+		var t jobs.Task
+		if err := c.do(ctx, http.MethodGet, "/api/jobs/"+id, nil, &t); err != nil {
+			return err
 		}
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode >= 300 {
-		b, _ := io.ReadAll(resp.Body)
-		var e struct {
-			Error struct {
-				Message string `json:"message"`
-			} `json:"error"`
+		buf.Reset()
+		if err := c.do(ctx, http.MethodGet, "/api/jobs/"+id+"/logs", nil, &buf); err != nil && !t.State.Terminal() && t.State != jobs.StateRunning {
+			buf.Reset() // not started yet: no output to follow
+		} else if err != nil {
+			return err
 		}
-		if json.Unmarshal(b, &e) == nil && e.Error.Message != "" {
-			return fmt.Errorf("%s (HTTP %d)", e.Error.Message, resp.StatusCode)
+		if buf.Len() < printed {
+			printed = 0
 		}
-		return fmt.Errorf("HTTP %d: %s", resp.StatusCode, strings.TrimSpace(string(b)))
+		if _, err := c.out.Write(buf.Bytes()[printed:]); err != nil {
+			return err
+		}
+		printed = buf.Len()
+		if t.State.Terminal() {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
 	}
-	if w, ok := into.(io.Writer); ok {
-		_, err = io.Copy(w, resp.Body)
-		return err
-	}
-	return json.NewDecoder(resp.Body).Decode(into)
 }

@@ -28,6 +28,7 @@ and eviction policies that are sandboxed WebAssembly modules.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newServeCmd(), newConfigCmd(), newPolicyCmd(), newVersionCmd(), newBackendCmd(), newSimServerCmd(), newJobsCmd(), newSimulateCmd())
+	root.AddCommand(newServeCmd(), newConfigCmd(), newPolicyCmd(), newVersionCmd(), newBackendCmd(), newSimServerCmd(), newJobsCmd(), newSimulateCmd(),
+		newPsCmd(), newLoadCmd(), newUnloadCmd(), newLogsCmd())
 	return root
 }

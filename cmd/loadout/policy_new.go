@@ -18,6 +18,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"golang.org/x/mod/modfile"
+
+	"github.com/loadout-dev/loadout/internal/sdksource"
 )
 
 // scaffold holds the files `loadout policy new` writes: common/ for every
@@ -29,7 +31,12 @@ import (
 var scaffold embed.FS
 
 // sdkModule is the policy SDK's module path.
-const sdkModule = "github.com/loadout-dev/loadout/sdk"
+const sdkModule = sdksource.SDKModule
+
+// thirdParty is the directory of a new module that the SDK this binary
+// carries, and the modules it needs, are unpacked in, each under its
+// module path.
+const thirdParty = "third_party"
 
 // sdkPlaceholder is the version a module requires of a module it replaces
 // with a local directory: any version does, and this one says so.
@@ -48,6 +55,10 @@ type scaffoldData struct {
 	SDKModule  string
 	SDKVersion string // the version required of the SDK
 	SDKPath    string // with --sdk-path: the SDK directory the module is replaced by
+	// ThirdParty are, with the SDK this binary carries, the replace
+	// directives ("gopkg.in/yaml.v3 v3.0.1 => ./third_party/gopkg.in/yaml.v3")
+	// that point the SDK and its module graph at the unpacked copies.
+	ThirdParty []string
 	// SDKRequires are, with --sdk-path, the SDK's own requirements
 	// ("gopkg.in/yaml.v3 v3.0.1"), listed as indirect so the module builds
 	// without a `go mod tidy`.
@@ -56,10 +67,13 @@ type scaffoldData struct {
 
 type policyNewOptions struct {
 	kind, dir, module, sdkPath, sdkVersion string
+	// embedded returns the SDK archive this binary carries
+	// (sdksource.Embedded), or sdksource.ErrNotEmbedded.
+	embedded func() (*sdksource.Archive, error)
 }
 
 func newPolicyNewCmd() *cobra.Command {
-	var o policyNewOptions
+	o := policyNewOptions{embedded: sdksource.Embedded}
 	cmd := &cobra.Command{
 		Use:   "new NAME --kind scheduler|swapper",
 		Short: "Write a new policy module that builds, passes its tests and passes 'policy check'",
@@ -76,11 +90,17 @@ func newPolicyNewCmd() *cobra.Command {
   Makefile               make (NAME.wasm), make test, make check, make scenarios
   go.mod
 
-The module requires the SDK at the version this loadout was released with,
-so what you build speaks this host's ABI. A loadout built from a source tree
-has no released SDK version to name: pass --sdk-path with the tree's sdk
-directory (the module then replaces the SDK with it, and builds offline), or
---sdk-version. Without --sdk-path, run 'go mod tidy' once to fetch the SDK.
+  third_party/           the policy SDK this loadout was built with, and the
+                         modules it needs, which go.mod's replace directives
+                         point at: the module builds offline, and what you
+                         build speaks this host's ABI
+
+NAME must not exist yet: nothing is ever overwritten.
+
+With --sdk-path the module uses a local SDK directory (a loadout source
+tree's sdk/) instead, and with --sdk-version it requires a released SDK,
+which 'go mod tidy' then fetches. A loadout built without its SDK (a bare
+'go build' rather than 'make build') needs one of the two.
 
 Next steps are printed; docs/POLICIES.md walks through writing, testing,
 comparing ('loadout simulate --compare') and deploying a policy.`,
@@ -89,11 +109,11 @@ comparing ('loadout simulate --compare') and deploying a policy.`,
   loadout policy new lru --kind swapper --sdk-path ~/src/loadout/sdk`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			dir, err := writePolicyModule(args[0], o)
+			dir, data, err := writePolicyModule(args[0], o)
 			if err != nil {
 				return err
 			}
-			printNextSteps(cmd.OutOrStdout(), args[0], dir, o)
+			printNextSteps(cmd.OutOrStdout(), dir, data)
 			return nil
 		},
 	}
@@ -102,17 +122,19 @@ comparing ('loadout simulate --compare') and deploying a policy.`,
 	fl.StringVar(&o.dir, "dir", ".", "the directory to create NAME in")
 	fl.StringVar(&o.module, "module", "", "the new module's path (default NAME)")
 	fl.StringVar(&o.sdkPath, "sdk-path", "", "a local SDK directory (a loadout source tree's sdk/) to build against, by a replace directive")
-	fl.StringVar(&o.sdkVersion, "sdk-version", "", "the SDK version to require (default: the one this loadout was released with)")
+	fl.StringVar(&o.sdkVersion, "sdk-version", "", "a released SDK version to require, fetched by 'go mod tidy' (default: the SDK this loadout carries, unpacked in third_party/)")
 	return cmd
 }
 
-// writePolicyModule writes the module and returns its directory.
-func writePolicyModule(name string, o policyNewOptions) (string, error) {
+// writePolicyModule writes the module and returns its directory and what
+// its templates saw. A directory that exists already is refused, and a
+// failure removes what was written.
+func writePolicyModule(name string, o policyNewOptions) (string, scaffoldData, error) {
 	if !policyNameRE.MatchString(name) {
-		return "", fmt.Errorf("policy name %q: use lower-case letters, digits, '-' and '_', starting with a letter (it names a directory and NAME.wasm)", name)
+		return "", scaffoldData{}, fmt.Errorf("policy name %q: use lower-case letters, digits, '-' and '_', starting with a letter (it names a directory and NAME.wasm)", name)
 	}
 	if o.kind != "scheduler" && o.kind != "swapper" {
-		return "", fmt.Errorf("--kind: want scheduler or swapper, got %q", o.kind)
+		return "", scaffoldData{}, fmt.Errorf("--kind: want scheduler or swapper, got %q", o.kind)
 	}
 	data := scaffoldData{Name: name, Kind: o.kind, Module: o.module, GoVersion: goVersion(), SDKModule: sdkModule}
 	if data.Module == "" {
@@ -120,28 +142,72 @@ func writePolicyModule(name string, o policyNewOptions) (string, error) {
 	}
 	dir := filepath.Join(o.dir, name)
 	var sdkSum []byte
+	var archive *sdksource.Archive
 	switch {
 	case o.sdkPath != "":
 		abs, reqs, sum, err := checkSDKPath(o.sdkPath)
 		if err != nil {
-			return "", err
+			return "", data, err
 		}
 		data.SDKPath, data.SDKVersion, data.SDKRequires, sdkSum = abs, sdkPlaceholder, reqs, sum
 	case o.sdkVersion != "":
 		data.SDKVersion = o.sdkVersion
 	default:
-		v, err := releasedSDKVersion()
-		if err != nil {
-			return "", err
+		var err error
+		if archive, err = o.embedded(); err != nil {
+			if !errors.Is(err, sdksource.ErrNotEmbedded) {
+				return "", data, err
+			}
+			v, ok := releasedSDKVersion()
+			if !ok {
+				return "", data, fmt.Errorf("this loadout (version %s) carries no policy SDK (it was built with a bare `go build`; `make build` embeds it) "+
+					"and names no released one: pass --sdk-path with a source tree's sdk directory (e.g. --sdk-path ~/src/loadout/sdk), or --sdk-version", version)
+			}
+			data.SDKVersion = v
 		}
-		data.SDKVersion = v
 	}
-	if entries, err := os.ReadDir(dir); err == nil && len(entries) > 0 {
-		return "", fmt.Errorf("%s already exists and is not empty; pick another name or --dir", dir)
+	// Mkdir, not MkdirAll: a directory that exists (even empty) is
+	// refused, and nothing in it is touched.
+	if err := os.MkdirAll(o.dir, 0o755); err != nil {
+		return "", data, err
 	}
-	files, err := renderScaffold(data)
+	if err := os.Mkdir(dir, 0o755); errors.Is(err, fs.ErrExist) {
+		return "", data, fmt.Errorf("%s already exists; pick another name or --dir (nothing was written)", dir)
+	} else if err != nil {
+		return "", data, err
+	}
+	if err := fillPolicyModule(dir, &data, archive, sdkSum); err != nil {
+		os.RemoveAll(dir) // it was made above, empty: nothing of the user's is in it
+		return "", data, err
+	}
+	return dir, data, nil
+}
+
+// fillPolicyModule writes the new module's files into the empty dir: the
+// rendered scaffold and, with archive, the SDK it unpacks in third_party/
+// (the module's go.mod then replaces the SDK's module graph with it).
+func fillPolicyModule(dir string, data *scaffoldData, archive *sdksource.Archive, sdkSum []byte) error {
+	if archive != nil {
+		if err := archive.Unpack(filepath.Join(dir, thirdParty)); err != nil {
+			return err
+		}
+		local := "./" + thirdParty + "/" + sdkModule
+		_, reqs, sum, err := checkSDKPath(filepath.Join(dir, filepath.FromSlash(local)))
+		if err != nil {
+			return fmt.Errorf("the embedded SDK: %w", err)
+		}
+		data.SDKVersion, data.SDKRequires, sdkSum = sdkPlaceholder, reqs, sum
+		for _, m := range archive.Modules {
+			from := m.Path
+			if m.Version != "" {
+				from += " " + m.Version
+			}
+			data.ThirdParty = append(data.ThirdParty, from+" => ./"+thirdParty+"/"+m.Path)
+		}
+	}
+	files, err := renderScaffold(*data)
 	if err != nil {
-		return "", err
+		return err
 	}
 	if sdkSum != nil {
 		// The SDK's own dependencies' checksums, so the tests build
@@ -151,13 +217,13 @@ func writePolicyModule(name string, o policyNewOptions) (string, error) {
 	for rel, b := range files {
 		p := filepath.Join(dir, filepath.FromSlash(rel))
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			return "", err
+			return err
 		}
 		if err := os.WriteFile(p, b, 0o644); err != nil {
-			return "", err
+			return err
 		}
 	}
-	return dir, nil
+	return nil
 }
 
 // renderScaffold renders the files of data.Kind, by their path in the new
@@ -232,20 +298,19 @@ var releaseRE = regexp.MustCompile(`^v\d+\.\d+\.\d+$`)
 // releasedSDKVersion is the SDK version this binary speaks: the one its
 // build required, when that is a real version, else the binary's own
 // release version (the SDK is tagged sdk/vX.Y.Z with each release, so the
-// two agree). A binary built from a source tree has neither.
-func releasedSDKVersion() (string, error) {
+// two agree). A binary built from a source tree has neither: ok is false.
+func releasedSDKVersion() (v string, ok bool) {
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		for _, dep := range bi.Deps {
 			if dep.Path == sdkModule && dep.Replace == nil && dep.Version != sdkPlaceholder && dep.Version != "" {
-				return dep.Version, nil
+				return dep.Version, true
 			}
 		}
 	}
 	if releaseRE.MatchString(version) {
-		return version, nil
+		return version, true
 	}
-	return "", fmt.Errorf("this loadout (version %s) was built from a source tree, so it knows no released SDK version to require: "+
-		"pass --sdk-path with that tree's sdk directory (e.g. --sdk-path ~/src/loadout/sdk), or --sdk-version", version)
+	return "", false
 }
 
 // goVersion is the go directive of a new module: the toolchain this
@@ -257,10 +322,15 @@ func goVersion() string {
 	return "1.26"
 }
 
-func printNextSteps(out io.Writer, name, dir string, o policyNewOptions) {
-	fmt.Fprintf(out, "wrote %s: a %s policy module (main.go, %s_test.go, testdata/scenarios/, Makefile, go.mod)\n\nnext:\n", dir, o.kind, name)
+func printNextSteps(out io.Writer, dir string, data scaffoldData) {
+	name := data.Name
+	contents := "main.go, " + name + "_test.go, testdata/scenarios/, Makefile, go.mod"
+	if data.ThirdParty != nil {
+		contents += ", " + thirdParty + "/ (the SDK)"
+	}
+	fmt.Fprintf(out, "wrote %s: a %s policy module (%s)\n\nnext:\n", dir, data.Kind, contents)
 	fmt.Fprintf(out, "  cd %s\n", dir)
-	if o.sdkPath == "" {
+	if data.SDKPath == "" && data.ThirdParty == nil {
 		fmt.Fprintf(out, "  go mod tidy                  # fetches the SDK\n")
 	}
 	fmt.Fprintf(out, "  make test                    # go vet and the native tests, scenarios included\n")

@@ -685,7 +685,7 @@ preset section became.`,
 	}
 	check.Flags().StringVarP(&listen, "listen", "l", defaultListen, "the address serve will listen on: its port is not handed to models")
 	addRouterModeFlags(check, &rm)
-	cmd.AddCommand(check)
+	cmd.AddCommand(check, newConfigDefaultCmd())
 	return cmd
 }
 

@@ -42,7 +42,7 @@ type DoesNotFitError struct {
 }
 
 func (e *DoesNotFitError) Error() string {
-	msg := fmt.Sprintf("needs %s of GPU memory; at most %s can be placed", formatBytes(e.Need), formatBytes(e.Best))
+	msg := fmt.Sprintf("needs %s of GPU memory; at most %s can be placed", FormatBytes(e.Need), FormatBytes(e.Best))
 	if e.Constraint != "" {
 		msg += " under its " + e.Constraint
 	}
@@ -62,16 +62,16 @@ type InsufficientError struct {
 }
 
 func (e *InsufficientError) Error() string {
-	return fmt.Sprintf("gpu %d: needs %s, %s free", e.Device, formatBytes(e.Need), formatBytes(e.Free))
+	return fmt.Sprintf("gpu %d: needs %s, %s free", e.Device, FormatBytes(e.Need), FormatBytes(e.Free))
 }
 
 // Is makes errors.Is(err, ErrInsufficient) true.
 func (e *InsufficientError) Is(target error) bool { return target == ErrInsufficient }
 
-// formatBytes renders a byte count for people: the largest binary unit that
+// FormatBytes renders a byte count n (bytes) for people: the largest binary unit that
 // keeps the number at or above 1, with at most one decimal ("24 GiB",
 // "1.5 GiB", "512 MiB", "100 B").
-func formatBytes(n uint64) string {
+func FormatBytes(n uint64) string {
 	const units = "KMGTPE"
 	if n < 1024 {
 		return strconv.FormatUint(n, 10) + " B"

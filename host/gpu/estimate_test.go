@@ -48,7 +48,7 @@ func TestFileSizeHeuristic_Scenario(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := FileSizeHeuristic(tc.path); got != tc.want {
-				t.Errorf("FileSizeHeuristic(%s) = %d (%s), want %d (%s)", tc.path, got, formatBytes(got), tc.want, formatBytes(tc.want))
+				t.Errorf("FileSizeHeuristic(%s) = %d (%s), want %d (%s)", tc.path, got, FormatBytes(got), tc.want, FormatBytes(tc.want))
 			}
 		})
 	}
@@ -85,8 +85,8 @@ func TestFormatBytes(t *testing.T) {
 	for n, want := range map[uint64]string{
 		0: "0 B", 100: "100 B", 512 * mib: "512 MiB", 24 * gib: "24 GiB", 3 * gib / 2: "1.5 GiB", 1 << 40: "1 TiB",
 	} {
-		if got := formatBytes(n); got != want {
-			t.Errorf("formatBytes(%d) = %q, want %q", n, got, want)
+		if got := FormatBytes(n); got != want {
+			t.Errorf("FormatBytes(%d) = %q, want %q", n, got, want)
 		}
 	}
 }

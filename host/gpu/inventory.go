@@ -80,7 +80,7 @@ func open(logger *slog.Logger, declared []DeclaredDevice, openNVML func(*slog.Lo
 			for i, d := range devs {
 				names[i] = d.Name
 			}
-			attrs := []any{"source", SourceNVML, "devices", len(devs), "names", strings.Join(names, ", "), "total", formatBytes(sumTotal(devs))}
+			attrs := []any{"source", SourceNVML, "devices", len(devs), "names", strings.Join(names, ", "), "total", FormatBytes(sumTotal(devs))}
 			if len(declared) > 0 {
 				attrs = append(attrs, "ignored_declared", len(declared))
 			}
@@ -99,7 +99,7 @@ func open(logger *slog.Logger, declared []DeclaredDevice, openNVML func(*slog.Lo
 		d := NewDeclared(declared)
 		devs, _ := d.Devices()
 		logger.Info("gpu inventory: NVML unavailable, using declared devices (simulated)",
-			"source", SourceDeclared, "devices", len(devs), "total", formatBytes(sumTotal(devs)), "nvml", err.Error())
+			"source", SourceDeclared, "devices", len(devs), "total", FormatBytes(sumTotal(devs)), "nvml", err.Error())
 		return d
 	}
 	logger.Info("gpu inventory: no GPUs (NVML unavailable and no gpus declared)", "source", SourceNone, "nvml", err.Error())

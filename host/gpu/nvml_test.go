@@ -231,7 +231,7 @@ func TestWaitFree_NVML(t *testing.T) {
 	}
 	free, err := WaitFree(context.Background(), n, 0, 60*gib)
 	if err != nil || free != 60*gib {
-		t.Errorf("WaitFree = %s, %v; want 60 GiB", formatBytes(free), err)
+		t.Errorf("WaitFree = %s, %v; want 60 GiB", FormatBytes(free), err)
 	}
 	if calls := len(d.GetMemoryInfo_v2Calls()); calls != 1+5 { // NewNVML's reading, then 5 polls
 		t.Errorf("%d readings, want 6", calls)
@@ -243,7 +243,7 @@ func TestWaitFree_NVML(t *testing.T) {
 		return nvml.Memory_v2{Total: 80 * gib, Free: 5 * gib}, nvml.SUCCESS
 	}
 	if free, err := WaitFree(ctx, n, 0, 60*gib); !errors.Is(err, context.Canceled) || free != 5*gib {
-		t.Errorf("WaitFree with a cancelled context = %s, %v", formatBytes(free), err)
+		t.Errorf("WaitFree with a cancelled context = %s, %v", FormatBytes(free), err)
 	}
 }
 

@@ -34,7 +34,7 @@ func WaitFree(ctx context.Context, inv Inventory, device int, want uint64) (uint
 	for {
 		devs, err := inv.Devices()
 		if err != nil {
-			return 0, fmt.Errorf("gpu %d: waiting for %s free: %w", device, formatBytes(want), err)
+			return 0, fmt.Errorf("gpu %d: waiting for %s free: %w", device, FormatBytes(want), err)
 		}
 		dev, ok := find(devs, device)
 		if !ok {
@@ -52,7 +52,7 @@ func WaitFree(ctx context.Context, inv Inventory, device int, want uint64) (uint
 		select {
 		case <-ctx.Done():
 			return dev.Free, fmt.Errorf("gpu %d: the driver reports %s free, want %s: %w",
-				device, formatBytes(dev.Free), formatBytes(want), ctx.Err())
+				device, FormatBytes(dev.Free), FormatBytes(want), ctx.Err())
 		case <-timer.C:
 		}
 		delay = min(2*delay, waitMax)

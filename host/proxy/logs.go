@@ -8,14 +8,24 @@ import (
 )
 
 // logsHistory serves GET /logs: every model server's kept output, oldest
-// first, each line prefixed with its model (llama-swap's route).
+// first, each line prefixed with its model (llama-swap's route); and GET
+// /logs/{model}: that model's (id or alias), unprefixed, as
+// /logs/stream/{model} begins (`loadout logs MODEL`).
 func (s *Server) logsHistory(w http.ResponseWriter, r *http.Request) {
 	if s.cfg.Logs == nil {
 		s.writeError(w, r, &apiError{status: http.StatusNotFound, code: "no_logs", msg: "model server logs are not kept"})
 		return
 	}
+	model := ""
+	if _, ok := mux.Vars(r)["model"]; ok {
+		e := s.pathModel(w, r)
+		if e == nil {
+			return
+		}
+		model = e.ID
+	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	_, _ = w.Write(s.cfg.Logs.History(""))
+	_, _ = w.Write(s.cfg.Logs.History(model))
 }
 
 // logsStream serves GET /logs/stream and /logs/stream/{model}: the kept

@@ -406,6 +406,7 @@ func (s *Server) routes() *mux.Router {
 	m.HandleFunc("/logs", s.logsHistory).Methods(http.MethodGet)
 	m.HandleFunc("/logs/stream", s.logsStream).Methods(http.MethodGet)
 	m.HandleFunc("/logs/stream/{model:.+}", s.logsStream).Methods(http.MethodGet)
+	m.HandleFunc("/logs/{model:.+}", s.logsHistory).Methods(http.MethodGet)
 	s.jobRoutes(m)
 	m.Handle("/metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{
 		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),

@@ -121,6 +121,16 @@ type model struct {
 // visible is the state policies and the API see: a Ready model draining
 // for an unload (stopWhenIdle) is already Stopping to them, so no policy
 // grants it new requests or plans around it as loaded.
+// expiresAt is when the model's TTL unloads it (the tick after): its
+// last use plus its TTL while it is ready with no request in flight; zero
+// when it has no TTL or is not idle.
+func (m *model) expiresAt() time.Time {
+	if m.cfg.TTL <= 0 || m.state != sdk.StateReady || m.inFlight != 0 {
+		return time.Time{}
+	}
+	return m.lastUse.Add(m.cfg.TTL)
+}
+
 func (m *model) visible() sdk.ModelState {
 	if m.state == sdk.StateReady && m.stopWhenIdle {
 		return sdk.StateStopping
@@ -541,7 +551,7 @@ func (r *Router) onTick() {
 	if !l.shuttingDown {
 		for _, name := range l.names {
 			m := l.models[name]
-			if m.cfg.TTL > 0 && m.state == sdk.StateReady && m.inFlight == 0 && now.Sub(m.lastUse) >= m.cfg.TTL {
+			if e := m.expiresAt(); !e.IsZero() && !now.Before(e) {
 				expired = append(expired, name)
 			}
 		}
@@ -786,6 +796,7 @@ func (l *loopState) status(name string, queued, loading int) ModelStatus {
 		Model: name, State: m.visible().String(), InFlight: m.inFlight, Queued: queued, Loading: loading,
 		LastUse: m.lastUse, LastError: m.lastErr, Group: m.cfg.Group, VRAM: m.cfg.VRAM,
 		Measured: m.measured, Devices: l.devices(name), StartFailures: m.startFailures,
+		ExpiresAt: m.expiresAt(),
 	}
 	if backoffAfter(m.startFailures) > 0 {
 		st.RetryAt = m.retryAt

@@ -3,6 +3,7 @@ package router
 import (
 	"context"
 	"errors"
+	"fmt"
 	"github.com/loadout-dev/loadout/host/gpu"
 	"github.com/loadout-dev/loadout/host/policy"
 	"github.com/loadout-dev/loadout/internal/wasmbuild"
@@ -403,6 +404,34 @@ func TestRouter_TTLUnloadsIdleModel(t *testing.T) {
 	g.Release()
 	h.world.expect(t, "stopped a") // idle for its TTL
 	h.awaitState("a", "stopped")
+}
+
+// ExpiresAt (Ollama's ps "until") is last use plus TTL while the model is
+// ready and idle, and zero while it serves or has no TTL.
+func TestRouter_ExpiresAtWhileIdle(t *testing.T) {
+	h := newHarness(t, harnessOpts{
+		models: map[string]ModelConfig{"a": {TTL: time.Hour}, "b": {}},
+	})
+	h.acquire("b").wait(t).Release()
+	h.world.expect(t, "starting b", "ready b")
+	h.await(func() string {
+		if st := h.status("b"); st.InFlight != 0 || !st.ExpiresAt.IsZero() {
+			return fmt.Sprintf("a model with no TTL: in flight %d, expires at %v, want zero", st.InFlight, st.ExpiresAt)
+		}
+		return ""
+	})
+	g := h.acquire("a").wait(t)
+	h.world.expect(t, "stopped b", "starting a", "ready a")
+	if st := h.status("a"); !st.ExpiresAt.IsZero() {
+		t.Errorf("busy model expires at %v, want zero", st.ExpiresAt)
+	}
+	g.Release()
+	h.await(func() string {
+		if st := h.status("a"); st.InFlight != 0 || !st.ExpiresAt.Equal(st.LastUse.Add(time.Hour)) {
+			return fmt.Sprintf("idle model: in flight %d, expires at %v, want last use %v + 1h", st.InFlight, st.ExpiresAt, st.LastUse)
+		}
+		return ""
+	})
 }
 
 func TestRouter_ShutdownDrainsAndStopsEverything(t *testing.T) {
