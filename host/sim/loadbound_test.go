@@ -3,6 +3,7 @@ package sim
 import (
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -85,7 +86,7 @@ func bruteLP(seq []int, units []int64, cost []float64, capUnits int64) float64 {
 			}
 			v := total
 			for j, x := range ivs {
-				v -= float64(f[j])*cost[x.m]/float64(units[x.m])
+				v -= float64(f[j]) * cost[x.m] / float64(units[x.m])
 			}
 			best = min(best, v)
 			return
@@ -182,5 +183,28 @@ func TestBoxBounds_WhichApply(t *testing.T) {
 	}
 	if cl, lb := BoxBounds(reqs, same, nil); cl != nil || lb != nil {
 		t.Fatal("no devices: want no bounds")
+	}
+}
+
+// A run is read against the load-time bound where there is one, else
+// against Belady's cold loads, and JSON carries one ratio per run.
+func TestReport_RatioToBound(t *testing.T) {
+	run := &Result{ColdLoads: 6, Models: map[string]ModelResult{"a": {ColdLoads: 6}}}
+	r := &Report{Runs: []*Result{run}, Bounds: &ColdLoads{Belady: 4}}
+	if x, what, ok := r.RatioToBound(run); !ok || x != 1.5 || what != "cold loads" {
+		t.Fatalf("Belady: %v %q %v", x, what, ok)
+	}
+	r.LoadBound = &LoadBound{Lower: 20, loadS: map[string]float64{"a": 5}}
+	if x, what, ok := r.RatioToBound(run); !ok || x != 1.5 || what != "load s" {
+		t.Fatalf("load bound: %v %q %v", x, what, ok)
+	}
+	var b strings.Builder
+	if err := r.WriteJSON(&b); err != nil || !strings.Contains(b.String(), `"ratios_to_bound": [
+    1.5
+  ]`) {
+		t.Fatalf("JSON %v:\n%s", err, b.String())
+	}
+	if _, _, ok := (&Report{}).RatioToBound(run); ok {
+		t.Fatal("no bound: want no ratio")
 	}
 }
