@@ -40,8 +40,8 @@ type htmlPage struct {
 	// ("load s" or "cold loads"), "" where no bound applies.
 	LoadBound *LoadBound
 	RatioOf   string
-	Models   []htmlModel
-	Runs     []htmlRun
+	Models    []htmlModel
+	Runs      []htmlRun
 }
 
 // htmlModel is a model's entry in the colour key.
