@@ -39,10 +39,10 @@ type Production struct {
 // ModelClass is a model size on the generated box, with its load time:
 // the shape of 7B to 70B models at 4–8 bits on llama-server.
 type ModelClass struct {
-	VRAMGiB     int
-	LoadS       int // cold load, seconds
-	TokensPerS  int
-	Per10 int // of every 10 models, how many are of this class
+	VRAMGiB    int
+	LoadS      int // cold load, seconds
+	TokensPerS int
+	Per10      int // of every 10 models, how many are of this class
 }
 
 // ModelClasses are the sizes of a Mixed workload's models: model i is of
