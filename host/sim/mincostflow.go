@@ -32,18 +32,13 @@ func newFlowGraph(n int) *flowGraph {
 	return g
 }
 
-// add adds the arc u→v (u < v) and its residual twin; it returns the
-// arc's index, whose flow is flow(i).
-func (g *flowGraph) add(u, v int, cap int64, cost float64) int {
+// add adds the arc u→v (u < v) and its residual twin.
+func (g *flowGraph) add(u, v int, cap int64, cost float64) {
 	g.arcs = append(g.arcs, flowArc{to: v, next: g.head[u], cap: cap, cost: cost})
 	g.head[u] = len(g.arcs) - 1
 	g.arcs = append(g.arcs, flowArc{to: u, next: g.head[v], cap: 0, cost: -cost})
 	g.head[v] = len(g.arcs) - 1
-	return len(g.arcs) - 2
 }
-
-// flow is what arc i carries.
-func (g *flowGraph) flow(i int) int64 { return g.arcs[i^1].cap }
 
 // minCostFlow sends up to want units from node 0 to node n−1 at least
 // cost and returns the units sent and their cost. Every arc must go from
