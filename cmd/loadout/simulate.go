@@ -72,8 +72,12 @@ Policies: --scheduler and --router replace the configuration's (a built-in
 name or a .wasm file); --compare router=a,b,c.wasm (and scheduler=…, or
 router=all for every built-in router) replays the trace under each and
 prints one table. Beside it, when every model needs the same VRAM (K
-equal slots), the cold loads of LRU and of Belady's offline optimum on the
-trace's model sequence, served in arrival order.`,
+equal slots), the cold loads of Belady's offline optimum and of the
+classical online rules (LRU, decayed LFU, LRU-2, ARC, S3-FIFO, SIEVE,
+LeCaR, GDSF) on the trace's model sequence, served in arrival order; when
+models differ in size or load time, a lower bound on the load seconds
+(Berger et al.'s flow relaxation) and a feasible schedule above it. Each
+run's "÷ bound" is its cost over the bound.`,
 		Example: `  loadout simulate --config loadout.yaml --trace testdata/traces/conv-zipf8-5m.csv
   loadout simulate -c loadout.yaml -t traffic.csv --compare router=all --json out.json --html out.html
   loadout simulate -c loadout.yaml -t traffic.csv --compare router=prioritylru,./mine.wasm`,
@@ -154,7 +158,8 @@ func runSimulate(ctx context.Context, o simulateOptions, out, warn io.Writer) (e
 	}
 	defer rt.Close(context.Background())
 
-	report := &sim.Report{Trace: sim.Describe(o.tracePath, trace), Bounds: bounds(trace, models, devices)}
+	report := &sim.Report{Trace: sim.Describe(o.tracePath, trace)}
+	report.Bounds, report.LoadBound = sim.BoxBounds(trace, models, deviceMemory(devices))
 	for _, p := range pairs {
 		pc, err := withPolicies(cfg, p)
 		if err != nil {
@@ -406,36 +411,20 @@ func simulatedModels(ctx context.Context, cfg *config.Config, gpus bool, log *sl
 	return out, nil
 }
 
-// bounds are the trace's LRU and Belady cold loads when every model needs
-// the same VRAM on the simulated GPUs (K equal slots, no split); nil
-// otherwise.
-func bounds(trace []sim.Request, models map[string]sim.Model, devices []gpu.DeclaredDevice) *sim.ColdLoads {
-	if len(devices) == 0 {
-		return nil
+// deviceMemory is each device's memory, bytes.
+func deviceMemory(devices []gpu.DeclaredDevice) []uint64 {
+	out := make([]uint64, len(devices))
+	for i, d := range devices {
+		out[i] = d.Memory
 	}
-	var size uint64
-	for _, m := range models {
-		if m.Config.VRAM == 0 || (size != 0 && m.Config.VRAM != size) {
-			return nil
-		}
-		size = m.Config.VRAM
-	}
-	k := 0
-	for _, d := range devices {
-		k += int(d.Memory / size)
-	}
-	if k == 0 {
-		return nil
-	}
-	b := sim.Bounds(trace, k)
-	return &b
+	return out
 }
 
 // printSimReport writes the runs as one table, and the bounds under it.
 func printSimReport(w io.Writer, r *sim.Report, perModel bool) {
 	fmt.Fprintf(w, "trace %s: %d requests, %d models, %.0f s\n\n", r.Trace.File, r.Trace.Requests, r.Trace.Models, r.Trace.Duration)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "scheduler\trouter\tcompleted\terrors\tcold loads\tevictions\twait p50\tp95\tp99\tworst model p95\tTTFT p50\tp95\te2e p95\tGPU busy\twall\t")
+	fmt.Fprintln(tw, "scheduler\trouter\tcompleted\terrors\tcold loads\tevictions\t÷ bound\twait p50\tp95\tp99\tworst model p95\tTTFT p50\tp95\te2e p95\tGPU busy\twall\t")
 	for _, run := range r.Runs {
 		mark := ""
 		if run.Fallback {
@@ -445,8 +434,12 @@ func printSimReport(w io.Writer, r *sim.Report, perModel bool) {
 		if name, mr, ok := run.WorstModel(); ok {
 			worst = fmt.Sprintf("%s (%s)", sim.FormatSeconds(mr.QueueWait.P95), name)
 		}
-		fmt.Fprintf(tw, "%s\t%s%s\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.0f%%\t%.1fs\t\n",
-			sim.PolicyLabel(run.Scheduler), sim.PolicyLabel(run.Router), mark, run.Completed, run.Errors, run.ColdLoads, run.Evictions,
+		ratio := "–"
+		if x, _, ok := r.RatioToBound(run); ok {
+			ratio = fmt.Sprintf("%.2f", x)
+		}
+		fmt.Fprintf(tw, "%s\t%s%s\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.0f%%\t%.1fs\t\n",
+			sim.PolicyLabel(run.Scheduler), sim.PolicyLabel(run.Router), mark, run.Completed, run.Errors, run.ColdLoads, run.Evictions, ratio,
 			sim.FormatSeconds(run.QueueWait.P50), sim.FormatSeconds(run.QueueWait.P95), sim.FormatSeconds(run.QueueWait.P99), worst,
 			sim.FormatSeconds(run.TTFT.P50), sim.FormatSeconds(run.TTFT.P95), sim.FormatSeconds(run.E2E.P95), 100*run.GPUBusyFraction, run.WallS)
 	}
@@ -478,8 +471,28 @@ func printSimReport(w io.Writer, r *sim.Report, perModel bool) {
 			tw.Flush()
 		}
 	}
-	if r.Bounds != nil {
+	printBounds(w, r)
+}
+
+// printBounds writes the trace's offline bounds and the classical anchors
+// under the table, and what "÷ bound" divides by.
+func printBounds(w io.Writer, r *sim.Report) {
+	if b := r.Bounds; b != nil {
 		fmt.Fprintf(w, "\ncold-load limits for %d equal slots, requests served in arrival order: LRU %d, Belady's optimum %d\n",
-			r.Bounds.Slots, r.Bounds.LRU, r.Bounds.Belady)
+			b.Slots, b.LRU, b.Belady)
+		var parts []string
+		for _, a := range b.Anchors {
+			parts = append(parts, fmt.Sprintf("%s %d (%s)", a.Name, a.ColdLoads, sim.FormatSeconds(a.LoadS)))
+		}
+		fmt.Fprintf(w, "classical anchors, cold loads (load time): %s\n", strings.Join(parts, ", "))
+	}
+	if lb := r.LoadBound; lb != nil {
+		fmt.Fprintf(w, "load-time bounds, requests served in arrival order: at least %s (flow bound, Berger et al. 2018), %s achievable (%d loads, size- and cost-aware Belady)\n",
+			sim.FormatSeconds(lb.Lower), sim.FormatSeconds(lb.Feasible), lb.FeasibleLoads)
+	}
+	if len(r.Runs) > 0 {
+		if _, what, ok := r.RatioToBound(r.Runs[0]); ok {
+			fmt.Fprintf(w, "÷ bound: a run's %s over the offline bound's\n", what)
+		}
 	}
 }

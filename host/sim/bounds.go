@@ -1,6 +1,9 @@
 package sim
 
-import "container/heap"
+import (
+	"container/heap"
+	"slices"
+)
 
 // ColdLoads is what a trace costs a box that holds k models at once (k
 // equal-sized slots), with a model loaded on its first request and kept
@@ -10,32 +13,119 @@ type ColdLoads struct {
 	Slots  int `json:"slots"`  // k
 	LRU    int `json:"lru"`    // evicting the least recently used model
 	Belady int `json:"belady"` // evicting the model whose next request is furthest away: the offline optimum
+	// Anchors are the classical online rules on the same sequence, in
+	// the order of the Anchor* names: the figures a new policy must beat.
+	Anchors []Anchor `json:"anchors"`
 }
 
 // Bounds replays the model sequence of reqs (in arrival order) through k
-// slots under LRU and under Belady's offline optimum (MIN: on a miss with
-// every slot full, evict the resident model requested again furthest in
-// the future, or never). No online policy has fewer cold loads than
-// Belady on the same sequence. k < 1 counts as 1.
-func Bounds(reqs []Request, k int) ColdLoads {
+// slots under LRU, Belady's offline optimum (MIN: on a miss with every
+// slot full, evict the resident model requested again furthest in the
+// future, or never) and the classical anchors. No online policy has fewer
+// cold loads than Belady on the same sequence. loadS is each model's load
+// time, seconds (GDSF weighs by it, and Anchor.LoadS sums it); a model
+// missing from it counts 1. k < 1 counts as 1.
+func Bounds(reqs []Request, k int, loadS map[string]float64) ColdLoads {
 	k = max(k, 1)
-	seq := make([]string, len(reqs))
-	for i, q := range reqs {
-		seq[i] = q.Model
+	seq, at, names := denseSeq(reqs)
+	cost := make([]float64, len(names))
+	for i, n := range names {
+		cost[i] = 1
+		if c, ok := loadS[n]; ok {
+			cost[i] = c
+		}
 	}
-	return ColdLoads{Slots: k, LRU: lruLoads(seq, k), Belady: beladyLoads(seq, k)}
+	return ColdLoads{Slots: k, LRU: lruLoads(seq, k), Belady: beladyLoads(seq, k), Anchors: anchors(seq, at, k, cost)}
 }
 
-func lruLoads(seq []string, k int) int {
-	lastUse := map[string]int{}
+// denseSeq is reqs' model sequence as indices into names (sorted), with
+// the arrivals.
+func denseSeq(reqs []Request) (seq []int, at []float64, names []string) {
+	idx := map[string]int{}
+	for _, q := range reqs {
+		idx[q.Model] = 0
+	}
+	for n := range idx {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	for i, n := range names {
+		idx[n] = i
+	}
+	seq, at = make([]int, len(reqs)), make([]float64, len(reqs))
+	for i, q := range reqs {
+		seq[i], at[i] = idx[q.Model], q.Arrival
+	}
+	return seq, at, names
+}
+
+// BoxBounds are the limits of reqs on a box: devices (bytes each) and the
+// models' sizes (Model.Config.VRAM) and load times (Model.Load). Cold
+// loads (LRU, Belady, the anchors) when every model has the same size, K
+// slots being how many fit, device by device; a LoadBound when sizes or
+// load times differ. Either is nil where it does not apply (no devices,
+// a model of unknown size, nothing fits).
+func BoxBounds(reqs []Request, models map[string]Model, devices []uint64) (*ColdLoads, *LoadBound) {
+	if len(devices) == 0 || len(models) == 0 {
+		return nil, nil
+	}
+	var size uint64
+	equalSize, equalLoad := true, true
+	var load0 float64 = -1
+	loadS := map[string]float64{}
+	for name, m := range models {
+		if m.Config.VRAM == 0 {
+			return nil, nil
+		}
+		if size != 0 && m.Config.VRAM != size {
+			equalSize = false
+		}
+		size = m.Config.VRAM
+		loadS[name] = m.Load.Seconds()
+		if load0 >= 0 && loadS[name] != load0 {
+			equalLoad = false
+		}
+		load0 = loadS[name]
+	}
+	var cl *ColdLoads
+	k := 0
+	if equalSize {
+		for _, d := range devices {
+			k += int(d / size)
+		}
+		if k == 0 {
+			return nil, nil
+		}
+		b := Bounds(reqs, k, loadS)
+		cl = &b
+	}
+	if equalSize && equalLoad {
+		return cl, nil
+	}
+	seq, _, names := denseSeq(reqs)
+	sizes, cost := make([]uint64, len(names)), make([]float64, len(names))
+	for i, n := range names {
+		sizes[i], cost[i] = models[n].Config.VRAM, loadS[n]
+	}
+	slots := 0
+	if equalSize {
+		slots = k
+	}
+	lb := loadBounds(seq, sizes, cost, devices, slots)
+	lb.loadS = loadS
+	return cl, lb
+}
+
+func lruLoads(seq []int, k int) int {
+	lastUse := map[int]int{}
 	loads := 0
 	for i, m := range seq {
 		if _, ok := lastUse[m]; !ok {
 			loads++
 			if len(lastUse) == k {
-				victim, oldest := "", len(seq)
+				victim, oldest := -1, len(seq)
 				for name, t := range lastUse {
-					if t < oldest || (t == oldest && name < victim) {
+					if t < oldest {
 						victim, oldest = name, t
 					}
 				}
@@ -50,10 +140,10 @@ func lruLoads(seq []string, k int) int {
 // beladyLoads is MIN in O(n log n): each resident model sits in a max-heap
 // keyed by its next request's position; a stale entry (the model was
 // requested since, or evicted) is skipped when popped.
-func beladyLoads(seq []string, k int) int {
+func beladyLoads(seq []int, k int) int {
 	never := len(seq)
 	next := make([]int, len(seq))
-	seen := map[string]int{}
+	seen := map[int]int{}
 	for i := len(seq) - 1; i >= 0; i-- {
 		if j, ok := seen[seq[i]]; ok {
 			next[i] = j
@@ -62,7 +152,7 @@ func beladyLoads(seq []string, k int) int {
 		}
 		seen[seq[i]] = i
 	}
-	resident := map[string]int{} // model → its next request's position
+	resident := map[int]int{} // model → its next request's position
 	h := &nextHeap{}
 	loads := 0
 	for i, m := range seq {
@@ -85,11 +175,11 @@ func beladyLoads(seq []string, k int) int {
 }
 
 type nextUse struct {
-	model string
+	model int
 	at    int
 }
 
-// nextHeap is a max-heap by next use; ties by name, so the result does
+// nextHeap is a max-heap by next use; ties by model, so the result does
 // not depend on map order.
 type nextHeap []nextUse
 

@@ -5,7 +5,10 @@
 // (ReadTrace, TraceWriter; Recorder writes live traffic in it for `serve
 // --record-trace`), workloads made from public traces with a documented
 // model mix (ReadAzure, Assign), the limits a policy's cold loads are read
-// against (Bounds: LRU and Belady's offline optimum for k equal slots),
+// against (Bounds: Belady's offline optimum and the classical online
+// anchors for k equal slots; BoxBounds: with a LoadBound, Berger et al.'s
+// flow bound on load seconds where models differ), generated
+// production-like workloads (Productions),
 // and the report of a run (Report: JSON, and a self-contained HTML page
 // whose timelines gonum/plot draws as inline SVG). It reads no clock and
 // starts no process: a replay and its report are a function of their

@@ -13,7 +13,7 @@ import (
 //go:embed html.tmpl
 var htmlTemplate string
 
-var page = template.Must(template.New("report").Parse(htmlTemplate))
+var page = template.Must(template.New("report").Funcs(template.FuncMap{"seconds": FormatSeconds}).Parse(htmlTemplate))
 
 // WriteHTML writes the report as one self-contained HTML page: the
 // summary table of every run (the CLI's columns, without the wall time,
@@ -36,8 +36,12 @@ type htmlPage struct {
 	Trace    TraceInfo
 	Duration string
 	Bounds   *ColdLoads
-	Models   []htmlModel
-	Runs     []htmlRun
+	// LoadBound is the report's; RatioOf what the runs' Ratio divides
+	// ("load s" or "cold loads"), "" where no bound applies.
+	LoadBound *LoadBound
+	RatioOf   string
+	Models    []htmlModel
+	Runs      []htmlRun
 }
 
 // htmlModel is a model's entry in the colour key.
@@ -57,6 +61,7 @@ type htmlRun struct {
 	Worst                 string    // the worst model's p95 wait, and its name
 	TTFT                  [2]string // p50, p95
 	E2E95, Busy, Span     string
+	Ratio                 string // RatioToBound, "–" where no bound applies
 	// Best names the columns in which the run has the best figure of
 	// all runs, when they differ.
 	Best           map[string]bool
@@ -75,7 +80,7 @@ type htmlModelRow struct {
 }
 
 func (r *Report) htmlData() (*htmlPage, error) {
-	d := &htmlPage{Trace: r.Trace, Duration: clock(r.Trace.Duration), Bounds: r.Bounds}
+	d := &htmlPage{Trace: r.Trace, Duration: clock(r.Trace.Duration), Bounds: r.Bounds, LoadBound: r.LoadBound}
 	colors := newPalette(reportModels(r))
 	for _, name := range colors.names {
 		d.Models = append(d.Models, htmlModel{Name: name, Color: template.CSS(hex(colors.of(name)))})
@@ -94,6 +99,7 @@ func (r *Report) htmlData() (*htmlPage, error) {
 			TTFT:           [2]string{FormatSeconds(run.TTFT.P50), FormatSeconds(run.TTFT.P95)},
 			E2E95:          FormatSeconds(run.E2E.P95),
 			Busy:           fmt.Sprintf("%.0f%%", 100*run.GPUBusyFraction),
+			Ratio:          "–",
 			Span:           FormatSeconds(run.SpanS),
 			PolicyEvents:   run.PolicyEvents,
 			PolicyFailures: run.PolicyFailures,
@@ -119,6 +125,9 @@ func (r *Report) htmlData() (*htmlPage, error) {
 			return nil, fmt.Errorf("%s + %s: %w", row.Scheduler, row.Router, err)
 		}
 		row.Chart = template.HTML(chart) // gonum's SVG, its text escaped by vgsvg
+		if x, what, ok := r.RatioToBound(run); ok {
+			row.Ratio, d.RatioOf = fmt.Sprintf("%.2f", x), what
+		}
 		d.Runs = append(d.Runs, row)
 	}
 	markBest(d.Runs, r.Runs)

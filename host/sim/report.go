@@ -15,6 +15,23 @@ type Report struct {
 	// Bounds are the cold-load limits of the trace's model sequence, when
 	// every model needs the same VRAM (K equal slots); nil otherwise.
 	Bounds *ColdLoads `json:"bounds,omitempty"`
+	// LoadBound is the trace's load-time bound, when models differ in
+	// size or load time; nil otherwise.
+	LoadBound *LoadBound `json:"load_bound,omitempty"`
+}
+
+// RatioToBound is run's cost over the trace's offline bound: its load
+// seconds over LoadBound.Lower where there is a LoadBound, else its cold
+// loads over Belady's; what names the pair ("load s" or "cold loads").
+// False where neither bound applies or the bound is 0.
+func (r *Report) RatioToBound(run *Result) (ratio float64, what string, ok bool) {
+	switch {
+	case r.LoadBound != nil && r.LoadBound.Lower > 0:
+		return r.LoadBound.LoadSeconds(run) / r.LoadBound.Lower, "load s", true
+	case r.Bounds != nil && r.Bounds.Belady > 0:
+		return float64(run.ColdLoads) / float64(r.Bounds.Belady), "cold loads", true
+	}
+	return 0, "", false
 }
 
 // TraceInfo describes a replayed trace.
@@ -41,9 +58,20 @@ func Describe(file string, reqs []Request) TraceInfo {
 // WriteJSON writes the report as indented JSON:
 // {"trace":{…},"runs":[{"scheduler","router","requests","completed",
 // "errors","cold_loads","evictions","queue_wait_s":{"p50","p95","p99"},
-// "ttft_s":{…},"e2e_s":{…},"gpu_busy_fraction","wall_s",…}],"bounds":{…}}.
+// "ttft_s":{…},"e2e_s":{…},"gpu_busy_fraction","wall_s",…}],"bounds":{…},
+// "load_bound":{…},"ratios_to_bound":[…]}, the last one per run
+// (RatioToBound; omitted where no bound applies).
 func (r *Report) WriteJSON(w io.Writer) error {
+	out := struct {
+		*Report
+		Ratios []float64 `json:"ratios_to_bound,omitempty"`
+	}{Report: r}
+	for _, run := range r.Runs {
+		if x, _, ok := r.RatioToBound(run); ok {
+			out.Ratios = append(out.Ratios, x)
+		}
+	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
-	return enc.Encode(r)
+	return enc.Encode(out)
 }

@@ -141,7 +141,7 @@ func TestBounds_Known(t *testing.T) {
 		{"", 3, 0, 0},
 	}
 	for _, tc := range cases {
-		got := Bounds(seq(strings.Fields(tc.models)...), tc.k)
+		got := Bounds(seq(strings.Fields(tc.models)...), tc.k, nil)
 		if got.LRU != tc.lru || got.Belady != tc.optimal {
 			t.Errorf("%q with %d slots: %+v, want LRU %d, Belady %d", tc.models, tc.k, got, tc.lru, tc.optimal)
 		}
@@ -161,7 +161,7 @@ func TestBounds_Invariants(t *testing.T) {
 			names = append(names, m)
 			distinct[m] = true
 		}
-		b := Bounds(seq(names...), k)
+		b := Bounds(seq(names...), k, nil)
 		if b.Belady > b.LRU || b.Belady < len(distinct) || b.LRU > n {
 			t.Fatalf("%v with %d slots: %+v", names, k, b)
 		}

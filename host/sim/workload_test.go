@@ -2,8 +2,11 @@ package sim
 
 import (
 	"bytes"
+	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -97,6 +100,106 @@ func TestWorkloads_UpToDate(t *testing.T) {
 		}
 		if _, err := ReadTrace(w.File, bytes.NewReader(got)); err != nil {
 			t.Errorf("%s does not read: %v", w.File, err)
+		}
+	}
+}
+
+// The generated production workloads have the shape they promise: the
+// same seed gives the same trace; prod-3w is about 27,000 requests over
+// 86 models in three weeks; a few models take most requests while dozens
+// are asked for a handful of times; nights are quieter than days and
+// weekends than weekdays; batch clients send bursts to one model.
+func TestProduction_Shape(t *testing.T) {
+	p, ok := ProductionByName("prod-3w")
+	if !ok {
+		t.Fatal("no prod-3w")
+	}
+	reqs := p.Generate()
+	if again := p.Generate(); !slices.Equal(reqs, again) {
+		t.Fatal("not deterministic")
+	}
+	if n := len(reqs); n < 25000 || n > 29000 {
+		t.Fatalf("%d requests, want about 27,000", n)
+	}
+	perModel := map[string]int{}
+	var night, day, weekend, weekday int
+	burstModels := map[string]map[string]bool{}
+	for i, q := range reqs {
+		if i > 0 && q.Arrival < reqs[i-1].Arrival {
+			t.Fatalf("request %d out of order", i)
+		}
+		perModel[q.Model]++
+		h, d := int(q.Arrival/3600)%24, int(q.Arrival/86400)%7
+		switch {
+		case h < 6:
+			night++
+		case h >= 10 && h < 16:
+			day++
+		}
+		if d >= 5 {
+			weekend++
+		} else {
+			weekday++
+		}
+		if strings.HasPrefix(q.Client, "batch-") {
+			if burstModels[q.Client] == nil {
+				burstModels[q.Client] = map[string]bool{}
+			}
+			burstModels[q.Client][q.Model] = true
+		}
+	}
+	if len(perModel) < 80 || len(perModel) > 86 {
+		t.Fatalf("%d models asked for, want about 86", len(perModel))
+	}
+	counts := slices.Sorted(maps.Values(perModel))
+	slices.Reverse(counts)
+	top := counts[0] + counts[1] + counts[2] + counts[3] + counts[4]
+	handful := 0
+	for _, c := range counts {
+		if c <= 60 {
+			handful++
+		}
+	}
+	if 2*top < len(reqs) || handful < 20 {
+		t.Fatalf("top five models take %d of %d; %d models asked ≤ 60 times", top, len(reqs), handful)
+	}
+	if 4*night > day || float64(weekend)/6 > 0.5*float64(weekday)/15 { // six night hours vs six day hours; per weekend day (6) vs weekday (15)
+		t.Fatalf("night %d vs day %d; weekend %d vs weekday %d", night, day, weekend, weekday)
+	}
+	if len(burstModels) < 20 {
+		t.Fatalf("%d bursts", len(burstModels))
+	}
+	for c, ms := range burstModels {
+		if len(ms) != 1 {
+			t.Fatalf("burst %s spans models %v", c, ms)
+		}
+	}
+}
+
+// The committed samples and their boxes are what the generator makes
+// (run `go generate ./host/sim` after changing it), and a mixed box has
+// models of every class.
+func TestProduction_SamplesUpToDate(t *testing.T) {
+	for _, p := range Productions {
+		if !strings.HasSuffix(p.Name, "-sample") {
+			continue
+		}
+		want, err := p.Trace()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := os.ReadFile(filepath.Join("../../testdata/traces", p.Name+".csv")); err != nil || !bytes.Equal(got, want) {
+			t.Errorf("testdata/traces/%s.csv is not what the generator makes (%v): run go generate ./host/sim", p.Name, err)
+		}
+		if got, err := os.ReadFile(filepath.Join("../../testdata/simulate", p.Name+".yaml")); err != nil || !bytes.Equal(got, p.Config()) {
+			t.Errorf("testdata/simulate/%s.yaml is not what the generator makes (%v)", p.Name, err)
+		}
+		if p.Mixed {
+			for _, c := range ModelClasses {
+				if !bytes.Contains(p.Config(), fmt.Appendf(nil, "vram: %dGiB", c.VRAMGiB)) {
+					t.Errorf("%s has no %d GiB model", p.Name, c.VRAMGiB)
+				}
+			}
 		}
 	}
 }

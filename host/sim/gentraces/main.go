@@ -10,6 +10,16 @@
 // to commit:
 //
 //	go run ./host/sim/gentraces -source conv -mix zipf -models 8 -seed 3 -window 30m -o conv-zipf8-30m-s3.csv
+//
+// With -workload it writes a generated production-like workload
+// (sim.Productions) and its box: NAME.csv and NAME.yaml (or -o's path and
+// the same path ending .yaml); -seed, when given, replaces its seed:
+//
+//	go run ./host/sim/gentraces -workload prod-3w
+//	loadout simulate -c prod-3w.yaml -t prod-3w.csv --compare router=all
+//
+// go generate also writes the small -sample workloads of sim.Productions,
+// with their boxes under testdata/simulate.
 package main
 
 import (
@@ -17,6 +27,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/loadout-dev/loadout/host/sim"
@@ -30,7 +41,17 @@ func main() {
 	seed := flag.Uint64("seed", 1, "with -o: the mix's seed")
 	window := flag.Duration("window", 0, "with -o: the source's first window (0: all of it)")
 	azure := flag.String("azure", "../shared/traces/azure-llm-2023", "with -o: the Azure traces' directory")
+	workload := flag.String("workload", "", "write this generated workload (prod-sample, prod-mixed-sample, prod-3w, prod-mixed-1w) and its box")
 	flag.Parse()
+	if *workload != "" {
+		seedSet := false
+		flag.Visit(func(f *flag.Flag) { seedSet = seedSet || f.Name == "seed" })
+		if err := production(*workload, *out1, *seed, seedSet); err != nil {
+			fmt.Fprintln(os.Stderr, "gentraces:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if *out1 != "" {
 		if err := one(*azure, *out1, *source, *mix, *models, *seed, *window); err != nil {
 			fmt.Fprintln(os.Stderr, "gentraces:", err)
@@ -53,6 +74,50 @@ func main() {
 		}
 		fmt.Println("wrote", filepath.Join(out, w.File))
 	}
+	for _, p := range sim.Productions {
+		if !strings.HasSuffix(p.Name, "-sample") {
+			continue
+		}
+		if err := writeProduction(p, filepath.Join(out, p.Name+".csv"), filepath.Join(filepath.Dir(out), "simulate", p.Name+".yaml")); err != nil {
+			fmt.Fprintln(os.Stderr, "gentraces:", err)
+			os.Exit(1)
+		}
+	}
+}
+
+// production writes the named workload to path (NAME.csv when empty) and
+// its box beside it, with seed instead of its own when seedSet.
+func production(name, path string, seed uint64, seedSet bool) error {
+	p, ok := sim.ProductionByName(name)
+	if !ok {
+		var names []string
+		for _, p := range sim.Productions {
+			names = append(names, p.Name)
+		}
+		return fmt.Errorf("-workload %q: want one of %s", name, strings.Join(names, ", "))
+	}
+	if seedSet {
+		p.Seed = seed
+	}
+	if path == "" {
+		path = name + ".csv"
+	}
+	return writeProduction(p, path, strings.TrimSuffix(path, filepath.Ext(path))+".yaml")
+}
+
+func writeProduction(p sim.Production, trace, config string) error {
+	b, err := p.Trace()
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(trace, b, 0o644); err != nil {
+		return err
+	}
+	if err := os.WriteFile(config, p.Config(), 0o644); err != nil {
+		return err
+	}
+	fmt.Println("wrote", trace, "and", config)
+	return nil
 }
 
 // one writes a single workload to path: the first window of the source,
