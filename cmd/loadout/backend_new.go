@@ -110,9 +110,6 @@ func writeBackendModule(name string, o backendNewOptions) (string, error) {
 		data.Module = name
 	}
 	dir := filepath.Join(o.dir, name)
-	if entries, err := os.ReadDir(dir); err == nil && len(entries) > 0 {
-		return "", fmt.Errorf("%s already exists and is not empty; pick another name or --dir", dir)
-	}
 	files := map[string][]byte{}
 	var src fs.FS // the plugins module the new one is built against, if local
 	switch {
@@ -184,16 +181,7 @@ func writeBackendModule(name string, o backendNewOptions) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	for rel, b := range files {
-		p := filepath.Join(dir, filepath.FromSlash(rel))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			return "", err
-		}
-		if err := os.WriteFile(p, b, 0o644); err != nil {
-			return "", err
-		}
-	}
-	return dir, nil
+	return dir, newModuleDir(o.dir, dir, func() error { return writeFiles(dir, files) })
 }
 
 // releasedPluginsVersion is the plugins module version this binary was

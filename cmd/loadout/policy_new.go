@@ -166,21 +166,43 @@ func writePolicyModule(name string, o policyNewOptions) (string, scaffoldData, e
 			data.SDKVersion = v
 		}
 	}
-	// Mkdir, not MkdirAll: a directory that exists (even empty) is
-	// refused, and nothing in it is touched.
-	if err := os.MkdirAll(o.dir, 0o755); err != nil {
-		return "", data, err
+	err := newModuleDir(o.dir, dir, func() error { return fillPolicyModule(dir, &data, archive, sdkSum) })
+	return dir, data, err
+}
+
+// newModuleDir makes dir, a new module's directory, in parent (made if
+// need be) and fills it: a directory that exists, even empty, is refused
+// and nothing in it is touched; a fill that fails removes what it wrote.
+// policy new and backend new both make their modules through it.
+func newModuleDir(parent, dir string, fill func() error) error {
+	if err := os.MkdirAll(parent, 0o755); err != nil {
+		return err
 	}
+	// Mkdir, not MkdirAll: the refusal of a directory that exists.
 	if err := os.Mkdir(dir, 0o755); errors.Is(err, fs.ErrExist) {
-		return "", data, fmt.Errorf("%s already exists; pick another name or --dir (nothing was written)", dir)
+		return fmt.Errorf("%s already exists; pick another name or --dir (nothing was written)", dir)
 	} else if err != nil {
-		return "", data, err
+		return err
 	}
-	if err := fillPolicyModule(dir, &data, archive, sdkSum); err != nil {
-		os.RemoveAll(dir) // it was made above, empty: nothing of the user's is in it
-		return "", data, err
+	if err := fill(); err != nil {
+		os.RemoveAll(dir) // made above, empty: nothing of the user's is in it
+		return err
 	}
-	return dir, data, nil
+	return nil
+}
+
+// writeFiles writes files, by their slash-separated path, under dir.
+func writeFiles(dir string, files map[string][]byte) error {
+	for rel, b := range files {
+		p := filepath.Join(dir, filepath.FromSlash(rel))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // fillPolicyModule writes the new module's files into the empty dir: the
@@ -214,16 +236,7 @@ func fillPolicyModule(dir string, data *scaffoldData, archive *sdksource.Archive
 		// without fetching anything; the SDK itself is a local directory.
 		files["go.sum"] = sdkSum
 	}
-	for rel, b := range files {
-		p := filepath.Join(dir, filepath.FromSlash(rel))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			return err
-		}
-		if err := os.WriteFile(p, b, 0o644); err != nil {
-			return err
-		}
-	}
-	return nil
+	return writeFiles(dir, files)
 }
 
 // renderScaffold renders the files of data.Kind, by their path in the new
