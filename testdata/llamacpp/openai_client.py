@@ -42,9 +42,10 @@ spread = arrivals[-1] - arrivals[0]
 # A buffered stream delivers every chunk at once, when generation ends. A
 # busy machine may hand the client a few chunks per read, so count bursts
 # (chunks more than a millisecond apart) rather than single gaps.
+# (Not the total spread: a tiny model on a fast CPU samples 64 tokens in
+# a few milliseconds, and a descheduled client then reads them together.)
 bursts = 1 + sum(g > 0.001 for g in gaps)
-assert spread > 0.02, f"the stream arrived all at once ({spread * 1000:.2f} ms for {len(chunks)} chunks)"
-assert bursts >= 8, f"{len(chunks)} chunks arrived in {bursts} bursts: the stream was buffered"
+assert bursts >= 8, f"{len(chunks)} chunks arrived in {bursts} bursts over {spread * 1000:.2f} ms: the stream was buffered"
 
 # A completion from the third model (another swap).
 comp = client.completions.create(model="small", prompt="once upon a time", max_tokens=8, seed=3)
