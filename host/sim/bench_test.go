@@ -79,16 +79,25 @@ func sortByArrival(reqs []Request) {
 // spends most of its replay on.
 //
 //	go test ./host/sim -run '^$' -bench IdleDay -benchtime 1x
+//
+// Sub-benchmarks: the scheduler ticked periodically (as before ticks on
+// demand: 86,400 Wasm calls) and on demand (fifo asks for none).
 func BenchmarkReplay_IdleDay(b *testing.B) {
 	trace := []Request{{Model: "m1", PromptTokens: 10, OutputTokens: 10}, {Arrival: 86400, Model: "m2", PromptTokens: 10, OutputTokens: 10}}
 	models := eightModels()
-	for b.Loop() {
-		res, err := Run(setup(b, "prioritylru", "{}", models, []uint64{24 * gib, 24 * gib}, trace))
-		if err != nil {
-			b.Fatal(err)
-		}
-		if res.Completed != len(trace) {
-			b.Fatalf("%d completed of %d", res.Completed, len(trace))
-		}
+	for _, mode := range []string{"periodic", "on_demand"} {
+		b.Run(mode, func(b *testing.B) {
+			for b.Loop() {
+				s := setup(b, "prioritylru", "{}", models, []uint64{24 * gib, 24 * gib}, trace)
+				s.Router.PeriodicTicks = mode == "periodic"
+				res, err := Run(s)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if res.Completed != len(trace) {
+					b.Fatalf("%d completed of %d", res.Completed, len(trace))
+				}
+			}
+		})
 	}
 }
