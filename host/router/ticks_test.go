@@ -2,6 +2,7 @@ package router
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"log/slog"
 	"strings"
@@ -161,5 +162,61 @@ func TestRouter_TicksOnDemand_FailureAndPeriodicTicks(t *testing.T) {
 	}
 	if at, ok := v.NextTick(); !ok || !at.Equal(clk.now().Add(time.Second)) {
 		t.Fatalf("PeriodicTicks: next tick %v (%v), want TickInterval on", at, ok)
+	}
+}
+
+// wakeScheduler asks, on its first request, for a tick soon, and reports
+// every tick on ticks.
+type wakeScheduler struct {
+	fx    sdk.Effects
+	in    time.Duration
+	ticks chan int64
+}
+
+func (s *wakeScheduler) OnRequest(ev sdk.RequestEvent) error {
+	if err := s.fx.(sdk.TickRequester).RequestTick(ev.Now + int64(s.in)); err != nil {
+		return err
+	}
+	s.fx.GrantError(ev.ID, sdk.CodeUnavailable, "no")
+	return nil
+}
+func (s *wakeScheduler) OnSwapDone(sdk.SwapDoneEvent) error   { return nil }
+func (s *wakeScheduler) OnServeDone(sdk.ServeDoneEvent) error { return nil }
+func (s *wakeScheduler) OnCancel(sdk.CancelEvent) error       { return nil }
+func (s *wakeScheduler) OnUnload(sdk.UnloadEvent) error       { return nil }
+func (s *wakeScheduler) OnShutdown(sdk.ShutdownEvent) error   { return nil }
+func (s *wakeScheduler) OnTick(ev sdk.TickEvent) error {
+	s.ticks <- ev.Now
+	return nil
+}
+
+// Under serve, a requested tick comes at its time even when the periodic
+// tick is far off (an hour here): the run loop wakes for it.
+func TestRouter_TicksOnDemand_ServeWakesAtTheRequestedTime(t *testing.T) {
+	s := &wakeScheduler{in: 20 * time.Millisecond, ticks: make(chan int64, 4)}
+	r, err := New(Config{
+		TickInterval: time.Hour, Logger: slog.New(slog.DiscardHandler),
+		Models: map[string]ModelConfig{"a": {Process: &fakeProcess{}}},
+		NewScheduler: func(fx sdk.Effects) (SchedulerPolicy, error) {
+			s.fx = fx
+			return s, nil
+		},
+		NewSwapper: func(sdk.Host) (SwapperPolicy, error) { return noSwapper{}, nil },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Shutdown(context.Background())
+	asked := time.Now()
+	if _, err := r.Acquire(context.Background(), Request{Model: "a"}); err == nil {
+		t.Fatal("the scheduler refused the request, yet Acquire succeeded")
+	}
+	select {
+	case now := <-s.ticks:
+		if d := time.Unix(0, now).Sub(asked); d < s.in {
+			t.Fatalf("ticked %v after the request, before the %v asked for", d, s.in)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no tick within 10 s; it was asked for in 20 ms")
 	}
 }
