@@ -138,10 +138,12 @@ func TestReplay_TTLDeadlineTicksOnDemand(t *testing.T) {
 }
 
 // threeWeeks86 is a generated trace of about 27,000 requests over 86
-// models in three weeks (Poisson arrivals, uniform mix), and its models:
-// 12 GiB each, loads of 6–20 s. Generated at test time: nothing large is
+// models in three weeks (Poisson arrivals; the models drawn uniformly —
+// nearly every request a cold load, the adversarial case — or by Assign's
+// Zipf mix, a few popular models and a long tail), and its models: 12 GiB
+// each, loads of 6–20 s. Generated at test time: nothing large is
 // committed.
-func threeWeeks86() ([]Request, map[string]Model) {
+func threeWeeks86(tb testing.TB, zipf bool) ([]Request, map[string]Model) {
 	names := make([]string, 86)
 	models := map[string]Model{}
 	for i := range names {
@@ -152,31 +154,42 @@ func threeWeeks86() ([]Request, map[string]Model) {
 		models[names[i]] = m
 	}
 	const n, span = 27000, 21 * 24 * 3600.0
-	return randomTrace(21, n, n/span, names...), models
+	trace := randomTrace(21, n, n/span, names...)
+	if zipf {
+		var err error
+		if trace, err = Assign(trace, Mix{Kind: MixZipf, Seed: 21, Models: names}); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	return trace, models
 }
 
-// BenchmarkReplay_ThreeWeeks86 replays threeWeeks86 with fifo and
-// prioritylru through Wasm, ticked periodically (as before ticks on
-// demand) and on demand. Target: ≤ 10 s a policy on 2 cores.
+// BenchmarkReplay_ThreeWeeks86 replays threeWeeks86 (each mix) with fifo
+// and prioritylru through Wasm, the scheduler ticked periodically (as
+// before ticks on demand) and on demand. Target: ≤ 10 s a policy on 2
+// cores.
 //
-//	go test ./host/sim -run '^$' -bench ThreeWeeks86 -benchtime 1x
+//	go test ./host/sim -run '^$' -bench 'ThreeWeeks86/.*/on_demand' -benchtime 1x
 func BenchmarkReplay_ThreeWeeks86(b *testing.B) {
-	trace, models := threeWeeks86()
-	for _, mode := range []string{"periodic", "on_demand"} {
-		b.Run(mode, func(b *testing.B) {
-			for b.Loop() {
-				s := setup(b, "prioritylru", "{}", models, []uint64{80 * gib, 80 * gib}, trace)
-				s.Router.PeriodicTicks = mode == "periodic"
-				res, err := Run(s)
-				if err != nil {
-					b.Fatal(err)
+	for _, mix := range []string{"zipf", "uniform"} {
+		trace, models := threeWeeks86(b, mix == "zipf")
+		for _, mode := range []string{"periodic", "on_demand"} {
+			b.Run(mix+"/"+mode, func(b *testing.B) {
+				for b.Loop() {
+					s := setup(b, "prioritylru", "{}", models, []uint64{80 * gib, 80 * gib}, trace)
+					s.Router.PeriodicTicks = mode == "periodic"
+					res, err := Run(s)
+					if err != nil {
+						b.Fatal(err)
+					}
+					if res.Completed+res.Errors != len(trace) {
+						b.Fatalf("%d completed + %d errors of %d", res.Completed, res.Errors, len(trace))
+					}
+					b.ReportMetric(float64(len(trace)), "requests")
+					b.ReportMetric(float64(res.ColdLoads), "cold-loads")
 				}
-				if res.Completed+res.Errors != len(trace) {
-					b.Fatalf("%d completed + %d errors of %d", res.Completed, res.Errors, len(trace))
-				}
-				b.ReportMetric(float64(len(trace)), "requests")
-			}
-		})
+			})
+		}
 	}
 }
 
