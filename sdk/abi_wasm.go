@@ -73,6 +73,12 @@ func hostPlan(p unsafe.Pointer, n uint32, buf unsafe.Pointer, limit uint32) int3
 //go:wasmimport loadout_v2 admit
 func hostAdmit(p unsafe.Pointer, n uint32, limit uint32, flags uint32) int32
 
+// request_tick is an optional import (docs/ABI.md, "Ticks on demand"):
+// a module that never calls TickRequester.RequestTick does not import it.
+//
+//go:wasmimport loadout_v2 request_tick
+func hostRequestTick(at int64) int32
+
 func strPtr(s string) unsafe.Pointer { return unsafe.Pointer(unsafe.StringData(s)) }
 
 func bytesPtr(b []byte) unsafe.Pointer {
@@ -266,6 +272,13 @@ func (wasmEffects) Plan(target string) (Plan, error) {
 
 func (wasmEffects) Admit(model string, limit uint32, flags AdmitFlags) error {
 	if r := hostAdmit(strPtr(model), uint32(len(model)), limit, uint32(flags)); r < 0 {
+		return ResultError(r)
+	}
+	return nil
+}
+
+func (wasmEffects) RequestTick(at int64) error {
+	if r := hostRequestTick(at); r < 0 {
 		return ResultError(r)
 	}
 	return nil

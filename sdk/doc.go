@@ -19,6 +19,12 @@
 // export. The host (host/policy)
 // uses the same types and codec, so both halves agree by construction.
 //
+// What a host offers beyond Effects is found by type assertion on the
+// Effects, so a policy written before it works unchanged: Admitter (the
+// warm path), TickRequester (ticks on demand), and the reads
+// ReadSnapshot, ReadReplicas and ReadDemand fall back where a host lacks
+// them.
+//
 // Policies are deterministic: time is an input (every event carries Now, in
 // Unix nanoseconds) and the sandbox gives no clock, filesystem, network or
 // environment. A recorded trace therefore replays bit for bit.

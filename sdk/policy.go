@@ -242,6 +242,41 @@ type Admitter interface {
 	Admit(model string, limit uint32, flags AdmitFlags) error
 }
 
+// TickRequester is implemented by the Effects of a host that ticks a
+// scheduler on demand (docs/ABI.md, "Ticks on demand"): a scheduler
+// says when it next needs OnTick, and the host stops ticking it every
+// TickInterval. Every Effects the Go SDK and sdk/policytest give a
+// scheduler implements it; a scheduler finds it with a type assertion,
+// so one written before it existed, or that never asks, is ticked
+// periodically as before.
+type TickRequester interface {
+	// RequestTick asks for OnTick at host time at (Unix ns; the clock of
+	// every event's Now), and says that the scheduler needs no other
+	// tick: from its first call on, the instance is ticked only at the
+	// earliest of at, a TTL deadline the host keeps, and a state change
+	// outside a swap (TickEvent.Changed). at 0 asks for no tick. Each
+	// call replaces the one before; a request is used up by the first
+	// OnTick at or after at (an OnTick delivered earlier, for a change,
+	// leaves it standing). The host clamps at to no earlier than
+	// MinTickDelay after now and no later than MaxTickDelay after it,
+	// and logs the first clamp. A new instance (after a crash, a reload,
+	// a fallback's hand-over) is ticked periodically until it asks.
+	//
+	// Errors: ErrNotAllowed from a swapper's effects or a host without
+	// ticks on demand (the policy is then ticked periodically).
+	RequestTick(at int64) error
+}
+
+// The bounds a host clamps a TickRequester.RequestTick to, after now: no
+// sooner than MinTickDelay (a policy that keeps asking for "now" would
+// otherwise be called in a loop at one instant of virtual time), no later
+// than MaxTickDelay (an absurd time, e.g. a duration passed as a time,
+// still gets a tick within a day).
+const (
+	MinTickDelay int64 = 1e6             // 1 ms, in ns
+	MaxTickDelay int64 = 24 * 3600 * 1e9 // 24 h, in ns
+)
+
 // AdmitFlags modify an admission (Admitter.Admit). The zero value asks for
 // nothing beyond the admission itself.
 type AdmitFlags uint32

@@ -10,8 +10,10 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -42,6 +44,9 @@ type simulateOptions struct {
 	logLevel   string
 	perModel   bool
 	rate       float64
+	// workers is how many replays run at once; 0: one per core
+	// (GOMAXPROCS). Tests set 1 to compare a serial run.
+	workers int
 }
 
 func newSimulateCmd() *cobra.Command {
@@ -140,55 +145,52 @@ func runSimulate(ctx context.Context, o simulateOptions, out, warn io.Writer) (e
 			}
 		}
 	}()
-	clock := &sim.Clock{}
-	log := slog.New(slog.DiscardHandler)
 	if o.logLevel != "" {
-		if log, err = newLoggerAt(o.logLevel, clock); err != nil {
+		if _, err := newLoggerAt(o.logLevel, &sim.Clock{}); err != nil {
 			return err
 		}
 	}
-	models, err := simulatedModels(ctx, cfg, len(devices) > 0, log)
+	models, err := simulatedModels(ctx, cfg, len(devices) > 0, simLogger(o, &sim.Clock{}))
 	if err != nil {
 		return err
 	}
-
-	rt, err := policy.NewRuntime(ctx, policy.Options{Logger: log, Clock: clock.Now, CallTimeout: sim.PolicyCallTimeout})
-	if err != nil {
-		return err
-	}
-	defer rt.Close(context.Background())
-
 	report := &sim.Report{Trace: sim.Describe(o.tracePath, trace)}
 	report.Bounds, report.LoadBound = sim.BoxBounds(trace, models, deviceMemory(devices))
-	for _, p := range pairs {
-		pc, err := withPolicies(cfg, p)
-		if err != nil {
-			return err
-		}
-		ps, err := loadPolicies(ctx, rt, pc)
-		if err != nil {
-			return err
-		}
-		rc := router.Config{Logger: log}
-		if len(devices) > 0 {
-			rc.Ledger = gpu.NewLedger(gpu.NewDeclared(devices), 0)
-			if err := applyPlacement(pc, rc.Ledger.Inventory(), rc.Ledger); err != nil {
-				return err
+	// Each replay has its own virtual clock and policy runtime, so the
+	// compared policies replay in parallel, one per core, each exactly as
+	// it would alone (sim.Run reads nothing another run moves; the
+	// models are shared read-only); the results keep the order of pairs.
+	// With --log-level they replay one after another, so the log reads
+	// in order.
+	workers := runtime.GOMAXPROCS(0)
+	if o.workers > 0 {
+		workers = o.workers
+	}
+	if o.logLevel != "" {
+		workers = 1
+	}
+	report.Runs = make([]*sim.Result, len(pairs))
+	errs := make([]error, len(pairs))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range min(workers, len(pairs)) {
+		wg.Go(func() {
+			for i := range next {
+				report.Runs[i], errs[i] = replayPair(ctx, o, cfg, pairs[i], trace, models, devices)
 			}
-		}
-		ps.routerConfig(ctx, &rc)
-		started := time.Now()
-		res, err := sim.Run(sim.Setup{Trace: trace, Models: models, Router: rc, Clock: clock,
-			CodeName: func(c sdk.ErrorCode) string { _, name := proxy.ClientError(c); return name }})
-		if err != nil {
-			return fmt.Errorf("%s + %s: %w", rc.SchedulerName, rc.SwapperName, err)
-		}
-		res.WallS = time.Since(started).Seconds()
-		report.Runs = append(report.Runs, res)
+		})
+	}
+	for i := range pairs {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
 	}
 
 	printSimReport(out, report, o.perModel)
-	var errs []error
+	errs = nil
 	for flag, f := range outputs {
 		write := report.WriteJSON
 		if flag == "--html" {
@@ -495,4 +497,57 @@ func printBounds(w io.Writer, r *sim.Report) {
 			fmt.Fprintf(w, "÷ bound: a run's %s over the offline bound's\n", what)
 		}
 	}
+}
+
+// simLogger is a replay's logger: quiet, or at --log-level with the
+// replay's virtual clock on every line (runSimulate refuses an invalid
+// level before any replay).
+func simLogger(o simulateOptions, clock *sim.Clock) *slog.Logger {
+	if o.logLevel == "" {
+		return slog.New(slog.DiscardHandler)
+	}
+	log, err := newLoggerAt(o.logLevel, clock)
+	if err != nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return log
+}
+
+// replayPair replays trace under one policy pair with its own virtual
+// clock and policy runtime (compiled modules come from the runtime's
+// disk cache after the first), and measures the wall time it took.
+// Errors: the policies' loading or initialisation, named by the pair.
+func replayPair(ctx context.Context, o simulateOptions, cfg *config.Config, p policyPair, trace []sim.Request,
+	models map[string]sim.Model, devices []gpu.DeclaredDevice) (*sim.Result, error) {
+	clock := &sim.Clock{}
+	log := simLogger(o, clock)
+	rt, err := policy.NewRuntime(ctx, policy.Options{Logger: log, Clock: clock.Now, CallTimeout: sim.PolicyCallTimeout})
+	if err != nil {
+		return nil, err
+	}
+	defer rt.Close(context.Background())
+	pc, err := withPolicies(cfg, p)
+	if err != nil {
+		return nil, err
+	}
+	ps, err := loadPolicies(ctx, rt, pc)
+	if err != nil {
+		return nil, err
+	}
+	rc := router.Config{Logger: log}
+	if len(devices) > 0 {
+		rc.Ledger = gpu.NewLedger(gpu.NewDeclared(devices), 0)
+		if err := applyPlacement(pc, rc.Ledger.Inventory(), rc.Ledger); err != nil {
+			return nil, err
+		}
+	}
+	ps.routerConfig(ctx, &rc)
+	started := time.Now()
+	res, err := sim.Run(sim.Setup{Trace: trace, Models: models, Router: rc, Clock: clock,
+		CodeName: func(c sdk.ErrorCode) string { _, name := proxy.ClientError(c); return name }})
+	if err != nil {
+		return nil, fmt.Errorf("%s + %s: %w", rc.SchedulerName, rc.SwapperName, err)
+	}
+	res.WallS = time.Since(started).Seconds()
+	return res, nil
 }

@@ -243,6 +243,19 @@ func TestSimulate_TheSameInputsGiveTheSameReport(t *testing.T) {
 	}
 }
 
+// --compare replays its policies in parallel, each with its own clock and
+// policy runtime; the report is byte for byte the serial one.
+func TestSimulate_CompareInParallelIsTheSerialReport(t *testing.T) {
+	cfg, trace := simConfig(""), simTrace(120, 0.7, "a", "b", "a", "c")
+	o := simulateOptions{rate: 1, compare: []string{"router=all"}}
+	o.workers = 1
+	serial := reportJSON(t, cfg, trace, o)
+	o.workers = 4
+	if parallel := reportJSON(t, cfg, trace, o); !bytes.Equal(serial, parallel) {
+		t.Fatalf("the parallel report differs from the serial one:\n%s\n---\n%s", serial, parallel)
+	}
+}
+
 func TestSimulate_ACrashingPolicyIsReportedAndTheFallbackServes(t *testing.T) {
 	dir := t.TempDir()
 	cfg := simConfig("") + fmt.Sprintf(`routing:

@@ -149,5 +149,6 @@ func hostImports() []hostImport {
 		{"admit", funcType{p(i32, i32, i32, i32), r32}, importAdmit},
 		{"replicas", funcType{p(i32, i32, i32, i32), r32}, importReplicas},
 		{"demand", funcType{p(i32, i32), r32}, importDemand},
+		{"request_tick", funcType{p(i64), r32}, importRequestTick},
 	}
 }

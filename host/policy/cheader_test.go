@@ -88,6 +88,7 @@ var cParams = map[string][]string{
 	"admit":              {"model", "model_len", "limit", "flags"},
 	"replicas":           {"name", "name_len", "buf", "limit"},
 	"demand":             {"buf", "limit"},
+	"request_tick":       {"at_ns"},
 }
 
 // cType is a parameter's C type by its name, checked against its Wasm type.
@@ -96,6 +97,8 @@ func cType(name string, t api.ValueType) (string, error) {
 	switch {
 	case name == "id" || name == "base":
 		c = "uint64_t"
+	case name == "at_ns":
+		c = "int64_t"
 	case name == "buf":
 		c = "void *"
 	case name == "msg" || name == "model" || name == "name" || name == "target":
@@ -105,7 +108,7 @@ func cType(name string, t api.ValueType) (string, error) {
 	default:
 		c = "int32_t"
 	}
-	if want := map[bool]api.ValueType{true: api.ValueTypeI64, false: api.ValueTypeI32}[c == "uint64_t"]; t != want {
+	if want := map[bool]api.ValueType{true: api.ValueTypeI64, false: api.ValueTypeI32}[strings.HasSuffix(c, "64_t")]; t != want {
 		return "", fmt.Errorf("parameter %s is %s in the ABI; its C type %s lowers to %s", name, api.ValueTypeName(t), c, api.ValueTypeName(want))
 	}
 	return c, nil
@@ -250,6 +253,10 @@ func cHeader() (string, error) {
 	defines("Host import results below zero (sdk.ResultError).", results)
 	defines("Admission flags (admit; the warm path).", []cConst{
 		{"LOADOUT_ADMIT_SERVE_DONE", int64(sdk.AdmitServeDone), "keep sending on_serve_done for the model"},
+	})
+	defines("Bounds of a requested tick after now, ns (request_tick; ticks on demand).", []cConst{
+		{"LOADOUT_MIN_TICK_DELAY", sdk.MinTickDelay, "a sooner tick is clamped to now + this"},
+		{"LOADOUT_MAX_TICK_DELAY", sdk.MaxTickDelay, "a later tick is clamped to now + this"},
 	})
 	defines("Log levels (log).", []cConst{
 		{"LOADOUT_LEVEL_DEBUG", int64(sdk.LevelDebug), ""},

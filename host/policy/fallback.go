@@ -219,6 +219,17 @@ func (f *FallbackScheduler) OnShutdown(ev sdk.ShutdownEvent) error {
 // the primary since the last call (see cooldown.HandedOver).
 func (f *FallbackScheduler) HandedOver() bool { return f.cd.HandedOver() }
 
+// RetryAt is when the primary is tried again, on the first OnTick at or
+// after it, while the fallback answers; the zero time otherwise. A run
+// loop that ticks its scheduler only on demand (sdk.TickRequester) ticks
+// by then all the same: it is a deadline the host knows.
+func (f *FallbackScheduler) RetryAt() time.Time {
+	if !f.cd.onFallback {
+		return time.Time{}
+	}
+	return time.Unix(0, f.cd.retryAt)
+}
+
 // Statuses describes the primary (Active, or disabled with its reason and
 // retry time) and, once one was made, the fallback.
 func (f *FallbackScheduler) Statuses() []Status {

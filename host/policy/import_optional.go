@@ -61,3 +61,18 @@ func importDemand(ctx context.Context, mod api.Module, stack []uint64) {
 	sv.reply = wire.Append(sv.reply[:0], &sdk.DemandList{Models: l})
 	reply(mod, stack, sv.reply, uint32(stack[0]), uint32(stack[1]))
 }
+
+// request_tick(at i64) -> i32: the scheduler's next tick (sdk.TickRequester;
+// docs/ABI.md, "Ticks on demand"). Optional: a module imports it only if
+// it asks for ticks, and one that does not is ticked periodically. A
+// swapper, or an sdk.Effects that does not tick on demand, answers
+// sdk.ErrNotAllowed.
+func importRequestTick(ctx context.Context, _ api.Module, stack []uint64) {
+	_, fx := effects(ctx)
+	tr, ok := fx.(sdk.TickRequester)
+	if !ok {
+		retErr(stack, sdk.ErrNotAllowed)
+		return
+	}
+	ret(stack, sdk.AsResult(tr.RequestTick(int64(stack[0]))))
+}

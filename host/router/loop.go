@@ -164,8 +164,9 @@ type loopState struct {
 	waiters  map[sdk.RequestID]*waiter
 	swaps    map[string]*swap
 	nextID   sdk.RequestID
-	changed  []string // models whose state changed outside a swap since the last tick
-	removing int      // models removed by UpdateModels and not yet out of the table
+	changed  []string  // models whose state changed outside a swap since the last tick
+	ticks    tickState // periodic, or on demand (ticks.go)
+	removing int       // models removed by UpdateModels and not yet out of the table
 	now      time.Time
 
 	shuttingDown bool
@@ -210,6 +211,7 @@ func (l *loopState) init(cfg Config) {
 	l.planCache = map[string]sdk.Plan{}
 	l.planFailures = map[string]string{}
 	l.ledger = cfg.Ledger
+	l.ticks.last = cfg.Clock()
 }
 
 func (r *Router) run() {
@@ -221,6 +223,13 @@ func (r *Router) run() {
 	probe := time.NewTicker(r.cfg.Liveness.Interval)
 	defer probe.Stop()
 	l := &r.loop
+	// wake fires at the tick the scheduler asked for (ticks.go), between
+	// the periodic ticks that look at TTLs; re-armed only when it changes.
+	var wake <-chan time.Time
+	wakeTimer := time.NewTimer(time.Hour)
+	wakeTimer.Stop()
+	defer wakeTimer.Stop()
+	var armed time.Time
 	for {
 		select {
 		case w := <-r.requests:
@@ -241,6 +250,9 @@ func (r *Router) run() {
 			fn()
 		case <-tick.C:
 			r.onTick()
+		case <-wake:
+			armed, wake = time.Time{}, nil
+			r.onTick()
 		case <-measure.C:
 			r.startMeasuring()
 		case ms := <-r.measured:
@@ -256,6 +268,14 @@ func (r *Router) run() {
 		}
 		r.reapRemoved()
 		r.observeModels()
+		if at := l.ticks.at; !at.Equal(armed) {
+			armed, wake = at, nil
+			wakeTimer.Stop()
+			if !at.IsZero() {
+				wakeTimer.Reset(at.Sub(r.cfg.Clock()))
+				wake = wakeTimer.C
+			}
+		}
 		if l.shuttingDown && r.quiet() {
 			r.procCancel()
 			return
@@ -556,12 +576,15 @@ func (r *Router) onTick() {
 			}
 		}
 	}
+	l.ticks.last = now
 	if len(expired) > 0 {
 		r.observer().Unloading(expired, "ttl")
 		err := l.sched.OnUnload(sdk.UnloadEvent{Now: r.stamp(), Models: expired, Reason: sdk.UnloadTTL})
 		if r.schedulerFailed("on_unload", err) {
 			return
 		}
+	} else if !r.tickDue(now) {
+		return // ticked on demand, and nothing is due: no policy call
 	}
 	r.tickNow()
 }
@@ -571,7 +594,11 @@ func (r *Router) tickNow() {
 	l := &r.loop
 	changed := l.changed
 	l.changed = nil
-	err := l.sched.OnTick(sdk.TickEvent{Now: r.stamp(), Changed: changed})
+	now := r.stamp()
+	if !l.ticks.at.IsZero() && l.ticks.at.UnixNano() <= now {
+		l.ticks.at = time.Time{} // this tick is the one asked for
+	}
+	err := l.sched.OnTick(sdk.TickEvent{Now: now, Changed: changed})
 	r.schedulerFailed("on_tick", err)
 }
 

@@ -94,6 +94,11 @@ type Config struct {
 	// every request's end, as before the warm path existed. For tests and
 	// benchmarks that compare the two.
 	NoWarmPath bool
+	// PeriodicTicks ticks the scheduler every TickInterval even when it
+	// asks for ticks on demand (ticks.go): RequestTick answers
+	// sdk.ErrNotAllowed, as from a host built before it. For tests and
+	// benchmarks that compare the two.
+	PeriodicTicks bool
 	// Ledger accounts GPU memory: every load leases its model's VRAM on
 	// the devices it is placed on, a load that does not fit is never
 	// started, and snapshots carry the devices. Nil: no VRAM accounting.

@@ -1,6 +1,9 @@
 package router
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // Virtual is a Router whose run loop is driven by its caller, one event per
 // call on the caller's goroutine, with no goroutine of its own: `loadout
@@ -64,9 +67,19 @@ func (v *Virtual) Acquire(req Request, take func(*Grant, error)) {
 	v.turn(func() { v.r.onRequest(w) })
 }
 
-// Tick is the run loop's periodic tick (TTL checks, OnTick); the
-// simulator calls it every Config.TickInterval of virtual time.
+// Tick is the run loop's tick (TTL checks, OnTick when due); the
+// simulator calls it at the times NextTick gives.
 func (v *Virtual) Tick() { v.turn(v.r.onTick) }
+
+// NextTick is when the simulator must call Tick next, read after every
+// event: Config.TickInterval after the last tick for a scheduler ticked
+// periodically; for one ticked on demand (sdk.TickRequester), the
+// earliest of the tick it asked for and the TTL deadlines the router
+// keeps. false: no tick is needed until an event.
+func (v *Virtual) NextTick() (time.Time, bool) {
+	t := v.r.nextTick()
+	return t, !t.IsZero()
+}
 
 // Models returns every model's status, sorted by id, as Router.Models.
 func (v *Virtual) Models() []ModelStatus { return v.r.loop.modelStatuses() }

@@ -83,10 +83,11 @@ func (r *Router) quietServeDone(m *model) bool {
 // revoke takes back m's warm-path admission.
 func (r *Router) revoke(m *model) { m.admitLimit, m.admitFlags = 0, 0 }
 
-// revokeAll takes back every admission: the policy that gave them lost its
-// state or was replaced.
+// revokeAll takes back every admission, and ticks on demand (ticks.go):
+// the policy that gave them lost its state or was replaced.
 func (r *Router) revokeAll() {
 	for _, m := range r.loop.models {
 		r.revoke(m)
 	}
+	r.tickPeriodically()
 }

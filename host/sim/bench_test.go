@@ -54,18 +54,27 @@ func eightModels() map[string]Model {
 // simulate issue's target is ≤ 10 s for 26,000 requests on 2 cores.
 //
 //	go test ./host/sim -run '^$' -bench Replay -benchtime 1x
+//
+// Sub-benchmarks: the scheduler ticked periodically (as before ticks on
+// demand) and on demand.
 func BenchmarkReplay_Azure28k(b *testing.B) {
 	trace := bigTrace(b)
 	models := eightModels()
-	for b.Loop() {
-		res, err := Run(setup(b, "prioritylru", "{}", models, []uint64{24 * gib, 24 * gib}, trace))
-		if err != nil {
-			b.Fatal(err)
-		}
-		if res.Completed+res.Errors != len(trace) {
-			b.Fatalf("%d completed + %d errors of %d", res.Completed, res.Errors, len(trace))
-		}
-		b.ReportMetric(float64(len(trace)), "requests")
+	for _, mode := range []string{"periodic", "on_demand"} {
+		b.Run(mode, func(b *testing.B) {
+			for b.Loop() {
+				s := setup(b, "prioritylru", "{}", models, []uint64{24 * gib, 24 * gib}, trace)
+				s.Router.PeriodicTicks = mode == "periodic"
+				res, err := Run(s)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if res.Completed+res.Errors != len(trace) {
+					b.Fatalf("%d completed + %d errors of %d", res.Completed, res.Errors, len(trace))
+				}
+				b.ReportMetric(float64(len(trace)), "requests")
+			}
+		})
 	}
 }
 
@@ -79,16 +88,25 @@ func sortByArrival(reqs []Request) {
 // spends most of its replay on.
 //
 //	go test ./host/sim -run '^$' -bench IdleDay -benchtime 1x
+//
+// Sub-benchmarks: the scheduler ticked periodically (as before ticks on
+// demand: 86,400 Wasm calls) and on demand (fifo asks for none).
 func BenchmarkReplay_IdleDay(b *testing.B) {
 	trace := []Request{{Model: "m1", PromptTokens: 10, OutputTokens: 10}, {Arrival: 86400, Model: "m2", PromptTokens: 10, OutputTokens: 10}}
 	models := eightModels()
-	for b.Loop() {
-		res, err := Run(setup(b, "prioritylru", "{}", models, []uint64{24 * gib, 24 * gib}, trace))
-		if err != nil {
-			b.Fatal(err)
-		}
-		if res.Completed != len(trace) {
-			b.Fatalf("%d completed of %d", res.Completed, len(trace))
-		}
+	for _, mode := range []string{"periodic", "on_demand"} {
+		b.Run(mode, func(b *testing.B) {
+			for b.Loop() {
+				s := setup(b, "prioritylru", "{}", models, []uint64{24 * gib, 24 * gib}, trace)
+				s.Router.PeriodicTicks = mode == "periodic"
+				res, err := Run(s)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if res.Completed != len(trace) {
+					b.Fatalf("%d completed of %d", res.Completed, len(trace))
+				}
+			}
+		})
 	}
 }

@@ -227,10 +227,6 @@ func Run(s Setup) (*Result, error) {
 		mc.Process = process{}
 		cfg.Models[name] = mc
 	}
-	if cfg.TickInterval <= 0 {
-		cfg.TickInterval = time.Second
-	}
-	e.tick = cfg.TickInterval
 	if cfg.Ledger != nil {
 		devs, err := cfg.Ledger.Inventory().Devices()
 		if err != nil {
@@ -262,12 +258,15 @@ func (process) Start(context.Context, router.StartSpec) (router.Instance, error)
 
 // engine is one replay: the event queue and the simulated servers.
 type engine struct {
-	setup     Setup
-	clock     *Clock
-	v         *router.Virtual
-	obs       *recorder
-	tick      time.Duration
-	now       time.Duration
+	setup Setup
+	clock *Clock
+	v     *router.Virtual
+	obs   *recorder
+	now   time.Duration
+	// tickAt is when the one pending tick event is (-1: none) and tickGen
+	// invalidates a tick event replaced by an earlier one.
+	tickAt    time.Duration
+	tickGen   uint64
 	events    eventHeap
 	seq       uint64
 	instances map[string]*instance // by upstream host+path
@@ -355,7 +354,8 @@ func (e *engine) run() *Result {
 	}
 	e.reqs = make([]*request, len(trace))
 	e.arriveAt(0)
-	e.at(e.tick, e.onTick)
+	e.tickAt = -1
+	e.scheduleTick()
 	last := e.arrival(len(trace) - 1)
 	for e.events.Len() > 0 {
 		ev := heap.Pop(&e.events).(event)
@@ -367,6 +367,7 @@ func (e *engine) run() *Result {
 		if e.next == len(trace) && e.pending == 0 {
 			break
 		}
+		e.scheduleTick()
 	}
 	e.busy.close(e.now)
 	var waits, ttfts, e2es []float64
@@ -471,12 +472,30 @@ func (e *engine) arriveAt(i int) {
 // failed reports whether the request was answered with an error.
 func (r *request) failed() bool { return r.finished < 0 }
 
-func (e *engine) onTick() {
-	if e.next == len(e.setup.Trace) && e.pending == 0 {
+// scheduleTick makes the pending tick event the router's next tick
+// (router.Virtual.NextTick), read after every event: virtual time jumps
+// from one event to the next, and a tick is one only when the scheduler
+// ticks periodically, asked for it, or a TTL deadline falls due. A tick
+// event that an earlier one replaced does nothing when it comes.
+func (e *engine) scheduleTick() {
+	t, ok := e.v.NextTick()
+	if !ok {
 		return
 	}
-	e.v.Tick()
-	e.at(e.now+e.tick, e.onTick)
+	at := max(t.Sub(Epoch), e.now)
+	if e.tickAt >= 0 && e.tickAt <= at {
+		return
+	}
+	e.tickAt = at
+	e.tickGen++
+	gen := e.tickGen
+	e.at(at, func() {
+		if gen != e.tickGen {
+			return
+		}
+		e.tickAt = -1
+		e.v.Tick()
+	})
 }
 
 // instance is one simulated model server: decode's continuous batching

@@ -110,6 +110,22 @@
 // ready, idle, not loading, and not wanted by a queued request. On shutdown
 // every request still held fails with 503.
 //
+// # Ticks
+//
+// On a host that ticks on demand (sdk.TickRequester; docs/ABI.md, "Ticks
+// on demand") fifo asks for a tick only for what only time changes: when
+// the first queued request will have waited longer than max_wait, and,
+// while a model runs more replicas than its min_replicas, when the first
+// of them will have been idle for scale_in_after (at the latest
+// scale_in_after from now). Everything else a tick did comes with an
+// event: a stop that finished, a crash or a reload (the host ticks for
+// them, naming the models), a job's lease that ended (the host ticks), a
+// request that ended, a load that ended; a replica below min_replicas
+// that did not fit is retried at the next of those rather than every
+// second. An idle fifo asks for nothing, so an idle host never calls it
+// (ticks.go). On a host that ticks periodically it is ticked every
+// second, as before.
+//
 // # Settings
 //
 // All optional; an unknown key is an error at load.

@@ -65,6 +65,16 @@ type scheduler struct {
 	// operator's, a TTL's, a reload's removal): rescale starts none of
 	// their stopped replicas until a request for the model comes.
 	unloaded map[string]bool
+
+	// ticker is the host's ticks on demand (fx, when it offers them; nil
+	// once it refused); onDemand says fifo has asked, and tickAt is the
+	// tick it asked for, 0 none (ticks.go).
+	ticker   sdk.TickRequester
+	onDemand bool
+	tickAt   int64
+	// scaleInAt is, from the last rescale, when a replica may next be
+	// scaled in; 0 none.
+	scaleInAt int64
 }
 
 // New makes the FIFO scheduler from its settings JSON; it is the factory
@@ -75,9 +85,11 @@ func New(fx sdk.Effects, rawSettings []byte) (sdk.Scheduler, error) {
 		return nil, err
 	}
 	admitter, _ := fx.(sdk.Admitter)
+	ticker, _ := fx.(sdk.TickRequester)
 	return &scheduler{
 		fx:       fx,
 		admitter: admitter,
+		ticker:   ticker,
 		cfg:      cfg,
 		active:   make(map[string]*swap),
 		agingAt:  math.MaxInt64,
@@ -312,6 +324,7 @@ func (s *scheduler) enqueue(r request) {
 	s.queue = slices.Insert(s.queue, i, r)
 	if s.cfg.maxWait > 0 {
 		s.agingAt = min(s.agingAt, r.arrived+s.cfg.maxWait+1)
+		s.wantTick(clampTick(r.arrived, s.agingAt))
 	}
 	s.sendPositions(i)
 }
@@ -482,6 +495,9 @@ func (s *scheduler) OnSwapDone(ev sdk.SwapDoneEvent) {
 	}
 	if ev.Err == "" {
 		s.fillMin(ev.Model, true, anyStopped)
+		if set := s.replicaSet(ev.Model); set != nil && s.cfg.scaleInAfter > 0 && len(set.Replicas) > int(set.Min) {
+			s.wantTick(clampTick(ev.Now, ev.Now+s.cfg.scaleInAfter)) // a replica beyond the minimum may now be scaled in
+		}
 	}
 	// Drain even for a swap we did not start (before a re-instantiation,
 	// or one whose callers an unload failed): requests may have queued
@@ -683,12 +699,14 @@ func (s *scheduler) unloadIdle(models []string) {
 // OnTick re-orders the queue for aging and drains it: a model that crashed
 // or finished stopping may unblock requests.
 func (s *scheduler) OnTick(ev sdk.TickEvent) {
+	s.tickUsed(ev.Now)
 	s.age(ev.Now)
 	if len(ev.Changed) > 0 {
 		clear(s.sets) // a reload (it names every model) may have changed them
 	}
 	s.drain(ev.Now)
 	s.rescale(ev.Now)
+	s.wantTick(clampTick(ev.Now, earliest(s.nextAging(), s.scaleInAt)))
 }
 
 // OnShutdown fails every caller still held.

@@ -205,6 +205,7 @@ func (s *scheduler) rescale(now int64) {
 	}
 	done := s.rescaled
 	clear(done)
+	s.scaleInAt = 0
 	for _, info := range s.fx.RunningModels() {
 		set := s.replicaSet(info.Name)
 		if set == nil || done[set.Model] {
@@ -230,9 +231,15 @@ func (s *scheduler) rescale(now int64) {
 		if running == int(set.Min) || s.cfg.scaleInAfter <= 0 {
 			continue
 		}
+		// Ticked on demand, the next look is at the first idle deadline,
+		// and at the latest scale_in_after from now (ticks.go).
+		s.scaleInAt = earliest(s.scaleInAt, now+s.cfg.scaleInAfter)
 		for i := len(set.Replicas) - 1; i >= 0; i-- {
 			name := set.Replicas[i]
 			ri, ok := s.fx.ModelState(name)
+			if ok && ri.State == sdk.StateReady && ri.InFlight == 0 && now-ri.LastUse < s.cfg.scaleInAfter {
+				s.scaleInAt = min(s.scaleInAt, ri.LastUse+s.cfg.scaleInAfter)
+			}
 			if !ok || ri.State != sdk.StateReady || ri.InFlight > 0 || s.active[name] != nil || s.collides(name, nil) ||
 				now-ri.LastUse < s.cfg.scaleInAfter {
 				continue

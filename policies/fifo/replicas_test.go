@@ -3,6 +3,7 @@ package main
 import (
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/loadout-dev/loadout/sdk"
 	"github.com/loadout-dev/loadout/sdk/policytest"
@@ -173,6 +174,39 @@ func init() {
 				}
 				if got := h.ActiveSwaps(); !slices.Equal(got, []string{"r@2"}) {
 					t.Fatalf("swaps %v, want r@2 for min_replicas 2", got)
+				}
+			},
+		},
+	)
+}
+
+func init() {
+	scenarios = append(scenarios,
+		scenario{
+			name:     "ticks on demand: a replica beyond min_replicas is looked at when it will have idled scale_in_after, and stopped then",
+			settings: `{"scale_in_after": "2m"}`,
+			models: []sdk.ModelInfo{
+				{Name: "r", State: sdk.StateReady, ConcurrencyLimit: 1},
+				{Name: "r@2", State: sdk.StateReady, ConcurrencyLimit: 1},
+			},
+			swapper: noEvictions,
+			run: func(t *testing.T, h *policytest.Host) {
+				h.ReplicaSets = map[string]sdk.ReplicaSet{"r": {Model: "r", Min: 1, Max: 2, Replicas: []string{"r", "r@2"}}}
+				h.TicksOnDemand = true
+				h.Models["r"].LastUse = h.Now
+				h.Models["r@2"].LastUse = h.Now - int64(30*time.Second)
+				h.Tick()
+				want := h.Now + int64(90*time.Second) // r@2's last use + scale_in_after
+				if !h.OnDemand || h.NextTick != want {
+					t.Fatalf("after the first tick: on demand %v, next tick %+d ns from now; want on demand, r@2's idle deadline (+90s)", h.OnDemand, h.NextTick-h.Now)
+				}
+				if stops := h.Calls.Of(policytest.OpStopProcesses); len(stops) != 0 {
+					t.Fatalf("stopped %v before scale_in_after", stops)
+				}
+				h.Advance(90 * time.Second)
+				h.Tick()
+				if stops := h.Calls.Of(policytest.OpStopProcesses); len(stops) != 1 || !slices.Equal(stops[0].Models, []string{"r@2"}) {
+					t.Fatalf("stops at the requested tick: %v, want r@2 scaled in", stops)
 				}
 			},
 		},

@@ -89,6 +89,10 @@
 /* Admission flags (admit; the warm path). */
 #define LOADOUT_ADMIT_SERVE_DONE 1 /* keep sending on_serve_done for the model */
 
+/* Bounds of a requested tick after now, ns (request_tick; ticks on demand). */
+#define LOADOUT_MIN_TICK_DELAY 1000000 /* a sooner tick is clamped to now + this */
+#define LOADOUT_MAX_TICK_DELAY 86400000000000 /* a later tick is clamped to now + this */
+
 /* Log levels (log). */
 #define LOADOUT_LEVEL_DEBUG (-4)
 #define LOADOUT_LEVEL_INFO  0
@@ -121,6 +125,7 @@ LOADOUT_IMPORT(plan) int32_t loadout_host_plan(const void *target, uint32_t targ
 LOADOUT_IMPORT(admit) int32_t loadout_host_admit(const void *model, uint32_t model_len, uint32_t limit, int32_t flags);
 LOADOUT_IMPORT(replicas) int32_t loadout_host_replicas(const void *name, uint32_t name_len, void *buf, uint32_t limit);
 LOADOUT_IMPORT(demand) int32_t loadout_host_demand(void *buf, uint32_t limit);
+LOADOUT_IMPORT(request_tick) int32_t loadout_host_request_tick(int64_t at_ns);
 
 /*
  * Exports, as loadout_NAME. A policy defines the common ones and those of

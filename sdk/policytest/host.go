@@ -50,6 +50,18 @@ type Host struct {
 	// of one for any other model) and lets GrantServe serve a request on
 	// any ready replica of the model it asked for, as the run loop does.
 	ReplicaSets map[string]sdk.ReplicaSet
+	// TicksOnDemand makes the Host tick on demand as the run loop does
+	// (sdk.TickRequester): RequestTick is clamped as the host clamps it
+	// and kept in NextTick (not in Calls: it is the policy's statement of
+	// when to call it, not an effect on the models). Without it
+	// RequestTick answers sdk.ErrNotAllowed: a host that ticks
+	// periodically.
+	TicksOnDemand bool
+	// NextTick is the tick the scheduler asked for last (Unix ns, after
+	// the host's clamp), 0 for none; a Tick at or after it uses it up.
+	// OnDemand reports whether the scheduler has asked at all.
+	NextTick int64
+	OnDemand bool
 
 	admits  map[string]admission // the warm path's admissions, by model
 	demand  map[string]*sdk.ModelDemand
@@ -515,7 +527,26 @@ func (h *Host) Tick() {
 	clear(h.stops)
 	slices.Sort(changed)
 	h.revoke(changed...)
+	if h.NextTick != 0 && h.NextTick <= h.Now {
+		h.NextTick = 0 // this tick is the one asked for
+	}
 	h.check("OnTick", h.scheduler("Tick").OnTick(sdk.TickEvent{Now: h.Now, Changed: changed}))
+}
+
+// RequestTick records the scheduler's next tick (sdk.TickRequester) in
+// NextTick, clamped to [Now+sdk.MinTickDelay, Now+sdk.MaxTickDelay] as the
+// host clamps it; 0 clears it. Without TicksOnDemand it answers
+// sdk.ErrNotAllowed.
+func (h *Host) RequestTick(at int64) error {
+	if !h.TicksOnDemand {
+		return sdk.ErrNotAllowed
+	}
+	h.OnDemand = true
+	if at != 0 {
+		at = min(max(at, h.Now+sdk.MinTickDelay), h.Now+sdk.MaxTickDelay)
+	}
+	h.NextTick = at
+	return nil
 }
 
 // Shutdown sends OnShutdown; afterwards every caller the scheduler still

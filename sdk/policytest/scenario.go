@@ -59,6 +59,7 @@ type Scenario struct {
 	initErr    *string
 	swapper    fakeSwapper
 	warmPath   bool // warm_path: the Host takes the warm path (Host.WarmPath)
+	onDemand   bool // ticks_on_demand: the Host ticks on demand (Host.TicksOnDemand)
 	models     []sdk.ModelInfo
 	gpus       []gpuYAML
 	steps      []step
@@ -147,9 +148,11 @@ type fileYAML struct {
 	InitError *string      `yaml:"init_error"`
 	Swapper   *swapperYAML `yaml:"swapper"`
 	WarmPath  bool         `yaml:"warm_path"`
-	Models    []modelYAML  `yaml:"models"`
-	GPUs      []gpuYAML    `yaml:"gpus"`
-	Steps     []stepYAML   `yaml:"steps"`
+	// TicksOnDemand: the Host ticks on demand (Host.TicksOnDemand).
+	TicksOnDemand bool        `yaml:"ticks_on_demand"`
+	Models        []modelYAML `yaml:"models"`
+	GPUs          []gpuYAML   `yaml:"gpus"`
+	Steps         []stepYAML  `yaml:"steps"`
 }
 
 // modelYAML is a model, or in a set step a change to one: only the fields
@@ -195,6 +198,10 @@ type stepYAML struct {
 	SwapStart *swapStartYAML `yaml:"swap_start"`
 	Expect    []effectYAML   `yaml:"expect"`
 	Logs      []string       `yaml:"logs"`
+	// NextTick is the tick the scheduler has asked for once the step is
+	// done (Host.NextTick): a duration since the scenario's start, or
+	// "none"; needs ticks_on_demand: true.
+	NextTick *string `yaml:"next_tick"`
 }
 
 type requestYAML struct {
@@ -575,6 +582,7 @@ func (p *parser) scenario(f *fileYAML, root *yaml.Node) (*Scenario, error) {
 	}
 	sc.initErr = f.InitError
 	sc.warmPath = f.WarmPath
+	sc.onDemand = f.TicksOnDemand
 
 	if f.Swapper != nil {
 		if sc.Kind != sdk.KindScheduler {
@@ -815,6 +823,19 @@ func (p *parser) step(sc *Scenario, y *stepYAML, n *yaml.Node, index int, at *ti
 	}
 	if k, _ := field(n, "logs"); k != nil {
 		st.checkLogs = true
+	}
+	if k, v := field(n, "next_tick"); k != nil {
+		if !sc.onDemand {
+			return st, p.errorf(k.Line, "step %d: next_tick needs ticks_on_demand: true", index)
+		}
+		st.checkTick = true
+		if v.Value != "none" {
+			d, err := time.ParseDuration(v.Value)
+			if err != nil {
+				return st, p.errorf(v.Line, "step %d: next_tick: want a duration since the start such as 61s, or none; got %q", index, v.Value)
+			}
+			st.nextTick = scenarioStart + int64(d)
+		}
 	}
 	return st, nil
 }

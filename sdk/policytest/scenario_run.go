@@ -104,7 +104,9 @@ type step struct {
 	y            *stepYAML
 	checkEffects bool // expect: was given (even empty)
 	expect       []wantEffect
-	checkLogs    bool // logs: was given (even empty)
+	checkLogs    bool  // logs: was given (even empty)
+	checkTick    bool  // next_tick: was given
+	nextTick     int64 // its value in host time; 0 for none
 }
 
 // wantEffect is one expected effect.
@@ -216,6 +218,7 @@ func (sc *Scenario) Run(p Policy, trace io.Writer) (err error) {
 	r := &run{sc: sc, rep: &runReporter{}, trace: trace, gpus: sc.gpus}
 	r.h = newHost(r.rep, sc.models...)
 	r.h.WarmPath = sc.warmPath
+	r.h.TicksOnDemand = sc.onDemand
 	r.h.Now = scenarioStart
 	r.h.GPUs = deriveGPUs(r.gpus, r.h.Models)
 	defer func() {
@@ -369,6 +372,10 @@ func (r *run) step(st *step) error {
 		if err := r.compareEffects(st, effects); err != nil {
 			return err
 		}
+	}
+	if st.checkTick && h.NextTick != st.nextTick {
+		return fmt.Errorf("%s:%d: step %d: next_tick: the scheduler asked for %s; want %s", r.sc.File, st.line, st.index,
+			tickName(h.NextTick), tickName(st.nextTick))
 	}
 	if st.checkLogs {
 		return r.compareLogs(st, logs)
@@ -738,4 +745,12 @@ func (r *run) writeTrace(st *step, effects, logs Calls, plan *sdk.Plan, planErr 
 			fmt.Fprintf(w, "    - %s\n", strconv.Quote(c.Msg))
 		}
 	}
+}
+
+// tickName writes a requested tick as next_tick: does.
+func tickName(at int64) string {
+	if at == 0 {
+		return "none"
+	}
+	return time.Duration(at - scenarioStart).String()
 }
