@@ -22,34 +22,13 @@ import (
 // module path, without tests (*_test.go, testdata/), nested modules or
 // hidden files, and a go.mod made for a module that has none, as the go
 // command does. The archive is reproducible: entries sorted, times zero.
-// It fails when a module is not in the module cache (run `go mod
-// download` in sdkDir) or the go command fails.
+// A module of the graph missing from the module cache (a test-only
+// dependency the build never fetched) is downloaded first (`go mod
+// download`); it fails when that or the go command fails.
 func WriteArchive(sdkDir, out string) error {
-	cmd := exec.Command("go", "list", "-m", "-json", "all")
-	cmd.Dir = sdkDir
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	listing, err := cmd.Output()
+	mods, err := listModules(sdkDir)
 	if err != nil {
-		return fmt.Errorf("go list -m all in %s: %v\n%s", sdkDir, err, stderr.Bytes())
-	}
-	type listed struct {
-		Path, Version, Dir string
-		Main               bool
-	}
-	var mods []listed
-	for dec := json.NewDecoder(bytes.NewReader(listing)); dec.More(); {
-		var m listed
-		if err := dec.Decode(&m); err != nil {
-			return fmt.Errorf("go list -m all in %s: %w", sdkDir, err)
-		}
-		if m.Main && m.Path != SDKModule {
-			return fmt.Errorf("%s is module %s, not %s", sdkDir, m.Path, SDKModule)
-		}
-		if m.Dir == "" {
-			return fmt.Errorf("module %s@%s is not in the module cache: run `go mod download` in %s", m.Path, m.Version, sdkDir)
-		}
-		mods = append(mods, m)
+		return err
 	}
 	// The SDK (the main module) first, then by path.
 	slices.SortFunc(mods, func(a, b listed) int {
@@ -149,4 +128,52 @@ func addFile(zw *zip.Writer, name string, r io.Reader) error {
 func exists(p string) bool {
 	_, err := os.Stat(p)
 	return err == nil
+}
+
+// listed is one module of the SDK's graph as `go list -m -json` names it.
+type listed struct {
+	Path, Version, Dir string
+	Main               bool
+}
+
+// listModules lists the module graph of the SDK in sdkDir (`go list -m
+// all`), downloading first the modules the module cache lacks: `go build`
+// fetches only what it compiles, not a dependency's test-only modules.
+func listModules(sdkDir string) ([]listed, error) {
+	for pass := 0; ; pass++ {
+		cmd := exec.Command("go", "list", "-m", "-json", "all")
+		cmd.Dir = sdkDir
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		listing, err := cmd.Output()
+		if err != nil {
+			return nil, fmt.Errorf("go list -m all in %s: %v\n%s", sdkDir, err, stderr.Bytes())
+		}
+		var mods []listed
+		var missing []string
+		for dec := json.NewDecoder(bytes.NewReader(listing)); dec.More(); {
+			var m listed
+			if err := dec.Decode(&m); err != nil {
+				return nil, fmt.Errorf("go list -m all in %s: %w", sdkDir, err)
+			}
+			if m.Main && m.Path != SDKModule {
+				return nil, fmt.Errorf("%s is module %s, not %s", sdkDir, m.Path, SDKModule)
+			}
+			if m.Dir == "" {
+				missing = append(missing, m.Path+"@"+m.Version)
+			}
+			mods = append(mods, m)
+		}
+		if len(missing) == 0 {
+			return mods, nil
+		}
+		if pass > 0 {
+			return nil, fmt.Errorf("modules %v are not in the module cache after go mod download in %s", missing, sdkDir)
+		}
+		dl := exec.Command("go", append([]string{"mod", "download"}, missing...)...)
+		dl.Dir = sdkDir
+		if out, err := dl.CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("go mod download %v in %s: %v\n%s", missing, sdkDir, err, out)
+		}
+	}
 }
