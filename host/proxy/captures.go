@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
@@ -120,14 +121,7 @@ func (s *Server) finishCapture(ex *exchange, status int) {
 	} else {
 		cp.c.RespTruncated = false
 	}
-	data, err := compressCapture(&cp.c)
-	if err != nil {
-		s.log.Warn("capture not kept", "request_id", ex.id, "err", err)
-		return
-	}
-	if !s.captures.add(ex.id, data) {
-		s.log.Debug("capture larger than captureBuffer, not kept", "request_id", ex.id, "bytes", len(data))
-	}
+	s.captures.submit(ex.id, &cp.c, s.log)
 }
 
 // headerMap flattens h to its first values, credentials redacted.
@@ -180,7 +174,11 @@ func decompressCapture(data []byte) (*Capture, error) {
 
 // captureRing keeps compressed captures by request id within a byte
 // budget: adding one that does not fit drops the oldest until it does;
-// one larger than the whole budget is not kept. Safe for concurrent use.
+// one larger than the whole budget is not kept. Captures are encoded and
+// compressed off the request's goroutine (submit), by one worker started
+// with the first capture: a request pays a channel send, not gzip (~70 µs
+// a small exchange), and a keep-alive client's next request is not held
+// behind it. Safe for concurrent use.
 type captureRing struct {
 	mu     sync.Mutex
 	budget int64 // bytes of compressed captures, at most
@@ -188,6 +186,51 @@ type captureRing struct {
 	seq    uint64
 	order  []ringEntry // oldest first
 	byID   map[string]ringEntry
+
+	start   sync.Once
+	queue   chan queuedCapture
+	pending sync.WaitGroup // submitted and not yet added
+}
+
+// queuedCapture is a finished exchange's capture waiting to be compressed.
+type queuedCapture struct {
+	id  string
+	c   *Capture
+	log *slog.Logger
+}
+
+// captureQueue bounds the captures waiting for the worker; past it a
+// capture is dropped rather than the request held.
+const captureQueue = 64
+
+// submit hands c, the capture of request id, to the worker; when the
+// worker is that far behind, the capture is dropped (logged at debug).
+func (c *captureRing) submit(id string, cp *Capture, log *slog.Logger) {
+	c.start.Do(func() {
+		c.queue = make(chan queuedCapture, captureQueue)
+		go c.work()
+	})
+	c.pending.Add(1)
+	select {
+	case c.queue <- queuedCapture{id: id, c: cp, log: log}:
+	default:
+		c.pending.Done()
+		log.Debug("capture dropped: the compressor is behind", "request_id", id)
+	}
+}
+
+// work compresses and keeps the submitted captures, for the server's life.
+func (c *captureRing) work() {
+	for q := range c.queue {
+		data, err := compressCapture(q.c)
+		switch {
+		case err != nil:
+			q.log.Warn("capture not kept", "request_id", q.id, "err", err)
+		case !c.add(q.id, data):
+			q.log.Debug("capture larger than captureBuffer, not kept", "request_id", q.id, "bytes", len(data))
+		}
+		c.pending.Done()
+	}
 }
 
 type ringEntry struct {
@@ -229,8 +272,10 @@ func (c *captureRing) add(id string, data []byte) bool {
 	return true
 }
 
-// get returns the capture kept under id.
+// get returns the capture kept under id, once the captures submitted
+// before the call are kept.
 func (c *captureRing) get(id string) ([]byte, bool) {
+	c.pending.Wait()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e, ok := c.byID[id]
