@@ -107,7 +107,11 @@ func (g *flagGroup) canonical() string { return g.pos[len(g.pos)-1] }
 func ReadFlags(ctx context.Context, binary string) (*Flags, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, binary, "--help").CombinedOutput()
+	cmd := exec.CommandContext(ctx, binary, "--help")
+	// A binary that hangs is killed at the deadline; WaitDelay bounds the
+	// wait for pipes a child of it may still hold.
+	cmd.WaitDelay = time.Second
+	out, err := cmd.CombinedOutput()
 	if err != nil && len(out) == 0 {
 		return nil, fmt.Errorf("reading llama-server's flags: %s --help: %w", binary, err)
 	}
