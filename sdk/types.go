@@ -197,6 +197,11 @@ type JobPlanRequest struct {
 type Plan struct {
 	Evict   []string
 	Devices []int32
+	// Modes says how each of Evict is evicted, parallel to it (ABI
+	// version 3): shorter (or nil) leaves the rest to EvictDefault. Evict
+	// may name an asleep model only with EvictStop or EvictDefault: that
+	// stops it and gives back its host memory.
+	Modes []EvictMode
 }
 
 // SwapRequest is what a scheduler asks the host to do in StartSwap: stop
@@ -205,6 +210,8 @@ type SwapRequest struct {
 	Model   string
 	Evict   []string
 	Devices []int32
+	// Modes, parallel to Evict, as in Plan (ABI version 3).
+	Modes []EvictMode
 }
 
 // SwapStartEvent tells the swapper that a swap it planned is really
@@ -215,6 +222,9 @@ type SwapStartEvent struct {
 	Running []string
 	Evict   []string
 	Devices []int32
+	// Modes, parallel to Evict: how the host carries out each eviction,
+	// defaults resolved (ABI version 3).
+	Modes []EvictMode
 }
 
 // InitEvent carries a policy's settings (JSON, from the config's
@@ -243,7 +253,34 @@ type ModelInfo struct {
 	// (ABI version 2).
 	Devices []int32
 	Leased  []uint64
+
+	// Residency (ABI version 3; zero when a version 2 module reads it).
+	//
+	// SleepLevel is 1 or 2 while the model is asleep (State Stopped: its
+	// process alive, its GPU memory released; vLLM's sleep levels: 1 keeps
+	// the weights in host RAM, 2 drops them) and while it is being woken
+	// (State Starting); 0 otherwise.
+	SleepLevel uint8
+	// CanSleep is the sleep levels its backend offers, a bit set: 1 level
+	// 1, 2 level 2; 0 when it can only be stopped.
+	CanSleep uint8
+	// LoadTime is its cold load's duration in nanoseconds: the last one
+	// measured, else the configured or estimated one (0 unknown).
+	LoadTime int64
+	// WakeTime1 and WakeTime2 are its wake's duration from each level in
+	// nanoseconds: the last measured, else estimated (0 unknown).
+	WakeTime1, WakeTime2 int64
+	// HostBytes1 and HostBytes2 are the host memory in bytes a sleeper
+	// of it leases at each level (level 1: its weights; level 2: its
+	// process's overhead).
+	HostBytes1, HostBytes2 uint64
+	// HostLeased is the host memory in bytes it leases now (asleep).
+	HostLeased uint64
 }
+
+// Asleep reports whether the model is asleep now: its process alive, no
+// GPU memory held (ABI version 3).
+func (m *ModelInfo) Asleep() bool { return m.SleepLevel != 0 && m.State == StateStopped }
 
 // Equal reports whether m and o are equal field for field (Devices and
 // Leased element by element): what a snapshot delta counts as unchanged.
@@ -252,7 +289,10 @@ func (m *ModelInfo) Equal(o *ModelInfo) bool {
 		m.ConcurrencyLimit == o.ConcurrencyLimit && m.Priority == o.Priority &&
 		m.Pinned == o.Pinned && m.Group == o.Group && m.LastUse == o.LastUse &&
 		m.TTL == o.TTL && m.EstimatedVRAM == o.EstimatedVRAM && m.MeasuredVRAM == o.MeasuredVRAM &&
-		slices.Equal(m.Devices, o.Devices) && slices.Equal(m.Leased, o.Leased)
+		slices.Equal(m.Devices, o.Devices) && slices.Equal(m.Leased, o.Leased) &&
+		m.SleepLevel == o.SleepLevel && m.CanSleep == o.CanSleep && m.LoadTime == o.LoadTime &&
+		m.WakeTime1 == o.WakeTime1 && m.WakeTime2 == o.WakeTime2 &&
+		m.HostBytes1 == o.HostBytes1 && m.HostBytes2 == o.HostBytes2 && m.HostLeased == o.HostLeased
 }
 
 // GPUInfo is one GPU as the host accounts it.
@@ -269,4 +309,74 @@ type Snapshot struct {
 	Now    int64
 	Models []ModelInfo
 	GPUs   []GPUInfo
+	// Host is the host memory that sleepers lease (ABI version 3; zero
+	// when a version 2 module reads it, or the host accounts none).
+	Host HostMemoryInfo
+}
+
+// HostMemoryInfo is the host memory the ledger accounts for sleeping
+// models (ABI version 3): capacity from the config's hostMemory or the
+// machine's available memory at start, minus a reserve.
+type HostMemoryInfo struct {
+	Total  uint64 // bytes; 0: the host accounts no host memory, so nothing sleeps
+	Leased uint64 // bytes held by sleepers
+}
+
+// Free is Total minus Leased, in bytes (0 when over-leased).
+func (h HostMemoryInfo) Free() uint64 {
+	if h.Leased >= h.Total {
+		return 0
+	}
+	return h.Total - h.Leased
+}
+
+// EvictMode is how a plan evicts one victim (ABI version 3).
+type EvictMode uint8
+
+// Eviction modes.
+const (
+	// EvictDefault: the model's configured `evict:` (its own, else the
+	// global one; `auto` sleeps when its backend can and host memory
+	// allows, else stops).
+	EvictDefault EvictMode = 0
+	// EvictStop stops its server. The only mode for an asleep victim:
+	// evicting a sleeper stops it and frees its host memory.
+	EvictStop EvictMode = 1
+	// EvictSleep1 puts it to sleep at level 1 (weights to host RAM).
+	EvictSleep1 EvictMode = 2
+	// EvictSleep2 puts it to sleep at level 2 (weights dropped).
+	EvictSleep2 EvictMode = 3
+)
+
+var evictModeNames = [...]string{"default", "stop", "sleep", "sleep2"}
+
+// String returns the mode's config spelling: "default", "stop", "sleep"
+// (level 1) or "sleep2".
+func (e EvictMode) String() string {
+	if int(e) < len(evictModeNames) {
+		return evictModeNames[e]
+	}
+	return "evict(" + strconv.Itoa(int(e)) + ")"
+}
+
+// SleepLevel is the level e sleeps at: 1, 2, or 0 for a stop or the
+// default.
+func (e EvictMode) SleepLevel() uint8 {
+	switch e {
+	case EvictSleep1:
+		return 1
+	case EvictSleep2:
+		return 2
+	}
+	return 0
+}
+
+// ModeOf is the mode for evict[i] in a list of modes parallel to it: a
+// list shorter than evict (an old module's, or none) leaves the rest to
+// EvictDefault.
+func ModeOf(modes []EvictMode, i int) EvictMode {
+	if i < len(modes) {
+		return modes[i]
+	}
+	return EvictDefault
 }
