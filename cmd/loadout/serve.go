@@ -27,6 +27,7 @@ import (
 	"github.com/loadout-dev/loadout/plugins"
 	"github.com/loadout-dev/loadout/policies/builtin"
 	"github.com/loadout-dev/loadout/sdk"
+	"github.com/prometheus/procfs"
 	"github.com/spf13/cobra"
 )
 
@@ -227,9 +228,10 @@ func runServe(ctx context.Context, o serveOptions) error {
 	}
 
 	rcfg := router.Config{
-		Models:   models,
-		Ledger:   ledger,
-		Logger:   log,
+		Models:     models,
+		Ledger:     ledger,
+		HostMemory: hostMemory(cfg, log),
+		Logger:     log,
 		Observer: obsv.observer,
 		Liveness: router.Liveness{
 			Interval: cfg.Liveness.ProbeInterval,
@@ -472,7 +474,39 @@ func modelConfig(cfg *config.Config, m *config.Model, vram uint64) router.ModelC
 		Replica:          m.Replica,
 		MinReplicas:      m.MinReplicas,
 		MaxReplicas:      m.MaxReplicas,
+		Evict:            m.Evict,
+		SleepLevels:      m.SleepLevels(),
 	}
+}
+
+// hostMemory is the host memory in bytes sleeping models may lease
+// (router.Config.HostMemory): the config's hostMemory, or for auto the
+// machine's available memory now minus config.HostMemoryReserve (0, so
+// nothing sleeps, when it cannot be read).
+func hostMemory(cfg *config.Config, log *slog.Logger) uint64 {
+	if cfg.HostMemory != config.HostMemoryAuto {
+		return uint64(max(cfg.HostMemory, 0))
+	}
+	fs, err := procfs.NewDefaultFS()
+	var mi procfs.Meminfo
+	if err == nil {
+		mi, err = fs.Meminfo()
+	}
+	if err == nil && mi.MemAvailableBytes == nil {
+		err = errors.New("no MemAvailable in /proc/meminfo")
+	}
+	if err != nil {
+		log.Warn("host memory unknown: evicted models are stopped, never put to sleep (set hostMemory: to let them sleep)", "err", err)
+		return 0
+	}
+	avail := *mi.MemAvailableBytes
+	reserve := config.HostMemoryReserve(avail)
+	if avail <= reserve {
+		log.Info("host memory for sleeping models: none (available memory is below the reserve)", "available_mib", avail>>20, "reserve_mib", reserve>>20)
+		return 0
+	}
+	log.Info("host memory for sleeping models", "mib", (avail-reserve)>>20, "available_mib", avail>>20, "reserve_mib", reserve>>20)
+	return avail - reserve
 }
 
 // nvmlMargin is the memory kept free on every NVML device beyond the

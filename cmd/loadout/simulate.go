@@ -405,7 +405,9 @@ func simulatedModels(ctx context.Context, cfg *config.Config, gpus bool, log *sl
 			}
 			vram = backendEstimate(ctx, launcher, spec, log)
 		}
-		out[id] = sim.Model{Config: modelConfig(cfg, m, vram), Load: opts.LoadTime, Decode: opts.Decode()}
+		mc := modelConfig(cfg, m, vram)
+		mc.LoadTime = opts.LoadTime
+		out[id] = sim.Model{Config: mc, Load: opts.LoadTime, Decode: opts.Decode()}
 	}
 	if len(errs) > 0 {
 		return nil, errs
@@ -535,6 +537,9 @@ func replayPair(ctx context.Context, o simulateOptions, cfg *config.Config, p po
 		return nil, err
 	}
 	rc := router.Config{Logger: log}
+	if pc.HostMemory > 0 { // auto means this machine's, not the simulated box's: none
+		rc.HostMemory = uint64(pc.HostMemory)
+	}
 	if len(devices) > 0 {
 		rc.Ledger = gpu.NewLedger(gpu.NewDeclared(devices), 0)
 		if err := applyPlacement(pc, rc.Ledger.Inventory(), rc.Ledger); err != nil {

@@ -84,6 +84,14 @@ type Config struct {
 	// IncludeAliasesInList lists aliases in /v1/models (llama-swap's
 	// includeAliasesInList).
 	IncludeAliasesInList bool
+	// HostMemory is the host memory in bytes sleeping models may lease
+	// (evict.go; DESIGN.md, "Residency"). YAML: hostMemory, a size
+	// (96GiB), 0 (nothing sleeps), or auto (the default, HostMemoryAuto:
+	// the machine's available memory at start minus a reserve).
+	HostMemory int64
+	// Evict is every model's evict: unless it has its own. YAML: evict,
+	// default auto.
+	Evict Evict
 
 	// Models maps model id to model. ModelIDs gives them in a stable order.
 	Models map[string]*Model
@@ -242,6 +250,9 @@ type Model struct {
 	Priority int
 	// Pinned models are never evicted (Loadout's `pinned:`).
 	Pinned bool
+	// Evict is how the model is evicted when its plan leaves it to the
+	// host: its `evict:`, else the global one (evict.go).
+	Evict Evict
 	// GPUs are the device indices the model may be placed on (Loadout's
 	// `gpus: [1, 2]`: NVML's numbering, or the declared devices' order);
 	// empty means every device (`gpus: []` is an error). CheckPlacement

@@ -36,7 +36,7 @@ var topKeys = []string{
 	"apiKeys", "macros", "models", "groups", "matrix", "routing", "gpus", "hooks",
 	"sendLoadingState", "includeAliasesInList", "placement", "peers", "liveness",
 	"logToStdout", "logTimeFormat", "upstream", "ui", "metricsMaxInMemory",
-	"profiles", "selectors", "captureBuffer",
+	"profiles", "selectors", "captureBuffer", "hostMemory", "evict",
 }
 
 // Options fit a configuration to the host it will run on. The zero value
@@ -231,6 +231,7 @@ func (d *decoder) parse(data []byte, dir string) *Config {
 	d.selectors(cfg, get("selectors"))
 	d.profiles(cfg, get("profiles"))
 	d.liveness(cfg, get("liveness"))
+	d.checkSleep(cfg, src, top)
 	if n := get("logToStdout"); n != nil {
 		d.logToStdout(cfg, n)
 	}
@@ -297,6 +298,7 @@ func (d *decoder) globals(cfg *Config, top map[string]pair) {
 	if p, ok := top["includeAliasesInList"]; ok {
 		cfg.IncludeAliasesInList, _ = d.boolean(p.val, p.name)
 	}
+	d.residency(cfg, top)
 }
 
 // apiKeys decodes llama-swap's apiKeys: non-empty strings without spaces.

@@ -24,7 +24,7 @@ var modelKeys = []string{
 	"filters", "timeouts", "capabilities", "compat",
 	// Loadout
 	"backend", "options", "vram", "priority", "pinned", "simulate",
-	"gpus", "split", "replicas", "min_replicas", "max_replicas",
+	"gpus", "split", "replicas", "min_replicas", "max_replicas", "evict",
 }
 
 // shadowedMetadata are the meta.llamaswap keys /v1/models sets itself
@@ -39,6 +39,7 @@ type modelSrc struct {
 	key      *yaml.Node   // the model id's key
 	aliases  []*yaml.Node // one per Model.Aliases entry
 	aliasIdx []int        // its index in the YAML list
+	evict    *yaml.Node   // the evict: value, when the model sets one
 	priority *yaml.Node   // the priority: value, when set
 	byID     []*yaml.Node // the keys of filters.setParamsByID
 }
@@ -91,6 +92,7 @@ func (d *decoder) model(cfg *Config, id string, mp pair, nextPort *int) *modelSr
 		Pos:              d.pos(mp.key),
 		CheckEndpoint:    defaultCheckEndpoint,
 		TTL:              cfg.GlobalTTL,
+		Evict:            cfg.Evict,
 		UnloadTimeout:    cfg.UnloadTimeout,
 		SendLoadingState: cfg.SendLoadingState,
 		Timeouts:         DefaultTimeouts,
@@ -340,6 +342,10 @@ func (d *decoder) model(cfg *Config, id string, mp pair, nextPort *int) *modelSr
 			}
 		case "pinned":
 			m.Pinned, _ = d.boolean(p.val, kp)
+		case "evict":
+			if e, ok := d.evict(p.val, kp); ok {
+				m.Evict, s.evict = e, p.val
+			}
 		case "gpus":
 			d.modelGPUs(m, p.val, kp)
 		case "split":

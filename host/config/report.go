@@ -33,6 +33,8 @@ func Report(cfg *Config, warnings []Warning) string {
 	fmt.Fprintf(tw, "  sendLoadingState\t%t\n", cfg.SendLoadingState)
 	fmt.Fprintf(tw, "  includeAliasesInList\t%t\n", cfg.IncludeAliasesInList)
 	fmt.Fprintf(tw, "  logToStdout\t%s\n", cfg.LogToStdout)
+	fmt.Fprintf(tw, "  hostMemory\t%s\n", hostMemory(cfg.HostMemory))
+	fmt.Fprintf(tw, "  evict\t%s\n", cfg.Evict)
 	switch {
 	case cfg.LogTime == nil:
 		fmt.Fprintf(tw, "  logTimeFormat\t%s\n", "Loadout's (RFC 3339, milliseconds)")
@@ -108,6 +110,7 @@ func Report(cfg *Config, warnings []Warning) string {
 			opts, _ := m.OptionsJSON()
 			fmt.Fprintf(&b, "  %s: backend %s, options %s\n", id, m.Backend, opts)
 		}
+		fmt.Fprintf(&b, "      evict %s: %s\n", m.Evict, evictReport(m))
 		if m.Timeouts != DefaultTimeouts {
 			fmt.Fprintf(&b, "      timeouts %s\n", m.Timeouts)
 		}

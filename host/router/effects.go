@@ -82,6 +82,7 @@ func (fx *effects) infoInto(m *model, info *sdk.ModelInfo) {
 	if !m.lastUse.IsZero() {
 		info.LastUse = m.lastUse.UnixNano()
 	}
+	fx.r.residencyInto(m, info)
 }
 
 func (fx *effects) ModelState(name string) (sdk.ModelInfo, bool) {
@@ -132,7 +133,8 @@ func (fx *effects) SnapshotInto(dst *sdk.Snapshot) {
 			gpus = append(gpus, sdk.GPUInfo{Index: int32(d.Index), Name: d.Name, Total: d.Total, Free: d.Free, Leased: d.Leased})
 		}
 	}
-	*dst = sdk.Snapshot{Now: l.now.UnixNano(), Models: models, GPUs: gpus}
+	*dst = sdk.Snapshot{Now: l.now.UnixNano(), Models: models, GPUs: gpus,
+		Host: sdk.HostMemoryInfo{Total: l.host.total, Leased: l.host.leased}}
 }
 
 // GrantServe hands the caller the model's upstream. In-flight goes up only
@@ -312,7 +314,7 @@ func (fx *effects) Plan(target string) (sdk.Plan, error) {
 		return sdk.Plan{}, sdk.ErrSwapperFailed
 	}
 	for _, name := range plan.Evict {
-		if !slices.Contains(running, name) {
+		if m := l.models[name]; !slices.Contains(running, name) && (m == nil || !m.isAsleep()) {
 			why := fmt.Sprintf("swapper %s planned to evict %q, which is not running", r.cfg.SwapperName, name)
 			r.refused(&l.swapCounters, fmt.Sprintf("plan for %q evicts %q, which is not running", target, name))
 			l.planFailures[target] = why
@@ -389,6 +391,11 @@ func (fx *effects) StartSwap(s sdk.SwapRequest) error {
 		}
 	}
 
+	evictions, err := r.resolveEvictions(s, evicted)
+	if err != nil {
+		return refuse(sdk.ErrBadArgument, err.Error())
+	}
+
 	already := target.state == sdk.StateReady
 	if !already && r.inBackoff(target) {
 		// No eviction and no start: the swap ends at once with the
@@ -433,8 +440,12 @@ func (fx *effects) StartSwap(s sdk.SwapRequest) error {
 	if !already {
 		target.loadStart, target.loadEnd = r.cfg.Clock(), time.Time{}
 	}
+	modes := make([]sdk.EvictMode, len(evictions))
+	for i, e := range evictions {
+		modes[i] = e.mode
+	}
 	if err := l.swapper.OnSwapStart(sdk.SwapStartEvent{
-		Now: l.now.UnixNano(), Target: s.Model, Running: running, Evict: sw.evict, Devices: sw.devices,
+		Now: l.now.UnixNano(), Target: s.Model, Running: running, Evict: sw.evict, Devices: sw.devices, Modes: modes,
 	}); err != nil {
 		l.swapCounters.Failures++
 		l.swapCounters.LastError = err.Error()
@@ -444,10 +455,11 @@ func (fx *effects) StartSwap(s sdk.SwapRequest) error {
 
 	// Hand the goroutine everything it needs by value: it must not touch
 	// loop state.
+	r.applyEvictions(evictions)
 	var stops []eviction
 	for _, m := range evicted {
 		if m.state == sdk.StateReady {
-			stops = append(stops, eviction{model: m.name, gen: m.gen, inst: m.inst, timeout: stopTimeout(m.cfg), swap: s.Model})
+			stops = append(stops, eviction{model: m.name, gen: m.gen, inst: m.inst, timeout: stopTimeout(m.cfg), swap: s.Model, sleep: m.sleeping})
 		}
 		if m.state.Running() {
 			r.setState(m, sdk.StateStopping)
@@ -461,6 +473,7 @@ func (fx *effects) StartSwap(s sdk.SwapRequest) error {
 	if already {
 		sw.job.ready = target.inst
 	} else {
+		sw.job.wake = target.asleep
 		r.setState(target, sdk.StateStarting)
 	}
 	if l.ledger != nil {

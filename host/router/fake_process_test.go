@@ -28,6 +28,14 @@ type fakeProcess struct {
 	// unhealthy, when set, is what its instances' health checks answer
 	// (HealthChecker): a server that stopped answering.
 	unhealthy error
+	// Sleep (SleepInstance): the levels its instances offer, what their
+	// sleeps and wakes fail with, a gate a wake blocks on (a hung wake),
+	// and what a sleeper says it holds in host memory.
+	sleepLevels uint8
+	sleepFail   error
+	wakeFail    error
+	wakeGate    chan struct{}
+	hostBytes   uint64
 }
 
 type fakeInstance struct {
@@ -136,6 +144,56 @@ func (p *fakeProcess) hang() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.unhealthy = errors.New("context deadline exceeded")
+}
+
+// SleepLevels implements SleepInstance.
+func (i *fakeInstance) SleepLevels() uint8 {
+	i.proc.mu.Lock()
+	defer i.proc.mu.Unlock()
+	return i.proc.sleepLevels
+}
+
+// Sleep implements SleepInstance, reported as "asleep NAME LEVEL" or
+// "sleep refused NAME".
+func (i *fakeInstance) Sleep(_ context.Context, level uint8) error {
+	i.proc.mu.Lock()
+	fail := i.proc.sleepFail
+	i.proc.mu.Unlock()
+	if fail != nil {
+		i.proc.world.emit("sleep refused " + i.proc.name)
+		return fail
+	}
+	i.proc.world.emit(fmt.Sprintf("asleep %s %d", i.proc.name, level))
+	return nil
+}
+
+// Wake implements SleepInstance, reported as "awake NAME" or "wake failed
+// NAME"; with a wake gate it blocks until the gate closes or ctx ends.
+func (i *fakeInstance) Wake(ctx context.Context) error {
+	i.proc.mu.Lock()
+	fail, gate := i.proc.wakeFail, i.proc.wakeGate
+	i.proc.mu.Unlock()
+	if gate != nil {
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			i.proc.world.emit("wake failed " + i.proc.name)
+			return ctx.Err()
+		}
+	}
+	if fail != nil {
+		i.proc.world.emit("wake failed " + i.proc.name)
+		return fail
+	}
+	i.proc.world.emit("awake " + i.proc.name)
+	return nil
+}
+
+// HostBytes implements SleepInstance.
+func (i *fakeInstance) HostBytes(context.Context) (uint64, error) {
+	i.proc.mu.Lock()
+	defer i.proc.mu.Unlock()
+	return i.proc.hostBytes, nil
 }
 
 func (i *fakeInstance) Upstream() *url.URL      { return i.url }

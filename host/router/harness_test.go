@@ -97,6 +97,8 @@ type harnessOpts struct {
 	observer  Observer
 	noWarm    bool // Config.NoWarmPath
 	liveness  Liveness
+	// hostMemory is Config.HostMemory (bytes sleepers may lease).
+	hostMemory uint64
 }
 
 func newHarness(t testing.TB, o harnessOpts) *harness {
@@ -134,6 +136,7 @@ func newHarness(t testing.TB, o harnessOpts) *harness {
 		Observer:        o.observer,
 		NoWarmPath:      o.noWarm,
 		Liveness:        o.liveness,
+		HostMemory:      o.hostMemory,
 		Logger:          testLogger(),
 		NewScheduler: func(fx sdk.Effects) (SchedulerPolicy, error) {
 			return rt.NewScheduler(ctx, fifo, []byte(o.scheduler), fx)

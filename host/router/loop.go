@@ -47,12 +47,25 @@ type swapDone struct {
 	// backoff: the start was not attempted, the model being in its
 	// crash-loop backoff (err says until when); nothing changed.
 	backoff bool
+	// woke: inst is the target's sleeping server, woken (sleep.go);
+	// wakeErr: a wake was tried and failed, so inst (if any) is a cold
+	// start.
+	woke    bool
+	wakeErr error
 }
 
 type stopDone struct {
 	model string
 	gen   uint64
 	swap  string // the target of the swap this stop was one of its evictions; "" for none
+	// A sleep eviction (sleep.go): slept is the level the server sleeps
+	// at and hostBytes what it says it holds; slept 0 with sleepErr: the
+	// sleep failed and the server was stopped.
+	slept     uint8
+	hostBytes uint64
+	sleepErr  error
+	// sleeper: the stop of an asleep model's server.
+	sleeper bool
 }
 
 type exitEvent struct {
@@ -116,6 +129,22 @@ type model struct {
 	probing       bool
 	probeFailures int
 	hung          bool
+	// Residency (sleep.go). asleep is its sleeping server while it is
+	// Stopped (or being woken: Starting), sleepLevel that server's level
+	// (0 when none); sleeping is the level of a sleep eviction in flight
+	// (Stopping). weightBytes is its weights' size as last measured in
+	// GPU memory, hostMeasured what a sleeper of it held at each level.
+	asleep       Instance
+	sleepLevel   uint8
+	sleeping     uint8
+	weightBytes  uint64
+	hostMeasured [2]uint64
+	// sleeps, wakes and wakeFailures count its sleeps, its wakes, and
+	// the wakes that failed (each a cold start instead); wakeTime is the
+	// last wake's duration from each level.
+	sleeps, wakes, wakeFailures, sleepFailures uint32
+	wakeTime                                   [2]time.Duration
+	lastWake                                   time.Duration
 }
 
 // visible is the state policies and the API see: a Ready model draining
@@ -188,6 +217,12 @@ type loopState struct {
 	schedHandover, swapHandover handover
 
 	ledger *gpu.Ledger // nil: no VRAM accounting
+	// host accounts host memory for sleepers (sleep.go); sleeperStops
+	// counts sleepers' stops not yet done (shutdown waits for them);
+	// saidHostTooSmall: the log said once that no sleeper fits.
+	host             hostLedger
+	sleeperStops     int
+	saidHostTooSmall bool
 	// planFailures holds, during one event, why the swapper could not plan
 	// for a target, so an error the scheduler grants for it can say why.
 	planFailures map[string]string
@@ -211,6 +246,7 @@ func (l *loopState) init(cfg Config) {
 	l.planCache = map[string]sdk.Plan{}
 	l.planFailures = map[string]string{}
 	l.ledger = cfg.Ledger
+	l.host.total = cfg.HostMemory
 	l.ticks.last = cfg.Clock()
 }
 
@@ -395,6 +431,7 @@ func (r *Router) onSwapDone(ev swapDone) {
 		r.setStopped(l.models[name])
 	}
 	m := l.models[ev.target]
+	r.wakeDone(m, ev)
 	errText := ""
 	switch {
 	case errors.Is(ev.err, errStartAborted):
@@ -419,8 +456,10 @@ func (r *Router) onSwapDone(ev swapDone) {
 		m.inst = ev.inst
 		m.startFailures, m.retryAt = 0, time.Time{}
 		m.loadEnd = r.cfg.Clock() // before setState: the scheduler may grant in it
-		m.loads++
-		m.loadTime = m.loadEnd.Sub(m.loadStart)
+		if !ev.woke {
+			m.loads++
+			m.loadTime = m.loadEnd.Sub(m.loadStart)
+		}
 		r.setState(m, sdk.StateReady)
 		m.lastUse = r.cfg.Clock() // the TTL counts from the load
 		r.log.Info("model ready", "model", ev.target, "upstream", ev.inst.Upstream().String())
@@ -435,12 +474,24 @@ func (r *Router) onSwapDone(ev swapDone) {
 }
 
 func (r *Router) onStopDone(ev stopDone) {
+	if ev.sleeper {
+		r.loop.sleeperStops--
+		return
+	}
 	if ev.swap != "" {
 		r.stopPhaseDone(ev.swap)
 	}
 	m := r.loop.models[ev.model]
 	if m == nil || m.gen != ev.gen || m.state != sdk.StateStopping {
 		return // removed from the table since, an old instance, or already stopped
+	}
+	if m.sleeping != 0 {
+		r.onSlept(m, ev)
+		if ev.slept != 0 {
+			r.loop.changed = append(r.loop.changed, m.name)
+			r.tickNow()
+			return
+		}
 	}
 	if m.hung {
 		r.setState(m, sdk.StateFailed)
@@ -460,6 +511,10 @@ func (r *Router) onStopDone(ev stopDone) {
 // onExit handles a model server that exited on its own.
 func (r *Router) onExit(ev exitEvent) {
 	m := r.loop.models[ev.model]
+	if m != nil && m.gen == ev.gen && m.isAsleep() {
+		r.onSleeperExit(m)
+		return
+	}
 	if m == nil || m.gen != ev.gen || m.state != sdk.StateReady {
 		return // an expected exit (stop, eviction), an old instance, or a removed model
 	}
@@ -487,7 +542,7 @@ func (r *Router) onUnload(req unloadRequest) {
 	targets := req.models
 	if len(targets) == 0 {
 		for _, name := range l.names {
-			if l.models[name].state.Running() {
+			if m := l.models[name]; m.state.Running() || m.isAsleep() {
 				targets = append(targets, name)
 			}
 		}
@@ -514,6 +569,8 @@ func (r *Router) onUnload(req unloadRequest) {
 		m := l.models[name]
 		m.startFailures, m.retryAt = 0, time.Time{} // the operator's say: try again at once
 		switch {
+		case m.isAsleep():
+			r.stopSleeper(m, "unload")
 		case m.state == sdk.StateReady && m.inFlight > 0 && !req.force:
 			m.stopWhenIdle = true
 		case m.state == sdk.StateReady:
@@ -626,7 +683,7 @@ func (r *Router) onShutdown() {
 func (r *Router) quiet() bool {
 	l := &r.loop
 	r.stopIdle()
-	if len(l.swaps) > 0 {
+	if len(l.swaps) > 0 || l.sleeperStops > 0 {
 		return false
 	}
 	for _, m := range l.models {
@@ -640,7 +697,10 @@ func (r *Router) quiet() bool {
 // stopIdle, during shutdown, stops every ready model with nothing in flight.
 func (r *Router) stopIdle() {
 	for _, m := range r.loop.models {
-		if m.state == sdk.StateReady && m.inFlight == 0 {
+		switch {
+		case m.isAsleep():
+			r.stopSleeper(m, "shutdown")
+		case m.state == sdk.StateReady && m.inFlight == 0:
 			r.stopModel(m)
 		}
 	}
@@ -820,7 +880,7 @@ func (l *loopState) modelStatuses() []ModelStatus {
 func (l *loopState) status(name string, queued, loading int) ModelStatus {
 	m := l.models[name]
 	st := ModelStatus{
-		Model: name, State: m.visible().String(), InFlight: m.inFlight, Queued: queued, Loading: loading,
+		Model: name, State: m.apiState(), InFlight: m.inFlight, Queued: queued, Loading: loading,
 		LastUse: m.lastUse, LastError: m.lastErr, Group: m.cfg.Group, VRAM: m.cfg.VRAM,
 		Measured: m.measured, Devices: l.devices(name), StartFailures: m.startFailures,
 		ExpiresAt: m.expiresAt(),
@@ -828,6 +888,7 @@ func (l *loopState) status(name string, queued, loading int) ModelStatus {
 	if backoffAfter(m.startFailures) > 0 {
 		st.RetryAt = m.retryAt
 	}
+	l.residencyStatus(m, &st)
 	if m.inst != nil {
 		st.Upstream = m.inst.Upstream().String()
 	}

@@ -89,6 +89,8 @@ func (r *Router) updateModels(models map[string]ModelConfig, changed []string) {
 func (r *Router) restartWhenIdle(m *model) {
 	r.revoke(m)
 	switch {
+	case m.isAsleep():
+		r.stopSleeper(m, "configuration changed")
 	case r.loop.swaps[m.name] != nil:
 		m.stopAfterStart = true
 	case m.state == sdk.StateReady && m.inFlight > 0:

@@ -125,7 +125,7 @@ func (r *Router) observeModels() {
 func (r *Router) observeModel(obs Observer, name string, queued, loading map[string]int) {
 	l := &r.loop
 	m := l.models[name]
-	now := observed{state: m.visible().String(), inFlight: m.inFlight, queued: queued[name],
+	now := observed{state: m.apiState(), inFlight: m.inFlight, queued: queued[name],
 		loading: loading[name], measured: m.measured, lastErr: m.lastErr}
 	if prev, ok := l.observed[name]; ok && prev == now {
 		return

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/loadout-dev/loadout/host/config"
 	"github.com/loadout-dev/loadout/host/gpu"
 	"github.com/loadout-dev/loadout/sdk"
 )
@@ -65,6 +66,25 @@ type ModelConfig struct {
 	// replicas:, or min_replicas and max_replicas), read from the model's
 	// own row; 0 means 1. Its rows must be in the table with it.
 	MinReplicas, MaxReplicas int
+
+	// Residency (sleep.go). Evict is how the model is evicted when a plan
+	// says nothing (its `evict:`, else the global one). SleepLevels is
+	// what its backend claims it can sleep at before a server of it runs
+	// (bit 1 level 1, bit 2 level 2); a running instance's own answer
+	// (SleepInstance) replaces it.
+	Evict       config.Evict
+	SleepLevels uint8
+	// SleepOverhead is the host memory in bytes a level-2 sleeper holds
+	// (its process and compiled state) until measured; 0: 1 GiB.
+	SleepOverhead uint64
+	// WakeTimeout bounds a wake; past it the server is killed and the
+	// model cold-loaded. 0: 60 s.
+	WakeTimeout time.Duration
+	// LoadTime and WakeTime are the estimated durations of a cold load
+	// and of a wake from level 1 and 2 (index 0 and 1), shown to policies
+	// until measured; 0 unknown.
+	LoadTime time.Duration
+	WakeTime [2]time.Duration
 }
 
 // Config builds a Router.
@@ -103,6 +123,11 @@ type Config struct {
 	// the devices it is placed on, a load that does not fit is never
 	// started, and snapshots carry the devices. Nil: no VRAM accounting.
 	Ledger *gpu.Ledger
+	// HostMemory is the host memory in bytes sleeping models may lease
+	// (DESIGN.md, "Residency"): the config's hostMemory, or the machine's
+	// available memory at start minus a reserve. 0: none, so every
+	// eviction stops its model.
+	HostMemory uint64
 	// Liveness says how a hung model server is found (liveness.go); zero
 	// fields take the defaults.
 	Liveness Liveness
@@ -206,6 +231,20 @@ type ModelStatus struct {
 	ReadyReplicas int             `json:"ready_replicas,omitempty"`
 	ReplicaState  string          `json:"replica_state,omitempty"`
 	Replicas      []ReplicaStatus `json:"replicas,omitempty"`
+	// Residency (DESIGN.md, "Residency"). State is then "asleep" for a
+	// sleeping model, "sleeping" and "waking" for the transitions;
+	// SleepLevel is its level (1 or 2) while asleep or waking, HostBytes
+	// the host memory it leases. ColdLoads counts its cold loads (full
+	// starts), Wakes its wakes and WakeFailures the wakes that failed
+	// and became cold loads; LoadSeconds and WakeSeconds are the last of
+	// each's duration, in seconds.
+	SleepLevel   int     `json:"sleep_level,omitempty"`
+	HostBytes    uint64  `json:"host_bytes,omitempty"`
+	ColdLoads    uint32  `json:"cold_loads"`
+	Wakes        uint32  `json:"wakes"`
+	WakeFailures uint32  `json:"wake_failures,omitempty"`
+	LoadSeconds  float64 `json:"load_seconds,omitempty"`
+	WakeSeconds  float64 `json:"wake_seconds,omitempty"`
 }
 
 // PolicyCounters counts a policy's misbehaviour as the router saw it.

@@ -29,6 +29,10 @@ type eviction struct {
 	timeout time.Duration // how long its Stop may take
 	kill    bool          // no grace: the server is hung (liveness.go)
 	swap    string        // the target of the swap waiting for this stop; "" for none
+	// sleep: put the server to sleep at this level instead (sleep.go);
+	// sleeper: the server is an asleep model's.
+	sleep   uint8
+	sleeper bool
 }
 
 // startJob is phase 2 of a swap, handed to the executor by value: start
@@ -50,6 +54,9 @@ type startJob struct {
 	// ctx bounds the start: cancelled with a cause (errStartAborted) by an
 	// unload, and at the end of shutdown. nil: the executor's own.
 	ctx context.Context
+	// wake is the target's sleeping server: phase 2 wakes it, and
+	// cold-starts the model only when the wake fails (sleep.go).
+	wake Instance
 }
 
 // executor carries out what the run loop hands off and reports each end
@@ -87,6 +94,14 @@ func (x goExecutor) stop(ev eviction) {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), ev.timeout)
 		defer cancel()
+		if ev.sleep != 0 {
+			done := sleepEviction(ctx, r.log, ev)
+			select {
+			case r.stopDones <- done:
+			case <-r.done:
+			}
+			return
+		}
 		stop := ev.inst.Stop
 		if k, ok := ev.inst.(Killer); ok && ev.kill {
 			stop = k.Kill
@@ -95,7 +110,7 @@ func (x goExecutor) stop(ev eviction) {
 			r.log.Warn("stopping model", "model", ev.model, "err", err)
 		}
 		select {
-		case r.stopDones <- stopDone{model: ev.model, gen: ev.gen, swap: ev.swap}:
+		case r.stopDones <- stopDone{model: ev.model, gen: ev.gen, swap: ev.swap, sleeper: ev.sleeper}:
 		case <-r.done:
 		}
 	}()
@@ -120,7 +135,10 @@ func (x goExecutor) start(job startJob) {
 			}
 		}
 		res := startTarget(ctx, job)
-		if res.err == nil && job.ready == nil {
+		switch {
+		case res.woke:
+			r.log.Info("model woken", "model", job.target, "wake_time", r.cfg.Clock().Sub(job.loadStart).Round(time.Millisecond))
+		case res.err == nil && job.ready == nil:
 			r.log.Info("model loaded", "model", job.target, "load_time", r.cfg.Clock().Sub(job.loadStart).Round(time.Millisecond))
 		}
 		select {
@@ -143,6 +161,21 @@ func startTarget(ctx context.Context, job startJob) swapDone {
 	}
 	if job.ready != nil {
 		return res
+	}
+	if job.wake != nil {
+		inst, err := wakeTarget(ctx, job)
+		if err == nil {
+			res.inst, res.woke = inst, true
+			return res
+		}
+		res.wakeErr = err
+		if ctx.Err() != nil {
+			res.err = errStopped
+			if errors.Is(context.Cause(ctx), errStartAborted) {
+				res.err = errStartAborted
+			}
+			return res
+		}
 	}
 	inst, err := job.mc.Process.Start(ctx, StartSpec{Devices: job.devices})
 	switch {

@@ -47,6 +47,8 @@ func (noSwapper) OnSwapStart(sdk.SwapStartEvent) error                 { return 
 func (noWork) Stop(string, Instance, func())                           {}
 func (noWork) Start(string, Process, StartSpec, func(Instance, error)) {}
 func (noWork) Later(fn func())                                         { fn() }
+func (noWork) Sleep(string, Instance, uint8, func(uint64, error))      {}
+func (noWork) Wake(string, Instance, func(error))                      {}
 
 type noWork struct{}
 

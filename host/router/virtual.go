@@ -32,6 +32,13 @@ type VirtualWork interface {
 	// Later runs fn as an event of its own after the current one, at the
 	// same virtual time.
 	Later(fn func())
+	// Sleep puts inst, model's running server, to sleep at level (1 or
+	// 2); done reports the host memory in bytes it then holds (0:
+	// unknown), or why it did not sleep (the server is then stopped).
+	Sleep(model string, inst Instance, level uint8, done func(hostBytes uint64, err error))
+	// Wake wakes inst, model's sleeping server; done reports it serving,
+	// or why it did not wake (the server is then gone).
+	Wake(model string, inst Instance, done func(error))
 }
 
 // NewVirtual makes a virtual router: cfg as for New (Clock should be the
@@ -94,8 +101,20 @@ func (v *Virtual) Counters() map[string]PolicyCounters {
 type virtualExecutor struct{ v *Virtual }
 
 func (x virtualExecutor) stop(ev eviction) {
+	if ev.sleep != 0 {
+		x.v.work.Sleep(ev.model, ev.inst, ev.sleep, func(hostBytes uint64, err error) {
+			done := stopDone{model: ev.model, gen: ev.gen, swap: ev.swap, slept: ev.sleep, hostBytes: hostBytes}
+			if err != nil {
+				done.slept, done.sleepErr = 0, err
+			}
+			x.v.turn(func() { x.v.r.onStopDone(done) })
+		})
+		return
+	}
 	x.v.work.Stop(ev.model, ev.inst, func() {
-		x.v.turn(func() { x.v.r.onStopDone(stopDone{model: ev.model, gen: ev.gen, swap: ev.swap}) })
+		x.v.turn(func() {
+			x.v.r.onStopDone(stopDone{model: ev.model, gen: ev.gen, swap: ev.swap, sleeper: ev.sleeper})
+		})
 	})
 }
 
@@ -103,6 +122,23 @@ func (x virtualExecutor) start(job startJob) {
 	r := x.v.r
 	if job.ready != nil || job.refuse != nil {
 		x.v.work.Later(func() { x.v.turn(func() { r.onSwapDone(startTarget(context.Background(), job)) }) })
+		return
+	}
+	if job.wake != nil {
+		x.v.work.Wake(job.target, job.wake, func(err error) {
+			if err == nil {
+				x.v.turn(func() {
+					r.onSwapDone(swapDone{target: job.target, evicted: job.evicted, inst: job.wake, woke: true})
+				})
+				return
+			}
+			// A failed wake: the server is gone; cold-start the model.
+			x.v.work.Start(job.target, job.mc.Process, StartSpec{Devices: job.devices}, func(inst Instance, serr error) {
+				x.v.turn(func() {
+					r.onSwapDone(swapDone{target: job.target, evicted: job.evicted, inst: inst, err: serr, wakeErr: err})
+				})
+			})
+		})
 		return
 	}
 	x.v.work.Start(job.target, job.mc.Process, StartSpec{Devices: job.devices}, func(inst Instance, err error) {

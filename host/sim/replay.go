@@ -43,6 +43,10 @@ type Model struct {
 	Load   time.Duration // cold load, from start to ready
 	Stop   time.Duration // from stop to its memory being free; 0 is instant
 	Decode decode.Model
+	// Wake is a wake's duration from sleep level 1 and 2 (index 0 and
+	// 1); a model sleeps at the levels whose Config.SleepLevels bit is
+	// set, taking Stop to release its GPU memory.
+	Wake [2]time.Duration
 }
 
 // Setup is one replay: the trace, the models, and the router's
@@ -334,6 +338,35 @@ func (e *engine) Start(model string, _ router.Process, spec router.StartSpec, do
 // Later implements router.VirtualWork.
 func (e *engine) Later(fn func()) { e.at(e.now, fn) }
 
+// Sleep implements router.VirtualWork: the server gives back its GPU
+// memory in the model's Stop time and keeps its process; the host memory
+// it holds is the router's estimate (0 here).
+func (e *engine) Sleep(_ string, inst router.Instance, level uint8, done func(uint64, error)) {
+	in := inst.(*instance)
+	if in.model.Config.SleepLevels&level == 0 {
+		e.at(e.now+in.model.Stop, func() {
+			in.stopped = true
+			done(0, fmt.Errorf("sim: the model cannot sleep at level %d", level))
+		})
+		return
+	}
+	e.at(e.now+in.model.Stop, func() {
+		in.asleep = level
+		done(0, nil)
+	})
+}
+
+// Wake implements router.VirtualWork: the server serves again after the
+// model's Wake time for the level it sleeps at.
+func (e *engine) Wake(_ string, inst router.Instance, done func(error)) {
+	in := inst.(*instance)
+	level := max(in.asleep, 1)
+	e.at(e.now+in.model.Wake[level-1], func() {
+		in.asleep = 0
+		done(nil)
+	})
+}
+
 // request is one trace request on its way.
 type request struct {
 	q        Request
@@ -509,6 +542,7 @@ type instance struct {
 	url     *url.URL
 	batch   *decode.Batch[*request]
 	stopped bool
+	asleep  uint8 // the level it sleeps at; 0 awake
 
 	running  bool          // a run of steps is scheduled
 	runStart time.Duration // when the run's first step began

@@ -1,0 +1,185 @@
+package config
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Evict is how a model is evicted when its scheduler's plan leaves it to
+// the host (DESIGN.md, "Residency"): `evict:` at the top of the config
+// (every model's default) or on a model. llama-swap has no such setting:
+// it always stops.
+type Evict uint8
+
+// The values of evict:.
+const (
+	// EvictAuto (`auto`, the default) sleeps at level 1 when the model's
+	// backend can and host memory holds its weights, else at level 2 when
+	// it can and host memory holds its process's overhead, else stops.
+	EvictAuto Evict = iota
+	// EvictStop (`stop`) stops the model's server: the next request for
+	// it is a cold load.
+	EvictStop
+	// EvictSleep (`sleep`) sleeps at level 1 (weights kept in host RAM)
+	// when host memory holds them, else stops.
+	EvictSleep
+	// EvictSleep2 (`sleep2`) sleeps at level 2 (weights dropped, the
+	// process kept) when host memory holds its overhead, else stops.
+	EvictSleep2
+)
+
+var evictNames = [...]string{"auto", "stop", "sleep", "sleep2"}
+
+// String is the config spelling: auto, stop, sleep or sleep2.
+func (e Evict) String() string {
+	if int(e) < len(evictNames) {
+		return evictNames[e]
+	}
+	return fmt.Sprintf("evict(%d)", e)
+}
+
+// ParseEvict reads an evict: value (auto, stop, sleep or sleep2, any
+// case). The error names the value and the accepted ones.
+func ParseEvict(s string) (Evict, error) {
+	for i, n := range evictNames {
+		if strings.EqualFold(strings.TrimSpace(s), n) {
+			return Evict(i), nil
+		}
+	}
+	return 0, fmt.Errorf("want one of %s, got %q", strings.Join(evictNames[:], ", "), s)
+}
+
+// Level is the sleep level an explicit sleep asks for: 1 (sleep), 2
+// (sleep2), else 0.
+func (e Evict) Level() uint8 {
+	switch e {
+	case EvictSleep:
+		return 1
+	case EvictSleep2:
+		return 2
+	}
+	return 0
+}
+
+// HostMemoryAuto is Config.HostMemory for `hostMemory: auto` (the
+// default): the machine's available memory when serve starts, minus a
+// reserve (HostMemoryReserve).
+const HostMemoryAuto = -1
+
+// HostMemoryReserve is what `hostMemory: auto` leaves the machine of the
+// memory available at start, in bytes: a tenth of it, and at least 4 GiB,
+// so sleepers never push the machine into swap or the OOM killer.
+func HostMemoryReserve(available uint64) uint64 {
+	return max(available/10, 4<<30)
+}
+
+// SleepLevels is what m's backend can sleep at, as far as the config
+// tells (bit 1 level 1, bit 2 level 2; 0 none): the simulator and vLLM
+// sleep at both levels (vLLM's sleep mode), the cmd backend when its
+// options say how (sleep: and wake:), llama-server not at all. A running
+// server's own answer (its plugin's features) has the last word.
+func (m *Model) SleepLevels() uint8 {
+	switch m.Backend {
+	case BackendSim, BackendVLLM:
+		return 3
+	case BackendCmd:
+		if _, ok := m.Options["sleep"]; ok {
+			return 3
+		}
+	}
+	return 0
+}
+
+// residency decodes hostMemory: and evict: at the top of the config.
+func (d *decoder) residency(cfg *Config, top map[string]pair) {
+	cfg.HostMemory = HostMemoryAuto
+	if p, ok := top["hostMemory"]; ok {
+		if p.val.Kind == yaml.ScalarNode && strings.EqualFold(p.val.Value, "auto") {
+			cfg.HostMemory = HostMemoryAuto
+		} else if n, ok := d.size(p.val, p.name); ok {
+			cfg.HostMemory = n
+		}
+	}
+	if p, ok := top["evict"]; ok {
+		cfg.Evict, _ = d.evict(p.val, p.name)
+	}
+}
+
+// evict decodes one evict: value.
+func (d *decoder) evict(n *yaml.Node, path string) (Evict, bool) {
+	s, ok := d.str(n, path)
+	if !ok {
+		return 0, false
+	}
+	e, err := ParseEvict(s)
+	if err != nil {
+		d.errorf(n, path, "%v", err)
+		return 0, false
+	}
+	return e, true
+}
+
+// checkSleep checks every model's evict: against what its backend can do:
+// a model that asks for a sleep its backend cannot give is an error at its
+// evict: line; a global evict: asking for one is a warning naming the
+// models that will be stopped instead; hostMemory: 0 with a sleep asked
+// for is a warning.
+func (d *decoder) checkSleep(cfg *Config, src map[string]*modelSrc, top map[string]pair) {
+	var cannot []string
+	for _, id := range slices.Sorted(maps.Keys(src)) {
+		s := src[id]
+		m := s.model
+		level := m.Evict.Level()
+		if level == 0 || m.SleepLevels()&level != 0 {
+			continue
+		}
+		if s.evict != nil {
+			d.errorf(s.evict, join(join("models", id), "evict"),
+				"backend %s cannot sleep at level %d (its models can only be stopped; use evict: stop or auto)", m.Backend, level)
+			continue
+		}
+		cannot = append(cannot, id)
+	}
+	if p, ok := top["evict"]; ok && len(cannot) > 0 {
+		d.warnf(p.val, p.name, "%s: the backends of %s cannot sleep; they are stopped when evicted", cfg.Evict, strings.Join(cannot, ", "))
+	}
+	if p, ok := top["hostMemory"]; ok && cfg.HostMemory == 0 && cfg.Evict.Level() != 0 {
+		d.warnf(p.val, p.name, "0: nothing can sleep, so evict: %s stops every evicted model", cfg.Evict)
+	}
+}
+
+// hostMemory is Report's hostMemory line.
+func hostMemory(n int64) string {
+	switch n {
+	case HostMemoryAuto:
+		return "auto (the machine's available memory at start, minus a tenth, at least 4 GiB)"
+	case 0:
+		return "0 (nothing sleeps: every evicted model is stopped)"
+	}
+	return formatSize(n)
+}
+
+// evictReport says what evicting m does, for Report.
+func evictReport(m *Model) string {
+	levels := m.SleepLevels()
+	switch {
+	case m.Evict == EvictStop:
+		return "stopped when evicted"
+	case levels == 0:
+		return "its backend (" + m.Backend + ") cannot sleep: stopped when evicted"
+	case m.Evict == EvictAuto && levels == 3:
+		return "sleeps when evicted (level 1 if host memory holds its weights, else level 2), else stopped"
+	}
+	level := m.Evict.Level()
+	if level == 0 { // auto, with one level to sleep at
+		level = 1
+		if levels&1 == 0 {
+			level = 2
+		}
+	}
+	return fmt.Sprintf("sleeps at level %d when evicted if host memory allows, else stopped", level)
+}

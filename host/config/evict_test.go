@@ -1,0 +1,59 @@
+package config
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestParseEvict(t *testing.T) {
+	for in, want := range map[string]Evict{"auto": EvictAuto, "stop": EvictStop, "Sleep": EvictSleep, " sleep2": EvictSleep2} {
+		if got, err := ParseEvict(in); err != nil || got != want {
+			t.Errorf("ParseEvict(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	if _, err := ParseEvict("hibernate"); err == nil {
+		t.Error(`ParseEvict("hibernate") succeeded`)
+	}
+}
+
+func TestEvict_ConfigCheck(t *testing.T) {
+	cfg, warnings, err := Parse("t.yaml", []byte(`
+evict: sleep
+hostMemory: 64GiB
+models:
+  s:
+    backend: sim
+  c:
+    cmd: server --port ${PORT}
+  l:
+    cmd: server --port ${PORT}
+    evict: stop
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.HostMemory != 64<<30 || cfg.Models["s"].Evict != EvictSleep || cfg.Models["l"].Evict != EvictStop {
+		t.Fatalf("hostMemory %d, s %s, l %s; want 64 GiB, sleep, stop", cfg.HostMemory, cfg.Models["s"].Evict, cfg.Models["l"].Evict)
+	}
+	if len(warnings) != 1 || !strings.Contains(warnings[0].String(), "c cannot sleep") {
+		t.Fatalf("warnings %v, want one naming c, whose backend cannot sleep", warnings)
+	}
+
+	_, _, err = Parse("t.yaml", []byte(`
+models:
+  c:
+    cmd: server --port ${PORT}
+    evict: sleep2
+`))
+	if err == nil || !strings.Contains(err.Error(), "t.yaml:5:12") || !strings.Contains(err.Error(), "cannot sleep") {
+		t.Fatalf("an explicit sleep for a backend that cannot: %v; want an error at t.yaml:5:12", err)
+	}
+	_, _, err = Parse("t.yaml", []byte("evict: hibernate\nmodels:\n  s:\n    backend: sim\n"))
+	if err == nil || !strings.Contains(err.Error(), "t.yaml:1:8") {
+		t.Fatalf("evict: hibernate: %v; want an error at t.yaml:1:8", err)
+	}
+	cfg, _, err = Parse("t.yaml", []byte("models:\n  s:\n    backend: sim\n"))
+	if err != nil || cfg.HostMemory != HostMemoryAuto || cfg.Models["s"].Evict != EvictAuto {
+		t.Fatalf("defaults: %v, hostMemory %d, evict %s; want auto, auto", err, cfg.HostMemory, cfg.Models["s"].Evict)
+	}
+}

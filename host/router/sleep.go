@@ -1,0 +1,417 @@
+package router
+
+import (
+	"context"
+	"fmt"
+		"time"
+
+	"github.com/loadout-dev/loadout/host/config"
+	"github.com/loadout-dev/loadout/sdk"
+)
+
+// Residency (DESIGN.md, "Residency"): an evicted model need not be
+// stopped. Put to sleep, its server keeps its process and gives back its
+// GPU memory: at level 1 its weights move to host RAM, at level 2 they are
+// dropped. On the run loop an asleep model is Stopped (it holds no GPU
+// memory, so every rule about running models leaves it out) with its
+// sleeping instance kept in model.asleep and a lease on host memory; a
+// request for it starts a swap as for a stopped model, whose phase 2
+// wakes the instance instead of starting a server, and falls back to a
+// cold start when the wake fails. A sleep is an eviction whose executor
+// calls Sleep instead of Stop, and falls back to Stop when the sleep
+// fails.
+
+// SleepInstance is an Instance whose server can sleep (plugins.Sleeper,
+// vLLM's sleep mode). Its methods are called from the executor's
+// goroutines, never concurrently for one instance.
+type SleepInstance interface {
+	// SleepLevels is the set of levels its backend offers: bit 1 level 1,
+	// bit 2 level 2; 0 none.
+	SleepLevels() uint8
+	// Sleep releases the server's GPU memory at level (1 or 2) and keeps
+	// its process; it returns once the memory is released. An error
+	// leaves the server as it was or dead; the host then stops it.
+	Sleep(ctx context.Context, level uint8) error
+	// Wake brings the sleeping server back and returns once it serves.
+	Wake(ctx context.Context) error
+	// HostBytes is the host memory in bytes the sleeping server holds
+	// (level 1: its weights in RAM; level 2: its process's overhead), as
+	// its backend reports it, else the resident size of its processes
+	// (0: unknown).
+	HostBytes(ctx context.Context) (uint64, error)
+}
+
+// defaultSleepOverhead is a level-2 sleeper's host memory until measured
+// (ModelConfig.SleepOverhead).
+const defaultSleepOverhead = 1 << 30
+
+// defaultWakeTimeout bounds a wake (ModelConfig.WakeTimeout).
+const defaultWakeTimeout = 60 * time.Second
+
+func (mc ModelConfig) wakeTimeout() time.Duration {
+	if mc.WakeTimeout > 0 {
+		return mc.WakeTimeout
+	}
+	return defaultWakeTimeout
+}
+
+// hostLedger accounts host memory for sleepers, on the run loop: a sleep
+// leases its bytes before it starts, and a sleep that does not fit is
+// never started (it becomes a stop), so sleepers never push the machine
+// into swap.
+type hostLedger struct {
+	total  uint64
+	leased uint64
+	leases map[string]uint64
+}
+
+func (h *hostLedger) free() uint64 {
+	if h.leased >= h.total {
+		return 0
+	}
+	return h.total - h.leased
+}
+
+func (h *hostLedger) lease(name string, n uint64) {
+	h.release(name)
+	if h.leases == nil {
+		h.leases = map[string]uint64{}
+	}
+	h.leases[name] = n
+	h.leased += n
+}
+
+func (h *hostLedger) release(name string) {
+	if n, ok := h.leases[name]; ok {
+		h.leased -= n
+		delete(h.leases, name)
+	}
+}
+
+// sleepLevels is what m's server can sleep at: its running (or asleep)
+// instance's answer, else what its backend claims; 0 when the host
+// accounts no host memory.
+func (r *Router) sleepLevels(m *model) uint8 {
+	if r.loop.host.total == 0 {
+		return 0
+	}
+	for _, inst := range []Instance{m.inst, m.asleep} {
+		if si, ok := inst.(SleepInstance); ok {
+			return si.SleepLevels()
+		}
+	}
+	return m.cfg.SleepLevels
+}
+
+// hostBytes is the host memory a sleeper of m holds at level: its weights
+// (measured in GPU memory, else declared; 0 unknown, so level 1 is not
+// offered) or its process's overhead (measured asleep, else configured).
+func (m *model) hostBytes(level uint8) uint64 {
+	if level == 1 {
+		return max(m.measured, m.weightBytes, m.cfg.VRAM, m.hostMeasured[0])
+	}
+	if m.hostMeasured[1] > 0 {
+		return m.hostMeasured[1]
+	}
+	if m.cfg.SleepOverhead > 0 {
+		return m.cfg.SleepOverhead
+	}
+	return defaultSleepOverhead
+}
+
+// isAsleep reports whether m is asleep now (not being woken).
+func (m *model) isAsleep() bool { return m.asleep != nil && m.state == sdk.StateStopped }
+
+// evictPlan is how StartSwap carries out one eviction.
+type evictPlan struct {
+	m       *model
+	mode    sdk.EvictMode // EvictStop, EvictSleep1 or EvictSleep2, resolved
+	sleeper bool          // m is asleep: stopping it frees host memory only
+}
+
+// resolveEvictions decides how each of s.Evict is evicted: the plan's
+// modes, defaults from the config, and host memory's say — a sleep that
+// host memory cannot hold is a stop. It changes nothing; an error is a
+// refusal of the swap (a sleep asked of an asleep model).
+func (r *Router) resolveEvictions(s sdk.SwapRequest, evicted []*model) ([]evictPlan, error) {
+	l := &r.loop
+	out := make([]evictPlan, len(evicted))
+	free := l.host.free()
+	for i, m := range evicted {
+		out[i] = evictPlan{m: m, mode: sdk.EvictStop}
+		if m.isAsleep() {
+			if want := sdk.ModeOf(s.Modes, i); want.SleepLevel() != 0 {
+				return nil, fmt.Errorf("evicts %q with %s, but it is asleep already (only a stop frees its host memory)", m.name, want)
+			}
+			out[i].sleeper = true
+			free += l.host.leases[m.name]
+		}
+	}
+	for i, m := range evicted {
+		if out[i].sleeper || m.state != sdk.StateReady {
+			continue
+		}
+		want := sdk.ModeOf(s.Modes, i)
+		levels := r.sleepLevels(m)
+		var try []uint8 // the levels to try, in order
+		switch want {
+		case sdk.EvictStop:
+		case sdk.EvictSleep1:
+			try = []uint8{1}
+		case sdk.EvictSleep2:
+			try = []uint8{2, 1} // a backend with level 1 only sleeps at 1
+		default:
+			switch m.cfg.Evict {
+			case config.EvictAuto:
+				try = []uint8{1, 2}
+			case config.EvictSleep:
+				try = []uint8{1}
+			case config.EvictSleep2:
+				try = []uint8{2}
+			}
+		}
+		why := ""
+		for _, level := range try {
+			if levels&level == 0 {
+				why = fmt.Sprintf("its backend cannot sleep at level %d", level)
+				continue
+			}
+			n := m.hostBytes(level)
+			if n == 0 || n > free {
+				why = fmt.Sprintf("host memory cannot hold a level-%d sleeper of it (%d MiB, %d MiB free of %d MiB)",
+					level, n>>20, free>>20, l.host.total>>20)
+				if n > l.host.total && !l.saidHostTooSmall && l.host.total > 0 {
+					l.saidHostTooSmall = true
+					r.log.Warn("host memory is too small for a sleeper: such evictions are stops", "model", m.name,
+						"need_mib", n>>20, "host_memory_mib", l.host.total>>20)
+				}
+				continue
+			}
+			free -= n
+			out[i].mode = sdk.EvictSleep1
+			if level == 2 {
+				out[i].mode = sdk.EvictSleep2
+			}
+			why = ""
+			break
+		}
+		if out[i].mode == sdk.EvictStop && want.SleepLevel() != 0 {
+			// The policy asked for a sleep the host cannot give: a stop,
+			// counted against it (it saw the snapshot's host memory).
+			r.refused(&l.schedCounters, fmt.Sprintf("StartSwap(%q): %s of %q is a stop: %s", s.Model, want, m.name, why))
+		}
+	}
+	return out, nil
+}
+
+// applyEvictions leases host memory for the sleeps of plan and stops its
+// sleepers (freeing theirs), once the swap is accepted.
+func (r *Router) applyEvictions(plan []evictPlan) {
+	for _, p := range plan {
+		switch {
+		case p.sleeper:
+			r.stopSleeper(p.m, "evicted")
+		case p.mode.SleepLevel() != 0:
+			p.m.sleeping = p.mode.SleepLevel()
+			r.loop.host.lease(p.m.name, p.m.hostBytes(p.m.sleeping))
+		}
+	}
+}
+
+// stopSleeper stops m's sleeping server and gives back its host memory at
+// once (the process is going; its stop is not waited for by anything but
+// shutdown).
+func (r *Router) stopSleeper(m *model, why string) {
+	if !m.isAsleep() {
+		return
+	}
+	inst := m.asleep
+	m.asleep, m.sleepLevel = nil, 0
+	m.gen++ // its exit is expected now
+	r.loop.host.release(m.name)
+	r.loop.sleeperStops++
+	r.log.Info("stopping sleeping model", "model", m.name, "why", why)
+	r.exec.stop(eviction{model: m.name, gen: m.gen, inst: inst, timeout: stopTimeout(m.cfg), sleeper: true})
+	r.loop.changed = append(r.loop.changed, m.name)
+}
+
+// onSlept ends a sleep eviction on the loop: the model is asleep (its
+// GPU lease given back, its host lease kept, corrected to what the server
+// says it holds), or, when the sleep failed and the executor stopped it
+// instead, stopped.
+func (r *Router) onSlept(m *model, ev stopDone) {
+	l := &r.loop
+	level := m.sleeping
+	m.sleeping = 0
+	if ev.slept == 0 {
+		l.host.release(m.name)
+		m.sleepFailures++
+		r.log.Warn("model could not sleep; it was stopped instead", "model", m.name, "level", level, "err", ev.sleepErr)
+		return
+	}
+	m.weightBytes = max(m.weightBytes, m.measured)
+	inst := m.inst
+	r.setStopped(m) // releases the GPU lease, clears m.inst
+	m.asleep, m.sleepLevel = inst, ev.slept
+	m.sleeps++
+	if ev.hostBytes > 0 {
+		m.hostMeasured[ev.slept-1] = ev.hostBytes
+		l.host.lease(m.name, ev.hostBytes)
+		if l.host.leased > l.host.total {
+			r.log.Warn("a sleeper holds more host memory than estimated; stopping it", "model", m.name,
+				"host_mib", ev.hostBytes>>20, "host_memory_mib", l.host.total>>20)
+			r.stopSleeper(m, "host memory over-committed")
+			return
+		}
+	}
+	r.log.Info("model asleep", "model", m.name, "level", ev.slept, "host_mib", l.host.leases[m.name]>>20)
+}
+
+// onSleeperExit handles a sleeping server that exited on its own: its
+// host memory is given back and the model is stopped; the next request
+// cold-loads it.
+func (r *Router) onSleeperExit(m *model) {
+	reason := "exited"
+	if err := m.asleep.Err(); err != nil {
+		reason = err.Error()
+	}
+	r.log.Warn("sleeping model server exited; it will be cold-loaded", "model", m.name, "err", reason)
+	m.asleep, m.sleepLevel = nil, 0
+	r.loop.host.release(m.name)
+	r.loop.changed = append(r.loop.changed, m.name)
+	r.tickNow()
+}
+
+// sleepEviction puts ev's server to sleep, or stops it when the sleep
+// fails, and describes the end; for the executors.
+func sleepEviction(ctx context.Context, log interface {
+	Warn(string, ...any)
+}, ev eviction) stopDone {
+	done := stopDone{model: ev.model, gen: ev.gen, swap: ev.swap}
+	si, ok := ev.inst.(SleepInstance)
+	if !ok {
+		done.sleepErr = fmt.Errorf("the server cannot sleep")
+	} else if err := si.Sleep(ctx, ev.sleep); err != nil {
+		done.sleepErr = err
+	} else {
+		done.slept = ev.sleep
+		if n, err := si.HostBytes(ctx); err == nil {
+			done.hostBytes = n
+		}
+		return done
+	}
+	log.Warn("model server did not sleep; stopping it", "model", ev.model, "level", ev.sleep, "err", done.sleepErr)
+	stop := ev.inst.Stop
+	if k, ok := ev.inst.(Killer); ok {
+		stop = k.Kill // a server that failed to sleep may be hung
+	}
+	if err := stop(ctx); err != nil {
+		log.Warn("stopping model", "model", ev.model, "err", err)
+	}
+	return done
+}
+
+// wakeTarget wakes job's sleeping instance, bounded by the model's wake
+// timeout; on failure it kills the instance and reports why, so the
+// caller cold-starts the model.
+func wakeTarget(ctx context.Context, job startJob) (Instance, error) {
+	si, ok := job.wake.(SleepInstance)
+	if !ok {
+		return nil, fmt.Errorf("the server cannot wake")
+	}
+	wctx, cancel := context.WithTimeout(ctx, job.mc.wakeTimeout())
+	err := si.Wake(wctx)
+	cancel()
+	if err == nil {
+		return job.wake, nil
+	}
+	if wctx.Err() != nil && ctx.Err() == nil {
+		err = fmt.Errorf("wake timed out after %s: %w", job.mc.wakeTimeout(), err)
+	}
+	kctx, kcancel := context.WithTimeout(context.Background(), stopTimeout(job.mc))
+	defer kcancel()
+	if k, ok := job.wake.(Killer); ok {
+		_ = k.Kill(kctx)
+	} else {
+		_ = job.wake.Stop(kctx)
+	}
+	return nil, err
+}
+
+// wakeDone ends the residency side of a swap whose target was asleep: its
+// host lease is given back whatever happened (a woken server holds GPU
+// memory again; a failed wake killed it), and the wake is counted.
+func (r *Router) wakeDone(m *model, ev swapDone) {
+	if m == nil || m.asleep == nil {
+		return
+	}
+	level := m.sleepLevel
+	r.loop.host.release(m.name)
+	m.asleep, m.sleepLevel = nil, 0
+	switch {
+	case ev.woke:
+		m.wakes++
+		m.wakeTime[level-1] = r.cfg.Clock().Sub(m.loadStart)
+		m.lastWake = m.wakeTime[level-1]
+	case ev.wakeErr != nil:
+		m.wakeFailures++
+		r.log.Warn("wake failed; the model was cold-loaded instead", "model", m.name, "level", level, "err", ev.wakeErr)
+	}
+}
+
+// apiState is m's state as the API shows it: the visible state, with the
+// residency of a sleeper ("asleep"), a sleep in flight ("sleeping") and a
+// wake in flight ("waking").
+func (m *model) apiState() string {
+	switch {
+	case m.isAsleep():
+		return "asleep"
+	case m.sleeping != 0 && m.state == sdk.StateStopping:
+		return "sleeping"
+	case m.asleep != nil && m.state == sdk.StateStarting:
+		return "waking"
+	}
+	return m.visible().String()
+}
+
+// residencyInto writes m's residency fields (ABI version 3) into info.
+func (r *Router) residencyInto(m *model, info *sdk.ModelInfo) {
+	if m.asleep != nil {
+		info.SleepLevel = m.sleepLevel
+	}
+	info.CanSleep = r.sleepLevels(m)
+	info.LoadTime = int64(m.cfg.LoadTime)
+	if m.loadTime > 0 {
+		info.LoadTime = int64(m.loadTime)
+	}
+	for i := range 2 {
+		wake := m.cfg.WakeTime[i]
+		if m.wakeTime[i] > 0 {
+			wake = m.wakeTime[i]
+		}
+		switch i {
+		case 0:
+			info.WakeTime1 = int64(wake)
+		default:
+			info.WakeTime2 = int64(wake)
+		}
+	}
+	if info.CanSleep&1 != 0 {
+		info.HostBytes1 = m.hostBytes(1)
+	}
+	if info.CanSleep&2 != 0 {
+		info.HostBytes2 = m.hostBytes(2)
+	}
+	info.HostLeased = r.loop.host.leases[m.name]
+}
+
+// residencyStatus fills st's residency fields from m.
+func (l *loopState) residencyStatus(m *model, st *ModelStatus) {
+	if m.asleep != nil {
+		st.SleepLevel = int(m.sleepLevel)
+	}
+	st.HostBytes = l.host.leases[m.name]
+	st.ColdLoads, st.Wakes, st.WakeFailures = m.loads, m.wakes, m.wakeFailures
+	st.LoadSeconds = m.loadTime.Seconds()
+	st.WakeSeconds = m.lastWake.Seconds()
+}

@@ -1,0 +1,158 @@
+package router
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/loadout-dev/loadout/host/config"
+)
+
+
+
+// sleepHarness is the exclusive group a+b with both able to sleep at
+// levels 1 and 2, 1 GiB of weights each, and hostMemory bytes for
+// sleepers.
+func sleepHarness(t *testing.T, hostMemory uint64, evict config.Evict) *harness {
+	t.Helper()
+	mc := ModelConfig{VRAM: gib, SleepLevels: 3, Evict: evict, SleepOverhead: 256 << 20}
+	h := newHarness(t, harnessOpts{hostMemory: hostMemory, models: map[string]ModelConfig{"a": mc, "b": mc}})
+	for _, name := range []string{"a", "b"} {
+		h.procs[name].sleepLevels = 3
+	}
+	return h
+}
+
+// serveOnce acquires model and releases the grant at once.
+func serveOnce(t *testing.T, h *harness, model string) {
+	t.Helper()
+	c := h.acquire(model)
+	c.wait(t).Release()
+}
+
+func TestSleep_EvictedModelSleepsAndItsRequestWakesIt(t *testing.T) {
+	h := sleepHarness(t, 8*gib, config.EvictAuto)
+	serveOnce(t, h, "a")
+	h.world.expect(t, "starting a", "ready a")
+
+	serveOnce(t, h, "b") // the group evicts a: it sleeps at level 1
+	h.world.expect(t, "asleep a 1", "starting b", "ready b")
+	st := h.status("a")
+	if st.State != "asleep" || st.SleepLevel != 1 || st.HostBytes != gib {
+		t.Fatalf("a after its eviction: state %s, level %d, host bytes %d; want asleep, 1, 1 GiB", st.State, st.SleepLevel, st.HostBytes)
+	}
+
+	serveOnce(t, h, "a") // b sleeps, a wakes: no second start of a
+	h.world.expect(t, "asleep b 1", "awake a")
+	st = h.status("a")
+	if st.State != "ready" || st.ColdLoads != 1 || st.Wakes != 1 || st.HostBytes != 0 {
+		t.Fatalf("a after its wake: state %s, cold loads %d, wakes %d, host bytes %d; want ready, 1, 1, 0",
+			st.State, st.ColdLoads, st.Wakes, st.HostBytes)
+	}
+	if n := h.world.starts["a"]; n != 1 {
+		t.Fatalf("a was started %d times, want 1 (woken, not reloaded)", n)
+	}
+}
+
+func TestSleep_HostMemoryThatHoldsNoWeightsSleepsAtLevel2(t *testing.T) {
+	h := sleepHarness(t, 512<<20, config.EvictAuto) // holds the 256 MiB overhead, not 1 GiB of weights
+	serveOnce(t, h, "a")
+	serveOnce(t, h, "b")
+	h.world.expect(t, "starting a", "ready a", "asleep a 2", "starting b", "ready b")
+	if st := h.status("a"); st.SleepLevel != 2 || st.HostBytes != 256<<20 {
+		t.Fatalf("a: level %d, host bytes %d; want 2, 256 MiB", st.SleepLevel, st.HostBytes)
+	}
+}
+
+func TestSleep_NoRoomForASleeperStops(t *testing.T) {
+	h := sleepHarness(t, 128<<20, config.EvictAuto)
+	serveOnce(t, h, "a")
+	serveOnce(t, h, "b")
+	h.world.expect(t, "starting a", "ready a", "stopped a", "starting b", "ready b")
+	h.expectState("a", "stopped")
+}
+
+func TestSleep_EvictStopConfigStops(t *testing.T) {
+	h := sleepHarness(t, 8*gib, config.EvictStop)
+	serveOnce(t, h, "a")
+	serveOnce(t, h, "b")
+	h.world.expect(t, "starting a", "ready a", "stopped a", "starting b", "ready b")
+}
+
+func TestSleep_NoHostMemoryMeansNoSleep(t *testing.T) {
+	h := sleepHarness(t, 0, config.EvictAuto)
+	serveOnce(t, h, "a")
+	serveOnce(t, h, "b")
+	h.world.expect(t, "starting a", "ready a", "stopped a", "starting b", "ready b")
+}
+
+func TestSleep_RefusedSleepStopsInstead(t *testing.T) {
+	h := sleepHarness(t, 8*gib, config.EvictAuto)
+	h.procs["a"].sleepFail = errors.New("405 Method Not Allowed")
+	serveOnce(t, h, "a")
+	serveOnce(t, h, "b")
+	h.world.expect(t, "starting a", "ready a", "sleep refused a", "killed a", "starting b", "ready b")
+	if st := h.status("a"); st.State != "stopped" || st.HostBytes != 0 {
+		t.Fatalf("a: %s with %d host bytes, want stopped with none", st.State, st.HostBytes)
+	}
+}
+
+func TestSleep_FailedWakeColdLoads(t *testing.T) {
+	h := sleepHarness(t, 8*gib, config.EvictAuto)
+	serveOnce(t, h, "a")
+	serveOnce(t, h, "b")
+	h.world.expect(t, "starting a", "ready a", "asleep a 1", "starting b", "ready b")
+	h.procs["a"].wakeFail = errors.New("500 on /wake_up")
+	serveOnce(t, h, "a")
+	h.world.expect(t, "asleep b 1", "wake failed a", "killed a", "starting a", "ready a")
+	st := h.status("a")
+	if st.State != "ready" || st.WakeFailures != 1 || st.ColdLoads != 2 || st.HostBytes != 0 {
+		t.Fatalf("a: %s, wake failures %d, cold loads %d, host bytes %d; want ready, 1, 2, 0", st.State, st.WakeFailures, st.ColdLoads, st.HostBytes)
+	}
+}
+
+func TestSleep_HungWakeIsKilledAndColdLoads(t *testing.T) {
+	mc := ModelConfig{VRAM: gib, SleepLevels: 3, WakeTimeout: 200 * time.Millisecond}
+	h := newHarness(t, harnessOpts{hostMemory: 8 * gib, models: map[string]ModelConfig{"a": mc, "b": mc}})
+	h.procs["a"].sleepLevels, h.procs["b"].sleepLevels = 3, 3
+	serveOnce(t, h, "a")
+	serveOnce(t, h, "b")
+	h.world.expect(t, "starting a", "ready a", "asleep a 1", "starting b", "ready b")
+	gate := make(chan struct{})
+	defer close(gate)
+	h.procs["a"].wakeGate = gate // never opens during the wake
+	serveOnce(t, h, "a")
+	h.world.expect(t, "asleep b 1", "wake failed a", "killed a", "starting a", "ready a")
+}
+
+func TestSleep_SleeperThatDiesIsStoppedAndColdLoads(t *testing.T) {
+	h := sleepHarness(t, 8*gib, config.EvictAuto)
+	serveOnce(t, h, "a")
+	serveOnce(t, h, "b")
+	h.world.expect(t, "starting a", "ready a", "asleep a 1", "starting b", "ready b")
+	h.world.crash(t, "a")
+	h.await(func() string {
+		if st := h.status("a"); st.State != "stopped" || st.HostBytes != 0 {
+			return "a is " + st.State + " after its sleeping server died, want stopped with no host lease"
+		}
+		return ""
+	})
+	serveOnce(t, h, "a")
+	h.world.expect(t, "asleep b 1", "starting a", "ready a")
+}
+
+func TestSleep_UnloadStopsSleepers(t *testing.T) {
+	h := sleepHarness(t, 8*gib, config.EvictAuto)
+	serveOnce(t, h, "a")
+	serveOnce(t, h, "b")
+	h.world.expect(t, "starting a", "ready a", "asleep a 1", "starting b", "ready b")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := h.r.Unload(ctx, UnloadOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.world.expectSet(t, "stopped a", "stopped b")
+	h.expectState("a", "stopped")
+}
+
