@@ -4,6 +4,8 @@ import (
 	"errors"
 	"slices"
 	"time"
+
+	"github.com/loadout-dev/loadout/sdk"
 )
 
 // Observer hears what the run loop does, for metrics, the event stream and
@@ -45,7 +47,17 @@ type SwapInfo struct {
 	Target  string   `json:"target"`            // the model the swap loads
 	Evict   []string `json:"evict"`             // the models it stops first
 	Devices []int32  `json:"devices,omitempty"` // the GPUs the target is placed on
-	Cold    bool     `json:"cold"`              // the target was not running: it is started
+	Cold    bool     `json:"cold"`              // the target was not running: it is started (or woken)
+	// Wake: the target is asleep and the swap wakes it (a cold load only
+	// if the wake fails: SwapEnded's WakeError). Modes says how each of
+	// Evict goes: "stop", "sleep" (level 1) or "sleep2" (SwapStarted).
+	Wake  bool     `json:"wake,omitempty"`
+	Modes []string `json:"modes,omitempty"`
+	// Seconds is how long the load or wake took (SwapEnded, a target
+	// that was not running); WakeError is why its wake failed, so that
+	// it was cold-loaded instead.
+	Seconds   float64 `json:"seconds,omitempty"`
+	WakeError string  `json:"wake_error,omitempty"`
 	// Policy names the scheduler that asked for the swap (SwapStarted).
 	Policy string `json:"policy,omitempty"`
 	// Err is why the target failed to start, "" when it did (SwapEnded).
@@ -142,13 +154,32 @@ func (r *Router) observeModel(obs Observer, name string, queued, loading map[str
 
 // swapInfo describes a swap StartSwap launches.
 func (r *Router) swapInfo(sw *swap, cold bool) SwapInfo {
-	return SwapInfo{Target: sw.target, Evict: slices.Clone(sw.evict), Devices: slices.Clone(sw.devices),
-		Cold: cold, Policy: r.cfg.SchedulerName, Time: r.cfg.Clock()}
+	info := SwapInfo{Target: sw.target, Evict: slices.Clone(sw.evict), Devices: slices.Clone(sw.devices),
+		Cold: cold, Wake: cold && sw.job.wake != nil, Policy: r.cfg.SchedulerName, Time: r.cfg.Clock()}
+	for _, name := range sw.evict {
+		mode := sdk.EvictStop
+		if m := r.loop.models[name]; m != nil {
+			switch m.sleeping {
+			case 1:
+				mode = sdk.EvictSleep1
+			case 2:
+				mode = sdk.EvictSleep2
+			}
+		}
+		info.Modes = append(info.Modes, mode.String())
+	}
+	return info
 }
 
 // swapEnded describes a swap's end to the Observer.
 func (r *Router) swapEnded(ev swapDone) SwapInfo {
-	info := SwapInfo{Target: ev.target, Evict: ev.evicted, Time: r.cfg.Clock()}
+	info := SwapInfo{Target: ev.target, Evict: ev.evicted, Time: r.cfg.Clock(), Wake: ev.woke}
+	if ev.wakeErr != nil {
+		info.WakeError = ev.wakeErr.Error()
+	}
+	if m := r.loop.models[ev.target]; m != nil && !m.loadStart.IsZero() && m.inst != ev.inst {
+		info.Seconds = info.Time.Sub(m.loadStart).Seconds()
+	}
 	if ev.err != nil {
 		info.Err = ev.err.Error()
 	} else if ev.inst != nil {

@@ -21,6 +21,10 @@ import (
 // calls Sleep instead of Stop, and falls back to Stop when the sleep
 // fails.
 
+// A simulated server (host/sim) marks itself with a Virtual() method: its
+// sleeps are the simulator's (VirtualWork), so its model's configured
+// SleepLevels hold.
+
 // SleepInstance is an Instance whose server can sleep (plugins.Sleeper,
 // vLLM's sleep mode). Its methods are called from the executor's
 // goroutines, never concurrently for one instance.
@@ -96,8 +100,14 @@ func (r *Router) sleepLevels(m *model) uint8 {
 		return 0
 	}
 	for _, inst := range []Instance{m.inst, m.asleep} {
+		if inst == nil {
+			continue
+		}
 		if si, ok := inst.(SleepInstance); ok {
 			return si.SleepLevels()
+		}
+		if _, virtual := inst.(interface{ Virtual() }); !virtual {
+			return 0 // a server whose backend has no sleep
 		}
 	}
 	return m.cfg.SleepLevels
@@ -291,7 +301,10 @@ func sleepEviction(ctx context.Context, log interface {
 	si, ok := ev.inst.(SleepInstance)
 	if !ok {
 		done.sleepErr = fmt.Errorf("the server cannot sleep")
-	} else if err := si.Sleep(ctx, ev.sleep); err != nil {
+		_ = ev.inst.Stop(ctx)
+		return done
+	}
+	if err := si.Sleep(ctx, ev.sleep); err != nil {
 		done.sleepErr = err
 	} else {
 		done.slept = ev.sleep

@@ -88,7 +88,16 @@ type Result struct {
 	// scheduler's StopProcesses), not those unloaded for their TTL.
 	Evictions int `json:"evictions"`
 	// Unloads counts models stopped because their TTL ran out.
-	Unloads   int       `json:"unloads"`
+	Unloads int `json:"unloads"`
+	// Wakes counts swaps that woke an asleep model instead of a cold
+	// load (a wake that failed became a cold load: WakeFailures), Sleeps
+	// the evictions that put a model to sleep (DESIGN.md, "Residency").
+	Wakes        int `json:"wakes"`
+	WakeFailures int `json:"wake_failures,omitempty"`
+	Sleeps       int `json:"sleeps"`
+	// SwapS is the swap seconds: the time granted requests spent waiting
+	// on their model's load or wake (router.Grant.LoadWait), summed.
+	SwapS     float64   `json:"swap_s"`
 	QueueWait Quantiles `json:"queue_wait_s"` // arrival → grant, granted requests
 	TTFT      Quantiles `json:"ttft_s"`       // arrival → first token, completed requests: serve's loadout_time_to_first_token_seconds
 	E2E       Quantiles `json:"e2e_s"`        // arrival → last token, completed requests
@@ -122,6 +131,7 @@ type ModelResult struct {
 	Completed int       `json:"completed"`
 	Errors    int       `json:"errors"`
 	ColdLoads int       `json:"cold_loads"`
+	Wakes     int       `json:"wakes,omitempty"`
 	QueueWait Quantiles `json:"queue_wait_s"`
 }
 
@@ -422,6 +432,7 @@ func (e *engine) run() *Result {
 		case r.failed():
 			mr.Errors++ // counted by code from the recorder
 		case r.ok:
+			res.SwapS += r.grant.LoadWait.Seconds()
 			res.Completed++
 			mr.Completed++
 			waits = append(waits, (r.granted - r.arrival).Seconds())
@@ -438,6 +449,7 @@ func (e *engine) run() *Result {
 	for name, mr := range res.Models {
 		mr.QueueWait = quantiles(perWait[name])
 		mr.ColdLoads = e.obs.coldBy[name]
+		mr.Wakes = e.obs.wakesBy[name]
 		res.Models[name] = mr
 	}
 	for code, n := range e.obs.errs {
@@ -455,6 +467,8 @@ func (e *engine) run() *Result {
 		res.GPUBusyFraction = round6(e.busy.total.Seconds() / (span.Seconds() * float64(n)))
 	}
 	res.ColdLoads, res.Evictions, res.Unloads = e.obs.cold, e.obs.evictions, e.obs.unloads
+	res.Wakes, res.WakeFailures, res.Sleeps = e.obs.wakes, e.obs.wakeFailures, e.obs.sleeps
+	res.SwapS = round6(res.SwapS)
 	res.PolicyEvents = e.obs.policy
 	e.obs.close(e.now)
 	res.Timeline = e.obs.tl
@@ -550,6 +564,10 @@ type instance struct {
 	steps    int           // the run's planned steps
 	runGen   int           // invalidates a cut run's end event
 }
+
+// Virtual marks a simulated server for the router: it sleeps through
+// VirtualWork, at its model's configured levels.
+func (in *instance) Virtual() {}
 
 func (in *instance) Upstream() *url.URL      { return in.url }
 func (in *instance) Exited() <-chan struct{} { return nil }
@@ -681,6 +699,11 @@ type recorder struct {
 	tl         Timeline
 	cold       int
 	coldBy     map[string]int
+	wakes      int
+	wakesBy    map[string]int
+	sleeps     int
+	// wakeFailures: wakes that failed and became cold loads
+	wakeFailures int
 	evictions  int
 	unloads    int
 	failures   int  // policy calls that crashed or were refused for crash-looping
@@ -695,7 +718,7 @@ type recorder struct {
 }
 
 func newRecorder(e *engine) *recorder {
-	return &recorder{e: e, errs: map[string]int{}, coldBy: map[string]int{}, state: map[string]string{}, open: map[string]int{},
+	return &recorder{e: e, errs: map[string]int{}, coldBy: map[string]int{}, wakesBy: map[string]int{}, state: map[string]string{}, open: map[string]int{},
 		unloading: map[string]bool{}, held: map[string]int{}}
 }
 
@@ -718,7 +741,10 @@ func (o *recorder) ModelChanged(st router.ModelStatus) {
 	prev := o.state[st.Model]
 	if st.State != prev {
 		o.state[st.Model] = st.State
-		if st.State == sdk.StateStopping.String() && prev == sdk.StateReady.String() {
+		if st.State == "sleeping" {
+			o.sleeps++
+		}
+		if (st.State == sdk.StateStopping.String() || st.State == "sleeping") && prev == sdk.StateReady.String() {
 			if o.unloading[st.Model] {
 				o.unloads++
 			} else {
@@ -730,10 +756,17 @@ func (o *recorder) ModelChanged(st router.ModelStatus) {
 			o.tl.Residency[i].To = o.t()
 			delete(o.open, st.Model)
 		}
-		switch st.State {
+		state := st.State
+		switch state { // the transitions hold GPU memory as a start and a stop do
+		case "waking":
+			state = sdk.StateStarting.String()
+		case "sleeping":
+			state = sdk.StateStopping.String()
+		}
+		switch state {
 		case sdk.StateStarting.String(), sdk.StateReady.String(), sdk.StateStopping.String():
 			o.open[st.Model] = len(o.tl.Residency)
-			o.tl.Residency = append(o.tl.Residency, Residency{Model: st.Model, State: st.State,
+			o.tl.Residency = append(o.tl.Residency, Residency{Model: st.Model, State: state,
 				Devices: slices.Clone(st.Devices), Bytes: st.VRAM, From: o.t()})
 		}
 	}
@@ -758,7 +791,10 @@ func (o *recorder) Unloading(models []string, _ string) {
 
 // SwapStarted implements router.Observer.
 func (o *recorder) SwapStarted(s router.SwapInfo) {
-	if s.Cold {
+	if s.Wake {
+		o.wakes++
+		o.wakesBy[s.Target]++
+	} else if s.Cold {
 		o.cold++
 		o.coldBy[s.Target]++
 	}
@@ -766,7 +802,15 @@ func (o *recorder) SwapStarted(s router.SwapInfo) {
 }
 
 // SwapEnded implements router.Observer.
-func (o *recorder) SwapEnded(router.SwapInfo) {}
+func (o *recorder) SwapEnded(s router.SwapInfo) {
+	if s.WakeError != "" { // the wake failed: the swap was a cold load after all
+		o.wakes--
+		o.wakesBy[s.Target]--
+		o.wakeFailures++
+		o.cold++
+		o.coldBy[s.Target]++
+	}
+}
 
 // PolicyFailed implements router.Observer. A swapper's plan that fails is
 // its answer (the model cannot be placed), not a breakdown: the requests
