@@ -232,7 +232,7 @@ func runServe(ctx context.Context, o serveOptions) error {
 		Ledger:     ledger,
 		HostMemory: hostMemory(cfg, log),
 		Logger:     log,
-		Observer: obsv.observer,
+		Observer:   obsv.observer,
 		Liveness: router.Liveness{
 			Interval: cfg.Liveness.ProbeInterval,
 			Timeout:  cfg.Liveness.ProbeTimeout,

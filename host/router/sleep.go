@@ -3,7 +3,7 @@ package router
 import (
 	"context"
 	"fmt"
-		"time"
+	"time"
 
 	"github.com/loadout-dev/loadout/host/config"
 	"github.com/loadout-dev/loadout/sdk"

@@ -9,8 +9,6 @@ import (
 	"github.com/loadout-dev/loadout/host/config"
 )
 
-
-
 // sleepHarness is the exclusive group a+b with both able to sleep at
 // levels 1 and 2, 1 GiB of weights each, and hostMemory bytes for
 // sleepers.
@@ -155,4 +153,3 @@ func TestSleep_UnloadStopsSleepers(t *testing.T) {
 	h.world.expectSet(t, "stopped a", "stopped b")
 	h.expectState("a", "stopped")
 }
-

@@ -695,26 +695,26 @@ func (b *busyMeter) close(now time.Duration) {
 
 // recorder is the replay's router.Observer: counts and the timeline.
 type recorder struct {
-	e          *engine
-	tl         Timeline
-	cold       int
-	coldBy     map[string]int
-	wakes      int
-	wakesBy    map[string]int
-	sleeps     int
+	e       *engine
+	tl      Timeline
+	cold    int
+	coldBy  map[string]int
+	wakes   int
+	wakesBy map[string]int
+	sleeps  int
 	// wakeFailures: wakes that failed and became cold loads
 	wakeFailures int
-	evictions  int
-	unloads    int
-	failures   int  // policy calls that crashed or were refused for crash-looping
-	handedOver bool // a fallback took over
-	errs       map[string]int
-	policy     []string
-	state      map[string]string // model → last visible state
-	open       map[string]int    // model → index of its open Residency
-	unloading  map[string]bool   // models an Unloading word named
-	held       map[string]int    // model → queued + loading
-	heldSum    int
+	evictions    int
+	unloads      int
+	failures     int  // policy calls that crashed or were refused for crash-looping
+	handedOver   bool // a fallback took over
+	errs         map[string]int
+	policy       []string
+	state        map[string]string // model → last visible state
+	open         map[string]int    // model → index of its open Residency
+	unloading    map[string]bool   // models an Unloading word named
+	held         map[string]int    // model → queued + loading
+	heldSum      int
 }
 
 func newRecorder(e *engine) *recorder {
