@@ -82,10 +82,19 @@ classical online rules (LRU, decayed LFU, LRU-2, ARC, S3-FIFO, SIEVE,
 LeCaR, GDSF) on the trace's model sequence, served in arrival order; when
 models differ in size or load time, a lower bound on the load seconds
 (Berger et al.'s flow relaxation) and a feasible schedule above it. Each
-run's "÷ bound" is its cost over the bound.`,
+run's "÷ bound" is its cost over the bound.
+
+Sleeping models: with hostMemory: SIZE in the configuration (the simulated
+box's host memory; auto means none here), an evicted model whose backend
+can sleep (sim: wake_time) is put to sleep instead of stopped, as serve
+does, and the next request for it wakes it. --compare evict=stop,sleep
+replays the trace with every model's evict: set to each; the table shows
+cold loads, wakes and swap seconds (the time requests waited on loads and
+wakes).`,
 		Example: `  loadout simulate --config loadout.yaml --trace testdata/traces/conv-zipf8-5m.csv
   loadout simulate -c loadout.yaml -t traffic.csv --compare router=all --json out.json --html out.html
-  loadout simulate -c loadout.yaml -t traffic.csv --compare router=prioritylru,./mine.wasm`,
+  loadout simulate -c loadout.yaml -t traffic.csv --compare router=prioritylru,./mine.wasm
+  loadout simulate -c testdata/simulate/sleep.yaml -t testdata/traces/prod-sample.csv --compare evict=stop,auto`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runSimulate(cmd.Context(), o, cmd.OutOrStdout(), cmd.ErrOrStderr())
@@ -96,7 +105,7 @@ run's "÷ bound" is its cost over the bound.`,
 	f.StringVarP(&o.tracePath, "trace", "t", "", "request trace (CSV: arrival_s,model,prompt_tokens,output_tokens[,priority,client])")
 	f.StringVar(&o.scheduler, "scheduler", "", "scheduler policy instead of the configuration's: a built-in name or a .wasm file")
 	f.StringVar(&o.router, "router", "", "router policy instead of the configuration's: a built-in name or a .wasm file")
-	f.StringArrayVar(&o.compare, "compare", nil, "replay under each policy: router=a,b,c.wasm or scheduler=a,b (router=all: every built-in router); repeat for both")
+	f.StringArrayVar(&o.compare, "compare", nil, "replay under each policy: router=a,b,c.wasm or scheduler=a,b (router=all: every built-in router), or each evict: (evict=stop,sleep,sleep2,auto); repeat to combine")
 	f.StringVar(&o.jsonPath, "json", "", "write the results as JSON to this file")
 	f.StringVar(&o.htmlPath, "html", "", "write a self-contained HTML report (GPU memory timeline, queue, swaps) to this file")
 	f.StringArrayVar(&o.gpus, "gpu", nil, "a simulated GPU of this size (e.g. 24GiB), instead of the configuration's gpus:; repeat for more")
@@ -109,7 +118,9 @@ run's "÷ bound" is its cost over the bound.`,
 
 // policyPair is one scheduler and router to replay under; "" keeps the
 // configuration's.
-type policyPair struct{ scheduler, router string }
+// policyPair is one replay of a comparison: a scheduler, a router, and
+// an evict: for every model ("" keeps the configuration's).
+type policyPair struct{ scheduler, router, evict string }
 
 // runSimulate replays the trace under each policy pair and writes the
 // report to out; warnings (columns of the trace it skips) go to warn.
@@ -264,7 +275,7 @@ func readTrace(path string, cfg *config.Config, warn io.Writer) ([]sim.Request, 
 // policyPairs is every scheduler × router to replay under, from
 // --scheduler, --router and --compare.
 func policyPairs(o simulateOptions) ([]policyPair, error) {
-	scheds, routers := []string{o.scheduler}, []string{o.router}
+	scheds, routers, evicts := []string{o.scheduler}, []string{o.router}, []string{""}
 	for _, c := range o.compare {
 		role, list, ok := strings.Cut(c, "=")
 		var names []string
@@ -287,14 +298,23 @@ func policyPairs(o simulateOptions) ([]policyPair, error) {
 				names = builtin.Schedulers()
 			}
 			scheds = names
+		case "evict":
+			for _, n := range names {
+				if _, err := config.ParseEvict(n); err != nil {
+					return nil, fmt.Errorf("--compare %q: %w", c, err)
+				}
+			}
+			evicts = names
 		default:
-			return nil, fmt.Errorf("--compare %q: %q is neither router nor scheduler", c, role)
+			return nil, fmt.Errorf("--compare %q: %q is not router, scheduler or evict", c, role)
 		}
 	}
 	var out []policyPair
 	for _, s := range scheds {
 		for _, r := range routers {
-			out = append(out, policyPair{scheduler: s, router: r})
+			for _, e := range evicts {
+				out = append(out, policyPair{scheduler: s, router: r, evict: e})
+			}
 		}
 	}
 	return out, nil
@@ -428,7 +448,7 @@ func deviceMemory(devices []gpu.DeclaredDevice) []uint64 {
 func printSimReport(w io.Writer, r *sim.Report, perModel bool) {
 	fmt.Fprintf(w, "trace %s: %d requests, %d models, %.0f s\n\n", r.Trace.File, r.Trace.Requests, r.Trace.Models, r.Trace.Duration)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "scheduler\trouter\tcompleted\terrors\tcold loads\tevictions\t÷ bound\twait p50\tp95\tp99\tworst model p95\tTTFT p50\tp95\te2e p95\tGPU busy\twall\t")
+	fmt.Fprintln(tw, "scheduler\trouter\tcompleted\terrors\tcold loads\twakes\tswap s\tevictions\t÷ bound\twait p50\tp95\tp99\tworst model p95\tTTFT p50\tp95\te2e p95\tGPU busy\twall\t")
 	for _, run := range r.Runs {
 		mark := ""
 		if run.Fallback {
@@ -442,8 +462,12 @@ func printSimReport(w io.Writer, r *sim.Report, perModel bool) {
 		if x, _, ok := r.RatioToBound(run); ok {
 			ratio = fmt.Sprintf("%.2f", x)
 		}
-		fmt.Fprintf(tw, "%s\t%s%s\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.0f%%\t%.1fs\t\n",
-			sim.PolicyLabel(run.Scheduler), sim.PolicyLabel(run.Router), mark, run.Completed, run.Errors, run.ColdLoads, run.Evictions, ratio,
+		router := sim.PolicyLabel(run.Router)
+		if run.Evict != "" {
+			router += " evict " + run.Evict
+		}
+		fmt.Fprintf(tw, "%s\t%s%s\t%d\t%d\t%d\t%d\t%.0f\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.0f%%\t%.1fs\t\n",
+			sim.PolicyLabel(run.Scheduler), router, mark, run.Completed, run.Errors, run.ColdLoads, run.Wakes, run.SwapS, run.Evictions, ratio,
 			sim.FormatSeconds(run.QueueWait.P50), sim.FormatSeconds(run.QueueWait.P95), sim.FormatSeconds(run.QueueWait.P99), worst,
 			sim.FormatSeconds(run.TTFT.P50), sim.FormatSeconds(run.TTFT.P95), sim.FormatSeconds(run.E2E.P95), 100*run.GPUBusyFraction, run.WallS)
 	}
@@ -540,6 +564,17 @@ func replayPair(ctx context.Context, o simulateOptions, cfg *config.Config, p po
 	if pc.HostMemory > 0 { // auto means this machine's, not the simulated box's: none
 		rc.HostMemory = uint64(pc.HostMemory)
 	}
+	if p.evict != "" {
+		e, _ := config.ParseEvict(p.evict) // checked by policyPairs
+		if e != config.EvictStop && rc.HostMemory == 0 {
+			return nil, fmt.Errorf("--compare evict=%s: the configuration gives no hostMemory: SIZE, so nothing can sleep in a replay", p.evict)
+		}
+		models = maps.Clone(models)
+		for name, m := range models {
+			m.Config.Evict = e
+			models[name] = m
+		}
+	}
 	if len(devices) > 0 {
 		rc.Ledger = gpu.NewLedger(gpu.NewDeclared(devices), 0)
 		if err := applyPlacement(pc, rc.Ledger.Inventory(), rc.Ledger); err != nil {
@@ -550,6 +585,9 @@ func replayPair(ctx context.Context, o simulateOptions, cfg *config.Config, p po
 	started := time.Now()
 	res, err := sim.Run(sim.Setup{Trace: trace, Models: models, Router: rc, Clock: clock,
 		CodeName: func(c sdk.ErrorCode) string { _, name := proxy.ClientError(c); return name }})
+	if res != nil {
+		res.Evict = p.evict
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%s + %s: %w", rc.SchedulerName, rc.SwapperName, err)
 	}

@@ -76,6 +76,9 @@ type Setup struct {
 type Result struct {
 	Scheduler string `json:"scheduler"`
 	Router    string `json:"router"`
+	// Evict is the evict: every model was replayed with (simulate
+	// --compare evict=…); "" for the configuration's own.
+	Evict     string `json:"evict,omitempty"`
 	Requests  int    `json:"requests"`
 	Completed int    `json:"completed"`
 	Errors    int    `json:"errors"`
