@@ -29,7 +29,8 @@ const (
 var reasons = []string{ReasonSwap, ReasonUnload, ReasonTTL, ReasonPolicy, ReasonExited, ReasonJob, ReasonRemoved}
 
 // states are the values of the state label of loadout_model_state.
-var states = []string{"stopped", "starting", "ready", "stopping", "failed"}
+// asleep, sleeping and waking are residency's (DESIGN.md, "Residency").
+var states = []string{"stopped", "starting", "ready", "stopping", "failed", "asleep", "sleeping", "waking"}
 
 // Observer implements router.Observer: metrics and events from the run
 // loop. Make it with New.
@@ -45,6 +46,8 @@ type Observer struct {
 	measured  *prometheus.GaugeVec
 	failures  *prometheus.CounterVec
 	handovers *prometheus.CounterVec
+	wakes     *prometheus.CounterVec
+	wakeTime  *prometheus.HistogramVec
 
 	// Touched only on the run loop (and New).
 	models map[string]bool
@@ -53,6 +56,7 @@ type Observer struct {
 	by     map[string]string    // model → the swap target that evicts it
 	starts map[string]time.Time // swap target → when its swap started
 	cold   map[string]bool      // swap target → it is being started
+	wake   map[string]bool      // swap target → it is being woken
 }
 
 var _ router.Observer = (*Observer)(nil)
@@ -100,7 +104,17 @@ func New(models []string, bus *events.Bus) *Observer {
 			Name: "loadout_policy_handovers_total",
 			Help: "Times the policy answering for a role changed (a fallback took over or gave back).",
 		}, []string{"role"}),
+		wakes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "loadout_model_wakes_total",
+			Help: "Wakes of a sleeping model server by a swap, by result: ok, or failed (the model was then cold-loaded, counted in loadout_model_loads_total).",
+		}, []string{"model", "result"}),
+		wakeTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "loadout_model_wake_seconds",
+			Help:    "Time from a swap's start to its sleeping target serving again (evictions and the wake), for successful wakes.",
+			Buckets: []float64{.05, .1, .25, .5, 1, 2.5, 5, 10, 20, 30, 60},
+		}, []string{"model"}),
 		models: map[string]bool{},
+		wake:   map[string]bool{},
 		last:   map[string]string{},
 		hint:   map[string]string{},
 		by:     map[string]string{},
@@ -118,7 +132,7 @@ func New(models []string, bus *events.Bus) *Observer {
 
 // Register puts the Observer's series on reg.
 func (o *Observer) Register(reg prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{o.loads, o.loadTime, o.evictions, o.queued, o.loading, o.state, o.measured, o.failures, o.handovers} {
+	for _, c := range []prometheus.Collector{o.loads, o.loadTime, o.evictions, o.queued, o.loading, o.state, o.measured, o.failures, o.handovers, o.wakes, o.wakeTime} {
 		if err := reg.Register(c); err != nil {
 			return err
 		}
@@ -182,7 +196,7 @@ func (o *Observer) stopReason(model, prev, now string) (string, bool) {
 	switch now {
 	case "failed":
 		return ReasonExited, true
-	case "stopping", "stopped":
+	case "stopping", "stopped", "sleeping", "asleep":
 		if r, ok := o.hint[model]; ok {
 			return r, true
 		}
@@ -200,6 +214,7 @@ func (o *Observer) addModel(m string) {
 	}
 	o.models[m] = true
 	o.loads.WithLabelValues(m, "ok")
+	o.wakes.WithLabelValues(m, "ok")
 	for _, r := range reasons {
 		o.evictions.WithLabelValues(m, r)
 	}
@@ -232,6 +247,7 @@ type SwapInfo struct {
 func (o *Observer) SwapStarted(s router.SwapInfo) {
 	o.starts[s.Target] = s.Time
 	o.cold[s.Target] = s.Cold
+	o.wake[s.Target] = s.Wake
 	for _, m := range s.Evict {
 		o.hint[m], o.by[m] = ReasonSwap, s.Target
 	}
@@ -241,15 +257,28 @@ func (o *Observer) SwapStarted(s router.SwapInfo) {
 // SwapEnded counts a cold load and its time, and publishes the end.
 func (o *Observer) SwapEnded(s router.SwapInfo) {
 	started, ok := o.starts[s.Target]
-	cold := o.cold[s.Target]
+	cold, wake := o.cold[s.Target], o.wake[s.Target]
 	delete(o.starts, s.Target)
 	delete(o.cold, s.Target)
+	delete(o.wake, s.Target)
 	ev := SwapInfo{SwapInfo: s}
 	ev.Cold = cold
 	if ok {
 		ev.Seconds = s.Time.Sub(started).Seconds()
 	}
-	if model := config.ModelOf(s.Target); cold && o.models[model] { // a replica's load is its model's
+	model := config.ModelOf(s.Target) // a replica's load is its model's
+	if wake && o.models[model] {
+		if s.WakeError == "" && s.Err == "" {
+			o.wakes.WithLabelValues(model, "ok").Inc()
+			if ok {
+				o.wakeTime.WithLabelValues(model).Observe(ev.Seconds)
+			}
+			o.publish(events.TypeSwapEnd, ev)
+			return
+		}
+		o.wakes.WithLabelValues(model, "failed").Inc()
+	}
+	if cold && o.models[model] {
 		if s.Err != "" {
 			o.loads.WithLabelValues(model, "failed").Inc()
 		} else {

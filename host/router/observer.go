@@ -53,11 +53,9 @@ type SwapInfo struct {
 	// Evict goes: "stop", "sleep" (level 1) or "sleep2" (SwapStarted).
 	Wake  bool     `json:"wake,omitempty"`
 	Modes []string `json:"modes,omitempty"`
-	// Seconds is how long the load or wake took (SwapEnded, a target
-	// that was not running); WakeError is why its wake failed, so that
-	// it was cold-loaded instead.
-	Seconds   float64 `json:"seconds,omitempty"`
-	WakeError string  `json:"wake_error,omitempty"`
+	// WakeError is why its wake failed, so that it was cold-loaded
+	// instead (SwapEnded).
+	WakeError string `json:"wake_error,omitempty"`
 	// Policy names the scheduler that asked for the swap (SwapStarted).
 	Policy string `json:"policy,omitempty"`
 	// Err is why the target failed to start, "" when it did (SwapEnded).
@@ -176,9 +174,6 @@ func (r *Router) swapEnded(ev swapDone) SwapInfo {
 	info := SwapInfo{Target: ev.target, Evict: ev.evicted, Time: r.cfg.Clock(), Wake: ev.woke}
 	if ev.wakeErr != nil {
 		info.WakeError = ev.wakeErr.Error()
-	}
-	if m := r.loop.models[ev.target]; m != nil && !m.loadStart.IsZero() && m.inst != ev.inst {
-		info.Seconds = info.Time.Sub(m.loadStart).Seconds()
 	}
 	if ev.err != nil {
 		info.Err = ev.err.Error()
