@@ -165,19 +165,22 @@ type runningModel struct {
 	Description  string                 `json:"description,omitempty"`
 	ReplicaState string                 `json:"replica_state,omitempty"`
 	Replicas     []router.ReplicaStatus `json:"replicas,omitempty"`
+	// SleepLevel is an asleep (or waking) model's sleep level, 1 or 2.
+	SleepLevel int `json:"sleep_level,omitempty"`
 }
 
 // running is GET /running: the models with a process (starting, ready or
-// stopping).
+// stopping, llama-swap's; and asleep, sleeping or waking, whose process
+// lives without GPU memory).
 func (s *Server) running(w http.ResponseWriter, r *http.Request) {
 	out := []runningModel{}
 	for _, m := range s.router.Models() {
 		switch m.State {
-		case "starting", "ready", "stopping":
+		case "starting", "ready", "stopping", "asleep", "sleeping", "waking":
 		default:
 			continue
 		}
-		rm := runningModel{Model: m.Model, State: m.State, Proxy: m.Upstream, ReplicaState: m.ReplicaState, Replicas: m.Replicas}
+		rm := runningModel{Model: m.Model, State: m.State, Proxy: m.Upstream, ReplicaState: m.ReplicaState, Replicas: m.Replicas, SleepLevel: m.SleepLevel}
 		if e := s.catalog.Load().lookup(m.Model); e != nil {
 			rm.Name, rm.Description = e.Name, e.Description
 		}

@@ -42,10 +42,10 @@ type routerModelStatus struct {
 // llama-server's status value. A model being stopped still has its
 // process, as llama-server's instance is "loaded" until it exits.
 func routerStatus(state string) routerModelStatus {
-	switch state {
-	case sdk.StateStarting.String():
+	switch state { // residency: asleep reads as unloaded (a request loads it)
+	case sdk.StateStarting.String(), "waking":
 		return routerModelStatus{Value: "loading"}
-	case sdk.StateReady.String(), sdk.StateStopping.String():
+	case sdk.StateReady.String(), sdk.StateStopping.String(), "sleeping":
 		return routerModelStatus{Value: "loaded"}
 	case sdk.StateFailed.String():
 		return routerModelStatus{Value: "unloaded", Failed: true}

@@ -237,7 +237,7 @@ function actions(m) {
   switch (m.state) {
     case 'stopped': case 'failed': return ['load'];
     case 'asleep': return ['load', 'unload'];
-    case 'ready': case 'starting': return ['unload'];
+    case 'ready': case 'starting': case 'waking': return ['unload'];
     default: return [];
   }
 }
@@ -254,7 +254,7 @@ function Models({ models, act }) {
       <td>${(m.devices || []).length ? html`<i class="swatch" style=${'background:' + colour(m.model)}></i>` : ''}${m.model}
         ${m.backend ? html` <span class="muted">${m.backend}</span>` : ''}
         ${(m.aliases || []).length ? html`<div class="aliases muted" data-aliases=${m.aliases.join(',')}>aka ${m.aliases.join(', ')}</div>` : ''}</td>
-      <td><span class=${'state ' + m.state} data-state=${m.state}>${m.state}</span><${Backoff} m=${m} />${replicas(m)}
+      <td><span class=${'state ' + m.state} data-state=${m.state} title=${m.sleep_level ? 'level ' + m.sleep_level + ' sleep, ' + fmtBytes(m.host_bytes) + ' of host memory' : ''}>${m.state}${m.sleep_level ? ' L' + m.sleep_level : ''}</span><${Backoff} m=${m} />${replicas(m)}
         ${m.last_error ? html`<div class="err reason" data-error>${m.last_error}</div>` : ''}</td>
       <td data-devices>${(m.devices || []).join(', ') || '–'}</td>
       <td class="num">${fmtBytes(m.vram_bytes)}</td><td class="num" data-measured>${fmtBytes(m.measured_vram_bytes)}</td>
@@ -294,7 +294,7 @@ function Summary({ s }) {
     <div class="figures">
       ${fig('loaded', count((m) => m.state === 'ready'), 'loaded')}
       ${fig('asleep', count((m) => m.state === 'asleep'), 'asleep')}
-      ${fig('starting', count((m) => m.state === 'starting'), 'starting')}
+      ${fig('starting', count((m) => m.state === 'starting' || m.state === 'waking'), 'starting')}
       ${fig('queued', queued, 'queued')}
       ${fig('tps', sum ? fmtRate(sum.tokens_per_second) : '…', 'tokens/s · 5 min')}
       ${fig('rps', sum ? fmtRate(sum.requests_per_second) : '…', 'requests/s · 5 min')}
