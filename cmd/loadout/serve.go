@@ -462,6 +462,15 @@ func modelConfig(cfg *config.Config, m *config.Model, vram uint64) router.ModelC
 	if g := cfg.GroupOf(m.ID); g != nil {
 		group = g.Name
 	}
+	// The weight files' sizes now; a file missing now is not read ahead.
+	var weights []string
+	var weightBytes uint64
+	for _, f := range m.WeightFiles(cfg.Dir) {
+		if st, err := os.Stat(f); err == nil && st.Mode().IsRegular() {
+			weights = append(weights, f)
+			weightBytes += uint64(st.Size())
+		}
+	}
 	return router.ModelConfig{
 		Priority:         int32(m.Priority),
 		ConcurrencyLimit: uint32(max(m.ConcurrencyLimit, 0)),
@@ -476,6 +485,8 @@ func modelConfig(cfg *config.Config, m *config.Model, vram uint64) router.ModelC
 		MaxReplicas:      m.MaxReplicas,
 		Evict:            m.Evict,
 		SleepLevels:      m.SleepLevels(),
+		Weights:          weights,
+		WeightBytes:      weightBytes,
 	}
 }
 

@@ -253,6 +253,10 @@ type Model struct {
 	// Evict is how the model is evicted when its plan leaves it to the
 	// host: its `evict:`, else the global one (evict.go).
 	Evict Evict
+	// Weights are the model's weight files (Loadout's `weights:`, paths
+	// relative to the config's directory), read ahead into the page cache
+	// before its load; WeightFiles adds the llamaserver backend's model.
+	Weights []string
 	// GPUs are the device indices the model may be placed on (Loadout's
 	// `gpus: [1, 2]`: NVML's numbering, or the declared devices' order);
 	// empty means every device (`gpus: []` is an error). CheckPlacement

@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"maps"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -182,4 +183,20 @@ func evictReport(m *Model) string {
 		}
 	}
 	return fmt.Sprintf("sleeps at level %d when evicted if host memory allows, else stopped", level)
+}
+
+// WeightFiles are the files m's load reads, for read-ahead into the page
+// cache: its weights:, else the llamaserver backend's options.model
+// (relative to the config's directory), else none.
+func (m *Model) WeightFiles(dir string) []string {
+	if len(m.Weights) > 0 {
+		return m.Weights
+	}
+	if p, ok := m.Options["model"].(string); ok && m.Backend == BackendLlamaServer && p != "" {
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(dir, p)
+		}
+		return []string{p}
+	}
+	return nil
 }

@@ -24,7 +24,7 @@ var modelKeys = []string{
 	"filters", "timeouts", "capabilities", "compat",
 	// Loadout
 	"backend", "options", "vram", "priority", "pinned", "simulate",
-	"gpus", "split", "replicas", "min_replicas", "max_replicas", "evict",
+	"gpus", "split", "replicas", "min_replicas", "max_replicas", "evict", "weights",
 }
 
 // shadowedMetadata are the meta.llamaswap keys /v1/models sets itself
@@ -342,6 +342,16 @@ func (d *decoder) model(cfg *Config, id string, mp pair, nextPort *int) *modelSr
 			}
 		case "pinned":
 			m.Pinned, _ = d.boolean(p.val, kp)
+		case "weights":
+			items, _ := d.items(p.val, kp)
+			for i, it := range items {
+				if f, ok := d.str(it, index(kp, i)); ok {
+					if !filepath.IsAbs(f) {
+						f = filepath.Join(cfg.Dir, f)
+					}
+					m.Weights = append(m.Weights, f)
+				}
+			}
 		case "evict":
 			if e, ok := d.evict(p.val, kp); ok {
 				m.Evict, s.evict = e, p.val

@@ -242,6 +242,7 @@ func (fx *effects) SetQueuePosition(id sdk.RequestID, pos int) {
 	w.held, w.pos = true, pos
 	if m := l.models[w.req.Model]; m != nil {
 		r.revoke(m) // a held request for the model ends its warm path
+		r.readAhead(m)
 	}
 	if w.req.Progress == nil {
 		return

@@ -221,6 +221,7 @@ type loopState struct {
 	// counts sleepers' stops not yet done (shutdown waits for them);
 	// saidHostTooSmall: the log said once that no sleeper fits.
 	host             hostLedger
+	warm             []string // models whose weights are read ahead, oldest first (pagecache.go)
 	sleeperStops     int
 	saidHostTooSmall bool
 	// planFailures holds, during one event, why the swapper could not plan
@@ -432,6 +433,9 @@ func (r *Router) onSwapDone(ev swapDone) {
 	}
 	m := l.models[ev.target]
 	r.wakeDone(m, ev)
+	if m != nil {
+		r.readAheadDone(m)
+	}
 	errText := ""
 	switch {
 	case errors.Is(ev.err, errStartAborted):

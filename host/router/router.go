@@ -85,6 +85,12 @@ type ModelConfig struct {
 	// until measured; 0 unknown.
 	LoadTime time.Duration
 	WakeTime [2]time.Duration
+	// Weights are the model's weight files and WeightBytes their size:
+	// a stopped model that a request waits for has them read ahead into
+	// the page cache, leased against host memory, before its load
+	// (pagecache.go). Empty: nothing to read ahead.
+	Weights     []string
+	WeightBytes uint64
 }
 
 // Config builds a Router.
@@ -245,6 +251,9 @@ type ModelStatus struct {
 	WakeFailures uint32  `json:"wake_failures,omitempty"`
 	LoadSeconds  float64 `json:"load_seconds,omitempty"`
 	WakeSeconds  float64 `json:"wake_seconds,omitempty"`
+	// ReadAheadBytes is the host memory its weights, read ahead into the
+	// page cache for its coming load, lease (pagecache.go).
+	ReadAheadBytes uint64 `json:"read_ahead_bytes,omitempty"`
 }
 
 // PolicyCounters counts a policy's misbehaviour as the router saw it.

@@ -146,7 +146,7 @@ type evictPlan struct {
 func (r *Router) resolveEvictions(s sdk.SwapRequest, evicted []*model) ([]evictPlan, error) {
 	l := &r.loop
 	out := make([]evictPlan, len(evicted))
-	free := l.host.free()
+	free := l.host.free() + l.reclaimable()
 	for i, m := range evicted {
 		out[i] = evictPlan{m: m, mode: sdk.EvictStop}
 		if m.isAsleep() {
@@ -217,13 +217,22 @@ func (r *Router) resolveEvictions(s sdk.SwapRequest, evicted []*model) ([]evictP
 // applyEvictions leases host memory for the sleeps of plan and stops its
 // sleepers (freeing theirs), once the swap is accepted.
 func (r *Router) applyEvictions(plan []evictPlan) {
+	var need uint64
 	for _, p := range plan {
-		switch {
-		case p.sleeper:
+		if p.sleeper {
 			r.stopSleeper(p.m, "evicted")
-		case p.mode.SleepLevel() != 0:
-			p.m.sleeping = p.mode.SleepLevel()
-			r.loop.host.lease(p.m.name, p.m.hostBytes(p.m.sleeping))
+		}
+	}
+	for _, p := range plan {
+		if level := p.mode.SleepLevel(); level != 0 {
+			need += p.m.hostBytes(level)
+		}
+	}
+	r.makeRoom(need)
+	for _, p := range plan {
+		if level := p.mode.SleepLevel(); level != 0 {
+			p.m.sleeping = level
+			r.loop.host.lease(p.m.name, p.m.hostBytes(level))
 		}
 	}
 }
@@ -424,6 +433,7 @@ func (l *loopState) residencyStatus(m *model, st *ModelStatus) {
 		st.SleepLevel = int(m.sleepLevel)
 	}
 	st.HostBytes = l.host.leases[m.name]
+	st.ReadAheadBytes = l.host.leases[warmKey(m.name)]
 	st.ColdLoads, st.Wakes, st.WakeFailures = m.loads, m.wakes, m.wakeFailures
 	st.LoadSeconds = m.loadTime.Seconds()
 	st.WakeSeconds = m.lastWake.Seconds()

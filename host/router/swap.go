@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/loadout-dev/loadout/host/gpu"
+	"github.com/loadout-dev/loadout/host/pagecache"
 )
 
 // A swap is a phase machine on the run loop: StartSwap hands every evicted
@@ -70,6 +71,9 @@ type executor interface {
 	release(ev serveDone)
 	// watch reports, as an exitEvent, when a ready instance's server exits.
 	watch(name string, gen uint64, inst Instance)
+	// pageCache reads files ahead into the page cache (drop false) or
+	// drops them from it, in the background; nothing reports back.
+	pageCache(model string, files []string, drop bool)
 }
 
 // stopPhaseDone counts one of a swap's evictions stopped and, after the
@@ -200,4 +204,16 @@ func (x goExecutor) release(ev serveDone) {
 
 func (x goExecutor) watch(name string, gen uint64, inst Instance) {
 	go x.r.watchExit(name, gen, inst)
+}
+
+func (x goExecutor) pageCache(model string, files []string, drop bool) {
+	go func() {
+		advise, what := pagecache.Warm, "reading weights ahead into the page cache"
+		if drop {
+			advise, what = pagecache.Drop, "dropping read-ahead weights from the page cache"
+		}
+		if _, err := advise(files); err != nil {
+			x.r.log.Warn(what, "model", model, "err", err)
+		}
+	}()
 }

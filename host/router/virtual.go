@@ -154,3 +154,6 @@ func (x virtualExecutor) release(ev serveDone) {
 
 // watch does nothing: a simulated server exits only when stopped.
 func (virtualExecutor) watch(string, uint64, Instance) {}
+
+// pageCache does nothing: a simulated load reads no file.
+func (virtualExecutor) pageCache(string, []string, bool) {}
