@@ -12,7 +12,7 @@ import (
 
 func TestLookup_Unknown(t *testing.T) {
 	_, err := Lookup("lifo")
-	if err == nil || !strings.Contains(err.Error(), `"lifo"`) || !strings.Contains(err.Error(), "fifo, group") {
+	if err == nil || !strings.Contains(err.Error(), `"lifo"`) || !strings.Contains(err.Error(), "fifo, foresight, group") {
 		t.Errorf("Lookup(lifo) error %v, want one naming it and listing the built-ins", err)
 	}
 }

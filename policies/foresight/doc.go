@@ -1,0 +1,75 @@
+// Command foresight is Loadout's forecasting swapper (eviction) policy:
+// when a model does not fit, it evicts the running model whose next
+// requests are expected to cost least — its forecast share of the demand
+// times its load time, per byte of GPU memory it gives back — the demand
+// forecast by whichever of a dozen estimators has predicted the traffic
+// best so far. It is built to a WebAssembly module (GOOS=wasip1
+// GOARCH=wasm go build -buildmode=c-shared) and embedded in the loadout
+// binary as the built-in router "foresight"; it is written against the
+// public SDK only, as an operator's own router would be.
+//
+// # The forecast
+//
+// The swapper sees the traffic only at swaps: each one, it reads the
+// host's request counts (sdk.ReadDemand, the optional `demand` import).
+// A model whose count grew since the previous swap was asked for in
+// between: that is one observation, and the clock the swapper keeps
+// counts observations, not seconds, so a quiet night or weekend ages
+// nothing. Each estimator keeps, for every model, a count decayed by
+// half every H observations, H one of 1, 4, 16, 64, 256, 1024 and 4096
+// (a short H is close to LRU, a long one to LFU), and counts either
+// requests or bursts (1 for a model asked for at all between two swaps:
+// a batch client's twenty requests to one model are one sign of demand,
+// and fifo serves them together anyway). That is 14 estimators.
+//
+// # Learning which estimator to follow
+//
+// At every swap, before folding in what it saw, each estimator is scored
+// on it: the log of the share it gave (Laplace's rule, every model
+// credited half an observation) to each model asked for since the
+// previous swap. Scores fade by 0.995 a swap, so the choice follows the
+// last few hundred swaps. The plans follow the estimator with the
+// highest score — the one whose forecasts have come true most often —
+// which is a half-life and a way of counting learned from the traffic
+// rather than set by the operator. On stationary long-tail traffic the
+// long memories win; when traffic moves between working sets, a short
+// one does.
+//
+// # What it does when a model must load
+//
+// The mechanics are sdk/evict's, as in prioritylru: a model loaded or
+// loading needs nothing; one that fits as things are evicts nothing; one
+// that does not fit evicts running models on the GPUs it may use, one at
+// a time, until it fits, keeps back every victim whose memory turned out
+// not to be needed, and fails with a clear error if it cannot fit at all.
+// Pinned and higher-priority models are never evicted. Victims go:
+//
+//  1. stopping models first (free to take), then idle ones, then busy or
+//     starting ones (the scheduler waits for those);
+//  2. within a class, the lowest priority first;
+//  3. then the lowest value per byte: (forecast count + ½) × the model's
+//     last cold load in seconds (the host's figure; 1 before the first),
+//     ÷ its VRAM. With equal models this is the least expected demand;
+//     with mixed ones, the expected load seconds its eviction causes per
+//     byte it frees (GreedyDual-Size's weighing, with a learned
+//     frequency);
+//  4. then the least recently used.
+//
+// A plan counts the requests since the last swap in full.
+// Plan itself keeps no state (sdk.Swapper's contract): counts, clock and
+// scores change only in OnSwapStart. On a host without the `demand`
+// import every value is alike and the swapper is LRU.
+//
+// # Settings
+//
+//	routing:
+//	  router:
+//	    use: foresight
+//	    settings: {margin: 512MiB}
+//
+// margin is the bytes left free on each GPU the model uses, beyond its
+// VRAM figure. There is nothing else to set: what other routers take as
+// settings (a half-life, a decay) it learns. Why it is built this way,
+// and what it was measured against: docs/RATIONALE.md ("A router that
+// forecasts demand").
+package main

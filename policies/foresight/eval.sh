@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# eval.sh replays workloads through foresight, adaptive and ollama (LRU,
+# Ollama's rule) and prints, per workload, each router's cold loads, load
+# seconds and p95 queueing delay beside the classical anchors and the
+# offline bound: the figures docs/RATIONALE.md ("A router that forecasts
+# demand") quotes. Run it from the repository root after `make build`:
+#
+#	policies/foresight/eval.sh [SET]
+#
+# SET is tune (the workloads the design was iterated on), heldout (the
+# others: seeds and families never looked at while iterating) or all
+# (the default). Generated traces go to $EVAL_DIR (default
+# /tmp/foresight-eval) and are reused. Replays run under nice; the
+# three-week ones take a few minutes on two cores.
+set -euo pipefail
+
+set_=${1:-all}
+dir=${EVAL_DIR:-/tmp/foresight-eval}
+bin=./bin/loadout
+routers=${ROUTERS:-foresight,adaptive,ollama}
+mkdir -p "$dir"
+[ -x "$dir/gentraces" ] || go build -o "$dir/gentraces" ./host/sim/gentraces
+
+# prod NAME WORKLOAD SEED: a generated production-like workload and its box.
+prod() {
+	[ -f "$dir/$1.csv" ] || nice "$dir/gentraces" -workload "$2" -seed "$3" -o "$dir/$1.csv" >/dev/null
+	run "$1" "$dir/$1.yaml" "$dir/$1.csv" 1
+}
+
+# azure NAME SOURCE MIX MODELS SEED BOX RATE: an Azure window with models
+# assigned by a mix, replayed on BOX at RATE.
+azure() {
+	[ -f "$dir/$1.csv" ] || nice "$dir/gentraces" -source "$2" -mix "$3" -models "$4" -seed "$5" -window 30m \
+		-azure ../shared/traces/azure-llm-2023 -o "$dir/$1.csv" >/dev/null
+	run "$1" "$6" "$dir/$1.csv" "$7"
+}
+
+# run NAME CONFIG TRACE RATE: one row per router, then the anchors.
+run() {
+	nice $bin simulate -c "$2" -t "$3" --rate "$4" --compare "router=$routers" --json "$dir/$1.json" >/dev/null 2>&1
+	jq -r --arg name "$1" '
+	  . as $d
+	  | ($d.load_bound.lower_s // null) as $lb
+	  | [range(0; $d.runs | length)] | map(
+	      $d.runs[.] as $r
+	      | "\($name)\t\($r.router | sub("builtin:"; ""))\t\($r.cold_loads)\t\(if $lb then ($d.ratios_to_bound[.] * $lb | round) else "-" end)\t\($r.queue_wait_s.p95)\t\([$r.models[].queue_wait_s.p95] | max)\t\($d.ratios_to_bound[.] * 1000 | round / 1000)")
+	  | .[],
+	    (if $d.bounds then "\($name)\tanchors\t" + ([$d.bounds.anchors[] | "\(.name) \(.cold_loads)"] | join(", ")) + "\tBelady \($d.bounds.belady)" else empty end),
+	    (if $lb then "\($name)\tbound\tload s ≥ \($lb | round), \($d.load_bound.feasible_s | round) achievable (\($d.load_bound.feasible_loads) loads)" else empty end)
+	' "$dir/$1.json"
+}
+
+printf 'workload\trouter\tcold loads\tload s\twait p95\tworst model p95\t÷ bound\n'
+if [ "$set_" = tune ] || [ "$set_" = all ]; then
+	run prod-sample testdata/simulate/prod-sample.yaml testdata/traces/prod-sample.csv 1
+	prod prod-sample-s2 prod-sample 2
+	run conv-zipf8-5m@0.02 testdata/simulate/eight-models.yaml testdata/traces/conv-zipf8-5m.csv 0.02
+	run code-agent6-5m@0.02 testdata/simulate/eight-models.yaml testdata/traces/code-agent6-5m.csv 0.02
+fi
+if [ "$set_" = heldout ] || [ "$set_" = all ]; then
+	for s in 3 4 5 6; do prod "prod-sample-s$s" prod-sample "$s"; done
+	run prod-mixed-sample testdata/simulate/prod-mixed-sample.yaml testdata/traces/prod-mixed-sample.csv 1
+	for s in 5 6; do prod "prod-mixed-sample-s$s" prod-mixed-sample "$s"; done
+	run conv-zipf8-5m@0.1 testdata/simulate/eight-models.yaml testdata/traces/conv-zipf8-5m.csv 0.1
+	run conv-zipf8-5m-mixed@0.02 testdata/simulate/mixed-sizes.yaml testdata/traces/conv-zipf8-5m.csv 0.02
+	azure conv-zipf20-s5@0.02 conv zipf 20 5 testdata/simulate/twenty-models.yaml 0.02
+	azure conv-agent8-s5@0.02 conv agent 8 5 testdata/simulate/eight-models.yaml 0.02
+	azure code-zipf8-s7@0.02 code zipf 8 7 testdata/simulate/eight-models.yaml 0.02
+	azure code-agent20-s7@0.02 code agent 20 7 testdata/simulate/twenty-models.yaml 0.02
+	prod prod-mixed-1w prod-mixed-1w 4
+	prod prod-3w prod-3w 3
+	prod prod-3w-s8 prod-3w 8
+fi

@@ -1,0 +1,267 @@
+package main
+
+import (
+	"cmp"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/loadout-dev/loadout/sdk"
+	"github.com/loadout-dev/loadout/sdk/evict"
+	"github.com/loadout-dev/loadout/sdk/placement"
+	sdksettings "github.com/loadout-dev/loadout/sdk/settings"
+)
+
+// The estimators: every half-life (in observations, the clock) for each
+// way of counting.
+var halfLives = [...]float64{1, 4, 16, 64, 256, 1024, 4096}
+
+// Ways of counting a model's demand between two swaps.
+const (
+	countBursts   = 0 // 1 if it was asked for at all
+	countRequests = 1 // every request
+	nModes        = 2
+)
+
+// nEst is the number of estimators.
+const nEst = len(halfLives) * nModes
+
+// modeNames are the ways of counting in logs.
+var modeNames = [nModes]string{"bursts", "requests"}
+
+// Constants of the learning.
+const (
+	// prior is the observations every model is credited with when its
+	// share is predicted or its value weighed (Laplace's rule): a model
+	// never asked for still has a chance, and a slow one a cost.
+	prior = 0.5
+	// memory is what each swap leaves of an estimator's score: the
+	// choice follows about the last 200 swaps, so it moves when the
+	// traffic changes.
+	memory = 0.995
+	// rescaleAt is the growth of an estimator's scale (log2) at which
+	// its counts are scaled back, far below float64's range.
+	rescaleAt = 400
+)
+
+// swapper is the foresight swapper: sdk/evict's mechanics with the order
+// of the expected cost of each eviction, the demand forecast by the
+// estimator that has predicted the traffic best.
+type swapper struct {
+	h     sdk.Host
+	rules evict.Rules
+	plan  evict.Planner
+	// clock counts observations: a model asked for between two swaps
+	// is one. Half-lives are on this clock, so nights and weekends
+	// (fewer swaps, fewer observations) age nothing.
+	clock float64
+	// base is, per estimator, the clock at which its scale was 1: counts
+	// are stored multiplied by 2^((clock at the addition − base)/H), so
+	// decaying them all is a change of scale.
+	base [nEst]float64
+	// total is, per estimator, the sum of its stored counts.
+	total [nEst]float64
+	// score is, per estimator, its predictions' log-likelihood of the
+	// models asked for at each swap, older swaps' times memory.
+	score [nEst]float64
+	// best is the estimator with the highest score: the one the plans
+	// follow.
+	best int
+	// models is what the swapper keeps of each model, by name.
+	models map[string]*model
+	// value is each running model's value in the plan being made (filled
+	// by values; what order compares).
+	value map[string]float64
+	// demand is the host's counts, read at the start of OnSwapStart or
+	// Plan and valid until it returns (the SDK reuses the storage).
+	demand []sdk.ModelDemand
+}
+
+// model is what the swapper remembers of one model between swaps.
+type model struct {
+	seen  uint64        // the host's request count at the last swap (sdk.ModelDemand.Requests)
+	count [nEst]float64 // per estimator, its stored count (see swapper.base)
+	load  float64       // its last cold load in seconds (sdk.ModelDemand.LoadTime); 0 before the first
+}
+
+// New makes the swapper from its settings JSON; it is the factory
+// registered with sdk.RegisterSwapper.
+func New(h sdk.Host, raw []byte) (sdk.Swapper, error) {
+	st, err := parseSettings(raw)
+	if err != nil {
+		return nil, sdksettings.Wrap("foresight settings", err)
+	}
+	s := &swapper{h: h, rules: evict.NewRules(st.Placement, st.Margin),
+		models: map[string]*model{}, value: map[string]float64{}}
+	s.best = len(halfLives)*countBursts + len(halfLives) - 1 // longest memory, bursts, until the traffic says otherwise
+	s.plan = evict.Planner{
+		Policy:   "foresight",
+		Margin:   st.Margin,
+		Eligible: eligible,
+		Order:    s.order,
+		Volatile: true,
+		Kept:     "pinned and higher-priority models are never evicted",
+	}
+	return s, nil
+}
+
+// Plan decides what must stop before q.Target loads, and where it goes.
+func (s *swapper) Plan(q sdk.PlanRequest) (sdk.Plan, error) {
+	if t, ok := s.h.ModelState(q.Target); ok && (t.State == sdk.StateReady || t.State == sdk.StateStarting) {
+		return sdk.Plan{}, nil // loaded or loading: the planner needs nothing either
+	}
+	s.demand, _ = sdk.ReadDemand(s.h)
+	s.values()
+	return s.plan.Plan(s.h, q, s.rules.For(q.Target))
+}
+
+// values fills s.value from s.demand: each model's expected demand by
+// the leading estimator, what it was asked for since the last swap
+// counted in full, weighed by its load time.
+func (s *swapper) values() {
+	clear(s.value)
+	j := s.best
+	g := s.scale(j)
+	for i := range s.demand {
+		d := &s.demand[i]
+		m := s.models[d.Name]
+		var f float64
+		if m != nil {
+			f = m.count[j] / g
+			if d.Requests > m.seen {
+				f += increment(j, d.Requests-m.seen)
+			}
+		} else {
+			f = increment(j, d.Requests)
+		}
+		s.value[d.Name] = (f + prior) * loadCost(d, m)
+	}
+}
+
+// loadCost is what loading d's model again costs, in seconds: its last
+// cold load, else 1 (every model alike until one has loaded).
+func loadCost(d *sdk.ModelDemand, m *model) float64 {
+	if d.LoadTime > 0 {
+		return float64(d.LoadTime) / 1e9
+	}
+	if m != nil && m.load > 0 {
+		return m.load
+	}
+	return 1
+}
+
+// increment is what delta requests between two swaps add to a count of
+// estimator j.
+func increment(j int, delta uint64) float64 {
+	if delta == 0 {
+		return 0
+	}
+	if j/len(halfLives) == countRequests {
+		return float64(delta)
+	}
+	return 1
+}
+
+// halfLife is estimator j's half-life in observations.
+func halfLife(j int) float64 { return halfLives[j%len(halfLives)] }
+
+// scale is estimator j's scale now: a stored count divided by it is the
+// count decayed to the present.
+func (s *swapper) scale(j int) float64 { return math.Exp2((s.clock - s.base[j]) / halfLife(j)) }
+
+// eligible: a model of higher priority than the target is never evicted
+// (equal priorities may evict each other), as in prioritylru; sdk/evict
+// never evicts a pinned one.
+func eligible(target, m *sdk.ModelInfo) bool { return m.Priority <= target.Priority }
+
+// order: stopping models first, then idle ones, then busy or starting
+// ones; within a class the lowest priority, then the least expected
+// demand per byte, then the least recently used.
+func (s *swapper) order(a, b *evict.Victim) int {
+	if c := cmp.Compare(a.Class, b.Class); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.Model.Priority, b.Model.Priority); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(s.value[a.Model.Name]/float64(max(a.VRAM, 1)), s.value[b.Model.Name]/float64(max(b.VRAM, 1))); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.Model.LastUse, b.Model.LastUse)
+}
+
+// OnSwapStart scores every estimator on the models asked for since the
+// last swap, folds those requests into every estimator's counts, and logs
+// the swap.
+func (s *swapper) OnSwapStart(ev sdk.SwapStartEvent) {
+	s.demand, _ = sdk.ReadDemand(s.h)
+	n := float64(len(s.demand))
+	// Score: each estimator's predicted share of every model asked for.
+	var asked float64
+	for j := range nEst {
+		s.score[j] *= memory
+	}
+
+	for i := range s.demand {
+		d := &s.demand[i]
+		m := s.models[d.Name]
+		if m == nil {
+			m = &model{}
+			s.models[d.Name] = m
+		}
+		if d.Requests < m.seen { // the model was removed and added again
+			*m = model{}
+		}
+		if d.LoadTime > 0 {
+			m.load = float64(d.LoadTime) / 1e9
+		}
+		if d.Requests == m.seen {
+			continue
+		}
+		asked++
+		for j := range nEst {
+			g := s.scale(j)
+			s.score[j] += math.Log((m.count[j]/g + prior) / (s.total[j]/g + prior*n))
+		}
+	}
+	// Fold: the clock moves by the observations, then each count grows
+	// by its increment at the present scale.
+	s.clock += asked
+	for j := range nEst {
+		if (s.clock-s.base[j])/halfLife(j) > rescaleAt {
+			s.rescale(j)
+		}
+	}
+	for i := range s.demand {
+		d := &s.demand[i]
+		m := s.models[d.Name]
+		if d.Requests == m.seen {
+			continue
+		}
+		delta := d.Requests - m.seen
+		m.seen = d.Requests
+		for j := range nEst {
+			add := increment(j, delta) * s.scale(j)
+			m.count[j] += add
+			s.total[j] += add
+		}
+	}
+	for j := range nEst {
+		if s.score[j] > s.score[s.best] {
+			s.best = j
+		}
+	}
+	s.h.Log(sdk.LevelInfo, "foresight swap: model="+ev.Target+" evict=["+strings.Join(ev.Evict, ",")+
+		"] half_life="+strconv.FormatFloat(halfLife(s.best), 'f', -1, 64)+" counting="+modeNames[s.best/len(halfLives)]+
+		" devices="+placement.FormatDevices(ev.Devices))
+}
+
+// rescale brings estimator j's scale back to 1 at the present clock.
+func (s *swapper) rescale(j int) {
+	g := s.scale(j)
+	for _, m := range s.models {
+		m.count[j] /= g
+	}
+	s.total[j] /= g
+	s.base[j] = s.clock
+}
