@@ -2,7 +2,6 @@ package router
 
 import (
 	"slices"
-
 )
 
 // Read-ahead (DESIGN.md, "Residency"): a request the scheduler holds for
@@ -68,4 +67,3 @@ func (r *Router) makeRoom(need uint64) {
 		}
 	}
 }
-
