@@ -5,10 +5,14 @@ import (
 	"strconv"
 )
 
-// ABIVersion is the version of the loadout_v2 ABI this SDK speaks: the
-// value of the `loadout_abi_version` export, and the first byte of every
-// encoded message. The host refuses a module whose version differs.
-const ABIVersion = 2
+// ABIVersion is the version of the policy ABI this SDK speaks: the value
+// of the `loadout_abi_version` export, and the first byte of every encoded
+// message (docs/ABI.md). Version 3 added residency (ModelInfo's sleep
+// fields, Snapshot.Host), eviction modes (Plan.Modes and the lists
+// parallel to it) and made request_tick part of the version. A host loads
+// modules of version 2 (wire.MinVersion) to this one and talks to each in
+// its own version; it refuses any other.
+const ABIVersion = 3
 
 // RequestID identifies one waiting caller to a policy. The host assigns it;
 // ids are never reused within a host's lifetime.
