@@ -208,6 +208,15 @@ type Plan struct {
 	Modes []EvictMode
 }
 
+// SwapFor is the SwapRequest that carries out p for model: its
+// evictions with their modes, and its devices. A scheduler that starts the
+// swap a swapper planned passes it whole, so that the swapper's eviction
+// modes reach the host (a request without them evicts every victim the
+// configured default).
+func (p Plan) SwapFor(model string) SwapRequest {
+	return SwapRequest{Model: model, Evict: p.Evict, Devices: p.Devices, Modes: p.Modes}
+}
+
 // SwapRequest is what a scheduler asks the host to do in StartSwap: stop
 // Evict, then start Model on Devices.
 type SwapRequest struct {
