@@ -220,7 +220,7 @@ func (wasmEffects) SnapshotChangesInto(dst *Snapshot, changed []int) ([]int, boo
 			continue
 		}
 		if !ok || decodeMessage(b, dst) != nil {
-			dst.Now, dst.Models, dst.GPUs = 0, dst.Models[:0], dst.GPUs[:0]
+			dst.Now, dst.Models, dst.GPUs, dst.Host = 0, dst.Models[:0], dst.GPUs[:0], HostMemoryInfo{}
 		}
 		return changed, true
 	}

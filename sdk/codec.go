@@ -10,9 +10,13 @@ import (
 	"github.com/loadout-dev/loadout/sdk/wire"
 )
 
-// The loadout_v2 wire encoding, described in package wire (sdk/wire),
-// which hands this codec to hosts; the guest glue (abi_wasm.go) uses it
-// directly.
+// The wire encoding, described in package wire (sdk/wire), which hands
+// this codec to hosts; the guest glue (abi_wasm.go) uses it directly. The
+// codec speaks every version from wire.MinVersion to ABIVersion: the
+// version is a field of the encoder and the decoder, and the few fields a
+// later version added are written and read only under it. The guest speaks
+// ABIVersion alone; the host picks its module's version
+// (wire.AppendVersion, wire.DecodeVersion).
 
 const maxDecodedElements = 1 << 20
 
@@ -25,33 +29,38 @@ type message interface {
 }
 
 func init() {
-	wire.Register(
-		func(dst []byte, m any) ([]byte, bool) {
+	wire.Register(ABIVersion,
+		func(dst []byte, v uint8, m any) ([]byte, bool) {
 			msg, ok := m.(message)
 			if !ok {
 				return dst, false
 			}
-			return appendMessage(dst, msg), true
+			return appendVersion(dst, v, msg), true
 		},
-		func(src []byte, m any) (bool, error) {
+		func(src []byte, v uint8, m any) (bool, error) {
 			msg, ok := m.(message)
 			if !ok {
 				return false, nil
 			}
-			return true, decodeMessage(src, msg)
+			return true, decodeVersion(src, v, msg)
 		})
 }
 
-// appendMessage appends m's encoding (header and fields) to dst and
-// returns the extended slice.
-func appendMessage(dst []byte, m message) []byte {
+// appendMessage appends m's encoding at ABIVersion (header and fields) to
+// dst and returns the extended slice: the guest's encoding.
+func appendMessage(dst []byte, m message) []byte { return appendVersion(dst, ABIVersion, m) }
+
+// appendVersion appends m's encoding at version v, which must be one the
+// codec speaks (wire.AppendVersion checks), to dst.
+func appendVersion(dst []byte, v uint8, m message) []byte {
 	var e *encoder
 	if internStrings {
 		e = &guestEncoder // the guest is single-threaded; see guestDecoder
 	} else {
 		e = &encoder{} // allocated only here, as in decodeMessage
 	}
-	e.b = append(dst, ABIVersion, byte(m.kind()))
+	e.v = v
+	e.b = append(dst, v, byte(m.kind()))
 	m.encode(e)
 	b := e.b
 	e.b = nil
@@ -59,11 +68,17 @@ func appendMessage(dst []byte, m message) []byte {
 }
 
 // decodeMessage decodes src, which must hold exactly one message of m's
-// kind, into m. Errors wrap wire.ErrMalformed and say what is wrong and
-// where.
-func decodeMessage(src []byte, m message) error {
-	if len(src) < wire.HeaderSize || src[0] != ABIVersion || wire.Kind(src[1]) != m.kind() {
-		return headerError(src, m)
+// kind at ABIVersion, into m: the guest's decoding. Errors wrap
+// wire.ErrMalformed and say what is wrong and where.
+func decodeMessage(src []byte, m message) error { return decodeVersion(src, ABIVersion, m) }
+
+// decodeVersion decodes src, which must hold exactly one message of m's
+// kind at version v, into m. A message of any other version is refused by
+// its header, before a field is read: a field list is read only at the
+// version that wrote it.
+func decodeVersion(src []byte, v uint8, m message) error {
+	if len(src) < wire.HeaderSize || src[0] != v || wire.Kind(src[1]) != m.kind() {
+		return headerError(src, v, m)
 	}
 	var d *decoder
 	if internStrings {
@@ -71,7 +86,7 @@ func decodeMessage(src []byte, m message) error {
 	} else {
 		d = &decoder{} // allocated only here: a Go guest pays ~1.3 µs for one
 	}
-	d.b, d.off = src, wire.HeaderSize
+	d.b, d.off, d.v = src, wire.HeaderSize, v
 	m.decode(d)
 	if d.err != nil || d.short != 0 || d.off != len(d.b) {
 		return d.fail(m, len(src))
@@ -80,13 +95,14 @@ func decodeMessage(src []byte, m message) error {
 	return nil
 }
 
-// headerError says what is wrong with src's header, for decodeMessage.
-func headerError(src []byte, m message) error {
+// headerError says what is wrong with src's header, for a decoder of
+// version v.
+func headerError(src []byte, v uint8, m message) error {
 	switch {
 	case len(src) < wire.HeaderSize:
 		return wire.Malformed(strconv.Itoa(len(src)) + " bytes, want at least a " + strconv.Itoa(wire.HeaderSize) + "-byte header")
-	case src[0] != ABIVersion:
-		return wire.Malformed("version " + strconv.Itoa(int(src[0])) + ", want " + strconv.Itoa(ABIVersion))
+	case src[0] != v:
+		return wire.Malformed("ABI version " + strconv.Itoa(int(src[0])) + ", want " + strconv.Itoa(int(v)) + " (kind " + strconv.Itoa(int(src[1])) + ")")
 	}
 	return wire.Malformed("kind " + strconv.Itoa(int(src[1])) + ", want " + strconv.Itoa(int(m.kind())))
 }
@@ -106,6 +122,10 @@ func (d *decoder) fail(m message, n int) error {
 	return err
 }
 
+// v3 is the first version with residency (sdk.ModelInfo's sleep fields,
+// Snapshot.Host) and eviction modes (Plan, SwapRequest, SwapStartEvent).
+const v3 = 3
+
 // guestDecoder and guestEncoder are reused by the single-threaded guest:
 // passed through the Message interface, a local decoder escapes to the heap,
 // and each allocation costs about 1.3 µs in Wasm. The host (internStrings
@@ -115,7 +135,11 @@ var (
 	guestEncoder encoder
 )
 
-type encoder struct{ b []byte }
+// encoder appends fields to b for ABI version v.
+type encoder struct {
+	b []byte
+	v uint8
+}
 
 func (e *encoder) u8(v uint8)   { e.b = append(e.b, v) }
 func (e *encoder) u32(v uint32) { e.b = binary.LittleEndian.AppendUint32(e.b, v) }
@@ -181,6 +205,16 @@ func (e *encoder) u64s(l []uint64) {
 	}
 }
 
+// modes writes an eviction-mode list (version 3): a u32 count, then one
+// byte per mode.
+func (e *encoder) modes(l []EvictMode) {
+	b, off := e.reserve(4 + len(l))
+	binary.LittleEndian.PutUint32(b[off:], uint32(len(l)))
+	for i, m := range l {
+		b[off+4+i] = byte(m)
+	}
+}
+
 // decoder reads fields. The reads are written to inline (no call on their
 // path, within the compiler's budget): in Go compiled to Wasm a call that is
 // not inlined costs tens of nanoseconds, and a message has dozens of
@@ -191,6 +225,7 @@ type decoder struct {
 	off   int
 	short int // 1 + the offset of the first read past the end; 0 if none
 	err   error
+	v     uint8 // the ABI version being read (the header's)
 }
 
 func (d *decoder) u8() uint8 {
@@ -390,6 +425,24 @@ func (d *decoder) u64s(reuse []uint64) []uint64 {
 	return l
 }
 
+// modes decodes an eviction-mode list (version 3); an empty one is nil.
+// A mode past EvictSleep2 is an error: no version defines it.
+func (d *decoder) modes() []EvictMode {
+	n := d.count(1, "eviction mode list")
+	if n == 0 {
+		return nil
+	}
+	l := make([]EvictMode, n)
+	start := d.off
+	for i := range l {
+		l[i] = EvictMode(d.u8())
+		if l[i] > EvictSleep2 && d.err == nil {
+			d.err = wire.Malformed("eviction mode " + strconv.Itoa(int(l[i])) + " at offset " + strconv.Itoa(start+i) + " (want 0 to " + strconv.Itoa(int(EvictSleep2)) + ")")
+		}
+	}
+	return l
+}
+
 // grow returns s resized to n elements, reusing its storage when its
 // capacity allows (the elements keep their old values until overwritten)
 // and allocating otherwise.
@@ -498,14 +551,43 @@ func (m *JobPlanRequest) decode(d *decoder) {
 	m.Running = d.strs()
 }
 
-func (m *Plan) encode(e *encoder) { e.strs(m.Evict); e.i32s(m.Devices) }
-func (m *Plan) decode(d *decoder) { m.Evict = d.strs(); m.Devices = d.i32s(nil) }
+// Plan: evict []string | devices []i32 | (version 3) modes []u8.
+func (m *Plan) encode(e *encoder) {
+	e.strs(m.Evict)
+	e.i32s(m.Devices)
+	if e.v >= v3 {
+		e.modes(m.Modes)
+	}
+}
 
-func (m *SwapRequest) encode(e *encoder) { e.str(m.Model); e.strs(m.Evict); e.i32s(m.Devices) }
+func (m *Plan) decode(d *decoder) {
+	m.Evict = d.strs()
+	m.Devices = d.i32s(nil)
+	m.Modes = nil
+	if d.v >= v3 {
+		m.Modes = d.modes()
+	}
+}
+
+// SwapRequest: model | evict []string | devices []i32 | (version 3)
+// modes []u8.
+func (m *SwapRequest) encode(e *encoder) {
+	e.str(m.Model)
+	e.strs(m.Evict)
+	e.i32s(m.Devices)
+	if e.v >= v3 {
+		e.modes(m.Modes)
+	}
+}
+
 func (m *SwapRequest) decode(d *decoder) {
 	m.Model = d.str()
 	m.Evict = d.strs()
 	m.Devices = d.i32s(nil)
+	m.Modes = nil
+	if d.v >= v3 {
+		m.Modes = d.modes()
+	}
 }
 
 func (m *SwapStartEvent) encode(e *encoder) {
@@ -514,6 +596,9 @@ func (m *SwapStartEvent) encode(e *encoder) {
 	e.strs(m.Running)
 	e.strs(m.Evict)
 	e.i32s(m.Devices)
+	if e.v >= v3 {
+		e.modes(m.Modes)
+	}
 }
 
 func (m *SwapStartEvent) decode(d *decoder) {
@@ -522,6 +607,10 @@ func (m *SwapStartEvent) decode(d *decoder) {
 	m.Running = d.strs()
 	m.Evict = d.strs()
 	m.Devices = d.i32s(nil)
+	m.Modes = nil
+	if d.v >= v3 {
+		m.Modes = d.modes()
+	}
 }
 
 // StopRequest is the argument of the stop_processes import.
@@ -550,13 +639,30 @@ func (m *ModelInfo) encode(e *encoder) {
 	e.u64(m.MeasuredVRAM)
 	e.i32s(m.Devices)
 	e.u64s(m.Leased)
+	if e.v >= v3 {
+		b, off := e.reserve(residencySize)
+		b[off], b[off+1] = m.SleepLevel, m.CanSleep
+		binary.LittleEndian.PutUint64(b[off+2:], uint64(m.LoadTime))
+		binary.LittleEndian.PutUint64(b[off+10:], uint64(m.WakeTime1))
+		binary.LittleEndian.PutUint64(b[off+18:], uint64(m.WakeTime2))
+		binary.LittleEndian.PutUint64(b[off+26:], m.HostBytes1)
+		binary.LittleEndian.PutUint64(b[off+34:], m.HostBytes2)
+		binary.LittleEndian.PutUint64(b[off+42:], m.HostLeased)
+	}
 }
+
+// residencySize is the size of ModelInfo's version 3 tail: sleep_level u8
+// | can_sleep u8 | load_time i64 | wake_time1 i64 | wake_time2 i64 |
+// host_bytes1 u64 | host_bytes2 u64 | host_leased u64.
+const residencySize = 2 + 6*8
 
 // decode reads the fixed-width fields between and after the strings from
 // one bounds-checked block each (block): in Go compiled to Wasm every call
 // of a field reader costs an exit from native code under the per-call
 // deadline (guestdecode.go), and a plan decodes a ModelInfo every time.
-// The encoding is the fields one by one, as encode writes them.
+// The encoding is the fields one by one, as encode writes them; version 3
+// adds the residency tail, one more block, read under one check of the
+// version that the guest (always version 3) never jumps over.
 func (m *ModelInfo) decode(d *decoder) {
 	m.Name = d.str()
 	// state u8 | in_flight u32 | concurrency_limit u32 | priority i32 | pinned bool
@@ -575,9 +681,35 @@ func (m *ModelInfo) decode(d *decoder) {
 	m.MeasuredVRAM = binary.LittleEndian.Uint64(b[24:32])
 	m.Devices = d.i32s(m.Devices)
 	m.Leased = d.u64s(m.Leased)
+	if d.v >= v3 {
+		b = d.block(residencySize)
+		m.SleepLevel, m.CanSleep = b[0], b[1]
+		if b[0] > 2 || b[1] > 3 {
+			d.badResidency(m, d.off-residencySize)
+		}
+		m.LoadTime = int64(binary.LittleEndian.Uint64(b[2:10]))
+		m.WakeTime1 = int64(binary.LittleEndian.Uint64(b[10:18]))
+		m.WakeTime2 = int64(binary.LittleEndian.Uint64(b[18:26]))
+		m.HostBytes1 = binary.LittleEndian.Uint64(b[26:34])
+		m.HostBytes2 = binary.LittleEndian.Uint64(b[34:42])
+		m.HostLeased = binary.LittleEndian.Uint64(b[42:50])
+	} else {
+		m.SleepLevel, m.CanSleep, m.LoadTime, m.WakeTime1, m.WakeTime2 = 0, 0, 0, 0, 0
+		m.HostBytes1, m.HostBytes2, m.HostLeased = 0, 0, 0
+	}
 }
 
-// modelInfoMinSize is the encoded size of a ModelInfo with empty strings and lists.
+// badResidency records a sleep level past 2 or a can_sleep with bits
+// other than 1 and 2, read at offset off: no version defines them.
+func (d *decoder) badResidency(m *ModelInfo, off int) {
+	if d.err == nil {
+		d.err = wire.Malformed("model " + strconv.Quote(m.Name) + " at offset " + strconv.Itoa(off) + ": sleep level " + strconv.Itoa(int(m.SleepLevel)) + ", can_sleep " + strconv.Itoa(int(m.CanSleep)) + " (want at most 2 and 3)")
+	}
+}
+
+// modelInfoMinSize is the encoded size of a version 2 ModelInfo with empty
+// strings and lists (a version 3 one is residencySize longer): the bound a
+// list count is checked against.
 const modelInfoMinSize = 4 + 1 + 4 + 4 + 4 + 1 + 4 + 8 + 8 + 8 + 8 + 4 + 4
 
 func encodeModels(e *encoder, l []ModelInfo) {
@@ -602,14 +734,35 @@ func decodeModels(d *decoder, reuse []ModelInfo) []ModelInfo {
 	return l
 }
 
+// Snapshot: now i64 | models | gpus | (version 3) host_total u64 |
+// host_leased u64.
 func (m *Snapshot) encode(e *encoder) {
 	e.i64(m.Now)
 	encodeModels(e, m.Models)
 	encodeGPUs(e, m.GPUs)
+	encodeHost(e, m.Host)
 }
 
 func (m *Snapshot) decode(d *decoder) {
 	m.Now = d.i64()
 	m.Models = decodeModels(d, m.Models)
 	m.GPUs = decodeGPUs(d, m.GPUs)
+	m.Host = decodeHost(d)
+}
+
+// encodeHost writes the host memory (version 3; nothing before).
+func encodeHost(e *encoder, h HostMemoryInfo) {
+	if e.v >= v3 {
+		e.u64(h.Total)
+		e.u64(h.Leased)
+	}
+}
+
+// decodeHost reads the host memory (version 3; zero before).
+func decodeHost(d *decoder) HostMemoryInfo {
+	if d.v < v3 {
+		return HostMemoryInfo{}
+	}
+	b := d.block(16)
+	return HostMemoryInfo{Total: binary.LittleEndian.Uint64(b[0:8]), Leased: binary.LittleEndian.Uint64(b[8:16])}
 }

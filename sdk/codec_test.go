@@ -65,3 +65,33 @@ func TestReadSnapshot_Fallback(t *testing.T) {
 		t.Fatalf("ReadSnapshot = %+v, want %+v", got, want)
 	}
 }
+
+// BenchmarkSnapshotDecode_Version: what version 3's residency (50 bytes a
+// model, one more block read) and host memory add to decoding a snapshot
+// of 100 models into reused storage, as the guest does on every plan
+// (strings interned). Natively; docs/BENCHMARKS.md has it through Wasm.
+func BenchmarkSnapshotDecode_Version(b *testing.B) {
+	internStrings, internTable = true, map[string]string{}
+	defer func() { internStrings, internTable = false, nil }()
+	in := Snapshot{Now: 7, GPUs: []GPUInfo{{Index: 0, Name: "g0", Total: 80 << 30, Free: 4 << 30}}, Host: HostMemoryInfo{Total: 256 << 30}}
+	for i := range 100 {
+		m := ModelInfo{Name: "model-" + string(rune('a'+i%26)) + string(rune('a'+i/26)), State: StateStopped, EstimatedVRAM: 5 << 30,
+			CanSleep: 3, LoadTime: 40e9, WakeTime1: 6e8, HostBytes1: 5 << 30, HostBytes2: 1 << 30}
+		if i%4 == 0 {
+			m.State, m.Devices, m.Leased = StateReady, []int32{0}, []uint64{5 << 30}
+		}
+		in.Models = append(in.Models, m)
+	}
+	for _, v := range []uint8{2, 3} {
+		msg := appendVersion(nil, v, &in)
+		b.Run("v"+string(rune('0'+v)), func(b *testing.B) {
+			var dst Snapshot
+			b.SetBytes(int64(len(msg)))
+			for b.Loop() {
+				if err := decodeVersion(msg, v, &dst); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

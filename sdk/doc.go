@@ -1,4 +1,5 @@
-// Package sdk is the policy SDK for Loadout's `loadout_v2` ABI.
+// Package sdk is the policy SDK for Loadout's policy ABI, version 3
+// (ABIVersion; the host imports are module `loadout_v2`, docs/ABI.md).
 //
 // A policy is an ordinary Go package that implements Scheduler (the queue and
 // the decision tree: serve, join a swap, queue, or start a swap) or Swapper

@@ -34,13 +34,17 @@ type SnapshotDelta struct {
 	// those of generation Base and GPUs is empty.
 	GPUsChanged bool
 	GPUs        []GPUInfo
+	// Host is the host memory, sent whole in every delta (ABI version 3;
+	// not encoded for version 2).
+	Host HostMemoryInfo
 }
 
 func (m *SnapshotDelta) kind() wire.Kind { return wire.MsgSnapshotDelta }
 
 // The encoding: now i64 | base u64 | gen u64 | total u32 | changed u32
 // count, then per model: position u32, ModelInfo | gpus_changed bool | the
-// GPU list as in a Snapshot (present only when gpus_changed).
+// GPU list as in a Snapshot (present only when gpus_changed) | (version
+// 3) host_total u64 | host_leased u64.
 func (m *SnapshotDelta) encode(e *encoder) {
 	e.i64(m.Now)
 	e.u64(m.Base)
@@ -55,6 +59,7 @@ func (m *SnapshotDelta) encode(e *encoder) {
 	if m.GPUsChanged {
 		encodeGPUs(e, m.GPUs)
 	}
+	encodeHost(e, m.Host)
 }
 
 func (m *SnapshotDelta) decode(d *decoder) {
@@ -76,6 +81,7 @@ func (m *SnapshotDelta) decode(d *decoder) {
 	if m.GPUsChanged {
 		m.GPUs = decodeGPUs(d, nil)
 	}
+	m.Host = decodeHost(d)
 }
 
 func encodeGPUs(e *encoder, l []GPUInfo) {
@@ -188,6 +194,7 @@ func (s *deltaSink) decode(d *decoder) {
 		d.err = wire.Malformed("a whole snapshot without its GPUs")
 		return
 	}
+	dst.Host = decodeHost(d)
 	dst.Now = now
 }
 

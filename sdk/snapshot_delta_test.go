@@ -25,6 +25,7 @@ func delta(old *Snapshot, base, gen uint64, cur Snapshot) []byte {
 	if old == nil {
 		d.Base = 0
 	}
+	d.Host = cur.Host
 	return appendMessage(nil, &d)
 }
 
@@ -54,6 +55,11 @@ func TestDeltaReader_Apply(t *testing.T) {
 		{"whole", Snapshot{Now: 1, Models: models("a", "b", "c", "d"), GPUs: gpus}, []int{0, 1, 2, 3}, true, false},
 		{"unchanged", Snapshot{Now: 2, Models: models("a", "b", "c", "d"), GPUs: gpus}, nil, false, true},
 		{"a field", Snapshot{Now: 3, Models: func() []ModelInfo { l := models("a", "b", "c", "d"); l[2].LastUse = 5; return l }(), GPUs: gpus}, []int{2}, false, true},
+		{"asleep", Snapshot{Now: 3, Models: func() []ModelInfo {
+			l := models("a", "b", "c", "d")
+			l[2].LastUse, l[3].SleepLevel, l[3].CanSleep, l[3].HostLeased, l[3].WakeTime1 = 5, 1, 1, 9<<30, 7e8
+			return l
+		}(), GPUs: gpus, Host: HostMemoryInfo{Total: 64 << 30, Leased: 9 << 30}}, []int{3}, false, true},
 		{"b removed", Snapshot{Now: 4, Models: models("a", "c", "d"), GPUs: gpus}, []int{1, 2}, false, true},
 		{"e, f added", Snapshot{Now: 5, Models: models("a", "c", "d", "e", "f"), GPUs: gpus[:1]}, []int{3, 4}, false, false},
 		{"all gone", Snapshot{Now: 6}, nil, false, false},

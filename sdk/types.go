@@ -5,10 +5,14 @@ import (
 	"strconv"
 )
 
-// ABIVersion is the version of the loadout_v2 ABI this SDK speaks: the
-// value of the `loadout_abi_version` export, and the first byte of every
-// encoded message. The host refuses a module whose version differs.
-const ABIVersion = 2
+// ABIVersion is the version of the policy ABI this SDK speaks: the value
+// of the `loadout_abi_version` export, and the first byte of every encoded
+// message (docs/ABI.md). Version 3 added residency (ModelInfo's sleep
+// fields, Snapshot.Host), eviction modes (Plan.Modes and the lists
+// parallel to it) and made request_tick part of the version. A host loads
+// modules of version 2 (wire.MinVersion) to this one and talks to each in
+// its own version; it refuses any other.
+const ABIVersion = 3
 
 // RequestID identifies one waiting caller to a policy. The host assigns it;
 // ids are never reused within a host's lifetime.
@@ -202,6 +206,15 @@ type Plan struct {
 	// may name an asleep model only with EvictStop or EvictDefault: that
 	// stops it and gives back its host memory.
 	Modes []EvictMode
+}
+
+// SwapFor is the SwapRequest that carries out p for model: its
+// evictions with their modes, and its devices. A scheduler that starts the
+// swap a swapper planned passes it whole, so that the swapper's eviction
+// modes reach the host (a request without them evicts every victim the
+// configured default).
+func (p Plan) SwapFor(model string) SwapRequest {
+	return SwapRequest{Model: model, Evict: p.Evict, Devices: p.Devices, Modes: p.Modes}
 }
 
 // SwapRequest is what a scheduler asks the host to do in StartSwap: stop

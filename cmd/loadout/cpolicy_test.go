@@ -10,9 +10,11 @@ import (
 )
 
 // TestCPolicy_TwinScenarios builds examples/lru-c, a swapper written in C
-// against sdk/c/loadout_v2.h with Debian's clang and wasi-libc, and holds it
+// against sdk/c/loadout_v3.h with Debian's clang and wasi-libc, and holds it
 // to the scenario files of its Go twin (the swapper `loadout policy new`
-// writes): the ABI is language-neutral. Without a clang that targets
+// writes): the ABI is language-neutral. It builds it again against
+// loadout_v2.h (-DLOADOUT_V2), a version 2 module, which must load, say so,
+// and pass the same scenarios: version 2 modules behave unchanged. Without a clang that targets
 // wasm32-wasi the test skips, unless LOADOUT_REQUIRE_CLANG=1 (CI) makes it
 // fail.
 func TestCPolicy_TwinScenarios(t *testing.T) {
@@ -33,26 +35,35 @@ func TestCPolicy_TwinScenarios(t *testing.T) {
 		}
 		t.Fatal(msg)
 	}
-	wasm := filepath.Join(dir, "lru.wasm")
-	if out, err := clang("-I", filepath.Join("..", "..", "sdk", "c"), "-o", wasm, filepath.Join("..", "..", "examples", "lru-c", "lru.c")); err != nil {
-		t.Fatalf("building examples/lru-c: %v\n%s", err, out)
-	}
-	out, err := runPolicyCmd(t, "check", wasm)
-	if err != nil {
-		t.Fatalf("policy check: %v\n%s", err, out)
-	}
-	for _, want := range []string{"kind:         swapper", "ABI version:  2", "loadout_v2.running_models"} {
-		if !strings.Contains(out, want) {
-			t.Errorf("policy check lacks %q:\n%s", want, out)
-		}
-	}
 	scenarios, err := filepath.Glob(filepath.Join("scaffold", "swapper", "testdata", "scenarios", "*.yaml"))
 	if err != nil || len(scenarios) < 3 {
 		t.Fatalf("the Go twin's scenarios: %v, %d files", err, len(scenarios))
 	}
-	out, err = runPolicyCmd(t, append([]string{"--timeout", "10s", "test", wasm}, scenarios...)...)
-	if err != nil {
-		t.Fatalf("the C policy fails its Go twin's scenarios: %v\n%s", err, out)
+	for _, v := range []struct {
+		name    string
+		flags   []string
+		version string
+	}{{"v3", nil, "ABI version:  3"}, {"v2", []string{"-DLOADOUT_V2"}, "ABI version:  2"}} {
+		t.Run(v.name, func(t *testing.T) {
+			wasm := filepath.Join(dir, "lru-"+v.name+".wasm")
+			args := append(append([]string(nil), v.flags...), "-I", filepath.Join("..", "..", "sdk", "c"), "-o", wasm, filepath.Join("..", "..", "examples", "lru-c", "lru.c"))
+			if out, err := clang(args...); err != nil {
+				t.Fatalf("building examples/lru-c: %v\n%s", err, out)
+			}
+			out, err := runPolicyCmd(t, "check", wasm)
+			if err != nil {
+				t.Fatalf("policy check: %v\n%s", err, out)
+			}
+			for _, want := range []string{"kind:         swapper", v.version, "loadout_v2.running_models"} {
+				if !strings.Contains(out, want) {
+					t.Errorf("policy check lacks %q:\n%s", want, out)
+				}
+			}
+			out, err = runPolicyCmd(t, append([]string{"--timeout", "10s", "test", wasm}, scenarios...)...)
+			if err != nil {
+				t.Fatalf("the C policy fails its Go twin's scenarios: %v\n%s", err, out)
+			}
+			t.Log("\n" + out)
+		})
 	}
-	t.Log("\n" + out)
 }

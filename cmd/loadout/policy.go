@@ -96,6 +96,15 @@ exits non-zero with a message naming the file and what is wrong.`,
 	}
 }
 
+// versionNote says what an ABI version older than the host's means for the
+// module (docs/ABI.md, "Versions"); "" for the current one.
+func versionNote(v uint32) string {
+	if v >= sdk.ABIVersion {
+		return ""
+	}
+	return fmt.Sprintf(" (this host speaks %d: the module sees no residency, and every model it evicts gets its configured evict:)", sdk.ABIVersion)
+}
+
 func printReport(out io.Writer, rep *policy.Report) {
 	cache := rep.CacheDir
 	if cache == "" {
@@ -103,7 +112,7 @@ func printReport(out io.Writer, rep *policy.Report) {
 	}
 	fmt.Fprintf(out, "file:         %s (%.1f MB)\n", rep.Name, float64(rep.Size)/1e6)
 	fmt.Fprintf(out, "kind:         %s\n", rep.Kind)
-	fmt.Fprintf(out, "ABI version:  %d\n", rep.ABIVersion)
+	fmt.Fprintf(out, "ABI version:  %d%s\n", rep.ABIVersion, versionNote(rep.ABIVersion))
 	fmt.Fprintf(out, "compile time: %s (cache: %s)\n", rep.CompileTime.Round(time.Millisecond/10), cache)
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "exports:\n")

@@ -10,6 +10,7 @@ import (
 
 	"github.com/loadout-dev/loadout/host/proxy"
 	"github.com/loadout-dev/loadout/sdk"
+	"github.com/loadout-dev/loadout/sdk/wire"
 )
 
 // version is set at link time: -ldflags "-X main.version=v0.1.0".
@@ -46,7 +47,9 @@ func newVersionCmd() *cobra.Command {
 		Short: "Print the version, the revision, the policy ABI version and the Go toolchain",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			fmt.Fprintf(cmd.OutOrStdout(), "loadout %s %s (policy ABI loadout_v%d, %s)\n", version, promversion.GetRevision(), sdk.ABIVersion, runtime.Version())
+			// The ABI version the SDK speaks, and the oldest the host loads
+			// (docs/ABI.md, "Versions").
+			fmt.Fprintf(cmd.OutOrStdout(), "loadout %s %s (policy ABI v%d, loads v%d to v%d; %s)\n", version, promversion.GetRevision(), sdk.ABIVersion, wire.MinVersion, sdk.ABIVersion, runtime.Version())
 			return nil
 		},
 	}

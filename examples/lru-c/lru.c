@@ -2,9 +2,12 @@
  * lru: a Loadout swapper (eviction) policy in C, the twin of the Go swapper
  * `loadout policy new lru --kind swapper` writes, held to the same scenario
  * files (cmd/loadout/scaffold/swapper/testdata/scenarios). It proves the
- * policy ABI is language-neutral: no Go, no SDK, only loadout_v2.h (the ABI
+ * policy ABI is language-neutral: no Go, no SDK, only loadout_v3.h (the ABI
  * as C declarations, generated from the host's own tables) and the wire
- * format of docs/ABI.md, decoded and encoded here by hand.
+ * format of docs/ABI.md, decoded and encoded here by hand. Built with
+ * -DLOADOUT_V2 it is a version 2 module instead (loadout_v2.h, no
+ * residency, no eviction modes), which the host still loads and calls in
+ * version 2: cmd/loadout's TestCPolicy builds it both ways.
  *
  * The rule: when a model must load and more than max_running models would
  * then run, evict the excess from the running models, those already
@@ -22,7 +25,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#ifdef LOADOUT_V2
 #include "loadout_v2.h"
+#else
+#include "loadout_v3.h"
+#endif
 
 /* ---- buffers the host writes events into and reads plans from ---- */
 
@@ -176,6 +183,9 @@ static void rd_model(reader *r, model *m) {
     rd_u64(r); /* measured_vram */
     skip(r, rd_count(r, 4) * 4); /* devices */
     skip(r, rd_count(r, 8) * 8); /* leased */
+#if LOADOUT_ABI_VERSION >= 3
+    skip(r, LOADOUT_RESIDENCY_SIZE); /* residency: lru stops whatever it evicts */
+#endif
 }
 
 /* host_read makes a host read with the retry pattern: call asks for the
@@ -406,6 +416,9 @@ int64_t loadout_plan(int32_t len) {
         for (uint32_t j = 0; j < nc; j++)
             if (cands[j].chosen && cands[j].running == i) wr_str(&w, cands[j].name);
     wr_u32(&w, 0); /* devices: the host places the target */
+#if LOADOUT_ABI_VERSION >= 3
+    wr_u32(&w, 0); /* modes: none, so every eviction is the configured default */
+#endif
     free(cands);
     if (w.full) return plan_error("lru: plan larger than the out-buffer");
     return result(LOADOUT_STATUS_OK, w.n);
@@ -422,6 +435,9 @@ int64_t loadout_on_swap_start(int32_t len) {
     uint32_t evict_at = r.off;
     for (uint32_t i = 0; i < ne; i++) rd_str(&r);
     skip(&r, rd_count(&r, 4) * 4); /* devices */
+#if LOADOUT_ABI_VERSION >= 3
+    skip(&r, rd_count(&r, 1)); /* modes */
+#endif
     if (!done(&r)) return set_error("malformed swap start event"), result(LOADOUT_STATUS_BAD_INPUT, 0);
 
     /* One line per real swap: "lru swap: model=T evict=[A,B]". */

@@ -17,7 +17,7 @@ import (
 	"github.com/tetratelabs/wazero/api"
 )
 
-// The C header for policies written in C (sdk/c/loadout_v2.h) is generated
+// The C header for policies written in C (sdk/c/loadout_v3.h) is generated
 // from the tables this host checks modules against (hostImports,
 // commonExports, kindEvents) and from the SDK's constants, so it cannot
 // drift from docs/ABI.md's ABI: TestCHeader_InSync fails when the file
@@ -25,11 +25,27 @@ import (
 //
 //	go test ./host/policy -run TestCHeader -update
 //
-// rewrites it.
+// rewrites it. sdk/c/loadout_v2.h, version 2's, is no longer generated:
+// it is kept as it was for C policies built against version 2, which the
+// host still loads (TestCHeader_V2Kept).
 
-var updateCHeader = flag.Bool("update", false, "rewrite sdk/c/loadout_v2.h from the ABI tables")
+var updateCHeader = flag.Bool("update", false, "rewrite sdk/c/loadout_v3.h from the ABI tables")
 
-var cHeaderPath = filepath.Join("..", "..", "sdk", "c", "loadout_v2.h")
+var cHeaderPath = filepath.Join("..", "..", "sdk", "c", fmt.Sprintf("loadout_v%d.h", sdk.ABIVersion))
+
+// TestCHeader_V2Kept: version 2's header is still there, for version 2,
+// and declares the imports from the same module as the current one.
+func TestCHeader_V2Kept(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "sdk", "c", "loadout_v2.h"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"#define LOADOUT_ABI_VERSION 2\n", `import_module("` + hostModuleName + `")`} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("loadout_v2.h lacks %q", want)
+		}
+	}
+}
 
 func TestCHeader_InSync(t *testing.T) {
 	want, err := cHeader()
@@ -147,7 +163,7 @@ func cHeader() (string, error) {
 		}
 	}
 	w(`/*
- * loadout_v2.h: the Loadout policy ABI, version %d, for policies written in C
+ * loadout_v%d.h: the Loadout policy ABI, version %d, for policies written in C
  * (clang --target=wasm32-wasi -mexec-model=reactor). docs/ABI.md describes
  * it; examples/lru-c is a policy built with it.
  *
@@ -162,11 +178,11 @@ func cHeader() (string, error) {
  * little-endian and fixed width; a string or byte slice is a u32 length and
  * the bytes; a list is a u32 count and the items.
  */
-#ifndef LOADOUT_V2_H
-#define LOADOUT_V2_H
+#ifndef LOADOUT_V%d_H
+#define LOADOUT_V%d_H
 
 #include <stdint.h>
-`, sdk.ABIVersion)
+`, sdk.ABIVersion, sdk.ABIVersion, sdk.ABIVersion, sdk.ABIVersion)
 	defines("The ABI version: loadout_abi_version's value and every message's first byte.", []cConst{
 		{"LOADOUT_ABI_VERSION", sdk.ABIVersion, ""},
 		{"LOADOUT_HEADER_SIZE", wire.HeaderSize, "version, kind"},
@@ -181,16 +197,16 @@ func cHeader() (string, error) {
 		{"LOADOUT_MSG_TICK", int64(wire.MsgTick), "TickEvent: now i64, changed [str]"},
 		{"LOADOUT_MSG_SHUTDOWN", int64(wire.MsgShutdown), "ShutdownEvent: now i64, reason str"},
 		{"LOADOUT_MSG_PLAN_REQUEST", int64(wire.MsgPlanRequest), "PlanRequest: now i64, target str, running [str]"},
-		{"LOADOUT_MSG_PLAN", int64(wire.MsgPlan), "Plan: evict [str], devices [i32]"},
-		{"LOADOUT_MSG_SWAP_START", int64(wire.MsgSwapStart), "SwapStartEvent: now i64, target str, running [str], evict [str], devices [i32]"},
-		{"LOADOUT_MSG_SWAP_REQUEST", int64(wire.MsgSwapRequest), "SwapRequest: model str, evict [str], devices [i32]"},
-		{"LOADOUT_MSG_MODEL_INFO", int64(wire.MsgModelInfo), "ModelInfo: name str, state u8, in_flight u32, concurrency_limit u32, priority i32, pinned u8, group str, last_use i64, ttl i64, estimated_vram u64, measured_vram u64, devices [i32], leased [u64]"},
+		{"LOADOUT_MSG_PLAN", int64(wire.MsgPlan), "Plan: evict [str], devices [i32], modes [u8] (LOADOUT_EVICT_*, parallel to evict; shorter: the rest default)"},
+		{"LOADOUT_MSG_SWAP_START", int64(wire.MsgSwapStart), "SwapStartEvent: now i64, target str, running [str], evict [str], devices [i32], modes [u8]"},
+		{"LOADOUT_MSG_SWAP_REQUEST", int64(wire.MsgSwapRequest), "SwapRequest: model str, evict [str], devices [i32], modes [u8]"},
+		{"LOADOUT_MSG_MODEL_INFO", int64(wire.MsgModelInfo), "ModelInfo: name str, state u8, in_flight u32, concurrency_limit u32, priority i32, pinned u8, group str, last_use i64, ttl i64, estimated_vram u64, measured_vram u64, devices [i32], leased [u64], then the residency (LOADOUT_RESIDENCY_SIZE bytes): sleep_level u8, can_sleep u8, load_time i64, wake_time1 i64, wake_time2 i64, host_bytes1 u64, host_bytes2 u64, host_leased u64"},
 		{"LOADOUT_MSG_MODEL_LIST", int64(wire.MsgModelList), "ModelList: models [ModelInfo fields]"},
-		{"LOADOUT_MSG_SNAPSHOT", int64(wire.MsgSnapshot), "Snapshot: now i64, models [ModelInfo fields], gpus [index i32, name str, total u64, free u64, leased u64]"},
+		{"LOADOUT_MSG_SNAPSHOT", int64(wire.MsgSnapshot), "Snapshot: now i64, models [ModelInfo fields], gpus [index i32, name str, total u64, free u64, leased u64], host_total u64, host_leased u64"},
 		{"LOADOUT_MSG_STOP_REQUEST", int64(wire.MsgStopRequest), "StopRequest: models [str]"},
 		{"LOADOUT_MSG_JOB_PLAN_REQUEST", int64(wire.MsgJobPlanRequest), "JobPlanRequest, to plan: now i64, job str, gpus u32, priority i32, candidates [i32], running [str]; answer STATUS_NO_POLICY to leave jobs to the host"},
 		{"LOADOUT_MSG_REPLICA_SET", int64(wire.MsgReplicaSet), "ReplicaSet, the replicas import's reply: model str, min u32, max u32, replicas [str]"},
-		{"LOADOUT_MSG_SNAPSHOT_DELTA", int64(wire.MsgSnapshotDelta), "SnapshotDelta, from snapshot_delta: now i64, base u64, gen u64, total u32, changed [position u32 + ModelInfo fields], gpus_changed bool, then the gpus list as in Snapshot only if gpus_changed"},
+		{"LOADOUT_MSG_SNAPSHOT_DELTA", int64(wire.MsgSnapshotDelta), "SnapshotDelta, from snapshot_delta: now i64, base u64, gen u64, total u32, changed [position u32 + ModelInfo fields], gpus_changed bool, then the gpus list as in Snapshot only if gpus_changed, host_total u64, host_leased u64"},
 		{"LOADOUT_MSG_DEMAND", int64(wire.MsgDemand), "DemandList, the demand import's reply: models [name str, requests u64, loads u32, load_time i64]"},
 	}
 	if err := checkAllKinds(kinds); err != nil {
@@ -251,6 +267,24 @@ func cHeader() (string, error) {
 		}
 	}
 	defines("Host import results below zero (sdk.ResultError).", results)
+	var modes []cConst
+	for m := sdk.EvictMode(0); !strings.HasPrefix(m.String(), "evict("); m++ {
+		name := strings.ToUpper(m.String())
+		if m == sdk.EvictSleep1 {
+			name = "SLEEP1"
+		}
+		modes = append(modes, cConst{"LOADOUT_EVICT_" + name, int64(m), ""})
+	}
+	modes[sdk.EvictDefault].comment = "the model's configured evict: (docs/ABI.md, \"Eviction modes\")"
+	modes[sdk.EvictStop].comment = "stop its server; the only mode for an asleep model"
+	modes[sdk.EvictSleep1].comment = "sleep at level 1: weights to host memory"
+	modes[sdk.EvictSleep2].comment = "sleep at level 2: weights dropped"
+	defines("Eviction modes (Plan, SwapRequest, SwapStartEvent: modes).", modes)
+	defines("Residency (ModelInfo: sleep_level, can_sleep; its encoded size).", []cConst{
+		{"LOADOUT_CAN_SLEEP_1", 1, "can_sleep bit: the backend sleeps at level 1"},
+		{"LOADOUT_CAN_SLEEP_2", 2, "can_sleep bit: the backend sleeps at level 2"},
+		{"LOADOUT_RESIDENCY_SIZE", residencySize, "bytes of ModelInfo's residency fields, after leased"},
+	})
 	defines("Admission flags (admit; the warm path).", []cConst{
 		{"LOADOUT_ADMIT_SERVE_DONE", int64(sdk.AdmitServeDone), "keep sending on_serve_done for the model"},
 	})
@@ -338,9 +372,13 @@ func cHeader() (string, error) {
 			export(exportPlanIsPure, sigGetter, "optional: 1 if plan depends only on settings, target and running set")
 		}
 	}
-	w("\n#endif /* LOADOUT_V2_H */\n")
+	w("\n#endif /* LOADOUT_V%d_H */\n", sdk.ABIVersion)
 	return b.String(), nil
 }
+
+// residencySize is the encoded size of ModelInfo's version 3 fields:
+// sleep_level u8, can_sleep u8, then six 8-byte fields.
+const residencySize = 2 + 6*8
 
 // checkAllKinds fails when sdk/wire declares a message kind (a constant of
 // type Kind) that the header does not list: kinds cannot be enumerated at

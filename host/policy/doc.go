@@ -1,6 +1,8 @@
-// Package policy is the host half of Loadout's policy ABI (loadout_v2, see
-// docs/ABI.md): it loads policy modules (.wasm), checks them, instantiates
-// them in wazero's sandbox and calls them.
+// Package policy is the host half of Loadout's policy ABI (versions 2 and
+// 3, imports in module loadout_v2; see docs/ABI.md): it loads policy
+// modules (.wasm), checks them, instantiates them in wazero's sandbox and
+// calls them, each in its own ABI version (Module.ABIVersion): a version 2
+// module gets version 2 messages, with no residency and no eviction modes.
 //
 // It owns:
 //
@@ -8,7 +10,7 @@
 //     the per-call deadline);
 //   - load checks: a module is refused, with a message naming the file, when
 //     it is not Wasm, imports anything but loadout_v2 and WASI preview 1,
-//     speaks another ABI version, registers no policy, or lacks an export of
+//     speaks an ABI version outside 2 to 3, registers no policy, or lacks an export of
 //     its kind with exactly the signature docs/ABI.md gives;
 //   - the host imports of module loadout_v2, which forward a guest's effects
 //     and reads to the sdk.Effects or sdk.Host of the instance that made the

@@ -16,6 +16,7 @@ import (
 type fakeEffects struct {
 	models  []sdk.ModelInfo
 	gpus    []sdk.GPUInfo
+	host    sdk.HostMemoryInfo
 	swapper *Swapper
 	calls   []string // one line per effect, e.g. "grant_serve 1 a"
 	logs    []string // "level: text"
@@ -63,7 +64,7 @@ func (f *fakeEffects) RunningModels() []sdk.ModelInfo {
 }
 
 func (f *fakeEffects) Snapshot() sdk.Snapshot {
-	return sdk.Snapshot{Now: 42, Models: f.models, GPUs: f.gpus}
+	return sdk.Snapshot{Now: 42, Models: f.models, GPUs: f.gpus, Host: f.host}
 }
 
 func (f *fakeEffects) GrantServe(id sdk.RequestID, model string) bool {
@@ -79,7 +80,11 @@ func (f *fakeEffects) GrantError(id sdk.RequestID, code sdk.ErrorCode, msg strin
 }
 
 func (f *fakeEffects) StartSwap(s sdk.SwapRequest) error {
-	f.record("start_swap %s evict=%v devices=%v", s.Model, s.Evict, s.Devices)
+	if len(s.Modes) > 0 {
+		f.record("start_swap %s evict=%v devices=%v modes=%v", s.Model, s.Evict, s.Devices, s.Modes)
+	} else {
+		f.record("start_swap %s evict=%v devices=%v", s.Model, s.Evict, s.Devices)
+	}
 	i := f.find(s.Model)
 	if i < 0 {
 		return sdk.ErrUnknownModel

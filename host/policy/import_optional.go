@@ -22,7 +22,7 @@ func importReplicas(ctx context.Context, mod api.Module, stack []uint64) {
 		retErr(stack, sdk.ErrUnknownModel)
 		return
 	}
-	sv.reply = wire.Append(sv.reply[:0], &set)
+	sv.reply = wire.AppendVersion(sv.reply[:0], sv.ver, &set)
 	reply(mod, stack, sv.reply, uint32(stack[2]), uint32(stack[3]))
 }
 
@@ -58,7 +58,7 @@ func importDemand(ctx context.Context, mod api.Module, stack []uint64) {
 		retErr(stack, sdk.ErrNotAllowed)
 		return
 	}
-	sv.reply = wire.Append(sv.reply[:0], &sdk.DemandList{Models: l})
+	sv.reply = wire.AppendVersion(sv.reply[:0], sv.ver, &sdk.DemandList{Models: l})
 	reply(mod, stack, sv.reply, uint32(stack[0]), uint32(stack[1]))
 }
 

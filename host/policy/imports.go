@@ -147,7 +147,7 @@ func importStartSwap(ctx context.Context, mod api.Module, stack []uint64) {
 	}
 	b, ok := guestBytes(mod, uint32(stack[0]), uint32(stack[1]))
 	req := &in.sv.swapReq
-	if !ok || wire.Decode(b, req) != nil {
+	if !ok || wire.DecodeVersion(b, in.sv.ver, req) != nil {
 		retErr(stack, sdk.ErrBadArgument)
 		return
 	}
@@ -165,7 +165,7 @@ func importStopProcesses(ctx context.Context, mod api.Module, stack []uint64) {
 	}
 	b, ok := guestBytes(mod, uint32(stack[0]), uint32(stack[1]))
 	req := &in.sv.stopReq
-	if !ok || wire.Decode(b, req) != nil {
+	if !ok || wire.DecodeVersion(b, in.sv.ver, req) != nil {
 		retErr(stack, sdk.ErrBadArgument)
 		return
 	}
@@ -202,7 +202,7 @@ func importModelState(ctx context.Context, mod api.Module, stack []uint64) {
 		return
 	}
 	sv.info = info
-	sv.reply = wire.Append(sv.reply[:0], &sv.info)
+	sv.reply = wire.AppendVersion(sv.reply[:0], sv.ver, &sv.info)
 	sv.info = sdk.ModelInfo{}
 	reply(mod, stack, sv.reply, uint32(stack[2]), uint32(stack[3]))
 }
@@ -214,7 +214,7 @@ func importRunningModels(ctx context.Context, mod api.Module, stack []uint64) {
 		return
 	}
 	sv.list.Models = sv.host.RunningModels()
-	sv.reply = wire.Append(sv.reply[:0], &sv.list)
+	sv.reply = wire.AppendVersion(sv.reply[:0], sv.ver, &sv.list)
 	sv.list.Models = nil
 	reply(mod, stack, sv.reply, uint32(stack[0]), uint32(stack[1]))
 }
@@ -243,7 +243,7 @@ func importSnapshot(ctx context.Context, mod api.Module, stack []uint64) {
 		return
 	}
 	sdk.ReadSnapshot(sv.host, &sv.snap) // kept: its storage is reused by a host that can
-	sv.reply = wire.Append(sv.reply[:0], &sv.snap)
+	sv.reply = wire.AppendVersion(sv.reply[:0], sv.ver, &sv.snap)
 	reply(mod, stack, sv.reply, uint32(stack[0]), uint32(stack[1]))
 }
 
@@ -278,7 +278,7 @@ func importPlan(ctx context.Context, mod api.Module, stack []uint64) {
 		return
 	}
 	sv.plan = p
-	sv.reply = wire.Append(sv.reply[:0], &sv.plan)
+	sv.reply = wire.AppendVersion(sv.reply[:0], sv.ver, &sv.plan)
 	sv.plan = sdk.Plan{}
 	reply(mod, stack, sv.reply, uint32(stack[2]), uint32(stack[3]))
 }

@@ -214,7 +214,7 @@ func (in *instance) readBuffers(addr uint32) error {
 // deadline fired and wazero's error. It allocates nothing.
 func (in *instance) invoke(fn api.Function, msg any, d time.Duration) (res uint64, overran bool, err error) {
 	sv := in.sv
-	sv.buf = wire.Append(sv.buf[:0], msg)
+	sv.buf = wire.AppendVersion(sv.buf[:0], sv.ver, msg)
 	if uint64(len(sv.buf)) > uint64(in.inCap) {
 		return 0, false, &tooLargeError{size: len(sv.buf), capacity: in.inCap}
 	}

@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/loadout-dev/loadout/sdk"
+	"github.com/loadout-dev/loadout/sdk/wire"
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/sys"
@@ -19,12 +20,17 @@ import (
 // Module is a compiled policy that passed the load checks. Instantiate it
 // with Runtime.NewScheduler or Runtime.NewSwapper, as many times as needed.
 type Module struct {
-	Name       string         // the file path or "builtin:<name>" given to Compile; in every message
-	Kind       sdk.PolicyKind // scheduler or swapper (never KindNone)
-	ABIVersion uint32         // the module's loadout_abi_version, = sdk.ABIVersion
-	Exports    []string       // the names of every exported function, sorted
-	Imports    []string       // every imported function as "module.name", sorted, without duplicates
-	Size       int            // the module's size in bytes
+	Name string         // the file path or "builtin:<name>" given to Compile; in every message
+	Kind sdk.PolicyKind // scheduler or swapper (never KindNone)
+	// ABIVersion is the module's loadout_abi_version: wire.MinVersion (2)
+	// to sdk.ABIVersion (3). The host talks to the module in it: a
+	// version 2 module gets no residency (an asleep model is just
+	// Stopped) and its plans and swaps carry no eviction modes (every
+	// victim gets sdk.EvictDefault). See docs/ABI.md, "Versions".
+	ABIVersion uint32
+	Exports    []string // the names of every exported function, sorted
+	Imports    []string // every imported function as "module.name", sorted, without duplicates
+	Size       int      // the module's size in bytes
 
 	// OnCrash, when set before the first Scheduler or Swapper is made from
 	// the module, is called after an instance of it crashes, on the
@@ -89,11 +95,12 @@ func (m *Module) Close(ctx context.Context) error {
 
 var wasmMagic = []byte{0x00, 'a', 's', 'm'}
 
-// Compile compiles a policy module and checks it against the loadout_v2 ABI
+// Compile compiles a policy module and checks it against the policy ABI
 // (docs/ABI.md). name identifies it in every message: a file path or
 // "builtin:fifo". A module is refused when it is not Wasm or truncated,
 // imports from a module other than loadout_v2 and wasi_snapshot_preview1 (or
-// a function those do not provide), reports another ABI version or no policy
+// a function those do not provide), reports an ABI version this host does
+// not speak (it speaks wire.MinVersion to sdk.ABIVersion) or no policy
 // kind, or lacks one of its kind's exports with exactly the documented
 // signature. Compile instantiates the module once, to read its version and
 // kind, and keeps that instance for the first Scheduler or Swapper made
@@ -246,8 +253,8 @@ func (m *Module) probe(ctx context.Context) (err error) {
 	if m.ABIVersion, err = get(exportABIVersion); err != nil {
 		return err
 	}
-	if m.ABIVersion != sdk.ABIVersion {
-		return fmt.Errorf("policy %s: built for ABI v%d, this host speaks v%d", m.Name, m.ABIVersion, sdk.ABIVersion)
+	if !wire.Supported(m.ABIVersion) {
+		return fmt.Errorf("policy %s: built for ABI v%d, this host speaks versions %d to %d: rebuild it against the current SDK", m.Name, m.ABIVersion, wire.MinVersion, sdk.ABIVersion)
 	}
 	kind, err := get(exportKind)
 	if err != nil {

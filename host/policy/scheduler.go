@@ -18,7 +18,7 @@ type Scheduler struct {
 	sv *supervisor
 
 	// The event being delivered, kept here so that encoding it with
-	// wire.Append does not allocate.
+	// wire.AppendVersion does not allocate.
 	req       sdk.RequestEvent
 	swapDone  sdk.SwapDoneEvent
 	serveDone sdk.ServeDoneEvent

@@ -45,6 +45,7 @@ func (s *sentSnapshot) diff(snap *sdk.Snapshot, base uint64) *sdk.SnapshotDelta 
 	if whole || !slices.Equal(snap.GPUs, s.gpus) {
 		d.GPUsChanged, d.GPUs = true, snap.GPUs
 	}
+	d.Host = snap.Host // sent whole every time (version 3; left out for 2)
 	return d
 }
 
@@ -89,7 +90,7 @@ func importSnapshotDelta(ctx context.Context, mod api.Module, stack []uint64) {
 	}
 	sv := in.sv
 	sdk.ReadSnapshot(sv.host, &sv.snap)
-	sv.reply = wire.Append(sv.reply[:0], in.sent.diff(&sv.snap, stack[0]))
+	sv.reply = wire.AppendVersion(sv.reply[:0], sv.ver, in.sent.diff(&sv.snap, stack[0]))
 	if len(sv.reply) <= int(limit) {
 		if !mod.Memory().Write(buf, sv.reply) {
 			retErr(stack, sdk.ErrBadArgument)

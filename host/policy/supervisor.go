@@ -43,6 +43,7 @@ type supervisor struct {
 	host     sdk.Host    // fx for a scheduler
 	log      *slog.Logger
 	timeout  time.Duration
+	ver      uint8 // the module's ABI version: every message to and from it is encoded in it
 
 	in       *instance // nil between a failed re-instantiation and the next call
 	disabled error     // returned by every call: ErrUnhealthy wrapped once crash-looping, or "closed"
@@ -82,6 +83,7 @@ func newSupervisor(r *Runtime, m *Module, settings []byte, fx sdk.Effects, host 
 		host:     host,
 		log:      r.log.With("policy", m.Name),
 		timeout:  r.opts.CallTimeout,
+		ver:      uint8(m.ABIVersion), // checked by Compile: wire.Supported
 		buf:      make([]byte, 0, 512),
 		reply:    make([]byte, 0, 4096),
 		names:    map[string]string{},

@@ -87,7 +87,7 @@ func (s *Swapper) readPlan(n uint32) (sdk.Plan, error) {
 		return sdk.Plan{}, s.sv.fail(fmt.Errorf("policy %s: plan: out-buffer outside the module's memory", s.sv.m.Name))
 	}
 	var p sdk.Plan
-	if err := wire.Decode(b, &p); err != nil {
+	if err := wire.DecodeVersion(b, s.sv.ver, &p); err != nil {
 		return sdk.Plan{}, s.sv.fail(fmt.Errorf("policy %s: plan: %w", s.sv.m.Name, err))
 	}
 	return p, nil

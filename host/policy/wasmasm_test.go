@@ -171,6 +171,7 @@ type miniSpec struct {
 	bodies        map[string][]byte // export → body replacing "return 0"
 	sigs          map[string][2][]byte
 	extraImports  []wasmImport // added after set_error
+	extraData     []wasmData   // added after the descriptor and the error text
 	noMemory      bool
 }
 
@@ -201,6 +202,7 @@ func (s *miniSpec) bytes() []byte {
 		{miniDesc, le(miniIn, s.inCap, miniOut, miniOutCap)},
 		{miniErr, []byte(miniErrText)},
 	}
+	m.data = append(m.data, s.extraData...)
 	if s.noMemory {
 		m.data = nil
 	}

@@ -22,8 +22,9 @@
 //  5. If loading it would evict a model that is still serving requests, the
 //     request is queued until that model is idle: a busy model is never
 //     evicted.
-//  6. Otherwise a swap starts (the evictions the swapper chose, then the
-//     load) and the request waits for it. Swaps that touch disjoint models
+//  6. Otherwise a swap starts (the evictions the swapper chose, each in
+//     the mode it chose — sleep or stop, ABI version 3 — then the load)
+//     and the request waits for it. Swaps that touch disjoint models
 //     run in parallel. If the host answers that GPU jobs hold the memory
 //     the model needs for now (to the plan or to the swap), the request is
 //     queued until they end: the host ticks when a job's lease ends.

@@ -205,8 +205,7 @@ func (s *scheduler) decide(r *request) verdict {
 		return blocked
 	}
 	// (6) Start a swap and wait on it.
-	req := sdk.SwapRequest{Model: r.model, Evict: plan.Evict, Devices: plan.Devices}
-	switch err := s.fx.StartSwap(req); {
+	switch err := s.fx.StartSwap(plan.SwapFor(r.model)); {
 	case err == nil:
 	case errors.Is(err, sdk.ErrModelBusy), errors.Is(err, sdk.ErrSwapActive), errors.Is(err, sdk.ErrHeldByJob):
 		// The host knows of a load or a request we do not (e.g. from before

@@ -167,7 +167,7 @@ func (s *scheduler) scaleOut(model string, evict bool, only replicaKind, why str
 	if err != nil || (len(plan.Evict) > 0 && !evict) || s.collides(target, plan.Evict) || s.busy(plan.Evict) {
 		return false
 	}
-	if err := s.fx.StartSwap(sdk.SwapRequest{Model: target, Evict: plan.Evict, Devices: plan.Devices}); err != nil {
+	if err := s.fx.StartSwap(plan.SwapFor(target)); err != nil {
 		s.fx.Log(sdk.LevelDebug, "replica "+target+" of model "+set.Model+" not started ("+why+"): "+err.Error())
 		return false
 	}

@@ -2,6 +2,7 @@ package evict
 
 import (
 	"errors"
+	"slices"
 	"strconv"
 
 	"github.com/loadout-dev/loadout/sdk"
@@ -67,6 +68,13 @@ type Planner struct {
 	// Eligible keeps ("pinned and higher-priority models are never
 	// evicted").
 	Kept string
+	// Mode says how victim v is evicted to load target (ABI version 3):
+	// the plan's Modes, one per Evict. nil: the plan has no Modes, and the
+	// host evicts every victim as the model's evict: setting says
+	// (sdk.EvictDefault) — a planner that does not ask changes nothing. A
+	// victim is a running model, so a sleep mode is one the host may carry
+	// out (docs/ABI.md, "Eviction modes").
+	Mode func(target *sdk.ModelInfo, v *Victim) sdk.EvictMode
 
 	target  sdk.ModelInfo      // the model being planned for
 	snap    sdk.Snapshot       // the plan's snapshot, read into the same storage each time
@@ -79,6 +87,7 @@ type Planner struct {
 	devices []placement.Device // place's input: the GPUs with free
 	chosen  []int              // the victims' positions in the running set, ascending
 	evict   []string           // the plan's Evict
+	modes   []sdk.EvictMode    // the plan's Modes, when Mode is set
 	devs    []int32            // the plan's Devices
 	fitDevs []int32            // the devices of the last placement that fitted
 	rk      ranking            // what p.cands was built from (ranking.go)
@@ -203,7 +212,25 @@ func (p *Planner) Plan(h sdk.Host, q sdk.PlanRequest, r *Rule) (sdk.Plan, error)
 		}
 		p.chosen[j], p.evict[j] = c.Running, q.Running[c.Running]
 	}
-	return sdk.Plan{Evict: p.evict, Devices: p.devs}, nil
+	return sdk.Plan{Evict: p.evict, Devices: p.devs, Modes: p.victimModes(t, k)}, nil
+}
+
+// victimModes is the plan's Modes, parallel to p.evict, for the chosen
+// victims among p.cands[:k+1]: nil when the planner has no Mode.
+func (p *Planner) victimModes(t *sdk.ModelInfo, k int) []sdk.EvictMode {
+	if p.Mode == nil {
+		return nil
+	}
+	p.modes = p.modes[:0]
+	for range p.chosen {
+		p.modes = append(p.modes, sdk.EvictDefault)
+	}
+	for i := 0; i <= k; i++ {
+		if c := &p.cands[i]; c.chosen {
+			p.modes[slices.Index(p.chosen, c.Running)] = p.Mode(t, c)
+		}
+	}
+	return p.modes
 }
 
 // Find returns the entry of models named name, or nil. The host sends the

@@ -67,6 +67,31 @@ func TestPlan_OrderDecidesTheVictim(t *testing.T) {
 	}
 }
 
+// TestPlan_Modes: a planner without Mode plans no modes (every victim the
+// host's default, as before version 3); with Mode, one per victim, in the
+// order of Evict.
+func TestPlan_Modes(t *testing.T) {
+	h := box(t, []uint64{24 * gib}, ready("a", 8*gib, 2, 0), ready("b", 8*gib, 1, 0), ready("c", 8*gib, 3, 0), stopped("t", 20*gib))
+	got, err := plan(t, &Planner{Order: byClassThenLRU}, h, "t")
+	if err != nil || !slices.Equal(got.Evict, []string{"a", "b", "c"}) || got.Modes != nil {
+		t.Fatalf("plan = %+v, %v; want evict [a b c] and no modes", got, err)
+	}
+	sleepOld := func(target *sdk.ModelInfo, v *Victim) sdk.EvictMode {
+		if target.Name != "t" {
+			t.Errorf("Mode for target %q", target.Name)
+		}
+		if v.Model.LastUse == 1 {
+			return sdk.EvictStop
+		}
+		return sdk.EvictSleep1
+	}
+	got, err = plan(t, &Planner{Order: byClassThenLRU, Mode: sleepOld}, h, "t")
+	want := []sdk.EvictMode{sdk.EvictSleep1, sdk.EvictStop, sdk.EvictSleep1}
+	if err != nil || !slices.Equal(got.Evict, []string{"a", "b", "c"}) || !slices.Equal(got.Modes, want) {
+		t.Fatalf("plan = %+v, %v; want evict [a b c] modes %v", got, err, want)
+	}
+}
+
 // TestPlan_GivesBackUnneededVictims: a small victim evicted first turns
 // out not to be needed once a large one goes, and is kept.
 func TestPlan_GivesBackUnneededVictims(t *testing.T) {

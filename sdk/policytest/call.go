@@ -31,18 +31,19 @@ const (
 // Host's answer. Only the fields of its Op are set.
 type Call struct {
 	Op      Op
-	ID      sdk.RequestID  // GrantServe, GrantError, SetQueuePosition, WarmGrant
-	Model   string         // GrantServe, StartSwap (the target), Admit, WarmGrant
-	Models  []string       // StartSwap (evicted), StopProcesses
-	Devices []int32        // StartSwap
-	Code    sdk.ErrorCode  // GrantError
-	Msg     string         // GrantError, Log
-	Level   sdk.LogLevel   // Log
-	Pos     int            // SetQueuePosition
-	OK      bool           // GrantServe: the caller took the grant
-	Err     error          // StartSwap, StopProcesses, Admit: nil or the refusal
-	Limit   uint32         // Admit
-	Flags   sdk.AdmitFlags // Admit
+	ID      sdk.RequestID   // GrantServe, GrantError, SetQueuePosition, WarmGrant
+	Model   string          // GrantServe, StartSwap (the target), Admit, WarmGrant
+	Models  []string        // StartSwap (evicted), StopProcesses
+	Devices []int32         // StartSwap
+	Modes   []sdk.EvictMode // StartSwap: as the policy passed them (ABI version 3)
+	Code    sdk.ErrorCode   // GrantError
+	Msg     string          // GrantError, Log
+	Level   sdk.LogLevel    // Log
+	Pos     int             // SetQueuePosition
+	OK      bool            // GrantServe: the caller took the grant
+	Err     error           // StartSwap, StopProcesses, Admit: nil or the refusal
+	Limit   uint32          // Admit
+	Flags   sdk.AdmitFlags  // Admit
 }
 
 // String renders the call like Go code, e.g. `GrantServe(3, "a") = true` or
@@ -59,6 +60,9 @@ func (c Call) String() string {
 		s := fmt.Sprintf("StartSwap(%q, evict %s", c.Model, quoteList(c.Models))
 		if c.Devices != nil {
 			s += fmt.Sprintf(", devices %v", c.Devices)
+		}
+		if c.Modes != nil {
+			s += ", modes " + modesString(c.Modes)
 		}
 		return s + ") = " + errString(c.Err)
 	case OpStopProcesses:

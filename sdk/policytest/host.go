@@ -20,6 +20,20 @@ type Host struct {
 	Models map[string]*sdk.ModelInfo
 	// GPUs is returned by Snapshot.
 	GPUs []sdk.GPUInfo
+	// HostMemory is the host memory in bytes that sleepers may lease
+	// (Snapshot.Host.Total; ABI version 3); 0 accounts none, so nothing
+	// sleeps. What they lease (Host.Leased) is the sum of the models'
+	// HostLeased.
+	HostMemory uint64
+	// Evict is each model's configured evict: as a mode, what
+	// sdk.EvictDefault resolves to: EvictStop (stop), EvictSleep1 (sleep),
+	// EvictSleep2 (sleep2), or EvictDefault or absent for auto (docs/ABI.md,
+	// "Eviction modes").
+	Evict map[string]sdk.EvictMode
+	// SleepsRefused counts explicit sleeps the Host carried out as stops
+	// because host memory could not hold them: refusals the real host
+	// counts against the policy.
+	SleepsRefused int
 	// Now is the host time in Unix nanoseconds put on every event; Advance
 	// moves it.
 	Now int64
@@ -173,7 +187,7 @@ func (h *Host) RunningModels() []sdk.ModelInfo {
 
 // Snapshot returns every model, sorted by name, and GPUs.
 func (h *Host) Snapshot() sdk.Snapshot {
-	s := sdk.Snapshot{Now: h.Now, GPUs: slices.Clone(h.GPUs)}
+	s := sdk.Snapshot{Now: h.Now, GPUs: slices.Clone(h.GPUs), Host: h.hostMemory()}
 	for _, name := range h.names() {
 		s.Models = append(s.Models, h.info(name, h.Models[name]))
 	}
@@ -307,16 +321,19 @@ func (h *Host) SetQueuePosition(id sdk.RequestID, pos int) {
 
 // StartSwap applies the swap as the host does: it is refused with
 // sdk.ErrUnknownModel for an unknown model, sdk.ErrSwapActive if the target
-// already has a swap, and sdk.ErrModelBusy if an evicted model has
-// requests in flight (DESIGN.md rule 6), and with RefuseSwap's error for a
-// target listed there. Otherwise the target becomes
-// StateStarting, the evicted models StateStopping, the Swapper's
-// OnSwapStart is called, and the swap stays active until CompleteSwap.
+// already has a swap, sdk.ErrModelBusy if an evicted model has requests in
+// flight (DESIGN.md rule 6), sdk.ErrBadArgument for Modes longer than
+// Evict or a sleep mode for an asleep model, and with RefuseSwap's error
+// for a target listed there. Otherwise the target becomes StateStarting
+// (an asleep one is being woken), the running evicted models
+// StateStopping, asleep evicted models are stopped at once (their host
+// memory given back), the Swapper's OnSwapStart is called with the modes
+// resolved (residency.go), and the swap stays active until CompleteSwap.
 func (h *Host) StartSwap(s sdk.SwapRequest) (err error) {
 	h.tb.Helper()
-	s = sdk.SwapRequest{Model: s.Model, Evict: slices.Clone(s.Evict), Devices: slices.Clone(s.Devices)}
+	s = sdk.SwapRequest{Model: s.Model, Evict: slices.Clone(s.Evict), Devices: slices.Clone(s.Devices), Modes: slices.Clone(s.Modes)}
 	defer func() {
-		h.Calls = append(h.Calls, Call{Op: OpStartSwap, Model: s.Model, Models: s.Evict, Devices: s.Devices, Err: err})
+		h.Calls = append(h.Calls, Call{Op: OpStartSwap, Model: s.Model, Models: s.Evict, Devices: s.Devices, Modes: s.Modes, Err: err})
 	}()
 	target, ok := h.Models[s.Model]
 	if !ok {
@@ -334,23 +351,30 @@ func (h *Host) StartSwap(s sdk.SwapRequest) (err error) {
 			return sdk.ErrModelBusy
 		}
 	}
+	if err := h.checkModes(s); err != nil {
+		return err
+	}
 	if refusal, ok := h.RefuseSwap[s.Model]; ok {
 		return refusal
 	}
 	running := h.Running(s.Model)
+	resolved := h.resolveModes(s)
 	for _, e := range s.Evict {
-		if m := h.Models[e]; m.State.Running() {
+		switch m := h.Models[e]; {
+		case m.State.Running():
 			m.State = sdk.StateStopping
+		case m.Asleep():
+			evicted(m, sdk.EvictStop)
 		}
 	}
 	target.State = sdk.StateStarting
-	h.active[s.Model] = s
+	h.active[s.Model] = sdk.SwapRequest{Model: s.Model, Evict: s.Evict, Devices: s.Devices, Modes: resolved}
 	h.began[s.Model] = h.Now
 	h.revoke(s.Model)
 	h.revoke(s.Evict...)
 	h.started = append(h.started, s)
 	if h.Swapper != nil {
-		ev := sdk.SwapStartEvent{Now: h.Now, Target: s.Model, Running: running, Evict: s.Evict, Devices: s.Devices}
+		ev := sdk.SwapStartEvent{Now: h.Now, Target: s.Model, Running: running, Evict: s.Evict, Devices: s.Devices, Modes: slices.Clone(resolved)}
 		if err := h.Swapper.OnSwapStart(ev); err != nil {
 			h.violate("swapper OnSwapStart(%q): %v", s.Model, err)
 		}
@@ -447,11 +471,12 @@ func (h *Host) CompleteSwap(model string, err string) {
 	delete(h.active, model)
 	h.revoke(model)
 	h.revoke(s.Evict...)
-	for _, e := range s.Evict {
+	for i, e := range s.Evict {
 		if m := h.Models[e]; m.State == sdk.StateStopping {
-			m.State = sdk.StateStopped
+			evicted(m, s.Modes[i])
 		}
 	}
+	woken(h.Models[model])
 	if err == "" {
 		h.Models[model].State = sdk.StateReady
 		d := h.demandOf(model)

@@ -35,6 +35,7 @@ import (
 //	  - {name: b, state: ready, in_flight: 1, last_use: -10s, vram: 8GiB, devices: [0]}
 //	gpus:
 //	  - {total: 24GiB}
+//	host_memory: 64GiB         # ABI version 3: host memory sleepers may lease
 //	steps:
 //	  - request: {id: 1, model: a}
 //	    expect:
@@ -58,8 +59,10 @@ type Scenario struct {
 	settings   []byte
 	initErr    *string
 	swapper    fakeSwapper
-	warmPath   bool // warm_path: the Host takes the warm path (Host.WarmPath)
-	onDemand   bool // ticks_on_demand: the Host ticks on demand (Host.TicksOnDemand)
+	warmPath   bool                     // warm_path: the Host takes the warm path (Host.WarmPath)
+	hostMemory uint64                   // host_memory: (Host.HostMemory)
+	evict      map[string]sdk.EvictMode // the models' evict: (Host.Evict)
+	onDemand   bool                     // ticks_on_demand: the Host ticks on demand (Host.TicksOnDemand)
 	models     []sdk.ModelInfo
 	gpus       []gpuYAML
 	steps      []step
@@ -152,7 +155,9 @@ type fileYAML struct {
 	TicksOnDemand bool        `yaml:"ticks_on_demand"`
 	Models        []modelYAML `yaml:"models"`
 	GPUs          []gpuYAML   `yaml:"gpus"`
-	Steps         []stepYAML  `yaml:"steps"`
+	// HostMemory is the host memory sleepers may lease (Host.HostMemory).
+	HostMemory *byteSize  `yaml:"host_memory"`
+	Steps      []stepYAML `yaml:"steps"`
 }
 
 // modelYAML is a model, or in a set step a change to one: only the fields
@@ -171,6 +176,18 @@ type modelYAML struct {
 	MeasuredVRAM     *byteSize   `yaml:"measured_vram"`
 	Devices          *[]int32    `yaml:"devices"`
 	Leased           *[]byteSize `yaml:"leased"`
+
+	// Residency (ABI version 3). asleep: 1 or 2 is SleepLevel (0 wakes
+	// it); host_leased defaults to its level's host bytes while asleep.
+	Asleep     *uint8       `yaml:"asleep"`
+	CanSleep   *[]uint8     `yaml:"can_sleep"` // the levels, e.g. [1, 2]
+	LoadTime   *duration    `yaml:"load_time"`
+	WakeTime   *duration    `yaml:"wake_time"` // from level 1
+	WakeTime2  *duration    `yaml:"wake_time2"`
+	HostBytes  *byteSize    `yaml:"host_bytes"` // at level 1
+	HostBytes2 *byteSize    `yaml:"host_bytes2"`
+	HostLeased *byteSize    `yaml:"host_leased"`
+	Evict      *evictConfig `yaml:"evict"` // the model's evict: setting (Host.Evict)
 }
 
 // gpuYAML is a GPU. Index defaults to its position in the list; Leased to
@@ -261,6 +278,7 @@ func (s *shutdownYAML) UnmarshalYAML(n *yaml.Node) error {
 type setYAML struct {
 	Models     []modelYAML            `yaml:"models"`
 	GPUs       *[]gpuYAML             `yaml:"gpus"`
+	HostMemory *byteSize              `yaml:"host_memory"`
 	RefuseSwap map[string]refusalName `yaml:"refuse_swap"`
 }
 
@@ -270,9 +288,10 @@ type planStepYAML struct {
 }
 
 type swapStartYAML struct {
-	Target  string   `yaml:"target"`
-	Evict   []string `yaml:"evict"`
-	Devices []int32  `yaml:"devices"`
+	Target  string     `yaml:"target"`
+	Evict   []string   `yaml:"evict"`
+	Devices []int32    `yaml:"devices"`
+	Modes   []modeName `yaml:"modes"`
 }
 
 // effectYAML is one expected effect: exactly one field set.
@@ -323,6 +342,7 @@ type startSwapYAML struct {
 	Model   string       `yaml:"model"`
 	Evict   []string     `yaml:"evict"`
 	Devices []int32      `yaml:"devices"`
+	Modes   []modeName   `yaml:"modes"` // parallel to evict; trailing defaults may be left out
 	Refused *refusalName `yaml:"refused"`
 }
 
@@ -355,8 +375,9 @@ type queueYAML struct {
 }
 
 type planYAML struct {
-	Evict   []string `yaml:"evict"`
-	Devices []int32  `yaml:"devices"`
+	Evict   []string   `yaml:"evict"`
+	Devices []int32    `yaml:"devices"`
+	Modes   []modeName `yaml:"modes"`
 }
 
 // swapperYAML is the fake swapper of a scheduler scenario: `evict_all`,
@@ -458,11 +479,45 @@ func enum(n *yaml.Node, what string, names []string) (int, error) {
 
 // The names of the enumerations, indexed by value.
 var (
-	stateNames   = []string{"stopped", "starting", "ready", "stopping", "failed"}
-	reasonNames  = []string{"admin", "ttl"}
-	codeKeys     = []string{"internal", "model_not_found", "queue_full", "concurrency_limit", "unavailable", "swap_failed", "timeout", "too_large"}
-	refusalNames = []string{"", "unknown_request", "unknown_model", "not_ready", "not_allowed", "model_busy", "swap_active", "swapper_failed", "bad_argument", "does_not_fit", "held_by_job"} // by -value
+	stateNames       = []string{"stopped", "starting", "ready", "stopping", "failed"}
+	evictModeNames   = []string{sdk.EvictDefault.String(), sdk.EvictStop.String(), sdk.EvictSleep1.String(), sdk.EvictSleep2.String()}
+	evictConfigNames = []string{"auto", "stop", "sleep", "sleep2"}
+	reasonNames      = []string{"admin", "ttl"}
+	codeKeys         = []string{"internal", "model_not_found", "queue_full", "concurrency_limit", "unavailable", "swap_failed", "timeout", "too_large"}
+	refusalNames     = []string{"", "unknown_request", "unknown_model", "not_ready", "not_allowed", "model_busy", "swap_active", "swapper_failed", "bad_argument", "does_not_fit", "held_by_job"} // by -value
 )
+
+// modeName is an eviction mode by sdk.EvictMode's String: default,
+// stop, sleep, sleep2.
+type modeName sdk.EvictMode
+
+func (m *modeName) UnmarshalYAML(n *yaml.Node) error {
+	i, err := enum(n, "eviction mode", evictModeNames)
+	*m = modeName(i)
+	return err
+}
+
+// modes converts a scenario's mode list.
+func modes(l []modeName) []sdk.EvictMode {
+	if l == nil {
+		return nil
+	}
+	out := make([]sdk.EvictMode, len(l))
+	for i, m := range l {
+		out[i] = sdk.EvictMode(m)
+	}
+	return out
+}
+
+// evictConfig is a model's evict: setting: auto, stop, sleep or sleep2,
+// the mode EvictDefault resolves to (auto: EvictDefault itself).
+type evictConfig sdk.EvictMode
+
+func (e *evictConfig) UnmarshalYAML(n *yaml.Node) error {
+	i, err := enum(n, "evict setting", evictConfigNames)
+	*e = evictConfig(i)
+	return err
+}
 
 type stateName sdk.ModelState
 
@@ -583,6 +638,9 @@ func (p *parser) scenario(f *fileYAML, root *yaml.Node) (*Scenario, error) {
 	sc.initErr = f.InitError
 	sc.warmPath = f.WarmPath
 	sc.onDemand = f.TicksOnDemand
+	if f.HostMemory != nil {
+		sc.hostMemory = uint64(*f.HostMemory)
+	}
 
 	if f.Swapper != nil {
 		if sc.Kind != sdk.KindScheduler {
@@ -614,6 +672,12 @@ func (p *parser) scenario(f *fileYAML, root *yaml.Node) (*Scenario, error) {
 			return nil, err
 		}
 		sc.models = append(sc.models, info)
+		if m.Evict != nil {
+			if sc.evict == nil {
+				sc.evict = map[string]sdk.EvictMode{}
+			}
+			sc.evict[m.Name] = sdk.EvictMode(*m.Evict)
+		}
 	}
 	sc.gpus = f.GPUs
 
@@ -691,6 +755,49 @@ func (p *parser) apply(info *sdk.ModelInfo, m *modelYAML, line int) error {
 	if len(info.Leased) > 0 && len(info.Leased) != len(info.Devices) {
 		return p.errorf(line, "model %q: leased has %d entries and devices %d; give one per device", info.Name, len(info.Leased), len(info.Devices))
 	}
+	return p.applyResidency(info, m, line)
+}
+
+// applyResidency copies the residency fields m sets onto info (ABI
+// version 3) and checks them: a sleep level of 1 or 2, only for a stopped
+// model (or one being woken, starting), and can_sleep levels 1 and 2.
+func (p *parser) applyResidency(info *sdk.ModelInfo, m *modelYAML, line int) error {
+	if m.CanSleep != nil {
+		info.CanSleep = 0
+		for _, l := range *m.CanSleep {
+			if l != 1 && l != 2 {
+				return p.errorf(line, "model %q: can_sleep lists sleep levels, 1 and 2; got %d", info.Name, l)
+			}
+			info.CanSleep |= l
+		}
+	}
+	for _, f := range []struct {
+		v   *duration
+		dst *int64
+	}{{m.LoadTime, &info.LoadTime}, {m.WakeTime, &info.WakeTime1}, {m.WakeTime2, &info.WakeTime2}} {
+		if f.v != nil {
+			*f.dst = int64(*f.v)
+		}
+	}
+	if m.HostBytes != nil {
+		info.HostBytes1 = uint64(*m.HostBytes)
+	}
+	if m.HostBytes2 != nil {
+		info.HostBytes2 = uint64(*m.HostBytes2)
+	}
+	if m.Asleep != nil {
+		if *m.Asleep > 2 {
+			return p.errorf(line, "model %q: asleep is a sleep level, 1 or 2 (0: awake); got %d", info.Name, *m.Asleep)
+		}
+		info.SleepLevel = *m.Asleep
+		info.HostLeased = sleepBytes(info, info.SleepLevel)
+	}
+	if m.HostLeased != nil {
+		info.HostLeased = uint64(*m.HostLeased)
+	}
+	if info.SleepLevel > 0 && info.State != sdk.StateStopped && info.State != sdk.StateStarting {
+		return p.errorf(line, "model %q: asleep: %d needs state stopped (asleep) or starting (being woken), not %s", info.Name, info.SleepLevel, info.State)
+	}
 	return nil
 }
 
@@ -729,7 +836,7 @@ func (p *parser) fakeSwapper(s *swapperYAML) (fakeSwapper, error) {
 		err = only("plans")
 		sw.plans = map[string]sdk.Plan{}
 		for t, pl := range s.Plans {
-			sw.plans[t] = sdk.Plan{Evict: pl.Evict, Devices: pl.Devices}
+			sw.plans[t] = sdk.Plan{Evict: pl.Evict, Devices: pl.Devices, Modes: modes(pl.Modes)}
 		}
 	default:
 		return sw, p.errorf(s.line, "swapper: unknown rule %q (known: evict_all, none, groups, fail, plans)", s.Rule)
@@ -874,7 +981,7 @@ func (p *parser) effect(sc *Scenario, y *effectYAML, n *yaml.Node, index int, ev
 		if s.Model == "" {
 			return w, p.errorf(n.Line, "step %d: start_swap needs a model", index)
 		}
-		w.call = Call{Op: OpStartSwap, Model: s.Model, Models: s.Evict, Devices: s.Devices}
+		w.call = Call{Op: OpStartSwap, Model: s.Model, Models: s.Evict, Devices: s.Devices, Modes: modes(s.Modes)}
 		if s.Refused != nil && *s.Refused != 0 {
 			w.call.Err = sdk.ResultError(*s.Refused)
 		}
@@ -902,7 +1009,7 @@ func (p *parser) effect(sc *Scenario, y *effectYAML, n *yaml.Node, index int, ev
 			w.call.Err = sdk.ResultError(*y.Admit.Refused)
 		}
 	case "plan":
-		w.plan = &sdk.Plan{Evict: y.Plan.Evict, Devices: y.Plan.Devices}
+		w.plan = &sdk.Plan{Evict: y.Plan.Evict, Devices: y.Plan.Devices, Modes: modes(y.Plan.Modes)}
 	case "plan_error":
 		w.planErr = y.PlanError
 	}

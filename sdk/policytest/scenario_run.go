@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -149,7 +150,7 @@ func (f fakeSwapper) Plan(q sdk.PlanRequest) (sdk.Plan, error) {
 		return p, errors.New(f.err)
 	case "plans":
 		pl := f.plans[q.Target]
-		p = sdk.Plan{Evict: slices.Clone(pl.Evict), Devices: slices.Clone(pl.Devices)}
+		p = sdk.Plan{Evict: slices.Clone(pl.Evict), Devices: slices.Clone(pl.Devices), Modes: slices.Clone(pl.Modes)}
 	}
 	return p, nil
 }
@@ -219,6 +220,8 @@ func (sc *Scenario) Run(p Policy, trace io.Writer) (err error) {
 	r.h = newHost(r.rep, sc.models...)
 	r.h.WarmPath = sc.warmPath
 	r.h.TicksOnDemand = sc.onDemand
+	r.h.HostMemory = sc.hostMemory
+	r.h.Evict = maps.Clone(sc.evict)
 	r.h.Now = scenarioStart
 	r.h.GPUs = deriveGPUs(r.gpus, r.h.Models)
 	defer func() {
@@ -344,7 +347,7 @@ func (r *run) step(st *step) error {
 		}
 	case "swap_start":
 		s := y.SwapStart
-		if err := h.StartSwap(sdk.SwapRequest{Model: s.Target, Evict: s.Evict, Devices: s.Devices}); err != nil {
+		if err := h.StartSwap(sdk.SwapRequest{Model: s.Target, Evict: s.Evict, Devices: s.Devices, Modes: modes(s.Modes)}); err != nil {
 			r.rep.Fatalf("the host refused the swap: %v", err)
 		}
 		hostOwn = len(h.Calls) - 1
@@ -390,6 +393,15 @@ func (r *run) set(s *setYAML) {
 		m := &s.Models[i]
 		// Checked at parse time: the model exists, leased matches devices.
 		_ = (&parser{}).apply(h.Models[m.Name], m, 0)
+		if m.Evict != nil {
+			if h.Evict == nil {
+				h.Evict = map[string]sdk.EvictMode{}
+			}
+			h.Evict[m.Name] = sdk.EvictMode(*m.Evict)
+		}
+	}
+	if s.HostMemory != nil {
+		h.HostMemory = uint64(*s.HostMemory)
 	}
 	if s.GPUs != nil {
 		r.gpus = *s.GPUs
@@ -526,7 +538,8 @@ func (r *run) comparePlan(st *step, got *sdk.Plan, err error) error {
 	switch {
 	case w.planErr != nil && err != nil && strings.Contains(err.Error(), *w.planErr):
 		return nil
-	case w.plan != nil && err == nil && slices.Equal(w.plan.Evict, got.Evict) && slices.Equal(w.plan.Devices, got.Devices):
+	case w.plan != nil && err == nil && slices.Equal(w.plan.Evict, got.Evict) && slices.Equal(w.plan.Devices, got.Devices) &&
+		slices.Equal(trimModes(w.plan.Modes), trimModes(got.Modes)):
 		return nil
 	}
 	return fmt.Errorf("%s:%d: step %d (%s): the plan differs\n  want: %s\n  got:  %s", r.sc.File, w.line, st.index, describe(st), w, gotText)
@@ -542,7 +555,8 @@ func (w wantEffect) matches(c Call) bool {
 	case OpGrantError:
 		return c.ID == w.call.ID && c.Code == w.call.Code && (!w.msgGiven || strings.Contains(c.Msg, w.call.Msg))
 	case OpStartSwap:
-		return c.Model == w.call.Model && slices.Equal(c.Models, w.call.Models) && slices.Equal(c.Devices, w.call.Devices) && sameRefusal(c.Err, w.call.Err)
+		return c.Model == w.call.Model && slices.Equal(c.Models, w.call.Models) && slices.Equal(c.Devices, w.call.Devices) &&
+			slices.Equal(trimModes(c.Modes), trimModes(w.call.Modes)) && sameRefusal(c.Err, w.call.Err)
 	case OpStopProcesses:
 		return slices.Equal(c.Models, w.call.Models) && sameRefusal(c.Err, w.call.Err)
 	case OpSetQueuePosition:
@@ -601,6 +615,9 @@ func formatCall(c Call) string {
 		if len(c.Devices) > 0 {
 			s += ", devices: " + intList(c.Devices)
 		}
+		if m := trimModes(c.Modes); m != nil {
+			s += ", modes: " + modesString(m)
+		}
 		if c.Err != nil {
 			s += ", refused: " + refusalString(c.Err)
 		}
@@ -636,6 +653,9 @@ func formatPlan(p *sdk.Plan) string {
 	}
 	if len(p.Devices) > 0 {
 		parts = append(parts, "devices: "+intList(p.Devices))
+	}
+	if m := trimModes(p.Modes); m != nil {
+		parts = append(parts, "modes: "+modesString(m))
 	}
 	return "plan: {" + strings.Join(parts, ", ") + "}"
 }

@@ -40,7 +40,7 @@ func (s *simple) OnRequest(ev sdk.RequestEvent) {
 		if len(s.waiting[ev.Model]) == 0 {
 			p, err := s.fx.Plan(ev.Model)
 			if err == nil {
-				err = s.fx.StartSwap(sdk.SwapRequest{Model: ev.Model, Evict: p.Evict, Devices: p.Devices})
+				err = s.fx.StartSwap(p.SwapFor(ev.Model))
 			}
 			if err != nil {
 				s.fx.GrantError(ev.ID, sdk.CodeUnavailable, err.Error())

@@ -18,7 +18,7 @@ import (
 	"github.com/loadout-dev/loadout/sdk/wire"
 )
 
-var update = flag.Bool("update", false, "rewrite sdk/wire/testdata/golden/*.hex from the current encoder")
+var update = flag.Bool("update", false, "rewrite sdk/wire/testdata/golden/v3/*.hex from the current encoder (version 2's are frozen)")
 
 // message is one kind of the wire encoding: a fresh value to decode into
 // and a sample with every field set.
@@ -35,7 +35,60 @@ var model = sdk.ModelInfo{
 	TTL: 300e9, EstimatedVRAM: 6 << 30, MeasuredVRAM: 5<<30 + 12345, Devices: []int32{0, 1}, Leased: []uint64{3 << 30, 2<<30 + 12345},
 }
 
-// messages lists every kind, in Kind order.
+// withResidency is m with version 3's residency fields set: asleep at
+// level 1 (host memory leased) when asleep, else only its costs.
+func withResidency(m sdk.ModelInfo, asleep bool) sdk.ModelInfo {
+	m.CanSleep = 3
+	m.LoadTime, m.WakeTime1, m.WakeTime2 = 41_500_000_000, 650_000_000, 3_200_000_000
+	m.HostBytes1, m.HostBytes2 = 64<<30+789, 2<<30
+	if asleep {
+		m.SleepLevel, m.HostLeased = 1, 64<<30+789
+	}
+	return m
+}
+
+// resident is model with its residency set (running: costs only), asleep
+// a stopped model asleep at level 1.
+var (
+	resident = withResidency(model, false)
+	asleep   = withResidency(sdk.ModelInfo{Name: "stopped"}, true)
+)
+
+// samplesV3 are the samples of the kinds version 3 changed: the version 2
+// sample (messages) with version 3's fields set, so that version 2's
+// encoding of them is version 2's golden. The other kinds' version 3
+// sample is their version 2 one.
+var samplesV3 = map[string]any{
+	"plan": &sdk.Plan{Evict: []string{"a"}, Devices: []int32{1, -1}, Modes: []sdk.EvictMode{sdk.EvictSleep2}},
+	"swap_start": &sdk.SwapStartEvent{Now: 11, Target: "b", Running: []string{"a", "c"}, Evict: []string{"a"}, Devices: []int32{2},
+		Modes: []sdk.EvictMode{sdk.EvictSleep1}},
+	"swap_request": &sdk.SwapRequest{Model: "b", Evict: []string{"a", "c"}, Devices: []int32{0},
+		Modes: []sdk.EvictMode{sdk.EvictDefault, sdk.EvictStop}},
+	"model_info": &resident,
+	"model_list": &sdk.ModelList{Models: []sdk.ModelInfo{resident, asleep}},
+	"snapshot": &sdk.Snapshot{Now: 15, Models: []sdk.ModelInfo{resident},
+		GPUs: []sdk.GPUInfo{{Index: 0, Name: "NVIDIA H100 80GB HBM3", Total: 80 << 30, Free: 70 << 30, Leased: 6 << 30}},
+		Host: sdk.HostMemoryInfo{Total: 448 << 30, Leased: 64<<30 + 789}},
+	"snapshot_delta": &sdk.SnapshotDelta{Now: 18, Base: 41, Gen: 42, Total: 3, Changed: []uint32{0, 2},
+		Models:      []sdk.ModelInfo{resident, withResidency(sdk.ModelInfo{Name: "added"}, true)},
+		GPUsChanged: true, GPUs: []sdk.GPUInfo{{Index: 1, Name: "NVIDIA H100 80GB HBM3", Total: 80 << 30, Free: 74 << 30, Leased: 6 << 30}},
+		Host: sdk.HostMemoryInfo{Total: 448 << 30, Leased: 64<<30 + 789}},
+}
+
+// versions are the ABI versions the codec speaks.
+var versions = []uint8{2, 3}
+
+// sampleAt is m's sample for version v: with version 3's fields set from
+// version 3 on.
+func sampleAt(m message, v uint8) any {
+	if s, ok := samplesV3[m.name]; ok && v >= 3 {
+		return s
+	}
+	return m.sample
+}
+
+// messages lists every kind, in Kind order, with samples that set every
+// field version 2 has (samplesV3 adds version 3's).
 var messages = []message{
 	{"init", wire.MsgInit, func() any { return new(sdk.InitEvent) },
 		&sdk.InitEvent{Now: 1_700_000_000_000_000_001, Settings: []byte(`{"max_queue":8}`)}},
@@ -85,57 +138,162 @@ func TestCodec_CoversEveryKind(t *testing.T) {
 		if want := wire.Kind(i + 1); m.kind != want {
 			t.Fatalf("messages[%d] is kind %d, want %d (every kind, in order)", i, m.kind, want)
 		}
-		if b := wire.Append(nil, m.fresh()); b[0] != sdk.ABIVersion || wire.Kind(b[1]) != m.kind {
-			t.Errorf("%s: header % x, want version %d kind %d", m.name, b[:2], sdk.ABIVersion, m.kind)
+		for _, v := range versions {
+			if b := wire.AppendVersion(nil, v, m.fresh()); b[0] != v || wire.Kind(b[1]) != m.kind {
+				t.Errorf("%s: header % x, want version %d kind %d", m.name, b[:2], v, m.kind)
+			}
+		}
+		if b := wire.Append(nil, m.fresh()); b[0] != sdk.ABIVersion {
+			t.Errorf("%s: Append wrote version %d, want sdk.ABIVersion %d", m.name, b[0], sdk.ABIVersion)
 		}
 	}
 	if len(messages) != int(wire.MsgDemand) {
 		t.Errorf("%d kinds tested, want %d", len(messages), wire.MsgDemand)
 	}
+	if !wire.Supported(2) || !wire.Supported(sdk.ABIVersion) || wire.Supported(1) || wire.Supported(sdk.ABIVersion+1) {
+		t.Errorf("Supported: want exactly %d to %d", wire.MinVersion, sdk.ABIVersion)
+	}
 }
 
-// TestCodec_Golden pins the encoding byte for byte: a change to the wire
-// format shows up here, and must come with a new ABIVersion.
+// goldenPath is the golden file of kind name at version v: version 2's at
+// the top of testdata/golden (frozen since version 3: never rewritten),
+// later versions' under testdata/golden/v<N>.
+func goldenPath(name string, v uint8) string {
+	if v == 2 {
+		return filepath.Join("testdata", "golden", name+".hex")
+	}
+	return filepath.Join("testdata", "golden", fmt.Sprintf("v%d", v), name+".hex")
+}
+
+// TestCodec_Golden pins the encoding of every version byte for byte: a
+// change to the wire format shows up here, and must come with a new
+// ABIVersion. Version 2's files predate version 3 and are never rewritten,
+// so a host talks to a version 2 module exactly as before.
 func TestCodec_Golden(t *testing.T) {
+	for _, v := range versions {
+		for _, m := range messages {
+			t.Run(fmt.Sprintf("v%d/%s", v, m.name), func(t *testing.T) {
+				path := goldenPath(m.name, v)
+				sample := sampleAt(m, v)
+				got := wire.AppendVersion(nil, v, sample)
+				if *update && v > 2 {
+					if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+						t.Fatal(err)
+					}
+					if err := os.WriteFile(path, formatHex(m, v, sample, got), 0o644); err != nil {
+						t.Fatal(err)
+					}
+				}
+				text, err := os.ReadFile(path)
+				if err != nil {
+					t.Fatalf("%v (run go test ./sdk/wire -update to write it)", err)
+				}
+				want, err := parseHex(text)
+				if err != nil {
+					t.Fatalf("%s: %v", path, err)
+				}
+				if !bytes.Equal(got, want) {
+					t.Errorf("encoding of %s changed:\n got: % x\nwant: % x\n(a wire change needs a new ABIVersion; then go test ./sdk/wire -update)", m.name, got, want)
+				}
+				decoded := m.fresh()
+				if err := wire.DecodeVersion(want, v, decoded); err != nil {
+					t.Fatalf("decoding %s: %v", path, err)
+				}
+				if !reflect.DeepEqual(decoded, sample) {
+					t.Errorf("decoding %s:\n got %+v\nwant %+v", path, decoded, sample)
+				}
+			})
+		}
+	}
+}
+
+// TestCodec_V2LeavesOutV3Fields: a version 2 encoding of a message with
+// version 3's fields set is the version 2 golden, byte for byte — what a
+// host sends a version 2 module whatever the models' residency.
+func TestCodec_V2LeavesOutV3Fields(t *testing.T) {
 	for _, m := range messages {
-		t.Run(m.name, func(t *testing.T) {
-			path := filepath.Join("testdata", "golden", m.name+".hex")
-			got := wire.Append(nil, m.sample)
-			if *update {
-				if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-					t.Fatal(err)
+		if _, ok := samplesV3[m.name]; !ok {
+			continue
+		}
+		text, err := os.ReadFile(goldenPath(m.name, 2))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := parseHex(text)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := wire.AppendVersion(nil, 2, samplesV3[m.name]); !bytes.Equal(got, want) {
+			t.Errorf("%s: version 2 encoding of the version 3 sample\n got: % x\nwant: % x", m.name, got, want)
+		}
+	}
+	// A model's residency is invisible to version 2: the encoding is that of
+	// the same model with the fields zero.
+	snap := *samplesV3["snapshot"].(*sdk.Snapshot)
+	noHost := snap
+	noHost.Host = sdk.HostMemoryInfo{}
+	if a, b := wire.AppendVersion(nil, 2, &snap), wire.AppendVersion(nil, 2, &noHost); !bytes.Equal(a, b) {
+		t.Errorf("version 2 encodes Snapshot.Host")
+	}
+	var back sdk.Snapshot
+	back.Host = sdk.HostMemoryInfo{Total: 1}
+	if err := wire.DecodeVersion(wire.AppendVersion(nil, 2, &snap), 2, &back); err != nil || back.Host != (sdk.HostMemoryInfo{}) || back.Models[0].CanSleep != 0 {
+		t.Errorf("version 2 round trip of a version 3 snapshot: %v, host %+v, can_sleep %d", err, back.Host, back.Models[0].CanSleep)
+	}
+}
+
+// TestCodec_OtherVersionRefused: a decoder refuses a message of another
+// version by its header, naming both versions, and leaves nothing
+// misread — a version 3 plan is never taken for a version 2 one with a
+// trailing list, nor the reverse.
+func TestCodec_OtherVersionRefused(t *testing.T) {
+	for _, m := range messages {
+		for _, from := range versions {
+			for _, to := range versions {
+				if from == to {
+					continue
 				}
-				if err := os.WriteFile(path, formatHex(m, got), 0o644); err != nil {
-					t.Fatal(err)
+				b := wire.AppendVersion(nil, from, sampleAt(m, from))
+				err := wire.DecodeVersion(b, to, m.fresh())
+				if !errors.Is(err, wire.ErrMalformed) {
+					t.Fatalf("%s: version %d decoded as %d: error %v, want ErrMalformed", m.name, from, to, err)
+				}
+				want := fmt.Sprintf("ABI version %d, want %d", from, to)
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("%s: error %q does not say %q", m.name, err, want)
 				}
 			}
-			text, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("%v (run go test ./sdk/wire -update to write it)", err)
-			}
-			want, err := parseHex(text)
-			if err != nil {
-				t.Fatalf("%s: %v", path, err)
-			}
-			if !bytes.Equal(got, want) {
-				t.Errorf("encoding of %s changed:\n got: % x\nwant: % x\n(a wire change needs a new ABIVersion; then go test ./sdk/wire -update)", m.name, got, want)
-			}
-			decoded := m.fresh()
-			if err := wire.Decode(want, decoded); err != nil {
-				t.Fatalf("decoding %s: %v", path, err)
-			}
-			if !reflect.DeepEqual(decoded, m.sample) {
-				t.Errorf("decoding %s:\n got %+v\nwant %+v", path, decoded, m.sample)
-			}
-		})
+		}
+	}
+}
+
+// TestCodec_UndefinedValuesRefused: an eviction mode, a sleep level or a
+// can_sleep that no version defines is an error, not a value passed on.
+func TestCodec_UndefinedValuesRefused(t *testing.T) {
+	plan := wire.Append(nil, &sdk.Plan{Evict: []string{"a"}, Modes: []sdk.EvictMode{sdk.EvictSleep2}})
+	plan[len(plan)-1] = byte(sdk.EvictSleep2) + 1
+	if err := wire.Decode(plan, new(sdk.Plan)); !errors.Is(err, wire.ErrMalformed) || !strings.Contains(err.Error(), "eviction mode 4") {
+		t.Errorf("plan with mode 4: error %v", err)
+	}
+	info := wire.Append(nil, &asleep)
+	off := len(info) - 50 // the residency tail
+	for _, bad := range []struct {
+		at  int
+		val byte
+	}{{off, 3}, {off + 1, 4}} {
+		b := bytes.Clone(info)
+		b[bad.at] = bad.val
+		if err := wire.Decode(b, new(sdk.ModelInfo)); !errors.Is(err, wire.ErrMalformed) || !strings.Contains(err.Error(), "sleep level") {
+			t.Errorf("byte %d = %d: error %v", bad.at, bad.val, err)
+		}
 	}
 }
 
 // formatHex writes a golden file: a comment line, then 16 bytes a line.
-func formatHex(m message, b []byte) []byte {
+func formatHex(m message, v uint8, sample any, b []byte) []byte {
 	var out bytes.Buffer
-	fmt.Fprintf(&out, "# loadout_v2 %s (kind %d), %d bytes: %T\n", m.name, m.kind, len(b), m.sample)
-	fmt.Fprintf(&out, "# generated by go test ./sdk/wire -update from the sample in codec_test.go\n")
+	fmt.Fprintf(&out, "# ABI version %d %s (kind %d), %d bytes: %T\n", v, m.name, m.kind, len(b), sample)
+	fmt.Fprintf(&out, "# generated by go test ./sdk/wire -update from the sample in wire_test.go\n")
 	for len(b) > 0 {
 		n := min(16, len(b))
 		out.WriteString(strings.TrimSpace(fmt.Sprintf("% x", b[:n])))
@@ -159,23 +317,30 @@ func parseHex(text []byte) ([]byte, error) {
 }
 
 func TestCodec_RoundTrip(t *testing.T) {
-	for _, m := range messages {
-		for _, v := range []any{m.sample, m.fresh()} {
-			b := wire.Append([]byte("prefix"), v)
-			if !bytes.HasPrefix(b, []byte("prefix")) {
-				t.Fatalf("%s: AppendMessage lost dst", m.name)
-			}
-			b = b[len("prefix"):]
-			got := m.fresh()
-			if err := wire.Decode(b, got); err != nil {
-				t.Fatalf("%s: %v", m.name, err)
-			}
-			if !reflect.DeepEqual(got, v) {
-				t.Errorf("%s: round trip\n got %+v\nwant %+v", m.name, got, v)
-			}
-			if again := wire.Append(nil, got); !bytes.Equal(again, b) {
-				t.Errorf("%s: re-encoding differs", m.name)
-			}
+	for _, ver := range versions {
+		for _, m := range messages {
+			roundTrip(t, m, ver)
+		}
+	}
+}
+
+func roundTrip(t *testing.T, m message, ver uint8) {
+	t.Helper()
+	for _, v := range []any{sampleAt(m, ver), m.fresh()} {
+		b := wire.AppendVersion([]byte("prefix"), ver, v)
+		if !bytes.HasPrefix(b, []byte("prefix")) {
+			t.Fatalf("%s: AppendMessage lost dst", m.name)
+		}
+		b = b[len("prefix"):]
+		got := m.fresh()
+		if err := wire.DecodeVersion(b, ver, got); err != nil {
+			t.Fatalf("v%d %s: %v", ver, m.name, err)
+		}
+		if !reflect.DeepEqual(got, v) {
+			t.Errorf("v%d %s: round trip\n got %+v\nwant %+v", ver, m.name, got, v)
+		}
+		if again := wire.AppendVersion(nil, ver, got); !bytes.Equal(again, b) {
+			t.Errorf("v%d %s: re-encoding differs", ver, m.name)
 		}
 	}
 }
@@ -184,7 +349,7 @@ func TestCodec_RoundTrip(t *testing.T) {
 // wraps wire.ErrMalformed.
 func TestCodec_Malformed(t *testing.T) {
 	for _, m := range messages {
-		good := wire.Append(nil, m.sample)
+		good := wire.Append(nil, sampleAt(m, sdk.ABIVersion))
 		cases := map[string][]byte{
 			"empty":         nil,
 			"header only":   good[:1],
@@ -283,7 +448,7 @@ func retained(v reflect.Value) uint64 {
 // message that decodes re-encodes to the same bytes (the encoding is
 // canonical).
 func fuzzDecode(f *testing.F, m message) {
-	f.Add(wire.Append(nil, m.sample))
+	f.Add(wire.Append(nil, sampleAt(m, sdk.ABIVersion)))
 	f.Add(wire.Append(nil, m.fresh()))
 	f.Add([]byte{sdk.ABIVersion, byte(m.kind)})
 	f.Add(withCount(m.kind, 1<<31))
