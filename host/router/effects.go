@@ -314,6 +314,12 @@ func (fx *effects) Plan(target string) (sdk.Plan, error) {
 		r.log.Error("swapper policy failed", "policy", r.cfg.SwapperName, "target", target, "err", err)
 		return sdk.Plan{}, sdk.ErrSwapperFailed
 	}
+	if len(plan.Modes) > len(plan.Evict) {
+		why := fmt.Sprintf("swapper %s planned %d eviction modes for %d evictions", r.cfg.SwapperName, len(plan.Modes), len(plan.Evict))
+		r.refused(&l.swapCounters, fmt.Sprintf("plan for %q: %d modes for %d evictions", target, len(plan.Modes), len(plan.Evict)))
+		l.planFailures[target] = why
+		return sdk.Plan{}, sdk.ErrSwapperFailed
+	}
 	for _, name := range plan.Evict {
 		if m := l.models[name]; !slices.Contains(running, name) && (m == nil || !m.isAsleep()) {
 			why := fmt.Sprintf("swapper %s planned to evict %q, which is not running", r.cfg.SwapperName, name)
@@ -392,6 +398,9 @@ func (fx *effects) StartSwap(s sdk.SwapRequest) error {
 		}
 	}
 
+	if len(s.Modes) > len(s.Evict) {
+		return refuse(sdk.ErrBadArgument, fmt.Sprintf("%d eviction modes for %d evictions", len(s.Modes), len(s.Evict)))
+	}
 	evictions, err := r.resolveEvictions(s, evicted)
 	if err != nil {
 		return refuse(sdk.ErrBadArgument, err.Error())
@@ -508,6 +517,8 @@ func (fx *effects) StopProcesses(names []string) error {
 		m := l.models[name]
 		r.revoke(m)
 		switch {
+		case m.isAsleep(): // stopping a sleeper frees its host memory
+			r.stopSleeper(m, "stop_processes")
 		case l.swaps[name] != nil:
 			m.stopAfterStart = true
 		case m.state == sdk.StateReady && m.inFlight > 0: // rule 6: drain first
