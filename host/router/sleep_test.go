@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"slices"
 	"time"
 
 	"github.com/loadout-dev/loadout/host/config"
+	"github.com/loadout-dev/loadout/sdk"
 )
 
 // sleepHarness is the exclusive group a+b with both able to sleep at
@@ -152,4 +154,56 @@ func TestSleep_UnloadStopsSleepers(t *testing.T) {
 	}
 	h.world.expectSet(t, "stopped a", "stopped b")
 	h.expectState("a", "stopped")
+}
+
+// modeSwapper evicts every running model but the target, each with mode,
+// and records the resolved modes the host tells it at swap start.
+type modeSwapper struct {
+	mode    sdk.EvictMode
+	started [][]sdk.EvictMode
+}
+
+func (s *modeSwapper) Plan(q sdk.PlanRequest) (sdk.Plan, error) {
+	p := sdk.Plan{Evict: q.Running}
+	for range q.Running {
+		p.Modes = append(p.Modes, s.mode)
+	}
+	return p, nil
+}
+
+func (s *modeSwapper) OnSwapStart(ev sdk.SwapStartEvent) error {
+	s.started = append(s.started, ev.Modes)
+	return nil
+}
+
+// The swapper's mode for each victim reaches the host through fifo's
+// swap (ABI version 3): here a level-2 sleep where level 1 would fit.
+func TestSleep_PlanModeIsCarriedOut(t *testing.T) {
+	sw := &modeSwapper{mode: sdk.EvictSleep2}
+	mc := ModelConfig{VRAM: gib, SleepLevels: 3}
+	h := newHarness(t, harnessOpts{hostMemory: 8 * gib, models: map[string]ModelConfig{"a": mc, "b": mc},
+		newSwap: func(sdk.Host) (SwapperPolicy, error) { return sw, nil }})
+	h.procs["a"].sleepLevels = 3
+	serveOnce(t, h, "a")
+	serveOnce(t, h, "b")
+	h.world.expect(t, "starting a", "ready a", "asleep a 2", "starting b", "ready b")
+	if len(sw.started) != 2 || !slices.Equal(sw.started[1], []sdk.EvictMode{sdk.EvictSleep2}) {
+		t.Fatalf("modes at swap start: %v, want [] then [sleep2]", sw.started)
+	}
+}
+
+// A sleep the policy asks for that host memory cannot hold is a stop,
+// counted against the policy.
+func TestSleep_PlanSleepWithoutRoomIsAStop(t *testing.T) {
+	sw := &modeSwapper{mode: sdk.EvictSleep1}
+	mc := ModelConfig{VRAM: gib, SleepLevels: 3}
+	h := newHarness(t, harnessOpts{hostMemory: 256 << 20, models: map[string]ModelConfig{"a": mc, "b": mc},
+		newSwap: func(sdk.Host) (SwapperPolicy, error) { return sw, nil }})
+	h.procs["a"].sleepLevels = 3
+	serveOnce(t, h, "a")
+	serveOnce(t, h, "b")
+	h.world.expect(t, "starting a", "ready a", "stopped a", "starting b", "ready b")
+	if refused := h.r.Counters()["scheduler"].RefusedEffects; refused != 1 {
+		t.Fatalf("refused effects: %d, want 1 (the sleep that became a stop)", refused)
+	}
 }
