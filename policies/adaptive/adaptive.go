@@ -85,6 +85,9 @@ func New(h sdk.Host, raw []byte) (sdk.Swapper, error) {
 		Eligible: eligible,
 		Order:    s.order,
 		Kept:     "pinned and higher-priority models are never evicted",
+		// The sleep tier follows the leading expert: the model it would
+		// evict last keeps its place in host memory first.
+		SleepOrder: func(a, b *sdk.ModelInfo) int { return s.by(s.expert, b, a) },
 	}
 	return s, nil
 }

@@ -95,12 +95,13 @@ func New(h sdk.Host, raw []byte) (sdk.Swapper, error) {
 		models: map[string]*model{}, value: map[string]float64{}}
 	s.best = len(halfLives)*countBursts + len(halfLives) - 1 // longest memory, bursts, until the traffic says otherwise
 	s.plan = evict.Planner{
-		Policy:   "foresight",
-		Margin:   st.Margin,
-		Eligible: eligible,
-		Order:    s.order,
-		Volatile: true,
-		Kept:     "pinned and higher-priority models are never evicted",
+		Policy:     "foresight",
+		Margin:     st.Margin,
+		Eligible:   eligible,
+		Order:      s.order,
+		Volatile:   true,
+		Kept:       "pinned and higher-priority models are never evicted",
+		SleepOrder: s.sleepOrder,
 	}
 	return s, nil
 }
@@ -264,4 +265,26 @@ func (s *swapper) rescale(j int) {
 	}
 	s.total[j] /= g
 	s.base[j] = s.clock
+}
+
+// sleepOrder ranks models for the sleep tier: the most forecast load
+// seconds saved per byte of host memory first (its value, the forecast
+// load seconds, times the share of a load a wake saves), then the most
+// recently used.
+func (s *swapper) sleepOrder(a, b *sdk.ModelInfo) int {
+	saved := func(m *sdk.ModelInfo) float64 {
+		bytes := m.HostBytes1
+		if m.Asleep() {
+			bytes = m.HostLeased
+		}
+		share := 1.0
+		if m.LoadTime > 0 {
+			share = float64(max(m.LoadTime-m.WakeTime1, 0)) / float64(m.LoadTime)
+		}
+		return s.value[m.Name] * share / float64(max(bytes, 1))
+	}
+	if c := cmp.Compare(saved(b), saved(a)); c != 0 {
+		return c
+	}
+	return cmp.Compare(b.LastUse, a.LastUse)
 }

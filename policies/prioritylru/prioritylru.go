@@ -34,6 +34,9 @@ func New(h sdk.Host, raw []byte) (sdk.Swapper, error) {
 		Eligible: eligible,
 		Order:    evictionOrder,
 		Kept:     "pinned and higher-priority models are never evicted",
+		// The sleep tier is LRU too: the most recently used victims and
+		// sleepers keep host memory, the least recently used are stopped.
+		SleepOrder: func(a, b *sdk.ModelInfo) int { return cmp.Compare(b.LastUse, a.LastUse) },
 	}
 	return sw, nil
 }

@@ -75,6 +75,14 @@ type Planner struct {
 	// victim is a running model, so a sleep mode is one the host may carry
 	// out (docs/ABI.md, "Eviction modes").
 	Mode func(target *sdk.ModelInfo, v *Victim) sdk.EvictMode
+	// SleepOrder, when set (and Mode is not), fills the sleep tier (ABI
+	// version 3, sleep.go): the plan's victims that can sleep and the
+	// models asleep now compete for host memory, a before b when
+	// SleepOrder(a, b) < 0 (the one likelier to be asked for again, or
+	// whose wake saves more, first); a victim left out is stopped, a
+	// sleeper left out is added to Evict and stopped. nil: the host
+	// decides (sdk.EvictDefault).
+	SleepOrder func(a, b *sdk.ModelInfo) int
 
 	target  sdk.ModelInfo      // the model being planned for
 	snap    sdk.Snapshot       // the plan's snapshot, read into the same storage each time
@@ -87,7 +95,7 @@ type Planner struct {
 	devices []placement.Device // place's input: the GPUs with free
 	chosen  []int              // the victims' positions in the running set, ascending
 	evict   []string           // the plan's Evict
-	modes   []sdk.EvictMode    // the plan's Modes, when Mode is set
+	modes   []sdk.EvictMode    // the plan's Modes, when Mode or SleepOrder is set
 	devs    []int32            // the plan's Devices
 	fitDevs []int32            // the devices of the last placement that fitted
 	rk      ranking            // what p.cands was built from (ranking.go)
@@ -211,6 +219,9 @@ func (p *Planner) Plan(h sdk.Host, q sdk.PlanRequest, r *Rule) (sdk.Plan, error)
 			p.chosen[j], p.evict[j] = p.chosen[j-1], p.evict[j-1]
 		}
 		p.chosen[j], p.evict[j] = c.Running, q.Running[c.Running]
+	}
+	if p.Mode == nil && p.SleepOrder != nil {
+		return sdk.Plan{Evict: p.evict, Devices: p.devs, Modes: p.sleepTier()}, nil
 	}
 	return sdk.Plan{Evict: p.evict, Devices: p.devs, Modes: p.victimModes(t, k)}, nil
 }
