@@ -242,3 +242,17 @@ func TestPolicyTune_JSONLoadSeconds(t *testing.T) {
 		}
 	}
 }
+
+// A setting that changes nothing on the trace (a margin of 0 or 1 byte
+// where two 10 GiB models share 24 GiB) gives every point the same
+// figures, and the output says so.
+func TestPolicyTune_SameFiguresAreSaid(t *testing.T) {
+	out, rep, err := tuneIn(t, simConfig(""), simTrace(12, 3, "a", "b", "c"), tuneOptions{
+		simulateOptions: simulateOptions{router: "prioritylru"}, sets: []string{"router.margin=0,1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Points) != 2 || !strings.Contains(out, "every point gave the same figures") {
+		t.Errorf("want two points and the note:\n%s", out)
+	}
+}
