@@ -40,7 +40,7 @@ scenario files against the built module; docs/POLICIES.md walks through it.`,
 	pf.StringVar(&f.cacheDir, "cache-dir", "", "compilation cache directory (default: the user cache directory's loadout/wazero)")
 	pf.DurationVar(&f.timeout, "timeout", policy.DefaultCallTimeout, "deadline of one call into the policy")
 	pf.Uint32Var(&f.memPages, "memory-pages", policy.DefaultMemoryLimitPages, "memory limit of one instance, in 64 KiB pages")
-	cmd.AddCommand(newPolicyNewCmd(), newPolicyCheckCmd(&f), newPolicyTestCmd(&f), newPolicyBenchCmd(&f))
+	cmd.AddCommand(newPolicyNewCmd(), newPolicyCheckCmd(&f), newPolicyTestCmd(&f), newPolicyBenchCmd(&f), newPolicyTuneCmd(&f))
 	return cmd
 }
 

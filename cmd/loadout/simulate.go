@@ -47,6 +47,10 @@ type simulateOptions struct {
 	// workers is how many replays run at once; 0: one per core
 	// (GOMAXPROCS). Tests set 1 to compare a serial run.
 	workers int
+	// runtime is each replay's policy runtime's options beyond its clock
+	// and logger (policy tune's --cache-dir, --memory-pages, --timeout); a
+	// zero CallTimeout is sim.PolicyCallTimeout.
+	runtime policy.Options
 }
 
 func newSimulateCmd() *cobra.Command {
@@ -125,22 +129,7 @@ type policyPair struct{ scheduler, router, evict string }
 // runSimulate replays the trace under each policy pair and writes the
 // report to out; warnings (columns of the trace it skips) go to warn.
 func runSimulate(ctx context.Context, o simulateOptions, out, warn io.Writer) (err error) {
-	cfg, _, err := loadConfig(ctx, o.configPath, defaultListen, routerModeOptions{})
-	if err != nil {
-		return err
-	}
-	trace, err := readTrace(o.tracePath, cfg, warn)
-	if err != nil {
-		return err
-	}
-	if err := sim.Scale(trace, o.rate); err != nil {
-		return fmt.Errorf("--rate: %w", err)
-	}
 	pairs, err := policyPairs(o)
-	if err != nil {
-		return err
-	}
-	devices, err := simulatedGPUs(cfg, o.gpus)
 	if err != nil {
 		return err
 	}
@@ -156,52 +145,27 @@ func runSimulate(ctx context.Context, o simulateOptions, out, warn io.Writer) (e
 			}
 		}
 	}()
-	if o.logLevel != "" {
-		if _, err := newLoggerAt(o.logLevel, &sim.Clock{}); err != nil {
-			return err
-		}
-	}
-	models, err := simulatedModels(ctx, cfg, len(devices) > 0, simLogger(o, &sim.Clock{}))
+	in, err := loadReplayInputs(ctx, o, warn)
 	if err != nil {
 		return err
 	}
-	report := &sim.Report{Trace: sim.Describe(o.tracePath, trace)}
-	report.Bounds, report.LoadBound = sim.BoxBounds(trace, models, deviceMemory(devices))
-	// Each replay has its own virtual clock and policy runtime, so the
-	// compared policies replay in parallel, one per core, each exactly as
-	// it would alone (sim.Run reads nothing another run moves; the
-	// models are shared read-only); the results keep the order of pairs.
-	// With --log-level they replay one after another, so the log reads
-	// in order.
-	workers := runtime.GOMAXPROCS(0)
-	if o.workers > 0 {
-		workers = o.workers
+	report := in.report(o.tracePath)
+	jobs := make([]replayJob, len(pairs))
+	for i, p := range pairs {
+		jobs[i] = replayJob{cfg: in.cfg, pair: p}
 	}
-	if o.logLevel != "" {
-		workers = 1
-	}
-	report.Runs = make([]*sim.Result, len(pairs))
-	errs := make([]error, len(pairs))
-	next := make(chan int)
-	var wg sync.WaitGroup
-	for range min(workers, len(pairs)) {
-		wg.Go(func() {
-			for i := range next {
-				report.Runs[i], errs[i] = replayPair(ctx, o, cfg, pairs[i], trace, models, devices)
-			}
-		})
-	}
-	for i := range pairs {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	if report.Runs, err = in.replayAll(ctx, o, jobs); err != nil {
 		return err
 	}
 
 	printSimReport(out, report, o.perModel)
-	errs = nil
+	return writeOutputs(outputs, report)
+}
+
+// writeOutputs writes report to the --json and --html files of
+// createOutputs and closes them. Errors name the flag and the file.
+func writeOutputs(outputs map[string]*os.File, report *sim.Report) error {
+	var errs []error
 	for flag, f := range outputs {
 		write := report.WriteJSON
 		if flag == "--html" {
@@ -215,6 +179,104 @@ func runSimulate(ctx context.Context, o simulateOptions, out, warn io.Writer) (e
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// replayInputs is what every replay of one simulate (or policy tune) run
+// shares, read-only: the configuration, the trace (scaled by --rate), the
+// simulated GPUs and how each model is simulated.
+type replayInputs struct {
+	cfg     *config.Config
+	trace   []sim.Request
+	devices []gpu.DeclaredDevice
+	models  map[string]sim.Model
+}
+
+// loadReplayInputs reads o's configuration and trace and works out the
+// GPUs and models to simulate; warnings (columns of the trace it skips)
+// go to warn. Errors: the configuration's, the trace's (file:line), a bad
+// --rate, --gpu or --log-level.
+func loadReplayInputs(ctx context.Context, o simulateOptions, warn io.Writer) (*replayInputs, error) {
+	cfg, _, err := loadConfig(ctx, o.configPath, defaultListen, routerModeOptions{})
+	if err != nil {
+		return nil, err
+	}
+	trace, err := readTrace(o.tracePath, cfg, warn)
+	if err != nil {
+		return nil, err
+	}
+	if err := sim.Scale(trace, o.rate); err != nil {
+		return nil, fmt.Errorf("--rate: %w", err)
+	}
+	devices, err := simulatedGPUs(cfg, o.gpus)
+	if err != nil {
+		return nil, err
+	}
+	if o.logLevel != "" {
+		if _, err := newLoggerAt(o.logLevel, &sim.Clock{}); err != nil {
+			return nil, err
+		}
+	}
+	models, err := simulatedModels(ctx, cfg, len(devices) > 0, simLogger(o, &sim.Clock{}))
+	if err != nil {
+		return nil, err
+	}
+	return &replayInputs{cfg: cfg, trace: trace, devices: devices, models: models}, nil
+}
+
+// report is a report on the trace read from file, with its offline
+// bounds and no runs yet.
+func (in *replayInputs) report(file string) *sim.Report {
+	r := &sim.Report{Trace: sim.Describe(file, in.trace)}
+	r.Bounds, r.LoadBound = sim.BoxBounds(in.trace, in.models, deviceMemory(in.devices))
+	return r
+}
+
+// replayJob is one replay of the trace: a configuration (the inputs' own,
+// or one with other policy settings) and the policies to replace its own
+// with (policyPair; "" keeps them).
+type replayJob struct {
+	cfg  *config.Config
+	pair policyPair
+}
+
+// replayAll replays the trace once per job and returns the results in the
+// jobs' order. Each replay has its own virtual clock and policy runtime,
+// so the jobs replay in parallel, one per core, each exactly as it would
+// alone (sim.Run reads nothing another run moves; the inputs are shared
+// read-only). With --log-level they replay one after another, so the log
+// reads in order. Errors: every job's that failed, joined.
+func (in *replayInputs) replayAll(ctx context.Context, o simulateOptions, jobs []replayJob) ([]*sim.Result, error) {
+	runs, errs := in.replayEach(ctx, o, jobs)
+	return runs, errors.Join(errs...)
+}
+
+// replayEach is replayAll with each job's error in the jobs' order (nil
+// where it replayed).
+func (in *replayInputs) replayEach(ctx context.Context, o simulateOptions, jobs []replayJob) ([]*sim.Result, []error) {
+	workers := runtime.GOMAXPROCS(0)
+	if o.workers > 0 {
+		workers = o.workers
+	}
+	if o.logLevel != "" {
+		workers = 1
+	}
+	runs := make([]*sim.Result, len(jobs))
+	errs := make([]error, len(jobs))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range min(workers, len(jobs)) {
+		wg.Go(func() {
+			for i := range next {
+				runs[i], errs[i] = replayPair(ctx, o, jobs[i].cfg, jobs[i].pair, in.trace, in.models, in.devices)
+			}
+		})
+	}
+	for i := range jobs {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return runs, errs
 }
 
 // createOutputs creates the --json and --html files before the replay,
@@ -547,7 +609,12 @@ func replayPair(ctx context.Context, o simulateOptions, cfg *config.Config, p po
 	models map[string]sim.Model, devices []gpu.DeclaredDevice) (*sim.Result, error) {
 	clock := &sim.Clock{}
 	log := simLogger(o, clock)
-	rt, err := policy.NewRuntime(ctx, policy.Options{Logger: log, Clock: clock.Now, CallTimeout: sim.PolicyCallTimeout})
+	ro := o.runtime
+	ro.Logger, ro.Clock = log, clock.Now
+	if ro.CallTimeout <= 0 {
+		ro.CallTimeout = sim.PolicyCallTimeout
+	}
+	rt, err := policy.NewRuntime(ctx, ro)
 	if err != nil {
 		return nil, err
 	}

@@ -274,3 +274,61 @@ func TestSimulate_ACrashingPolicyIsReportedAndTheFallbackServes(t *testing.T) {
 		t.Fatalf("the fallback's take-over is not reported:\n%s", out)
 	}
 }
+
+// A box where no model fits: under every built-in policy pair each
+// request is an error counted by code, nothing crashes, and the report
+// (text, JSON, HTML) holds no NaN; the same for a trace of one request.
+func TestSimulate_NoModelFitsAndOneRequest(t *testing.T) {
+	noFit := `gpus:
+  - {name: g0, memory: 8GiB}
+models:
+  a:
+    backend: sim
+    options: {load_time: 4s, vram: 10GiB, tokens_per_second: 50}
+  b:
+    backend: sim
+    options: {load_time: 6s, vram: 20GiB, tokens_per_second: 40}
+`
+	for name, tc := range map[string]struct {
+		config, trace string
+		errors        int
+	}{
+		"no model fits":           {noFit, simTrace(7, 2, "a", "b"), 7},
+		"no model fits, one":      {noFit, simTrace(1, 2, "b"), 1},
+		"one request":             {simConfig(""), simTrace(1, 2, "b"), 0},
+		"one request, equal size": {strings.ReplaceAll(simConfig(""), "load_time: 6s", "load_time: 4s"), simTrace(1, 2, "a"), 0},
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			o := simulateOptions{rate: 1, compare: []string{"router=all", "scheduler=all"},
+				jsonPath: filepath.Join(dir, "out.json"), htmlPath: filepath.Join(dir, "out.html")}
+			out, err := simulateIn(t, tc.config, tc.trace, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var rep sim.Report
+			readJSON(t, o.jsonPath, &rep)
+			if want := len(builtin.Routers()) * len(builtin.Schedulers()); len(rep.Runs) != want {
+				t.Fatalf("%d runs, want %d", len(rep.Runs), want)
+			}
+			for _, run := range rep.Runs {
+				codes := 0
+				for _, n := range run.ErrorsByCode {
+					codes += n
+				}
+				if run.Errors != tc.errors || codes != tc.errors || run.Completed != run.Requests-tc.errors {
+					t.Errorf("%s + %s: %d completed, %d errors %v; want %d errors, counted by code", run.Scheduler, run.Router, run.Completed, run.Errors, run.ErrorsByCode, tc.errors)
+				}
+			}
+			html, err := os.ReadFile(o.htmlPath)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for what, text := range map[string]string{"text": out, "HTML": string(html)} {
+				if strings.Contains(text, "NaN") || strings.Contains(text, "Inf") {
+					t.Errorf("the %s report holds NaN or Inf:\n%s", what, out)
+				}
+			}
+		})
+	}
+}

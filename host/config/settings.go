@@ -1,6 +1,9 @@
 package config
 
 import (
+	"encoding/json"
+	"fmt"
+	"slices"
 	"strings"
 
 	sdksettings "github.com/loadout-dev/loadout/sdk/settings"
@@ -110,4 +113,60 @@ func (s *settingsSource) find(path string) *yaml.Node {
 		found, n = at, next
 	}
 	return found
+}
+
+// WithSetting returns p with the setting at path (sdk/settings' path
+// syntax: keys joined by ".", a key that is not a plain name quoted in
+// brackets) set to value, a JSON value: a member that exists is replaced
+// in place, one that does not is added last, and objects on the way are
+// made as needed. The other settings keep their order. It checks nothing
+// the policy checks: whether the policy knows the key, or likes the
+// value, is for its init to say. Errors: a path that does not parse, that
+// names a list item, or that goes through a value that is not an object.
+func (p Policy) WithSetting(path string, value json.RawMessage) (Policy, error) {
+	segs, err := sdksettings.Split(path)
+	if err != nil {
+		return p, err
+	}
+	if len(segs) == 0 {
+		return p, fmt.Errorf("setting %q: name a key", path)
+	}
+	keys := make([]string, len(segs))
+	for i, s := range segs {
+		if s.IsIndex {
+			return p, fmt.Errorf("setting %q: a list item cannot be set on its own; set the list", path)
+		}
+		keys[i] = s.Key
+	}
+	out, err := withMember(rawSettings(p.Settings), keys, value)
+	if err != nil {
+		return p, fmt.Errorf("setting %q: %w", path, err)
+	}
+	p.Settings = out
+	return p, nil
+}
+
+// withMember is the JSON object raw with the member at keys set to value.
+func withMember(raw []byte, keys []string, value json.RawMessage) (json.RawMessage, error) {
+	top, err := members(raw)
+	if err != nil {
+		return nil, err
+	}
+	i := slices.IndexFunc(top, func(m member) bool { return m.Key == keys[0] })
+	v := value
+	if len(keys) > 1 {
+		inner := []byte("{}")
+		if i >= 0 {
+			inner = top[i].Value.(json.RawMessage)
+		}
+		if v, err = withMember(inner, keys[1:], value); err != nil {
+			return nil, fmt.Errorf("%s: %w", keys[0], err)
+		}
+	}
+	if i >= 0 {
+		top[i].Value = v
+	} else {
+		top = append(top, member{keys[0], v})
+	}
+	return json.Marshal(top)
 }

@@ -38,9 +38,21 @@ type LoadBound struct {
 // LoadSeconds is what run spent loading models: each model's cold loads
 // times its load time.
 func (b *LoadBound) LoadSeconds(run *Result) float64 {
+	return loadSeconds(run, func(name string) float64 { return b.loadS[name] })
+}
+
+// LoadSeconds is what run spent loading models: each model's cold loads
+// times its load time in models.
+func LoadSeconds(run *Result, models map[string]Model) float64 {
+	return loadSeconds(run, func(name string) float64 { return models[name].Load.Seconds() })
+}
+
+// loadSeconds sums each model's cold loads times loadS(model), in model
+// order (so that the float sum is the same every time).
+func loadSeconds(run *Result, loadS func(string) float64) float64 {
 	var s float64
 	for _, name := range slices.Sorted(maps.Keys(run.Models)) {
-		s += float64(run.Models[name].ColdLoads) * b.loadS[name]
+		s += float64(run.Models[name].ColdLoads) * loadS(name)
 	}
 	return s
 }

@@ -1,0 +1,258 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/loadout-dev/loadout/host/sim"
+)
+
+// tuneIn runs `loadout policy tune` in-process on files written to a
+// temporary directory, with --json, and returns its output and the JSON.
+func tuneIn(t *testing.T, config, trace string, o tuneOptions) (string, *tuneReport, error) {
+	t.Helper()
+	dir := t.TempDir()
+	o.configPath = writeConfig(t, dir, config)
+	o.tracePath = filepath.Join(dir, "trace.csv")
+	o.jsonPath = filepath.Join(dir, "tune.json")
+	if o.rate == 0 {
+		o.rate = 1
+	}
+	if o.objective == "" {
+		o.objective = "cold-loads"
+	}
+	if err := os.WriteFile(o.tracePath, []byte(trace), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out, warn bytes.Buffer
+	if err := runTune(context.Background(), o, &out, &warn); err != nil {
+		if _, serr := os.Stat(o.jsonPath); serr == nil {
+			t.Errorf("--json %s left behind after the error %v", o.jsonPath, err)
+		}
+		return out.String(), nil, err
+	}
+	b, err := os.ReadFile(o.jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep tuneReport
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatalf("--json: %v\n%s", err, b)
+	}
+	return out.String(), &rep, nil
+}
+
+// A sweep replays every point of the grid, ranks them by the objective
+// (fewest errors first), and each point's figures are the ones simulate
+// gives with those settings written in the configuration; the best
+// settings are printed as YAML that reads back as the routing: block.
+func TestPolicyTune_RanksTheGridAndPrintsTheBest(t *testing.T) {
+	trace := simTrace(60, 7, "a", "b", "a", "c", "a", "b", "b", "c", "a")
+	out, rep, err := tuneIn(t, simConfig(""), trace, tuneOptions{
+		simulateOptions: simulateOptions{router: "adaptive"},
+		sets:            []string{"router.decay=0.3,0.9", "router.rate=0.1,2"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Points) != 4 {
+		t.Fatalf("%d points, want 2 × 2:\n%s", len(rep.Points), out)
+	}
+	for i, p := range rep.Points {
+		if p.Rank != i+1 {
+			t.Errorf("point %d has rank %d", i, p.Rank)
+		}
+		if i > 0 {
+			prev := rep.Points[i-1].Run
+			if p.Run.Errors < prev.Errors || (p.Run.Errors == prev.Errors && p.Run.ColdLoads < prev.ColdLoads) {
+				t.Errorf("rank %d (%d errors, %d cold loads) after rank %d (%d, %d)", p.Rank, p.Run.Errors, p.Run.ColdLoads, prev.Errors, prev.ColdLoads, i)
+			}
+		}
+	}
+	// Each point replays as simulate replays the configuration with
+	// those settings.
+	for _, p := range []tuneResult{rep.Points[0], rep.Points[len(rep.Points)-1]} {
+		cfg := simConfig("") + "routing:\n  router:\n    use: adaptive\n    settings: {decay: " + string(p.Settings["router.decay"]) + ", rate: " + string(p.Settings["router.rate"]) + "}\n"
+		simJSON := filepath.Join(t.TempDir(), "sim.json")
+		if _, err := simulateIn(t, cfg, trace, simulateOptions{rate: 1, jsonPath: simJSON}); err != nil {
+			t.Fatal(err)
+		}
+		var simRep sim.Report
+		readJSON(t, simJSON, &simRep)
+		if got, want := figures(t, p.Run), figures(t, simRep.Runs[0]); got != want {
+			t.Errorf("point %v:\n%s\nsimulate with those settings:\n%s", p.Settings, got, want)
+		}
+	}
+	var doc struct {
+		Routing struct {
+			Router struct {
+				Use      string
+				Settings map[string]float64
+			}
+		}
+	}
+	if err := yaml.Unmarshal([]byte(rep.Best), &doc); err != nil {
+		t.Fatalf("best YAML: %v\n%s", err, rep.Best)
+	}
+	best := rep.Points[0].Settings
+	if doc.Routing.Router.Use != "adaptive" || len(doc.Routing.Router.Settings) != 2 ||
+		jsonNumber(t, best["router.decay"]) != doc.Routing.Router.Settings["decay"] || jsonNumber(t, best["router.rate"]) != doc.Routing.Router.Settings["rate"] {
+		t.Errorf("best YAML %q, want adaptive with the first point's settings %v", rep.Best, best)
+	}
+	if !strings.Contains(out, rep.Best) || !strings.Contains(out, "ranked by cold-loads") {
+		t.Errorf("output lacks the best YAML or the objective:\n%s", out)
+	}
+}
+
+// figures is a run's JSON, wall time aside.
+func figures(t *testing.T, r *sim.Result) string {
+	t.Helper()
+	c := *r
+	c.WallS = 0
+	b, err := json.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// readJSON decodes the JSON file at path into v.
+func readJSON(t *testing.T, path string, v any) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+}
+
+func jsonNumber(t *testing.T, raw json.RawMessage) float64 {
+	t.Helper()
+	var x float64
+	if err := json.Unmarshal(raw, &x); err != nil {
+		t.Fatal(err)
+	}
+	return x
+}
+
+// A point that fails requests ranks below every point that fails fewer,
+// however few cold loads it has: a queue of 1 refuses requests (and so
+// loads less) but is not the best. The other objectives rank by their
+// figure.
+func TestPolicyTune_ErrorsRankLastAndObjectives(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("arrival_s,model,prompt_tokens,output_tokens\n")
+	for i := range 40 { // bursts: every model asked four times at once
+		for range 4 {
+			b.WriteString(strings.Join([]string{strconv.Itoa(i * 3), []string{"a", "b", "c"}[i%3], "100", "40"}, ",") + "\n")
+		}
+	}
+	for _, objective := range tuneObjectives {
+		t.Run(objective, func(t *testing.T) {
+			out, rep, err := tuneIn(t, simConfig(""), b.String(), tuneOptions{objective: objective, sets: []string{"scheduler.max_queue=1,1024", "scheduler.max_wait=1s,60s"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			first, last := rep.Points[0].Run, rep.Points[len(rep.Points)-1].Run
+			if first.Errors != 0 || last.Errors == 0 {
+				t.Fatalf("first point %d errors, last %d; want 0 first and the refused last:\n%s", first.Errors, last.Errors, out)
+			}
+			if got := string(rep.Points[0].Settings["scheduler.max_queue"]); got != "1024" {
+				t.Errorf("best max_queue %s, want 1024:\n%s", got, out)
+			}
+			figure := map[string]func(p tuneResult) float64{
+				"cold-loads":   func(p tuneResult) float64 { return float64(p.Run.ColdLoads) },
+				"load-seconds": func(p tuneResult) float64 { return p.LoadS },
+				"p95-wait":     func(p tuneResult) float64 { return p.Run.QueueWait.P95 },
+			}[objective]
+			for i := 1; i < len(rep.Points); i++ {
+				p, q := rep.Points[i-1], rep.Points[i]
+				if p.Run.Errors == q.Run.Errors && figure(p) > figure(q) {
+					t.Errorf("%s: rank %d (%g) before rank %d (%g)", objective, p.Rank, figure(p), q.Rank, figure(q))
+				}
+			}
+		})
+	}
+}
+
+// Bad sweeps are refused before any replay, each naming the --set: an
+// unknown setting with the settings the policy knows, a value the policy
+// refuses with its reason, and malformed flags.
+func TestPolicyTune_BadSweepNamesTheSetting(t *testing.T) {
+	trace := simTrace(10, 5, "a", "b", "c")
+	for name, tc := range map[string]struct {
+		router    string
+		sets      []string
+		objective string
+		want      []string
+	}{
+		"unknown router setting":    {"adaptive", []string{"router.decai=0.5"}, "", []string{`--set router.decai=0.5`, `unknown setting "decai"`, "known: margin, placement, decay, rate"}},
+		"unknown scheduler setting": {"", []string{"scheduler.max_wiat=1s"}, "", []string{`--set scheduler.max_wiat=1s`, `unknown setting "max_wiat"`, "max_wait"}},
+		"not a number":              {"adaptive", []string{"router.decay=0.5,abc"}, "", []string{"--set router.decay=abc", "want a number"}},
+		"out of range":              {"adaptive", []string{"router.decay=2"}, "", []string{"--set router.decay=2", "(0, 1]"}},
+		"bad duration":              {"", []string{"scheduler.max_wait=10s,5x"}, "", []string{"--set scheduler.max_wait=5x", "want a duration"}},
+		"the second of two":         {"adaptive", []string{"router.decay=0.5", "router.rate=x"}, "", []string{"--set router.rate=x", "want a number"}},
+		"no role":                   {"", []string{"decay=1"}, "", []string{"want router.KEY=V1,V2"}},
+		"empty value":               {"", []string{"scheduler.max_wait=1s,"}, "", []string{"an empty value"}},
+		"twice":                     {"", []string{"scheduler.max_wait=1s", "scheduler.max_wait=2s"}, "", []string{"given twice"}},
+		"list item":                 {"", []string{"scheduler.fifo[0]=1"}, "", []string{"list item"}},
+		"objective":                 {"", []string{"scheduler.max_wait=1s"}, "fastest", []string{`--objective "fastest"`, "cold-loads, load-seconds, p95-wait"}},
+		"too many points":           {"", []string{"scheduler.max_wait=" + strings.Repeat("1s,", 40) + "1s", "scheduler.max_queue=" + strings.Repeat("1,", 40) + "1"}, "", []string{"more than 1000 points"}},
+		"no sweep":                  {"", nil, "", []string{"name a setting"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, _, err := tuneIn(t, simConfig(""), trace, tuneOptions{simulateOptions: simulateOptions{router: tc.router}, sets: tc.sets, objective: tc.objective})
+			if err == nil {
+				t.Fatal("no error")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q lacks %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+// The sweep's JSON carries, per point, simulate's figures and the load
+// seconds the objective ranks by.
+func TestPolicyTune_JSONLoadSeconds(t *testing.T) {
+	_, rep, err := tuneIn(t, simConfig(""), simTrace(30, 4, "a", "b", "c"), tuneOptions{sets: []string{"scheduler.max_wait=5s,60s"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	loads := map[string]float64{"a": 4, "b": 6, "c": 8}
+	for _, p := range rep.Points {
+		var want float64
+		for name, m := range p.Run.Models {
+			want += float64(m.ColdLoads) * loads[name]
+		}
+		if p.LoadS != want || p.LoadS != sim.LoadSeconds(p.Run, map[string]sim.Model{"a": {Load: 4e9}, "b": {Load: 6e9}, "c": {Load: 8e9}}) {
+			t.Errorf("point %v: load_s %g, want %g", p.Settings, p.LoadS, want)
+		}
+	}
+}
+
+// A setting that changes nothing on the trace (a margin of 0 or 1 byte
+// where two 10 GiB models share 24 GiB) gives every point the same
+// figures, and the output says so.
+func TestPolicyTune_SameFiguresAreSaid(t *testing.T) {
+	out, rep, err := tuneIn(t, simConfig(""), simTrace(12, 3, "a", "b", "c"), tuneOptions{
+		simulateOptions: simulateOptions{router: "prioritylru"}, sets: []string{"router.margin=0,1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Points) != 2 || !strings.Contains(out, "every point gave the same figures") {
+		t.Errorf("want two points and the note:\n%s", out)
+	}
+}
