@@ -68,7 +68,7 @@ func (b *Backend) Start(ctx context.Context, spec plugins.ModelSpec) (plugins.St
 	if spec.CheckEndpoint == "" || spec.CheckEndpoint == "none" {
 		spec.CheckEndpoint = "/health"
 	}
-	return b.cmd.Start(ctx, spec)
+	return b.cmd.StartServer(ctx, spec, cmdbackend.SleepConfig{})
 }
 
 // unwrapExecError drops the *exec.Error's repetition of the name.

@@ -76,7 +76,7 @@ func (b *Backend) Start(ctx context.Context, spec plugins.ModelSpec) (plugins.St
 	}
 	spec.Cmd = strings.Join(quoted, " ") + " --port ${PORT}"
 	spec.CmdStop, spec.Proxy, spec.CheckEndpoint = "", "", "/health"
-	st, err := b.cmd.Start(ctx, spec)
+	st, err := b.cmd.StartServer(ctx, spec, cmdbackend.SleepConfig{})
 	if err != nil {
 		return st, err
 	}
