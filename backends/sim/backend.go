@@ -218,8 +218,8 @@ func (b *Backend) Stats(ctx context.Context, model string) (plugins.Stats, error
 // Capabilities implements plugins.Backend.
 func (b *Backend) Capabilities(context.Context) (plugins.Capabilities, error) {
 	return plugins.Capabilities{
-		Name:     "sim",
-		Version:  Version,
+		Name:    "sim",
+		Version: Version,
 		Features: []string{plugins.FeatureEstimate, plugins.FeatureMeasuredMemory,
 			plugins.FeatureSleep, plugins.FeatureSleepLevel2, plugins.FeatureResidency},
 	}, nil
