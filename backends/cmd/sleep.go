@@ -30,6 +30,9 @@ const (
 	// sleep or a wake settles: llama-server falls asleep on a 1 s tick, so
 	// 50 ms is lateness nobody sees and 20 loopback asks a second.
 	maxSleepPoll = 50 * time.Millisecond
+	// residencyAskTimeout bounds Residency's ask of is_sleeping, well
+	// inside plugins.CallLimits.Quick.
+	residencyAskTimeout = 2 * time.Second
 )
 
 // SleepConfig says how a model's server sleeps and wakes. The zero value is
@@ -389,8 +392,12 @@ func (p *process) residency(ctx context.Context) plugins.Residency {
 	p.mu.Unlock()
 	if p.sleep.IsSleeping != nil && p.sleepMu.TryLock() {
 		// The server's word over the record, unless a sleep or wake is
-		// under way (the record is then about to change).
-		asleep, err := p.askSleeping(ctx)
+		// under way (the record is then about to change). A server that
+		// does not answer in time leaves the record: a hung server must
+		// not make the plugin miss the call's deadline.
+		actx, cancel := context.WithTimeout(ctx, residencyAskTimeout)
+		asleep, err := p.askSleeping(actx)
+		cancel()
 		p.sleepMu.Unlock()
 		switch {
 		case err != nil:

@@ -39,6 +39,7 @@ type standIn struct {
 	sleeping   map[string]bool // vLLM's memory tags asleep
 	refuse     bool            // sleep and release answer 500
 	hang       bool            // wake_up and resume never answer
+	hangAsk    bool            // is_sleeping never answers
 	hangCalled chan struct{}   // closed when a hung wake arrives
 }
 
@@ -87,9 +88,15 @@ func newStandIn(t *testing.T) *standIn {
 		}
 	})
 	mux.HandleFunc("POST /reset_prefix_cache", func(http.ResponseWriter, *http.Request) {})
-	mux.HandleFunc("GET /is_sleeping", func(w http.ResponseWriter, _ *http.Request) {
+	mux.HandleFunc("GET /is_sleeping", func(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
+		if s.hangAsk {
+			s.mu.Unlock()
+			<-r.Context().Done()
+			s.mu.Lock()
+			return
+		}
 		_ = json.NewEncoder(w).Encode(map[string]bool{"is_sleeping": len(s.sleeping) > 0})
 	})
 	mux.HandleFunc("POST /release_memory_occupation", func(w http.ResponseWriter, r *http.Request) {
@@ -362,6 +369,28 @@ func TestStandIn_SleepRefusedAndWakeHangs(t *testing.T) {
 	}
 }
 
+// A server that hangs does not hold Residency past its bound (the plugin
+// would miss the call's deadline and be killed with every server): the
+// record answers.
+func TestVLLM_StandIn_ResidencyOfAHungServer(t *testing.T) {
+	b := newBackend(t)
+	s := newStandIn(t)
+	startStandIn(t, b, s, "vllm serve tiny", `{"preset": "vllm"}`)
+	if err := b.Sleep(context.Background(), "m", plugins.SleepLevel2, 0); err != nil {
+		t.Fatal(err)
+	}
+	s.mu.Lock()
+	s.hangAsk = true
+	s.mu.Unlock()
+	start := time.Now()
+	if r := residency(t, b); r.State != plugins.ResidencyAsleep || r.Level != 2 {
+		t.Errorf("Residency = %+v, want the record: asleep at level 2", r)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("Residency took %s", took)
+	}
+}
+
 // A server that sleeps and wakes through commands, run with the model's
 // environment and ${level} substituted, and says whether it sleeps through
 // a command's exit status; then dies asleep.
@@ -487,4 +516,23 @@ func TestBackend_Validate_SleepOptions(t *testing.T) {
 			}
 		})
 	}
+}
+
+// FuzzParseStep: any string parses or is refused without a panic, and a
+// step parsed writes back to a string that parses to the same step.
+func FuzzParseStep(f *testing.F) {
+	for _, s := range []string{"POST /sleep?level=${level}", `POST /collective_rpc {"method": "reload_weights"}`,
+		"GET /is_sleeping", "./reload.sh ${level}", "sh -c 'x y'", "POST sleep", "DELETE /", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		st, err := cmdbackend.ParseStep(s)
+		if err != nil || st.Method == "" {
+			return // commands are plugins.SplitCommand's to round-trip
+		}
+		again, err := cmdbackend.ParseStep(st.String())
+		if err != nil || again.Method != st.Method || again.Path != st.Path || again.Body != st.Body {
+			t.Fatalf("ParseStep(%q) = %+v, written %q, parsed again %+v, %v", s, st, st.String(), again, err)
+		}
+	})
 }

@@ -141,13 +141,19 @@ func (b *Backend) Residency(ctx context.Context, model string) (plugins.Residenc
 	if err != nil || r.State == plugins.ResidencyStopped {
 		return r, err
 	}
-	st, err := b.simStats(ctx, model)
+	sctx, cancel := context.WithTimeout(ctx, statsTimeout)
+	defer cancel()
+	st, err := b.simStats(sctx, model)
 	if err != nil {
-		return r, err
+		return r, nil // the record alone: memory unknown
 	}
 	r.DeviceBytes, r.HostBytes = st.VRAMBytes, st.HostBytes
 	return r, nil
 }
+
+// statsTimeout bounds Residency's ask of /sim/stats, well inside
+// plugins.CallLimits.Quick: a hung server leaves its memory unknown.
+const statsTimeout = 2 * time.Second
 
 // simStats is the part of the server's GET /sim/stats the backend reads.
 type simStats struct {
