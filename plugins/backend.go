@@ -201,6 +201,14 @@ const (
 	FeatureSleepLevel2 = "sleep_level_2"
 	// FeatureResidency: Residency (ResidencyReporter).
 	FeatureResidency = "residency"
+	// FeatureSleepLevel2Only: listed with FeatureSleep and
+	// FeatureSleepLevel2 by a backend whose servers can sleep at
+	// SleepLevel2 but not at SleepLevel1 (llama-server's sleep frees the
+	// model and reloads it from its file, keeping no copy in host RAM);
+	// Sleep at SleepLevel1 answers ErrNotSupported. A host that does not
+	// know it asks for level 1, is refused, and stops the model, as it
+	// would for a backend that cannot sleep.
+	FeatureSleepLevel2Only = "sleep_level_2_only"
 )
 
 // Capabilities name a backend and what it supports.
@@ -299,8 +307,11 @@ type Residency struct {
 	// DeviceBytes is the GPU memory the server holds over all its
 	// devices, in bytes; 0 when asleep or unknown.
 	DeviceBytes uint64
-	// HostBytes is the host RAM holding the weights of a model asleep at
-	// level 1, in bytes; 0 otherwise or when unknown.
+	// HostBytes is the host RAM, in bytes, that a model asleep holds
+	// because it sleeps: at level 1 the weights copied there (and the
+	// process beside them), at level 2 the process's own overhead. 0 when
+	// running, stopped or unknown (the host then measures the server's
+	// processes by pid).
 	HostBytes uint64
 }
 

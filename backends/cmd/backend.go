@@ -1,16 +1,12 @@
 package cmdbackend
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"maps"
 	"net"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -45,8 +41,10 @@ type Backend struct {
 }
 
 var (
-	_ plugins.Backend = (*Backend)(nil)
-	_ io.Closer       = (*Backend)(nil)
+	_ plugins.Backend           = (*Backend)(nil)
+	_ plugins.Sleeper           = (*Backend)(nil)
+	_ plugins.ResidencyReporter = (*Backend)(nil)
+	_ io.Closer                 = (*Backend)(nil)
 )
 
 // New returns a Backend that logs to logger (nil: slog.Default()).
@@ -66,7 +64,26 @@ func New(logger *slog.Logger) *Backend {
 // (Proxy empty or with ${PORT} too): Started.Upstream names the new port.
 // Otherwise (the port written into Cmd or Proxy) the start fails before
 // anything is run.
+//
+// The options (see the package comment) say how the server sleeps; a
+// preset adds the flags its server needs to Cmd. A spec Validate reports
+// problems with is refused with plugins.ProblemsError.
 func (b *Backend) Start(ctx context.Context, spec plugins.ModelSpec) (plugins.Started, error) {
+	o, problems := parseOptions(spec.Options)
+	problems = append(problems, o.applyPreset(&spec)...)
+	if len(problems) > 0 {
+		return plugins.Started{}, fmt.Errorf("model %q: %w", spec.Model, plugins.ProblemsError(problems))
+	}
+	return b.StartServer(ctx, spec, o.sleep)
+}
+
+// StartServer is Start for a backend built on this one (sim, llamaserver):
+// spec.Cmd is the server's whole command line, spec.Options are the
+// caller's own and are not read, and sleep says how the server sleeps and
+// wakes (the zero value: it cannot). ${PORT} and ${MODEL_ID} in sleep's
+// steps are substituted as in Cmd. Sleep, Wake and Residency then serve the
+// model.
+func (b *Backend) StartServer(ctx context.Context, spec plugins.ModelSpec, sleep SleepConfig) (plugins.Started, error) {
 	if spec.Model == "" {
 		return plugins.Started{}, errors.New("start: empty model id")
 	}
@@ -94,6 +111,7 @@ func (b *Backend) Start(ctx context.Context, spec plugins.ModelSpec) (plugins.St
 	spec.Cmd = macros.Replace(spec.Cmd)
 	spec.CmdStop = macros.Replace(spec.CmdStop)
 	spec.Proxy = macros.Replace(spec.Proxy)
+	sleep = sleep.expand(macros)
 
 	b.mu.Lock()
 	if b.closed {
@@ -104,7 +122,7 @@ func (b *Backend) Start(ctx context.Context, spec plugins.ModelSpec) (plugins.St
 		b.mu.Unlock()
 		return plugins.Started{}, fmt.Errorf("model %q: %w", spec.Model, plugins.ErrAlreadyRunning)
 	}
-	p, err := launch(spec, b.log)
+	p, err := launch(spec, sleep, b.log)
 	if err != nil {
 		b.mu.Unlock()
 		return plugins.Started{}, err
@@ -183,9 +201,61 @@ func (b *Backend) Stats(_ context.Context, model string) (plugins.Stats, error) 
 	return plugins.Stats{Pids: groupPids(p.pid)}, nil
 }
 
-// Capabilities implements plugins.Backend.
+// Capabilities implements plugins.Backend. The cmd backend can sleep at
+// both levels and reports residency; whether a model's server can is its
+// options' to say (Sleep answers plugins.ErrNotSupported for one that
+// configures no sleep).
 func (b *Backend) Capabilities(context.Context) (plugins.Capabilities, error) {
-	return plugins.Capabilities{Name: "cmd", Version: Version}, nil
+	return plugins.Capabilities{Name: "cmd", Version: Version, Features: []string{
+		plugins.FeatureSleep, plugins.FeatureSleepLevel2, plugins.FeatureResidency,
+	}}, nil
+}
+
+// Sleep implements plugins.Sleeper: it runs the model's sleep steps, in
+// order, with ${level} substituted, then (with is_sleeping) waits until the
+// server says it sleeps, all within timeout (<= 0: DefaultSleepTimeout),
+// and returns once it does. Errors: plugins.ErrUnknownModel;
+// plugins.ErrNotSupported for a level the model's options do not offer (or
+// no sleep configured); plugins.ErrNotRunning for a server not ready; a
+// step that failed (a non-2xx answer, a command's failure), quoting its
+// answer; the deadline, saying what the server answered last. A failed
+// sleep leaves the record awake: the host stops such a server.
+// Sleeping a server asleep at the same level returns nil.
+func (b *Backend) Sleep(ctx context.Context, model string, level plugins.SleepLevel, timeout time.Duration) error {
+	p, err := b.lookup(model)
+	if err != nil {
+		return err
+	}
+	return p.sleepAt(ctx, level, timeout)
+}
+
+// Wake implements plugins.Sleeper: it runs the model's wake steps (after a
+// level 2 sleep its wake_level_2 steps, where set), then waits until the
+// check endpoint answers 2xx and, with is_sleeping, the server says it is
+// awake, all within timeout (<= 0: DefaultWakeTimeout). A wake that hangs
+// ends at the deadline with an error; the server is left asleep in the
+// record. Waking a running server returns nil. Errors:
+// plugins.ErrUnknownModel; plugins.ErrNotSupported for a model that cannot
+// sleep; plugins.ErrNotRunning with the exit of a server that died asleep.
+func (b *Backend) Wake(ctx context.Context, model string, timeout time.Duration) error {
+	p, err := b.lookup(model)
+	if err != nil {
+		return err
+	}
+	return p.wake(ctx, timeout)
+}
+
+// Residency implements plugins.ResidencyReporter: stopped once the server
+// has exited (asleep or not), asleep at its level after a Sleep (or, with
+// is_sleeping, when the server says it fell asleep by itself: at the
+// deepest level it offers), else running. DeviceBytes and HostBytes stay
+// 0: a command line says nothing of memory, and the host measures by pid.
+func (b *Backend) Residency(ctx context.Context, model string) (plugins.Residency, error) {
+	p, err := b.lookup(model)
+	if err != nil {
+		return plugins.Residency{}, err
+	}
+	return p.residency(ctx), nil
 }
 
 // Wait implements plugins.Backend.
@@ -202,22 +272,12 @@ func (b *Backend) Wait(ctx context.Context, model string) (plugins.Exit, error) 
 	}
 }
 
-// Validate implements plugins.Backend: the cmd backend takes no options (it
-// runs Cmd as written), so every option is a problem; Cmd itself is the
-// host configuration's to check.
+// Validate implements plugins.Backend: the options as Start reads them
+// (see the package comment), and, with a preset, whether its flags can be
+// added to Cmd. Cmd itself is the host configuration's to check.
 func (b *Backend) Validate(_ context.Context, spec plugins.ModelSpec) ([]plugins.Problem, error) {
-	if len(bytes.TrimSpace(spec.Options)) == 0 {
-		return nil, nil
-	}
-	var opts map[string]json.RawMessage
-	if err := json.Unmarshal(spec.Options, &opts); err != nil {
-		return []plugins.Problem{{Message: fmt.Sprintf("want a JSON object: %v", err)}}, nil
-	}
-	var problems []plugins.Problem
-	for _, k := range slices.Sorted(maps.Keys(opts)) {
-		problems = append(problems, plugins.Problem{Option: k, Message: "the cmd backend takes no options: it runs cmd as written (put server flags in cmd)"})
-	}
-	return problems, nil
+	o, problems := parseOptions(spec.Options)
+	return append(problems, o.applyPreset(&spec)...), nil
 }
 
 // Close stops every server (SIGTERM, SIGKILL after a second) and refuses

@@ -38,5 +38,23 @@
 //     its port.
 //
 // The sim and llamaserver backends run their servers through this package
-// and get the same rule.
+// (StartServer) and get the same rule.
+//
+// # Sleep and wake
+//
+// A model's options say how its server sleeps (plugins.Sleeper): each of
+// sleep, wake and wake_level_2 is a step or a list of steps, a step being
+// an HTTP call to the server's own upstream ("POST /sleep?level=${level}",
+// a JSON body after the path) or a command (run with the server's
+// environment, not through a shell); is_sleeping is one step that says
+// whether the server sleeps (an HTTP answer {"is_sleeping": bool}, or a
+// command's exit status, 0 asleep and 1 awake); sleep_levels the levels
+// offered (default 1). preset: vllm or preset: sglang stands for the steps
+// of that server's documented API and adds the flags it needs to a cmd that
+// runs it (Presets); keys beside it override its steps. Sleep runs the
+// steps and waits for is_sleeping, Wake runs its steps and waits until the
+// check endpoint answers and is_sleeping says awake, each bounded by its
+// timeout; Residency reports the record, corrected by is_sleeping. A model
+// with none of these options cannot sleep: Sleep answers
+// plugins.ErrNotSupported and the host stops it instead.
 package cmdbackend

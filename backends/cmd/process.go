@@ -53,16 +53,23 @@ type process struct {
 	log          *slog.Logger
 	stderr       tail
 	done         chan struct{} // closed once the server has exited
+	sleep        SleepConfig   // how it sleeps; the zero value: it cannot
+	env          []string      // the server's environment, for command steps
+
+	// sleepMu serialises Sleep and Wake: one changes the server's memory
+	// at a time.
+	sleepMu sync.Mutex
 
 	mu        sync.Mutex
 	state     plugins.State
+	asleep    plugins.SleepLevel // 0 while awake
 	requested bool
 	exit      plugins.Exit // valid once done is closed
 }
 
-// launch starts the server of spec (already expanded) and watches it until it
-// exits. It does not wait for readiness.
-func launch(spec plugins.ModelSpec, log *slog.Logger) (*process, error) {
+// launch starts the server of spec (already expanded), which sleeps as sleep
+// says, and watches it until it exits. It does not wait for readiness.
+func launch(spec plugins.ModelSpec, sleep SleepConfig, log *slog.Logger) (*process, error) {
 	argv, err := plugins.SplitCommand(spec.Cmd)
 	if err != nil {
 		return nil, fmt.Errorf("model %q: parse cmd: %w", spec.Model, err)
@@ -84,6 +91,7 @@ func launch(spec plugins.ModelSpec, log *slog.Logger) (*process, error) {
 		log:          log.With("model", spec.Model),
 		done:         make(chan struct{}),
 		state:        plugins.StateStarting,
+		sleep:        sleep,
 	}
 	switch ep := spec.CheckEndpoint; ep {
 	case "none":
@@ -96,6 +104,7 @@ func launch(spec plugins.ModelSpec, log *slog.Logger) (*process, error) {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), spec.Env...)
 	cmd.Env = append(cmd.Env, plugins.CUDAEnv(spec.Devices)...)
+	p.env = cmd.Env
 	cmd.SysProcAttr = serverSysProcAttr()
 	// Own pipes rather than io.Writers: exec's copy goroutines would make
 	// Wait block on a grandchild that holds the pipe open.

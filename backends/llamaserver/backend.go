@@ -30,6 +30,23 @@ const Version = "0.1.0"
 //	cache_type_k  --cache-type-k, e.g. "q8_0" (default f16)
 //	cache_type_v  --cache-type-v
 //	extra_args    more llama-server flags, one word per item
+//	sleep_idle_seconds  --sleep-idle-seconds: the server may sleep (below)
+//
+// Sleep. llama-server (llama.cpp's tools/server README, "Sleeping on
+// Idle") sleeps by itself after --sleep-idle-seconds without a task: it
+// frees the model and its KV cache and keeps its process; any inference
+// request wakes it, reloading the model from its file; GET /props says
+// "is_sleeping". It has no call that sleeps at once. So a model with
+// sleep_idle_seconds sleeps at level 2 only (FeatureSleepLevel2Only: the
+// weights are dropped, not kept in host RAM): Sleep waits until /props
+// says it sleeps, which an idle server does sleep_idle_seconds (and up to
+// 1 s more, its loop's tick) after its last task; Wake sends POST
+// /tokenize {"content": ""}, which waits for the reload, and then waits
+// until /props says it is awake. A server also falls asleep by itself while
+// the host counts it running (Residency then says asleep) and wakes on the
+// next request, which waits for the reload. Without sleep_idle_seconds the
+// model cannot sleep (plugins.ErrNotSupported). Router mode's
+// /models/unload is not used: it ends the model's process, a stop.
 //
 // The server listens on 127.0.0.1 at ModelSpec.Port and is ready once
 // /health answers 200 (llama-server answers 503 while it loads); Cmd, Proxy
@@ -41,8 +58,10 @@ type Backend struct {
 }
 
 var (
-	_ plugins.Backend = (*Backend)(nil)
-	_ io.Closer       = (*Backend)(nil)
+	_ plugins.Backend           = (*Backend)(nil)
+	_ plugins.Sleeper           = (*Backend)(nil)
+	_ plugins.ResidencyReporter = (*Backend)(nil)
+	_ io.Closer                 = (*Backend)(nil)
 )
 
 // New returns a Backend that logs to logger (nil: slog.Default()).
@@ -68,7 +87,51 @@ func (b *Backend) Start(ctx context.Context, spec plugins.ModelSpec) (plugins.St
 	if spec.CheckEndpoint == "" || spec.CheckEndpoint == "none" {
 		spec.CheckEndpoint = "/health"
 	}
-	return b.cmd.Start(ctx, spec)
+	return b.cmd.StartServer(ctx, spec, o.sleepConfig())
+}
+
+// sleepConfig is how o's server sleeps (see Backend): at level 2 only, if
+// sleep_idle_seconds is set.
+func (o options) sleepConfig() cmdbackend.SleepConfig {
+	if o.SleepIdleSeconds == 0 {
+		return cmdbackend.SleepConfig{}
+	}
+	return llamaSleep
+}
+
+var llamaSleep = func() cmdbackend.SleepConfig {
+	step := func(s string) cmdbackend.Step {
+		st, err := cmdbackend.ParseStep(s)
+		if err != nil {
+			panic(err)
+		}
+		return st
+	}
+	props := step("GET /props")
+	return cmdbackend.SleepConfig{
+		Levels:     1 << (plugins.SleepLevel2 - 1),
+		Wake:       []cmdbackend.Step{step(`POST /tokenize {"content": ""}`)},
+		IsSleeping: &props,
+	}
+}()
+
+// Sleep implements plugins.Sleeper at level 2 (see Backend): it waits,
+// within timeout, until the idle server has freed its model.
+func (b *Backend) Sleep(ctx context.Context, model string, level plugins.SleepLevel, timeout time.Duration) error {
+	return b.cmd.Sleep(ctx, model, level, timeout)
+}
+
+// Wake implements plugins.Sleeper (see Backend): it has the server reload
+// its model and returns once it is loaded, within timeout.
+func (b *Backend) Wake(ctx context.Context, model string, timeout time.Duration) error {
+	return b.cmd.Wake(ctx, model, timeout)
+}
+
+// Residency implements plugins.ResidencyReporter: stopped, asleep at level
+// 2 (by Sleep or by itself, as /props says) or running. DeviceBytes and
+// HostBytes are 0: the host measures the server by pid.
+func (b *Backend) Residency(ctx context.Context, model string) (plugins.Residency, error) {
+	return b.cmd.Residency(ctx, model)
 }
 
 // unwrapExecError drops the *exec.Error's repetition of the name.
@@ -121,7 +184,8 @@ func (b *Backend) Stats(ctx context.Context, model string) (plugins.Stats, error
 
 // Capabilities implements plugins.Backend.
 func (b *Backend) Capabilities(context.Context) (plugins.Capabilities, error) {
-	return plugins.Capabilities{Name: "llamaserver", Version: Version, Features: []string{plugins.FeatureEstimate}}, nil
+	return plugins.Capabilities{Name: "llamaserver", Version: Version, Features: []string{plugins.FeatureEstimate,
+		plugins.FeatureSleep, plugins.FeatureSleepLevel2, plugins.FeatureSleepLevel2Only, plugins.FeatureResidency}}, nil
 }
 
 // Wait implements plugins.Backend.

@@ -34,7 +34,7 @@ const shim = "../../testdata/llamacpp/llama_server_shim.py"
 
 // requireShim skips (fails under LOADOUT_REQUIRE_LLAMACPP=1) without
 // llama-cpp-python and returns the GGUF fixtures' directory.
-func requireShim(t *testing.T) string {
+func requireShim(t testing.TB) string {
 	t.Helper()
 	dir, _ := ggufFixtures(t)
 	if out, err := exec.Command("python3", "-c", "import llama_cpp.server.app, uvicorn").CombinedOutput(); err != nil {
@@ -52,7 +52,7 @@ func requireShim(t *testing.T) string {
 // `--version` succeeds), else the shim (skipping without
 // llama-cpp-python). Under LOADOUT_REQUIRE_LLAMACPP=1 the real binary
 // must be there.
-func llamaServer(t *testing.T) (bin string, real bool) {
+func llamaServer(t testing.TB) (bin string, real bool) {
 	t.Helper()
 	if bin := os.Getenv("LOADOUT_LLAMA_SERVER"); bin != "" {
 		if out, err := exec.Command(bin, "--version").CombinedOutput(); err != nil {
@@ -75,7 +75,7 @@ func llamaServer(t *testing.T) (bin string, real bool) {
 // freePort returns a free loopback port below the kernel's ephemeral range
 // (32768 and up): the server binds it a second later, and a port in that
 // range may meanwhile be taken as the source port of an outgoing connection.
-func freePort(t *testing.T) int {
+func freePort(t testing.TB) int {
 	t.Helper()
 	for range 100 {
 		port := 20000 + rand.IntN(12000)
@@ -98,7 +98,7 @@ func shimSpec(t *testing.T, model string, options map[string]any) plugins.ModelS
 }
 
 // serverSpec is a spec for model that runs bin with options.
-func serverSpec(t *testing.T, bin, model string, options map[string]any) plugins.ModelSpec {
+func serverSpec(t testing.TB, bin, model string, options map[string]any) plugins.ModelSpec {
 	t.Helper()
 	options["binary"] = bin
 	raw, err := json.Marshal(options)

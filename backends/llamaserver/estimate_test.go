@@ -42,7 +42,7 @@ type manifest struct {
 	}
 }
 
-func ggufFixtures(t *testing.T) (string, manifest) {
+func ggufFixtures(t testing.TB) (string, manifest) {
 	t.Helper()
 	fixtures.once.Do(func() {
 		if out, err := exec.Command("python3", "-c", "import gguf, numpy").CombinedOutput(); err != nil {

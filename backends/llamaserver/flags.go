@@ -36,6 +36,7 @@ var optionFlags = []optionFlag{
 	{"flash_attn", []string{"--flash-attn", "-fa"}, "LLAMA_ARG_FLASH_ATTN"},
 	{"cache_type_k", []string{"--cache-type-k", "-ctk"}, "LLAMA_ARG_CACHE_TYPE_K"},
 	{"cache_type_v", []string{"--cache-type-v", "-ctv"}, "LLAMA_ARG_CACHE_TYPE_V"},
+	{"sleep_idle_seconds", []string{"--sleep-idle-seconds"}, ""},
 	{"", []string{"--host"}, "LLAMA_ARG_HOST"},
 	{"", []string{"--port"}, "LLAMA_ARG_PORT"},
 }
@@ -308,7 +309,7 @@ func OptionsFromArgs(args []Arg) (map[string]any, error) {
 			return nil, fmt.Errorf("flag %s is set by Loadout's llamaserver backend", a.Words[0])
 		case len(a.Words) != 2:
 			return nil, fmt.Errorf("flag %s takes a value", a.Words[0])
-		case opt == "ctx_size" || opt == "parallel":
+		case opt == "ctx_size" || opt == "parallel" || opt == "sleep_idle_seconds":
 			n, err := strconv.Atoi(strings.TrimSpace(a.Words[1]))
 			if err != nil {
 				return nil, fmt.Errorf("flag %s: want a whole number, got %q", a.Words[0], a.Words[1])

@@ -36,12 +36,17 @@ type options struct {
 	// CacheTypeK and CacheTypeV are --cache-type-k/-v, e.g. "q8_0"; ""
 	// means f16.
 	CacheTypeK, CacheTypeV string
+	// SleepIdleSeconds is --sleep-idle-seconds: after that many seconds
+	// without a task llama-server frees its model and KV cache, keeping its
+	// process, and reloads them on the next task; 0 leaves it off (the
+	// server cannot sleep).
+	SleepIdleSeconds int
 	// ExtraArgs are appended to the command line as they are.
 	ExtraArgs []string
 }
 
 // optionNames are the keys of the options object, for error messages.
-var optionNames = []string{"binary", "cache_type_k", "cache_type_v", "ctx_size", "extra_args", "flash_attn", "model", "n_gpu_layers", "parallel"}
+var optionNames = []string{"binary", "cache_type_k", "cache_type_v", "ctx_size", "extra_args", "flash_attn", "model", "n_gpu_layers", "parallel", "sleep_idle_seconds"}
 
 // parseOptions decodes and checks a model's options (a JSON object). It does
 // not look at the model file.
@@ -56,6 +61,7 @@ func parseOptions(raw json.RawMessage) (options, error) {
 		CacheTypeK *string         `json:"cache_type_k"`
 		CacheTypeV *string         `json:"cache_type_v"`
 		ExtraArgs  json.RawMessage `json:"extra_args"`
+		SleepIdle  *int            `json:"sleep_idle_seconds"`
 	}
 	if len(bytes.TrimSpace(raw)) > 0 {
 		dec := json.NewDecoder(bytes.NewReader(raw))
@@ -87,6 +93,12 @@ func parseOptions(raw json.RawMessage) (options, error) {
 			return o, fmt.Errorf("llamaserver options: parallel %d: want 1 or more", *in.Parallel)
 		}
 		o.Parallel = *in.Parallel
+	}
+	if in.SleepIdle != nil {
+		if *in.SleepIdle < 1 {
+			return o, fmt.Errorf("llamaserver options: sleep_idle_seconds %d: want 1 or more (leave it out for a server that never sleeps)", *in.SleepIdle)
+		}
+		o.SleepIdleSeconds = *in.SleepIdle
 	}
 	var err error
 	if o.GPULayers, err = gpuLayers(in.GPULayers); err != nil {
@@ -211,6 +223,9 @@ func (o options) args() []string {
 	}
 	if o.CacheTypeV != "" {
 		argv = append(argv, flagOf("cache_type_v"), o.CacheTypeV)
+	}
+	if o.SleepIdleSeconds > 0 {
+		argv = append(argv, flagOf("sleep_idle_seconds"), strconv.Itoa(o.SleepIdleSeconds))
 	}
 	argv = append(argv, o.ExtraArgs...)
 	return append(argv, "--host", "127.0.0.1", "--port", "${PORT}")

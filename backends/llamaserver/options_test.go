@@ -29,6 +29,11 @@ func TestLlamaServer_CommandLine(t *testing.T) {
 				"--cache-type-v", "q8_0", "--threads", "8", "--jinja", "--host", "127.0.0.1", "--port", "${PORT}"},
 		},
 		{
+			name:    "sleep when idle",
+			options: `{"model": "m.gguf", "sleep_idle_seconds": 30}`,
+			want:    []string{"llama-server", "--model", "m.gguf", "--sleep-idle-seconds", "30", "--host", "127.0.0.1", "--port", "${PORT}"},
+		},
+		{
 			name:    "gpu layers all, flash attention auto",
 			options: `{"model": "m.gguf", "n_gpu_layers": "all", "flash_attn": "auto"}`,
 			want:    []string{"llama-server", "--model", "m.gguf", "--n-gpu-layers", "all", "--flash-attn", "auto", "--host", "127.0.0.1", "--port", "${PORT}"},
@@ -76,6 +81,8 @@ func TestLlamaServer_BadOptions(t *testing.T) {
 		{"ctx_size a string", `{"model": "m.gguf", "ctx_size": "4k"}`, "ctx_size: want a whole number, got a string"},
 		{"negative ctx_size", `{"model": "m.gguf", "ctx_size": -1}`, "ctx_size -1"},
 		{"zero parallel", `{"model": "m.gguf", "parallel": 0}`, "parallel 0: want 1 or more"},
+		{"zero sleep_idle_seconds", `{"model": "m.gguf", "sleep_idle_seconds": 0}`, "sleep_idle_seconds 0: want 1 or more"},
+		{"sleep flag in extra_args", `{"model": "m.gguf", "extra_args": ["--sleep-idle-seconds", "5"]}`, "--sleep-idle-seconds is set by the sleep_idle_seconds option"},
 		{"gpu layers word", `{"model": "m.gguf", "n_gpu_layers": "most"}`, `n_gpu_layers "most"`},
 		{"gpu layers fraction", `{"model": "m.gguf", "n_gpu_layers": 1.5}`, "n_gpu_layers 1.5"},
 		{"flash_attn word", `{"model": "m.gguf", "flash_attn": "yes"}`, "flash_attn \"yes\": want true, false, on, off or auto"},

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -35,6 +36,20 @@ const Version = "0.1.0"
 //	seed                integer
 //	crash_after_tokens  integer: the server exits abruptly after that many
 //	                    tokens in total
+//	wake_time           duration string: a wake from a level 1 sleep
+//	wake_time_level_2   duration string: a wake from a level 2 sleep
+//	                    (default: load_time)
+//	host_bytes          bytes or a size string: host memory the process
+//	                    holds beside its weights while asleep
+//	sleep_fails         boolean: every sleep is refused (500)
+//	wake_hangs          boolean: every wake hangs
+//
+// The servers sleep and wake at both levels (plugins.Sleeper) through the
+// sim server's copy of vLLM's API (POST /sleep?level=N, POST /wake_up, GET
+// /is_sleeping): asleep, a server reports no device memory, answers 503 to
+// inference, and holds host memory as the server's /sim/stats says (VRAM
+// plus host_bytes at level 1, host_bytes at level 2), which Residency
+// reports.
 //
 // ModelSpec.Cmd and CheckEndpoint are ignored; Env, Port, Devices and
 // HealthCheckTimeout apply as in the cmd backend. Close stops every server.
@@ -47,8 +62,10 @@ type Backend struct {
 }
 
 var (
-	_ plugins.Backend = (*Backend)(nil)
-	_ io.Closer       = (*Backend)(nil)
+	_ plugins.Backend           = (*Backend)(nil)
+	_ plugins.Sleeper           = (*Backend)(nil)
+	_ plugins.ResidencyReporter = (*Backend)(nil)
+	_ io.Closer                 = (*Backend)(nil)
 )
 
 // New returns a Backend whose servers run argv followed by sim-server flags;
@@ -76,7 +93,7 @@ func (b *Backend) Start(ctx context.Context, spec plugins.ModelSpec) (plugins.St
 	}
 	spec.Cmd = strings.Join(quoted, " ") + " --port ${PORT}"
 	spec.CmdStop, spec.Proxy, spec.CheckEndpoint = "", "", "/health"
-	st, err := b.cmd.Start(ctx, spec)
+	st, err := b.cmd.StartServer(ctx, spec, simSleep)
 	if err != nil {
 		return st, err
 	}
@@ -84,6 +101,84 @@ func (b *Backend) Start(ctx context.Context, spec plugins.ModelSpec) (plugins.St
 	b.upstreams[spec.Model] = st.Upstream
 	b.mu.Unlock()
 	return st, nil
+}
+
+// simSleep is how a sim server sleeps: vLLM's API, which it copies.
+var simSleep = func() cmdbackend.SleepConfig {
+	step := func(s string) cmdbackend.Step {
+		st, err := cmdbackend.ParseStep(s)
+		if err != nil {
+			panic(err)
+		}
+		return st
+	}
+	isSleeping := step("GET /is_sleeping")
+	return cmdbackend.SleepConfig{
+		Levels:     1 | 2,
+		Sleep:      []cmdbackend.Step{step("POST /sleep?level=${level}")},
+		Wake:       []cmdbackend.Step{step("POST /wake_up")},
+		IsSleeping: &isSleeping,
+	}
+}()
+
+// Sleep implements plugins.Sleeper (see cmdbackend.Backend.Sleep): the
+// server releases its device memory at once, or refuses with sleep_fails.
+func (b *Backend) Sleep(ctx context.Context, model string, level plugins.SleepLevel, timeout time.Duration) error {
+	return b.cmd.Sleep(ctx, model, level, timeout)
+}
+
+// Wake implements plugins.Sleeper (see cmdbackend.Backend.Wake): it takes
+// the server's wake_time (level 1) or wake_time_level_2, or hangs until
+// timeout with wake_hangs.
+func (b *Backend) Wake(ctx context.Context, model string, timeout time.Duration) error {
+	return b.cmd.Wake(ctx, model, timeout)
+}
+
+// Residency implements plugins.ResidencyReporter: the cmd backend's
+// record, with DeviceBytes and HostBytes from the server's /sim/stats.
+func (b *Backend) Residency(ctx context.Context, model string) (plugins.Residency, error) {
+	r, err := b.cmd.Residency(ctx, model)
+	if err != nil || r.State == plugins.ResidencyStopped {
+		return r, err
+	}
+	sctx, cancel := context.WithTimeout(ctx, statsTimeout)
+	defer cancel()
+	st, err := b.simStats(sctx, model)
+	if err != nil {
+		return r, nil // the record alone: memory unknown
+	}
+	r.DeviceBytes, r.HostBytes = st.VRAMBytes, st.HostBytes
+	return r, nil
+}
+
+// statsTimeout bounds Residency's ask of /sim/stats, well inside
+// plugins.CallLimits.Quick: a hung server leaves its memory unknown.
+const statsTimeout = 2 * time.Second
+
+// simStats is the part of the server's GET /sim/stats the backend reads.
+type simStats struct {
+	VRAMBytes uint64 `json:"vram_bytes"`
+	HostBytes uint64 `json:"host_bytes"`
+}
+
+func (b *Backend) simStats(ctx context.Context, model string) (simStats, error) {
+	var body simStats
+	b.mu.Lock()
+	upstream := b.upstreams[model]
+	b.mu.Unlock()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, upstream+"/sim/stats", nil)
+	if err != nil {
+		return body, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return body, fmt.Errorf("model %q: stats: %w", model, err)
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		return body, fmt.Errorf("model %q: stats: %w", model, err)
+	}
+	return body, nil
 }
 
 // Stop implements plugins.Backend.
@@ -118,23 +213,9 @@ func (b *Backend) Stats(ctx context.Context, model string) (plugins.Stats, error
 	if err != nil || len(st.Pids) == 0 {
 		return st, err
 	}
-	b.mu.Lock()
-	upstream := b.upstreams[model]
-	b.mu.Unlock()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, upstream+"/sim/stats", nil)
+	body, err := b.simStats(ctx, model)
 	if err != nil {
 		return st, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return st, fmt.Errorf("model %q: stats: %w", model, err)
-	}
-	defer resp.Body.Close()
-	var body struct {
-		VRAMBytes uint64 `json:"vram_bytes"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
-		return st, fmt.Errorf("model %q: stats: %w", model, err)
 	}
 	st.MemoryBytes = body.VRAMBytes
 	return st, nil
@@ -143,9 +224,10 @@ func (b *Backend) Stats(ctx context.Context, model string) (plugins.Stats, error
 // Capabilities implements plugins.Backend.
 func (b *Backend) Capabilities(context.Context) (plugins.Capabilities, error) {
 	return plugins.Capabilities{
-		Name:     "sim",
-		Version:  Version,
-		Features: []string{plugins.FeatureEstimate, plugins.FeatureMeasuredMemory},
+		Name:    "sim",
+		Version: Version,
+		Features: []string{plugins.FeatureEstimate, plugins.FeatureMeasuredMemory,
+			plugins.FeatureSleep, plugins.FeatureSleepLevel2, plugins.FeatureResidency},
 	}, nil
 }
 
@@ -175,7 +257,7 @@ func ParseOptions(raw json.RawMessage) (simserver.Options, []plugins.Problem) {
 }
 
 // optionKey is what an option name may look like.
-var optionKey = regexp.MustCompile(`^[a-z][a-z_]*$`)
+var optionKey = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
 
 // parseOptions turns the JSON options into sim-server flags, checked by the
 // server's own parser (simserver.ParseFlags) one option at a time, so that a
@@ -208,8 +290,10 @@ func parseOptions(raw json.RawMessage) ([]string, simserver.Options, []plugins.P
 			v = x
 		case json.Number:
 			v = x.String()
+		case bool:
+			v = strconv.FormatBool(x)
 		default:
-			problems = append(problems, plugins.Problem{Option: k, Message: "want a string or a number"})
+			problems = append(problems, plugins.Problem{Option: k, Message: "want a string, a number or a boolean"})
 			continue
 		}
 		flag := "--" + strings.ReplaceAll(k, "_", "-") + "=" + v

@@ -165,7 +165,10 @@ func TestBackend_BadOptions(t *testing.T) {
 		{`{"vram": "8XB"}`, "vram", "unknown unit"},
 		{`{"bogus": 1}`, "bogus", "unknown option"},
 		{`{"port": 1}`, "port", "unknown option"},
-		{`{"seed": true}`, "seed", "string or a number"},
+		{`{"seed": [1]}`, "seed", "want a string, a number or a boolean"},
+		{`{"seed": true}`, "seed", "invalid value"},
+		{`{"sleep_fails": "maybe"}`, "sleep_fails", "invalid boolean value"},
+		{`{"wake_time": "-1s"}`, "wake_time", "wake time must not be negative"},
 		{`{"max_batch": 0}`, "max_batch", "max batch"},
 		{`{"tokens_per_second": -5, "seed": 1}`, "tokens_per_second", "must be positive, got -5"},
 	} {

@@ -117,13 +117,9 @@ func checkBackend(ctx context.Context, out io.Writer, binary string, options []b
 		}
 		return "no"
 	}
-	sleep := yes(plugins.FeatureSleep)
+	sleep := map[uint8]string{0: "no", 1: "yes, level 1", 2: "yes, level 2 only", 3: "yes, levels 1 and 2"}[backend.SleepLevels(v, caps)]
 	if v < 2 {
 		sleep = "no (protocol version 1)"
-	} else if sleep == "yes" && yes(plugins.FeatureSleepLevel2) == "yes" {
-		sleep = "yes, levels 1 and 2"
-	} else if sleep == "yes" {
-		sleep = "yes, level 1"
 	}
 	fmt.Fprintf(out, "  name             %s %s\n", caps.Name, caps.Version)
 	fmt.Fprintf(out, "  features         %s\n", strings.Join(caps.Features, ", "))

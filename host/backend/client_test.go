@@ -59,8 +59,8 @@ func TestLaunch_Handshake(t *testing.T) {
 		wantName string
 		features []string
 	}{
-		{"cmd", "cmd", nil},
-		{"sim", "sim", []string{plugins.FeatureEstimate, plugins.FeatureMeasuredMemory}},
+		{"cmd", "cmd", []string{plugins.FeatureSleep, plugins.FeatureSleepLevel2, plugins.FeatureResidency}},
+		{"sim", "sim", []string{plugins.FeatureEstimate, plugins.FeatureMeasuredMemory, plugins.FeatureSleep, plugins.FeatureSleepLevel2, plugins.FeatureResidency}},
 	} {
 		t.Run(tc.mode, func(t *testing.T) {
 			c, _ := launch(t, tc.mode)

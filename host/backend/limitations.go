@@ -22,6 +22,8 @@ func Limitations(version int, caps plugins.Capabilities) []string {
 	} else {
 		if !has(plugins.FeatureSleep) {
 			out = append(out, "cannot sleep models (no \""+plugins.FeatureSleep+"\" feature): they are stopped when evicted")
+		} else if has(plugins.FeatureSleepLevel2Only) {
+			out = append(out, "sleeps at level 2 only (the \""+plugins.FeatureSleepLevel2Only+"\" feature): its models are never put to sleep at level 1")
 		} else if !has(plugins.FeatureSleepLevel2) {
 			out = append(out, "sleeps at level 1 only (no \""+plugins.FeatureSleepLevel2+"\" feature): a level 2 sleep is done at level 1")
 		}

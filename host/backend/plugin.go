@@ -27,6 +27,9 @@ type PluginLauncher struct {
 
 	mu     sync.Mutex
 	client *plugins.Client // nil before the first launch
+	// caps are client's capabilities as read at its launch; zero when
+	// they could not be read.
+	caps plugins.Capabilities
 }
 
 // NewPluginLauncher returns a launcher for the backend called name (used in
@@ -57,24 +60,33 @@ func (l *PluginLauncher) Client(ctx context.Context) (*plugins.Client, error) {
 		return nil, fmt.Errorf("backend plugin %s: %w", l.name, err)
 	}
 	l.client = c
-	l.logLaunch(ctx, c)
+	l.caps = l.logLaunch(ctx, c)
 	return c, nil
+}
+
+// capabilities are what the running plugin announced at its launch.
+func (l *PluginLauncher) capabilities() plugins.Capabilities {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.caps
 }
 
 // logLaunch writes the launch's one log line: the negotiated protocol
 // version and the plugin's capabilities, and, for a plugin of an older
-// protocol version, a warning saying what it cannot do (Limitations).
-func (l *PluginLauncher) logLaunch(ctx context.Context, c *plugins.Client) {
+// protocol version, a warning saying what it cannot do (Limitations). It
+// returns the capabilities, zero when they could not be read.
+func (l *PluginLauncher) logLaunch(ctx context.Context, c *plugins.Client) plugins.Capabilities {
 	v := c.ProtocolVersion()
 	caps, err := c.Capabilities(ctx)
 	if err != nil {
 		l.log.Warn("backend plugin launched; its capabilities are unknown", "protocol_version", v, "err", err)
-		return
+		return plugins.Capabilities{}
 	}
 	l.log.Info("backend plugin launched", "protocol_version", v, "plugin", caps.Name, "plugin_version", caps.Version, "features", caps.Features)
 	if v < plugins.ProtocolVersion {
 		l.log.Warn("backend plugin speaks an older protocol", "protocol_version", v, "limitations", strings.Join(Limitations(v, caps), "; "))
 	}
+	return caps
 }
 
 // Close ends the plugin process, if one runs; the plugin stops its model
@@ -139,6 +151,7 @@ func (p *PluginProcess) Start(ctx context.Context, s router.StartSpec) (router.I
 		client:   c,
 		upstream: upstream,
 		exited:   make(chan struct{}),
+		caps:     p.launcher.capabilities(),
 	}
 	go inst.watch()
 	return inst, nil
@@ -175,7 +188,8 @@ type pluginInstance struct {
 	client        *plugins.Client
 	upstream      *url.URL
 	exited        chan struct{}
-	err           error // written once, before exited is closed
+	err           error                // written once, before exited is closed
+	caps          plugins.Capabilities // the plugin's, as read at its launch
 }
 
 func (i *pluginInstance) Upstream() *url.URL      { return i.upstream }

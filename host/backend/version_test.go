@@ -127,9 +127,9 @@ func TestClient_SleepWakeResidency(t *testing.T) {
 		t.Errorf("Sleep(unknown) = %v; want ErrUnknownModel", err)
 	}
 
-	plain, _ := launch(t, "cmd") // version 2, no Sleeper
+	plain, _ := launch(t, "no-sleep") // version 2, no Sleeper
 	if plain.ProtocolVersion() != 2 {
-		t.Fatalf("cmd plugin negotiated version %d", plain.ProtocolVersion())
+		t.Fatalf("no-sleep plugin negotiated version %d", plain.ProtocolVersion())
 	}
 	if err := plain.Sleep(ctx, "m", plugins.SleepLevel1, 0); !errors.Is(err, plugins.ErrNotSupported) {
 		t.Errorf("Sleep on a backend without Sleeper = %v; want ErrNotSupported", err)

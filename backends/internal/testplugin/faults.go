@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -99,6 +100,10 @@ var (
 
 func (s *sleepy) Capabilities(ctx context.Context) (plugins.Capabilities, error) {
 	c, err := s.Backend.Capabilities(ctx)
+	// Level 1 only, whatever the sim backend itself offers.
+	c.Features = slices.DeleteFunc(c.Features, func(f string) bool {
+		return f == plugins.FeatureSleep || f == plugins.FeatureSleepLevel2 || f == plugins.FeatureResidency
+	})
 	c.Features = append(c.Features, plugins.FeatureSleep, plugins.FeatureResidency)
 	return c, err
 }

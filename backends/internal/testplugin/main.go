@@ -8,6 +8,7 @@
 // and the faulty and versioned plugins the protocol's tests hold the host to:
 //
 //	testplugin cmd-v1           the cmd backend as a plugin built against protocol version 1 serves it
+//	testplugin no-sleep         the cmd backend without Sleep, Wake and Residency (a version 2 plugin that lacks them)
 //	testplugin sleepy           the sim backend with Sleep, Wake and Residency (version 2) as bookkeeping
 //	testplugin v3               answers the handshake with protocol version 3
 //	testplugin stdout           prints a line to stdout, then serves the cmd backend
@@ -64,6 +65,8 @@ func main() {
 	case "stdout":
 		fmt.Println("starting up")
 		plugins.Serve(cmdbackend.New(plugins.Logger()))
+	case "no-sleep":
+		plugins.Serve(struct{ plugins.Backend }{cmdbackend.New(plugins.Logger())})
 	case "hang-start":
 		plugins.Serve(hangStart{cmdbackend.New(plugins.Logger())})
 	case "crash-validate":

@@ -50,6 +50,21 @@ type Options struct {
 	// CrashAfterTokens, if positive, makes the process exit abruptly (status
 	// 1) once that many tokens have been generated in total.
 	CrashAfterTokens int64
+	// WakeTime is how long a wake from a level 1 sleep takes (vLLM: the
+	// weights copied back from host RAM).
+	WakeTime time.Duration
+	// WakeTimeLevel2 is how long a wake from a level 2 sleep takes (the
+	// weights read again); 0 means LoadTime.
+	WakeTimeLevel2 time.Duration
+	// HostBytes is the host memory in bytes the process holds beside its
+	// weights, reported while asleep: at level 2 alone, at level 1 with
+	// VRAM (the weights it keeps in host RAM).
+	HostBytes int64
+	// SleepFails makes POST /sleep answer 500, as a vLLM started without
+	// sleep mode does.
+	SleepFails bool
+	// WakeHangs makes POST /wake_up never answer (until its client leaves).
+	WakeHangs bool
 	// Logger receives the server's log lines; default slog.Default().
 	Logger *slog.Logger
 }
@@ -66,6 +81,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxBatch == 0 {
 		o.MaxBatch = 8
+	}
+	if o.WakeTimeLevel2 == 0 {
+		o.WakeTimeLevel2 = o.LoadTime
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -95,6 +113,12 @@ func (o Options) validate() error {
 	if o.CrashAfterTokens < 0 {
 		errs = append(errs, errors.New("crash after tokens must not be negative"))
 	}
+	if o.WakeTime < 0 || o.WakeTimeLevel2 < 0 {
+		errs = append(errs, errors.New("wake time must not be negative"))
+	}
+	if o.HostBytes < 0 {
+		errs = append(errs, errors.New("host bytes must not be negative"))
+	}
 	return errors.Join(errs...)
 }
 
@@ -104,8 +128,9 @@ func (o Options) validate() error {
 //	--host 127.0.0.1 --port N --model ID --load-time 2s --vram 8GiB
 //	--ttft 50ms --prefill-tokens-per-second 0 --tokens-per-second 50 --max-batch 8 --seed 1
 //	--crash-after-tokens N
+//	--wake-time 0.5s --wake-time-level-2 3s --host-bytes 512MiB --sleep-fails --wake-hangs
 //
-// --vram takes bytes or a size with a unit: KB, MB, GB (powers of 1000) or
+// --vram and --host-bytes take bytes or a size with a unit: KB, MB, GB (powers of 1000) or
 // KiB, MiB, GiB, TiB (powers of 1024). Invalid or out-of-range values are
 // errors, and so is a positional argument.
 func ParseFlags(args []string) (Options, error) {
@@ -127,6 +152,15 @@ func ParseFlags(args []string) (Options, error) {
 	fs.IntVar(&o.MaxBatch, "max-batch", 8, "sequences decoded together per step")
 	fs.Int64Var(&o.Seed, "seed", 0, "seed of the generated text")
 	fs.Int64Var(&o.CrashAfterTokens, "crash-after-tokens", 0, "exit abruptly after this many tokens in total (0: never)")
+	fs.DurationVar(&o.WakeTime, "wake-time", 0, "time a wake from a level 1 sleep takes")
+	fs.DurationVar(&o.WakeTimeLevel2, "wake-time-level-2", 0, "time a wake from a level 2 sleep takes (0: --load-time)")
+	fs.Func("host-bytes", "host memory held beside the weights while asleep (bytes, or e.g. 512MiB)", func(s string) error {
+		n, err := parseBytes(s)
+		o.HostBytes = n
+		return err
+	})
+	fs.BoolVar(&o.SleepFails, "sleep-fails", false, "POST /sleep answers 500")
+	fs.BoolVar(&o.WakeHangs, "wake-hangs", false, "POST /wake_up never answers")
 	if err := fs.Parse(args); err != nil {
 		return Options{}, fmt.Errorf("sim-server: %w", err)
 	}

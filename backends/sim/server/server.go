@@ -10,6 +10,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -72,6 +73,11 @@ type server struct {
 	engine *engine
 	loaded atomic.Bool
 	ids    atomic.Uint64
+	// asleep is the sleep level, 0 while awake; it stays set until a wake
+	// has taken its time.
+	asleep atomic.Int32
+	// sleepMu serialises sleeps and wakes.
+	sleepMu sync.Mutex
 }
 
 func newServer(o Options) *server {
@@ -87,6 +93,9 @@ func (s *server) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /health", s.health)
 	mux.HandleFunc("GET /sim/stats", s.stats)
+	mux.HandleFunc("POST /sleep", s.sleep)
+	mux.HandleFunc("POST /wake_up", s.wake)
+	mux.HandleFunc("GET /is_sleeping", s.isSleeping)
 	mux.HandleFunc("GET /v1/models", s.ready(s.models))
 	mux.HandleFunc("POST /v1/chat/completions", s.ready(s.chat))
 	mux.HandleFunc("POST /v1/completions", s.ready(s.completions))
@@ -94,21 +103,93 @@ func (s *server) routes() http.Handler {
 	return mux
 }
 
-// ready answers 503 while the model loads, like llama-server.
+// ready answers 503 while the model loads, like llama-server, and while it
+// sleeps (vLLM answers errors then; the host never sends requests to a
+// sleeping model).
 func (s *server) ready(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if !s.loaded.Load() {
 			writeError(w, http.StatusServiceUnavailable, "unavailable_error", "Loading model")
 			return
 		}
+		if s.asleep.Load() != 0 {
+			writeError(w, http.StatusServiceUnavailable, "unavailable_error", "Model is asleep")
+			return
+		}
 		h(w, r)
 	}
 }
 
-func (s *server) health(w http.ResponseWriter, r *http.Request) {
-	s.ready(func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-	})(w, r)
+// health answers 200 once loaded, asleep or not (as vLLM's /health does).
+func (s *server) health(w http.ResponseWriter, _ *http.Request) {
+	if !s.loaded.Load() {
+		writeError(w, http.StatusServiceUnavailable, "unavailable_error", "Loading model")
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// sleep is vLLM's POST /sleep?level=N: it releases the simulated device
+// memory (/sim/stats reports 0) at once. Requests in flight finish; new
+// ones are answered 503 until a wake. With SleepFails it answers 500.
+func (s *server) sleep(w http.ResponseWriter, r *http.Request) {
+	level, err := strconv.Atoi(r.URL.Query().Get("level"))
+	switch {
+	case s.opts.SleepFails:
+		writeError(w, http.StatusInternalServerError, "internal_error", "sleep refused (sim-server --sleep-fails)")
+		return
+	case err != nil || level < 1 || level > 2:
+		writeError(w, http.StatusBadRequest, "invalid_request_error", "level must be 1 or 2")
+		return
+	case !s.loaded.Load():
+		writeError(w, http.StatusServiceUnavailable, "unavailable_error", "Loading model")
+		return
+	}
+	s.sleepMu.Lock()
+	defer s.sleepMu.Unlock()
+	if cur := s.asleep.Load(); cur != 0 && cur != int32(level) {
+		writeError(w, http.StatusConflict, "invalid_request_error", fmt.Sprintf("asleep at level %d", cur))
+		return
+	}
+	s.asleep.Store(int32(level))
+	s.opts.Logger.Info("sim model asleep", "model", s.opts.Model, "level", level)
+	w.WriteHeader(http.StatusOK)
+}
+
+// wake is vLLM's POST /wake_up: it takes WakeTime (level 1) or
+// WakeTimeLevel2 (level 2), then serves again; at once when awake. With
+// WakeHangs it never answers.
+func (s *server) wake(w http.ResponseWriter, r *http.Request) {
+	if s.opts.WakeHangs {
+		<-r.Context().Done()
+		return
+	}
+	s.sleepMu.Lock()
+	defer s.sleepMu.Unlock()
+	level := s.asleep.Load()
+	d := s.opts.WakeTime
+	switch level {
+	case 0:
+		w.WriteHeader(http.StatusOK)
+		return
+	case 2:
+		d = s.opts.WakeTimeLevel2
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-r.Context().Done():
+		return // still asleep
+	}
+	s.asleep.Store(0)
+	s.opts.Logger.Info("sim model awake", "model", s.opts.Model, "level", level, "wake_time", d.String())
+	w.WriteHeader(http.StatusOK)
+}
+
+// isSleeping is vLLM's GET /is_sleeping.
+func (s *server) isSleeping(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]bool{"is_sleeping": s.asleep.Load() != 0})
 }
 
 // simStats is the body of GET /sim/stats.
@@ -120,13 +201,28 @@ type simStats struct {
 	TokensGenerated int64  `json:"tokens_generated"`
 	Steps           int64  `json:"steps"`
 	Pid             int    `json:"pid"`
+	// SleepLevel is 0 while awake.
+	SleepLevel int `json:"sleep_level"`
+	// HostBytes is the host memory held because it sleeps: VRAM plus
+	// Options.HostBytes at level 1, Options.HostBytes at level 2, else 0.
+	HostBytes int64 `json:"host_bytes"`
 }
 
 func (s *server) stats(w http.ResponseWriter, _ *http.Request) {
+	vram, host := s.opts.VRAM, int64(0)
+	level := int(s.asleep.Load())
+	switch level {
+	case 1:
+		vram, host = 0, s.opts.VRAM+s.opts.HostBytes
+	case 2:
+		vram, host = 0, s.opts.HostBytes
+	}
 	writeJSON(w, http.StatusOK, simStats{
 		Model:           s.opts.Model,
 		Loaded:          s.loaded.Load(),
-		VRAMBytes:       s.opts.VRAM,
+		SleepLevel:      level,
+		HostBytes:       host,
+		VRAMBytes:       vram,
 		ActiveSequences: s.engine.active.Load(),
 		TokensGenerated: s.engine.generated.Load(),
 		Steps:           s.engine.steps.Load(),
