@@ -488,8 +488,15 @@ func simulatedModels(ctx context.Context, cfg *config.Config, gpus bool, log *sl
 			vram = backendEstimate(ctx, launcher, spec, log)
 		}
 		mc := modelConfig(cfg, m, vram)
-		mc.LoadTime = opts.LoadTime
-		out[id] = sim.Model{Config: mc, Load: opts.LoadTime, Decode: opts.Decode()}
+		wake2 := opts.WakeTimeLevel2
+		if wake2 == 0 {
+			wake2 = opts.LoadTime // the sim server's default: a level-2 wake reads the weights again
+		}
+		mc.LoadTime, mc.WakeTime = opts.LoadTime, [2]time.Duration{opts.WakeTime, wake2}
+		if opts.HostBytes > 0 {
+			mc.SleepOverhead = uint64(opts.HostBytes)
+		}
+		out[id] = sim.Model{Config: mc, Load: opts.LoadTime, Decode: opts.Decode(), Wake: mc.WakeTime}
 	}
 	if len(errs) > 0 {
 		return nil, errs

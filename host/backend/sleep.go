@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/loadout-dev/loadout/host/router"
 	"os"
 	"slices"
 	"strconv"
@@ -33,6 +34,8 @@ func SleepLevels(version int, caps plugins.Capabilities) uint8 {
 	}
 	return levels
 }
+
+var _ router.SleepInstance = (*pluginInstance)(nil)
 
 // SleepLevels implements the router's SleepInstance: the levels the
 // model's backend plugin announced (SleepLevels). A backend that announces

@@ -15,15 +15,9 @@ import (
 	"github.com/loadout-dev/loadout/plugins"
 )
 
-// sleepInstance is the router's SleepInstance (host/router/process.go), as
-// pluginInstance implements it.
-type sleepInstance interface {
-	router.Instance
-	SleepLevels() uint8
-	Sleep(ctx context.Context, level uint8) error
-	Wake(ctx context.Context) error
-	HostBytes(ctx context.Context) (uint64, error)
-}
+// sleepInstance is the router's SleepInstance, as pluginInstance
+// implements it.
+type sleepInstance = router.SleepInstance
 
 // startSleeper starts model through a launcher of mode's testplugin and
 // returns its instance as a sleepInstance.

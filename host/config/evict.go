@@ -79,20 +79,66 @@ func HostMemoryReserve(available uint64) uint64 {
 }
 
 // SleepLevels is what m's backend can sleep at, as far as the config
-// tells (bit 1 level 1, bit 2 level 2; 0 none): the simulator and vLLM
-// sleep at both levels (vLLM's sleep mode), the cmd backend when its
-// options say how (sleep: and wake:), llama-server not at all. A running
-// server's own answer (its plugin's features) has the last word.
+// tells (value 1 level 1, 2 level 2, 3 both; 0 none), by the backends'
+// options (docs/BACKENDS.md, "Sleeping"): the simulator at both levels;
+// the cmd backend (and vllm) with preset: vllm at both (vLLM's sleep
+// mode), with preset: sglang at level 1 (SGLang's memory release), with
+// sleep: steps at its sleep_levels (default level 1); llama-server at
+// level 2 with sleep_idle_seconds (its idle sleep). A running server's
+// own answer (its plugin's) has the last word.
 func (m *Model) SleepLevels() uint8 {
 	switch m.Backend {
-	case BackendSim, BackendVLLM:
+	case BackendSim:
 		return 3
-	case BackendCmd:
-		if _, ok := m.Options["sleep"]; ok {
-			return 3
+	case BackendLlamaServer:
+		if _, ok := m.Options["sleep_idle_seconds"]; ok {
+			return 2
 		}
+	case BackendCmd, BackendVLLM:
+		switch m.Options["preset"] {
+		case "vllm":
+			return 3
+		case "sglang":
+			return 1
+		}
+		if _, ok := m.Options["sleep"]; !ok {
+			return 0
+		}
+		levels, ok := m.Options["sleep_levels"].([]any)
+		if !ok {
+			return 1
+		}
+		var out uint8
+		for _, l := range levels {
+			switch fmt.Sprint(l) {
+			case "1":
+				out |= 1
+			case "2":
+				out |= 2
+			}
+		}
+		return out
 	}
 	return 0
+}
+
+// vllmSleeps gives every backend: vllm model without a preset option the
+// vllm preset (its sleep mode: --enable-sleep-mode, /sleep, /wake_up;
+// docs/BACKENDS.md), so that vLLM models sleep without more config.
+func vllmSleeps(src map[string]*modelSrc) {
+	for _, s := range src {
+		m := s.model
+		if m.Backend != BackendVLLM {
+			continue
+		}
+		if _, ok := m.Options["preset"]; ok {
+			continue
+		}
+		if m.Options == nil {
+			m.Options = map[string]any{}
+		}
+		m.Options["preset"] = "vllm"
+	}
 }
 
 // residency decodes hostMemory: and evict: at the top of the config.

@@ -231,6 +231,7 @@ func (d *decoder) parse(data []byte, dir string) *Config {
 	d.selectors(cfg, get("selectors"))
 	d.profiles(cfg, get("profiles"))
 	d.liveness(cfg, get("liveness"))
+	vllmSleeps(src)
 	d.checkSleep(cfg, src, top)
 	if n := get("logToStdout"); n != nil {
 		d.logToStdout(cfg, n)

@@ -29,6 +29,7 @@ import (
 // vLLM's sleep mode). Its methods are called from the executor's
 // goroutines, never concurrently for one instance.
 type SleepInstance interface {
+	Instance
 	// SleepLevels is the set of levels its backend offers: bit 1 level 1,
 	// bit 2 level 2; 0 none.
 	SleepLevels() uint8
