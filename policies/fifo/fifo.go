@@ -700,8 +700,11 @@ func (s *scheduler) unloadIdle(models []string) {
 func (s *scheduler) OnTick(ev sdk.TickEvent) {
 	s.tickUsed(ev.Now)
 	s.age(ev.Now)
-	if len(ev.Changed) > 0 {
-		clear(s.sets) // a reload (it names every model) may have changed them
+	// Only a reload changes a replica set, and a reload names every
+	// model: forget the sets of the models named (a stop names one; a
+	// clear here re-read every running model's set after each stop).
+	for _, m := range ev.Changed {
+		delete(s.sets, m)
 	}
 	s.drain(ev.Now)
 	s.rescale(ev.Now)

@@ -71,10 +71,19 @@ func evictionOrder(a, b *evict.Victim) int {
 // OnSwapStart logs the swap once, when it really starts: the target, the
 // evicted models, the bytes they free and the placement.
 func (s *swapper) OnSwapStart(ev sdk.SwapStartEvent) {
-	snap := s.h.Snapshot()
+	// The snapshot of the plan this swap carries out, read moments ago;
+	// the host's whole snapshot (every model decoded again) only when no
+	// plan read one with the target in it.
+	snap := s.plan.Snapshot()
 	var need, freed uint64
 	next := 0
-	if t := evict.Find(snap.Models, ev.Target, &next); t != nil {
+	t := evict.Find(snap.Models, ev.Target, &next)
+	if t == nil {
+		full := s.h.Snapshot()
+		snap, next = &full, 0
+		t = evict.Find(snap.Models, ev.Target, &next)
+	}
+	if t != nil {
 		need = evict.VRAM(t)
 	}
 	next = 0

@@ -447,3 +447,10 @@ func (p *Planner) cannotFit(target *sdk.ModelInfo, need uint64, r *Rule) error {
 		"; at most " + sdksettings.FormatSize(best, " ") + " can be freed on any placement (" +
 		strconv.Itoa(n) + " " + gpus + under + ", margin " + sdksettings.FormatSize(p.Margin, " ") + " each; " + kept + ")")
 }
+
+// Snapshot is the snapshot the planner's last plan read, in its own
+// storage (valid until its next plan); empty when no plan has read one (a
+// target already loaded, or one with no VRAM figure, needs none). A
+// swapper's OnSwapStart, which follows its plan in the same event, can
+// read it instead of decoding the host's snapshot again.
+func (p *Planner) Snapshot() *sdk.Snapshot { return &p.snap }

@@ -1,0 +1,78 @@
+package main
+
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// modelStatus reads one model's entry of /api/models.
+func (s *server) modelStatus(t *testing.T, model string) map[string]any {
+	t.Helper()
+	code, body := s.get("/api/models")
+	if code != 200 {
+		t.Fatalf("/api/models: %d %s", code, body)
+	}
+	var out struct {
+		Models []map[string]any `json:"models"`
+	}
+	if err := json.Unmarshal([]byte(body), &out); err != nil {
+		t.Fatalf("/api/models: %v: %s", err, body)
+	}
+	for _, m := range out.Models {
+		if m["model"] == model {
+			return m
+		}
+	}
+	t.Fatalf("/api/models has no %s: %s", model, body)
+	return nil
+}
+
+// An evicted model sleeps (its server process lives on), the next request
+// for it wakes that same process instead of starting another, the metrics
+// count a wake and no second cold load, and kill -9 of loadout takes the
+// sleeping servers and their plugin with it.
+func TestServe_SleepersWakeAndKill9LeavesNoOrphan(t *testing.T) {
+	s := startServer(t, "../../testdata/e2e/sleep.yaml")
+	s.mustChat("a")
+	pidA := onePid(t, "a")
+	s.mustChat("b") // the exclusive group evicts a: it sleeps
+	eventually(t, "a asleep", func() bool { return s.modelStatus(t, "a")["state"] == "asleep" })
+	if !alive(pidA) {
+		t.Fatal("a's server exited; it should sleep")
+	}
+	if st := s.modelStatus(t, "a"); st["sleep_level"] != float64(1) || st["host_bytes"] != float64(1<<30) {
+		t.Fatalf("a asleep: %v; want level 1 holding 1 GiB of host memory", st)
+	}
+	_, running := s.get("/running")
+	if !strings.Contains(running, `"asleep"`) {
+		t.Fatalf("/running does not list the sleeper: %s", running)
+	}
+
+	s.mustChat("a") // wakes a (b sleeps)
+	if pid := onePid(t, "a"); pid != pidA {
+		t.Fatalf("a is served by process %d, want the woken %d", pid, pidA)
+	}
+	st := s.modelStatus(t, "a")
+	if st["state"] != "ready" || st["wakes"] != float64(1) || st["cold_loads"] != float64(1) {
+		t.Fatalf("a after its wake: %v; want ready, 1 wake, 1 cold load", st)
+	}
+	_, metrics := s.get("/metrics")
+	if got := metricValue(t, metrics, `loadout_model_wakes_total{model="a",result="ok"}`); got != 1 {
+		t.Errorf(`loadout_model_wakes_total{model="a",result="ok"} = %v, want 1`, got)
+	}
+	if got := metricValue(t, metrics, `loadout_model_loads_total{model="a",result="ok"}`); got != 1 {
+		t.Errorf(`loadout_model_loads_total{model="a",result="ok"} = %v, want 1 (the wake is not a cold load)`, got)
+	}
+
+	eventually(t, "b asleep", func() bool { return s.modelStatus(t, "b")["state"] == "asleep" })
+	pids := append(childrenOf(t, s.cmd.Process.Pid), pidA, onePid(t, "b"))
+	if err := s.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-s.exit
+	eventually(t, "every process loadout started, the sleeper's included, to exit", func() bool {
+		return !slices.ContainsFunc(pids, alive)
+	})
+}
