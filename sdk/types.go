@@ -274,8 +274,10 @@ type ModelInfo struct {
 	// the weights in host RAM, 2 drops them) and while it is being woken
 	// (State Starting); 0 otherwise.
 	SleepLevel uint8
-	// CanSleep is the sleep levels its backend offers, a bit set: 1 level
-	// 1, 2 level 2; 0 when it can only be stopped.
+	// CanSleep is the sleep levels it may sleep at, a bit set: 1 level 1,
+	// 2 level 2; 0 when it can only be stopped. The levels its backend
+	// offers, narrowed by its evict: (stop: none; sleep: level 1; sleep2:
+	// level 2), so a policy that asks for no more respects the operator.
 	CanSleep uint8
 	// LoadTime is its cold load's duration in nanoseconds: the last one
 	// measured, else the configured or estimated one (0 unknown).

@@ -53,6 +53,7 @@ func writeConfig(tb testing.TB, dir, yaml string) string {
 // other (one group), for configurations written by the tests.
 const simModels = `healthCheckTimeout: 30
 startPort: ${env.LOADOUT_E2E_START_PORT}
+evict: stop
 models:
   a:
     backend: sim

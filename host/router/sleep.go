@@ -93,13 +93,28 @@ func (h *hostLedger) release(name string) {
 	}
 }
 
-// sleepLevels is what m's server can sleep at: its running (or asleep)
-// instance's answer, else what its backend claims; 0 when the host
-// accounts no host memory.
+// sleepLevels is what m may sleep at: what its server can (its running
+// or asleep instance's answer, else what its backend claims), narrowed by
+// its evict: (stop: none, sleep: level 1, sleep2: level 2) — the
+// operator's word holds against a policy's too; 0 when the host accounts
+// no host memory.
 func (r *Router) sleepLevels(m *model) uint8 {
 	if r.loop.host.total == 0 {
 		return 0
 	}
+	switch m.cfg.Evict {
+	case config.EvictStop:
+		return 0
+	case config.EvictSleep:
+		return r.serverSleepLevels(m) & 1
+	case config.EvictSleep2:
+		return r.serverSleepLevels(m) & 2
+	}
+	return r.serverSleepLevels(m)
+}
+
+// serverSleepLevels is what m's server can sleep at.
+func (r *Router) serverSleepLevels(m *model) uint8 {
 	for _, inst := range []Instance{m.inst, m.asleep} {
 		if inst == nil {
 			continue
