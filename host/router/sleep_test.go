@@ -3,8 +3,8 @@ package router
 import (
 	"context"
 	"errors"
-	"testing"
 	"slices"
+	"testing"
 	"time"
 
 	"github.com/loadout-dev/loadout/host/config"
