@@ -43,7 +43,9 @@ func (p *Planner) sleepTier() []sdk.EvictMode {
 		}
 	}
 	for i := range snap.Models {
-		if m := &snap.Models[i]; m.Asleep() {
+		// The target may be asleep itself: it is being woken, not a
+		// sleeper to keep or stop (its host memory is free once awake).
+		if m := &snap.Models[i]; m.Asleep() && m.Name != p.target.Name {
 			avail += m.HostLeased
 			entrants = append(entrants, entrant{m, -1})
 		}

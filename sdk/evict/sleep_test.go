@@ -69,3 +69,14 @@ func TestSleepTier_Level2WhenWeightsDoNotFit(t *testing.T) {
 		t.Fatalf("plan = %v %v, %v; want a asleep at level 2", got.Evict, got.Modes, err)
 	}
 }
+
+// TestSleepTier_TargetAsleepIsNotASleeper: a plan that wakes its target
+// never stops it as a sleeper that lost its place.
+func TestSleepTier_TargetAsleepIsNotASleeper(t *testing.T) {
+	h := box(t, []uint64{16 * gib}, sleepy(ready("a", 16*gib, 30, 0)), asleep("t", 16*gib, 1))
+	h.HostMemory = 16 * gib // holds t now; a cannot join it
+	got, err := plan(t, &Planner{Order: byClassThenLRU, SleepOrder: byRecency}, h, "t")
+	if err != nil || !slices.Equal(got.Evict, []string{"a"}) || !slices.Equal(got.Modes, []sdk.EvictMode{sdk.EvictStop}) {
+		t.Fatalf("plan = %v %v, %v; want a stopped and t left to its wake", got.Evict, got.Modes, err)
+	}
+}
