@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/loadout-dev/loadout/host/pagecache"
 	"github.com/loadout-dev/loadout/plugins"
 )
 
@@ -181,6 +182,39 @@ func BenchmarkLlamaServer_OnLlamaCpp_ColdStartVsWake(b *testing.B) {
 			b.StartTimer()
 		}
 	})
+	// The same cold start with the GGUF dropped from the page cache first
+	// (posix_fadvise DONTNEED; what read-ahead, host/pagecache, saves),
+	// and with it dropped and then read ahead while nothing is timed.
+	for _, readAhead := range []bool{false, true} {
+		name := "cold_start_page_cache_dropped"
+		if readAhead {
+			name = "cold_start_dropped_then_read_ahead"
+		}
+		b.Run(name, func(b *testing.B) {
+			s := spec(false)
+			gguf := []string{filepath.Join(dir, "large.gguf")}
+			for b.Loop() {
+				b.StopTimer()
+				if _, err := pagecache.Drop(gguf); err != nil {
+					b.Fatal(err)
+				}
+				if readAhead {
+					if _, err := pagecache.Warm(gguf); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.StartTimer()
+				if _, err := be.Start(ctx, s); err != nil {
+					b.Fatal(err)
+				}
+				b.StopTimer()
+				if err := be.Stop(ctx, "large", 10*time.Second); err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+			}
+		})
+	}
 	b.Run("wake_level_2", func(b *testing.B) {
 		if _, err := be.Start(ctx, spec(true)); err != nil {
 			b.Fatal(err)

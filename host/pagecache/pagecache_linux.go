@@ -2,18 +2,37 @@ package pagecache
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
 
-// Warm asks the kernel to read paths into the page cache (POSIX_FADV_
-// WILLNEED) and returns at once, with their total size in bytes: the
-// reads go on in the background. Errors name the file; the files before
-// it are being read.
+// Warm reads paths into the page cache and returns once they are there,
+// with their total size in bytes: it asks the kernel to read ahead
+// (POSIX_FADV_WILLNEED, which starts every read at once), then reads each
+// file through, since the kernel may cap or drop what it read ahead. Call
+// it off any path that must not wait (a 40 GB file takes as long as the
+// disk needs). Errors name the file.
 func Warm(paths []string) (uint64, error) {
-	return advise(paths, unix.FADV_WILLNEED)
+	total, err := advise(paths, unix.FADV_WILLNEED)
+	if err != nil {
+		return total, err
+	}
+	buf := make([]byte, 1<<20)
+	for _, p := range paths {
+		f, err := os.Open(p)
+		if err != nil {
+			return total, err
+		}
+		_, err = io.CopyBuffer(io.Discard, struct{ io.Reader }{f}, buf)
+		f.Close()
+		if err != nil {
+			return total, fmt.Errorf("pagecache: %s: %w", p, err)
+		}
+	}
+	return total, nil
 }
 
 // Drop asks the kernel to evict paths' clean pages from the page cache
