@@ -213,8 +213,8 @@ func (l *Log) insertBatch(ctx context.Context, batch []proxy.RequestSummary) err
 	}
 	defer tx.Rollback()
 	stmt, err := tx.PrepareContext(ctx, `INSERT INTO activity (request_id, model, client, priority, path, status, error,
-		queue_wait_s, load_wait_s, ttft_s, prompt_tokens, completion_tokens, tokens_per_second, duration_s, started_at, replica)
-		VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`)
+		queue_wait_s, load_wait_s, ttft_s, prompt_tokens, completion_tokens, tokens_per_second, duration_s, started_at, replica, woke)
+		VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`)
 	if err != nil {
 		return err
 	}
@@ -222,7 +222,7 @@ func (l *Log) insertBatch(ctx context.Context, batch []proxy.RequestSummary) err
 	for _, s := range batch {
 		if _, err := stmt.ExecContext(ctx, s.ID, s.Model, s.Client, s.Priority, s.Path, s.Status, s.Error,
 			s.QueueWait, s.LoadWait, s.TTFT, s.PromptTokens, s.CompletionTokens, s.TokensPerSecond, s.Duration,
-			s.Time.UnixNano(), s.Replica); err != nil {
+			s.Time.UnixNano(), s.Replica, s.Woke); err != nil {
 			return err
 		}
 	}
@@ -313,7 +313,7 @@ func (l *Log) Query(ctx context.Context, f proxy.ActivityFilter) ([]proxy.Activi
 		limit = proxy.MaxActivityLimit + 1
 	}
 	q := `SELECT id, request_id, model, client, priority, path, status, error, queue_wait_s, load_wait_s, ttft_s,
-		prompt_tokens, completion_tokens, tokens_per_second, duration_s, started_at, replica FROM activity`
+		prompt_tokens, completion_tokens, tokens_per_second, duration_s, started_at, replica, woke FROM activity`
 	if len(where) > 0 {
 		q += " WHERE " + strings.Join(where, " AND ")
 	}
@@ -331,7 +331,7 @@ func (l *Log) Query(ctx context.Context, f proxy.ActivityFilter) ([]proxy.Activi
 		s := &r.RequestSummary
 		if err := rows.Scan(&r.RowID, &s.ID, &s.Model, &s.Client, &s.Priority, &s.Path, &s.Status, &s.Error,
 			&s.QueueWait, &s.LoadWait, &s.TTFT, &s.PromptTokens, &s.CompletionTokens, &s.TokensPerSecond,
-			&s.Duration, &started, &s.Replica); err != nil {
+			&s.Duration, &started, &s.Replica, &s.Woke); err != nil {
 			return nil, fmt.Errorf("activity log: %w", err)
 		}
 		s.Time = time.Unix(0, started).UTC()

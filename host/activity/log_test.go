@@ -46,7 +46,7 @@ func TestLog_RecordFlushQueryRoundTrip(t *testing.T) {
 	l := openLog(t, filepath.Join(t.TempDir(), "state.db"), Options{})
 	at := time.Date(2026, 1, 2, 3, 4, 5, 600, time.UTC)
 	want := proxy.RequestSummary{ID: "req-1", Time: at, Model: "small", Client: "team-a", Priority: 7,
-		Path: "/v1/chat/completions", Status: 200, QueueWait: 1.5, LoadWait: 1.25, TTFT: 0.125,
+		Path: "/v1/chat/completions", Status: 200, QueueWait: 1.5, LoadWait: 1.25, Woke: true, TTFT: 0.125,
 		PromptTokens: 11, CompletionTokens: 22, TokensPerSecond: 33.5, Duration: 2.75}
 	l.Record(want)
 	l.Record(proxy.RequestSummary{ID: "req-2", Time: at.Add(time.Second), Model: "small", Status: 503, Error: "no"})

@@ -36,6 +36,9 @@ var migrations = []string{
 	CREATE INDEX activity_client ON activity(client, id);`,
 	// 2: the replica that served a request of a model with replicas.
 	`ALTER TABLE activity ADD COLUMN replica TEXT NOT NULL DEFAULT '';`,
+	// 3: whether the load a request waited on was a wake of its sleeping
+	// model (1) rather than a cold load.
+	`ALTER TABLE activity ADD COLUMN woke INTEGER NOT NULL DEFAULT 0;`,
 }
 
 // migrate applies the migrations db lacks, each in its own transaction.

@@ -32,6 +32,7 @@ type RequestSummary struct {
 	Error            string    `json:"error,omitempty"`
 	QueueWait        float64   `json:"queue_wait_s"`     // arrival to grant: queue and load
 	LoadWait         float64   `json:"load_wait_s"`      // the part of QueueWait its model was loading
+	Woke             bool      `json:"woke,omitempty"`   // that load was a wake of its sleeping model, not a cold load
 	TTFT             float64   `json:"ttft_s,omitempty"` // arrival to first token, as loadout_time_to_first_token_seconds
 	PromptTokens     int64     `json:"prompt_tokens"`
 	CompletionTokens int64     `json:"completion_tokens"`
@@ -82,7 +83,7 @@ func (s *Server) summarize(ex *exchange, status int, d time.Duration) {
 	}
 	sum := RequestSummary{
 		Seq: ex.seq, ID: ex.id, Time: ex.start, Model: ex.model, Replica: ex.replica, Client: ex.req.Client, Priority: ex.req.Priority,
-		Path: ex.path, Status: status, Error: ex.errMsg, QueueWait: ex.waited.Seconds(), LoadWait: ex.loadWait.Seconds(), Duration: d.Seconds(),
+		Path: ex.path, Status: status, Error: ex.errMsg, QueueWait: ex.waited.Seconds(), LoadWait: ex.loadWait.Seconds(), Woke: ex.woke, Duration: d.Seconds(),
 	}
 	if u := ex.usage; u != nil {
 		sum.PromptTokens, sum.CompletionTokens = u.prompt, u.completion

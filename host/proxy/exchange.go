@@ -65,6 +65,7 @@ type exchange struct {
 	replica  string // the replica that serves it, when its model has replicas
 	waited   time.Duration
 	loadWait time.Duration // the part of waited its model was loading
+	woke     bool          // that load was a wake (router.Grant.Woke)
 	usage    *usage
 	// retryRefused: serve grants the request again if the upstream
 	// refuses the connection, or loses it before answering

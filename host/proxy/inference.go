@@ -163,6 +163,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, req router.Reques
 			}
 		}
 		ex.req, ex.waited, ex.loadWait, ex.usage = req, time.Since(waitStart), grant.LoadWait, &usage{sent: time.Now()}
+		ex.woke = grant.Woke
 		ex.replica = grant.Replica
 		// A retry sends the body again from GetBody, so one without it is
 		// sent once.

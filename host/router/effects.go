@@ -172,6 +172,7 @@ func (fx *effects) GrantServe(id sdk.RequestID, name string) bool {
 func (r *Router) serve(w *waiter, m *model) bool {
 	id, name := w.id, m.name
 	g := &Grant{Model: name, Upstream: m.inst.Upstream(), LoadWait: loadWait(w.arrived, r.cfg.Clock(), m)}
+	g.Woke = g.LoadWait > 0 && m.lastLoadWoke
 	if w.asked != "" { // routed to one of the model's replicas
 		g.Model, g.Replica = w.asked, name
 	}

@@ -145,6 +145,7 @@ type model struct {
 	sleeps, wakes, wakeFailures, sleepFailures uint32
 	wakeTime                                   [2]time.Duration
 	lastWake                                   time.Duration
+	lastLoadWoke                               bool // its last load was a wake (Grant.Woke)
 }
 
 // visible is the state policies and the API see: a Ready model draining
@@ -464,6 +465,7 @@ func (r *Router) onSwapDone(ev swapDone) {
 			m.loads++
 			m.loadTime = m.loadEnd.Sub(m.loadStart)
 		}
+		m.lastLoadWoke = ev.woke
 		r.setState(m, sdk.StateReady)
 		m.lastUse = r.cfg.Clock() // the TTL counts from the load
 		r.log.Info("model ready", "model", ev.target, "upstream", ev.inst.Upstream().String())

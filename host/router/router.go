@@ -184,9 +184,12 @@ type Grant struct {
 	// (its last load, started before or during the wait); zero when the
 	// model was ready when it came.
 	LoadWait time.Duration
-	release  func()
-	stalled  func(reason string) // nil: no liveness report (a peer, a test)
-	once     sync.Once
+	// Woke: the load it waited on (LoadWait > 0) was a wake of its
+	// sleeping model, not a cold load (DESIGN.md, "Residency").
+	Woke    bool
+	release func()
+	stalled func(reason string) // nil: no liveness report (a peer, a test)
+	once    sync.Once
 }
 
 // Release ends the grant: the model's in-flight count goes down.

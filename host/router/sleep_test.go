@@ -43,8 +43,12 @@ func TestSleep_EvictedModelSleepsAndItsRequestWakesIt(t *testing.T) {
 		t.Fatalf("a after its eviction: state %s, level %d, host bytes %d; want asleep, 1, 1 GiB", st.State, st.SleepLevel, st.HostBytes)
 	}
 
-	serveOnce(t, h, "a") // b sleeps, a wakes: no second start of a
+	g := h.acquire("a").wait(t) // b sleeps, a wakes: no second start of a
+	g.Release()
 	h.world.expect(t, "asleep b 1", "awake a")
+	if !g.Woke || g.LoadWait <= 0 {
+		t.Fatalf("grant after a wake: Woke %v, LoadWait %v; want a wake waited on", g.Woke, g.LoadWait)
+	}
 	st = h.status("a")
 	if st.State != "ready" || st.ColdLoads != 1 || st.Wakes != 1 || st.HostBytes != 0 {
 		t.Fatalf("a after its wake: state %s, cold loads %d, wakes %d, host bytes %d; want ready, 1, 1, 0",

@@ -336,7 +336,7 @@ function Activity({ rows, source, more, loadMore }) {
     <tbody>${shown.map((r) => html`<tr data-request=${r.id}>
       <td title=${fullTime(r.time)}>${fmtTime(r.time)}</td><td>${r.model}${r.replica ? html` <span class="muted" data-replica=${r.replica}>${r.replica}</span>` : ''}</td><td>${r.client || '–'}</td>
       <td class=${'num' + (r.status >= 400 ? ' err' : '')}>${r.status}</td>
-      <td class="num">${fmtS(r.queue_wait_s)}</td><td class="num">${fmtS(r.ttft_s)}</td>
+      <td class="num" title=${r.load_wait_s > 0 ? fmtS(r.load_wait_s) + ' waiting on ' + (r.woke ? 'a wake' : 'a cold load') : ''}>${fmtS(r.queue_wait_s)}${r.load_wait_s > 0 ? html` <span class="muted" data-load=${r.woke ? 'wake' : 'cold'}>${r.woke ? 'wake' : 'cold'}</span>` : ''}</td><td class="num">${fmtS(r.ttft_s)}</td>
       <td class="num">${r.prompt_tokens}</td><td class="num">${r.completion_tokens}</td>
       <td class="num">${r.tokens_per_second ? r.tokens_per_second.toFixed(1) : '–'}</td><td class="num">${fmtS(r.duration_s)}</td>
       <td class="err reason">${r.error || ''}</td>
