@@ -146,6 +146,10 @@ type model struct {
 	wakeTime                                   [2]time.Duration
 	lastWake                                   time.Duration
 	lastLoadWoke                               bool // its last load was a wake (Grant.Woke)
+	// sleepStart is when its sleep in flight began; lastSleep the last
+	// sleep's duration (ModelStatus.SleepSeconds).
+	sleepStart time.Time
+	lastSleep  time.Duration
 }
 
 // visible is the state policies and the API see: a Ready model draining

@@ -254,6 +254,9 @@ type ModelStatus struct {
 	WakeFailures uint32  `json:"wake_failures,omitempty"`
 	LoadSeconds  float64 `json:"load_seconds,omitempty"`
 	WakeSeconds  float64 `json:"wake_seconds,omitempty"`
+	// SleepSeconds is how long its last sleep took (from the eviction to
+	// its GPU memory released).
+	SleepSeconds float64 `json:"sleep_seconds,omitempty"`
 	// ReadAheadBytes is the host memory its weights, read ahead into the
 	// page cache for its coming load, lease (pagecache.go).
 	ReadAheadBytes uint64 `json:"read_ahead_bytes,omitempty"`

@@ -247,7 +247,7 @@ func (r *Router) applyEvictions(plan []evictPlan) {
 	r.makeRoom(need)
 	for _, p := range plan {
 		if level := p.mode.SleepLevel(); level != 0 {
-			p.m.sleeping = level
+			p.m.sleeping, p.m.sleepStart = level, r.cfg.Clock()
 			r.loop.host.lease(p.m.name, p.m.hostBytes(level))
 		}
 	}
@@ -289,6 +289,7 @@ func (r *Router) onSlept(m *model, ev stopDone) {
 	r.setStopped(m) // releases the GPU lease, clears m.inst
 	m.asleep, m.sleepLevel = inst, ev.slept
 	m.sleeps++
+	m.lastSleep = r.cfg.Clock().Sub(m.sleepStart)
 	if ev.hostBytes > 0 {
 		m.hostMeasured[ev.slept-1] = ev.hostBytes
 		l.host.lease(m.name, ev.hostBytes)
@@ -453,4 +454,5 @@ func (l *loopState) residencyStatus(m *model, st *ModelStatus) {
 	st.ColdLoads, st.Wakes, st.WakeFailures = m.loads, m.wakes, m.wakeFailures
 	st.LoadSeconds = m.loadTime.Seconds()
 	st.WakeSeconds = m.lastWake.Seconds()
+	st.SleepSeconds = m.lastSleep.Seconds()
 }

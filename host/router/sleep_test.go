@@ -39,8 +39,8 @@ func TestSleep_EvictedModelSleepsAndItsRequestWakesIt(t *testing.T) {
 	serveOnce(t, h, "b") // the group evicts a: it sleeps at level 1
 	h.world.expect(t, "asleep a 1", "starting b", "ready b")
 	st := h.status("a")
-	if st.State != "asleep" || st.SleepLevel != 1 || st.HostBytes != gib {
-		t.Fatalf("a after its eviction: state %s, level %d, host bytes %d; want asleep, 1, 1 GiB", st.State, st.SleepLevel, st.HostBytes)
+	if st.State != "asleep" || st.SleepLevel != 1 || st.HostBytes != gib || st.SleepSeconds <= 0 {
+		t.Fatalf("a after its eviction: state %s, level %d, host bytes %d, sleep %v s; want asleep, 1, 1 GiB, measured", st.State, st.SleepLevel, st.HostBytes, st.SleepSeconds)
 	}
 
 	g := h.acquire("a").wait(t) // b sleeps, a wakes: no second start of a
