@@ -138,6 +138,9 @@ func (rl *reloader) apply() (proxy.ReloadResult, error) {
 	for _, w := range warnings {
 		rl.log.Warn(w.String())
 	}
+	if cfg.HostMemory != rl.cfg.Load().HostMemory {
+		rl.log.Warn("hostMemory: the changed setting takes effect when loadout serve restarts; a reload keeps the running one")
+	}
 	if cfg.Liveness != rl.cfg.Load().Liveness {
 		rl.log.Warn("liveness: the changed settings take effect when loadout serve restarts; a reload keeps the running ones")
 	}
@@ -283,6 +286,7 @@ func (rl *reloader) modelDigests() (map[string]string, error) {
 		spec, err := modelSpec(cfg, m)
 		mc := modelConfig(cfg, m, uint64(max(m.VRAM, 0)))
 		mc.MinReplicas, mc.MaxReplicas = 0, 0 // a new replica count restarts nothing (applyModels hands it over)
+		mc.Evict = 0                          // nor does a new evict: (the router takes it over for the next eviction)
 		h := sha256.New()
 		fmt.Fprintf(h, "%+v\x00%v\x00%+v\x00%q\x00%q\x00%q\x00%v\x00%v\x00%v %v", spec, err, mc,
 			m.Aliases, m.Name, m.Description, m.Unlisted, m.UseModelName, m.GPUs, m.Split)

@@ -52,7 +52,9 @@ func (r *Router) updateModels(models map[string]ModelConfig, changed []string) {
 			l.names = append(l.names, name)
 			r.log.Info("model added", "model", name)
 		case !slices.Contains(changed, name):
+			// What a reload may change without a restart.
 			m.cfg.MinReplicas, m.cfg.MaxReplicas = mc.MinReplicas, mc.MaxReplicas
+			m.cfg.Evict = mc.Evict
 		default:
 			m.cfg = mc
 			m.startFailures, m.retryAt = 0, time.Time{} // a new configuration starts afresh

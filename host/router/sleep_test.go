@@ -211,3 +211,24 @@ func TestSleep_PlanSleepWithoutRoomIsAStop(t *testing.T) {
 		t.Fatalf("refused effects: %d, want 1 (the sleep that became a stop)", refused)
 	}
 }
+
+// A reload that changes only a model's evict: restarts nothing; its next
+// eviction follows the new setting.
+func TestSleep_ReloadedEvictTakesEffectWithoutARestart(t *testing.T) {
+	h := sleepHarness(t, 8*gib, config.EvictAuto)
+	serveOnce(t, h, "a")
+	h.world.expect(t, "starting a", "ready a")
+	models := map[string]ModelConfig{}
+	for _, name := range []string{"a", "b", "c", "e"} {
+		mc := ModelConfig{Process: h.procs[name], VRAM: gib, SleepLevels: 3, SleepOverhead: 256 << 20}
+		if name == "a" {
+			mc.Evict = config.EvictStop
+		}
+		models[name] = mc
+	}
+	if err := h.r.UpdateModels(models, nil); err != nil {
+		t.Fatal(err)
+	}
+	serveOnce(t, h, "b")
+	h.world.expect(t, "stopped a", "starting b", "ready b")
+}
