@@ -97,7 +97,11 @@ func writePs(w io.Writer, models []psModel, all bool, now time.Time) error {
 		if !m.ExpiresAt.IsZero() {
 			until = untilString(m.ExpiresAt.Sub(now))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\n", m.Model, m.State, vram, gpus, m.InFlight, m.Queued+m.Loading, until)
+		state := m.State
+		if m.SleepLevel > 0 { // asleep or waking: its level and the host memory it holds
+			state = fmt.Sprintf("%s (level %d, %s host)", state, m.SleepLevel, gpu.FormatBytes(m.HostBytes))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\n", m.Model, state, vram, gpus, m.InFlight, m.Queued+m.Loading, until)
 	}
 	return tw.Flush()
 }

@@ -45,6 +45,9 @@ func TestServe_SleepersWakeAndKill9LeavesNoOrphan(t *testing.T) {
 	if st := s.modelStatus(t, "a"); st["sleep_level"] != float64(1) || st["host_bytes"] != float64(1<<30) {
 		t.Fatalf("a asleep: %v; want level 1 holding 1 GiB of host memory", st)
 	}
+	if out := cliOK(t, s, "ps"); !strings.Contains(out, "asleep (level 1, 1 GiB host)") {
+		t.Fatalf("loadout ps does not show the sleeper with its level and host memory:\n%s", out)
+	}
 	_, running := s.get("/running")
 	if !strings.Contains(running, `"asleep"`) {
 		t.Fatalf("/running does not list the sleeper: %s", running)
