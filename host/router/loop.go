@@ -150,6 +150,10 @@ type model struct {
 	// sleep's duration (ModelStatus.SleepSeconds).
 	sleepStart time.Time
 	lastSleep  time.Duration
+	// stopAfterSleep: an unload arrived while it was being put to sleep;
+	// its server is stopped once asleep. stoppingSleeper: its sleeping
+	// server is being stopped (stopSleeper), not yet exited.
+	stopAfterSleep, stoppingSleeper bool
 }
 
 // visible is the state policies and the API see: a Ready model draining
@@ -226,6 +230,9 @@ type loopState struct {
 	// counts sleepers' stops not yet done (shutdown waits for them);
 	// saidHostTooSmall: the log said once that no sleeper fits.
 	host             hostLedger
+	// sleeperWaiters are unloads waiting for a sleeper's server to exit,
+	// by model, closed by its stopDone.
+	sleeperWaiters map[string][]chan struct{}
 	warm             []string // models whose weights are read ahead, oldest first (pagecache.go)
 	sleeperStops     int
 	saidHostTooSmall bool
@@ -249,6 +256,7 @@ func (l *loopState) init(cfg Config) {
 	l.indexReplicas()
 	l.waiters = map[sdk.RequestID]*waiter{}
 	l.swaps = map[string]*swap{}
+	l.sleeperWaiters = map[string][]chan struct{}{}
 	l.planCache = map[string]sdk.Plan{}
 	l.planFailures = map[string]string{}
 	l.ledger = cfg.Ledger
@@ -486,6 +494,13 @@ func (r *Router) onSwapDone(ev swapDone) {
 func (r *Router) onStopDone(ev stopDone) {
 	if ev.sleeper {
 		r.loop.sleeperStops--
+		if m := r.loop.models[ev.model]; m != nil {
+			m.stoppingSleeper = false
+		}
+		for _, ch := range r.loop.sleeperWaiters[ev.model] {
+			close(ch)
+		}
+		delete(r.loop.sleeperWaiters, ev.model)
 		return
 	}
 	if ev.swap != "" {
@@ -579,8 +594,14 @@ func (r *Router) onUnload(req unloadRequest) {
 		m := l.models[name]
 		m.startFailures, m.retryAt = 0, time.Time{} // the operator's say: try again at once
 		switch {
-		case m.isAsleep():
-			r.stopSleeper(m, "unload")
+		case m.isAsleep() || m.stoppingSleeper:
+			r.stopSleeper(m, "unload") // unless the scheduler's OnUnload stopped it already
+			ch := make(chan struct{})
+			l.sleeperWaiters[name] = append(l.sleeperWaiters[name], ch)
+			pending = append(pending, ch)
+			continue
+		case m.sleeping != 0:
+			m.stopAfterSleep = true // its sleep ends, then its server is stopped
 		case m.state == sdk.StateReady && m.inFlight > 0 && !req.force:
 			m.stopWhenIdle = true
 		case m.state == sdk.StateReady:

@@ -265,6 +265,7 @@ func (r *Router) stopSleeper(m *model, why string) {
 	m.gen++ // its exit is expected now
 	r.loop.host.release(m.name)
 	r.loop.sleeperStops++
+	m.stoppingSleeper = true
 	r.log.Info("stopping sleeping model", "model", m.name, "why", why)
 	r.exec.stop(eviction{model: m.name, gen: m.gen, inst: inst, timeout: stopTimeout(m.cfg), sleeper: true})
 	r.loop.changed = append(r.loop.changed, m.name)
@@ -279,6 +280,7 @@ func (r *Router) onSlept(m *model, ev stopDone) {
 	level := m.sleeping
 	m.sleeping = 0
 	if ev.slept == 0 {
+		m.stopAfterSleep = false
 		l.host.release(m.name)
 		m.sleepFailures++
 		r.log.Warn("model could not sleep; it was stopped instead", "model", m.name, "level", level, "err", ev.sleepErr)
@@ -286,6 +288,10 @@ func (r *Router) onSlept(m *model, ev stopDone) {
 	}
 	m.weightBytes = max(m.weightBytes, m.measured)
 	inst := m.inst
+	if m.stopAfterSleep { // the unload waits for the server's exit, not for the sleep
+		l.sleeperWaiters[m.name] = append(l.sleeperWaiters[m.name], m.unloadWaiters...)
+		m.unloadWaiters = nil
+	}
 	r.setStopped(m) // releases the GPU lease, clears m.inst
 	m.asleep, m.sleepLevel = inst, ev.slept
 	m.sleeps++
@@ -301,6 +307,10 @@ func (r *Router) onSlept(m *model, ev stopDone) {
 		}
 	}
 	r.log.Info("model asleep", "model", m.name, "level", ev.slept, "host_mib", l.host.leases[m.name]>>20)
+	if m.stopAfterSleep {
+		m.stopAfterSleep = false
+		r.stopSleeper(m, "unload")
+	}
 }
 
 // onSleeperExit handles a sleeping server that exited on its own: its

@@ -232,3 +232,29 @@ func TestSleep_ReloadedEvictTakesEffectWithoutARestart(t *testing.T) {
 	serveOnce(t, h, "b")
 	h.world.expect(t, "stopped a", "starting b", "ready b")
 }
+
+// An unload of an asleep model stops its server, and returns once the
+// server has exited.
+func TestSleep_UnloadOfASleeperWaitsForItsExit(t *testing.T) {
+	h := sleepHarness(t, 8*gib, config.EvictAuto)
+	serveOnce(t, h, "a")
+	serveOnce(t, h, "b")
+	h.world.expect(t, "starting a", "ready a", "asleep a 1", "starting b", "ready b")
+	release := h.procs["a"].holdStop()
+	done := make(chan error, 1)
+	go func() { done <- h.r.Unload(context.Background(), UnloadOptions{Models: []string{"a"}}) }()
+	h.world.expect(t, "stopping a")
+	select {
+	case err := <-done:
+		t.Fatalf("the unload returned (%v) while a's server was still stopping", err)
+	default:
+	}
+	release()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	h.world.expect(t, "stopped a")
+	if st := h.status("a"); st.State != "stopped" || st.HostBytes != 0 {
+		t.Fatalf("a after its unload: %s with %d host bytes; want stopped with none", st.State, st.HostBytes)
+	}
+}
