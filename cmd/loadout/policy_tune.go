@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -201,14 +200,7 @@ func runTune(ctx context.Context, o tuneOptions, out, warn io.Writer) (err error
 	if err != nil {
 		return err
 	}
-	defer func() {
-		for _, f := range outputs {
-			f.Close()
-			if err != nil {
-				os.Remove(f.Name())
-			}
-		}
-	}()
+	defer closeOutputs(outputs, &err)
 	in, err := loadReplayInputs(ctx, o.simulateOptions, warn)
 	if err != nil {
 		return err

@@ -137,14 +137,7 @@ func runSimulate(ctx context.Context, o simulateOptions, out, warn io.Writer) (e
 	if err != nil {
 		return err
 	}
-	defer func() {
-		for _, f := range outputs {
-			f.Close()
-			if err != nil {
-				os.Remove(f.Name()) // nothing was written to it
-			}
-		}
-	}()
+	defer closeOutputs(outputs, &err)
 	in, err := loadReplayInputs(ctx, o, warn)
 	if err != nil {
 		return err
@@ -277,6 +270,17 @@ func (in *replayInputs) replayEach(ctx context.Context, o simulateOptions, jobs 
 	close(next)
 	wg.Wait()
 	return runs, errs
+}
+
+// closeOutputs closes the files createOutputs made and, when *err is set
+// (the command failed), removes them: nothing was written to them.
+func closeOutputs(outputs map[string]*os.File, err *error) {
+	for _, f := range outputs {
+		f.Close()
+		if *err != nil {
+			os.Remove(f.Name())
+		}
+	}
 }
 
 // createOutputs creates the --json and --html files before the replay,
