@@ -535,10 +535,7 @@ func printSimReport(w io.Writer, r *sim.Report, perModel bool) {
 		if x, _, ok := r.RatioToBound(run); ok {
 			ratio = fmt.Sprintf("%.2f", x)
 		}
-		router := sim.PolicyLabel(run.Router)
-		if run.Evict != "" {
-			router += " evict " + run.Evict
-		}
+		router := sim.PolicyLabel(run.Router) + sim.EvictLabel(run.Evict)
 		fmt.Fprintf(tw, "%s\t%s%s\t%d\t%d\t%d\t%d\t%.0f\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.0f%%\t%.1fs\t\n",
 			sim.PolicyLabel(run.Scheduler), router, mark, run.Completed, run.Errors, run.ColdLoads, run.Wakes, run.SwapS, run.Evictions, ratio,
 			sim.FormatSeconds(run.QueueWait.P50), sim.FormatSeconds(run.QueueWait.P95), sim.FormatSeconds(run.QueueWait.P99), worst,

@@ -57,6 +57,8 @@ type htmlRun struct {
 	Completed, Errors     int
 	ColdLoads, Evictions  int
 	Unloads               int
+	Wakes                 int    // swaps that woke a sleeper (DESIGN.md, "Residency")
+	SwapS                 string // swap seconds: the time requests waited on loads and wakes
 	Wait                  [3]string // p50, p95, p99
 	Worst                 string    // the worst model's p95 wait, and its name
 	TTFT                  [2]string // p50, p95
@@ -92,9 +94,10 @@ func (r *Report) htmlData() (*htmlPage, error) {
 	for i, run := range r.Runs {
 		row := htmlRun{
 			ID:        fmt.Sprintf("run-%d", i+1),
-			Scheduler: PolicyLabel(run.Scheduler), Router: PolicyLabel(run.Router), Fallback: run.Fallback,
+			Scheduler: PolicyLabel(run.Scheduler), Router: PolicyLabel(run.Router) + EvictLabel(run.Evict), Fallback: run.Fallback,
 			Completed: run.Completed, Errors: run.Errors,
 			ColdLoads: run.ColdLoads, Evictions: run.Evictions, Unloads: run.Unloads,
+			Wakes: run.Wakes, SwapS: FormatSeconds(run.SwapS),
 			Wait:           [3]string{FormatSeconds(run.QueueWait.P50), FormatSeconds(run.QueueWait.P95), FormatSeconds(run.QueueWait.P99)},
 			TTFT:           [2]string{FormatSeconds(run.TTFT.P50), FormatSeconds(run.TTFT.P95)},
 			E2E95:          FormatSeconds(run.E2E.P95),
@@ -214,4 +217,14 @@ func timelineEnd(tl Timeline) float64 {
 		end = max(end, tl.Swaps[n-1].T)
 	}
 	return end
+}
+
+// EvictLabel is the suffix of a run's router label, in the text and HTML
+// reports, for simulate
+// --compare evict=…: " (evict stop)"; "" for the configuration's own.
+func EvictLabel(evict string) string {
+	if evict == "" {
+		return ""
+	}
+	return " (evict " + evict + ")"
 }
