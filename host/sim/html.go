@@ -219,9 +219,9 @@ func timelineEnd(tl Timeline) float64 {
 	return end
 }
 
-// EvictLabel is the suffix of a run's router label, in the text and HTML
-// reports, for simulate
-// --compare evict=…: " (evict stop)"; "" for the configuration's own.
+// EvictLabel is the suffix of a run's router label in the text and HTML
+// reports for simulate --compare evict=…: " (evict stop)"; "" for the
+// configuration's own.
 func EvictLabel(evict string) string {
 	if evict == "" {
 		return ""
