@@ -35,6 +35,23 @@
 // long memories win; when traffic moves between working sets, a short
 // one does.
 //
+// # A duel with LRU
+//
+// Where agents move between small working sets, last use orders models
+// more finely than any count (every model observed between two swaps is
+// observed at once), so the forecast's order has a rival: LRU's. When
+// the order followed evicts x where the other would have evicted y, that
+// is a duel, settled at later swaps by Belady's rule after the fact, as
+// in adaptive: whichever of x and y is asked for first should have
+// stayed, and the expert that chose to evict it has its weight
+// multiplied by e^-0.3 (the weights then summed to 1, neither below
+// 0.01). The plans follow LRU's order only while its weight is above
+// 0.7 — it must have won clearly more of the recent duels than it lost
+// — and the forecast's otherwise: the forecast is the better expert on
+// every other shape of traffic measured, and a lucky streak of LRU's on
+// Zipf traffic should not hand it the lead. At most 64 duels wait for a
+// verdict.
+//
 // # What it does when a model must load
 //
 // The mechanics are sdk/evict's, as in prioritylru: a model loaded or
@@ -47,7 +64,8 @@
 //  1. stopping models first (free to take), then idle ones, then busy or
 //     starting ones (the scheduler waits for those);
 //  2. within a class, the lowest priority first;
-//  3. then the lowest value per byte: (forecast count + ½) × the model's
+//  3. then the lowest value per byte (the least recently used first,
+//     while LRU leads the duels): (forecast count + ½) × the model's
 //     last cold load in seconds (the host's figure; 1 before the first),
 //     ÷ its VRAM. With equal models this is the least expected demand;
 //     with mixed ones, the expected load seconds its eviction causes per
@@ -56,9 +74,12 @@
 //  4. then the least recently used.
 //
 // A plan counts the requests since the last swap in full.
-// Plan itself keeps no state (sdk.Swapper's contract): counts, clock and
-// scores change only in OnSwapStart. On a host without the `demand`
-// import every value is alike and the swapper is LRU.
+// Plan itself keeps no state (sdk.Swapper's contract): counts, clock,
+// scores, weights and duels change only in OnSwapStart. The sleep tier
+// follows the leader: the most forecast load seconds a wake saves per
+// byte of host memory, or the most recently used while LRU leads. On a
+// host without the `demand` import every value is alike and the swapper
+// is LRU.
 //
 // # Settings
 //

@@ -70,4 +70,13 @@ if [ "$set_" = heldout ] || [ "$set_" = all ]; then
 	prod prod-mixed-1w prod-mixed-1w 4
 	prod prod-3w prod-3w 3
 	prod prod-3w-s8 prod-3w 8
+	# Held out from the duel with LRU (added with it, never iterated on).
+	azure conv-zipf8-s11@0.02 conv zipf 8 11 testdata/simulate/eight-models.yaml 0.02
+	azure code-agent8-s12@0.02 code agent 8 12 testdata/simulate/eight-models.yaml 0.02
+	azure conv-agent20-s13@0.02 conv agent 20 13 testdata/simulate/twenty-models.yaml 0.02
+	azure code-zipf20-s14@0.02 code zipf 20 14 testdata/simulate/twenty-models.yaml 0.02
+	azure conv-agent8-s15@0.02 conv agent 8 15 testdata/simulate/eight-models.yaml 0.02
+	azure code-zipf8-s16-mixed@0.02 code zipf 8 16 testdata/simulate/mixed-sizes.yaml 0.02
+	prod prod-sample-s21 prod-sample 21
+	prod prod-mixed-sample-s22 prod-mixed-sample 22
 fi

@@ -64,9 +64,21 @@ type swapper struct {
 	// score is, per estimator, its predictions' log-likelihood of the
 	// models asked for at each swap, older swaps' times memory.
 	score [nEst]float64
-	// best is the estimator with the highest score: the one the plans
-	// follow.
+	// best is the estimator with the highest score: the one the
+	// forecast follows.
 	best int
+	// w is each expert's weight, summing to 1; duels move them, and
+	// the plans follow LRU's order only while its weight is above
+	// lruLeads (see leader).
+	w [nExperts]float64
+	// expert is the expert whose order the plan being made follows.
+	expert int
+	// duels are the evictions on which the experts disagreed, not yet
+	// decided, oldest first.
+	duels []duel
+	// idle and alt are challenge's scratch.
+	idle []*sdk.ModelInfo
+	alt  map[string]float64
 	// models is what the swapper keeps of each model, by name.
 	models map[string]*model
 	// value is each running model's value in the plan being made (filled
@@ -92,7 +104,8 @@ func New(h sdk.Host, raw []byte) (sdk.Swapper, error) {
 		return nil, sdksettings.Wrap("foresight settings", err)
 	}
 	s := &swapper{h: h, rules: evict.NewRules(st.Placement, st.Margin),
-		models: map[string]*model{}, value: map[string]float64{}}
+		models: map[string]*model{}, value: map[string]float64{}, alt: map[string]float64{}}
+	s.w = [nExperts]float64{0.5, 0.5}
 	s.best = len(halfLives)*countBursts + len(halfLives) - 1 // longest memory, bursts, until the traffic says otherwise
 	s.plan = evict.Planner{
 		Policy:     "foresight",
@@ -112,16 +125,19 @@ func (s *swapper) Plan(q sdk.PlanRequest) (sdk.Plan, error) {
 		return sdk.Plan{}, nil // loaded or loading: the planner needs nothing either
 	}
 	s.demand, _ = sdk.ReadDemand(s.h)
-	s.values()
+	s.expert = s.leader()
+	s.values(s.estimator(s.expert), s.value)
 	return s.plan.Plan(s.h, q, s.rules.For(q.Target))
 }
 
-// values fills s.value from s.demand: each model's expected demand by
-// the leading estimator, what it was asked for since the last swap
-// counted in full, weighed by its load time.
-func (s *swapper) values() {
-	clear(s.value)
-	j := s.best
+// values fills value from s.demand: each model's expected demand by
+// estimator j, what it was asked for since the last swap counted in
+// full, weighed by its load time. With j < 0 (LRU's) every value is 0.
+func (s *swapper) values(j int, value map[string]float64) {
+	clear(value)
+	if j < 0 {
+		return
+	}
 	g := s.scale(j)
 	for i := range s.demand {
 		d := &s.demand[i]
@@ -135,7 +151,7 @@ func (s *swapper) values() {
 		} else {
 			f = increment(j, d.Requests)
 		}
-		s.value[d.Name] = (f + prior) * loadCost(d, m)
+		value[d.Name] = (f + prior) * loadCost(d, m)
 	}
 }
 
@@ -176,8 +192,8 @@ func (s *swapper) scale(j int) float64 { return math.Exp2((s.clock - s.base[j]) 
 func eligible(target, m *sdk.ModelInfo) bool { return m.Priority <= target.Priority }
 
 // order: stopping models first, then idle ones, then busy or starting
-// ones; within a class the lowest priority, then the least expected
-// demand per byte, then the least recently used.
+// ones; within a class the lowest priority, then the leading expert's
+// order.
 func (s *swapper) order(a, b *evict.Victim) int {
 	if c := cmp.Compare(a.Class, b.Class); c != 0 {
 		return c
@@ -185,10 +201,17 @@ func (s *swapper) order(a, b *evict.Victim) int {
 	if c := cmp.Compare(a.Model.Priority, b.Model.Priority); c != 0 {
 		return c
 	}
-	if c := cmp.Compare(s.value[a.Model.Name]/float64(max(a.VRAM, 1)), s.value[b.Model.Name]/float64(max(b.VRAM, 1))); c != 0 {
+	return by(s.value, a.Model, a.VRAM, b.Model, b.VRAM)
+}
+
+// by is an expert's order of two models a and b, which give back av and
+// bv bytes, by their values (all 0 for LRU's): the least value per byte
+// first, then the least recently used.
+func by(value map[string]float64, a *sdk.ModelInfo, av uint64, b *sdk.ModelInfo, bv uint64) int {
+	if c := cmp.Compare(value[a.Name]/float64(max(av, 1)), value[b.Name]/float64(max(bv, 1))); c != 0 {
 		return c
 	}
-	return cmp.Compare(a.Model.LastUse, b.Model.LastUse)
+	return cmp.Compare(a.LastUse, b.LastUse)
 }
 
 // OnSwapStart scores every estimator on the models asked for since the
@@ -196,6 +219,11 @@ func (s *swapper) order(a, b *evict.Victim) int {
 // the swap.
 func (s *swapper) OnSwapStart(ev sdk.SwapStartEvent) {
 	s.demand, _ = sdk.ReadDemand(s.h)
+	s.expert = s.leader() // the one whose plan this swap carries out
+	s.settle(ev.Target)
+	if len(ev.Evict) > 0 {
+		s.challenge(ev)
+	}
 	n := float64(len(s.demand))
 	// Score: each estimator's predicted share of every model asked for.
 	var asked float64
@@ -254,7 +282,7 @@ func (s *swapper) OnSwapStart(ev sdk.SwapStartEvent) {
 	}
 	s.h.Log(sdk.LevelInfo, "foresight swap: model="+ev.Target+" evict=["+strings.Join(ev.Evict, ",")+
 		"] half_life="+strconv.FormatFloat(halfLife(s.best), 'f', -1, 64)+" counting="+modeNames[s.best/len(halfLives)]+
-		" devices="+placement.FormatDevices(ev.Devices))
+		" expert="+expertNames[s.expert]+" devices="+placement.FormatDevices(ev.Devices))
 }
 
 // rescale brings estimator j's scale back to 1 at the present clock.
