@@ -59,8 +59,11 @@ type scheduler struct {
 	// name (nil: none), until a tick that names changed models (a reload
 	// names every model; replicas.go).
 	sets map[string]*sdk.ReplicaSet
-	// rescaled is rescale's scratch: the models it has looked at.
+	// rescaled is rescale's scratch: the models it has looked at, and
+	// snap its view of every model (sorted by name, as RunningModels),
+	// updated in place by each read.
 	rescaled map[string]bool
+	snap     sdk.Snapshot
 	// unloaded are the models with replicas an unload stopped (an
 	// operator's, a TTL's, a reload's removal): rescale starts none of
 	// their stopped replicas until a request for the model comes.

@@ -206,7 +206,16 @@ func (s *scheduler) rescale(now int64) {
 	done := s.rescaled
 	clear(done)
 	s.scaleInAt = 0
-	for _, info := range s.fx.RunningModels() {
+	// The running models, from a snapshot kept between ticks: through
+	// Wasm only the models that changed since the last tick are decoded
+	// (snapshot deltas), where RunningModels decoded every running model
+	// on every tick — most of a tick's cost on a box of many models.
+	sdk.ReadSnapshot(s.fx, &s.snap)
+	for i := range s.snap.Models {
+		info := &s.snap.Models[i]
+		if !info.State.Running() {
+			continue
+		}
 		set := s.replicaSet(info.Name)
 		if set == nil || done[set.Model] {
 			continue
