@@ -33,7 +33,7 @@ import (
 //
 // The sets are read from the host (sdk.ReadReplicas, one host call) only
 // off the warm path — for a blocked or cold request, a finished swap and
-// on ticks — and cached until the next tick, since only a configuration
+// on ticks — and cached until a configuration reload's tick, since only a
 // reload changes them.
 
 // replicaSet returns the replica set of the model or replica name, or nil
