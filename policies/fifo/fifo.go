@@ -64,6 +64,9 @@ type scheduler struct {
 	// updated in place by each read.
 	rescaled map[string]bool
 	snap     sdk.Snapshot
+	// noReplicas: no model has replicas, as every model was asked
+	// (knowReplicas) since the last reload; rescale has nothing to do.
+	noReplicas, knowReplicas bool
 	// unloaded are the models with replicas an unload stopped (an
 	// operator's, a TTL's, a reload's removal): rescale starts none of
 	// their stopped replicas until a request for the model comes.
@@ -711,6 +714,7 @@ func (s *scheduler) OnTick(ev sdk.TickEvent) {
 	// the set of nearly every model at its next request.
 	if len(ev.Changed) > 0 && len(ev.Changed) >= len(s.snap.Models) {
 		clear(s.sets)
+		s.knowReplicas = false
 	}
 	s.drain(ev.Now)
 	s.rescale(ev.Now)
