@@ -604,7 +604,11 @@ func (m *SwapStartEvent) encode(e *encoder) {
 func (m *SwapStartEvent) decode(d *decoder) {
 	m.Now = d.i64()
 	m.Target = d.str()
-	m.Running = d.strs()
+	if internStrings {
+		m.Running = planRunning.decodeAt(d) // the running set of the swap's plan, as a rule
+	} else {
+		m.Running = d.strs()
+	}
 	m.Evict = d.strs()
 	m.Devices = d.i32s(nil)
 	m.Modes = nil

@@ -50,9 +50,10 @@ var internFront [1 << internFrontBits]string
 // holds one running set: a policy that kept an earlier list keeps what it
 // got.
 type tailStrs struct {
-	raw  []byte
-	list []string // the list raw encodes; never handed out
-	out  []string // the copy handed out since the last miss
+	raw   []byte
+	list  []string // the list raw encodes; never handed out
+	out   []string // the copy handed out since the last miss
+	outAt []string // the copy decodeAt handed out since then
 }
 
 // decode decodes the string list that runs from d.off to the end of the
@@ -71,7 +72,7 @@ func (c *tailStrs) decode(d *decoder) []string {
 		return c.out
 	}
 	l := d.strs()
-	c.raw, c.list, c.out = c.raw[:0], c.list[:0], nil
+	c.raw, c.list, c.out, c.outAt = c.raw[:0], c.list[:0], nil, nil
 	if d.err == nil && d.short == 0 && d.off == len(d.b) {
 		c.raw = append(c.raw, rest...)
 		if l != nil {
@@ -81,6 +82,27 @@ func (c *tailStrs) decode(d *decoder) []string {
 		}
 	}
 	return l
+}
+
+// decodeAt decodes the string list at d.off, which more of the message
+// may follow, as the list kept when its encoding is there: an encoding
+// says where it ends, so bytes that start with the one kept hold that
+// list. A swap's running set is the one its plan was asked with, in the
+// same event. A miss decodes as strs does and keeps nothing.
+func (c *tailStrs) decodeAt(d *decoder) []string {
+	rest := d.b[d.off:]
+	if n := len(c.raw); n > 0 && n <= len(rest) && bytewise.Equal(rest[:n], c.raw) {
+		d.off += n
+		if c.list == nil {
+			return nil
+		}
+		if c.outAt == nil {
+			c.outAt = make([]string, len(c.list))
+		}
+		copy(c.outAt, c.list) // as decode's copy
+		return c.outAt
+	}
+	return d.strs()
 }
 
 // handOut returns a list equal to cur that the SDK never writes again:

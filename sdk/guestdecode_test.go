@@ -77,6 +77,53 @@ func TestPlanRequest_RunningReused(t *testing.T) {
 	}
 }
 
+// A swap start's running set, the one its plan was asked with, is decoded
+// as that plan's list, with the rest of the event after it; another set
+// decodes as itself; neither list handed out is written with another set.
+func TestSwapStartEvent_RunningOfItsPlan(t *testing.T) {
+	internStrings, internTable = true, map[string]string{}
+	defer func() { internStrings, internTable, planRunning = false, nil, tailStrs{} }()
+	var q PlanRequest
+	var ev SwapStartEvent
+	plan := func(running ...string) {
+		t.Helper()
+		if err := decodeMessage(appendMessage(nil, &PlanRequest{Now: 1, Target: "t", Running: running}), &q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start := func(want SwapStartEvent) SwapStartEvent {
+		t.Helper()
+		if err := decodeMessage(appendMessage(nil, &want), &ev); err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(ev) != fmt.Sprint(want) {
+			t.Fatalf("decoded %+v; want %+v", ev, want)
+		}
+		return ev
+	}
+	sw := SwapStartEvent{Now: 2, Target: "t", Running: []string{"a", "bb", "c"}, Evict: []string{"bb"}, Devices: []int32{1}, Modes: []EvictMode{EvictSleep1}}
+	plan("a", "bb", "c")
+	first := start(sw).Running
+	bare := appendMessage(nil, &SwapStartEvent{Now: 2, Target: "t", Running: []string{"a", "bb", "c"}})
+	if n := testing.AllocsPerRun(50, func() { _ = decodeMessage(bare, &ev) }); n != 0 {
+		t.Fatalf("decoding its plan's running set allocated %v times", n)
+	}
+	other := sw
+	other.Running = []string{"a", "bb"} // a prefix of the plan's list, encoded with another count
+	start(other)
+	other.Running = []string{"a", "bb", "c", "d"}
+	start(other)
+	other.Running = nil
+	start(other)
+	plan("a", "c")
+	start(SwapStartEvent{Now: 3, Target: "t", Running: []string{"a", "c"}})
+	if !slices.Equal(first, []string{"a", "bb", "c"}) {
+		t.Fatalf("a list handed out was written with another set: %v", first)
+	}
+	plan()
+	start(SwapStartEvent{Now: 4, Target: "t", Evict: []string{"x"}})
+}
+
 // handOut hands out the same list while it is equal, and a new one when
 // it differs, never writing one it handed out.
 func TestHandOut(t *testing.T) {

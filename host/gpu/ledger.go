@@ -308,6 +308,27 @@ func (l *Ledger) Lease(owner string) (map[int]uint64, bool) {
 	return maps.Clone(lease), ok
 }
 
+// AppendLease appends owner's lease to devices and bytes, in device index
+// order (what SortedDevices gives), and reports whether owner holds one:
+// Lease without the copy, for a caller that reads the lease of every
+// model (a policy's snapshot, on every plan).
+func (l *Ledger) AppendLease(owner string, devices []int32, bytes []uint64) ([]int32, []uint64, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	lease, ok := l.leases[owner]
+	from := len(devices)
+	for d, b := range lease {
+		// Insertion by index: a lease spans a handful of devices.
+		i := len(devices)
+		devices, bytes = append(devices, 0), append(bytes, 0)
+		for ; i > from && devices[i-1] > int32(d); i-- {
+			devices[i], bytes[i] = devices[i-1], bytes[i-1]
+		}
+		devices[i], bytes[i] = int32(d), b
+	}
+	return devices, bytes, ok
+}
+
 // DeviceLeases is one device in Leases: the body of GET /api/gpus. Memory
 // figures are bytes.
 type DeviceLeases struct {
@@ -376,15 +397,10 @@ func (l *Ledger) leasesView(withoutJobs bool) ([]DeviceLeases, error) {
 	owners := slices.Sorted(maps.Keys(l.leases))
 	out := make([]DeviceLeases, len(devs))
 	for i, dev := range devs {
-		var jobBytes uint64 // what jobs hold on dev, when they are left out
-		if withoutJobs {
-			for o := range l.jobs {
-				jobBytes += l.leases[o][dev.Index]
-			}
-		}
+		free, leased := l.figures(dev, withoutJobs)
 		dl := DeviceLeases{
 			Index: dev.Index, UUID: dev.UUID, Name: dev.Name,
-			Total: dev.Total, Free: l.free(dev, jobBytes), Leased: l.leased[dev.Index] - jobBytes,
+			Total: dev.Total, Free: free, Leased: leased,
 			DriverFree: dev.Free, Margin: l.margin, Utilization: dev.Utilization, Holders: []Holder{},
 		}
 		for _, o := range owners {
@@ -402,6 +418,45 @@ func (l *Ledger) leasesView(withoutJobs bool) ([]DeviceLeases, error) {
 		out[i] = dl
 	}
 	return out, nil
+}
+
+// figures are dev's free and leased bytes as Leases reports them, or
+// LeasesWithoutJobs (withoutJobs): the jobs' bytes neither leased nor
+// taken from free. l.mu is held.
+func (l *Ledger) figures(dev Device, withoutJobs bool) (free, leased uint64) {
+	var jobBytes uint64 // what jobs hold on dev, when they are left out
+	if withoutJobs {
+		for o := range l.jobs {
+			jobBytes += l.leases[o][dev.Index]
+		}
+	}
+	return l.free(dev, jobBytes), l.leased[dev.Index] - jobBytes
+}
+
+// DeviceFigures is one device's memory as Leases reports it, without its
+// holders: what a policy's snapshot carries of each GPU.
+type DeviceFigures struct {
+	Index               int
+	Name                string
+	Total, Free, Leased uint64
+}
+
+// AppendFigures appends every device's figures, as Leases (or, with
+// withoutJobs, LeasesWithoutJobs) reports them, to dst: Leases without
+// the holders and their allocations, for a caller that reads them on
+// every plan.
+func (l *Ledger) AppendFigures(dst []DeviceFigures, withoutJobs bool) ([]DeviceFigures, error) {
+	devs, err := l.inv.Devices()
+	if err != nil {
+		return dst, err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, dev := range devs {
+		free, leased := l.figures(dev, withoutJobs)
+		dst = append(dst, DeviceFigures{Index: dev.Index, Name: dev.Name, Total: dev.Total, Free: free, Leased: leased})
+	}
+	return dst, nil
 }
 
 // Rescale spreads total bytes over the devices of lease in proportion to

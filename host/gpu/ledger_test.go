@@ -282,3 +282,41 @@ func TestLedger_OnReleaseHearsEveryReleasedLease(t *testing.T) {
 		t.Fatalf("heard with unheld devices %v, want %v (once per lease, after it ended)", heard, want)
 	}
 }
+
+// AppendLease and AppendFigures say what Lease (its devices sorted) and
+// Leases (or LeasesWithoutJobs) say, appended to the storage given, for a
+// snapshot that reads them on every plan.
+func TestLedger_AppendLeaseAndFiguresAgreeWithLeases(t *testing.T) {
+	l := NewLedger(NewDeclared([]DeclaredDevice{{Name: "a", Memory: 24 * gib}, {Name: "b", Memory: 24 * gib},
+		{Name: "c", Memory: 24 * gib}, {Name: "d", Memory: 24 * gib}}), 512*mib)
+	must(t, l.Acquire("m", map[int]uint64{2: 4 * gib, 0: 2 * gib, 1: 1 * gib}))
+	must(t, l.Acquire("n", map[int]uint64{1: 3 * gib}))
+	if _, err := l.AcquireDevices("job", []int{3}); err != nil {
+		t.Fatal(err)
+	}
+	for _, owner := range []string{"m", "n", "job", "none"} {
+		lease, ok := l.Lease(owner)
+		var wantDevices []int32
+		var wantBytes []uint64
+		for _, d := range SortedDevices(lease) {
+			wantDevices, wantBytes = append(wantDevices, int32(d)), append(wantBytes, lease[d])
+		}
+		devices, bytes, got := l.AppendLease(owner, []int32{9}, []uint64{9})
+		if got != ok || !reflect.DeepEqual(devices, append([]int32{9}, wantDevices...)) || !reflect.DeepEqual(bytes, append([]uint64{9}, wantBytes...)) {
+			t.Errorf("AppendLease(%s) = %v %v %v; want %v %v %v after what was there", owner, devices, bytes, got, wantDevices, wantBytes, ok)
+		}
+	}
+	for _, withoutJobs := range []bool{false, true} {
+		view, err := l.leasesView(withoutJobs)
+		must(t, err)
+		var want []DeviceFigures
+		for _, d := range view {
+			want = append(want, DeviceFigures{Index: d.Index, Name: d.Name, Total: d.Total, Free: d.Free, Leased: d.Leased})
+		}
+		got, err := l.AppendFigures(nil, withoutJobs)
+		must(t, err)
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("AppendFigures(without jobs %v) = %+v; want %+v", withoutJobs, got, want)
+		}
+	}
+}

@@ -21,6 +21,8 @@ type effects struct {
 	// withoutJobs: the swapper is being asked what it would plan were no
 	// job holding GPUs (jobs.go), so snapshots leave the jobs' leases out.
 	withoutJobs bool
+	// figures is gpuFigures' scratch.
+	figures []gpu.DeviceFigures
 }
 
 // maxCachedPlans bounds the plan cache: a target and running set per entry,
@@ -69,12 +71,7 @@ func (fx *effects) infoInto(m *model, info *sdk.ModelInfo) {
 		MeasuredVRAM:     m.measured,
 	}
 	if l := fx.r.loop.ledger; l != nil {
-		if lease, ok := l.Lease(m.name); ok {
-			for _, d := range gpu.SortedDevices(lease) {
-				devices = append(devices, int32(d))
-				leased = append(leased, lease[d])
-			}
-		}
+		devices, leased, _ = l.AppendLease(m.name, devices, leased)
 	}
 	if len(devices) > 0 {
 		info.Devices, info.Leased = devices, leased
@@ -125,7 +122,7 @@ func (fx *effects) SnapshotInto(dst *sdk.Snapshot) {
 		fx.infoInto(l.models[name], &models[i])
 	}
 	if l.ledger != nil {
-		devices, err := fx.gpuLeases()
+		devices, err := fx.gpuFigures()
 		if err != nil {
 			fx.r.log.Warn("reading GPU memory for a snapshot", "err", err)
 		}

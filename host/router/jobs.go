@@ -12,14 +12,14 @@ import (
 	"github.com/loadout-dev/loadout/sdk/placement"
 )
 
-// gpuLeases is the ledger's view of the devices that snapshots carry: as
-// it is, or, while the swapper is asked what it would plan without the
-// jobs (plansWithoutJobs), as it will be once every job's lease has ended.
-func (fx *effects) gpuLeases() ([]gpu.DeviceLeases, error) {
-	if fx.withoutJobs {
-		return fx.r.loop.ledger.LeasesWithoutJobs()
-	}
-	return fx.r.loop.ledger.Leases()
+// gpuFigures is the ledger's view of the devices that snapshots carry,
+// in fx's scratch (valid until the next call): as it is, or, while the
+// swapper is asked what it would plan without the jobs
+// (plansWithoutJobs), as it will be once every job's lease has ended.
+func (fx *effects) gpuFigures() ([]gpu.DeviceFigures, error) {
+	var err error
+	fx.figures, err = fx.r.loop.ledger.AppendFigures(fx.figures[:0], fx.withoutJobs)
+	return fx.figures, err
 }
 
 // plansWithoutJobs reports, for a plan the swapper refused with err,

@@ -154,6 +154,12 @@ type model struct {
 	// its server is stopped once asleep. stoppingSleeper: its sleeping
 	// server is being stopped (stopSleeper), not yet exited.
 	stopAfterSleep, stoppingSleeper bool
+	// observed is what the Observer last heard of it (observer.go), once
+	// it has heard (seen); heldQueued and heldLoading are observeModels'
+	// scratch: its held callers, queued and waiting on a load.
+	observed                observed
+	seen                    bool
+	heldQueued, heldLoading int
 }
 
 // visible is the state policies and the API see: a Ready model draining
@@ -240,7 +246,6 @@ type loopState struct {
 	// for a target, so an error the scheduler grants for it can say why.
 	planFailures map[string]string
 	measuring    bool
-	observed     map[string]observed // what the Observer last heard (observer.go)
 	// observeOnly names the one model the event just handled changed, when
 	// it was a warm-path event (warm.go); "" means any may have.
 	observeOnly string

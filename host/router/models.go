@@ -117,7 +117,6 @@ func (r *Router) reapRemoved() {
 			continue
 		}
 		delete(l.models, name)
-		delete(l.observed, name)
 		l.names = slices.Delete(l.names, i, i+1)
 		l.indexReplicas()
 		l.removing--

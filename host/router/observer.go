@@ -108,7 +108,9 @@ type observed struct {
 // so no call site can forget one. The warm path's events (a request the
 // loop granted itself, a quiet end) change one model and nothing else, and
 // say which (l.observeOnly): then only that model is compared, so their
-// cost does not grow with the number of models (docs/BENCHMARKS.md).
+// cost does not grow with the number of models (docs/BENCHMARKS.md). What
+// it compares with is kept on each model, and the held callers are counted
+// on their models, not in maps: every other event compares every model.
 func (r *Router) observeModels() {
 	l := &r.loop
 	only := l.observeOnly
@@ -117,37 +119,56 @@ func (r *Router) observeModels() {
 	if obs == nil {
 		return
 	}
-	if l.observed == nil {
-		l.observed = make(map[string]observed, len(l.names))
-	}
-	queued, loading := l.heldCounts()
-	if _, ok := l.models[only]; ok {
-		r.observeModel(obs, only, queued, loading)
+	l.countHeld(true)
+	defer l.countHeld(false)
+	if m, ok := l.models[only]; ok {
+		r.observeModel(obs, m)
 		return
 	}
 	for _, name := range l.names {
-		r.observeModel(obs, name, queued, loading)
+		r.observeModel(obs, l.models[name])
 	}
 }
 
-// observeModel tells obs about model name if it changed since it last
-// heard of it.
-func (r *Router) observeModel(obs Observer, name string, queued, loading map[string]int) {
+// countHeld counts the held callers on their models (heldQueued and
+// heldLoading, heldCounts' figures), or, with count false, zeroes what it
+// counted.
+func (l *loopState) countHeld(count bool) {
+	for _, w := range l.waiters {
+		if !w.held {
+			continue
+		}
+		m := l.models[w.req.Model]
+		switch {
+		case m == nil:
+		case !count:
+			m.heldQueued, m.heldLoading = 0, 0
+		case w.pos == 0:
+			m.heldLoading++
+		default:
+			m.heldQueued++
+		}
+	}
+}
+
+// observeModel tells obs about model m if it changed since it last heard
+// of it.
+func (r *Router) observeModel(obs Observer, m *model) {
 	l := &r.loop
-	m := l.models[name]
-	now := observed{state: m.apiState(), inFlight: m.inFlight, queued: queued[name],
-		loading: loading[name], measured: m.measured, lastErr: m.lastErr}
-	if prev, ok := l.observed[name]; ok && prev == now {
+	now := observed{state: m.apiState(), inFlight: m.inFlight, queued: m.heldQueued,
+		loading: m.heldLoading, measured: m.measured, lastErr: m.lastErr}
+	if m.seen && m.observed == now {
 		return
 	}
-	l.observed[name] = now
-	if set := l.replicaSetOf(name); set != nil {
+	m.observed, m.seen = now, true
+	if set := l.replicaSetOf(m.name); set != nil {
+		queued, loading := l.heldCounts()
 		if st, ok := l.setStatus(set, queued, loading); ok {
 			obs.ModelChanged(st) // a replica changes its model's entry
 		}
 		return
 	}
-	obs.ModelChanged(l.status(name, now.queued, now.loading))
+	obs.ModelChanged(l.status(m.name, now.queued, now.loading))
 }
 
 // swapInfo describes a swap StartSwap launches.

@@ -56,11 +56,17 @@ type scheduler struct {
 	servedLimit uint32
 
 	// sets caches the replica sets read from the host by model or replica
-	// name (nil: none), until a tick that names changed models (a reload
-	// names every model; replicas.go).
+	// name (nil: none), until a reload's tick, which names every model
+	// (OnTick; replicas.go).
 	sets map[string]*sdk.ReplicaSet
-	// rescaled is rescale's scratch: the models it has looked at.
+	// rescaled is rescale's scratch: the models it has looked at, and
+	// snap its view of every model (sorted by name, as RunningModels),
+	// updated in place by each read.
 	rescaled map[string]bool
+	snap     sdk.Snapshot
+	// noReplicas: no model has replicas, as every model was asked
+	// (knowReplicas) since the last reload; rescale has nothing to do.
+	noReplicas, knowReplicas bool
 	// unloaded are the models with replicas an unload stopped (an
 	// operator's, a TTL's, a reload's removal): rescale starts none of
 	// their stopped replicas until a request for the model comes.
@@ -701,10 +707,14 @@ func (s *scheduler) OnTick(ev sdk.TickEvent) {
 	s.tickUsed(ev.Now)
 	s.age(ev.Now)
 	// Only a reload changes a replica set, and a reload names every
-	// model: forget the sets of the models named (a stop names one; a
-	// clear here re-read every running model's set after each stop).
-	for _, m := range ev.Changed {
-		delete(s.sets, m)
+	// model: at least as many as rescale's snapshot held before it (the
+	// models it removed are named too). Then forget every set. A tick
+	// that names fewer (a stop names one) changed none: forgetting the
+	// sets of the models it named re-read, on a box that swaps all day,
+	// the set of nearly every model at its next request.
+	if len(ev.Changed) > 0 && len(ev.Changed) >= len(s.snap.Models) {
+		clear(s.sets)
+		s.knowReplicas = false
 	}
 	s.drain(ev.Now)
 	s.rescale(ev.Now)

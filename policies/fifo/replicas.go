@@ -33,8 +33,10 @@ import (
 //
 // The sets are read from the host (sdk.ReadReplicas, one host call) only
 // off the warm path — for a blocked or cold request, a finished swap and
-// on ticks — and cached until the next tick, since only a configuration
-// reload changes them.
+// on ticks — and cached until a configuration reload's tick, since only a
+// reload changes them. The first tick after a reload (or the first of all)
+// asks about every model: where none has replicas, rescale reads nothing
+// until the next reload.
 
 // replicaSet returns the replica set of the model or replica name, or nil
 // when it has none (max_replicas 1, or a host that knows no replicas).
@@ -206,7 +208,33 @@ func (s *scheduler) rescale(now int64) {
 	done := s.rescaled
 	clear(done)
 	s.scaleInAt = 0
-	for _, info := range s.fx.RunningModels() {
+	// The running models, from a snapshot kept between ticks: through
+	// Wasm only the models that changed since the last tick are decoded
+	// (snapshot deltas), where RunningModels decoded every running model
+	// on every tick — most of a tick's cost on a box of many models.
+	if s.knowReplicas && s.noReplicas {
+		return
+	}
+	sdk.ReadSnapshot(s.fx, &s.snap)
+	if !s.knowReplicas && len(s.snap.Models) > 0 {
+		// Once after each reload, ask every model: on a box where none
+		// has replicas, the ticks that follow need not read anything.
+		s.noReplicas, s.knowReplicas = true, true
+		for i := range s.snap.Models {
+			if s.replicaSet(s.snap.Models[i].Name) != nil {
+				s.noReplicas = false
+				break
+			}
+		}
+		if s.noReplicas {
+			return
+		}
+	}
+	for i := range s.snap.Models {
+		info := &s.snap.Models[i]
+		if !info.State.Running() {
+			continue
+		}
 		set := s.replicaSet(info.Name)
 		if set == nil || done[set.Model] {
 			continue

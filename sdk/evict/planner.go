@@ -245,12 +245,31 @@ func (p *Planner) victimModes(t *sdk.ModelInfo, k int) []sdk.EvictMode {
 }
 
 // Find returns the entry of models named name, or nil. The host sends the
-// snapshot and the running set both sorted by name, so a search that
-// starts where the previous one ended (*next) walks the snapshot once per
-// plan; it falls back to the whole list otherwise. The SDK interns decoded
-// names, so a match is first tried as the same string header, which costs
-// no call in Wasm.
+// snapshot and the running set both sorted by name, so a search starts
+// where the previous one ended (*next) and halves the rest of the list
+// (a walk through it cost a call per model in Wasm: a log line's lookup
+// of a swap's target walked half the snapshot); it falls back to walking
+// the whole list when that finds nothing (a list not sorted, or a name
+// not in it). The SDK interns decoded names, so a match is first tried as
+// the same string header, which costs no call in Wasm.
 func Find(models []sdk.ModelInfo, name string, next *int) *sdk.ModelInfo {
+	// Names are unique: the first entry from *next on not before name is
+	// the one, if any is.
+	lo, hi := *next, len(models)
+	for hi-lo > 4 {
+		mid := int(uint(lo+hi) >> 1)
+		if n := models[mid].Name; !bytewise.SameString(n, name) && n < name {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
+	}
+	for k := lo; k < len(models) && k < hi+1; k++ {
+		if n := models[k].Name; bytewise.SameString(n, name) || n == name {
+			*next = k + 1
+			return &models[k]
+		}
+	}
 	for k := *next; k < len(models); k++ {
 		if n := models[k].Name; bytewise.SameString(n, name) || n == name {
 			*next = k + 1

@@ -183,3 +183,47 @@ func TestParsePlacement(t *testing.T) {
 		t.Fatalf("bad split: %v", err)
 	}
 }
+
+// Find finds every name wherever the search starts, in a sorted list (by
+// halving) and in one that is not (by the walk it falls back to), and
+// moves the hint past a match found from it.
+func TestFind_SortedOrNotFromAnyHint(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		names []string
+	}{
+		{"sorted", []string{"a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m"}},
+		{"not sorted", []string{"m", "b", "k", "d", "a", "f", "l", "h", "i", "c", "e", "g", "j"}},
+		{"short", []string{"b", "a"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var models []sdk.ModelInfo
+			for _, n := range tc.names {
+				models = append(models, sdk.ModelInfo{Name: strings.Clone(n)})
+			}
+			for want, name := range tc.names {
+				for start := 0; start <= len(models)+1; start++ {
+					next := start
+					m := Find(models, strings.Clone(name), &next)
+					if m != &models[want] {
+						t.Fatalf("Find(%q) from %d = %v; want entry %d", name, start, m, want)
+					}
+					if wantNext := start; want >= start {
+						wantNext = want + 1
+						if next != wantNext {
+							t.Errorf("Find(%q) from %d left the hint at %d; want %d", name, start, next, wantNext)
+						}
+					} else if next != wantNext {
+						t.Errorf("Find(%q) from %d moved the hint to %d; want it kept", name, start, next)
+					}
+				}
+			}
+			for start := 0; start <= len(models); start++ {
+				next := start
+				if m := Find(models, "zz", &next); m != nil || next != start {
+					t.Errorf("Find(zz) from %d = %v, hint %d; want nil, hint kept", start, m, next)
+				}
+			}
+		})
+	}
+}

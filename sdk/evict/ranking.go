@@ -34,9 +34,14 @@ type ranking struct {
 	gpus    []int32        // the GPUs' indices (occupies)
 	missing bool           // a running model was not in the snapshot
 	runOf   []int          // by snapshot position: position in the running set, -1 if not running
+	runPos  []int          // by running position: snapshot position (all of them unless missing)
 	inCands []bool         // by snapshot position: has an entry in cands
 	pending []int          // snapshot positions changed since the list was last updated
 	victim  Victim         // the one being inserted
+	// rerun's scratch: runPos to be, and whether each name was paired
+	// with the last running set's.
+	runPosNew []int
+	paired    []bool
 }
 
 // readSnapshot reads the snapshot into p.snap and records what changed for
@@ -54,22 +59,135 @@ func (p *Planner) readSnapshot(h sdk.Host) {
 }
 
 // rank makes p.cands the candidates of a plan for p.target under r with
-// q's running set: updated from the last plan's when it was for the same
-// target, rule, running set, model list and GPUs, rebuilt otherwise.
+// q's running set, updated from the last plan's list when it was made for
+// the same model list and GPUs, rebuilt otherwise. An update takes out
+// the entries of the models that changed and puts back those that still
+// qualify; for a new running set it first works out every model's
+// running position again (rerun), and for another target or rule it asks
+// every running model whether it qualifies (a cheap test, where placing
+// each candidate anew cost several Order calls): on a box that swaps a
+// model for another on every plan, neither the target nor the running
+// set is ever the last plan's.
 func (p *Planner) rank(q sdk.PlanRequest, r *Rule) {
 	rk := &p.rk
-	if rk.valid && !p.Volatile && rk.rule == r && rk.models == first(p.snap.Models) && rk.n == len(p.snap.Models) &&
-		bytewise.Strings(rk.running, q.Running) && rk.target.Equal(&p.target) && p.sameGPUs() {
-		for _, pos := range rk.pending {
-			if !p.update(q, r, pos) {
-				p.rebuild(q, r)
-				return
-			}
-		}
-		rk.pending = rk.pending[:0]
+	if !rk.valid || p.Volatile || rk.missing || rk.models != first(p.snap.Models) || rk.n != len(p.snap.Models) || !p.sameGPUs() ||
+		(!bytewise.Strings(rk.running, q.Running) && !p.rerun(q)) {
+		p.rebuild(q, r)
 		return
 	}
-	p.rebuild(q, r)
+	// Out first, every entry whose model changed: it sits where its old
+	// fields put it, and a binary search that met it could misplace
+	// another.
+	for _, pos := range rk.pending {
+		if pos >= len(p.snap.Models) {
+			p.rebuild(q, r)
+			return
+		}
+		if j := rk.runOf[pos]; j >= 0 && p.snap.Models[pos].Name != q.Running[j] { // a running name moved
+			p.rebuild(q, r)
+			return
+		}
+		if rk.inCands[pos] {
+			p.drop(pos)
+		}
+	}
+	if rk.rule != r || !rk.target.Equal(&p.target) {
+		// Another target or rule: which models qualify may differ.
+		kept := p.cands[:0]
+		for _, c := range p.cands {
+			if p.qualifies(c.Model, r) {
+				kept = append(kept, c)
+			} else {
+				rk.inCands[p.snapPos(c.Model)] = false
+			}
+		}
+		clear(p.cands[len(kept):])
+		p.cands = kept
+		for j, pos := range rk.runPos {
+			if !rk.inCands[pos] {
+				p.consider(&p.snap.Models[pos], pos, j, r)
+			}
+		}
+	}
+	for _, pos := range rk.pending {
+		if j := rk.runOf[pos]; j >= 0 && !rk.inCands[pos] {
+			p.consider(&p.snap.Models[pos], pos, j, r)
+		}
+	}
+	p.remember(q, r)
+}
+
+// rerun brings the list to q's running set, when the last plan's was
+// another: every model's running position again (runOf, runPos), each
+// candidate's, and the models that joined or left the set pending. The
+// two sets are merged by name, the kept names by their string headers
+// (the SDK interns them): a swap changes a name or two. The names the
+// merge pairs keep their order, so the candidates it keeps stay in order
+// (ties go by running position); any other name is pending, to be put
+// back in its place. False when the snapshot lacks a name, or q names
+// one twice.
+func (p *Planner) rerun(q sdk.PlanRequest) bool {
+	rk, snap := &p.rk, &p.snap
+	old, oldPos := rk.running, rk.runPos
+	rk.runPosNew, rk.paired = rk.runPosNew[:0], rk.paired[:0]
+	i, next := 0, 0
+	for _, name := range q.Running {
+		pos, paired := -1, false
+		for i < len(old) {
+			if o := old[i]; bytewise.SameString(o, name) || o == name {
+				pos, paired = oldPos[i], true
+				i++
+				break
+			} else if name < o {
+				break
+			}
+			i++ // it left the set (or q is not sorted: then name is pending)
+		}
+		if !paired {
+			m := Find(snap.Models, name, &next)
+			if m == nil {
+				return false
+			}
+			pos = p.snapPos(m)
+		}
+		rk.runPosNew, rk.paired = append(rk.runPosNew, pos), append(rk.paired, paired)
+	}
+	for _, pos := range oldPos {
+		rk.runOf[pos] = -1
+	}
+	for j, pos := range rk.runPosNew {
+		if rk.runOf[pos] != -1 {
+			return false // named twice
+		}
+		rk.runOf[pos] = j
+		if !rk.paired[j] {
+			rk.pending = append(rk.pending, pos)
+		}
+	}
+	for _, pos := range oldPos {
+		if rk.runOf[pos] == -1 {
+			rk.pending = append(rk.pending, pos)
+		}
+	}
+	rk.runPos, rk.runPosNew = rk.runPosNew, rk.runPos
+	for i := range p.cands {
+		c := &p.cands[i]
+		c.Running = rk.runOf[p.snapPos(c.Model)]
+	}
+	return true
+}
+
+// drop takes the entry of the model at snapshot position pos out of
+// p.cands.
+func (p *Planner) drop(pos int) {
+	m := &p.snap.Models[pos]
+	for i := range p.cands {
+		if p.cands[i].Model == m {
+			p.cands = slices.Delete(p.cands, i, i+1)
+			break
+		}
+	}
+	p.rk.inCands[pos] = false
 }
 
 // rebuild makes p.cands from every running model.
@@ -82,6 +200,7 @@ func (p *Planner) rebuild(q sdk.PlanRequest, r *Rule) {
 		rk.runOf[i], rk.inCands[i] = -1, false
 	}
 	rk.missing = false
+	rk.runPos = rk.runPos[:0]
 	next := 0
 	for j, name := range q.Running { // (q.Running never holds the target)
 		m := Find(snap.Models, name, &next)
@@ -91,8 +210,17 @@ func (p *Planner) rebuild(q sdk.PlanRequest, r *Rule) {
 		}
 		pos := p.snapPos(m)
 		rk.runOf[pos] = j
+		rk.runPos = append(rk.runPos, pos)
 		p.consider(m, pos, j, r)
 	}
+	p.remember(q, r)
+	rk.valid = true
+}
+
+// remember records what p.cands was made for: the target, rule, running
+// set, model list and GPUs of this plan.
+func (p *Planner) remember(q sdk.PlanRequest, r *Rule) {
+	rk, snap := &p.rk, &p.snap
 	t := &p.target
 	devices, leased := rk.target.Devices[:0], rk.target.Leased[:0]
 	rk.target = *t
@@ -105,65 +233,46 @@ func (p *Planner) rebuild(q sdk.PlanRequest, r *Rule) {
 		rk.gpus = append(rk.gpus, g.Index)
 	}
 	rk.pending = rk.pending[:0]
-	rk.valid = true
 }
 
-// update brings the entry of the model at snapshot position pos up to
-// date; false when it cannot (a running name moved): then rebuild.
-func (p *Planner) update(q sdk.PlanRequest, r *Rule, pos int) bool {
-	rk := &p.rk
-	if pos >= len(p.snap.Models) || rk.missing {
-		return false
-	}
-	m := &p.snap.Models[pos]
-	j := rk.runOf[pos]
-	if j >= 0 && m.Name != q.Running[j] {
-		return false
-	}
-	if rk.inCands[pos] {
-		for i := range p.cands {
-			if p.cands[i].Model == m {
-				p.cands = slices.Delete(p.cands, i, i+1)
-				break
-			}
-		}
-		rk.inCands[pos] = false
-	}
-	if j >= 0 {
-		p.consider(m, pos, j, r)
-	}
-	return true
-}
-
-// consider inserts the running model m (at snapshot position pos, running
-// position j) into p.cands at its place if it may go: eligible, not
+// qualifies reports whether the running model m may go: eligible, not
 // pinned, not a replica of the target's own model (r.Apart: evicting one
 // replica to load another gains nothing), and freeing memory on a GPU r
 // allows.
-func (p *Planner) consider(m *sdk.ModelInfo, pos, j int, r *Rule) {
-	if m.Pinned || (p.Eligible != nil && !p.Eligible(&p.target, m)) || slices.Contains(r.Apart, m.Name) {
-		return
-	}
-	v := VRAM(m)
+func (p *Planner) qualifies(m *sdk.ModelInfo, r *Rule) bool {
+	return !m.Pinned && (p.Eligible == nil || p.Eligible(&p.target, m)) && !slices.Contains(r.Apart, m.Name) &&
+		victimVRAM(m) != 0 && p.occupies(m.Devices, r)
+}
+
+// victimVRAM is what evicting m gives back: its lease, exactly, when it
+// has one; else its VRAM figure.
+func victimVRAM(m *sdk.ModelInfo) uint64 {
 	if len(m.Leased) == len(m.Devices) && len(m.Leased) > 0 {
-		v = 0 // what the host will give back: its lease, exactly
+		var v uint64
 		for _, b := range m.Leased {
 			v += b
 		}
+		return v
 	}
-	if v == 0 || !p.occupies(m.Devices, r) {
+	return VRAM(m)
+}
+
+// consider inserts the running model m (at snapshot position pos, running
+// position j) into p.cands at its place if it qualifies.
+func (p *Planner) consider(m *sdk.ModelInfo, pos, j int, r *Rule) {
+	if !p.qualifies(m, r) {
 		return
 	}
 	c := &p.rk.victim // the planner's: a local would escape to Order
-	*c = Victim{Model: m, Running: j, Class: ClassOf(m), VRAM: v}
+	*c = Victim{Model: m, Running: j, Class: ClassOf(m), VRAM: victimVRAM(m)}
 	// What credit gives back, worked out once for a model on one GPU (or
 	// none, on a one-GPU box: occupies said so): credit's own rule.
 	switch {
 	case len(m.Devices) == 0:
-		c.on1, c.bytes = 1, v
+		c.on1, c.bytes = 1, c.VRAM
 	case len(m.Devices) == 1:
 		if i := p.position(m.Devices[0]); i >= 0 {
-			c.on1, c.bytes = i+1, v // its lease on the one device, or all of its VRAM
+			c.on1, c.bytes = i+1, c.VRAM // its lease on the one device, or all of its VRAM
 		}
 	}
 	lo, hi := 0, len(p.cands)

@@ -73,8 +73,8 @@ func (h *changesHost) SnapshotChangesInto(dst *sdk.Snapshot, changed []int) ([]i
 // A planner that keeps its ranking between plans, fed snapshot deltas,
 // makes exactly the plans (and errors) that Plan made before it kept one
 // (referencePlan, fed whole snapshots), through random changes to every
-// field a ranking reads, the running set, the GPUs and the model list,
-// with many ties in the order.
+// field a ranking reads, the running set (sorted by name, or not), the
+// target, the GPUs and the model list, with many ties in the order.
 func TestRanking_SameAsBefore(t *testing.T) {
 	order := func(a, b *Victim) int {
 		if c := cmp.Compare(a.Class, b.Class); c != 0 {
@@ -87,6 +87,7 @@ func TestRanking_SameAsBefore(t *testing.T) {
 	}
 	eligible := func(target, m *sdk.ModelInfo) bool { return m.Priority <= target.Priority }
 	rng := rand.New(rand.NewPCG(1, 2))
+	shuffle := rand.New(rand.NewPCG(3, 4)) // apart, so that rng's draws are as before
 	h := &changesHost{}
 	for d := range 2 {
 		h.snap.GPUs = append(h.snap.GPUs, sdk.GPUInfo{Index: int32(d), Total: 80 * gib})
@@ -182,6 +183,9 @@ func TestRanking_SameAsBefore(t *testing.T) {
 		if tm < 0 {
 			target = h.snap.Models[0].Name
 			continue
+		}
+		if shuffle.IntN(10) == 0 { // a host that does not sort the running set
+			shuffle.Shuffle(len(running), func(i, j int) { running[i], running[j] = running[j], running[i] })
 		}
 		h.snap.Models[tm].State = sdk.StateStopped // plans that must place it
 		h.snap.Models[tm].Devices, h.snap.Models[tm].Leased = nil, nil

@@ -3,7 +3,11 @@ package settings
 import (
 	"errors"
 	"fmt"
+	"math"
+	"math/rand/v2"
 	"reflect"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -155,4 +159,43 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 	})
+}
+
+// formatSizeFloat is FormatSize as it was written first, in floats: the
+// reference its integer arithmetic must agree with.
+func formatSizeFloat(n uint64, sep string) string {
+	const units = "KMGTPE"
+	if n < 1024 {
+		return strconv.FormatUint(n, 10) + sep + "B"
+	}
+	v, u := float64(n)/1024, 0
+	for v >= 1024 && u < len(units)-1 {
+		v /= 1024
+		u++
+	}
+	return strings.TrimSuffix(strconv.FormatFloat(v, 'f', 1, 64), ".0") + sep + units[u:u+1] + "iB"
+}
+
+// FormatSize writes what FormatFloat's rounding writes, halfway cases
+// (to even), carries into the next whole number and unit edges included.
+func TestFormatSize_AgreesWithFloatFormatting(t *testing.T) {
+	var ns []uint64
+	for s := uint(10); s <= 60; s += 10 {
+		u := uint64(1) << s
+		for _, k := range []uint64{1, 2, 12, 1023, 1024} {
+			for _, d := range []uint64{0, 1, u/20 - 1, u / 20, u/20 + 1, u / 10, 3 * u / 20, u / 4, u / 2, 3 * u / 4, u - 1} {
+				ns = append(ns, k*u+d, k*u-d)
+			}
+		}
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 100000 {
+		ns = append(ns, rng.Uint64()>>rng.UintN(64))
+	}
+	ns = append(ns, 1<<53-1, 1<<53, 1<<53+1, math.MaxUint64)
+	for _, n := range ns {
+		if got, want := FormatSize(n, " "), formatSizeFloat(n, " "); got != want {
+			t.Fatalf("FormatSize(%d) = %q; want %q", n, got, want)
+		}
+	}
 }

@@ -155,6 +155,27 @@ func FormatSize(n uint64, sep string) string {
 	if n < 1024 {
 		return strconv.FormatUint(n, 10) + sep + "B"
 	}
+	if n < 1<<53 {
+		// The same figure in integers, where float64 holds n and its
+		// quotients by 1024 exactly: n/2^s rounded to tenths as
+		// FormatFloat rounds (half to even). Formatting a float costs a
+		// policy that logs its swaps more than the rest of the line in
+		// Wasm.
+		u, s := 0, uint(10)
+		for n>>s >= 1024 {
+			s += 10
+			u++
+		}
+		q, rem, half := (10*n)>>s, (10*n)&(1<<s-1), uint64(1)<<(s-1)
+		if rem > half || (rem == half && q&1 == 1) {
+			q++
+		}
+		num := strconv.FormatUint(q/10, 10)
+		if d := q % 10; d != 0 {
+			num += "." + string(rune('0'+d))
+		}
+		return num + sep + units[u:u+1] + "iB"
+	}
 	v, u := float64(n)/1024, 0
 	for v >= 1024 && u < len(units)-1 {
 		v /= 1024
