@@ -235,10 +235,10 @@ type loopState struct {
 	// host accounts host memory for sleepers (sleep.go); sleeperStops
 	// counts sleepers' stops not yet done (shutdown waits for them);
 	// saidHostTooSmall: the log said once that no sleeper fits.
-	host             hostLedger
+	host hostLedger
 	// sleeperWaiters are unloads waiting for a sleeper's server to exit,
 	// by model, closed by its stopDone.
-	sleeperWaiters map[string][]chan struct{}
+	sleeperWaiters   map[string][]chan struct{}
 	warm             []string // models whose weights are read ahead, oldest first (pagecache.go)
 	sleeperStops     int
 	saidHostTooSmall bool

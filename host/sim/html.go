@@ -57,8 +57,8 @@ type htmlRun struct {
 	Completed, Errors     int
 	ColdLoads, Evictions  int
 	Unloads               int
-	Wakes                 int    // swaps that woke a sleeper (DESIGN.md, "Residency")
-	SwapS                 string // swap seconds: the time requests waited on loads and wakes
+	Wakes                 int       // swaps that woke a sleeper (DESIGN.md, "Residency")
+	SwapS                 string    // swap seconds: the time requests waited on loads and wakes
 	Wait                  [3]string // p50, p95, p99
 	Worst                 string    // the worst model's p95 wait, and its name
 	TTFT                  [2]string // p50, p95
