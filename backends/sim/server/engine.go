@@ -101,6 +101,9 @@ func (e *engine) run(ctx context.Context) {
 			}
 		}
 
+		// The step is counted before its tokens go out: a client that has
+		// its last token sees its last step in /sim/stats.
+		e.steps.Add(1)
 		produced := int64(0)
 		batch.End(func(s *seq) bool {
 			if s.ctx.Err() != nil {
@@ -111,7 +114,6 @@ func (e *engine) run(ctx context.Context) {
 			s.remaining--
 			return s.remaining == 0
 		})
-		e.steps.Add(1)
 		if n := e.generated.Add(produced); e.crashAfter > 0 && n >= e.crashAfter {
 			// Let the handlers write this step's tokens, then die mid-stream.
 			time.Sleep(e.step)
