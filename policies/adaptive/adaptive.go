@@ -191,45 +191,23 @@ func (s *swapper) OnSwapStart(ev sdk.SwapStartEvent) {
 }
 
 // settle decides every duel whose two models' order of requests the
-// swap of target tells, and keeps the others. The target was asked for
-// just now; a model whose count grew since the duel began, not the
-// target, was asked for before it. Two models that both grew, neither
-// the target, came in an order the counts do not tell: no verdict.
+// swap of target tells (evict.DuelVerdict), and keeps the undecided.
 func (s *swapper) settle(target string) {
 	kept := s.duels[:0]
 	for _, d := range s.duels {
-		xNew, yNew := s.requests(d.x) > d.xSeen, s.requests(d.y) > d.ySeen
-		var yFirst bool
+		decided, yFirst, keep := evict.DuelVerdict(d.x, d.y, target,
+			evict.Requests(s.demand, d.x) > d.xSeen, evict.Requests(s.demand, d.y) > d.ySeen)
 		switch {
-		case d.x == target:
-			yFirst = yNew
-		case d.y == target:
-			yFirst = !xNew
-		case xNew && yNew:
-			continue
-		case xNew || yNew:
-			yFirst = yNew
-		default:
+		case keep:
 			kept = append(kept, d) // neither asked for yet
-			continue
-		}
-		if yFirst {
+		case !decided:
+		case yFirst:
 			s.lose(1 - d.chooser) // evicting x was right
-		} else {
+		default:
 			s.lose(d.chooser)
 		}
 	}
 	s.duels = kept
-}
-
-// requests is name's request count in s.demand; 0 when it is not there.
-func (s *swapper) requests(name string) uint64 {
-	for i := range s.demand {
-		if s.demand[i].Name == name {
-			return s.demand[i].Requests
-		}
-	}
-	return 0
 }
 
 // lose lowers the weight of the expert that lost a duel by e^-rate, the
@@ -279,7 +257,7 @@ func (s *swapper) challenge(ev sdk.SwapStartEvent) {
 		}
 		y := instead[0]
 		instead = instead[1:]
-		s.duels = append(s.duels, duel{x: x, y: y, chooser: s.expert, xSeen: s.requests(x), ySeen: s.requests(y)})
+		s.duels = append(s.duels, duel{x: x, y: y, chooser: s.expert, xSeen: evict.Requests(s.demand, x), ySeen: evict.Requests(s.demand, y)})
 	}
 	if n := len(s.duels); n > maxDuels {
 		s.duels = append(s.duels[:0], s.duels[n-maxDuels:]...)
