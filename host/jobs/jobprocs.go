@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/prometheus/procfs"
 )
@@ -93,6 +94,13 @@ func cgroupProcs(dir string) (pids []int, ok bool) {
 
 // markedProcs lists the live (not zombie) processes whose environment
 // carries markerVar=submissionID.
+//
+// A process in the middle of an execve has an empty environ for a moment
+// (its new memory has no environment yet): one whose environ reads empty
+// and is neither a kernel thread nor a zombie is read again, up to
+// execRetries times execRetryWait apart, so that a job's process caught
+// while it execs (`sh -c '...; exec sleep 1000'`) is not taken for gone
+// and its lease released.
 func markedProcs(submissionID string) []int {
 	procs, err := procfs.AllProcs()
 	if err != nil {
@@ -100,17 +108,57 @@ func markedProcs(submissionID string) []int {
 	}
 	want := markerVar + "=" + submissionID
 	var pids []int
+	var unread []procfs.Proc
 	for _, p := range procs {
 		env, err := p.Environ()
-		if err != nil || !slices.Contains(env, want) {
+		if err != nil {
+			continue
+		}
+		if len(env) == 0 {
+			if st, err := p.Stat(); err == nil && st.State != "Z" && st.Flags&pfKthread == 0 {
+				unread = append(unread, p)
+			}
+			continue
+		}
+		if !slices.Contains(env, want) {
 			continue
 		}
 		if st, err := p.Stat(); err == nil && st.State != "Z" {
 			pids = append(pids, p.PID)
 		}
 	}
+	for try := 0; try < execRetries && len(unread) > 0; try++ {
+		time.Sleep(execRetryWait)
+		still := unread[:0]
+		for _, p := range unread {
+			env, err := p.Environ()
+			switch {
+			case err != nil:
+			case len(env) == 0:
+				still = append(still, p)
+			case slices.Contains(env, want):
+				if st, err := p.Stat(); err == nil && st.State != "Z" {
+					pids = append(pids, p.PID)
+				}
+			}
+		}
+		unread = still
+	}
+	slices.Sort(pids)
 	return pids
 }
+
+// pfKthread is PF_KTHREAD in a process's flags (/proc/<pid>/stat field
+// 9, linux/sched.h): a kernel thread, whose environ is always empty.
+const pfKthread = 0x00200000
+
+// execRetries and execRetryWait bound the second looks markedProcs takes
+// at a process whose environ read empty (one mid-execve): 4 × 10 ms. A
+// process started with an empty environment (env -i) costs a scan 40 ms.
+const (
+	execRetries   = 4
+	execRetryWait = 10 * time.Millisecond
+)
 
 // jobProcs lists the live processes of the attempt with cgroup cg ("":
 // none) and submissionID: its cgroup's when it has one that still exists,
