@@ -51,6 +51,9 @@ type swapper struct {
 	h     sdk.Host
 	rules evict.Rules
 	plan  evict.Planner
+	// patience is settings.Patience: 0, or how readily a busy or
+	// starting model goes before an idle one (order).
+	patience float64
 	// clock counts observations: a model asked for between two swaps
 	// is one. Half-lives are on this clock, so nights and weekends
 	// (fewer swaps, fewer observations) age nothing.
@@ -103,7 +106,7 @@ func New(h sdk.Host, raw []byte) (sdk.Swapper, error) {
 	if err != nil {
 		return nil, sdksettings.Wrap("foresight settings", err)
 	}
-	s := &swapper{h: h, rules: evict.NewRules(st.Placement, st.Margin),
+	s := &swapper{h: h, rules: evict.NewRules(st.Placement, st.Margin), patience: st.Patience,
 		models: map[string]*model{}, value: map[string]float64{}, alt: map[string]float64{}}
 	s.w = [nExperts]float64{0.5, 0.5}
 	s.best = len(halfLives)*countBursts + len(halfLives) - 1 // longest memory, bursts, until the traffic says otherwise
@@ -193,15 +196,43 @@ func eligible(target, m *sdk.ModelInfo) bool { return m.Priority <= target.Prior
 
 // order: stopping models first, then idle ones, then busy or starting
 // ones; within a class the lowest priority, then the leading expert's
-// order.
+// order. With patience (settings.Patience) and the forecast leading,
+// idle, busy and starting models are one class, a busy or starting
+// model's value divided by the patience.
 func (s *swapper) order(a, b *evict.Victim) int {
-	if c := cmp.Compare(a.Class, b.Class); c != 0 {
+	patient := s.patience > 0 && s.expert == expertForecast
+	if c := cmp.Compare(s.class(a, patient), s.class(b, patient)); c != 0 {
 		return c
 	}
 	if c := cmp.Compare(a.Model.Priority, b.Model.Priority); c != 0 {
 		return c
 	}
+	if patient {
+		if c := cmp.Compare(s.perByte(a), s.perByte(b)); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Model.LastUse, b.Model.LastUse)
+	}
 	return by(s.value, a.Model, a.VRAM, b.Model, b.VRAM)
+}
+
+// class is v's class in order: Busy counts as Idle when the order is
+// patient.
+func (s *swapper) class(v *evict.Victim, patient bool) evict.Class {
+	if patient && v.Class == evict.Busy {
+		return evict.Idle
+	}
+	return v.Class
+}
+
+// perByte is v's value per byte it gives back, a busy or starting
+// model's divided by the patience.
+func (s *swapper) perByte(v *evict.Victim) float64 {
+	x := s.value[v.Model.Name] / float64(max(v.VRAM, 1))
+	if v.Class == evict.Busy {
+		x /= s.patience
+	}
+	return x
 }
 
 // by is an expert's order of two models a and b, which give back av and

@@ -272,6 +272,9 @@ func runBadSettings(t *testing.T, mk policytest.MakeSwapper) {
 	for _, c := range []struct{ settings, want string }{
 		{`{"margin": "lots"}`, "margin"},
 		{`{"half_life": 10}`, "half_life"},
+		{`{"patience": 1.5}`, "patience"},
+		{`{"patience": -0.1}`, "patience"},
+		{`{"patience": "a lot"}`, "patience"},
 		{`[1]`, ""},
 	} {
 		h := policytest.NewHost(t)
@@ -284,8 +287,10 @@ func runBadSettings(t *testing.T, mk policytest.MakeSwapper) {
 			t.Errorf("%s: error %q does not name %q", c.settings, err, c.want)
 		}
 	}
-	if _, err := mk(t, policytest.NewHost(t), `{"margin": "1GiB"}`); err != nil {
-		t.Errorf("good settings: %v", err)
+	for _, good := range []string{`{"margin": "1GiB"}`, `{"patience": 0}`, `{"patience": 1}`} {
+		if _, err := mk(t, policytest.NewHost(t), good); err != nil {
+			t.Errorf("good settings %s: %v", good, err)
+		}
 	}
 }
 
@@ -302,6 +307,8 @@ func TestForesight_WeighsLoadTime(t *testing.T) { runWeighsLoadTime(t, nativeSwa
 func TestForesight_PlanIsPure(t *testing.T) { runPlanIsPure(t, nativeSwapper) }
 
 func TestForesight_BadSettings(t *testing.T) { runBadSettings(t, nativeSwapper) }
+
+func TestForesight_Patience(t *testing.T) { runPatience(t, nativeSwapper) }
 
 // noDemand hides the policytest host's demand counts: a host built before
 // the `demand` import.
@@ -341,5 +348,36 @@ func TestForesight_IdleBeforeBusy(t *testing.T) {
 	b.h.Models["rare"].InFlight = 0
 	if got := b.evicts("x"); !slices.Equal(got, []string{"rare"}) {
 		t.Errorf("plan for x with rare idle evicts %v, want [rare]", got)
+	}
+}
+
+// runPatience: with patience, a rarely asked model that is serving or
+// still loading goes before a popular idle one once its value, divided by
+// the patience, is the lower; without, the popular idle one goes.
+func runPatience(t *testing.T, mk policytest.MakeSwapper) {
+	for _, c := range []struct {
+		settings string
+		state    sdk.ModelState
+		inFlight uint32
+		want     string
+	}{
+		{`{}`, sdk.StateReady, 1, "hot"},
+		{`{}`, sdk.StateStarting, 0, "hot"},
+		{`{"patience": 1}`, sdk.StateReady, 1, "rare"},
+		{`{"patience": 1}`, sdk.StateStarting, 0, "rare"},
+		// Ten requests against one: a patience of 0.01 values rare's one
+		// at a hundred, above hot's ten.
+		{`{"patience": 0.01}`, sdk.StateReady, 1, "hot"},
+		{`{"patience": 0.5}`, sdk.StateReady, 0, "rare"}, // idle: patience changes nothing
+	} {
+		b := newBox(t, mk, c.settings, 2, "hot", "rare", "x")
+		for range 10 {
+			b.ask("hot")
+		}
+		b.ask("rare")
+		b.h.Models["rare"].State, b.h.Models["rare"].InFlight = c.state, c.inFlight
+		if got := b.evicts("x"); !slices.Equal(got, []string{c.want}) {
+			t.Errorf("%s, rare %s with %d in flight: plan for x evicts %v, want [%s]", c.settings, c.state, c.inFlight, got, c.want)
+		}
 	}
 }

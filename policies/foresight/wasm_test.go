@@ -27,3 +27,5 @@ func TestForesight_WeighsLoadTimeWasm(t *testing.T) { runWeighsLoadTime(t, wasmS
 func TestForesight_PlanIsPureWasm(t *testing.T) { runPlanIsPure(t, wasmSwapper) }
 
 func TestForesight_BadSettingsWasm(t *testing.T) { runBadSettings(t, wasmSwapper) }
+
+func TestForesight_PatienceWasm(t *testing.T) { runPatience(t, wasmSwapper) }
