@@ -287,6 +287,7 @@ func (rl *reloader) modelDigests() (map[string]string, error) {
 		mc := modelConfig(cfg, m, uint64(max(m.VRAM, 0)))
 		mc.MinReplicas, mc.MaxReplicas = 0, 0 // a new replica count restarts nothing (applyModels hands it over)
 		mc.Evict = 0                          // nor does a new evict: (the router takes it over for the next eviction)
+		mc.WakeTimeout = 0                    // nor a new wakeTimeout (for the next wake)
 		h := sha256.New()
 		fmt.Fprintf(h, "%+v\x00%v\x00%+v\x00%q\x00%q\x00%q\x00%v\x00%v\x00%v %v", spec, err, mc,
 			m.Aliases, m.Name, m.Description, m.Unlisted, m.UseModelName, m.GPUs, m.Split)

@@ -478,6 +478,7 @@ func modelConfig(cfg *config.Config, m *config.Model, vram uint64) router.ModelC
 		Group:            group,
 		TTL:              m.TTL,
 		StopTimeout:      m.UnloadTimeout,
+		WakeTimeout:      m.WakeTimeout,
 		VRAM:             vram,
 		ReplicaOf:        m.ReplicaOf,
 		Replica:          m.Replica,

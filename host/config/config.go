@@ -92,6 +92,10 @@ type Config struct {
 	// Evict is every model's evict: unless it has its own. YAML: evict,
 	// default auto.
 	Evict Evict
+	// WakeTimeout bounds the wake of a sleeping model (evict.go): past it
+	// the server is killed and the model cold-loaded in the same swap.
+	// YAML: wakeTimeout, whole seconds, default 60 (DefaultWakeTimeout).
+	WakeTimeout time.Duration
 
 	// Models maps model id to model. ModelIDs gives them in a stable order.
 	Models map[string]*Model
@@ -253,6 +257,9 @@ type Model struct {
 	// Evict is how the model is evicted when its plan leaves it to the
 	// host: its `evict:`, else the global one (evict.go).
 	Evict Evict
+	// WakeTimeout bounds its wake from sleep: its `wakeTimeout:` (whole
+	// seconds; 0 or absent means the global one).
+	WakeTimeout time.Duration
 	// Weights are the model's weight files (Loadout's `weights:`, paths
 	// relative to the config's directory), read ahead into the page cache
 	// before its load; WeightFiles adds the llamaserver backend's model.

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"gopkg.in/yaml.v3"
 )
@@ -65,6 +66,11 @@ func (e Evict) Level() uint8 {
 	}
 	return 0
 }
+
+// DefaultWakeTimeout is wakeTimeout's default: a wake measured at
+// 0.26–0.82 s for vLLM (its sleep-mode post) and seconds for llama.cpp
+// gets two orders of magnitude of room before it is taken for hung.
+const DefaultWakeTimeout = 60 * time.Second
 
 // HostMemoryAuto is Config.HostMemory for `hostMemory: auto` (the
 // default): the machine's available memory when serve starts, minus a

@@ -3,6 +3,7 @@ package config
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestParseEvict(t *testing.T) {
@@ -55,5 +56,38 @@ models:
 	cfg, _, err = Parse("t.yaml", []byte("models:\n  s:\n    backend: sim\n"))
 	if err != nil || cfg.HostMemory != HostMemoryAuto || cfg.Models["s"].Evict != EvictAuto {
 		t.Fatalf("defaults: %v, hostMemory %d, evict %s; want auto, auto", err, cfg.HostMemory, cfg.Models["s"].Evict)
+	}
+}
+
+// wakeTimeout: global and per model, whole seconds like unloadTimeout,
+// default DefaultWakeTimeout; a bad value is an error at its line.
+func TestWakeTimeout(t *testing.T) {
+	cfg, _, err := Parse("t.yaml", []byte(`
+wakeTimeout: 90
+models:
+  a:
+    backend: sim
+  b:
+    backend: sim
+    wakeTimeout: 5
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, b := cfg.Models["a"].WakeTimeout, cfg.Models["b"].WakeTimeout; a != 90*time.Second || b != 5*time.Second {
+		t.Fatalf("wakeTimeout a %s, b %s; want 1m30s (global), 5s (its own)", a, b)
+	}
+	cfg, _, err = Parse("t.yaml", []byte("models:\n  a:\n    backend: sim\n"))
+	if err != nil || cfg.Models["a"].WakeTimeout != DefaultWakeTimeout {
+		t.Fatalf("default: %v, %s; want %s", err, cfg.Models["a"].WakeTimeout, DefaultWakeTimeout)
+	}
+	for _, c := range []struct{ yaml, at string }{
+		{"wakeTimeout: 30s\nmodels:\n  a:\n    backend: sim\n", "t.yaml:1:14"},
+		{"wakeTimeout: 0\nmodels:\n  a:\n    backend: sim\n", "t.yaml:1:14"},
+		{"models:\n  a:\n    backend: sim\n    wakeTimeout: soon\n", "t.yaml:4:18"},
+	} {
+		if _, _, err := Parse("t.yaml", []byte(c.yaml)); err == nil || !strings.Contains(err.Error(), c.at) || !strings.Contains(err.Error(), "wakeTimeout") {
+			t.Errorf("%q: %v; want an error naming wakeTimeout at %s", c.yaml, err, c.at)
+		}
 	}
 }

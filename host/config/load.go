@@ -36,7 +36,7 @@ var topKeys = []string{
 	"apiKeys", "macros", "models", "groups", "matrix", "routing", "gpus", "hooks",
 	"sendLoadingState", "includeAliasesInList", "placement", "peers", "liveness",
 	"logToStdout", "logTimeFormat", "upstream", "ui", "metricsMaxInMemory",
-	"profiles", "selectors", "captureBuffer", "hostMemory", "evict",
+	"profiles", "selectors", "captureBuffer", "hostMemory", "evict", "wakeTimeout",
 }
 
 // Options fit a configuration to the host it will run on. The zero value
@@ -178,6 +178,7 @@ func (d *decoder) parse(data []byte, dir string) *Config {
 		LogLevel:           defaultLogLevel,
 		StartPort:          defaultStartPort,
 		UnloadTimeout:      defaultUnloadTimeout * time.Second,
+		WakeTimeout:        DefaultWakeTimeout,
 		Models:             map[string]*Model{},
 		LogToStdout:        LogProxy,
 		SessionHeaders:     DefaultSessionHeaders,
@@ -291,6 +292,11 @@ func (d *decoder) globals(cfg *Config, top map[string]pair) {
 	if p, ok := top["unloadTimeout"]; ok {
 		if s, ok := d.seconds(p.val, p.name, 0); ok {
 			cfg.UnloadTimeout = time.Duration(s) * time.Second
+		}
+	}
+	if p, ok := top["wakeTimeout"]; ok {
+		if s, ok := d.seconds(p.val, p.name, 1); ok {
+			cfg.WakeTimeout = time.Duration(s) * time.Second
 		}
 	}
 	if p, ok := top["sendLoadingState"]; ok {

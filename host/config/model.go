@@ -24,7 +24,7 @@ var modelKeys = []string{
 	"filters", "timeouts", "capabilities", "compat",
 	// Loadout
 	"backend", "options", "vram", "priority", "pinned", "simulate",
-	"gpus", "split", "replicas", "min_replicas", "max_replicas", "evict", "weights",
+	"gpus", "split", "replicas", "min_replicas", "max_replicas", "evict", "weights", "wakeTimeout",
 }
 
 // shadowedMetadata are the meta.llamaswap keys /v1/models sets itself
@@ -94,6 +94,7 @@ func (d *decoder) model(cfg *Config, id string, mp pair, nextPort *int) *modelSr
 		TTL:              cfg.GlobalTTL,
 		Evict:            cfg.Evict,
 		UnloadTimeout:    cfg.UnloadTimeout,
+		WakeTimeout:      cfg.WakeTimeout,
 		SendLoadingState: cfg.SendLoadingState,
 		Timeouts:         DefaultTimeouts,
 	}
@@ -290,6 +291,10 @@ func (d *decoder) model(cfg *Config, id string, mp pair, nextPort *int) *modelSr
 		case "unloadTimeout":
 			if t, ok := d.seconds(p.val, kp, 0); ok && t > 0 {
 				m.UnloadTimeout = time.Duration(t) * time.Second
+			}
+		case "wakeTimeout":
+			if t, ok := d.seconds(p.val, kp, 0); ok && t > 0 {
+				m.WakeTimeout = time.Duration(t) * time.Second
 			}
 		case "useModelName":
 			m.UseModelName, _ = d.str(p.val, kp)

@@ -35,6 +35,7 @@ func Report(cfg *Config, warnings []Warning) string {
 	fmt.Fprintf(tw, "  logToStdout\t%s\n", cfg.LogToStdout)
 	fmt.Fprintf(tw, "  hostMemory\t%s\n", hostMemory(cfg.HostMemory))
 	fmt.Fprintf(tw, "  evict\t%s\n", cfg.Evict)
+	fmt.Fprintf(tw, "  wakeTimeout\t%s\n", duration(cfg.WakeTimeout))
 	switch {
 	case cfg.LogTime == nil:
 		fmt.Fprintf(tw, "  logTimeFormat\t%s\n", "Loadout's (RFC 3339, milliseconds)")

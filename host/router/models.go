@@ -21,8 +21,9 @@ import (
 //
 // Every other model is left as it is (its Process is not replaced), but
 // for its replica range (MinReplicas, MaxReplicas), which it takes from
-// models at once: a new replica count adds or removes replicas' rows and
-// restarts none.
+// models at once (a new replica count adds or removes replicas' rows and
+// restarts none), and its Evict and WakeTimeout, which its next eviction
+// and wake use.
 // Errors: ErrShuttingDown.
 func (r *Router) UpdateModels(models map[string]ModelConfig, changed []string) error {
 	ran := false
@@ -55,6 +56,7 @@ func (r *Router) updateModels(models map[string]ModelConfig, changed []string) {
 			// What a reload may change without a restart.
 			m.cfg.MinReplicas, m.cfg.MaxReplicas = mc.MinReplicas, mc.MaxReplicas
 			m.cfg.Evict = mc.Evict
+			m.cfg.WakeTimeout = mc.WakeTimeout
 		default:
 			m.cfg = mc
 			m.startFailures, m.retryAt = 0, time.Time{} // a new configuration starts afresh

@@ -78,7 +78,8 @@ type ModelConfig struct {
 	// (its process and compiled state) until measured; 0: 1 GiB.
 	SleepOverhead uint64
 	// WakeTimeout bounds a wake; past it the server is killed and the
-	// model cold-loaded. 0: 60 s.
+	// model cold-loaded (the config's wakeTimeout). 0: 60 s
+	// (config.DefaultWakeTimeout).
 	WakeTimeout time.Duration
 	// LoadTime and WakeTime are the estimated durations of a cold load
 	// and of a wake from level 1 and 2 (index 0 and 1), shown to policies

@@ -50,8 +50,9 @@ type SleepInstance interface {
 // (ModelConfig.SleepOverhead).
 const defaultSleepOverhead = 1 << 30
 
-// defaultWakeTimeout bounds a wake (ModelConfig.WakeTimeout).
-const defaultWakeTimeout = 60 * time.Second
+// defaultWakeTimeout bounds a wake (ModelConfig.WakeTimeout): the
+// configuration's default.
+const defaultWakeTimeout = config.DefaultWakeTimeout
 
 func (mc ModelConfig) wakeTimeout() time.Duration {
 	if mc.WakeTimeout > 0 {

@@ -233,6 +233,34 @@ func TestSleep_ReloadedEvictTakesEffectWithoutARestart(t *testing.T) {
 	h.world.expect(t, "stopped a", "starting b", "ready b")
 }
 
+// A reload that changes only a model's wakeTimeout restarts nothing, not
+// even its sleeper; its next wake is bounded by the new one.
+func TestSleep_ReloadedWakeTimeoutTakesEffectWithoutARestart(t *testing.T) {
+	h := sleepHarness(t, 8*gib, config.EvictAuto) // wakeTimeout: the default, a minute
+	serveOnce(t, h, "a")
+	serveOnce(t, h, "b")
+	h.world.expect(t, "starting a", "ready a", "asleep a 1", "starting b", "ready b")
+	models := map[string]ModelConfig{}
+	for _, name := range []string{"a", "b", "c", "e"} {
+		mc := ModelConfig{Process: h.procs[name], VRAM: gib, SleepLevels: 3, SleepOverhead: 256 << 20}
+		if name == "a" {
+			mc.WakeTimeout = 200 * time.Millisecond
+		}
+		models[name] = mc
+	}
+	if err := h.r.UpdateModels(models, nil); err != nil {
+		t.Fatal(err)
+	}
+	if st := h.status("a"); st.State != "asleep" {
+		t.Fatalf("a after the reload: %s, want still asleep", st.State)
+	}
+	gate := make(chan struct{})
+	defer close(gate)
+	h.procs["a"].wakeGate = gate // never opens during the wake
+	serveOnce(t, h, "a")
+	h.world.expect(t, "asleep b 1", "wake failed a", "killed a", "starting a", "ready a")
+}
+
 // An unload of an asleep model stops its server, and returns once the
 // server has exited.
 func TestSleep_UnloadOfASleeperWaitsForItsExit(t *testing.T) {
