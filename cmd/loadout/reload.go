@@ -138,9 +138,7 @@ func (rl *reloader) apply() (proxy.ReloadResult, error) {
 	for _, w := range warnings {
 		rl.log.Warn(w.String())
 	}
-	if cfg.HostMemory != rl.cfg.Load().HostMemory {
-		rl.log.Warn("hostMemory: the changed setting takes effect when loadout serve restarts; a reload keeps the running one")
-	}
+	hostChanged := cfg.HostMemory != rl.cfg.Load().HostMemory
 	if cfg.Liveness != rl.cfg.Load().Liveness {
 		rl.log.Warn("liveness: the changed settings take effect when loadout serve restarts; a reload keeps the running ones")
 	}
@@ -155,7 +153,7 @@ func (rl *reloader) apply() (proxy.ReloadResult, error) {
 	}
 	added, removed, changed := diffModels(rl.models, models)
 	placed := cfg.Placement != rl.cfg.Load().Placement // the box's pack or spread
-	if ident == rl.ident && len(added)+len(removed)+len(changed) == 0 && !placed && !peersChanged {
+	if ident == rl.ident && len(added)+len(removed)+len(changed) == 0 && !placed && !peersChanged && !hostChanged {
 		return res, nil
 	}
 	// Everything that can be checked is checked before anything changes:
@@ -192,6 +190,18 @@ func (rl *reloader) apply() (proxy.ReloadResult, error) {
 	}
 	if placed {
 		res.Changed = append(res.Changed, "placement")
+	}
+	if hostChanged {
+		// Sleepers' memory is not available memory, but it is theirs
+		// to keep: auto counts it in.
+		var held uint64
+		if hm, err := rl.r.HostMemory(); err == nil {
+			held = hm.Sleepers
+		}
+		if err := rl.r.SetHostMemory(hostMemory(cfg, rl.log, held)); err != nil {
+			return res, err
+		}
+		res.Changed = append(res.Changed, "hostMemory")
 	}
 	if ident == rl.ident {
 		rl.cfg.Store(cfg)

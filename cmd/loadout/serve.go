@@ -230,7 +230,7 @@ func runServe(ctx context.Context, o serveOptions) error {
 	rcfg := router.Config{
 		Models:     models,
 		Ledger:     ledger,
-		HostMemory: hostMemory(cfg, log),
+		HostMemory: hostMemory(cfg, log, 0),
 		Logger:     log,
 		Observer:   obsv.observer,
 		Liveness: router.Liveness{
@@ -493,9 +493,10 @@ func modelConfig(cfg *config.Config, m *config.Model, vram uint64) router.ModelC
 
 // hostMemory is the host memory in bytes sleeping models may lease
 // (router.Config.HostMemory): the config's hostMemory, or for auto the
-// machine's available memory now minus config.HostMemoryReserve (0, so
-// nothing sleeps, when it cannot be read).
-func hostMemory(cfg *config.Config, log *slog.Logger) uint64 {
+// machine's available memory now plus held (what sleepers already lease,
+// on a reload; 0 at start) minus config.HostMemoryReserve of that sum (0,
+// so nothing sleeps, when it cannot be read).
+func hostMemory(cfg *config.Config, log *slog.Logger, held uint64) uint64 {
 	if cfg.HostMemory != config.HostMemoryAuto {
 		return uint64(max(cfg.HostMemory, 0))
 	}
@@ -511,7 +512,7 @@ func hostMemory(cfg *config.Config, log *slog.Logger) uint64 {
 		log.Warn("host memory unknown: evicted models are stopped, never put to sleep (set hostMemory: to let them sleep)", "err", err)
 		return 0
 	}
-	avail := *mi.MemAvailableBytes
+	avail := *mi.MemAvailableBytes + held
 	reserve := config.HostMemoryReserve(avail)
 	if avail <= reserve {
 		log.Info("host memory for sleeping models: none (available memory is below the reserve)", "available_mib", avail>>20, "reserve_mib", reserve>>20)

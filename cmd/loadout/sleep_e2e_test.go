@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -78,4 +79,45 @@ func TestServe_SleepersWakeAndKill9LeavesNoOrphan(t *testing.T) {
 	eventually(t, "every process loadout started, the sleeper's included, to exit", func() bool {
 		return !slices.ContainsFunc(pids, alive)
 	})
+}
+
+// A reload that sets hostMemory: 0 and a new wakeTimeout applies both at
+// once and restarts nothing running: the sleeper's server is stopped (no
+// host memory is left for it), the running model keeps its process.
+func TestServe_HotReload_HostMemoryStopsSleepers(t *testing.T) {
+	raw, err := os.ReadFile("../../testdata/e2e/sleep.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfgPath := writeConfig(t, t.TempDir(), string(raw))
+	s := startServer(t, cfgPath)
+	s.mustChat("a")
+	pidA := onePid(t, "a")
+	s.mustChat("b")
+	eventually(t, "a asleep", func() bool { return s.modelStatus(t, "a")["state"] == "asleep" })
+	pidB := onePid(t, "b")
+
+	next := strings.Replace(string(raw), "hostMemory: 8GiB", "hostMemory: 0\nwakeTimeout: 30", 1)
+	if next == string(raw) {
+		t.Fatal("testdata/e2e/sleep.yaml no longer says hostMemory: 8GiB")
+	}
+	if err := os.WriteFile(cfgPath, []byte(next), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, body := s.post("/api/policies/reload", "")
+	if code != 200 || !strings.Contains(body, `"hostMemory"`) || strings.Contains(body, `"models"`) {
+		t.Fatalf("reload: %d %s; want hostMemory changed and no model", code, body)
+	}
+	eventually(t, "a's sleeping server stopped", func() bool { return !alive(pidA) })
+	if st := s.modelStatus(t, "a"); st["state"] != "stopped" {
+		t.Fatalf("a after hostMemory: 0: %v; want stopped", st)
+	}
+	if pid := onePid(t, "b"); pid != pidB {
+		t.Fatalf("b is served by %d after the reload, was %d: it restarted", pid, pidB)
+	}
+	s.mustChat("a") // b is stopped now, not put to sleep
+	eventually(t, "b stopped", func() bool { return s.modelStatus(t, "b")["state"] == "stopped" })
+	if alive(pidB) {
+		t.Fatal("b's server lives on after its eviction with no host memory")
+	}
 }

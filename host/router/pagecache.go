@@ -54,15 +54,16 @@ func (l *loopState) reclaimable() uint64 {
 }
 
 // makeRoom drops read-ahead, the oldest first, until host memory has
-// need bytes free or none is left.
+// need bytes free (and is not over-committed: SetHostMemory's makeRoom(0))
+// or none is left.
 func (r *Router) makeRoom(need uint64) {
 	l := &r.loop
-	for l.host.free() < need && len(l.warm) > 0 {
+	for (l.host.free() < need || l.host.leased > l.host.total) && len(l.warm) > 0 {
 		name := l.warm[0]
 		l.warm = l.warm[1:]
 		l.host.release(warmKey(name))
 		if m := l.models[name]; m != nil {
-			r.log.Info("dropping read-ahead weights for a sleeper", "model", name)
+			r.log.Info("dropping read-ahead weights to make room in host memory", "model", name)
 			r.exec.pageCache(name, m.cfg.Weights, true)
 		}
 	}

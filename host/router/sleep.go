@@ -3,6 +3,7 @@ package router
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/loadout-dev/loadout/host/config"
@@ -466,4 +467,76 @@ func (l *loopState) residencyStatus(m *model, st *ModelStatus) {
 	st.LoadSeconds = m.loadTime.Seconds()
 	st.WakeSeconds = m.lastWake.Seconds()
 	st.SleepSeconds = m.lastSleep.Seconds()
+}
+
+// HostMemory is the host memory ledger's figures in bytes: Total is what
+// sleepers may lease (Config.HostMemory, or the last SetHostMemory),
+// Sleepers what sleeping and sleeping-to-be models lease now, ReadAhead
+// what weights read ahead into the page cache lease.
+type HostMemory struct {
+	Total, Sleepers, ReadAhead uint64
+}
+
+// HostMemory returns the host memory ledger's figures now. Errors:
+// ErrShuttingDown.
+func (r *Router) HostMemory() (HostMemory, error) {
+	var hm HostMemory
+	ran := false
+	r.query(func() {
+		ran = true
+		l := &r.loop
+		ahead := l.reclaimable()
+		hm = HostMemory{Total: l.host.total, Sleepers: l.host.leased - ahead, ReadAhead: ahead}
+	})
+	if !ran {
+		return hm, ErrShuttingDown
+	}
+	return hm, nil
+}
+
+// SetHostMemory changes the host memory in bytes that sleepers may lease
+// (a reload's hostMemory:) while requests flow. When what is leased no
+// longer fits, read-ahead is dropped first (the oldest first), then
+// sleepers are stopped, the least recently used first, until it does; a
+// sleep under way keeps its lease until it ends (then it is stopped if
+// host memory is over-committed, as onSlept does for any sleeper). 0
+// turns sleeping off: every sleeper is stopped, and every eviction is a
+// stop from then on. Errors: ErrShuttingDown.
+func (r *Router) SetHostMemory(total uint64) error {
+	ran := false
+	r.query(func() {
+		ran = true
+		r.setHostMemory(total)
+	})
+	if !ran {
+		return ErrShuttingDown
+	}
+	return nil
+}
+
+func (r *Router) setHostMemory(total uint64) {
+	l := &r.loop
+	if total == l.host.total {
+		return
+	}
+	r.log.Info("host memory for sleeping models changed", "was_mib", l.host.total>>20, "now_mib", total>>20)
+	l.host.total = total
+	r.makeRoom(0)
+	if l.host.leased <= total {
+		return
+	}
+	var sleepers []*model
+	for _, name := range l.names {
+		if m := l.models[name]; m.isAsleep() {
+			sleepers = append(sleepers, m)
+		}
+	}
+	slices.SortStableFunc(sleepers, func(a, b *model) int { return a.lastUse.Compare(b.lastUse) })
+	for _, m := range sleepers {
+		if l.host.leased <= total {
+			break
+		}
+		r.stopSleeper(m, "host memory reduced")
+	}
+	r.tickNow()
 }

@@ -286,3 +286,34 @@ func TestSleep_UnloadOfASleeperWaitsForItsExit(t *testing.T) {
 		t.Fatalf("a after its unload: %s with %d host bytes; want stopped with none", st.State, st.HostBytes)
 	}
 }
+
+// A smaller host memory (a reload's hostMemory:) stops the least recently
+// used sleepers until the rest fit; 0 stops every one, and evictions are
+// stops from then on.
+func TestSleep_SetHostMemoryStopsTheLeastRecentlyUsedSleepers(t *testing.T) {
+	mc := ModelConfig{VRAM: gib, SleepLevels: 3, SleepOverhead: 256 << 20}
+	h := newHarness(t, harnessOpts{hostMemory: 8 * gib, models: map[string]ModelConfig{"a": mc, "b": mc, "c": mc}})
+	for _, name := range []string{"a", "b", "c"} {
+		h.procs[name].sleepLevels = 3
+	}
+	serveOnce(t, h, "a")
+	serveOnce(t, h, "b")
+	serveOnce(t, h, "c")
+	h.world.expect(t, "starting a", "ready a", "asleep a 1", "starting b", "ready b", "asleep b 1", "starting c", "ready c")
+	if err := h.r.SetHostMemory(gib + gib/2); err != nil {
+		t.Fatal(err)
+	}
+	h.world.expect(t, "stopped a")
+	if st := h.status("b"); st.State != "asleep" {
+		t.Fatalf("b, the most recently used sleeper: %s, want asleep (it fits in 1.5 GiB)", st.State)
+	}
+	if hm, err := h.r.HostMemory(); err != nil || hm.Total != gib+gib/2 || hm.Sleepers != gib {
+		t.Fatalf("host memory %+v (%v); want 1.5 GiB, 1 GiB leased by b", hm, err)
+	}
+	if err := h.r.SetHostMemory(0); err != nil {
+		t.Fatal(err)
+	}
+	h.world.expect(t, "stopped b")
+	serveOnce(t, h, "a")
+	h.world.expect(t, "stopped c", "starting a", "ready a")
+}
