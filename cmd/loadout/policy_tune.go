@@ -85,6 +85,7 @@ fewer cold loads, then load seconds, then p95 wait, then grid order.
 	fl.StringVar(&o.router, "router", "", "router policy instead of the configuration's: a built-in name or a .wasm file")
 	fl.StringVar(&o.jsonPath, "json", "", "write every point's figures as JSON to this file")
 	fl.StringArrayVar(&o.gpus, "gpu", nil, "a simulated GPU of this size (e.g. 24GiB), instead of the configuration's gpus:; repeat for more")
+	fl.IntVar(&o.slots, "slots", 0, slotsUsage)
 	fl.Float64Var(&o.rate, "rate", 1, "replay the trace at this multiple of its request rate")
 	_ = cmd.MarkFlagRequired("trace")
 	_ = cmd.MarkFlagRequired("set")

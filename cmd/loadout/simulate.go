@@ -41,6 +41,7 @@ type simulateOptions struct {
 	jsonPath   string
 	htmlPath   string
 	gpus       []string
+	slots      int
 	logLevel   string
 	perModel   bool
 	rate       float64
@@ -75,7 +76,9 @@ simulate: block in the configuration with the same keys (load_time,
 tokens_per_second, ttft, prefill_tokens_per_second, max_batch, vram). VRAM
 comes from the model's vram:, else the block or options, else its
 backend's estimate. GPUs are the configuration's gpus: (or --gpu); the
-machine's own are never read.
+machine's own are never read. --slots K replaces the configuration with
+a box of K equal slots made for the trace (every model it names a
+12 GiB sim model loading in 10 s).
 
 Policies: --scheduler and --router replace the configuration's (a built-in
 name or a .wasm file); --compare router=a,b,c.wasm (and scheduler=…, or
@@ -113,12 +116,16 @@ wakes).`,
 	f.StringVar(&o.jsonPath, "json", "", "write the results as JSON to this file")
 	f.StringVar(&o.htmlPath, "html", "", "write a self-contained HTML report (GPU memory timeline, queue, swaps) to this file")
 	f.StringArrayVar(&o.gpus, "gpu", nil, "a simulated GPU of this size (e.g. 24GiB), instead of the configuration's gpus:; repeat for more")
+	f.IntVar(&o.slots, "slots", 0, slotsUsage)
 	f.Float64Var(&o.rate, "rate", 1, "replay the trace at this multiple of its request rate (arrival times divided by it): 2 is twice the traffic, 0.1 a tenth")
 	f.BoolVar(&o.perModel, "per-model", false, "also print each model's requests, cold loads and queue wait, per run")
 	f.StringVar(&o.logLevel, "log-level", "", "log the run loop and policies at this level (debug, info, warn, error); default: quiet")
 	_ = cmd.MarkFlagRequired("trace")
 	return cmd
 }
+
+// slotsUsage is the help of --slots (simulate, policy tune).
+const slotsUsage = "replay on a box of this many equal slots made for the trace, instead of --config: every model the trace names a 12 GiB sim model loading in 10 s (80 tokens/s), routed by prioritylru"
 
 // policyPair is one scheduler and router to replay under; "" keeps the
 // configuration's.
@@ -189,7 +196,7 @@ type replayInputs struct {
 // go to warn. Errors: the configuration's, the trace's (file:line), a bad
 // --rate, --gpu or --log-level.
 func loadReplayInputs(ctx context.Context, o simulateOptions, warn io.Writer) (*replayInputs, error) {
-	cfg, _, err := loadConfig(ctx, o.configPath, defaultListen, routerModeOptions{})
+	cfg, err := replayConfig(ctx, o)
 	if err != nil {
 		return nil, err
 	}
@@ -214,6 +221,43 @@ func loadReplayInputs(ctx context.Context, o simulateOptions, warn io.Writer) (*
 		return nil, err
 	}
 	return &replayInputs{cfg: cfg, trace: trace, devices: devices, models: models}, nil
+}
+
+// replayConfig is the configuration to replay on: --config's (else the
+// embedded example), or with --slots a box of equal slots for the models
+// the trace names (sim.SlotsConfig). Errors: the configuration's, the
+// trace's, --slots with --config or below 1.
+func replayConfig(ctx context.Context, o simulateOptions) (*config.Config, error) {
+	if o.slots == 0 {
+		cfg, _, err := loadConfig(ctx, o.configPath, defaultListen, routerModeOptions{})
+		return cfg, err
+	}
+	if o.configPath != "" {
+		return nil, errors.New("--slots makes the box for the trace: give --slots or --config, not both")
+	}
+	f, err := os.Open(o.tracePath)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	t, err := sim.ParseTrace(o.tracePath, f)
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	seen := map[string]bool{}
+	for _, r := range t.Requests {
+		if !seen[r.Model] {
+			seen[r.Model] = true
+			names = append(names, r.Model)
+		}
+	}
+	box, err := sim.SlotsConfig(names, o.slots)
+	if err != nil {
+		return nil, fmt.Errorf("--slots %d: %w", o.slots, err)
+	}
+	cfg, _, err := config.ParseWith(fmt.Sprintf("the --slots %d box", o.slots), box, hostOptions(defaultListen))
+	return cfg, err
 }
 
 // report is a report on the trace read from file, with its offline

@@ -3,12 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/csv"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -330,5 +332,63 @@ models:
 				}
 			}
 		})
+	}
+}
+
+// --slots makes the box for the trace: every model it names (ids a
+// configuration would have to quote included) becomes an equal slot, the
+// anchors count that many slots, and every request is served; with
+// --config as well it is refused.
+func TestSimulate_SlotsMakeTheBoxForTheTrace(t *testing.T) {
+	names := []string{"org/llama-3:8b", "null", "123", "plain", `say "hi"`}
+	dir := t.TempDir()
+	o := simulateOptions{rate: 1, slots: 2, compare: []string{"router=foresight,ollama"},
+		tracePath: filepath.Join(dir, "trace.csv"), jsonPath: filepath.Join(dir, "report.json")}
+	var trace bytes.Buffer
+	w := csv.NewWriter(&trace)
+	_ = w.Write([]string{"arrival_s", "model", "prompt_tokens", "output_tokens"})
+	for i := range 60 {
+		_ = w.Write([]string{strconv.Itoa(i * 30), names[(i*i+i/7)%len(names)], "100", "20"})
+	}
+	w.Flush()
+	if err := os.WriteFile(o.tracePath, trace.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out, warn bytes.Buffer
+	if err := runSimulate(context.Background(), o, &out, &warn); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(o.jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep struct {
+		Bounds struct{ Slots int }
+		Runs   []struct {
+			Completed, Errors int
+			ColdLoads         int `json:"cold_loads"`
+			Models            map[string]json.RawMessage
+		}
+	}
+	if err := json.Unmarshal(raw, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Bounds.Slots != 2 || len(rep.Runs) != 2 {
+		t.Fatalf("anchors over %d slots, %d runs; want 2 slots, 2 runs:\n%s", rep.Bounds.Slots, len(rep.Runs), out.String())
+	}
+	for _, r := range rep.Runs {
+		if r.Completed != 60 || r.Errors != 0 || r.ColdLoads < len(names) || len(r.Models) != len(names) {
+			t.Fatalf("a run: %d completed, %d errors, %d cold loads, %d models; want 60, 0, at least %d, %d:\n%s",
+				r.Completed, r.Errors, r.ColdLoads, len(r.Models), len(names), len(names), out.String())
+		}
+		for _, n := range names {
+			if _, ok := r.Models[n]; !ok {
+				t.Fatalf("the report has no model %q: %v", n, r.Models)
+			}
+		}
+	}
+	o.configPath = writeConfig(t, dir, simConfig(""))
+	if err := runSimulate(context.Background(), o, &out, &warn); err == nil || !strings.Contains(err.Error(), "--slots") {
+		t.Fatalf("--slots with --config: %v; want an error naming --slots", err)
 	}
 }

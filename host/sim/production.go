@@ -2,10 +2,12 @@ package sim
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 )
 
 // Production is a generated workload shaped like a shared box's
@@ -199,12 +201,44 @@ func (p Production) Config() []byte {
 	fmt.Fprintf(&b, "# Written by go run ./host/sim/gentraces -workload %s.\n", p.Name)
 	fmt.Fprintf(&b, "gpus:\n  - {name: gpu0, memory: %dGiB}\n  - {name: gpu1, memory: %dGiB}\nglobalTTL: 0\nmodels:\n", gpu, gpu)
 	for i := range p.Models {
-		c := ModelClass{VRAMGiB: 12, LoadS: 10, TokensPerS: 80}
+		c := equalSlot
 		if p.Mixed {
 			c = p.class(i)
 		}
-		fmt.Fprintf(&b, "  m%d:\n    backend: sim\n    concurrencyLimit: 32\n    options: {load_time: %ds, vram: %dGiB, tokens_per_second: %d, ttft: 80ms, prefill_tokens_per_second: 8000, max_batch: 32}\n",
-			i+1, c.LoadS, c.VRAMGiB, c.TokensPerS)
+		writeSimModel(&b, fmt.Sprintf("m%d", i+1), c)
 	}
 	return b.Bytes()
+}
+
+// equalSlot is the model of a box of equal slots: 12 GiB, a 10 s cold
+// load, 80 tokens/s per sequence (a 7–8B model at Q8 on a 24 GiB card).
+var equalSlot = ModelClass{VRAMGiB: 12, LoadS: 10, TokensPerS: 80}
+
+// writeSimModel writes one model of the sim backend of class c to a
+// models: block, under key (a YAML key: a plain name, or one quoted).
+func writeSimModel(b *bytes.Buffer, key string, c ModelClass) {
+	fmt.Fprintf(b, "  %s:\n    backend: sim\n    concurrencyLimit: 32\n    options: {load_time: %ds, vram: %dGiB, tokens_per_second: %d, ttft: 80ms, prefill_tokens_per_second: 8000, max_batch: 32}\n",
+		key, c.LoadS, c.VRAMGiB, c.TokensPerS)
+}
+
+// SlotsConfig is a box of slots equal slots for a trace that names
+// models (simulate's --slots): each model a 12 GiB sim model with a 10 s
+// cold load and 80 tokens/s per sequence (equalSlot), on one GPU of
+// slots × 12 GiB, routed by prioritylru (the VRAM-aware LRU router; --router
+// and --compare replace it). The classical anchors and Belady's optimum
+// then count exactly these slots. Errors: slots below 1, no models.
+func SlotsConfig(models []string, slots int) ([]byte, error) {
+	if slots < 1 {
+		return nil, fmt.Errorf("want at least 1 slot, got %d", slots)
+	}
+	if len(models) == 0 {
+		return nil, errors.New("the trace names no model")
+	}
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "# simulate --slots %d: %d equal slots for the %d models of the trace.\n", slots, slots, len(models))
+	fmt.Fprintf(&b, "gpus:\n  - {name: slots, memory: %dGiB}\nglobalTTL: 0\nrouting:\n  router:\n    use: prioritylru\nmodels:\n", slots*equalSlot.VRAMGiB)
+	for _, m := range models {
+		writeSimModel(&b, strconv.Quote(m), equalSlot) // any id a trace uses: YAML reads Go's quoting of it
+	}
+	return b.Bytes(), nil
 }
