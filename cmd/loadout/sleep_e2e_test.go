@@ -5,6 +5,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -119,5 +120,32 @@ func TestServe_HotReload_HostMemoryStopsSleepers(t *testing.T) {
 	eventually(t, "b stopped", func() bool { return s.modelStatus(t, "b")["state"] == "stopped" })
 	if alive(pidB) {
 		t.Fatal("b's server lives on after its eviction with no host memory")
+	}
+}
+
+// A model server stopped (SIGSTOP) just before its eviction puts it to
+// sleep: the sleep is cut at unloadTimeout, the stopped server is killed
+// (not left holding its GPU memory), the request that evicted it is
+// served, and the model's next request cold-loads it.
+func TestFault_ModelServerSIGSTOPBeforeItsSleep(t *testing.T) {
+	raw, err := os.ReadFile("../../testdata/e2e/sleep.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := startServer(t, writeConfig(t, t.TempDir(), "unloadTimeout: 1\n"+string(raw)))
+	s.mustChat("a")
+	pid := onePid(t, "a")
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Kill(pid, syscall.SIGKILL) // whatever happens, nothing stays stopped
+	s.mustChat("b")
+	eventually(t, "the stopped server to be killed", func() bool { return !alive(pid) })
+	if st := s.modelStatus(t, "a"); st["state"] != "stopped" {
+		t.Fatalf("a after its sleep hung: %v; want stopped", st)
+	}
+	s.mustChat("a")
+	if again := onePid(t, "a"); again == pid {
+		t.Fatalf("a still served by the stopped pid %d", pid)
 	}
 }

@@ -467,7 +467,8 @@ func (fx *effects) StartSwap(s sdk.SwapRequest) error {
 	var stops []eviction
 	for _, m := range evicted {
 		if m.state == sdk.StateReady {
-			stops = append(stops, eviction{model: m.name, gen: m.gen, inst: m.inst, timeout: stopTimeout(m.cfg), swap: s.Model, sleep: m.sleeping})
+			stops = append(stops, eviction{model: m.name, gen: m.gen, inst: m.inst, timeout: stopTimeout(m.cfg), swap: s.Model,
+				sleep: m.sleeping, sleepTimeout: m.cfg.sleepTimeout()})
 		}
 		if m.state.Running() {
 			r.setState(m, sdk.StateStopping)

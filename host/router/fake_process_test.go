@@ -33,6 +33,7 @@ type fakeProcess struct {
 	// and what a sleeper says it holds in host memory.
 	sleepLevels uint8
 	sleepFail   error
+	sleepGate   chan struct{} // a sleep blocks on it (a hung sleep)
 	wakeFail    error
 	wakeGate    chan struct{}
 	hostBytes   uint64
@@ -131,8 +132,13 @@ func (i *fakeInstance) Healthy(context.Context) error {
 }
 
 // Kill implements Killer: the instance exits at once, reported as
-// "killed NAME".
-func (i *fakeInstance) Kill(context.Context) error {
+// "killed NAME" — unless ctx has ended already, when, as the plugin
+// client's call would, it fails at once and kills nothing.
+func (i *fakeInstance) Kill(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		i.proc.world.emit("kill not sent " + i.proc.name)
+		return err
+	}
 	if i.exit(errors.New("killed")) {
 		i.proc.world.emit("killed " + i.proc.name)
 	}
@@ -154,11 +160,20 @@ func (i *fakeInstance) SleepLevels() uint8 {
 }
 
 // Sleep implements SleepInstance, reported as "asleep NAME LEVEL" or
-// "sleep refused NAME".
-func (i *fakeInstance) Sleep(_ context.Context, level uint8) error {
+// "sleep refused NAME"; with a sleep gate it blocks until the gate closes
+// or ctx ends ("sleep hung NAME").
+func (i *fakeInstance) Sleep(ctx context.Context, level uint8) error {
 	i.proc.mu.Lock()
-	fail := i.proc.sleepFail
+	fail, gate := i.proc.sleepFail, i.proc.sleepGate
 	i.proc.mu.Unlock()
+	if gate != nil {
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			i.proc.world.emit("sleep hung " + i.proc.name)
+			return ctx.Err()
+		}
+	}
 	if fail != nil {
 		i.proc.world.emit("sleep refused " + i.proc.name)
 		return fail

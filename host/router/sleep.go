@@ -51,6 +51,17 @@ type SleepInstance interface {
 // (ModelConfig.SleepOverhead).
 const defaultSleepOverhead = 1 << 30
 
+// sleepTimeout bounds a sleep: the stop's grace (StopTimeout, the
+// config's unloadTimeout; 0: defaultStopGrace). A server that has not
+// released its memory by then is taken for hung and killed, and the
+// eviction is a stop.
+func (mc ModelConfig) sleepTimeout() time.Duration {
+	if mc.StopTimeout > 0 {
+		return mc.StopTimeout
+	}
+	return defaultStopGrace
+}
+
 // defaultWakeTimeout bounds a wake (ModelConfig.WakeTimeout): the
 // configuration's default.
 const defaultWakeTimeout = config.DefaultWakeTimeout
@@ -342,7 +353,13 @@ func sleepEviction(ctx context.Context, log interface {
 		_ = ev.inst.Stop(ctx)
 		return done
 	}
-	if err := si.Sleep(ctx, ev.sleep); err != nil {
+	sctx, cancel := context.WithTimeout(ctx, ev.sleepTimeout)
+	err := si.Sleep(sctx, ev.sleep)
+	cancel()
+	if err != nil {
+		if sctx.Err() != nil && ctx.Err() == nil {
+			err = fmt.Errorf("sleep timed out after %s (the model's unloadTimeout): %w", ev.sleepTimeout, err)
+		}
 		done.sleepErr = err
 	} else {
 		done.slept = ev.sleep
@@ -356,7 +373,12 @@ func sleepEviction(ctx context.Context, log interface {
 	if k, ok := ev.inst.(Killer); ok {
 		stop = k.Kill // a server that failed to sleep may be hung
 	}
-	if err := stop(ctx); err != nil {
+	// A deadline of its own: a sleep that hung may have used up ctx's, and
+	// a kill under an expired deadline is never sent (the server would
+	// live on, holding the GPU memory the swap goes on to use).
+	kctx, kcancel := context.WithTimeout(context.WithoutCancel(ctx), ev.timeout)
+	defer kcancel()
+	if err := stop(kctx); err != nil {
 		log.Warn("stopping model", "model", ev.model, "err", err)
 	}
 	return done

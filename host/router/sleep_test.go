@@ -102,6 +102,25 @@ func TestSleep_RefusedSleepStopsInstead(t *testing.T) {
 	}
 }
 
+// A sleep that hangs (a server stopped with SIGSTOP while it is evicted)
+// is cut at the model's unloadTimeout, and the server is then killed
+// under a deadline of its own — not under the sleep's, used up — before
+// the swap goes on to use its memory.
+func TestSleep_HungSleepIsKilledAndTheSwapGoesOn(t *testing.T) {
+	mc := ModelConfig{VRAM: gib, SleepLevels: 3, StopTimeout: 200 * time.Millisecond}
+	h := newHarness(t, harnessOpts{hostMemory: 8 * gib, models: map[string]ModelConfig{"a": mc, "b": mc}})
+	h.procs["a"].sleepLevels, h.procs["b"].sleepLevels = 3, 3
+	gate := make(chan struct{})
+	defer close(gate)
+	h.procs["a"].sleepGate = gate // never opens during the sleep
+	serveOnce(t, h, "a")
+	serveOnce(t, h, "b")
+	h.world.expect(t, "starting a", "ready a", "sleep hung a", "killed a", "starting b", "ready b")
+	if st := h.status("a"); st.State != "stopped" || st.HostBytes != 0 {
+		t.Fatalf("a: %s with %d host bytes; want stopped with none", st.State, st.HostBytes)
+	}
+}
+
 func TestSleep_FailedWakeColdLoads(t *testing.T) {
 	h := sleepHarness(t, 8*gib, config.EvictAuto)
 	serveOnce(t, h, "a")

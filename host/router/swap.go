@@ -34,6 +34,9 @@ type eviction struct {
 	// sleeper: the server is an asleep model's.
 	sleep   uint8
 	sleeper bool
+	// sleepTimeout bounds the sleep (ModelConfig.sleepTimeout); timeout
+	// then bounds the stop that follows a sleep that failed.
+	sleepTimeout time.Duration
 }
 
 // startJob is phase 2 of a swap, handed to the executor by value: start
