@@ -124,7 +124,7 @@ func TestServe_HotReload_HostMemoryStopsSleepers(t *testing.T) {
 }
 
 // A model server stopped (SIGSTOP) just before its eviction puts it to
-// sleep: the sleep is cut at unloadTimeout, the stopped server is killed
+// sleep: the sleep is cut at wakeTimeout, the stopped server is killed
 // (not left holding its GPU memory), the request that evicted it is
 // served, and the model's next request cold-loads it.
 func TestFault_ModelServerSIGSTOPBeforeItsSleep(t *testing.T) {
@@ -132,7 +132,7 @@ func TestFault_ModelServerSIGSTOPBeforeItsSleep(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := startServer(t, writeConfig(t, t.TempDir(), "unloadTimeout: 1\n"+string(raw)))
+	s := startServer(t, writeConfig(t, t.TempDir(), "wakeTimeout: 1\n"+string(raw)))
 	s.mustChat("a")
 	pid := onePid(t, "a")
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {

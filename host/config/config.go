@@ -93,8 +93,10 @@ type Config struct {
 	// default auto.
 	Evict Evict
 	// WakeTimeout bounds the wake of a sleeping model (evict.go): past it
-	// the server is killed and the model cold-loaded in the same swap.
-	// YAML: wakeTimeout, whole seconds, default 60 (DefaultWakeTimeout).
+	// the server is killed and the model cold-loaded in the same swap;
+	// and a sleep: past it the server is killed and the eviction is a
+	// stop. YAML: wakeTimeout, whole seconds, default 60
+	// (DefaultWakeTimeout).
 	WakeTimeout time.Duration
 
 	// Models maps model id to model. ModelIDs gives them in a stable order.
@@ -257,8 +259,8 @@ type Model struct {
 	// Evict is how the model is evicted when its plan leaves it to the
 	// host: its `evict:`, else the global one (evict.go).
 	Evict Evict
-	// WakeTimeout bounds its wake from sleep: its `wakeTimeout:` (whole
-	// seconds; 0 or absent means the global one).
+	// WakeTimeout bounds its wake from sleep and its sleep: its
+	// `wakeTimeout:` (whole seconds; 0 or absent means the global one).
 	WakeTimeout time.Duration
 	// Weights are the model's weight files (Loadout's `weights:`, paths
 	// relative to the config's directory), read ahead into the page cache

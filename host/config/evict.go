@@ -69,7 +69,9 @@ func (e Evict) Level() uint8 {
 
 // DefaultWakeTimeout is wakeTimeout's default: a wake measured at
 // 0.26–0.82 s for vLLM (its sleep-mode post) and seconds for llama.cpp
-// gets two orders of magnitude of room before it is taken for hung.
+// gets two orders of magnitude of room before it is taken for hung, and a
+// sleep room for llama-server's, which comes --sleep-idle-seconds after
+// its last task.
 const DefaultWakeTimeout = 60 * time.Second
 
 // HostMemoryAuto is Config.HostMemory for `hostMemory: auto` (the

@@ -468,7 +468,7 @@ func (fx *effects) StartSwap(s sdk.SwapRequest) error {
 	for _, m := range evicted {
 		if m.state == sdk.StateReady {
 			stops = append(stops, eviction{model: m.name, gen: m.gen, inst: m.inst, timeout: stopTimeout(m.cfg), swap: s.Model,
-				sleep: m.sleeping, sleepTimeout: m.cfg.sleepTimeout()})
+				sleep: m.sleeping, sleepTimeout: m.cfg.wakeTimeout()})
 		}
 		if m.state.Running() {
 			r.setState(m, sdk.StateStopping)

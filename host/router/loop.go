@@ -870,12 +870,8 @@ func stopTimeout(mc ModelConfig) time.Duration {
 	if mc.StopTimeout > 0 {
 		return mc.StopTimeout + stopBackstop
 	}
-	return defaultStopGrace + stopBackstop
+	return 10*time.Second + stopBackstop
 }
-
-// defaultStopGrace is a stop's grace before SIGKILL when the model sets
-// none: the backends' default (llama-swap's unloadTimeout of 10 s).
-const defaultStopGrace = 10 * time.Second
 
 // stopBackstop is what a Stop may take beyond its grace before SIGKILL.
 const stopBackstop = 30 * time.Second

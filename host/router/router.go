@@ -77,8 +77,9 @@ type ModelConfig struct {
 	// SleepOverhead is the host memory in bytes a level-2 sleeper holds
 	// (its process and compiled state) until measured; 0: 1 GiB.
 	SleepOverhead uint64
-	// WakeTimeout bounds a wake; past it the server is killed and the
-	// model cold-loaded (the config's wakeTimeout). 0: 60 s
+	// WakeTimeout bounds a wake (past it the server is killed and the
+	// model cold-loaded) and a sleep (past it the server is killed and
+	// the eviction is a stop): the config's wakeTimeout. 0: 60 s
 	// (config.DefaultWakeTimeout).
 	WakeTimeout time.Duration
 	// LoadTime and WakeTime are the estimated durations of a cold load

@@ -51,21 +51,14 @@ type SleepInstance interface {
 // (ModelConfig.SleepOverhead).
 const defaultSleepOverhead = 1 << 30
 
-// sleepTimeout bounds a sleep: the stop's grace (StopTimeout, the
-// config's unloadTimeout; 0: defaultStopGrace). A server that has not
-// released its memory by then is taken for hung and killed, and the
-// eviction is a stop.
-func (mc ModelConfig) sleepTimeout() time.Duration {
-	if mc.StopTimeout > 0 {
-		return mc.StopTimeout
-	}
-	return defaultStopGrace
-}
-
-// defaultWakeTimeout bounds a wake (ModelConfig.WakeTimeout): the
-// configuration's default.
+// defaultWakeTimeout bounds a wake, and a sleep (ModelConfig.WakeTimeout):
+// the configuration's default.
 const defaultWakeTimeout = config.DefaultWakeTimeout
 
+// wakeTimeout bounds a wake and a sleep of the model's server: both move
+// its weights, and a sleep may wait on the server (llama-server sleeps
+// only after --sleep-idle-seconds). Past it the server is taken for hung
+// and killed.
 func (mc ModelConfig) wakeTimeout() time.Duration {
 	if mc.WakeTimeout > 0 {
 		return mc.WakeTimeout
@@ -358,7 +351,7 @@ func sleepEviction(ctx context.Context, log interface {
 	cancel()
 	if err != nil {
 		if sctx.Err() != nil && ctx.Err() == nil {
-			err = fmt.Errorf("sleep timed out after %s (the model's unloadTimeout): %w", ev.sleepTimeout, err)
+			err = fmt.Errorf("sleep timed out after %s (the model's wakeTimeout): %w", ev.sleepTimeout, err)
 		}
 		done.sleepErr = err
 	} else {

@@ -103,11 +103,11 @@ func TestSleep_RefusedSleepStopsInstead(t *testing.T) {
 }
 
 // A sleep that hangs (a server stopped with SIGSTOP while it is evicted)
-// is cut at the model's unloadTimeout, and the server is then killed
+// is cut at the model's wakeTimeout, and the server is then killed
 // under a deadline of its own — not under the sleep's, used up — before
 // the swap goes on to use its memory.
 func TestSleep_HungSleepIsKilledAndTheSwapGoesOn(t *testing.T) {
-	mc := ModelConfig{VRAM: gib, SleepLevels: 3, StopTimeout: 200 * time.Millisecond}
+	mc := ModelConfig{VRAM: gib, SleepLevels: 3, WakeTimeout: 200 * time.Millisecond}
 	h := newHarness(t, harnessOpts{hostMemory: 8 * gib, models: map[string]ModelConfig{"a": mc, "b": mc}})
 	h.procs["a"].sleepLevels, h.procs["b"].sleepLevels = 3, 3
 	gate := make(chan struct{})

@@ -34,7 +34,7 @@ type eviction struct {
 	// sleeper: the server is an asleep model's.
 	sleep   uint8
 	sleeper bool
-	// sleepTimeout bounds the sleep (ModelConfig.sleepTimeout); timeout
+	// sleepTimeout bounds the sleep (ModelConfig.wakeTimeout); timeout
 	// then bounds the stop that follows a sleep that failed.
 	sleepTimeout time.Duration
 }
