@@ -160,13 +160,14 @@ func (i *fakeInstance) SleepLevels() uint8 {
 }
 
 // Sleep implements SleepInstance, reported as "asleep NAME LEVEL" or
-// "sleep refused NAME"; with a sleep gate it blocks until the gate closes
-// or ctx ends ("sleep hung NAME").
+// "sleep refused NAME"; with a sleep gate it says "sleep waits NAME" and
+// blocks until the gate closes or ctx ends ("sleep hung NAME").
 func (i *fakeInstance) Sleep(ctx context.Context, level uint8) error {
 	i.proc.mu.Lock()
 	fail, gate := i.proc.sleepFail, i.proc.sleepGate
 	i.proc.mu.Unlock()
 	if gate != nil {
+		i.proc.world.emit("sleep waits " + i.proc.name)
 		select {
 		case <-gate:
 		case <-ctx.Done():

@@ -305,12 +305,12 @@ func (r *Router) onSlept(m *model, ev stopDone) {
 	if ev.hostBytes > 0 {
 		m.hostMeasured[ev.slept-1] = ev.hostBytes
 		l.host.lease(m.name, ev.hostBytes)
-		if l.host.leased > l.host.total {
-			r.log.Warn("a sleeper holds more host memory than estimated; stopping it", "model", m.name,
-				"host_mib", ev.hostBytes>>20, "host_memory_mib", l.host.total>>20)
-			r.stopSleeper(m, "host memory over-committed")
-			return
-		}
+	}
+	if l.host.leased > l.host.total { // it measured larger than estimated, or hostMemory shrank meanwhile
+		r.log.Warn("host memory cannot hold the new sleeper; stopping it", "model", m.name,
+			"host_mib", l.host.leases[m.name]>>20, "host_memory_mib", l.host.total>>20)
+		r.stopSleeper(m, "host memory over-committed")
+		return
 	}
 	r.log.Info("model asleep", "model", m.name, "level", ev.slept, "host_mib", l.host.leases[m.name]>>20)
 	if m.stopAfterSleep {

@@ -115,7 +115,7 @@ func TestSleep_HungSleepIsKilledAndTheSwapGoesOn(t *testing.T) {
 	h.procs["a"].sleepGate = gate // never opens during the sleep
 	serveOnce(t, h, "a")
 	serveOnce(t, h, "b")
-	h.world.expect(t, "starting a", "ready a", "sleep hung a", "killed a", "starting b", "ready b")
+	h.world.expect(t, "starting a", "ready a", "sleep waits a", "sleep hung a", "killed a", "starting b", "ready b")
 	if st := h.status("a"); st.State != "stopped" || st.HostBytes != 0 {
 		t.Fatalf("a: %s with %d host bytes; want stopped with none", st.State, st.HostBytes)
 	}
@@ -335,4 +335,24 @@ func TestSleep_SetHostMemoryStopsTheLeastRecentlyUsedSleepers(t *testing.T) {
 	h.world.expect(t, "stopped b")
 	serveOnce(t, h, "a")
 	h.world.expect(t, "stopped c", "starting a", "ready a")
+}
+
+// A sleep under way when host memory shrinks below what it leased ends
+// with the new sleeper stopped: the ledger is never left over-committed.
+func TestSleep_HostMemoryShrunkDuringASleepStopsTheSleeper(t *testing.T) {
+	h := sleepHarness(t, 8*gib, config.EvictAuto)
+	gate := make(chan struct{})
+	h.procs["a"].sleepGate = gate
+	serveOnce(t, h, "a")
+	c := h.acquire("b") // evicts a: its sleep (level 1, 1 GiB) waits on the gate
+	h.world.expect(t, "starting a", "ready a", "sleep waits a")
+	if err := h.r.SetHostMemory(gib / 2); err != nil {
+		t.Fatal(err)
+	}
+	close(gate)
+	c.wait(t).Release()
+	h.world.expect(t, "asleep a 1", "starting b", "ready b", "stopped a")
+	if hm, err := h.r.HostMemory(); err != nil || hm.Sleepers != 0 {
+		t.Fatalf("host memory %+v (%v); want no sleeper leasing any", hm, err)
+	}
 }
