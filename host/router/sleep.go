@@ -335,15 +335,23 @@ func (r *Router) onSleeperExit(m *model) {
 }
 
 // sleepEviction puts ev's server to sleep, or stops it when the sleep
-// fails, and describes the end; for the executors.
+// fails, and describes the end; for the executors. Each step has a
+// deadline of its own, under ctx's cancellation: the sleep
+// ev.sleepTimeout, the size query and a stop ev.timeout.
 func sleepEviction(ctx context.Context, log interface {
 	Warn(string, ...any)
 }, ev eviction) stopDone {
 	done := stopDone{model: ev.model, gen: ev.gen, swap: ev.swap}
+	// A stop's deadline: after a sleep that hung, never the sleep's, used
+	// up — a kill under an expired deadline is never sent, and the server
+	// would live on, holding the GPU memory the swap goes on to use.
+	stopCtx := func() (context.Context, context.CancelFunc) { return context.WithTimeout(ctx, ev.timeout) }
 	si, ok := ev.inst.(SleepInstance)
 	if !ok {
 		done.sleepErr = fmt.Errorf("the server cannot sleep")
-		_ = ev.inst.Stop(ctx)
+		sctx, cancel := stopCtx()
+		defer cancel()
+		_ = ev.inst.Stop(sctx)
 		return done
 	}
 	sctx, cancel := context.WithTimeout(ctx, ev.sleepTimeout)
@@ -356,7 +364,9 @@ func sleepEviction(ctx context.Context, log interface {
 		done.sleepErr = err
 	} else {
 		done.slept = ev.sleep
-		if n, err := si.HostBytes(ctx); err == nil {
+		hctx, cancel := stopCtx()
+		defer cancel()
+		if n, err := si.HostBytes(hctx); err == nil {
 			done.hostBytes = n
 		}
 		return done
@@ -366,10 +376,7 @@ func sleepEviction(ctx context.Context, log interface {
 	if k, ok := ev.inst.(Killer); ok {
 		stop = k.Kill // a server that failed to sleep may be hung
 	}
-	// A deadline of its own: a sleep that hung may have used up ctx's, and
-	// a kill under an expired deadline is never sent (the server would
-	// live on, holding the GPU memory the swap goes on to use).
-	kctx, kcancel := context.WithTimeout(context.WithoutCancel(ctx), ev.timeout)
+	kctx, kcancel := stopCtx()
 	defer kcancel()
 	if err := stop(kctx); err != nil {
 		log.Warn("stopping model", "model", ev.model, "err", err)

@@ -99,16 +99,16 @@ type goExecutor struct{ r *Router }
 func (x goExecutor) stop(ev eviction) {
 	r := x.r
 	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), ev.timeout)
-		defer cancel()
 		if ev.sleep != 0 {
-			done := sleepEviction(ctx, r.log, ev)
+			done := sleepEviction(context.Background(), r.log, ev) // its steps bound themselves
 			select {
 			case r.stopDones <- done:
 			case <-r.done:
 			}
 			return
 		}
+		ctx, cancel := context.WithTimeout(context.Background(), ev.timeout)
+		defer cancel()
 		stop := ev.inst.Stop
 		if k, ok := ev.inst.(Killer); ok && ev.kill {
 			stop = k.Kill
