@@ -231,34 +231,12 @@ const maxDuels = 64
 // in its place: the other expert's choice is its first len(ev.Evict)
 // idle (or stopping), unpinned running models in its order.
 func (s *swapper) challenge(ev sdk.SwapStartEvent) {
-	snap := s.h.Snapshot()
-	s.idle = s.idle[:0]
-	next := 0
-	for _, name := range ev.Running {
-		if m := evict.Find(snap.Models, name, &next); m != nil && evict.ClassOf(m) != evict.Busy && !m.Pinned {
-			s.idle = append(s.idle, m)
-		}
-	}
+	s.idle = evict.Evictable(s.idle[:0], s.h.Snapshot().Models, ev.Running)
 	other := 1 - s.expert
 	slices.SortStableFunc(s.idle, func(a, b *sdk.ModelInfo) int { return s.by(other, a, b) })
-	alt := s.idle[:min(len(s.idle), len(ev.Evict))]
-	var instead []string // the other expert's choices that ev does not evict
-	for _, m := range alt {
-		if !slices.Contains(ev.Evict, m.Name) {
-			instead = append(instead, m.Name)
-		}
-	}
-	for _, x := range ev.Evict {
-		if len(instead) == 0 {
-			break
-		}
-		if slices.ContainsFunc(alt, func(m *sdk.ModelInfo) bool { return m.Name == x }) {
-			continue // the other expert would have evicted it too
-		}
-		y := instead[0]
-		instead = instead[1:]
+	evict.Challenges(ev.Evict, s.idle, func(x, y string) {
 		s.duels = append(s.duels, duel{x: x, y: y, chooser: s.expert, xSeen: evict.Requests(s.demand, x), ySeen: evict.Requests(s.demand, y)})
-	}
+	})
 	if n := len(s.duels); n > maxDuels {
 		s.duels = append(s.duels[:0], s.duels[n-maxDuels:]...)
 	}
