@@ -169,17 +169,21 @@ func BenchmarkLlamaServer_OnLlamaCpp_ColdStartVsWake(b *testing.B) {
 		}
 		return serverSpec(b, bin, "large", o)
 	}
+	// coldStart is one timed Start of s and its untimed Stop.
+	coldStart := func(b *testing.B, s plugins.ModelSpec) {
+		if _, err := be.Start(ctx, s); err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		if err := be.Stop(ctx, "large", 10*time.Second); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+	}
 	b.Run("cold_start", func(b *testing.B) {
 		s := spec(false)
 		for b.Loop() {
-			if _, err := be.Start(ctx, s); err != nil {
-				b.Fatal(err)
-			}
-			b.StopTimer()
-			if err := be.Stop(ctx, "large", 10*time.Second); err != nil {
-				b.Fatal(err)
-			}
-			b.StartTimer()
+			coldStart(b, s)
 		}
 	})
 	// The same cold start with the GGUF dropped from the page cache first
@@ -204,14 +208,7 @@ func BenchmarkLlamaServer_OnLlamaCpp_ColdStartVsWake(b *testing.B) {
 					}
 				}
 				b.StartTimer()
-				if _, err := be.Start(ctx, s); err != nil {
-					b.Fatal(err)
-				}
-				b.StopTimer()
-				if err := be.Stop(ctx, "large", 10*time.Second); err != nil {
-					b.Fatal(err)
-				}
-				b.StartTimer()
+				coldStart(b, s)
 			}
 		})
 	}

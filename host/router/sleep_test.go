@@ -142,6 +142,13 @@ func TestSleep_HungWakeIsKilledAndColdLoads(t *testing.T) {
 	serveOnce(t, h, "a")
 	serveOnce(t, h, "b")
 	h.world.expect(t, "starting a", "ready a", "asleep a 1", "starting b", "ready b")
+	wakeHangsAndColdLoads(t, h)
+}
+
+// wakeHangsAndColdLoads asks for asleep a with b running, a's wake hung:
+// the wake is cut, a's server killed, b put to sleep, a cold-loaded.
+func wakeHangsAndColdLoads(t *testing.T, h *harness) {
+	t.Helper()
 	gate := make(chan struct{})
 	defer close(gate)
 	h.procs["a"].wakeGate = gate // never opens during the wake
@@ -273,11 +280,7 @@ func TestSleep_ReloadedWakeTimeoutTakesEffectWithoutARestart(t *testing.T) {
 	if st := h.status("a"); st.State != "asleep" {
 		t.Fatalf("a after the reload: %s, want still asleep", st.State)
 	}
-	gate := make(chan struct{})
-	defer close(gate)
-	h.procs["a"].wakeGate = gate // never opens during the wake
-	serveOnce(t, h, "a")
-	h.world.expect(t, "asleep b 1", "wake failed a", "killed a", "starting a", "ready a")
+	wakeHangsAndColdLoads(t, h)
 }
 
 // An unload of an asleep model stops its server, and returns once the
