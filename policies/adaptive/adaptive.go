@@ -47,7 +47,7 @@ type swapper struct {
 	expert, planned int
 	// duels are the evictions on which the experts disagreed, not yet
 	// decided, oldest first.
-	duels []duel
+	duels []evict.Duel
 	// demand is the host's counts, read at the start of OnSwapStart and
 	// valid until it returns (the SDK reuses the storage); idle is
 	// challenge's scratch.
@@ -58,12 +58,6 @@ type swapper struct {
 // duel is one eviction on which the experts disagreed: chooser evicted x
 // where the other expert would have evicted y. Whichever of the two is
 // asked for first says who was right (Belady's rule, after the fact).
-type duel struct {
-	x, y         string
-	chooser      int
-	xSeen, ySeen uint64 // their request counts when the duel began
-}
-
 // history is what the swapper remembers of one model between swaps.
 type history struct {
 	score float64 // requests counted up to the last swap, older swaps' shares times decay
@@ -193,21 +187,7 @@ func (s *swapper) OnSwapStart(ev sdk.SwapStartEvent) {
 // settle decides every duel whose two models' order of requests the
 // swap of target tells (evict.DuelVerdict), and keeps the undecided.
 func (s *swapper) settle(target string) {
-	kept := s.duels[:0]
-	for _, d := range s.duels {
-		decided, yFirst, keep := evict.DuelVerdict(d.x, d.y, target,
-			evict.Requests(s.demand, d.x) > d.xSeen, evict.Requests(s.demand, d.y) > d.ySeen)
-		switch {
-		case keep:
-			kept = append(kept, d) // neither asked for yet
-		case !decided:
-		case yFirst:
-			s.lose(1 - d.chooser) // evicting x was right
-		default:
-			s.lose(d.chooser)
-		}
-	}
-	s.duels = kept
+	s.duels = evict.Settle(s.duels, s.demand, target, s.lose)
 }
 
 // lose lowers the weight of the expert that lost a duel by e^-rate, the
@@ -234,10 +214,5 @@ func (s *swapper) challenge(ev sdk.SwapStartEvent) {
 	s.idle = evict.Evictable(s.idle[:0], s.h.Snapshot().Models, ev.Running)
 	other := 1 - s.expert
 	slices.SortStableFunc(s.idle, func(a, b *sdk.ModelInfo) int { return s.by(other, a, b) })
-	evict.Challenges(ev.Evict, s.idle, func(x, y string) {
-		s.duels = append(s.duels, duel{x: x, y: y, chooser: s.expert, xSeen: evict.Requests(s.demand, x), ySeen: evict.Requests(s.demand, y)})
-	})
-	if n := len(s.duels); n > maxDuels {
-		s.duels = append(s.duels[:0], s.duels[n-maxDuels:]...)
-	}
+	s.duels = evict.Challenge(s.duels, ev.Evict, s.idle, s.demand, s.expert, other, maxDuels)
 }

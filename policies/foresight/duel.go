@@ -33,15 +33,6 @@ const (
 	maxDuels = 64
 )
 
-// duel is one eviction on which two experts disagreed: chooser evicted x
-// where other would have evicted y. Whichever of the two is asked for
-// first says who was right (Belady's rule, after the fact).
-type duel struct {
-	x, y           string
-	chooser, other int
-	xSeen, ySeen   uint64 // their request counts when the duel began
-}
-
 // leader is the expert whose order the plans follow: LRU while its
 // weight is above lruLeads, else the forecast. The forecast is the
 // default, as it is on every traffic shape but moving working sets.
@@ -63,21 +54,7 @@ func (s *swapper) estimator(e int) int {
 // settle decides every duel whose two models' order of requests the
 // swap of target tells (evict.DuelVerdict), and keeps the undecided.
 func (s *swapper) settle(target string) {
-	kept := s.duels[:0]
-	for _, d := range s.duels {
-		decided, yFirst, keep := evict.DuelVerdict(d.x, d.y, target,
-			evict.Requests(s.demand, d.x) > d.xSeen, evict.Requests(s.demand, d.y) > d.ySeen)
-		switch {
-		case keep:
-			kept = append(kept, d) // neither asked for yet
-		case !decided:
-		case yFirst:
-			s.lose(d.other) // evicting x was right
-		default:
-			s.lose(d.chooser)
-		}
-	}
-	s.duels = kept
+	s.duels = evict.Settle(s.duels, s.demand, target, s.lose)
 }
 
 // lose lowers expert e's weight by e^-rate, the weights summing to 1
@@ -105,12 +82,7 @@ func (s *swapper) challenge(ev sdk.SwapStartEvent) {
 		}
 		s.values(s.estimator(other), s.alt)
 		slices.SortStableFunc(s.idle, func(a, b *sdk.ModelInfo) int { return by(s.alt, a, footprint(a), b, footprint(b)) })
-		evict.Challenges(ev.Evict, s.idle, func(x, y string) {
-			s.duels = append(s.duels, duel{x: x, y: y, chooser: s.expert, other: other, xSeen: evict.Requests(s.demand, x), ySeen: evict.Requests(s.demand, y)})
-		})
-	}
-	if n := len(s.duels); n > maxDuels {
-		s.duels = append(s.duels[:0], s.duels[n-maxDuels:]...)
+		s.duels = evict.Challenge(s.duels, ev.Evict, s.idle, s.demand, s.expert, other, maxDuels)
 	}
 }
 

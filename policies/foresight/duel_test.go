@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/loadout-dev/loadout/sdk"
+	"github.com/loadout-dev/loadout/sdk/evict"
 	"github.com/loadout-dev/loadout/sdk/policytest"
 )
 
@@ -21,7 +22,7 @@ func TestForesight_DuelLRULeadsOnlyAfterWinning(t *testing.T) {
 	// evicted y; then target is asked for (and loaded).
 	duelAt := func(target string) {
 		s.demand = []sdk.ModelDemand{{Name: "x", Requests: 1}, {Name: "y", Requests: 1}}
-		s.duels = append(s.duels, duel{x: "x", y: "y", chooser: expertForecast, other: expertLRU, xSeen: 1, ySeen: 1})
+		s.duels = append(s.duels, evict.Duel{X: "x", Y: "y", Chooser: expertForecast, Other: expertLRU, XSeen: 1, YSeen: 1})
 		s.settle(target)
 	}
 	if got := s.leader(); got != expertForecast {

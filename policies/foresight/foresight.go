@@ -78,7 +78,7 @@ type swapper struct {
 	expert int
 	// duels are the evictions on which the experts disagreed, not yet
 	// decided, oldest first.
-	duels []duel
+	duels []evict.Duel
 	// idle and alt are challenge's scratch.
 	idle []*sdk.ModelInfo
 	alt  map[string]float64

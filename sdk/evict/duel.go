@@ -57,12 +57,24 @@ func Evictable(dst []*sdk.ModelInfo, models []sdk.ModelInfo, running []string) [
 	return dst
 }
 
-// Challenges pairs each model of evicted that another order would have
-// kept with a model that order would have evicted in its place, and calls
-// duel(x, y) for each pair: x evicted, y the other order's choice. alt is
-// the other order's first len(evicted) candidates (Evictable, sorted in
-// its order); the pairs are taken in the order of evicted and alt.
-func Challenges(evicted []string, alt []*sdk.ModelInfo, duel func(x, y string)) {
+// Duel is one eviction on which two orders (a router's experts, by
+// index) disagreed: Chooser's evicted X where Other's would have evicted
+// Y. XSeen and YSeen are their request counts (sdk.ModelDemand.Requests)
+// when it began; whichever of the two is asked for first should have
+// stayed (Belady's rule, after the fact).
+type Duel struct {
+	X, Y           string
+	Chooser, Other int
+	XSeen, YSeen   uint64
+}
+
+// Challenge appends to duels a Duel for each model of evicted that order
+// other would have kept, against a model it would have evicted in its
+// place: alt is other's candidates (Evictable, sorted in its order), of
+// which the first len(evicted) count, paired in the order of evicted and
+// alt. Counts are read from demand. At most max duels are kept, the
+// oldest dropped; it returns the extended duels.
+func Challenge(duels []Duel, evicted []string, alt []*sdk.ModelInfo, demand []sdk.ModelDemand, chooser, other, max int) []Duel {
 	alt = alt[:min(len(alt), len(evicted))]
 	next := 0 // the first of alt not yet paired
 	for _, x := range evicted {
@@ -73,9 +85,35 @@ func Challenges(evicted []string, alt []*sdk.ModelInfo, duel func(x, y string)) 
 			next++ // evicted anyway: no alternative
 		}
 		if next == len(alt) {
-			return
+			break
 		}
-		duel(x, alt[next].Name)
+		y := alt[next].Name
 		next++
+		duels = append(duels, Duel{X: x, Y: y, Chooser: chooser, Other: other, XSeen: Requests(demand, x), YSeen: Requests(demand, y)})
 	}
+	if n := len(duels); n > max {
+		duels = append(duels[:0], duels[n-max:]...)
+	}
+	return duels
+}
+
+// Settle decides every duel of duels whose two models' order of requests
+// the swap of target tells (DuelVerdict, with demand's counts), calling
+// lose with the index of the order that was wrong, and returns the
+// undecided ones, in duels' storage.
+func Settle(duels []Duel, demand []sdk.ModelDemand, target string, lose func(order int)) []Duel {
+	kept := duels[:0]
+	for _, d := range duels {
+		decided, yFirst, keep := DuelVerdict(d.X, d.Y, target, Requests(demand, d.X) > d.XSeen, Requests(demand, d.Y) > d.YSeen)
+		switch {
+		case keep:
+			kept = append(kept, d) // neither asked for yet
+		case !decided:
+		case yFirst:
+			lose(d.Other) // evicting X was right
+		default:
+			lose(d.Chooser)
+		}
+	}
+	return kept
 }

@@ -31,7 +31,7 @@ func TestDuelVerdict(t *testing.T) {
 	}
 }
 
-func TestChallenges(t *testing.T) {
+func TestChallenge(t *testing.T) {
 	models := []sdk.ModelInfo{
 		{Name: "a", State: sdk.StateReady}, {Name: "b", State: sdk.StateReady, InFlight: 1},
 		{Name: "c", State: sdk.StateReady, Pinned: true}, {Name: "d", State: sdk.StateStopping},
@@ -66,9 +66,36 @@ func TestChallenges(t *testing.T) {
 			alt = append(alt, &sdk.ModelInfo{Name: n})
 		}
 		var got []string
-		Challenges(tc.evicted, alt, func(x, y string) { got = append(got, x+"/"+y) })
-		if g := fmt.Sprint(got); g != tc.want {
-			t.Errorf("Challenges(%v, %v) = %s, want %s", tc.evicted, tc.alt, g, tc.want)
+		for _, d := range Challenge(nil, tc.evicted, alt, nil, 0, 1, 64) {
+			got = append(got, d.X+"/"+d.Y)
 		}
+		if g := fmt.Sprint(got); g != tc.want {
+			t.Errorf("Challenge(%v, %v) = %s, want %s", tc.evicted, tc.alt, g, tc.want)
+		}
+	}
+}
+
+// Settle tells the order that was wrong, keeps the undecided duels and
+// drops the ones the counts cannot order; Challenge keeps at most max.
+func TestSettle(t *testing.T) {
+	demand := []sdk.ModelDemand{{Name: "a", Requests: 5}, {Name: "b", Requests: 3}, {Name: "c", Requests: 7}, {Name: "d", Requests: 2}}
+	duels := []Duel{
+		{X: "a", Y: "b", Chooser: 0, Other: 1, XSeen: 5, YSeen: 2}, // b asked since: evicting a was right, 1 loses
+		{X: "c", Y: "d", Chooser: 1, Other: 0, XSeen: 6, YSeen: 2}, // c asked since: 1 (the chooser) loses
+		{X: "a", Y: "d", Chooser: 0, Other: 1, XSeen: 5, YSeen: 2}, // neither: kept
+		{X: "b", Y: "c", Chooser: 0, Other: 1, XSeen: 2, YSeen: 6}, // both: dropped, no verdict
+		{X: "t", Y: "a", Chooser: 0, Other: 1, XSeen: 0, YSeen: 5}, // x is the target: 0 loses
+	}
+	var lost []int
+	kept := Settle(duels, demand, "t", func(o int) { lost = append(lost, o) })
+	if !slices.Equal(lost, []int{1, 1, 0}) || len(kept) != 1 || kept[0].X != "a" || kept[0].Y != "d" {
+		t.Fatalf("Settle: lost %v, kept %+v; want [1 1 0], the a/d duel", lost, kept)
+	}
+	var many []Duel
+	for i := range 10 {
+		many = Challenge(many, []string{fmt.Sprint("x", i)}, []*sdk.ModelInfo{{Name: fmt.Sprint("y", i)}}, nil, 0, 1, 4)
+	}
+	if len(many) != 4 || many[0].X != "x6" || many[3].X != "x9" {
+		t.Fatalf("Challenge with max 4 kept %+v; want the last four, x6 to x9", many)
 	}
 }
