@@ -369,7 +369,7 @@ func (fx *effects) StartSwap(s sdk.SwapRequest) error {
 		return refuse(sdk.ErrSwapActive, "it is being stopped; retry when the stop is done")
 	}
 	for _, sw := range l.swaps {
-		if slices.Contains(sw.evict, s.Model) {
+		if sw.evicting(s.Model) {
 			return refuse(sdk.ErrSwapActive, fmt.Sprintf("the swap for %q is evicting it", sw.target))
 		}
 	}
@@ -390,7 +390,7 @@ func (fx *effects) StartSwap(s sdk.SwapRequest) error {
 	}
 	for _, sw := range l.swaps {
 		for _, name := range s.Evict {
-			if slices.Contains(sw.evict, name) {
+			if sw.evicting(name) {
 				return refuse(sdk.ErrSwapActive, fmt.Sprintf("the swap for %q is already evicting %q", sw.target, name))
 			}
 		}

@@ -306,10 +306,5 @@ func (l *loopState) evictableForJob(name string) bool {
 	if !ok || m.cfg.Pinned || m.state != sdk.StateReady || m.inFlight > 0 || m.stopWhenIdle || l.swaps[name] != nil {
 		return false
 	}
-	for _, sw := range l.swaps {
-		if slices.Contains(sw.evict, name) {
-			return false
-		}
-	}
-	return true
+	return !l.evicting(name)
 }

@@ -193,6 +193,10 @@ type swap struct {
 	// abort cancels the target's start (job.ctx) with its cause: an
 	// operator's unload of a model being started (errStartAborted).
 	abort context.CancelCauseFunc
+	// stopped are the evicted models whose stop (or sleep) has ended:
+	// this swap no longer evicts them, so another swap may start them
+	// while this one loads (evicting).
+	stopped []string
 }
 
 // loopState is everything the run loop owns. No other goroutine touches it
@@ -437,7 +441,8 @@ func (r *Router) onServeDone(ev serveDone) {
 
 func (r *Router) onSwapDone(ev swapDone) {
 	l := &r.loop
-	if sw := l.swaps[ev.target]; sw != nil && sw.abort != nil {
+	sw := l.swaps[ev.target]
+	if sw != nil && sw.abort != nil {
 		sw.abort(nil) // its start is over: release the context
 	}
 	delete(l.swaps, ev.target)
@@ -447,6 +452,9 @@ func (r *Router) onSwapDone(ev swapDone) {
 	}
 	r.observer().SwapEnded(r.swapEnded(ev))
 	for _, name := range ev.evicted {
+		if sw != nil && slices.Contains(sw.stopped, name) {
+			continue // stopped when its stop ended, and maybe started again since
+		}
 		r.setStopped(l.models[name])
 	}
 	m := l.models[ev.target]
@@ -508,11 +516,16 @@ func (r *Router) onStopDone(ev stopDone) {
 		delete(r.loop.sleeperWaiters, ev.model)
 		return
 	}
+	m := r.loop.models[ev.model]
+	current := m != nil && m.gen == ev.gen && m.state == sdk.StateStopping
 	if ev.swap != "" {
+		if sw := r.loop.swaps[ev.swap]; sw != nil && current && slices.Contains(sw.evict, ev.model) {
+			// Stopped (or asleep) below: the swap evicts it no longer.
+			sw.stopped = append(sw.stopped, ev.model)
+		}
 		r.stopPhaseDone(ev.swap)
 	}
-	m := r.loop.models[ev.model]
-	if m == nil || m.gen != ev.gen || m.state != sdk.StateStopping {
+	if !current {
 		return // removed from the table since, an old instance, or already stopped
 	}
 	if m.sleeping != 0 {

@@ -128,12 +128,23 @@ func (r *Router) reapRemoved() {
 	}
 }
 
-// evicting reports whether a running swap evicts name.
+// evicting reports whether a running swap is evicting name: name is one
+// of its victims and its stop (or sleep) has not ended.
 func (l *loopState) evicting(name string) bool {
 	for _, sw := range l.swaps {
-		if slices.Contains(sw.evict, name) {
+		if sw.evicting(name) {
 			return true
 		}
 	}
 	return false
+}
+
+// evicting reports whether the swap is evicting name: name is one of its
+// victims and its stop (or sleep) has not ended. A victim whose stop has
+// ended is the swap's no longer — the swap goes on loading its target —
+// so a request for it may start it again, elsewhere, at once, rather than
+// wait out the target's load (docs/RATIONALE.md, "A victim is free once
+// stopped").
+func (sw *swap) evicting(name string) bool {
+	return slices.Contains(sw.evict, name) && !slices.Contains(sw.stopped, name)
 }

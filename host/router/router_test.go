@@ -712,3 +712,44 @@ func TestRouter_GrantLoadWait(t *testing.T) {
 		t.Errorf("warm grant: LoadWait %v, want 0", g.LoadWait)
 	}
 }
+
+// A model a running swap evicted is the swap's no longer once its stop
+// has ended: a request for it starts its own load at once (evicting
+// another idle model), rather than wait out the target's load and then
+// its own; and when the first swap ends, the model it evicted and that
+// loaded since stays ready and keeps its GPU lease.
+func TestRouter_AnEvictedModelLoadsAgainWhileItsEvictorStillLoads(t *testing.T) {
+	ledger, clock := gpu.NewLedger(gpu.NewDeclared([]gpu.DeclaredDevice{{Name: "sim0", Memory: 8 * gib}, {Name: "sim1", Memory: 8 * gib}}), 0), newManualClock()
+	h := newHarness(t, harnessOpts{
+		ledger: ledger, clock: clock, tick: time.Hour, newSwap: prioritylru(t),
+		models: map[string]ModelConfig{"a": {VRAM: 6 * gib}, "b": {VRAM: 6 * gib}, "c": {VRAM: 6 * gib}},
+	})
+	for _, m := range []string{"a", "c"} { // a is the least recently used
+		clock.advance(time.Minute)
+		h.acquire(m).wait(t).Release()
+	}
+	h.world.expect(t, "starting a", "ready a", "starting c", "ready c")
+	release := h.procs["b"].hold()
+	defer release()
+	clock.advance(time.Minute)
+	b := h.acquire("b")
+	h.world.expect(t, "stopped a", "starting b")
+	h.awaitState("a", "stopped")
+	a := h.acquire("a") // b still loading
+	h.world.expect(t, "stopped c", "starting a", "ready a")
+	a.wait(t).Release()
+	h.expectState("b", "starting")
+	release()
+	b.wait(t).Release()
+	h.world.expect(t, "ready b")
+	h.expectState("a", "ready")
+	h.expectState("c", "stopped")
+	for _, m := range []string{"a", "b"} {
+		if _, ok := ledger.Lease(m); !ok {
+			t.Errorf("%s holds no GPU lease after both swaps", m)
+		}
+	}
+	if _, ok := ledger.Lease("c"); ok {
+		t.Error("c, stopped, still holds a GPU lease")
+	}
+}

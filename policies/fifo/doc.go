@@ -17,8 +17,13 @@
 //     crash-looping swapper never takes down models that are ready. Only
 //     the steps below, for a model that must load, ask it for a plan.
 //  4. If loading the model would collide with a running swap (it would evict
-//     that swap's model, that swap evicts this model, or both evict the same
-//     model), the request is queued.
+//     that swap's model, that swap is still stopping this model, or both
+//     would evict the same model), the request is queued. A model whose
+//     stop has ended is the swap's no longer: a request for it starts its
+//     own load at once, while the swap still loads its target, instead of
+//     waiting out that load before its own (reload_evicted: at_once, the
+//     default; after_swap keeps the older rule, which waits for the swap
+//     to end).
 //  5. If loading it would evict a model that is still serving requests, the
 //     request is queued until that model is idle: a busy model is never
 //     evicted.
@@ -144,6 +149,10 @@
 //	                        # docs/BENCHMARKS.md for when it pays)
 //	      scale_in_after: 2m  # idle time before a replica beyond min_replicas
 //	                        # is stopped; 0 = never
+//	      reload_evicted: at_once  # a model a running swap has stopped loads
+//	                        # again at once (at_once) or after that swap
+//	                        # (after_swap: fewer cold loads on a saturated
+//	                        # box, a longer tail; docs/BENCHMARKS.md)
 //	      fifo:             # llama-swap's setting, accepted as is
 //	        priority:       # per-model priority for requests that have none
 //	          big-model: 10

@@ -276,22 +276,40 @@ func concurrencyLimit(info *sdk.ModelInfo) uint32 {
 
 // collides reports whether a swap of target evicting evict would collide
 // with a running swap of another model: it would evict that swap's target,
-// that swap evicts target, or both evict the same model.
+// that swap is evicting target, or both would evict the same model. A
+// swap is evicting a model of its evict list until the model's stop ends
+// (it is Stopping until then); once stopped the model is the swap's no
+// longer, and may load again while the swap loads its target, as the
+// host allows.
 func (s *scheduler) collides(target string, evict []string) bool {
 	for t, sw := range s.active {
 		if t == target {
 			continue
 		}
-		if slices.Contains(evict, t) || slices.Contains(sw.evict, target) {
+		if slices.Contains(evict, t) || s.evicting(sw, target) {
 			return true
 		}
 		for _, e := range evict {
-			if slices.Contains(sw.evict, e) {
+			if s.evicting(sw, e) {
 				return true
 			}
 		}
 	}
 	return false
+}
+
+// evicting reports whether sw is evicting model: it is one of sw's
+// victims and still stopping — or, with reload_evicted: after_swap, one
+// of its victims at all.
+func (s *scheduler) evicting(sw *swap, model string) bool {
+	if !slices.Contains(sw.evict, model) {
+		return false
+	}
+	if s.cfg.afterSwap {
+		return true
+	}
+	info, ok := s.fx.ModelState(model)
+	return ok && info.State == sdk.StateStopping
 }
 
 // busy reports whether any of models has requests in flight. It reads the

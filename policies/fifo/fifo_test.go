@@ -109,6 +109,49 @@ var scenarios = []scenario{
 		},
 	},
 	{
+		name:    "a model a running swap evicted loads again at once once its stop has ended",
+		models:  append(ready("a", "c"), stopped("b")...),
+		swapper: evictFor(map[string]string{"b": "a", "a": "c"}),
+		run: func(t *testing.T, h *policytest.Host) {
+			h.Request(1, "b") // evicts a
+			h.Request(2, "a")
+			wantPos(t, h, 2, 1) // a is still stopping: b's swap is evicting it
+			wantSwaps(t, h, "b")
+			h.Models["a"].State = sdk.StateStopped // its stop ended; b still loads
+			h.Tick()
+			wantSwaps(t, h, "b", "a")
+			wantPos(t, h, 2, 0)
+			if got := h.SwapsStarted()[1].Evict; !slices.Equal(got, []string{"c"}) {
+				t.Errorf("a's swap evicts %q, want [c]", got)
+			}
+			h.CompleteSwap("a", "")
+			wantGranted(t, h, 2)
+			h.CompleteSwap("b", "")
+			wantGranted(t, h, 1)
+			if st := h.Models["a"].State; st != sdk.StateReady {
+				t.Errorf("a is %v after b's swap ended, want ready", st)
+			}
+		},
+	},
+	{
+		name:     "reload_evicted: after_swap: a model a running swap evicted waits for that swap to end",
+		settings: `{"reload_evicted": "after_swap"}`,
+		models:   append(ready("a", "c"), stopped("b")...),
+		swapper:  evictFor(map[string]string{"b": "a", "a": "c"}),
+		run: func(t *testing.T, h *policytest.Host) {
+			h.Request(1, "b")
+			h.Request(2, "a")
+			h.Models["a"].State = sdk.StateStopped
+			h.Tick()
+			wantSwaps(t, h, "b")
+			wantPos(t, h, 2, 1)
+			h.CompleteSwap("b", "")
+			wantGranted(t, h, 1)
+			wantSwaps(t, h, "b", "a")
+			wantPos(t, h, 2, 0)
+		},
+	},
+	{
 		name: "a request that would evict a loading model is queued",
 		run: func(t *testing.T, h *policytest.Host) {
 			h.Request(1, "a")
@@ -654,7 +697,8 @@ var scenarios = []scenario{
 func TestFIFO_BadSettings(t *testing.T) { runBadSettings(t, nativeScheduler) }
 
 var badSettings = []struct{ settings, want string }{
-	{`{"nope": 1}`, `settings: nope: unknown setting "nope" (known: fifo, max_queue, max_wait, load_order, scale_in_after)`},
+	{`{"nope": 1}`, `settings: nope: unknown setting "nope" (known: fifo, max_queue, max_wait, load_order, scale_in_after, reload_evicted)`},
+	{`{"reload_evicted": "later"}`, `settings: reload_evicted: want at_once or after_swap, got "later"`},
 	{`{"load_order": "lifo"}`, `settings: load_order: want arrival or queued_wait, got "lifo"`},
 	{`{"load_order": 1}`, "settings: load_order: "},
 	{`{"max_queue": -1}`, "settings: max_queue: "},
@@ -696,13 +740,15 @@ func TestFIFO_Settings(t *testing.T) {
 			priority: map[string]int32{"a": 10, "b": -1}}},
 		{`{"load_order": "arrival"}`, settings{maxQueue: 1024, maxWait: int64(60 * time.Second)}},
 		{`{"load_order": "queued_wait"}`, settings{maxQueue: 1024, maxWait: int64(60 * time.Second), loadOrder: byQueuedWait}},
+		{`{"reload_evicted": "at_once"}`, settings{maxQueue: 1024, maxWait: int64(60 * time.Second)}},
+		{`{"reload_evicted": "after_swap"}`, settings{maxQueue: 1024, maxWait: int64(60 * time.Second), afterSwap: true}},
 	} {
 		got, err := parseSettings([]byte(tc.settings))
 		if err != nil {
 			t.Errorf("%s: %v", tc.settings, err)
 			continue
 		}
-		if got.maxQueue != tc.want.maxQueue || got.maxWait != tc.want.maxWait || got.loadOrder != tc.want.loadOrder || fmt.Sprint(got.priority) != fmt.Sprint(tc.want.priority) {
+		if got.maxQueue != tc.want.maxQueue || got.maxWait != tc.want.maxWait || got.loadOrder != tc.want.loadOrder || got.afterSwap != tc.want.afterSwap || fmt.Sprint(got.priority) != fmt.Sprint(tc.want.priority) {
 			t.Errorf("%s: got %+v, want %+v", tc.settings, got, tc.want)
 		}
 	}
@@ -724,6 +770,17 @@ func ready(names ...string) []sdk.ModelInfo {
 		ms[i].State = sdk.StateReady
 	}
 	return ms
+}
+
+// evictFor is a test swapper: a target evicts the one model victim names
+// for it, when that model is running, and nothing else.
+func evictFor(victim map[string]string) policytest.Swapper {
+	return policytest.PlanFunc(func(q sdk.PlanRequest) (sdk.Plan, error) {
+		if v, ok := victim[q.Target]; ok && slices.Contains(q.Running, v) {
+			return sdk.Plan{Evict: []string{v}}, nil
+		}
+		return sdk.Plan{}, nil
+	})
 }
 
 // groups is a test swapper: a target evicts the running members of its own

@@ -25,6 +25,10 @@ type settings struct {
 	// scaleInAfter is how long a replica beyond its model's min_replicas
 	// stays idle before it is stopped (replicas.go), nanoseconds; 0: never.
 	scaleInAfter int64
+	// afterSwap: a request for a model that a running swap evicted waits
+	// for that swap to end even once the model has stopped
+	// (reload_evicted: after_swap), rather than start its load at once.
+	afterSwap bool
 }
 
 // loadOrder is the order in which a drain of the queue goes through the
@@ -45,7 +49,8 @@ const (
 // parseSettings parses the settings JSON:
 //
 //	{"max_queue": 1024, "max_wait": "60s", "load_order": "arrival",
-//	 "scale_in_after": "2m", "fifo": {"priority": {"MODEL": 10}}}
+//	 "scale_in_after": "2m", "reload_evicted": "at_once",
+//	 "fifo": {"priority": {"MODEL": 10}}}
 //
 // every key optional. Errors are *sdksettings.Error naming the offending
 // setting's path ("max_wait", "fifo.priority.llama").
@@ -55,9 +60,23 @@ func parseSettings(raw []byte) (settings, error) {
 	if err != nil {
 		return cfg, err
 	}
-	top, err := root.Object("fifo", "max_queue", "max_wait", "load_order", "scale_in_after")
+	top, err := root.Object("fifo", "max_queue", "max_wait", "load_order", "scale_in_after", "reload_evicted")
 	if err != nil {
 		return cfg, err
+	}
+	if v := top.Get("reload_evicted"); !v.IsNull() {
+		str, err := v.String()
+		if err != nil {
+			return cfg, err
+		}
+		switch str {
+		case "at_once":
+			cfg.afterSwap = false
+		case "after_swap":
+			cfg.afterSwap = true
+		default:
+			return cfg, sdksettings.NewError(v.Path(), "want at_once or after_swap, got "+strconv.Quote(str))
+		}
 	}
 	if v := top.Get("load_order"); !v.IsNull() {
 		str, err := v.String()
