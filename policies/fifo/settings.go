@@ -2,7 +2,6 @@ package main
 
 import (
 	"math"
-	"strconv"
 	"time"
 
 	sdksettings "github.com/loadout-dev/loadout/sdk/settings"
@@ -46,6 +45,10 @@ const (
 	byQueuedWait
 )
 
+// loadOrderNames are the load orders' spellings in settings (load_order),
+// indexed by loadOrder.
+var loadOrderNames = [...]string{byArrival: "arrival", byQueuedWait: "queued_wait"}
+
 // parseSettings parses the settings JSON:
 //
 //	{"max_queue": 1024, "max_wait": "60s", "load_order": "arrival",
@@ -65,32 +68,18 @@ func parseSettings(raw []byte) (settings, error) {
 		return cfg, err
 	}
 	if v := top.Get("reload_evicted"); !v.IsNull() {
-		str, err := v.String()
+		i, err := v.OneOf("at_once", "after_swap")
 		if err != nil {
 			return cfg, err
 		}
-		switch str {
-		case "at_once":
-			cfg.afterSwap = false
-		case "after_swap":
-			cfg.afterSwap = true
-		default:
-			return cfg, sdksettings.NewError(v.Path(), "want at_once or after_swap, got "+strconv.Quote(str))
-		}
+		cfg.afterSwap = i == 1
 	}
 	if v := top.Get("load_order"); !v.IsNull() {
-		str, err := v.String()
+		i, err := v.OneOf(loadOrderNames[:]...)
 		if err != nil {
 			return cfg, err
 		}
-		switch str {
-		case "arrival":
-			cfg.loadOrder = byArrival
-		case "queued_wait":
-			cfg.loadOrder = byQueuedWait
-		default:
-			return cfg, sdksettings.NewError(v.Path(), "want arrival or queued_wait, got "+strconv.Quote(str))
-		}
+		cfg.loadOrder = loadOrder(i)
 	}
 	if v := top.Get("max_queue"); !v.IsNull() {
 		n, err := v.Int(0, math.MaxInt32)

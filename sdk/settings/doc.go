@@ -5,7 +5,9 @@
 // It decodes strictly: Object refuses a key it was not told about and names
 // the known ones; every Value knows its path ("matrix.vars.llama-70b",
 // "groups.chat.members[1]"), and every error it makes is an *Error that
-// carries that path. Duration and Size read the two units policies share.
+// carries that path. Duration and Size read the two units policies share;
+// OneOf reads a setting that names one of a fixed set ("arrival" or
+// "queued_wait").
 //
 // An *Error crosses the Wasm boundary as text (the ABI's set_error carries
 // a string), in one stable form that Format writes and Parse reads back:

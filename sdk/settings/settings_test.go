@@ -116,6 +116,35 @@ func TestObject_Strict(t *testing.T) {
 	}
 }
 
+// TestValue_OneOf: a string from a fixed set reads as its index; any other
+// string, and a value of another kind, is an error naming the path and
+// every allowed string.
+func TestValue_OneOf(t *testing.T) {
+	v, err := Decode([]byte(`{"order": "queued_wait", "bad": "lifo", "num": 3, "solo": "x"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	top, _ := v.Object("order", "bad", "num", "solo")
+	if i, err := top.Get("order").OneOf("arrival", "queued_wait"); i != 1 || err != nil {
+		t.Errorf("OneOf(order) = %d, %v, want 1", i, err)
+	}
+	for _, c := range []struct {
+		key   string
+		names []string
+		want  string
+	}{
+		{"bad", []string{"arrival", "queued_wait"}, `settings: bad: want arrival or queued_wait, got "lifo"`},
+		{"bad", []string{"a", "b", "c"}, `settings: bad: want a, b or c, got "lifo"`},
+		{"num", []string{"a", "b"}, `settings: num: want a or b, got 3`},
+		{"solo", []string{"y"}, `settings: solo: want y, got "x"`},
+	} {
+		i, err := top.Get(c.key).OneOf(c.names...)
+		if got := fmt.Sprint(err); i != -1 || got != c.want || Find(err) == nil {
+			t.Errorf("OneOf(%s, %v) = %d, %s, want -1, %s", c.key, c.names, i, got, c.want)
+		}
+	}
+}
+
 // TestUnits: durations as strings or seconds; sizes as strings or bytes.
 func TestUnits(t *testing.T) {
 	durs := map[string]time.Duration{`"30s"`: 30 * time.Second, `1.5`: 1500 * time.Millisecond, `0`: 0, `"1m30s"`: 90 * time.Second}

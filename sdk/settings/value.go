@@ -302,6 +302,31 @@ func (v Value) String() (string, error) {
 	return v.n.s, nil
 }
 
+// OneOf reads the value as one of a fixed set of strings, names, and
+// returns its index in names: a setting like fifo's load_order
+// ("arrival" or "queued_wait"). Anything else, a string not in names or
+// a value of another kind, is an *Error naming the setting's path and
+// every name: `want arrival or queued_wait, got "fifo"`.
+func (v Value) OneOf(names ...string) (int, error) {
+	if v.Kind() == String {
+		if i := slices.Index(names, v.n.s); i >= 0 {
+			return i, nil
+		}
+	}
+	return -1, v.want(alternatives(names))
+}
+
+// alternatives lists names for a message: "a", "a or b", "a, b or c".
+func alternatives(names []string) string {
+	switch len(names) {
+	case 0:
+		return "nothing"
+	case 1:
+		return names[0]
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+}
+
 // Bool reads the value as true or false.
 func (v Value) Bool() (bool, error) {
 	if v.Kind() != Bool {
