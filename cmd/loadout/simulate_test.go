@@ -392,3 +392,50 @@ func TestSimulate_SlotsMakeTheBoxForTheTrace(t *testing.T) {
 		t.Fatalf("--slots with --config: %v; want an error naming --slots", err)
 	}
 }
+
+// --sequence replays the trace on the anchors' terms: the LRU router's cold
+// loads are the LRU anchor's, no router beats Belady's optimum, every
+// request completes, and a TTL that would unload models between the
+// spaced-out requests is off. The plain replay of the same overlapping
+// trace differs (its requests wait on each other's loads).
+func TestSimulate_SequenceReplayMatchesTheAnchors(t *testing.T) {
+	// Four models, two slots, a TTL far shorter than the sequence's gap.
+	cfg := simConfig(`  d:
+    backend: sim
+    options: {load_time: 5s, vram: 10GiB, tokens_per_second: 45}
+`) + "globalTTL: 3\n"
+	var b strings.Builder
+	b.WriteString("arrival_s,model,prompt_tokens,output_tokens\n")
+	models := []string{"a", "b", "a", "c", "d", "a", "b", "b", "c", "a", "d", "d", "a", "c", "b"}
+	for i := range 90 {
+		fmt.Fprintf(&b, "%.3f,%s,200,%d\n", float64(i)*0.4, models[(i*7+i/5)%len(models)], 5+i%11)
+	}
+	o := simulateOptions{rate: 1, sequence: true, compare: []string{"router=ollama,prioritylru,foresight"}}
+	var rep sim.Report
+	if err := json.Unmarshal(reportJSON(t, cfg, b.String(), o), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Bounds == nil || rep.Bounds.Slots != 2 || rep.SequenceGap < 8 {
+		t.Fatalf("bounds %+v, gap %g s: want two slots and a gap past the longest load (8 s)", rep.Bounds, rep.SequenceGap)
+	}
+	for _, run := range rep.Runs {
+		if run.Completed != 90 || run.Errors != 0 {
+			t.Errorf("%s: %d completed, %d errors", run.Router, run.Completed, run.Errors)
+		}
+		if run.ColdLoads < rep.Bounds.Belady {
+			t.Errorf("%s: %d cold loads, below Belady's %d", run.Router, run.ColdLoads, rep.Bounds.Belady)
+		}
+	}
+	if lru := rep.Runs[0]; lru.ColdLoads != rep.Bounds.LRU {
+		t.Errorf("the LRU router made %d cold loads in a sequence replay, the LRU anchor %d", lru.ColdLoads, rep.Bounds.LRU)
+	}
+	o.sequence = false
+	var plain sim.Report
+	if err := json.Unmarshal(reportJSON(t, cfg, b.String(), o), &plain); err != nil {
+		t.Fatal(err)
+	}
+	if plain.SequenceGap != 0 || plain.Runs[0].ColdLoads == rep.Runs[0].ColdLoads {
+		t.Errorf("the plain replay: gap %g s, LRU router %d cold loads, want 0 and other than the sequence replay's %d",
+			plain.SequenceGap, plain.Runs[0].ColdLoads, rep.Runs[0].ColdLoads)
+	}
+}

@@ -18,6 +18,11 @@ type Report struct {
 	// LoadBound is the trace's load-time bound, when models differ in
 	// size or load time; nil otherwise.
 	LoadBound *LoadBound `json:"load_bound,omitempty"`
+	// SequenceGap is, for a sequence replay (Sequence: the trace's model
+	// sequence one request at a time, TTLs off), the seconds between
+	// arrivals; 0 for a replay of the trace's own arrivals. The bounds are
+	// the trace's either way.
+	SequenceGap float64 `json:"sequence_gap_s,omitempty"`
 }
 
 // RatioToBound is run's cost over the trace's offline bound: its load
