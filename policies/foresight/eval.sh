@@ -12,12 +12,17 @@
 # (the default). Generated traces go to $EVAL_DIR (default
 # /tmp/foresight-eval) and are reused. Replays run under nice; the
 # three-week ones take a few minutes on two cores.
+#
+# SEQUENCE=1 replays each trace's model sequence one request at a time
+# (simulate --sequence): the anchors' terms, so the routers' cold loads
+# compare with theirs exactly.
 set -euo pipefail
 
 set_=${1:-all}
 dir=${EVAL_DIR:-/tmp/foresight-eval}
 bin=./bin/loadout
 routers=${ROUTERS:-foresight,adaptive,ollama}
+seq=${SEQUENCE:+--sequence}
 mkdir -p "$dir"
 [ -x "$dir/gentraces" ] || go build -o "$dir/gentraces" ./host/sim/gentraces
 
@@ -37,7 +42,8 @@ azure() {
 
 # run NAME CONFIG TRACE RATE: one row per router, then the anchors.
 run() {
-	nice $bin simulate -c "$2" -t "$3" --rate "$4" --compare "router=$routers" --json "$dir/$1.json" >/dev/null 2>&1
+	local json=$dir/$1${seq:+.sequence}.json
+	nice $bin simulate -c "$2" -t "$3" --rate "$4" $seq --compare "router=$routers" --json "$json" >/dev/null 2>&1
 	jq -r --arg name "$1" '
 	  . as $d
 	  | ($d.load_bound.lower_s // null) as $lb
@@ -47,7 +53,7 @@ run() {
 	  | .[],
 	    (if $d.bounds then "\($name)\tanchors\t" + ([$d.bounds.anchors[] | "\(.name) \(.cold_loads)"] | join(", ")) + "\tBelady \($d.bounds.belady)" else empty end),
 	    (if $lb then "\($name)\tbound\tload s ≥ \($lb | round), \($d.load_bound.feasible_s | round) achievable (\($d.load_bound.feasible_loads) loads)" else empty end)
-	' "$dir/$1.json"
+	' "$json"
 }
 
 printf 'workload\trouter\tcold loads\tload s\twait p95\tworst model p95\t÷ bound\n'
