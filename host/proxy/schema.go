@@ -6,7 +6,8 @@ import (
 	"math"
 	"net/http"
 	"strconv"
-	"strings"
+
+	"github.com/loadout-dev/loadout/sdk/settings"
 )
 
 // A request body that fails its endpoint's schema is refused before the
@@ -55,13 +56,7 @@ func (t jsonType) String() string {
 	if t&typeNull != 0 {
 		names = append(names, typeNames[0]) // "… or null", as OpenAI's reference says it
 	}
-	switch len(names) {
-	case 0:
-		return "nothing"
-	case 1:
-		return names[0]
-	}
-	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+	return settings.Or(names)
 }
 
 // member is what the pass over a body keeps of a top-level member it

@@ -313,11 +313,13 @@ func (v Value) OneOf(names ...string) (int, error) {
 			return i, nil
 		}
 	}
-	return -1, v.want(alternatives(names))
+	return -1, v.want(Or(names))
 }
 
-// alternatives lists names for a message: "a", "a or b", "a, b or c".
-func alternatives(names []string) string {
+// Or lists names as the alternatives of a message: "a", "a or b", "a, b
+// or c"; "nothing" for none. OneOf's errors use it, and so does the
+// host's request schema check ("want string or null").
+func Or(names []string) string {
 	switch len(names) {
 	case 0:
 		return "nothing"
