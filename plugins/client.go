@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -29,6 +30,9 @@ type Client struct {
 	proc *procRunner
 	log  *slog.Logger
 	hung sync.Once // the plugin missed a deadline and is being killed
+	// condemned is set when hung's kill is decided, before it starts
+	// (Condemned).
+	condemned atomic.Bool
 	// limits are the calls' deadlines (bounded); DefaultCallLimits
 	// unless SetCallLimits changed them.
 	limits CallLimits
@@ -242,6 +246,7 @@ func (c *Client) bounded(ctx context.Context, what string, limit time.Duration, 
 		return err
 	}
 	c.hung.Do(func() {
+		c.condemned.Store(true)
 		c.log.Error("backend plugin did not answer in time; killing it", "call", what, "limit", limit.String(), "pid", c.proc.ID())
 		go func() {
 			// No graceful shutdown: a plugin that missed a deadline would
@@ -413,6 +418,14 @@ func (c *Client) Exited() bool {
 		return false
 	}
 }
+
+// Condemned reports whether no new call should go to the plugin: it has
+// exited, or it missed a call's deadline and is being killed (bounded),
+// which leaves its process running, and Exited false, for a few
+// milliseconds more. PluginLauncher launches a new plugin in its place at
+// once, so a request that comes in that moment does not fail on the old
+// one.
+func (c *Client) Condemned() bool { return c.condemned.Load() || c.Exited() }
 
 // Kill ends the plugin: it asks it to shut down (it then stops its model
 // servers), kills it after two seconds and returns once it has exited. A

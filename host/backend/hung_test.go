@@ -39,6 +39,9 @@ func TestClient_StoppedPluginIsKilledAtItsDeadline(t *testing.T) {
 	if !errors.Is(err, plugins.ErrPluginHung) || !errors.Is(err, plugins.ErrPluginExited) || !strings.Contains(err.Error(), "Health") {
 		t.Fatalf("Health on a stopped plugin: %v; want ErrPluginHung naming the call", err)
 	}
+	if !c.Condemned() {
+		t.Fatal("a plugin being killed for a missed deadline is not Condemned: new calls would still go to it")
+	}
 	select {
 	case <-c.Done():
 	case <-time.After(20 * time.Second):

@@ -44,15 +44,16 @@ func NewPluginLauncher(name string, newCmd func() *exec.Cmd, logger *slog.Logger
 }
 
 // Client returns the running plugin, launching one (bounded by ctx) if none
-// runs yet or the last one has exited.
+// runs yet or the last one has exited or is being killed for a missed
+// deadline (plugins.Client.Condemned).
 func (l *PluginLauncher) Client(ctx context.Context) (*plugins.Client, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.client != nil && !l.client.Exited() {
+	if l.client != nil && !l.client.Condemned() {
 		return l.client, nil
 	}
 	if l.client != nil {
-		l.client.Kill() // reap what go-plugin still holds of the dead one
+		l.client.Kill() // reap what go-plugin still holds of the dead (or dying) one
 		l.log.Warn("backend plugin exited; launching a new one")
 	}
 	c, err := plugins.Launch(ctx, l.newCmd(), l.log)
