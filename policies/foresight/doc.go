@@ -28,12 +28,21 @@
 // on it: the log of the share it gave (Laplace's rule, every model
 // credited half an observation) to each model asked for since the
 // previous swap. Scores fade by 0.995 a swap, so the choice follows the
-// last few hundred swaps. The plans follow the estimator with the
-// highest score — the one whose forecasts have come true most often —
-// which is a half-life and a way of counting learned from the traffic
-// rather than set by the operator. On stationary long-tail traffic the
-// long memories win; when traffic moves between working sets, a short
-// one does.
+// last few hundred swaps. Within a way of counting the plans follow the
+// estimator with the highest score — the one whose forecasts have come
+// true most often — which is a half-life learned from the traffic rather
+// than set by the operator. On stationary long-tail traffic the long
+// memories win; when traffic moves between working sets, a short one
+// does.
+//
+// The scores cannot choose the way of counting: what they score is the
+// set of models asked for between two swaps, which is what a count of
+// bursts forecasts, so they favour bursts even where request counts order
+// the models better (Zipf traffic of independent requests). That is
+// settled by duels, as LRU's lead is (below): when the best estimators of
+// the two ways would evict different models, whichever's victim is asked
+// for later was right. The forecast counts bursts until requests have won
+// clearly more of the recent duels than they lost (weight above 0.7).
 //
 // # A duel with LRU
 //

@@ -86,6 +86,76 @@ func (s *swapper) challenge(ev sdk.SwapStartEvent) {
 	}
 }
 
+// The duel of the ways of counting. The scores choose each estimator's
+// half-life, but they cannot choose between counting requests and counting
+// bursts: what they score is the set of models asked for between two
+// swaps, which is what a count of bursts forecasts, so they favour bursts
+// even where request counts order the models better (Zipf traffic of
+// independent requests: docs/RATIONALE.md, "Counting requests or
+// bursts"). Which way orders evictions better is settled as LRU's lead
+// is: by duels decided by Belady's rule after the fact, between the best
+// estimator of each way.
+
+// countingLeads is the weight above which the forecast counts requests:
+// bursts are the default (a batch client's twenty requests are one sign of
+// demand), and requests must have won clearly more of the recent duels
+// than they lost.
+const countingLeads = 0.7
+
+// counting is the way of counting the forecast follows: countRequests
+// while its weight is above countingLeads, else countBursts.
+func (s *swapper) counting() int {
+	if s.wc[countRequests] > countingLeads {
+		return countRequests
+	}
+	return countBursts
+}
+
+// bestOf is the estimator of the way of counting mode with the highest
+// score, the longest memory among equals (as at start-up, when every
+// estimator has forecast alike).
+func (s *swapper) bestOf(mode int) int {
+	lo := mode * len(halfLives)
+	best := lo + len(halfLives) - 1
+	for j := best - 1; j >= lo; j-- {
+		if s.score[j] > s.score[best] {
+			best = j
+		}
+	}
+	return best
+}
+
+// settleCounting decides every duel of the ways of counting that the swap
+// of target tells.
+func (s *swapper) settleCounting(target string) {
+	s.countDuels = evict.Settle(s.countDuels, s.demand, target, s.loseCounting)
+}
+
+// loseCounting lowers way of counting m's weight by e^-rate, the two
+// summing to 1 again, neither below minWeight.
+func (s *swapper) loseCounting(m int) {
+	s.wc[m] *= math.Exp(-rate)
+	sum := s.wc[countBursts] + s.wc[countRequests]
+	for i := range s.wc {
+		s.wc[i] = max(s.wc[i]/sum, minWeight)
+	}
+}
+
+// challengeCounting starts a duel for each model ev evicts, while the
+// forecast leads, that the best estimator of the other way of counting
+// would have kept (as challenge does for LRU).
+func (s *swapper) challengeCounting(ev sdk.SwapStartEvent) {
+	if s.expert != expertForecast {
+		return
+	}
+	cur := s.counting()
+	other := countBursts + countRequests - cur
+	s.idle = evict.Evictable(s.idle[:0], s.h.Snapshot().Models, ev.Running)
+	s.values(s.bestOf(other), s.alt)
+	slices.SortStableFunc(s.idle, func(a, b *sdk.ModelInfo) int { return by(s.alt, a, footprint(a), b, footprint(b)) })
+	s.countDuels = evict.Challenge(s.countDuels, ev.Evict, s.idle, s.demand, cur, other, maxDuels)
+}
+
 // footprint is the bytes evicting m gives back: its leases, else its
 // VRAM figure (as sdk/evict's Victim.VRAM).
 func footprint(m *sdk.ModelInfo) uint64 {

@@ -52,3 +52,104 @@ func TestForesight_DuelLRULeadsOnlyAfterWinning(t *testing.T) {
 		t.Errorf("%d duels waiting after a swap that asked for neither model, want 1", len(s.duels))
 	}
 }
+
+// TestForesight_CountingFollowsItsDuels: the forecast counts bursts until
+// the request-counting estimators have won clearly more duels than they
+// lost, then follows the best of those (the highest score among them, not
+// among all fourteen), and goes back the same way.
+func TestForesight_CountingFollowsItsDuels(t *testing.T) {
+	sw, err := New(policytest.NewHost(t), []byte(`{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := sw.(*swapper)
+	// Scores that favour a bursts estimator overall, and among the
+	// request-counting ones the one of half-life 16.
+	for j := range nEst {
+		s.score[j] = -10
+	}
+	s.score[len(halfLives)*countBursts+1] = -1
+	wantRequests := len(halfLives)*countRequests + 2
+	s.score[wantRequests] = -5
+	// One duel a swap: the counting followed now evicted x where the other
+	// would have evicted y; the target asked for then decides it for winner.
+	duelWonBy := func(winner int) {
+		cur := s.counting()
+		s.demand = []sdk.ModelDemand{{Name: "x", Requests: 1}, {Name: "y", Requests: 1}}
+		s.countDuels = append(s.countDuels, evict.Duel{X: "x", Y: "y", Chooser: cur, Other: countBursts + countRequests - cur, XSeen: 1, YSeen: 1})
+		target := "x" // x back first: evicting it was wrong
+		if winner == cur {
+			target = "y"
+		}
+		s.settleCounting(target)
+	}
+	if got := s.counting(); got != countBursts || s.bestOf(got) != 1 {
+		t.Fatalf("at start-up: counting %s, estimator %d; want bursts, 1", modeNames[got], s.bestOf(got))
+	}
+	duelWonBy(countRequests)
+	if got := s.counting(); got != countBursts {
+		t.Errorf("after one duel won by requests: counting %s (weight %.2f), want bursts still", modeNames[got], s.wc[countRequests])
+	}
+	for range 3 {
+		duelWonBy(countRequests)
+	}
+	if got := s.counting(); got != countRequests || s.bestOf(got) != wantRequests {
+		t.Errorf("after four duels won by requests: counting %s, estimator %d (weight %.2f); want requests, %d",
+			modeNames[got], s.bestOf(got), s.wc[countRequests], wantRequests)
+	}
+	for range 2 {
+		duelWonBy(countBursts)
+	}
+	if got := s.counting(); got != countBursts {
+		t.Errorf("after two duels won back: counting %s (weight %.2f), want bursts", modeNames[got], s.wc[countRequests])
+	}
+	s.countDuels = append(s.countDuels, evict.Duel{X: "x", Y: "y", Chooser: countBursts, Other: countRequests, XSeen: 1, YSeen: 1})
+	s.settleCounting("z") // neither asked for: the duel waits
+	if len(s.countDuels) != 1 {
+		t.Errorf("%d duels waiting after a swap that asked for neither model, want 1", len(s.countDuels))
+	}
+}
+
+// TestForesight_CountingDuelsStartWhereTheCountsDisagree: where a batch
+// client's bursts make the two ways of counting order models differently,
+// the swaps start duels between them (pending, or already settled and
+// moving the weights); where they agree, none.
+func TestForesight_CountingDuelsStartWhereTheCountsDisagree(t *testing.T) {
+	var s *swapper
+	mk := func(_ testing.TB, h *policytest.Host, settings string) (policytest.Swapper, error) {
+		sw, err := New(h, []byte(settings))
+		if err != nil {
+			return nil, err
+		}
+		s = sw.(*swapper)
+		return policytest.NativeSwapper(sw), nil
+	}
+	started := func() bool { return len(s.countDuels) > 0 || s.wc != [nModes]float64{0.5, 0.5} }
+
+	b := newBox(t, mk, `{}`, 2, "a", "b", "c")
+	for range 10 { // one request each, round robin: the counts agree
+		b.ask("a")
+		b.ask("b")
+		b.ask("c")
+	}
+	if started() {
+		t.Errorf("duels of the ways of counting on traffic where they agree: %d pending, weights %v", len(s.countDuels), s.wc)
+	}
+
+	b = newBox(t, mk, `{}`, 3, "steady", "batch", "r1", "r2", "r3")
+	rare := []string{"r1", "r2", "r3"}
+	for i := range 12 {
+		b.ask("steady")
+		b.ask(rare[i%3])
+	}
+	for range 20 {
+		b.ask("batch")
+	}
+	for i := range 12 {
+		b.ask("steady")
+		b.ask(rare[i%3])
+	}
+	if !started() {
+		t.Error("no duel of the ways of counting after a batch burst made bursts and requests disagree")
+	}
+}

@@ -67,8 +67,8 @@ type swapper struct {
 	// score is, per estimator, its predictions' log-likelihood of the
 	// models asked for at each swap, older swaps' times memory.
 	score [nEst]float64
-	// best is the estimator with the highest score: the one the
-	// forecast follows.
+	// best is the estimator the forecast follows: of the way of counting
+	// that leads its duels, the one with the highest score.
 	best int
 	// w is each expert's weight, summing to 1; duels move them, and
 	// the plans follow LRU's order only while its weight is above
@@ -79,6 +79,11 @@ type swapper struct {
 	// duels are the evictions on which the experts disagreed, not yet
 	// decided, oldest first.
 	duels []evict.Duel
+	// wc is each way of counting's weight, summing to 1; the duels in
+	// countDuels move them, and the forecast counts requests only while
+	// theirs is above countingLeads (see counting).
+	wc         [nModes]float64
+	countDuels []evict.Duel
 	// idle and alt are challenge's scratch.
 	idle []*sdk.ModelInfo
 	alt  map[string]float64
@@ -109,6 +114,7 @@ func New(h sdk.Host, raw []byte) (sdk.Swapper, error) {
 	s := &swapper{h: h, rules: evict.NewRules(st.Placement, st.Margin), patience: st.Patience,
 		models: map[string]*model{}, value: map[string]float64{}, alt: map[string]float64{}}
 	s.w = [nExperts]float64{0.5, 0.5}
+	s.wc = [nModes]float64{0.5, 0.5}
 	s.best = len(halfLives)*countBursts + len(halfLives) - 1 // longest memory, bursts, until the traffic says otherwise
 	s.plan = evict.Planner{
 		Policy:     "foresight",
@@ -252,8 +258,10 @@ func (s *swapper) OnSwapStart(ev sdk.SwapStartEvent) {
 	s.demand, _ = sdk.ReadDemand(s.h)
 	s.expert = s.leader() // the one whose plan this swap carries out
 	s.settle(ev.Target)
+	s.settleCounting(ev.Target)
 	if len(ev.Evict) > 0 {
 		s.challenge(ev)
+		s.challengeCounting(ev)
 	}
 	n := float64(len(s.demand))
 	// Score: each estimator's predicted share of every model asked for.
@@ -306,11 +314,7 @@ func (s *swapper) OnSwapStart(ev sdk.SwapStartEvent) {
 			s.total[j] += add
 		}
 	}
-	for j := range nEst {
-		if s.score[j] > s.score[s.best] {
-			s.best = j
-		}
-	}
+	s.best = s.bestOf(s.counting())
 	s.h.Log(sdk.LevelInfo, "foresight swap: model="+ev.Target+" evict=["+strings.Join(ev.Evict, ",")+
 		"] half_life="+strconv.FormatFloat(halfLife(s.best), 'f', -1, 64)+" counting="+modeNames[s.best/len(halfLives)]+
 		" expert="+expertNames[s.expert]+" devices="+placement.FormatDevices(ev.Devices))
