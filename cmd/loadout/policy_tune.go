@@ -87,6 +87,7 @@ fewer cold loads, then load seconds, then p95 wait, then grid order.
 	fl.StringArrayVar(&o.gpus, "gpu", nil, "a simulated GPU of this size (e.g. 24GiB), instead of the configuration's gpus:; repeat for more")
 	fl.IntVar(&o.slots, "slots", 0, slotsUsage)
 	fl.Float64Var(&o.rate, "rate", 1, "replay the trace at this multiple of its request rate")
+	fl.BoolVar(&o.sequence, "sequence", false, sequenceUsage)
 	_ = cmd.MarkFlagRequired("trace")
 	_ = cmd.MarkFlagRequired("set")
 	return cmd
@@ -317,8 +318,11 @@ type tuneReport struct {
 	Best      string         `json:"best_yaml"`
 	Bounds    *sim.ColdLoads `json:"bounds,omitempty"`
 	LoadBound *sim.LoadBound `json:"load_bound,omitempty"`
-	sets      []sweptSetting
-	report    *sim.Report
+	// SequenceGap is simulate's sequence_gap_s: with --sequence, the
+	// seconds between the replay's arrivals.
+	SequenceGap float64 `json:"sequence_gap_s,omitempty"`
+	sets        []sweptSetting
+	report      *sim.Report
 }
 
 // tuneSweep is one swept setting and its values.
@@ -346,7 +350,7 @@ type tuneResult struct {
 func newTuneReport(in *replayInputs, o tuneOptions, sets []sweptSetting, grid []tunePoint, jobs []replayJob, runs []*sim.Result) *tuneReport {
 	rep := in.report(o.tracePath)
 	rep.Runs = runs
-	t := &tuneReport{Trace: rep.Trace, Objective: o.objective, Bounds: rep.Bounds, LoadBound: rep.LoadBound, sets: sets, report: rep}
+	t := &tuneReport{Trace: rep.Trace, Objective: o.objective, Bounds: rep.Bounds, LoadBound: rep.LoadBound, SequenceGap: rep.SequenceGap, sets: sets, report: rep}
 	for _, s := range sets {
 		t.Sweep = append(t.Sweep, tuneSweep{Setting: s.flag, Values: s.values})
 	}

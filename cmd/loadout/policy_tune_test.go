@@ -256,3 +256,25 @@ func TestPolicyTune_SameFiguresAreSaid(t *testing.T) {
 		t.Errorf("want two points and the note:\n%s", out)
 	}
 }
+
+// --sequence sweeps on the anchors' terms, as simulate --sequence replays:
+// the report says so, and with the LRU router each point's cold loads are
+// the LRU anchor's.
+func TestPolicyTune_Sequence(t *testing.T) {
+	trace := simTrace(40, 0.5, "a", "b", "c", "a", "c", "b", "b")
+	out, rep, err := tuneIn(t, simConfig(""), trace, tuneOptions{
+		simulateOptions: simulateOptions{router: "prioritylru", sequence: true},
+		sets:            []string{"router.margin=0,1"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.SequenceGap <= 0 || !strings.Contains(out, "sequence replay") || rep.Bounds == nil {
+		t.Fatalf("sequence_gap_s %g, bounds %v; output:\n%s", rep.SequenceGap, rep.Bounds, out)
+	}
+	for _, p := range rep.Points {
+		if p.Run.ColdLoads != rep.Bounds.LRU || p.Run.Completed != 40 {
+			t.Errorf("point %v: %d cold loads, %d completed; want LRU's %d, 40", p.Settings, p.Run.ColdLoads, p.Run.Completed, rep.Bounds.LRU)
+		}
+	}
+}

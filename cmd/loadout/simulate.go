@@ -127,12 +127,15 @@ wakes).`,
 	f.StringArrayVar(&o.gpus, "gpu", nil, "a simulated GPU of this size (e.g. 24GiB), instead of the configuration's gpus:; repeat for more")
 	f.IntVar(&o.slots, "slots", 0, slotsUsage)
 	f.Float64Var(&o.rate, "rate", 1, "replay the trace at this multiple of its request rate (arrival times divided by it): 2 is twice the traffic, 0.1 a tenth")
-	f.BoolVar(&o.sequence, "sequence", false, "replay the trace's model sequence one request at a time (each arrives once the one before has finished, with one output token; TTLs off): the terms the anchors and Belady's optimum are computed on, so each router's cold loads compare with theirs exactly (the LRU router makes LRU's)")
+	f.BoolVar(&o.sequence, "sequence", false, sequenceUsage)
 	f.BoolVar(&o.perModel, "per-model", false, "also print each model's requests, cold loads and queue wait, per run")
 	f.StringVar(&o.logLevel, "log-level", "", "log the run loop and policies at this level (debug, info, warn, error); default: quiet")
 	_ = cmd.MarkFlagRequired("trace")
 	return cmd
 }
+
+// sequenceUsage is the help of --sequence (simulate, policy tune).
+const sequenceUsage = "replay the trace's model sequence one request at a time (each arrives once the one before has finished, with one output token; TTLs off): the terms the anchors and Belady's optimum are computed on, so each router's cold loads compare with theirs exactly (the LRU router makes LRU's)"
 
 // slotsUsage is the help of --slots (simulate, policy tune).
 const slotsUsage = "replay on a box of this many equal slots made for the trace, instead of --config: every model the trace names a 12 GiB sim model loading in 10 s (80 tokens/s), routed by prioritylru"
