@@ -57,16 +57,19 @@ func (s *swapper) settle(target string) {
 	s.duels = evict.Settle(s.duels, s.demand, target, s.lose)
 }
 
-// lose lowers expert e's weight by e^-rate, the weights summing to 1
-// again, none below minWeight.
-func (s *swapper) lose(e int) {
-	s.w[e] *= math.Exp(-rate)
+// lose lowers expert e's weight (lost).
+func (s *swapper) lose(e int) { lost(s.w[:], e) }
+
+// lost lowers weight i of w by e^-rate after a lost duel, the weights
+// summing to 1 again, none below minWeight: the rule of both duels.
+func lost(w []float64, i int) {
+	w[i] *= math.Exp(-rate)
 	var sum float64
-	for _, w := range s.w {
-		sum += w
+	for _, x := range w {
+		sum += x
 	}
-	for i := range s.w {
-		s.w[i] = max(s.w[i]/sum, minWeight)
+	for j := range w {
+		w[j] = max(w[j]/sum, minWeight)
 	}
 }
 
@@ -131,15 +134,8 @@ func (s *swapper) settleCounting(target string) {
 	s.countDuels = evict.Settle(s.countDuels, s.demand, target, s.loseCounting)
 }
 
-// loseCounting lowers way of counting m's weight by e^-rate, the two
-// summing to 1 again, neither below minWeight.
-func (s *swapper) loseCounting(m int) {
-	s.wc[m] *= math.Exp(-rate)
-	sum := s.wc[countBursts] + s.wc[countRequests]
-	for i := range s.wc {
-		s.wc[i] = max(s.wc[i]/sum, minWeight)
-	}
-}
+// loseCounting lowers way of counting m's weight (lost).
+func (s *swapper) loseCounting(m int) { lost(s.wc[:], m) }
 
 // challengeCounting starts a duel for each model ev evicts, while the
 // forecast leads, that the best estimator of the other way of counting
