@@ -136,19 +136,7 @@ func TestForesight_CountingDuelsStartWhereTheCountsDisagree(t *testing.T) {
 		t.Errorf("duels of the ways of counting on traffic where they agree: %d pending, weights %v", len(s.countDuels), s.wc)
 	}
 
-	b = newBox(t, mk, `{}`, 3, "steady", "batch", "r1", "r2", "r3")
-	rare := []string{"r1", "r2", "r3"}
-	for i := range 12 {
-		b.ask("steady")
-		b.ask(rare[i%3])
-	}
-	for range 20 {
-		b.ask("batch")
-	}
-	for i := range 12 {
-		b.ask("steady")
-		b.ask(rare[i%3])
-	}
+	batchBurst(t, mk)
 	if !started() {
 		t.Error("no duel of the ways of counting after a batch burst made bursts and requests disagree")
 	}

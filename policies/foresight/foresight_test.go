@@ -202,11 +202,12 @@ func runForgetsWhatTrafficLeft(t *testing.T, mk policytest.MakeSwapper) {
 	}
 }
 
-// runBurstsCountOnce: a batch client's burst of requests to one model is
-// one sign of demand, not twenty. After a model asked for twenty times in
-// one burst and another asked for once in each of many rounds, the plan
-// keeps the steady one.
-func runBurstsCountOnce(t *testing.T, mk policytest.MakeSwapper) {
+// batchBurst is a box of three slots and five models on which a model
+// asked for once in each of 12 rounds (with one of three rare ones), then
+// one asked for twenty times in one burst, then 12 rounds more: traffic
+// that counting requests and counting bursts order differently. It
+// returns the box and the rare models.
+func batchBurst(t *testing.T, mk policytest.MakeSwapper) (*box, []string) {
 	b := newBox(t, mk, `{}`, 3, "steady", "batch", "r1", "r2", "r3")
 	rare := []string{"r1", "r2", "r3"}
 	for i := range 12 {
@@ -220,6 +221,15 @@ func runBurstsCountOnce(t *testing.T, mk policytest.MakeSwapper) {
 		b.ask("steady")
 		b.ask(rare[i%3])
 	}
+	return b, rare
+}
+
+// runBurstsCountOnce: a batch client's burst of requests to one model is
+// one sign of demand, not twenty. After a model asked for twenty times in
+// one burst and another asked for once in each of many rounds, the plan
+// keeps the steady one.
+func runBurstsCountOnce(t *testing.T, mk policytest.MakeSwapper) {
+	b, rare := batchBurst(t, mk)
 	b.ask("batch")
 	b.ask("steady")
 	// Loaded: steady, batch and a rare model; r-next must evict one of
