@@ -76,17 +76,30 @@ func lost(w []float64, i int) {
 // challenge starts a duel for each model ev evicts that another expert
 // would have kept, against a model that expert would have evicted in
 // its place: its first len(ev.Evict) idle (or stopping), unpinned
-// running models in its order.
+// running models in its order. s.idle must hold the swap's candidates
+// (evictable).
 func (s *swapper) challenge(ev sdk.SwapStartEvent) {
-	s.idle = evict.Evictable(s.idle[:0], s.h.Snapshot().Models, ev.Running)
 	for other := range nExperts {
-		if other == s.expert {
-			continue
+		if other != s.expert {
+			s.duels = s.rival(s.duels, ev, s.estimator(other), s.expert, other)
 		}
-		s.values(s.estimator(other), s.alt)
-		slices.SortStableFunc(s.idle, func(a, b *sdk.ModelInfo) int { return by(s.alt, a, footprint(a), b, footprint(b)) })
-		s.duels = evict.Challenge(s.duels, ev.Evict, s.idle, s.demand, s.expert, other, maxDuels)
 	}
+}
+
+// evictable fills s.idle with ev's candidates for a duel: the idle (or
+// stopping), unpinned running models.
+func (s *swapper) evictable(ev sdk.SwapStartEvent) {
+	s.idle = evict.Evictable(s.idle[:0], s.h.Snapshot().Models, ev.Running)
+}
+
+// rival appends to duels a duel for each model of ev.Evict that estimator
+// j's order (LRU's for -1) would have kept, against the model it would
+// have evicted in its place (evict.Challenge), chooser and other naming
+// the two sides; it sorts s.idle in that order.
+func (s *swapper) rival(duels []evict.Duel, ev sdk.SwapStartEvent, j, chooser, other int) []evict.Duel {
+	s.values(j, s.alt)
+	slices.SortStableFunc(s.idle, func(a, b *sdk.ModelInfo) int { return by(s.alt, a, footprint(a), b, footprint(b)) })
+	return evict.Challenge(duels, ev.Evict, s.idle, s.demand, chooser, other, maxDuels)
 }
 
 // The duel of the ways of counting. The scores choose each estimator's
@@ -139,17 +152,15 @@ func (s *swapper) loseCounting(m int) { lost(s.wc[:], m) }
 
 // challengeCounting starts a duel for each model ev evicts, while the
 // forecast leads, that the best estimator of the other way of counting
-// would have kept (as challenge does for LRU).
+// would have kept (as challenge does for LRU). s.idle must hold the swap's
+// candidates (evictable).
 func (s *swapper) challengeCounting(ev sdk.SwapStartEvent) {
 	if s.expert != expertForecast {
 		return
 	}
 	cur := s.counting()
 	other := countBursts + countRequests - cur
-	s.idle = evict.Evictable(s.idle[:0], s.h.Snapshot().Models, ev.Running)
-	s.values(s.bestOf(other), s.alt)
-	slices.SortStableFunc(s.idle, func(a, b *sdk.ModelInfo) int { return by(s.alt, a, footprint(a), b, footprint(b)) })
-	s.countDuels = evict.Challenge(s.countDuels, ev.Evict, s.idle, s.demand, cur, other, maxDuels)
+	s.countDuels = s.rival(s.countDuels, ev, s.bestOf(other), cur, other)
 }
 
 // footprint is the bytes evicting m gives back: its leases, else its

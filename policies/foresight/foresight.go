@@ -260,6 +260,7 @@ func (s *swapper) OnSwapStart(ev sdk.SwapStartEvent) {
 	s.settle(ev.Target)
 	s.settleCounting(ev.Target)
 	if len(ev.Evict) > 0 {
+		s.evictable(ev)
 		s.challenge(ev)
 		s.challengeCounting(ev)
 	}
