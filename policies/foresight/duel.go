@@ -81,7 +81,7 @@ func lost(w []float64, i int) {
 func (s *swapper) challenge(ev sdk.SwapStartEvent) {
 	for other := range nExperts {
 		if other != s.expert {
-			s.duels = s.rival(s.duels, ev, s.estimator(other), s.expert, other)
+			s.duels = s.rival(s.duels, ev.Evict, s.estimator(other), s.expert, other)
 		}
 	}
 }
@@ -92,14 +92,19 @@ func (s *swapper) evictable(ev sdk.SwapStartEvent) {
 	s.idle = evict.Evictable(s.idle[:0], s.h.Snapshot().Models, ev.Running)
 }
 
-// rival appends to duels a duel for each model of ev.Evict that estimator
-// j's order (LRU's for -1) would have kept, against the model it would
-// have evicted in its place (evict.Challenge), chooser and other naming
-// the two sides; it sorts s.idle in that order.
-func (s *swapper) rival(duels []evict.Duel, ev sdk.SwapStartEvent, j, chooser, other int) []evict.Duel {
+// rival appends to duels a duel for each model of chosen (the evictions
+// of side chooser) that estimator j's order (LRU's for -1) would have
+// kept, against the model it would have evicted in its place
+// (evict.Challenge), other naming j's side; it sorts s.idle in j's order.
+func (s *swapper) rival(duels []evict.Duel, chosen []string, j, chooser, other int) []evict.Duel {
+	s.sortIdle(j)
+	return evict.Challenge(duels, chosen, s.idle, s.demand, chooser, other, maxDuels)
+}
+
+// sortIdle sorts s.idle in estimator j's order (LRU's for -1).
+func (s *swapper) sortIdle(j int) {
 	s.values(j, s.alt)
 	slices.SortStableFunc(s.idle, func(a, b *sdk.ModelInfo) int { return by(s.alt, a, footprint(a), b, footprint(b)) })
-	return evict.Challenge(duels, ev.Evict, s.idle, s.demand, chooser, other, maxDuels)
 }
 
 // The duel of the ways of counting. The scores choose each estimator's
@@ -150,17 +155,28 @@ func (s *swapper) settleCounting(target string) {
 // loseCounting lowers way of counting m's weight (lost).
 func (s *swapper) loseCounting(m int) { lost(s.wc[:], m) }
 
-// challengeCounting starts a duel for each model ev evicts, while the
-// forecast leads, that the best estimator of the other way of counting
-// would have kept (as challenge does for LRU). s.idle must hold the swap's
-// candidates (evictable).
+// challengeCounting starts a duel for each model the way of counting
+// followed evicts, or would have evicted, that the best estimator of the
+// other way would have kept (as challenge does for LRU). While the
+// forecast leads, those are ev's evictions; while LRU leads, the first
+// len(ev.Evict) candidates in the followed way's order: the ways keep
+// dueling, so the forecast LRU gives the lead back to counts the better
+// way (on Zipf traffic the requests' count won its duels 60 swaps
+// sooner; docs/RATIONALE.md, "Counting requests or bursts"). s.idle must
+// hold the swap's candidates (evictable).
 func (s *swapper) challengeCounting(ev sdk.SwapStartEvent) {
-	if s.expert != expertForecast {
-		return
-	}
 	cur := s.counting()
 	other := countBursts + countRequests - cur
-	s.countDuels = s.rival(s.countDuels, ev, s.bestOf(other), cur, other)
+	chosen := ev.Evict
+	if s.expert != expertForecast {
+		s.sortIdle(s.bestOf(cur))
+		s.chosen = s.chosen[:0]
+		for _, m := range s.idle[:min(len(s.idle), len(ev.Evict))] {
+			s.chosen = append(s.chosen, m.Name)
+		}
+		chosen = s.chosen
+	}
+	s.countDuels = s.rival(s.countDuels, chosen, s.bestOf(other), cur, other)
 }
 
 // footprint is the bytes evicting m gives back: its leases, else its

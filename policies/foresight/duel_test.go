@@ -141,3 +141,42 @@ func TestForesight_CountingDuelsStartWhereTheCountsDisagree(t *testing.T) {
 		t.Error("no duel of the ways of counting after a batch burst made bursts and requests disagree")
 	}
 }
+
+// TestForesight_CountingDuelsGoOnWhileLRULeads: while LRU's order is
+// followed, the two ways of counting still duel over the evictions each
+// would have made, so the forecast that takes the lead back counts the
+// better way.
+func TestForesight_CountingDuelsGoOnWhileLRULeads(t *testing.T) {
+	var s *swapper
+	var ledByLRU int
+	mk := func(_ testing.TB, h *policytest.Host, settings string) (policytest.Swapper, error) {
+		sw, err := New(h, []byte(settings))
+		if err != nil {
+			return nil, err
+		}
+		s = sw.(*swapper)
+		s.w = [nExperts]float64{minWeight, 1 - minWeight} // LRU has won every duel so far
+		return policytest.NativeSwapper(countLeads{sw.(*swapper), &ledByLRU}), nil
+	}
+	batchBurst(t, mk)
+	if ledByLRU == 0 || s.leader() != expertLRU {
+		t.Fatalf("LRU led %d swaps and leads now: %v (weight %.2f); the test's premise is that it leads throughout",
+			ledByLRU, s.leader() == expertLRU, s.w[expertLRU])
+	}
+	if len(s.countDuels) == 0 && s.wc == [nModes]float64{0.5, 0.5} {
+		t.Errorf("no duel of the ways of counting in %d swaps led by LRU on traffic where they disagree", ledByLRU)
+	}
+}
+
+// countLeads counts the swaps that start while LRU leads.
+type countLeads struct {
+	*swapper
+	n *int
+}
+
+func (c countLeads) OnSwapStart(ev sdk.SwapStartEvent) {
+	if c.leader() == expertLRU {
+		*c.n++
+	}
+	c.swapper.OnSwapStart(ev)
+}

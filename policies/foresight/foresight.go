@@ -84,9 +84,10 @@ type swapper struct {
 	// theirs is above countingLeads (see counting).
 	wc         [nModes]float64
 	countDuels []evict.Duel
-	// idle and alt are challenge's scratch.
-	idle []*sdk.ModelInfo
-	alt  map[string]float64
+	// idle, alt and chosen are the challenges' scratch.
+	idle   []*sdk.ModelInfo
+	alt    map[string]float64
+	chosen []string
 	// models is what the swapper keeps of each model, by name.
 	models map[string]*model
 	// value is each running model's value in the plan being made (filled
