@@ -43,6 +43,9 @@
 // the two ways would evict different models, whichever's victim is asked
 // for later was right. The forecast counts bursts until requests have won
 // clearly more of the recent duels than they lost (weight above 0.7).
+// The ways keep dueling while LRU leads, over the evictions each would
+// have made, so the forecast that takes the lead back counts the better
+// way.
 //
 // # A duel with LRU
 //
