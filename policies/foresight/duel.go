@@ -87,9 +87,15 @@ func (s *swapper) challenge(ev sdk.SwapStartEvent) {
 }
 
 // evictable fills s.idle with ev's candidates for a duel: the idle (or
-// stopping), unpinned running models.
+// stopping), unpinned running models, read from the snapshot of the plan
+// this swap carries out (read moments ago, in the same event), or the
+// host's when no plan read one.
 func (s *swapper) evictable(ev sdk.SwapStartEvent) {
-	s.idle = evict.Evictable(s.idle[:0], s.h.Snapshot().Models, ev.Running)
+	models := s.plan.Snapshot().Models
+	if len(models) == 0 {
+		models = s.h.Snapshot().Models
+	}
+	s.idle = evict.Evictable(s.idle[:0], models, ev.Running)
 }
 
 // rival appends to duels a duel for each model of chosen (the evictions
