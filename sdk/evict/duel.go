@@ -32,15 +32,23 @@ func DuelVerdict(x, y, target string, xNew, yNew bool) (decided, yFirst, keep bo
 	return false, false, true
 }
 
-// Requests is name's request count in demand (sdk.ReadDemand's list); 0
-// when it is not there.
+// Requests is name's request count in demand (Demand's entry); 0 when it
+// is not there.
 func Requests(demand []sdk.ModelDemand, name string) uint64 {
-	for i := range demand {
-		if demand[i].Name == name {
-			return demand[i].Requests
-		}
+	if d := Demand(demand, name); d != nil {
+		return d.Requests
 	}
 	return 0
+}
+
+// Demand is name's entry in demand (sdk.ReadDemand's list, sorted by
+// name, searched as Find searches a snapshot), or nil.
+func Demand(demand []sdk.ModelDemand, name string) *sdk.ModelDemand {
+	var next int
+	if k := search(len(demand), func(i int) string { return demand[i].Name }, name, &next); k >= 0 {
+		return &demand[k]
+	}
+	return nil
 }
 
 // Evictable appends to dst the models of running (a SwapStartEvent's

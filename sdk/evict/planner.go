@@ -253,35 +253,44 @@ func (p *Planner) victimModes(t *sdk.ModelInfo, k int) []sdk.EvictMode {
 // not in it). The SDK interns decoded names, so a match is first tried as
 // the same string header, which costs no call in Wasm.
 func Find(models []sdk.ModelInfo, name string, next *int) *sdk.ModelInfo {
+	if k := search(len(models), func(i int) string { return models[i].Name }, name, next); k >= 0 {
+		return &models[k]
+	}
+	return nil
+}
+
+// search is Find's search over a list of n entries sorted by name, nameAt
+// giving entry i's: the index of the one named name, or -1.
+func search(n int, nameAt func(int) string, name string, next *int) int {
 	// Names are unique: the first entry from *next on not before name is
 	// the one, if any is.
-	lo, hi := *next, len(models)
+	lo, hi := *next, n
 	for hi-lo > 4 {
 		mid := int(uint(lo+hi) >> 1)
-		if n := models[mid].Name; !bytewise.SameString(n, name) && n < name {
+		if m := nameAt(mid); !bytewise.SameString(m, name) && m < name {
 			lo = mid + 1
 		} else {
 			hi = mid
 		}
 	}
-	for k := lo; k < len(models) && k < hi+1; k++ {
-		if n := models[k].Name; bytewise.SameString(n, name) || n == name {
+	for k := lo; k < n && k < hi+1; k++ {
+		if m := nameAt(k); bytewise.SameString(m, name) || m == name {
 			*next = k + 1
-			return &models[k]
+			return k
 		}
 	}
-	for k := *next; k < len(models); k++ {
-		if n := models[k].Name; bytewise.SameString(n, name) || n == name {
+	for k := *next; k < n; k++ {
+		if m := nameAt(k); bytewise.SameString(m, name) || m == name {
 			*next = k + 1
-			return &models[k]
+			return k
 		}
 	}
-	for k := 0; k < *next && k < len(models); k++ {
-		if n := models[k].Name; bytewise.SameString(n, name) || n == name {
-			return &models[k]
+	for k := 0; k < *next && k < n; k++ {
+		if m := nameAt(k); bytewise.SameString(m, name) || m == name {
+			return k
 		}
 	}
-	return nil
+	return -1
 }
 
 // Place reports whether need bytes fit on devices (free memory by GPU)
