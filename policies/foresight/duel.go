@@ -107,9 +107,18 @@ func (s *swapper) rival(duels []evict.Duel, chosen []string, j, chooser, other i
 	return evict.Challenge(duels, chosen, s.idle, s.demand, chooser, other, maxDuels)
 }
 
-// sortIdle sorts s.idle in estimator j's order (LRU's for -1).
+// sortIdle sorts s.idle in estimator j's order (LRU's for -1), valuing
+// only its models (values would value every model the host knows).
 func (s *swapper) sortIdle(j int) {
-	s.values(j, s.alt)
+	clear(s.alt)
+	if j >= 0 {
+		g := s.scale(j)
+		for _, m := range s.idle {
+			if d := evict.Demand(s.demand, m.Name); d != nil {
+				s.alt[m.Name] = s.valueOf(j, g, d)
+			}
+		}
+	}
 	slices.SortStableFunc(s.idle, func(a, b *sdk.ModelInfo) int { return by(s.alt, a, footprint(a), b, footprint(b)) })
 }
 

@@ -140,9 +140,8 @@ func (s *swapper) Plan(q sdk.PlanRequest) (sdk.Plan, error) {
 	return s.plan.Plan(s.h, q, s.rules.For(q.Target))
 }
 
-// values fills value from s.demand: each model's expected demand by
-// estimator j, what it was asked for since the last swap counted in
-// full, weighed by its load time. With j < 0 (LRU's) every value is 0.
+// values fills value from s.demand: each model's value by estimator j
+// (valueOf). With j < 0 (LRU's) every value is 0.
 func (s *swapper) values(j int, value map[string]float64) {
 	clear(value)
 	if j < 0 {
@@ -150,19 +149,25 @@ func (s *swapper) values(j int, value map[string]float64) {
 	}
 	g := s.scale(j)
 	for i := range s.demand {
-		d := &s.demand[i]
-		m := s.models[d.Name]
-		var f float64
-		if m != nil {
-			f = m.count[j] / g
-			if d.Requests > m.seen {
-				f += increment(j, d.Requests-m.seen)
-			}
-		} else {
-			f = increment(j, d.Requests)
-		}
-		value[d.Name] = (f + prior) * loadCost(d, m)
+		value[s.demand[i].Name] = s.valueOf(j, g, &s.demand[i])
 	}
+}
+
+// valueOf is d's model's expected demand by estimator j, whose scale is g
+// now, what it was asked for since the last swap counted in full, weighed
+// by its load time.
+func (s *swapper) valueOf(j int, g float64, d *sdk.ModelDemand) float64 {
+	m := s.models[d.Name]
+	var f float64
+	if m != nil {
+		f = m.count[j] / g
+		if d.Requests > m.seen {
+			f += increment(j, d.Requests-m.seen)
+		}
+	} else {
+		f = increment(j, d.Requests)
+	}
+	return (f + prior) * loadCost(d, m)
 }
 
 // loadCost is what loading d's model again costs, in seconds: its last
