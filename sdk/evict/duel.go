@@ -41,6 +41,16 @@ func Requests(demand []sdk.ModelDemand, name string) uint64 {
 	return 0
 }
 
+// requestsAt is Requests, looking first at demand[at] (where name was
+// before), and where it found name (at, if it is not there).
+func requestsAt(demand []sdk.ModelDemand, name string, at int) (uint64, int) {
+	next := at
+	if k := search(len(demand), func(i int) string { return demand[i].Name }, name, &next); k >= 0 {
+		return demand[k].Requests, k
+	}
+	return 0, at
+}
+
 // Demand is name's entry in demand (sdk.ReadDemand's list, sorted by
 // name, searched as Find searches a snapshot), or nil.
 func Demand(demand []sdk.ModelDemand, name string) *sdk.ModelDemand {
@@ -74,6 +84,11 @@ type Duel struct {
 	X, Y           string
 	Chooser, Other int
 	XSeen, YSeen   uint64
+	// xAt and yAt are where X and Y were in demand when the duel began,
+	// where Settle looks first (a router keeps up to a few dozen duels
+	// waiting, and searching for each on every swap was most of a
+	// replay's time on uniform traffic).
+	xAt, yAt int
 }
 
 // Challenge appends to duels a Duel for each model of evicted that order
@@ -97,7 +112,10 @@ func Challenge(duels []Duel, evicted []string, alt []*sdk.ModelInfo, demand []sd
 		}
 		y := alt[next].Name
 		next++
-		duels = append(duels, Duel{X: x, Y: y, Chooser: chooser, Other: other, XSeen: Requests(demand, x), YSeen: Requests(demand, y)})
+		d := Duel{X: x, Y: y, Chooser: chooser, Other: other}
+		d.XSeen, d.xAt = requestsAt(demand, x, 0)
+		d.YSeen, d.yAt = requestsAt(demand, y, 0)
+		duels = append(duels, d)
 	}
 	if n := len(duels); n > max {
 		duels = append(duels[:0], duels[n-max:]...)
@@ -112,7 +130,10 @@ func Challenge(duels []Duel, evicted []string, alt []*sdk.ModelInfo, demand []sd
 func Settle(duels []Duel, demand []sdk.ModelDemand, target string, lose func(order int)) []Duel {
 	kept := duels[:0]
 	for _, d := range duels {
-		decided, yFirst, keep := DuelVerdict(d.X, d.Y, target, Requests(demand, d.X) > d.XSeen, Requests(demand, d.Y) > d.YSeen)
+		var xn, yn uint64
+		xn, d.xAt = requestsAt(demand, d.X, d.xAt)
+		yn, d.yAt = requestsAt(demand, d.Y, d.yAt)
+		decided, yFirst, keep := DuelVerdict(d.X, d.Y, target, xn > d.XSeen, yn > d.YSeen)
 		switch {
 		case keep:
 			kept = append(kept, d) // neither asked for yet

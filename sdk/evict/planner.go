@@ -262,6 +262,10 @@ func Find(models []sdk.ModelInfo, name string, next *int) *sdk.ModelInfo {
 // search is Find's search over a list of n entries sorted by name, nameAt
 // giving entry i's: the index of the one named name, or -1.
 func search(n int, nameAt func(int) string, name string, next *int) int {
+	if k := *next; k < n && bytewise.SameString(nameAt(k), name) {
+		*next = k + 1 // where it was last, or the one after the last found
+		return k
+	}
 	// Names are unique: the first entry from *next on not before name is
 	// the one, if any is.
 	lo, hi := *next, n
