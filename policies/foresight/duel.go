@@ -108,7 +108,7 @@ func (s *swapper) rival(duels []evict.Duel, chosen []string, j, chooser, other i
 }
 
 // sortIdle sorts s.idle in estimator j's order (LRU's for -1), valuing
-// only its models (values would value every model the host knows).
+// only its models.
 func (s *swapper) sortIdle(j int) {
 	clear(s.alt)
 	if j >= 0 {
@@ -119,7 +119,9 @@ func (s *swapper) sortIdle(j int) {
 			}
 		}
 	}
-	slices.SortStableFunc(s.idle, func(a, b *sdk.ModelInfo) int { return by(s.alt, a, footprint(a), b, footprint(b)) })
+	slices.SortStableFunc(s.idle, func(a, b *sdk.ModelInfo) int {
+		return by(s.alt[a.Name], a, footprint(a), s.alt[b.Name], b, footprint(b))
+	})
 }
 
 // The duel of the ways of counting. The scores choose each estimator's

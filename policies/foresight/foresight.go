@@ -90,12 +90,17 @@ type swapper struct {
 	chosen []string
 	// models is what the swapper keeps of each model, by name.
 	models map[string]*model
-	// value is each running model's value in the plan being made (filled
-	// by values; what order compares).
-	value map[string]float64
+	// value is the value of each model the plan being made has compared
+	// (val fills it), by estimator valueJ (-1: LRU's, every value 0),
+	// whose scale was valueG when the plan began.
+	value  map[string]float64
+	valueJ int
+	valueG float64
 	// demand is the host's counts, read at the start of OnSwapStart or
-	// Plan and valid until it returns (the SDK reuses the storage).
-	demand []sdk.ModelDemand
+	// Plan (readDemand) and valid until the next read (the SDK reuses
+	// the storage); demandAt is the host's clock when it was read.
+	demand   []sdk.ModelDemand
+	demandAt int64
 }
 
 // model is what the swapper remembers of one model between swaps.
@@ -134,23 +139,44 @@ func (s *swapper) Plan(q sdk.PlanRequest) (sdk.Plan, error) {
 	if t, ok := s.h.ModelState(q.Target); ok && (t.State == sdk.StateReady || t.State == sdk.StateStarting) {
 		return sdk.Plan{}, nil // loaded or loading: the planner needs nothing either
 	}
-	s.demand, _ = sdk.ReadDemand(s.h)
+	s.readDemand(q.Now, false)
 	s.expert = s.leader()
-	s.values(s.estimator(s.expert), s.value)
+	clear(s.value)
+	if s.valueJ = s.estimator(s.expert); s.valueJ >= 0 {
+		s.valueG = s.scale(s.valueJ)
+	}
 	return s.plan.Plan(s.h, q, s.rules.For(q.Target))
 }
 
-// values fills value from s.demand: each model's value by estimator j
-// (valueOf). With j < 0 (LRU's) every value is 0.
-func (s *swapper) values(j int, value map[string]float64) {
-	clear(value)
-	if j < 0 {
+// val is model name's value in the plan being made: by the estimator of
+// the expert it follows (valueOf), 0 for LRU's or a model the host does not
+// count. Only the models the plan compares are valued, once each.
+func (s *swapper) val(name string) float64 {
+	if s.valueJ < 0 {
+		return 0
+	}
+	v, ok := s.value[name]
+	if !ok {
+		if d := evict.Demand(s.demand, name); d != nil {
+			v = s.valueOf(s.valueJ, s.valueG, d)
+		}
+		s.value[name] = v
+	}
+	return v
+}
+
+// readDemand reads the host's counts at now (the host's clock, Unix
+// nanoseconds) into s.demand. With again, counts read at the same instant
+// are kept: they change only when a request arrives, an event of its own,
+// so a swap starting at the instant of its plan (the scheduler's one call)
+// has the counts the plan read. Reading them twice a swap was an eighth of
+// a replay of traffic where every request is a cold load.
+func (s *swapper) readDemand(now int64, again bool) {
+	if again && now == s.demandAt && s.demand != nil {
 		return
 	}
-	g := s.scale(j)
-	for i := range s.demand {
-		value[s.demand[i].Name] = s.valueOf(j, g, &s.demand[i])
-	}
+	s.demand, _ = sdk.ReadDemand(s.h)
+	s.demandAt = now
 }
 
 // valueOf is d's model's expected demand by estimator j, whose scale is g
@@ -225,7 +251,7 @@ func (s *swapper) order(a, b *evict.Victim) int {
 		}
 		return cmp.Compare(a.Model.LastUse, b.Model.LastUse)
 	}
-	return by(s.value, a.Model, a.VRAM, b.Model, b.VRAM)
+	return by(s.val(a.Model.Name), a.Model, a.VRAM, s.val(b.Model.Name), b.Model, b.VRAM)
 }
 
 // class is v's class in order: Busy counts as Idle when the order is
@@ -240,18 +266,18 @@ func (s *swapper) class(v *evict.Victim, patient bool) evict.Class {
 // perByte is v's value per byte it gives back, a busy or starting
 // model's divided by the patience.
 func (s *swapper) perByte(v *evict.Victim) float64 {
-	x := s.value[v.Model.Name] / float64(max(v.VRAM, 1))
+	x := s.val(v.Model.Name) / float64(max(v.VRAM, 1))
 	if v.Class == evict.Busy {
 		x /= s.patience
 	}
 	return x
 }
 
-// by is an expert's order of two models a and b, which give back av and
-// bv bytes, by their values (all 0 for LRU's): the least value per byte
-// first, then the least recently used.
-func by(value map[string]float64, a *sdk.ModelInfo, av uint64, b *sdk.ModelInfo, bv uint64) int {
-	if c := cmp.Compare(value[a.Name]/float64(max(av, 1)), value[b.Name]/float64(max(bv, 1))); c != 0 {
+// by is an expert's order of two models a and b, of values va and vb
+// (all 0 for LRU's), which give back av and bv bytes: the least value per
+// byte first, then the least recently used.
+func by(va float64, a *sdk.ModelInfo, av uint64, vb float64, b *sdk.ModelInfo, bv uint64) int {
+	if c := cmp.Compare(va/float64(max(av, 1)), vb/float64(max(bv, 1))); c != 0 {
 		return c
 	}
 	return cmp.Compare(a.LastUse, b.LastUse)
@@ -261,7 +287,7 @@ func by(value map[string]float64, a *sdk.ModelInfo, av uint64, b *sdk.ModelInfo,
 // last swap, folds those requests into every estimator's counts, and logs
 // the swap.
 func (s *swapper) OnSwapStart(ev sdk.SwapStartEvent) {
-	s.demand, _ = sdk.ReadDemand(s.h)
+	s.readDemand(ev.Now, true)
 	s.expert = s.leader() // the one whose plan this swap carries out
 	s.settle(ev.Target)
 	s.settleCounting(ev.Target)
@@ -351,7 +377,7 @@ func (s *swapper) sleepOrder(a, b *sdk.ModelInfo) int {
 		if m.LoadTime > 0 {
 			share = float64(max(m.LoadTime-m.WakeTime1, 0)) / float64(m.LoadTime)
 		}
-		return s.value[m.Name] * share / float64(max(bytes, 1))
+		return s.val(m.Name) * share / float64(max(bytes, 1))
 	}
 	if c := cmp.Compare(saved(b), saved(a)); c != 0 {
 		return c
