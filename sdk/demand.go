@@ -45,6 +45,34 @@ func ReadDemand(h Host) ([]ModelDemand, bool) {
 	return nil, false
 }
 
+// DemandAt is the host's counts as a policy last read them (ReadDemand)
+// and when: the zero value has read nothing.
+type DemandAt struct {
+	// List is the counts read last, valid until the next read (the Wasm
+	// glue reuses its storage); nil from a host without them.
+	List []ModelDemand
+	// At is the host's clock (Unix nanoseconds) at that read.
+	At   int64
+	read bool
+}
+
+// Read reads h's counts at now (the event's clock) into d.List and
+// returns them. With again, counts already read at now are kept: they
+// change only when a request arrives, an event of its own, so a swap
+// that starts at the instant of its plan (one scheduler call: plan, then
+// start_swap) has the counts the plan read. Each read decodes every
+// model's counts, which was an eighth of a replay of traffic where every
+// request is a cold load when a swapper read them in Plan and again in
+// OnSwapStart.
+func (d *DemandAt) Read(h Host, now int64, again bool) []ModelDemand {
+	if again && d.read && now == d.At {
+		return d.List
+	}
+	d.List, _ = ReadDemand(h)
+	d.At, d.read = now, true
+	return d.List
+}
+
 func (m *DemandList) kind() wire.Kind { return wire.MsgDemand }
 func (m *DemandList) encode(e *encoder) {
 	e.u32(uint32(len(m.Models)))

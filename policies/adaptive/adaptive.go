@@ -52,6 +52,7 @@ type swapper struct {
 	// valid until it returns (the SDK reuses the storage); idle is
 	// challenge's scratch.
 	demand []sdk.ModelDemand
+	counts sdk.DemandAt // what demand is read through
 	idle   []*sdk.ModelInfo
 }
 
@@ -98,8 +99,7 @@ func (s *swapper) Plan(q sdk.PlanRequest) (sdk.Plan, error) {
 	s.plan.Volatile = s.expert == expertLFU || s.expert != s.planned
 	s.planned = s.expert
 	if s.expert == expertLFU { // LRU's order needs no counts: spare the host read
-		l, _ := sdk.ReadDemand(s.h)
-		s.frequencies(l)
+		s.frequencies(s.counts.Read(s.h, q.Now, false))
 	}
 	return s.plan.Plan(s.h, q, s.rules.For(q.Target))
 }
@@ -159,7 +159,7 @@ func (s *swapper) by(e int, a, b *sdk.ModelInfo) int {
 // eviction on which the experts disagree, folds the requests since the
 // last swap into each model's frequency, and logs the swap.
 func (s *swapper) OnSwapStart(ev sdk.SwapStartEvent) {
-	s.demand, _ = sdk.ReadDemand(s.h)
+	s.demand = s.counts.Read(s.h, ev.Now, true)
 	s.frequencies(s.demand)
 	s.expert = s.leader() // the one whose plan this swap carries out
 	s.settle(ev.Target)
@@ -211,7 +211,7 @@ const maxDuels = 64
 // in its place: the other expert's choice is its first len(ev.Evict)
 // idle (or stopping), unpinned running models in its order.
 func (s *swapper) challenge(ev sdk.SwapStartEvent) {
-	s.idle = evict.Evictable(s.idle[:0], s.h.Snapshot().Models, ev.Running)
+	s.idle = evict.Evictable(s.idle[:0], s.plan.Models(s.h), ev.Running)
 	other := 1 - s.expert
 	slices.SortStableFunc(s.idle, func(a, b *sdk.ModelInfo) int { return s.by(other, a, b) })
 	s.duels = evict.Challenge(s.duels, ev.Evict, s.idle, s.demand, s.expert, other, maxDuels)

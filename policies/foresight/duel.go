@@ -91,11 +91,7 @@ func (s *swapper) challenge(ev sdk.SwapStartEvent) {
 // this swap carries out (read moments ago, in the same event), or the
 // host's when no plan read one.
 func (s *swapper) evictable(ev sdk.SwapStartEvent) {
-	models := s.plan.Snapshot().Models
-	if len(models) == 0 {
-		models = s.h.Snapshot().Models
-	}
-	s.idle = evict.Evictable(s.idle[:0], models, ev.Running)
+	s.idle = evict.Evictable(s.idle[:0], s.plan.Models(s.h), ev.Running)
 }
 
 // rival appends to duels a duel for each model of chosen (the evictions

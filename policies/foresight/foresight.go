@@ -97,10 +97,9 @@ type swapper struct {
 	valueJ int
 	valueG float64
 	// demand is the host's counts, read at the start of OnSwapStart or
-	// Plan (readDemand) and valid until the next read (the SDK reuses
-	// the storage); demandAt is the host's clock when it was read.
-	demand   []sdk.ModelDemand
-	demandAt int64
+	// Plan (counts.Read) and valid until the next read.
+	demand []sdk.ModelDemand
+	counts sdk.DemandAt
 }
 
 // model is what the swapper remembers of one model between swaps.
@@ -139,7 +138,7 @@ func (s *swapper) Plan(q sdk.PlanRequest) (sdk.Plan, error) {
 	if t, ok := s.h.ModelState(q.Target); ok && (t.State == sdk.StateReady || t.State == sdk.StateStarting) {
 		return sdk.Plan{}, nil // loaded or loading: the planner needs nothing either
 	}
-	s.readDemand(q.Now, false)
+	s.demand = s.counts.Read(s.h, q.Now, false)
 	s.expert = s.leader()
 	clear(s.value)
 	if s.valueJ = s.estimator(s.expert); s.valueJ >= 0 {
@@ -163,20 +162,6 @@ func (s *swapper) val(name string) float64 {
 		s.value[name] = v
 	}
 	return v
-}
-
-// readDemand reads the host's counts at now (the host's clock, Unix
-// nanoseconds) into s.demand. With again, counts read at the same instant
-// are kept: they change only when a request arrives, an event of its own,
-// so a swap starting at the instant of its plan (the scheduler's one call)
-// has the counts the plan read. Reading them twice a swap was an eighth of
-// a replay of traffic where every request is a cold load.
-func (s *swapper) readDemand(now int64, again bool) {
-	if again && now == s.demandAt && s.demand != nil {
-		return
-	}
-	s.demand, _ = sdk.ReadDemand(s.h)
-	s.demandAt = now
 }
 
 // valueOf is d's model's expected demand by estimator j, whose scale is g
@@ -287,7 +272,7 @@ func by(va float64, a *sdk.ModelInfo, av uint64, vb float64, b *sdk.ModelInfo, b
 // last swap, folds those requests into every estimator's counts, and logs
 // the swap.
 func (s *swapper) OnSwapStart(ev sdk.SwapStartEvent) {
-	s.readDemand(ev.Now, true)
+	s.demand = s.counts.Read(s.h, ev.Now, true)
 	s.expert = s.leader() // the one whose plan this swap carries out
 	s.settle(ev.Target)
 	s.settleCounting(ev.Target)

@@ -486,3 +486,13 @@ func (p *Planner) cannotFit(target *sdk.ModelInfo, need uint64, r *Rule) error {
 // swapper's OnSwapStart, which follows its plan in the same event, can
 // read it instead of decoding the host's snapshot again.
 func (p *Planner) Snapshot() *sdk.Snapshot { return &p.snap }
+
+// Models is the models of the snapshot the planner's last plan read
+// (Snapshot), or h's whole snapshot when no plan has read one: what a
+// swapper's OnSwapStart reads its swap's candidates from.
+func (p *Planner) Models(h sdk.Host) []sdk.ModelInfo {
+	if len(p.snap.Models) > 0 {
+		return p.snap.Models
+	}
+	return h.Snapshot().Models
+}

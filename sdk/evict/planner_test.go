@@ -227,3 +227,21 @@ func TestFind_SortedOrNotFromAnyHint(t *testing.T) {
 		})
 	}
 }
+
+// TestPlanner_Models: before any plan the host's snapshot; after a plan
+// that read one, that plan's snapshot, even once the host's has moved on.
+func TestPlanner_Models(t *testing.T) {
+	h := box(t, []uint64{24 * gib}, ready("a", 12*gib, 1, 0), ready("b", 12*gib, 2, 0), stopped("t", 12*gib))
+	p := &Planner{Order: byClassThenLRU}
+	if got := p.Models(h); len(got) != 3 {
+		t.Fatalf("Models before a plan: %d models, want the host's 3", len(got))
+	}
+	if _, err := plan(t, p, h, "t"); err != nil {
+		t.Fatal(err)
+	}
+	h.Models["u"] = &sdk.ModelInfo{Name: "u", EstimatedVRAM: gib}
+	got := p.Models(h)
+	if len(got) != 3 || got[0].Name != "a" {
+		t.Errorf("Models after a plan: %d models, first %q; want the plan's 3, not the host's 4 now", len(got), got[0].Name)
+	}
+}
