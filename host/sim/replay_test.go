@@ -55,18 +55,52 @@ func modules(t testing.TB) (*policy.Runtime, map[string]*policy.Module) {
 	return modsRT, mods
 }
 
+// moreMods are built-in routers beyond modules' three, built and compiled
+// on first use (only the benchmarks of every router need them).
+var (
+	moreModsMu sync.Mutex
+	moreMods   = map[string]*policy.Module{}
+)
+
+// swapperModule is the built-in policy name in modules' runtime, built
+// and compiled on first use if modules does not compile it.
+func swapperModule(t testing.TB, name string) *policy.Module {
+	t.Helper()
+	rt, ms := modules(t)
+	if m := ms[name]; m != nil {
+		return m
+	}
+	moreModsMu.Lock()
+	defer moreModsMu.Unlock()
+	if m := moreMods[name]; m != nil {
+		return m
+	}
+	pkg := "github.com/loadout-dev/loadout/policies/" + name
+	wasm, err := wasmbuild.Build(pkg)
+	if err != nil {
+		t.Fatalf("policies: %v", err)
+	}
+	m, err := rt.Compile(context.Background(), pkg, wasm)
+	if err != nil {
+		t.Fatalf("policies: %v", err)
+	}
+	moreMods[name] = m
+	return m
+}
+
 // setup is a replay of trace over models with fifo and the named swapper
 // (settings as JSON), on the given GPUs (none: no VRAM accounting).
 func setup(t testing.TB, swapper, settings string, models map[string]Model, gpus []uint64, trace []Request) Setup {
 	rt, ms := modules(t)
 	ctx := context.Background()
+	sw := swapperModule(t, swapper)
 	cfg := router.Config{
 		SchedulerName: "fifo", SwapperName: swapper, Logger: slog.New(slog.DiscardHandler),
 		NewScheduler: func(fx sdk.Effects) (router.SchedulerPolicy, error) {
 			return rt.NewScheduler(ctx, ms["fifo"], []byte("{}"), fx)
 		},
 		NewSwapper: func(h sdk.Host) (router.SwapperPolicy, error) {
-			return rt.NewSwapper(ctx, ms[swapper], []byte(settings), h)
+			return rt.NewSwapper(ctx, sw, []byte(settings), h)
 		},
 	}
 	if len(gpus) > 0 {

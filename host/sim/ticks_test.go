@@ -195,6 +195,33 @@ func BenchmarkReplay_ThreeWeeks86(b *testing.B) {
 	}
 }
 
+// BenchmarkReplay_ThreeWeeks86Routers replays threeWeeks86 (each mix) with
+// fifo and each built-in router that chooses victims (prioritylru, ollama,
+// adaptive, foresight) through Wasm, ticked on demand: the ≤ 10 s a
+// policy target of issue 26 for every router, not only the default one.
+//
+//	go test ./host/sim -run '^$' -bench 'ThreeWeeks86Routers' -benchtime 1x
+func BenchmarkReplay_ThreeWeeks86Routers(b *testing.B) {
+	for _, mix := range []string{"zipf", "uniform"} {
+		trace, models := threeWeeks86(b, mix == "zipf")
+		for _, r := range []string{"prioritylru", "ollama", "adaptive", "foresight"} {
+			swapperModule(b, r) // built and compiled before the timer
+			b.Run(mix+"/"+r, func(b *testing.B) {
+				for b.Loop() {
+					res, err := Run(setup(b, r, "{}", models, []uint64{80 * gib, 80 * gib}, trace))
+					if err != nil {
+						b.Fatal(err)
+					}
+					if res.Completed+res.Errors != len(trace) {
+						b.Fatalf("%d completed + %d errors of %d", res.Completed, res.Errors, len(trace))
+					}
+					b.ReportMetric(float64(res.ColdLoads), "cold-loads")
+				}
+			})
+		}
+	}
+}
+
 // BenchmarkIdleServe_WasmCalls counts the Wasm calls fifo gets over an
 // idle hour of the run loop (the replay drives the same loop as serve,
 // tick for tick), reported per idle minute, ticked periodically and on
