@@ -5,6 +5,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"unsafe"
 
 	"github.com/loadout-dev/loadout/sdk"
 	"github.com/loadout-dev/loadout/sdk/evict"
@@ -88,8 +89,10 @@ type swapper struct {
 	idle   []*sdk.ModelInfo
 	alt    map[string]float64
 	chosen []string
-	// models is what the swapper keeps of each model, by name.
+	// models is what the swapper keeps of each model, by name; row is
+	// the same, in the order of demand (align).
 	models map[string]*model
+	row    []*model
 	// value is the value of each model the plan being made has compared
 	// (val fills it), by estimator valueJ (-1: LRU's, every value 0),
 	// whose scale was valueG when the plan began.
@@ -104,6 +107,7 @@ type swapper struct {
 
 // model is what the swapper remembers of one model between swaps.
 type model struct {
+	name  string        // its name, as the host's demand list gives it
 	seen  uint64        // the host's request count at the last swap (sdk.ModelDemand.Requests)
 	count [nEst]float64 // per estimator, its stored count (see swapper.base)
 	load  float64       // its last cold load in seconds (sdk.ModelDemand.LoadTime); 0 before the first
@@ -288,15 +292,11 @@ func (s *swapper) OnSwapStart(ev sdk.SwapStartEvent) {
 		s.score[j] *= memory
 	}
 
+	s.align()
 	for i := range s.demand {
-		d := &s.demand[i]
-		m := s.models[d.Name]
-		if m == nil {
-			m = &model{}
-			s.models[d.Name] = m
-		}
+		d, m := &s.demand[i], s.row[i]
 		if d.Requests < m.seen { // the model was removed and added again
-			*m = model{}
+			*m = model{name: m.name}
 		}
 		if d.LoadTime > 0 {
 			m.load = float64(d.LoadTime) / 1e9
@@ -319,8 +319,7 @@ func (s *swapper) OnSwapStart(ev sdk.SwapStartEvent) {
 		}
 	}
 	for i := range s.demand {
-		d := &s.demand[i]
-		m := s.models[d.Name]
+		d, m := &s.demand[i], s.row[i]
 		if d.Requests == m.seen {
 			continue
 		}
@@ -336,6 +335,39 @@ func (s *swapper) OnSwapStart(ev sdk.SwapStartEvent) {
 	s.h.Log(sdk.LevelInfo, "foresight swap: model="+ev.Target+" evict=["+strings.Join(ev.Evict, ",")+
 		"] half_life="+strconv.FormatFloat(halfLife(s.best), 'f', -1, 64)+" counting="+modeNames[s.best/len(halfLives)]+
 		" expert="+expertNames[s.expert]+" devices="+placement.FormatDevices(ev.Devices))
+}
+
+// align makes s.row[i] what the swapper keeps of s.demand[i]'s model,
+// creating any model not seen before: the demand list keeps its order
+// (sorted by name) from one read to the next unless a reload changes the
+// model table, so a swap walks it without a lookup by name per model.
+func (s *swapper) align() {
+	if len(s.row) == len(s.demand) {
+		i := 0
+		for i < len(s.demand) && sameString(s.row[i].name, s.demand[i].Name) {
+			i++
+		}
+		if i == len(s.demand) {
+			return
+		}
+	}
+	s.row = s.row[:0]
+	for i := range s.demand {
+		name := s.demand[i].Name
+		m := s.models[name]
+		if m == nil {
+			m = &model{name: name}
+			s.models[name] = m
+		}
+		s.row = append(s.row, m)
+	}
+}
+
+// sameString is a == b, first as the same bytes in memory: the SDK
+// interns the names it decodes, and in Go compiled to Wasm a comparison
+// of contents is a call.
+func sameString(a, b string) bool {
+	return len(a) == len(b) && (unsafe.StringData(a) == unsafe.StringData(b) || a == b)
 }
 
 // rescale brings estimator j's scale back to 1 at the present clock.

@@ -391,3 +391,35 @@ func runPatience(t *testing.T, mk policytest.MakeSwapper) {
 		}
 	}
 }
+
+// TestForesight_CountsFollowTheirModelsAcrossAReload: a reload that
+// renames a model puts another name where it was in the demand list
+// (sorted by name); each model's counts stay its own (a swap walks the
+// list by position, so a stale position would fold one model's requests
+// into another's).
+func TestForesight_CountsFollowTheirModelsAcrossAReload(t *testing.T) {
+	var s *swapper
+	mk := func(_ testing.TB, h *policytest.Host, settings string) (policytest.Swapper, error) {
+		sw, err := New(h, []byte(settings))
+		if err != nil {
+			return nil, err
+		}
+		s = sw.(*swapper)
+		return policytest.NativeSwapper(sw), nil
+	}
+	b := newBox(t, mk, `{}`, 1, "a", "c", "e") // one slot: every ask below is a swap
+	for _, m := range []string{"a", "c", "e", "a", "c", "e"} {
+		b.ask(m)
+	}
+	// A reload that renames c to b: as many models, b where c was.
+	delete(b.h.Models, "c")
+	b.h.Models["b"] = &sdk.ModelInfo{Name: "b", EstimatedVRAM: 8 * gib}
+	for _, m := range []string{"b", "a", "e", "b", "a", "b"} {
+		b.ask(m)
+	}
+	for _, d := range b.h.Demand() {
+		if m := s.models[d.Name]; m == nil || m.seen != d.Requests {
+			t.Errorf("model %s: the swapper has seen %v requests, the host counts %d", d.Name, m, d.Requests)
+		}
+	}
+}
