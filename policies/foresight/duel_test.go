@@ -116,14 +116,7 @@ func TestForesight_CountingFollowsItsDuels(t *testing.T) {
 // moving the weights); where they agree, none.
 func TestForesight_CountingDuelsStartWhereTheCountsDisagree(t *testing.T) {
 	var s *swapper
-	mk := func(_ testing.TB, h *policytest.Host, settings string) (policytest.Swapper, error) {
-		sw, err := New(h, []byte(settings))
-		if err != nil {
-			return nil, err
-		}
-		s = sw.(*swapper)
-		return policytest.NativeSwapper(sw), nil
-	}
+	mk := keep(&s, nil)
 	started := func() bool { return len(s.countDuels) > 0 || s.wc != [nModes]float64{0.5, 0.5} }
 
 	b := newBox(t, mk, `{}`, 2, "a", "b", "c")
@@ -149,15 +142,10 @@ func TestForesight_CountingDuelsStartWhereTheCountsDisagree(t *testing.T) {
 func TestForesight_CountingDuelsGoOnWhileLRULeads(t *testing.T) {
 	var s *swapper
 	var ledByLRU int
-	mk := func(_ testing.TB, h *policytest.Host, settings string) (policytest.Swapper, error) {
-		sw, err := New(h, []byte(settings))
-		if err != nil {
-			return nil, err
-		}
-		s = sw.(*swapper)
+	mk := keep(&s, func(s *swapper) sdk.Swapper {
 		s.w = [nExperts]float64{minWeight, 1 - minWeight} // LRU has won every duel so far
-		return policytest.NativeSwapper(countLeads{sw.(*swapper), &ledByLRU}), nil
-	}
+		return countLeads{s, &ledByLRU}
+	})
 	batchBurst(t, mk)
 	if ledByLRU == 0 || s.leader() != expertLRU {
 		t.Fatalf("LRU led %d swaps and leads now: %v (weight %.2f); the test's premise is that it leads throughout",

@@ -17,6 +17,23 @@ const gib = uint64(1) << 30
 
 var nativeSwapper = policytest.NativeSwapperOf(New)
 
+// keep is the MakeSwapper of the native swapper that also hands the case
+// the swapper it made (into *s), to look inside, served as wrap returns
+// it (nil: as made).
+func keep(s **swapper, wrap func(*swapper) sdk.Swapper) policytest.MakeSwapper {
+	return func(_ testing.TB, h *policytest.Host, settings string) (policytest.Swapper, error) {
+		sw, err := New(h, []byte(settings))
+		if err != nil {
+			return nil, err
+		}
+		*s = sw.(*swapper)
+		if wrap != nil {
+			sw = wrap(*s)
+		}
+		return policytest.NativeSwapper(sw), nil
+	}
+}
+
 // box is one GPU of room GiB with the models named, 8 GiB each unless
 // sized, all stopped, driven by a minimal scheduler: a request for a ready
 // model is granted, one for another starts the swap the router plans.
@@ -399,15 +416,7 @@ func runPatience(t *testing.T, mk policytest.MakeSwapper) {
 // into another's).
 func TestForesight_CountsFollowTheirModelsAcrossAReload(t *testing.T) {
 	var s *swapper
-	mk := func(_ testing.TB, h *policytest.Host, settings string) (policytest.Swapper, error) {
-		sw, err := New(h, []byte(settings))
-		if err != nil {
-			return nil, err
-		}
-		s = sw.(*swapper)
-		return policytest.NativeSwapper(sw), nil
-	}
-	b := newBox(t, mk, `{}`, 1, "a", "c", "e") // one slot: every ask below is a swap
+	b := newBox(t, keep(&s, nil), `{}`, 1, "a", "c", "e") // one slot: every ask below is a swap
 	for _, m := range []string{"a", "c", "e", "a", "c", "e"} {
 		b.ask(m)
 	}
