@@ -5,7 +5,6 @@ import (
 	"math"
 	"strconv"
 	"strings"
-	"unsafe"
 
 	"github.com/loadout-dev/loadout/sdk"
 	"github.com/loadout-dev/loadout/sdk/evict"
@@ -344,7 +343,7 @@ func (s *swapper) OnSwapStart(ev sdk.SwapStartEvent) {
 func (s *swapper) align() {
 	if len(s.row) == len(s.demand) {
 		i := 0
-		for i < len(s.demand) && sameString(s.row[i].name, s.demand[i].Name) {
+		for i < len(s.demand) && s.row[i].name == s.demand[i].Name {
 			i++
 		}
 		if i == len(s.demand) {
@@ -361,13 +360,6 @@ func (s *swapper) align() {
 		}
 		s.row = append(s.row, m)
 	}
-}
-
-// sameString is a == b, first as the same bytes in memory: the SDK
-// interns the names it decodes, and in Go compiled to Wasm a comparison
-// of contents is a call.
-func sameString(a, b string) bool {
-	return len(a) == len(b) && (unsafe.StringData(a) == unsafe.StringData(b) || a == b)
 }
 
 // rescale brings estimator j's scale back to 1 at the present clock.
