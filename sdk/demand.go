@@ -60,7 +60,9 @@ type DemandAt struct {
 // returns them. With again, counts already read at now are kept: they
 // change only when a request arrives, an event of its own, so a swap
 // that starts at the instant of its plan (one scheduler call: plan, then
-// start_swap) has the counts the plan read. Each read decodes every
+// start_swap) has the counts the plan read. A request that arrives at
+// the very instant of a read, after it (two arrivals with one timestamp
+// in a replay), is then counted at the next read. Each read decodes every
 // model's counts, which was an eighth of a replay of traffic where every
 // request is a cold load when a swapper read them in Plan and again in
 // OnSwapStart.

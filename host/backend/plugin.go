@@ -54,7 +54,7 @@ func (l *PluginLauncher) Client(ctx context.Context) (*plugins.Client, error) {
 	}
 	if l.client != nil {
 		l.client.Kill() // reap what go-plugin still holds of the dead (or dying) one
-		l.log.Warn("backend plugin exited; launching a new one")
+		l.log.Warn("backend plugin exited or is being killed for a missed deadline; launching a new one")
 	}
 	c, err := plugins.Launch(ctx, l.newCmd(), l.log)
 	if err != nil {

@@ -48,11 +48,10 @@ type swapper struct {
 	// duels are the evictions on which the experts disagreed, not yet
 	// decided, oldest first.
 	duels []evict.Duel
-	// demand is the host's counts, read at the start of OnSwapStart and
-	// valid until it returns (the SDK reuses the storage); idle is
-	// challenge's scratch.
-	demand []sdk.ModelDemand
-	counts sdk.DemandAt // what demand is read through
+	// counts is the host's counts, read at the start of OnSwapStart (and
+	// in Plan while LFU leads); counts.List is valid until the next read.
+	// idle is challenge's scratch.
+	counts sdk.DemandAt
 	idle   []*sdk.ModelInfo
 }
 
@@ -159,15 +158,15 @@ func (s *swapper) by(e int, a, b *sdk.ModelInfo) int {
 // eviction on which the experts disagree, folds the requests since the
 // last swap into each model's frequency, and logs the swap.
 func (s *swapper) OnSwapStart(ev sdk.SwapStartEvent) {
-	s.demand = s.counts.Read(s.h, ev.Now, true)
-	s.frequencies(s.demand)
+	s.counts.Read(s.h, ev.Now, true)
+	s.frequencies(s.counts.List)
 	s.expert = s.leader() // the one whose plan this swap carries out
 	s.settle(ev.Target)
 	if len(ev.Evict) > 0 {
 		s.challenge(ev)
 	}
-	for i := range s.demand {
-		d := &s.demand[i]
+	for i := range s.counts.List {
+		d := &s.counts.List[i]
 		h := s.hist[d.Name]
 		if h == nil {
 			h = &history{}
@@ -187,7 +186,7 @@ func (s *swapper) OnSwapStart(ev sdk.SwapStartEvent) {
 // settle decides every duel whose two models' order of requests the
 // swap of target tells (evict.DuelVerdict), and keeps the undecided.
 func (s *swapper) settle(target string) {
-	s.duels = evict.Settle(s.duels, s.demand, target, s.lose)
+	s.duels = evict.Settle(s.duels, s.counts.List, target, s.lose)
 }
 
 // lose lowers the weight of the expert that lost a duel by e^-rate, the
@@ -214,5 +213,5 @@ func (s *swapper) challenge(ev sdk.SwapStartEvent) {
 	s.idle = evict.Evictable(s.idle[:0], s.plan.Models(s.h), ev.Running)
 	other := 1 - s.expert
 	slices.SortStableFunc(s.idle, func(a, b *sdk.ModelInfo) int { return s.by(other, a, b) })
-	s.duels = evict.Challenge(s.duels, ev.Evict, s.idle, s.demand, s.expert, other, maxDuels)
+	s.duels = evict.Challenge(s.duels, ev.Evict, s.idle, s.counts.List, s.expert, other, maxDuels)
 }

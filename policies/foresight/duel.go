@@ -54,7 +54,7 @@ func (s *swapper) estimator(e int) int {
 // settle decides every duel whose two models' order of requests the
 // swap of target tells (evict.DuelVerdict), and keeps the undecided.
 func (s *swapper) settle(target string) {
-	s.duels = evict.Settle(s.duels, s.demand, target, s.lose)
+	s.duels = evict.Settle(s.duels, s.counts.List, target, s.lose)
 }
 
 // lose lowers expert e's weight (lost).
@@ -100,7 +100,7 @@ func (s *swapper) evictable(ev sdk.SwapStartEvent) {
 // (evict.Challenge), other naming j's side; it sorts s.idle in j's order.
 func (s *swapper) rival(duels []evict.Duel, chosen []string, j, chooser, other int) []evict.Duel {
 	s.sortIdle(j)
-	return evict.Challenge(duels, chosen, s.idle, s.demand, chooser, other, maxDuels)
+	return evict.Challenge(duels, chosen, s.idle, s.counts.List, chooser, other, maxDuels)
 }
 
 // sortIdle sorts s.idle in estimator j's order (LRU's for -1), valuing
@@ -110,7 +110,7 @@ func (s *swapper) sortIdle(j int) {
 	if j >= 0 {
 		g := s.scale(j)
 		for _, m := range s.idle {
-			if d := evict.Demand(s.demand, m.Name); d != nil {
+			if d := evict.Demand(s.counts.List, m.Name); d != nil {
 				s.alt[m.Name] = s.valueOf(j, g, d)
 			}
 		}
@@ -162,7 +162,7 @@ func (s *swapper) bestOf(mode int) int {
 // settleCounting decides every duel of the ways of counting that the swap
 // of target tells.
 func (s *swapper) settleCounting(target string) {
-	s.countDuels = evict.Settle(s.countDuels, s.demand, target, s.loseCounting)
+	s.countDuels = evict.Settle(s.countDuels, s.counts.List, target, s.loseCounting)
 }
 
 // loseCounting lowers way of counting m's weight (lost).

@@ -21,7 +21,7 @@ func TestForesight_DuelLRULeadsOnlyAfterWinning(t *testing.T) {
 	// One duel a swap: the forecast evicted x where LRU would have
 	// evicted y; then target is asked for (and loaded).
 	duelAt := func(target string) {
-		s.demand = []sdk.ModelDemand{{Name: "x", Requests: 1}, {Name: "y", Requests: 1}}
+		s.counts.List = []sdk.ModelDemand{{Name: "x", Requests: 1}, {Name: "y", Requests: 1}}
 		s.duels = append(s.duels, evict.Duel{X: "x", Y: "y", Chooser: expertForecast, Other: expertLRU, XSeen: 1, YSeen: 1})
 		s.settle(target)
 	}
@@ -75,7 +75,7 @@ func TestForesight_CountingFollowsItsDuels(t *testing.T) {
 	// would have evicted y; the target asked for then decides it for winner.
 	duelWonBy := func(winner int) {
 		cur := s.counting()
-		s.demand = []sdk.ModelDemand{{Name: "x", Requests: 1}, {Name: "y", Requests: 1}}
+		s.counts.List = []sdk.ModelDemand{{Name: "x", Requests: 1}, {Name: "y", Requests: 1}}
 		s.countDuels = append(s.countDuels, evict.Duel{X: "x", Y: "y", Chooser: cur, Other: countBursts + countRequests - cur, XSeen: 1, YSeen: 1})
 		target := "x" // x back first: evicting it was wrong
 		if winner == cur {

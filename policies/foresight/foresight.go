@@ -98,9 +98,8 @@ type swapper struct {
 	value  map[string]float64
 	valueJ int
 	valueG float64
-	// demand is the host's counts, read at the start of OnSwapStart or
-	// Plan (counts.Read) and valid until the next read.
-	demand []sdk.ModelDemand
+	// counts is the host's counts, read at the start of OnSwapStart or
+	// Plan; counts.List is valid until the next read.
 	counts sdk.DemandAt
 }
 
@@ -141,7 +140,7 @@ func (s *swapper) Plan(q sdk.PlanRequest) (sdk.Plan, error) {
 	if t, ok := s.h.ModelState(q.Target); ok && (t.State == sdk.StateReady || t.State == sdk.StateStarting) {
 		return sdk.Plan{}, nil // loaded or loading: the planner needs nothing either
 	}
-	s.demand = s.counts.Read(s.h, q.Now, false)
+	s.counts.Read(s.h, q.Now, false)
 	s.expert = s.leader()
 	clear(s.value)
 	if s.valueJ = s.estimator(s.expert); s.valueJ >= 0 {
@@ -159,7 +158,7 @@ func (s *swapper) val(name string) float64 {
 	}
 	v, ok := s.value[name]
 	if !ok {
-		if d := evict.Demand(s.demand, name); d != nil {
+		if d := evict.Demand(s.counts.List, name); d != nil {
 			v = s.valueOf(s.valueJ, s.valueG, d)
 		}
 		s.value[name] = v
@@ -275,7 +274,7 @@ func by(va float64, a *sdk.ModelInfo, av uint64, vb float64, b *sdk.ModelInfo, b
 // last swap, folds those requests into every estimator's counts, and logs
 // the swap.
 func (s *swapper) OnSwapStart(ev sdk.SwapStartEvent) {
-	s.demand = s.counts.Read(s.h, ev.Now, true)
+	s.counts.Read(s.h, ev.Now, true)
 	s.expert = s.leader() // the one whose plan this swap carries out
 	s.settle(ev.Target)
 	s.settleCounting(ev.Target)
@@ -284,7 +283,7 @@ func (s *swapper) OnSwapStart(ev sdk.SwapStartEvent) {
 		s.challenge(ev)
 		s.challengeCounting(ev)
 	}
-	n := float64(len(s.demand))
+	n := float64(len(s.counts.List))
 	// Score: each estimator's predicted share of every model asked for.
 	var asked float64
 	for j := range nEst {
@@ -292,8 +291,8 @@ func (s *swapper) OnSwapStart(ev sdk.SwapStartEvent) {
 	}
 
 	s.align()
-	for i := range s.demand {
-		d, m := &s.demand[i], s.row[i]
+	for i := range s.counts.List {
+		d, m := &s.counts.List[i], s.row[i]
 		if d.Requests < m.seen { // the model was removed and added again
 			*m = model{name: m.name}
 		}
@@ -317,8 +316,8 @@ func (s *swapper) OnSwapStart(ev sdk.SwapStartEvent) {
 			s.rescale(j)
 		}
 	}
-	for i := range s.demand {
-		d, m := &s.demand[i], s.row[i]
+	for i := range s.counts.List {
+		d, m := &s.counts.List[i], s.row[i]
 		if d.Requests == m.seen {
 			continue
 		}
@@ -336,23 +335,23 @@ func (s *swapper) OnSwapStart(ev sdk.SwapStartEvent) {
 		" expert="+expertNames[s.expert]+" devices="+placement.FormatDevices(ev.Devices))
 }
 
-// align makes s.row[i] what the swapper keeps of s.demand[i]'s model,
+// align makes s.row[i] what the swapper keeps of s.counts.List[i]'s model,
 // creating any model not seen before: the demand list keeps its order
 // (sorted by name) from one read to the next unless a reload changes the
 // model table, so a swap walks it without a lookup by name per model.
 func (s *swapper) align() {
-	if len(s.row) == len(s.demand) {
+	if len(s.row) == len(s.counts.List) {
 		i := 0
-		for i < len(s.demand) && s.row[i].name == s.demand[i].Name {
+		for i < len(s.counts.List) && s.row[i].name == s.counts.List[i].Name {
 			i++
 		}
-		if i == len(s.demand) {
+		if i == len(s.counts.List) {
 			return
 		}
 	}
 	s.row = s.row[:0]
-	for i := range s.demand {
-		name := s.demand[i].Name
+	for i := range s.counts.List {
+		name := s.counts.List[i].Name
 		m := s.models[name]
 		if m == nil {
 			m = &model{name: name}
