@@ -40,10 +40,21 @@ azure() {
 	run "$1" "$6" "$dir/$1.csv" "$7"
 }
 
-# run NAME CONFIG TRACE RATE: one row per router, then the anchors.
+# hour NAME SOURCE MODELS SEED: a whole Azure hour, models assigned by
+# a Zipf mix, on four equal slots (the held-out trace's box) stretched
+# to three weeks (rate 0.002).
+hour() {
+	[ -f "$dir/$1.csv" ] || nice "$dir/gentraces" -source "$2" -mix zipf -models "$3" -seed "$4" \
+		-azure ../shared/traces/azure-llm-2023 -o "$dir/$1.csv" >/dev/null
+	run "$1" slots:4 "$dir/$1.csv" 0.002
+}
+
+# run NAME BOX TRACE RATE: one row per router, then the anchors. BOX is a
+# configuration file, or slots:K for simulate --slots K.
 run() {
-	local json=$dir/$1${seq:+.sequence}.json
-	nice $bin simulate -c "$2" -t "$3" --rate "$4" $seq --compare "router=$routers" --json "$json" >/dev/null 2>&1
+	local json=$dir/$1${seq:+.sequence}.json box=(-c "$2")
+	[[ $2 == slots:* ]] && box=(--slots "${2#slots:}")
+	nice $bin simulate "${box[@]}" -t "$3" --rate "$4" $seq --compare "router=$routers" --json "$json" >/dev/null 2>&1
 	jq -r --arg name "$1" '
 	  . as $d
 	  | ($d.load_bound.lower_s // null) as $lb
@@ -85,4 +96,8 @@ if [ "$set_" = heldout ] || [ "$set_" = all ]; then
 	azure code-zipf8-s16-mixed@0.02 code zipf 8 16 testdata/simulate/mixed-sizes.yaml 0.02
 	prod prod-sample-s21 prod-sample 21
 	prod prod-mixed-sample-s22 prod-mixed-sample 22
+	# Added after the Zipf rows on four equal slots (never iterated on).
+	hour conv-z30-s21 conv 30 21
+	hour code-z30-s22 code 30 22
+	hour conv-z86-s23 conv 86 23
 fi
