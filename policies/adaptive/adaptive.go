@@ -37,11 +37,8 @@ type swapper struct {
 	// w is each expert's weight, summing to 1; the higher one's order
 	// is followed (LRU's on a tie).
 	w [2]float64
-	// hist is each model's history as of the last real swap, by name.
-	hist map[string]*history
-	// freq is each model's frequency in the plan being made (filled by
-	// frequencies; what LFU compares).
-	freq map[string]float64
+	// hist is each model's history as of the last real swap.
+	hist evict.Rows[history]
 	// expert is the expert whose order the plan being made follows;
 	// planned is the one the last plan followed.
 	expert, planned int
@@ -72,7 +69,7 @@ func New(h sdk.Host, raw []byte) (sdk.Swapper, error) {
 		return nil, sdksettings.Wrap("adaptive settings", err)
 	}
 	s := &swapper{h: h, st: st, rules: evict.NewRules(st.Placement, st.Margin),
-		w: [2]float64{0.5, 0.5}, hist: map[string]*history{}, freq: map[string]float64{}}
+		w: [2]float64{0.5, 0.5}}
 	s.plan = evict.Planner{
 		Policy:   "adaptive",
 		Margin:   st.Margin,
@@ -98,7 +95,7 @@ func (s *swapper) Plan(q sdk.PlanRequest) (sdk.Plan, error) {
 	s.plan.Volatile = s.expert == expertLFU || s.expert != s.planned
 	s.planned = s.expert
 	if s.expert == expertLFU { // LRU's order needs no counts: spare the host read
-		s.frequencies(s.counts.Read(s.h, q.Now, false))
+		s.counts.Read(s.h, q.Now, false)
 	}
 	return s.plan.Plan(s.h, q, s.rules.For(q.Target))
 }
@@ -111,19 +108,21 @@ func (s *swapper) leader() int {
 	return expertLRU
 }
 
-// frequencies fills s.freq from the host's counts l (nil from a host
-// without them: every frequency 0): each model's decayed request count,
-// its requests since the last swap counted in full.
-func (s *swapper) frequencies(l []sdk.ModelDemand) {
-	clear(s.freq)
-	for i := range l {
-		d := &l[i]
-		f := float64(d.Requests)
-		if h := s.hist[d.Name]; h != nil && d.Requests >= h.seen {
-			f = h.score + float64(d.Requests-h.seen)
-		}
-		s.freq[d.Name] = f
+// frequency is model name's frequency, what LFU compares: its decayed
+// request count as of the last swap, its requests since then counted in
+// full (all of them for a model no swap has counted yet), from the counts
+// read last (s.counts); 0 for a model the host does not count, or from a
+// host without counts. Only the models an order compares are looked up.
+func (s *swapper) frequency(name string) float64 {
+	d := evict.Demand(s.counts.List, name)
+	if d == nil {
+		return 0
 	}
+	f := float64(d.Requests)
+	if h := s.hist.Get(name); h != nil && d.Requests >= h.seen {
+		f = h.score + float64(d.Requests-h.seen)
+	}
+	return f
 }
 
 // eligible: a model of higher priority than the target is never evicted
@@ -147,7 +146,7 @@ func (s *swapper) order(a, b *evict.Victim) int {
 // then the least recently used; LRU the least recently used first.
 func (s *swapper) by(e int, a, b *sdk.ModelInfo) int {
 	if e == expertLFU {
-		if c := cmp.Compare(s.freq[a.Name], s.freq[b.Name]); c != 0 {
+		if c := cmp.Compare(s.frequency(a.Name), s.frequency(b.Name)); c != 0 {
 			return c
 		}
 	}
@@ -159,19 +158,13 @@ func (s *swapper) by(e int, a, b *sdk.ModelInfo) int {
 // last swap into each model's frequency, and logs the swap.
 func (s *swapper) OnSwapStart(ev sdk.SwapStartEvent) {
 	s.counts.Read(s.h, ev.Now, true)
-	s.frequencies(s.counts.List)
 	s.expert = s.leader() // the one whose plan this swap carries out
 	s.settle(ev.Target)
 	if len(ev.Evict) > 0 {
 		s.challenge(ev)
 	}
-	for i := range s.counts.List {
+	for i, h := range s.hist.Align(s.counts.List) {
 		d := &s.counts.List[i]
-		h := s.hist[d.Name]
-		if h == nil {
-			h = &history{}
-			s.hist[d.Name] = h
-		}
 		if d.Requests < h.seen { // the model was removed and added again
 			*h = history{}
 		}

@@ -88,9 +88,9 @@ type swapper struct {
 	idle   []*sdk.ModelInfo
 	alt    map[string]float64
 	chosen []string
-	// models is what the swapper keeps of each model, by name; row is
-	// the same, in the order of demand (align).
-	models map[string]*model
+	// models is what the swapper keeps of each model; row is the same,
+	// in the order of counts.List (models.Align at each swap).
+	models evict.Rows[model]
 	row    []*model
 	// value is the value of each model the plan being made has compared
 	// (val fills it), by estimator valueJ (-1: LRU's, every value 0),
@@ -105,7 +105,6 @@ type swapper struct {
 
 // model is what the swapper remembers of one model between swaps.
 type model struct {
-	name  string        // its name, as the host's demand list gives it
 	seen  uint64        // the host's request count at the last swap (sdk.ModelDemand.Requests)
 	count [nEst]float64 // per estimator, its stored count (see swapper.base)
 	load  float64       // its last cold load in seconds (sdk.ModelDemand.LoadTime); 0 before the first
@@ -119,7 +118,7 @@ func New(h sdk.Host, raw []byte) (sdk.Swapper, error) {
 		return nil, sdksettings.Wrap("foresight settings", err)
 	}
 	s := &swapper{h: h, rules: evict.NewRules(st.Placement, st.Margin), patience: st.Patience,
-		models: map[string]*model{}, value: map[string]float64{}, alt: map[string]float64{}}
+		value: map[string]float64{}, alt: map[string]float64{}}
 	s.w = [nExperts]float64{0.5, 0.5}
 	s.wc = [nModes]float64{0.5, 0.5}
 	s.best = len(halfLives)*countBursts + len(halfLives) - 1 // longest memory, bursts, until the traffic says otherwise
@@ -170,7 +169,7 @@ func (s *swapper) val(name string) float64 {
 // now, what it was asked for since the last swap counted in full, weighed
 // by its load time.
 func (s *swapper) valueOf(j int, g float64, d *sdk.ModelDemand) float64 {
-	m := s.models[d.Name]
+	m := s.models.Get(d.Name)
 	var f float64
 	if m != nil {
 		f = m.count[j] / g
@@ -290,11 +289,11 @@ func (s *swapper) OnSwapStart(ev sdk.SwapStartEvent) {
 		s.score[j] *= memory
 	}
 
-	s.align()
+	s.row = s.models.Align(s.counts.List)
 	for i := range s.counts.List {
 		d, m := &s.counts.List[i], s.row[i]
 		if d.Requests < m.seen { // the model was removed and added again
-			*m = model{name: m.name}
+			*m = model{}
 		}
 		if d.LoadTime > 0 {
 			m.load = float64(d.LoadTime) / 1e9
@@ -335,36 +334,10 @@ func (s *swapper) OnSwapStart(ev sdk.SwapStartEvent) {
 		" expert="+expertNames[s.expert]+" devices="+placement.FormatDevices(ev.Devices))
 }
 
-// align makes s.row[i] what the swapper keeps of s.counts.List[i]'s model,
-// creating any model not seen before: the demand list keeps its order
-// (sorted by name) from one read to the next unless a reload changes the
-// model table, so a swap walks it without a lookup by name per model.
-func (s *swapper) align() {
-	if len(s.row) == len(s.counts.List) {
-		i := 0
-		for i < len(s.counts.List) && s.row[i].name == s.counts.List[i].Name {
-			i++
-		}
-		if i == len(s.counts.List) {
-			return
-		}
-	}
-	s.row = s.row[:0]
-	for i := range s.counts.List {
-		name := s.counts.List[i].Name
-		m := s.models[name]
-		if m == nil {
-			m = &model{name: name}
-			s.models[name] = m
-		}
-		s.row = append(s.row, m)
-	}
-}
-
 // rescale brings estimator j's scale back to 1 at the present clock.
 func (s *swapper) rescale(j int) {
 	g := s.scale(j)
-	for _, m := range s.models {
+	for _, m := range s.models.All() {
 		m.count[j] /= g
 	}
 	s.total[j] /= g

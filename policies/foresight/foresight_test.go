@@ -427,7 +427,7 @@ func TestForesight_CountsFollowTheirModelsAcrossAReload(t *testing.T) {
 		b.ask(m)
 	}
 	for _, d := range b.h.Demand() {
-		if m := s.models[d.Name]; m == nil || m.seen != d.Requests {
+		if m := s.models.Get(d.Name); m == nil || m.seen != d.Requests {
 			t.Errorf("model %s: the swapper has seen %v requests, the host counts %d", d.Name, m, d.Requests)
 		}
 	}

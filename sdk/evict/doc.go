@@ -17,6 +17,12 @@
 // router's settings (ParsePlacement) and turns them into per-model rules
 // (Rules).
 //
+// For routers that learn from the host's demand counts (adaptive,
+// foresight) it keeps the machinery they share: duels settled by
+// Belady's rule after the fact (Challenge, Settle, DuelVerdict), a
+// model's entry in the demand list (Demand, Requests), and a router's own
+// state per model kept in the demand list's order (Rows).
+//
 // It compiles to wasip1 and allocates nothing per plan once its scratch
 // space has grown (in Go compiled to Wasm an allocation costs ~1.3 µs,
 // and a plan is asked for on every request). It must not touch the host:
