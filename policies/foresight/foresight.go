@@ -88,10 +88,8 @@ type swapper struct {
 	idle   []*sdk.ModelInfo
 	alt    map[string]float64
 	chosen []string
-	// models is what the swapper keeps of each model; row is the same,
-	// in the order of counts.List (models.Align at each swap).
+	// models is what the swapper keeps of each model.
 	models evict.Rows[model]
-	row    []*model
 	// value is the value of each model the plan being made has compared
 	// (val fills it), by estimator valueJ (-1: LRU's, every value 0),
 	// whose scale was valueG when the plan began.
@@ -289,9 +287,9 @@ func (s *swapper) OnSwapStart(ev sdk.SwapStartEvent) {
 		s.score[j] *= memory
 	}
 
-	s.row = s.models.Align(s.counts.List)
-	for i := range s.counts.List {
-		d, m := &s.counts.List[i], s.row[i]
+	row := s.models.Align(s.counts.List)
+	for i, m := range row {
+		d := &s.counts.List[i]
 		if d.Requests < m.seen { // the model was removed and added again
 			*m = model{}
 		}
@@ -315,8 +313,8 @@ func (s *swapper) OnSwapStart(ev sdk.SwapStartEvent) {
 			s.rescale(j)
 		}
 	}
-	for i := range s.counts.List {
-		d, m := &s.counts.List[i], s.row[i]
+	for i, m := range row {
+		d := &s.counts.List[i]
 		if d.Requests == m.seen {
 			continue
 		}
