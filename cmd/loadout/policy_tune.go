@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 	"gopkg.in/yaml.v3"
@@ -27,6 +28,9 @@ type tuneOptions struct {
 	simulateOptions
 	sets      []string
 	objective string
+	// maxP95 is --max-p95: a point whose p95 queueing delay is above it
+	// ranks below every point within it (0: no limit).
+	maxP95 time.Duration
 }
 
 // tuneObjectives are the objectives --objective takes, in the order
@@ -64,9 +68,17 @@ weighted by its model's load time) or p95-wait (the 95th percentile of
 the queueing delay, arrival to grant). A point that fails more requests
 ranks below one that fails fewer, whatever its objective; ties go to
 fewer cold loads, then load seconds, then p95 wait, then grid order.
+
+--max-p95 DURATION is the wait you accept: a point whose p95 queueing
+delay is above it ranks below every point within it (after errors), so
+the best is the fewest cold loads (or load seconds) at that wait. It is
+how to fit a setting that trades waits for cold loads, such as
+foresight's patience: --set router.patience=0,0.1,0.25,0.5,1
+--max-p95 20s.
 --json FILE writes every point's figures (simulate --json's, per point).`,
 		Example: `  loadout policy tune -c loadout.yaml -t traffic.csv --router adaptive --set router.decay=0.5,0.8,0.9,0.97 --set router.rate=0.1,0.45,1
-  loadout policy tune -c loadout.yaml -t traffic.csv --set scheduler.max_wait=15s,60s,5m --objective p95-wait --json tune.json`,
+  loadout policy tune -c loadout.yaml -t traffic.csv --set scheduler.max_wait=15s,60s,5m --objective p95-wait --json tune.json
+  loadout policy tune -c loadout.yaml -t traffic.csv --router foresight --set router.patience=0,0.25,1 --max-p95 20s`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.runtime.CacheDir, o.runtime.MemoryLimitPages = f.cacheDir, f.memPages
@@ -81,6 +93,7 @@ fewer cold loads, then load seconds, then p95 wait, then grid order.
 	fl.StringVarP(&o.tracePath, "trace", "t", "", "request trace (CSV: arrival_s,model,prompt_tokens,output_tokens[,priority,client])")
 	fl.StringArrayVar(&o.sets, "set", nil, "sweep a setting: router.KEY=V1,V2,… or scheduler.KEY=…; repeat for a grid")
 	fl.StringVar(&o.objective, "objective", o.objective, "rank by: "+strings.Join(tuneObjectives, ", "))
+	fl.DurationVar(&o.maxP95, "max-p95", 0, "rank points whose p95 queueing delay is above this (e.g. 20s) below the rest; 0: no limit")
 	fl.StringVar(&o.scheduler, "scheduler", "", "scheduler policy instead of the configuration's: a built-in name or a .wasm file")
 	fl.StringVar(&o.router, "router", "", "router policy instead of the configuration's: a built-in name or a .wasm file")
 	fl.StringVar(&o.jsonPath, "json", "", "write every point's figures as JSON to this file")
@@ -175,6 +188,9 @@ func withSettings(cfg *config.Config, pair policyPair, sets []sweptSetting, poin
 func runTune(ctx context.Context, o tuneOptions, out, warn io.Writer) (err error) {
 	if !slices.Contains(tuneObjectives, o.objective) {
 		return fmt.Errorf("--objective %q: want one of %s", o.objective, strings.Join(tuneObjectives, ", "))
+	}
+	if o.maxP95 < 0 {
+		return fmt.Errorf("--max-p95 %s: want a duration of 0 or more (0: no limit)", o.maxP95)
 	}
 	var sets []sweptSetting
 	points := 1
@@ -310,7 +326,9 @@ func pointLabel(sets []sweptSetting, p tunePoint) string {
 type tuneReport struct {
 	Trace     sim.TraceInfo `json:"trace"`
 	Objective string        `json:"objective"`
-	Sweep     []tuneSweep   `json:"sweep"`
+	// MaxP95 is --max-p95 in seconds; absent without one.
+	MaxP95 float64     `json:"max_p95_s,omitempty"`
+	Sweep  []tuneSweep `json:"sweep"`
 	// Points are the points of the grid, best first.
 	Points []tuneResult `json:"points"`
 	// Best is the first point's settings, as the YAML to paste into the
@@ -338,6 +356,9 @@ type tuneResult struct {
 	// LoadS is the run's cold loads weighted by each model's load time,
 	// seconds.
 	LoadS float64 `json:"load_s"`
+	// OverMaxP95 is whether the run's p95 queueing delay is above
+	// --max-p95: it ranks below every point within it.
+	OverMaxP95 bool `json:"over_max_p95,omitempty"`
 	// RatioToBound is as simulate's ratios_to_bound; absent where no bound
 	// applies.
 	RatioToBound *float64    `json:"ratio_to_bound,omitempty"`
@@ -350,7 +371,7 @@ type tuneResult struct {
 func newTuneReport(in *replayInputs, o tuneOptions, sets []sweptSetting, grid []tunePoint, jobs []replayJob, runs []*sim.Result) *tuneReport {
 	rep := in.report(o.tracePath)
 	rep.Runs = runs
-	t := &tuneReport{Trace: rep.Trace, Objective: o.objective, Bounds: rep.Bounds, LoadBound: rep.LoadBound, SequenceGap: rep.SequenceGap, sets: sets, report: rep}
+	t := &tuneReport{Trace: rep.Trace, Objective: o.objective, MaxP95: o.maxP95.Seconds(), Bounds: rep.Bounds, LoadBound: rep.LoadBound, SequenceGap: rep.SequenceGap, sets: sets, report: rep}
 	for _, s := range sets {
 		t.Sweep = append(t.Sweep, tuneSweep{Setting: s.flag, Values: s.values})
 	}
@@ -362,6 +383,7 @@ func newTuneReport(in *replayInputs, o tuneOptions, sets []sweptSetting, grid []
 		if x, _, ok := rep.RatioToBound(run); ok {
 			r.RatioToBound = &x
 		}
+		r.OverMaxP95 = t.MaxP95 > 0 && run.QueueWait.P95 > t.MaxP95
 		t.Points = append(t.Points, r)
 	}
 	figures := map[string]func(r tuneResult) float64{
@@ -373,6 +395,12 @@ func newTuneReport(in *replayInputs, o tuneOptions, sets []sweptSetting, grid []
 	slices.SortStableFunc(t.Points, func(a, b tuneResult) int {
 		if c := cmp.Compare(a.Run.Errors, b.Run.Errors); c != 0 {
 			return c
+		}
+		if a.OverMaxP95 != b.OverMaxP95 {
+			if a.OverMaxP95 {
+				return 1
+			}
+			return -1
 		}
 		for _, name := range order {
 			if c := cmp.Compare(figures[name](a), figures[name](b)); c != 0 {
@@ -443,7 +471,11 @@ func block(n *yaml.Node) {
 func (t *tuneReport) print(w io.Writer) {
 	fmt.Fprintf(w, "trace %s: %d requests, %d models, %.0f s\n", t.Trace.File, t.Trace.Requests, t.Trace.Models, t.Trace.Duration)
 	run := t.Points[0].Run
-	fmt.Fprintf(w, "%s + %s: %d points, ranked by %s (fewest errors first)\n\n", sim.PolicyLabel(run.Scheduler), sim.PolicyLabel(run.Router), len(t.Points), t.Objective)
+	within := ""
+	if t.MaxP95 > 0 {
+		within = ", then a p95 wait within " + sim.FormatSeconds(t.MaxP95)
+	}
+	fmt.Fprintf(w, "%s + %s: %d points, ranked by %s (fewest errors first%s)\n\n", sim.PolicyLabel(run.Scheduler), sim.PolicyLabel(run.Router), len(t.Points), t.Objective, within)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	head := []string{"rank"}
 	for _, s := range t.sets {
@@ -473,8 +505,26 @@ func (t *tuneReport) print(w io.Writer) {
 	if t.Bounds == nil && t.LoadBound != nil {
 		fmt.Fprintln(w)
 	}
+	if over := t.over(); over > 0 {
+		fmt.Fprintf(w, "\n%d of %d points have a p95 wait above --max-p95 %s and rank below the rest", over, len(t.Points), sim.FormatSeconds(t.MaxP95))
+		if over == len(t.Points) {
+			fmt.Fprint(w, ": none is within it, the best is over it too")
+		}
+		fmt.Fprintln(w)
+	}
 	printBounds(w, t.report)
 	fmt.Fprintf(w, "\nbest: %s\n%s", pointLabel(t.sets, t.Points[0].point), t.Best)
+}
+
+// over is how many points have a p95 wait above --max-p95.
+func (t *tuneReport) over() int {
+	n := 0
+	for _, p := range t.Points {
+		if p.OverMaxP95 {
+			n++
+		}
+	}
+	return n
 }
 
 // same reports whether every point's figures are the same (wall time

@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"gopkg.in/yaml.v3"
 
@@ -276,5 +278,65 @@ func TestPolicyTune_Sequence(t *testing.T) {
 		if p.Run.ColdLoads != rep.Bounds.LRU || p.Run.Completed != 40 {
 			t.Errorf("point %v: %d cold loads, %d completed; want LRU's %d, 40", p.Settings, p.Run.ColdLoads, p.Run.Completed, rep.Bounds.LRU)
 		}
+	}
+}
+
+// --max-p95 ranks every point whose p95 wait is above it below every
+// point within it, whatever the objective says: on overlapping requests
+// foresight's patience trades waits for cold loads, so with the limit
+// at the lowest p95 of the sweep the fewest cold loads ranks below a
+// point that waits less. A negative limit is refused.
+func TestPolicyTune_MaxP95RanksTheWaitYouAccept(t *testing.T) {
+	trace := simTrace(60, 2.5, "a", "a", "b", "a", "c")
+	o := tuneOptions{simulateOptions: simulateOptions{router: "foresight"}, sets: []string{"router.patience=0,0.5,1"}}
+	out, free, err := tuneIn(t, simConfig(""), trace, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lowest := free.Points[0].Run.QueueWait.P95
+	for _, p := range free.Points {
+		lowest = min(lowest, p.Run.QueueWait.P95)
+		if p.OverMaxP95 {
+			t.Errorf("point %v over a limit never set", p.Settings)
+		}
+	}
+	if free.Points[0].Run.QueueWait.P95 == lowest {
+		t.Fatalf("the fewest cold loads already waits least: no trade for the limit to rank:\n%s", out)
+	}
+	limit := lowest + 0.001 // seconds; a Duration of whole milliseconds
+	o.maxP95 = time.Duration(limit * float64(time.Second)).Round(time.Millisecond)
+	out, lim, err := tuneIn(t, simConfig(""), trace, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lim.MaxP95 != o.maxP95.Seconds() {
+		t.Errorf("max_p95_s %g, want %g", lim.MaxP95, o.maxP95.Seconds())
+	}
+	over := 0
+	for i, p := range lim.Points {
+		if want := p.Run.QueueWait.P95 > lim.MaxP95; p.OverMaxP95 != want {
+			t.Errorf("rank %d (p95 %gs): over_max_p95 %v, want %v", p.Rank, p.Run.QueueWait.P95, p.OverMaxP95, want)
+		}
+		if p.OverMaxP95 {
+			over++
+		} else if over > 0 {
+			t.Errorf("rank %d is within the limit but ranks below a point over it:\n%s", p.Rank, out)
+		}
+		if i > 0 {
+			q := lim.Points[i-1]
+			if q.OverMaxP95 == p.OverMaxP95 && q.Run.ColdLoads > p.Run.ColdLoads {
+				t.Errorf("rank %d (%d cold loads) before rank %d (%d)", q.Rank, q.Run.ColdLoads, p.Rank, p.Run.ColdLoads)
+			}
+		}
+	}
+	if over == 0 || lim.Points[0].OverMaxP95 {
+		t.Errorf("%d points over the limit, best over it: %v; want some over and the best within:\n%s", over, lim.Points[0].OverMaxP95, out)
+	}
+	if want := fmt.Sprintf("%d of %d points have a p95 wait above --max-p95", over, len(lim.Points)); !strings.Contains(out, want) {
+		t.Errorf("output lacks %q:\n%s", want, out)
+	}
+	o.maxP95 = -time.Second
+	if _, _, err := tuneIn(t, simConfig(""), trace, o); err == nil || !strings.Contains(err.Error(), "--max-p95 -1s") {
+		t.Errorf("a negative --max-p95: error %v, want one naming it", err)
 	}
 }

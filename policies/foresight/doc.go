@@ -110,7 +110,8 @@
 // value alone: fewer cold loads and longer waits (on the Azure Zipf
 // traces, 8–24% fewer loads at a p95 queueing delay 1.4–2× LRU's). Fit
 // it to recorded traffic with `loadout policy tune --router foresight
-// --set router.patience=0,0.25,0.5,1`. Why it is built this way, and
+// --set router.patience=0,0.25,0.5,1 --max-p95 20s` (the fewest cold
+// loads at a p95 wait you accept). Why it is built this way, and
 // what it was measured against: docs/RATIONALE.md ("A router that
 // forecasts demand").
 package main
