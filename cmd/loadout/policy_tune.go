@@ -75,6 +75,7 @@ the best is the fewest cold loads (or load seconds) at that wait. It is
 how to fit a setting that trades waits for cold loads, such as
 foresight's patience: --set router.patience=0,0.1,0.25,0.5,1
 --max-p95 20s.
+
 --json FILE writes every point's figures (simulate --json's, per point).`,
 		Example: `  loadout policy tune -c loadout.yaml -t traffic.csv --router adaptive --set router.decay=0.5,0.8,0.9,0.97 --set router.rate=0.1,0.45,1
   loadout policy tune -c loadout.yaml -t traffic.csv --set scheduler.max_wait=15s,60s,5m --objective p95-wait --json tune.json
