@@ -45,17 +45,23 @@ func Requests(demand []sdk.ModelDemand, name string) uint64 {
 // before), and where it found name (at, if it is not there).
 func requestsAt(demand []sdk.ModelDemand, name string, at int) (uint64, int) {
 	next := at
-	if k := search(len(demand), func(i int) string { return demand[i].Name }, name, &next); k >= 0 {
+	if k := demandIndex(demand, name, &next); k >= 0 {
 		return demand[k].Requests, k
 	}
 	return 0, at
+}
+
+// demandIndex is search over a demand list (sorted by name): the index of
+// name's entry, or -1, looking first at *next.
+func demandIndex(demand []sdk.ModelDemand, name string, next *int) int {
+	return search(len(demand), func(i int) string { return demand[i].Name }, name, next)
 }
 
 // Demand is name's entry in demand (sdk.ReadDemand's list, sorted by
 // name, searched as Find searches a snapshot), or nil.
 func Demand(demand []sdk.ModelDemand, name string) *sdk.ModelDemand {
 	var next int
-	if k := search(len(demand), func(i int) string { return demand[i].Name }, name, &next); k >= 0 {
+	if k := demandIndex(demand, name, &next); k >= 0 {
 		return &demand[k]
 	}
 	return nil
