@@ -18,8 +18,9 @@
 // (Rules).
 //
 // For routers that learn from the host's demand counts (adaptive,
-// foresight) it keeps the machinery they share: duels settled by
-// Belady's rule after the fact (Challenge, Settle, DuelVerdict), a
+// foresight) it keeps the machinery they share: duels and trials settled
+// by Belady's rule after the fact (Challenge, Settle, DuelVerdict; Trial,
+// SettleTrials, for many orders judged on one eviction), a
 // model's entry in the demand list (Demand, Requests), and a router's own
 // state per model kept in the demand list's order (Rows).
 //

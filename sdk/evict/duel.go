@@ -15,21 +15,43 @@ import (
 // request counts grew since the duel began when xNew and yNew. The target
 // was asked for just now; a model whose count grew, not the target, was
 // asked for before it; two that both grew, neither the target, came in an
-// order the counts do not tell. decided false: no verdict yet (neither was
-// asked for: keep the duel) or none ever (both were: drop it, with keep
-// false). yFirst: y was asked for first, so evicting x was right.
+// order the counts do not tell (askedAt, the rule Trial follows too).
+// decided false: no verdict yet (neither was asked for: keep the duel) or
+// none ever (both were: drop it, with keep false). yFirst: y was asked for
+// first, so evicting x was right.
 func DuelVerdict(x, y, target string, xNew, yNew bool) (decided, yFirst, keep bool) {
+	ax, ay := askedAt(x, target, xNew), askedAt(y, target, yNew)
 	switch {
-	case x == target:
-		return true, yNew, false
-	case y == target:
-		return true, !xNew, false
-	case xNew && yNew:
+	case ax == notAsked && ay == notAsked:
+		return false, false, true
+	case ax == ay:
 		return false, false, false
-	case xNew || yNew:
-		return true, yNew, false
+	case ay == notAsked:
+		return true, false, false
+	case ax == notAsked:
+		return true, true, false
 	}
-	return false, false, true
+	return true, ay < ax, false
+}
+
+// When a model of a duel or trial was asked for, as one swap's counts
+// tell (askedAt): the stages are in the order of the requests.
+const (
+	notAsked    = 0 // not since the duel or trial began
+	askedBefore = 1 // before the swap's target; two such came in an order the counts do not tell
+	askedNow    = 2 // it is the swap's target, asked for last
+)
+
+// askedAt is when model name was asked for, told by the swap of target:
+// grew is whether its request count grew since the duel or trial began.
+func askedAt(name, target string, grew bool) int {
+	switch {
+	case name == target:
+		return askedNow
+	case grew:
+		return askedBefore
+	}
+	return notAsked
 }
 
 // Requests is name's request count in demand (Demand's entry); 0 when it
