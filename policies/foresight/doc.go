@@ -28,24 +28,25 @@
 // on it: the log of the share it gave (Laplace's rule, every model
 // credited half an observation) to each model asked for since the
 // previous swap. Scores fade by 0.995 a swap, so the choice follows the
-// last few hundred swaps. Within a way of counting the plans follow the
-// estimator with the highest score — the one whose forecasts have come
-// true most often — which is a half-life learned from the traffic rather
-// than set by the operator. On stationary long-tail traffic the long
-// memories win; when traffic moves between working sets, a short one
-// does.
+// last few hundred swaps. Within a way of counting, the best-scored
+// estimator is the one whose forecasts have come true most often: a
+// half-life learned from the traffic rather than set by the operator.
 //
-// The scores cannot choose the way of counting: what they score is the
-// set of models asked for between two swaps, which is what a count of
-// bursts forecasts, so they favour bursts even where request counts order
-// the models better (Zipf traffic of independent requests). That is
-// settled by duels, as LRU's lead is (below): when the best estimators of
-// the two ways would evict different models, whichever's victim is asked
-// for later was right. The forecast counts bursts until requests have won
-// clearly more of the recent duels than they lost (weight above 0.7).
-// The ways keep dueling while LRU leads, over the evictions each would
-// have made, so the forecast that takes the lead back counts the better
-// way.
+// The scores cannot choose the way of counting, and on stationary
+// traffic they prefer short half-lives whose noise misorders a small
+// box's few models: what they score is the set of models asked for
+// between two swaps, which is what a count of bursts forecasts, not the
+// order of evictions. So the forecast is chosen by its evictions: at
+// every swap that evicts, each of the fourteen estimators' victim among
+// the swap's idle candidates is put on trial (evict.Trial), settled at
+// later swaps by Belady's rule after the fact — a victim asked for while
+// another estimator's victim has not been yet should have stayed, and
+// every estimator that chose it loses the trial. Lost trials fade by
+// 0.995 a swap, and the forecast follows whichever of three has lost
+// fewest: the best-scored estimator counting bursts, the best-scored
+// counting requests, and decayed LFU's (requests, the longest memory) —
+// bursts' first among equals, as at start-up. At most 64 trials wait for
+// a verdict.
 //
 // # A duel with LRU
 //
@@ -87,9 +88,9 @@
 //
 // A plan counts the requests since the last swap in full.
 // Plan itself keeps no state (sdk.Swapper's contract): counts, clock,
-// scores, weights and duels change only in OnSwapStart. The sleep tier
-// follows the leader: the most forecast load seconds a wake saves per
-// byte of host memory, or the most recently used while LRU leads. On a
+// scores, weights, duels and trials change only in OnSwapStart. The
+// sleep tier follows the leader: the most forecast load seconds a wake
+// saves per byte of host memory, or the most recently used while LRU leads. On a
 // host without the `demand` import every value is alike and the swapper
 // is LRU.
 //

@@ -120,29 +120,42 @@ func (s *swapper) sortIdle(j int) {
 	})
 }
 
-// The duel of the ways of counting. The scores choose each estimator's
-// half-life, but they cannot choose between counting requests and counting
-// bursts: what they score is the set of models asked for between two
-// swaps, which is what a count of bursts forecasts, so they favour bursts
-// even where request counts order the models better (Zipf traffic of
-// independent requests: docs/RATIONALE.md, "Counting requests or
-// bursts"). Which way orders evictions better is settled as LRU's lead
-// is: by duels decided by Belady's rule after the fact, between the best
-// estimator of each way.
+// The choice of forecast. The scores choose each way of counting's
+// half-life, but they cannot choose between the ways: what they score is
+// the set of models asked for between two swaps, which is what a count of
+// bursts forecasts, so they favour bursts even where request counts order
+// the models better (Zipf traffic of independent requests:
+// docs/RATIONALE.md, "Counting requests or bursts"); and on stationary
+// traffic they favour short half-lives, whose noise orders a small box's
+// few models worse than a plain decayed count (RATIONALE, "Choosing the
+// forecast by the evictions it would make"). So the forecast is chosen by
+// what it is for: at every swap that evicts, each estimator's victim among
+// the swap's candidates is judged by Belady's rule after the fact
+// (evict.Trial), and the forecast follows whichever of three lost fewest
+// recent trials: the best-scored estimator of each way of counting, and
+// LFU's (requests, the longest memory).
 
-// countingLeads is the weight above which the forecast counts requests:
-// bursts are the default (a batch client's twenty requests are one sign of
-// demand), and requests must have won clearly more of the recent duels
-// than they lost.
-const countingLeads = 0.7
+// Constants of the trials.
+const (
+	// lfu is the estimator of LFU with decay: requests, the longest
+	// half-life.
+	lfu = nEst - 1
+	// maxTrials bounds the trials waiting for a verdict; the oldest go.
+	maxTrials = 64
+)
 
-// counting is the way of counting the forecast follows: countRequests
-// while its weight is above countingLeads, else countBursts.
-func (s *swapper) counting() int {
-	if s.wc[countRequests] > countingLeads {
-		return countRequests
+// forecast is the estimator the forecast follows: of the best-scored of
+// each way of counting and LFU's, the one with the least loss (lost
+// trials, older ones times memory); bursts' first among equals (a batch
+// client's twenty requests are one sign of demand), as at start-up.
+func (s *swapper) forecast() int {
+	best := s.bestOf(countBursts)
+	for _, j := range [...]int{s.bestOf(countRequests), lfu} {
+		if s.loss[j] < s.loss[best] {
+			best = j
+		}
 	}
-	return countBursts
+	return best
 }
 
 // bestOf is the estimator of the way of counting mode with the highest
@@ -159,37 +172,86 @@ func (s *swapper) bestOf(mode int) int {
 	return best
 }
 
-// settleCounting decides every duel of the ways of counting that the swap
-// of target tells.
-func (s *swapper) settleCounting(target string) {
-	s.countDuels = evict.Settle(s.countDuels, s.counts.List, target, s.loseCounting)
+// settleTrials moves every trial on by the swap of target, each lost one
+// adding 1 to its estimator's loss.
+func (s *swapper) settleTrials(target string) {
+	s.trials = evict.SettleTrials(s.trials, s.counts.List, target, func(j int) { s.loss[j]++ })
 }
 
-// loseCounting lowers way of counting m's weight (lost).
-func (s *swapper) loseCounting(m int) { lost(s.wc[:], m) }
-
-// challengeCounting starts a duel for each model the way of counting
-// followed evicts, or would have evicted, that the best estimator of the
-// other way would have kept (as challenge does for LRU). While the
-// forecast leads, those are ev's evictions; while LRU leads, the first
-// len(ev.Evict) candidates in the followed way's order: the ways keep
-// dueling, so the forecast LRU gives the lead back to counts the better
-// way (on Zipf traffic the requests' count won its duels 60 swaps
-// sooner; docs/RATIONALE.md, "Counting requests or bursts"). s.idle must
-// hold the swap's candidates (evictable).
-func (s *swapper) challengeCounting(ev sdk.SwapStartEvent) {
-	cur := s.counting()
-	other := countBursts + countRequests - cur
-	chosen := ev.Evict
-	if s.expert != expertForecast {
-		s.sortIdle(s.bestOf(cur))
-		s.chosen = s.chosen[:0]
-		for _, m := range s.idle[:min(len(s.idle), len(ev.Evict))] {
-			s.chosen = append(s.chosen, m.Name)
-		}
-		chosen = s.chosen
+// judge starts a trial of the swap's eviction: each estimator's victim,
+// the first of the swap's candidates in its order (the least value per
+// byte, then the least recently used). s.idle must hold the candidates
+// (evictable); with fewer than two there is no choice to judge.
+func (s *swapper) judge() {
+	if len(s.idle) < 2 {
+		return
 	}
-	s.countDuels = s.rival(s.countDuels, chosen, s.bestOf(other), cur, other)
+	s.cand = s.cand[:0]
+	for _, m := range s.idle {
+		c := candidate{m: m, bytes: float64(max(footprint(m), 1)), cost: 1}
+		if d := evict.Demand(s.counts.List, m.Name); d != nil {
+			c.counted = true
+			c.row = s.models.Get(d.Name)
+			c.cost = loadCost(d, c.row)
+			c.delta = d.Requests
+			if c.row != nil {
+				c.delta -= min(c.row.seen, d.Requests)
+			}
+		}
+		s.cand = append(s.cand, c)
+	}
+	s.victims = s.victims[:0]
+	for j := range nEst {
+		g := s.scale(j)
+		var v *candidate
+		var vv float64
+		for i := range s.cand {
+			c := &s.cand[i]
+			var x float64 // 0 for a model the host does not count, as in val
+			if c.counted {
+				f := increment(j, c.delta)
+				if c.row != nil {
+					f += c.row.count[j] / g
+				}
+				x = (f + prior) * c.cost / c.bytes
+			}
+			if v == nil || x < vv || (x == vv && c.m.LastUse < v.m.LastUse) {
+				v, vv = c, x
+			}
+		}
+		s.victims = append(s.victims, v.m.Name)
+	}
+	// The trial starts in storage a decided one left (SettleTrials), and
+	// when more than maxTrials wait the oldest goes.
+	n := len(s.trials)
+	if n < cap(s.trials) {
+		s.trials = s.trials[:n+1]
+	} else {
+		s.trials = append(s.trials, evict.Trial{})
+	}
+	if !s.trials[n].Start(s.victims, s.counts.List) {
+		s.trials = s.trials[:n]
+		return
+	}
+	if n == maxTrials {
+		oldest := s.trials[0]
+		copy(s.trials, s.trials[1:])
+		s.trials[n] = oldest
+		s.trials = s.trials[:n]
+	}
+}
+
+// candidate is one of a swap's candidates as judge values it: its model,
+// the bytes evicting it gives back, whether the host counts its requests,
+// its load cost in seconds, what the swapper keeps of it (nil before its
+// first swap) and its requests since the last swap.
+type candidate struct {
+	m       *sdk.ModelInfo
+	counted bool
+	bytes   float64
+	cost    float64
+	row     *model
+	delta   uint64
 }
 
 // footprint is the bytes evicting m gives back: its leases, else its

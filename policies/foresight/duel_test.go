@@ -53,11 +53,12 @@ func TestForesight_DuelLRULeadsOnlyAfterWinning(t *testing.T) {
 	}
 }
 
-// TestForesight_CountingFollowsItsDuels: the forecast counts bursts until
-// the request-counting estimators have won clearly more duels than they
-// lost, then follows the best of those (the highest score among them, not
-// among all fourteen), and goes back the same way.
-func TestForesight_CountingFollowsItsDuels(t *testing.T) {
+// TestForesight_ForecastFollowsTheFewestLostTrials: the forecast follows
+// the best-scored bursts estimator until another of the three (the
+// best-scored request-counting one, LFU's) has lost fewer trials; a trial
+// is lost by every estimator whose victim was asked for while another
+// estimator's was not yet.
+func TestForesight_ForecastFollowsTheFewestLostTrials(t *testing.T) {
 	sw, err := New(policytest.NewHost(t), []byte(`{}`))
 	if err != nil {
 		t.Fatal(err)
@@ -68,78 +69,90 @@ func TestForesight_CountingFollowsItsDuels(t *testing.T) {
 	for j := range nEst {
 		s.score[j] = -10
 	}
-	s.score[len(halfLives)*countBursts+1] = -1
+	wantBursts := len(halfLives)*countBursts + 1
+	s.score[wantBursts] = -1
 	wantRequests := len(halfLives)*countRequests + 2
 	s.score[wantRequests] = -5
-	// One duel a swap: the counting followed now evicted x where the other
-	// would have evicted y; the target asked for then decides it for winner.
-	duelWonBy := func(winner int) {
-		cur := s.counting()
+	// One trial a swap: the estimators right evicted y, the others x;
+	// then x is asked for, so evicting it was wrong.
+	trial := func(right func(j int) bool) {
 		s.counts.List = []sdk.ModelDemand{{Name: "x", Requests: 1}, {Name: "y", Requests: 1}}
-		s.countDuels = append(s.countDuels, evict.Duel{X: "x", Y: "y", Chooser: cur, Other: countBursts + countRequests - cur, XSeen: 1, YSeen: 1})
-		target := "x" // x back first: evicting it was wrong
-		if winner == cur {
-			target = "y"
+		victims := make([]string, nEst)
+		for j := range victims {
+			victims[j] = "x"
+			if right(j) {
+				victims[j] = "y"
+			}
 		}
-		s.settleCounting(target)
+		var tr evict.Trial
+		if !tr.Start(victims, s.counts.List) {
+			t.Fatal("no trial of two victims")
+		}
+		s.trials = append(s.trials, tr)
+		s.counts.List[0].Requests++
+		s.settleTrials("x")
 	}
-	if got := s.counting(); got != countBursts || s.bestOf(got) != 1 {
-		t.Fatalf("at start-up: counting %s, estimator %d; want bursts, 1", modeNames[got], s.bestOf(got))
+	if got := s.forecast(); got != wantBursts {
+		t.Fatalf("at start-up the forecast follows estimator %d, want %d (the best-scored, bursts)", got, wantBursts)
 	}
-	duelWonBy(countRequests)
-	if got := s.counting(); got != countBursts {
-		t.Errorf("after one duel won by requests: counting %s (weight %.2f), want bursts still", modeNames[got], s.wc[countRequests])
+	trial(func(j int) bool { return j/len(halfLives) == countRequests })
+	if got := s.forecast(); got != wantRequests {
+		t.Errorf("after a trial the request counts won: estimator %d, want %d (their best-scored)", got, wantRequests)
 	}
-	for range 3 {
-		duelWonBy(countRequests)
+	trial(func(j int) bool { return j == lfu })
+	if got := s.forecast(); got != lfu {
+		t.Errorf("after a trial only LFU's estimator won: estimator %d, want %d", got, lfu)
 	}
-	if got := s.counting(); got != countRequests || s.bestOf(got) != wantRequests {
-		t.Errorf("after four duels won by requests: counting %s, estimator %d (weight %.2f); want requests, %d",
-			modeNames[got], s.bestOf(got), s.wc[countRequests], wantRequests)
+	trial(func(j int) bool { return j != lfu })
+	trial(func(j int) bool { return j != lfu })
+	if got := s.forecast(); got != wantRequests { // losses: bursts 2, requests 1, LFU 2
+		t.Errorf("after LFU lost two trials the others won: estimator %d, want %d", got, wantRequests)
 	}
-	for range 2 {
-		duelWonBy(countBursts)
+	trial(func(j int) bool { return j/len(halfLives) == countBursts })
+	if got := s.forecast(); got != wantBursts { // 2, 2, 3
+		t.Errorf("after a trial only bursts won: estimator %d, want %d (bursts first among equals)", got, wantBursts)
 	}
-	if got := s.counting(); got != countBursts {
-		t.Errorf("after two duels won back: counting %s (weight %.2f), want bursts", modeNames[got], s.wc[countRequests])
+	if len(s.trials) != 0 {
+		t.Errorf("%d trials left undecided, want 0", len(s.trials))
 	}
-	s.countDuels = append(s.countDuels, evict.Duel{X: "x", Y: "y", Chooser: countBursts, Other: countRequests, XSeen: 1, YSeen: 1})
-	s.settleCounting("z") // neither asked for: the duel waits
-	if len(s.countDuels) != 1 {
-		t.Errorf("%d duels waiting after a swap that asked for neither model, want 1", len(s.countDuels))
+	var tr evict.Trial
+	tr.Start([]string{"x", "y"}, s.counts.List)
+	s.trials = append(s.trials, tr)
+	s.settleTrials("z") // neither asked for: the trial waits
+	if len(s.trials) != 1 {
+		t.Errorf("%d trials waiting after a swap that asked for neither model, want 1", len(s.trials))
 	}
 }
 
-// TestForesight_CountingDuelsStartWhereTheCountsDisagree: where a batch
-// client's bursts make the two ways of counting order models differently,
-// the swaps start duels between them (pending, or already settled and
-// moving the weights); where they agree, none.
-func TestForesight_CountingDuelsStartWhereTheCountsDisagree(t *testing.T) {
+// TestForesight_TrialsStartWhereEstimatorsDisagree: where a batch
+// client's bursts make the estimators choose different victims, the swaps
+// start trials between them (pending, or already settled and adding to
+// the losses); where every estimator chooses alike, none.
+func TestForesight_TrialsStartWhereEstimatorsDisagree(t *testing.T) {
 	var s *swapper
 	mk := keep(&s, nil)
-	started := func() bool { return len(s.countDuels) > 0 || s.wc != [nModes]float64{0.5, 0.5} }
+	started := func() bool { return len(s.trials) > 0 || s.loss != [nEst]float64{} }
 
 	b := newBox(t, mk, `{}`, 2, "a", "b", "c")
-	for range 10 { // one request each, round robin: the counts agree
+	for range 10 { // one request each, round robin: every count agrees
 		b.ask("a")
 		b.ask("b")
 		b.ask("c")
 	}
 	if started() {
-		t.Errorf("duels of the ways of counting on traffic where they agree: %d pending, weights %v", len(s.countDuels), s.wc)
+		t.Errorf("trials on traffic where the estimators agree: %d pending, losses %v", len(s.trials), s.loss)
 	}
 
 	batchBurst(t, mk)
 	if !started() {
-		t.Error("no duel of the ways of counting after a batch burst made bursts and requests disagree")
+		t.Error("no trial after a batch burst made the estimators disagree")
 	}
 }
 
-// TestForesight_CountingDuelsGoOnWhileLRULeads: while LRU's order is
-// followed, the two ways of counting still duel over the evictions each
-// would have made, so the forecast that takes the lead back counts the
-// better way.
-func TestForesight_CountingDuelsGoOnWhileLRULeads(t *testing.T) {
+// TestForesight_TrialsGoOnWhileLRULeads: while LRU's order is followed,
+// the estimators are still judged on the swaps' candidates, so the
+// forecast that takes the lead back is the one that would have done best.
+func TestForesight_TrialsGoOnWhileLRULeads(t *testing.T) {
 	var s *swapper
 	var ledByLRU int
 	mk := keep(&s, func(s *swapper) sdk.Swapper {
@@ -151,8 +164,8 @@ func TestForesight_CountingDuelsGoOnWhileLRULeads(t *testing.T) {
 		t.Fatalf("LRU led %d swaps and leads now: %v (weight %.2f); the test's premise is that it leads throughout",
 			ledByLRU, s.leader() == expertLRU, s.w[expertLRU])
 	}
-	if len(s.countDuels) == 0 && s.wc == [nModes]float64{0.5, 0.5} {
-		t.Errorf("no duel of the ways of counting in %d swaps led by LRU on traffic where they disagree", ledByLRU)
+	if len(s.trials) == 0 && s.loss == [nEst]float64{} {
+		t.Errorf("no trial in %d swaps led by LRU on traffic where the estimators disagree", ledByLRU)
 	}
 }
 

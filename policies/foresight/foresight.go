@@ -35,9 +35,9 @@ const (
 	// share is predicted or its value weighed (Laplace's rule): a model
 	// never asked for still has a chance, and a slow one a cost.
 	prior = 0.5
-	// memory is what each swap leaves of an estimator's score: the
-	// choice follows about the last 200 swaps, so it moves when the
-	// traffic changes.
+	// memory is what each swap leaves of an estimator's score and of
+	// its lost trials: the choice follows about the last 200 swaps, so
+	// it moves when the traffic changes.
 	memory = 0.995
 	// rescaleAt is the growth of an estimator's scale (log2) at which
 	// its counts are scaled back, far below float64's range.
@@ -67,8 +67,7 @@ type swapper struct {
 	// score is, per estimator, its predictions' log-likelihood of the
 	// models asked for at each swap, older swaps' times memory.
 	score [nEst]float64
-	// best is the estimator the forecast follows: of the way of counting
-	// that leads its duels, the one with the highest score.
+	// best is the estimator the forecast follows (forecast).
 	best int
 	// w is each expert's weight, summing to 1; duels move them, and
 	// the plans follow LRU's order only while its weight is above
@@ -79,15 +78,18 @@ type swapper struct {
 	// duels are the evictions on which the experts disagreed, not yet
 	// decided, oldest first.
 	duels []evict.Duel
-	// wc is each way of counting's weight, summing to 1; the duels in
-	// countDuels move them, and the forecast counts requests only while
-	// theirs is above countingLeads (see counting).
-	wc         [nModes]float64
-	countDuels []evict.Duel
-	// idle, alt and chosen are the challenges' scratch.
-	idle   []*sdk.ModelInfo
-	alt    map[string]float64
-	chosen []string
+	// trials are the evictions each estimator's victim is judged on, not
+	// yet decided, oldest first; loss is, per estimator, its lost
+	// trials, older ones times memory.
+	trials []evict.Trial
+	loss   [nEst]float64
+	// idle is the duels' and trials' scratch: the swap's candidates;
+	// alt their values in one order; cand their demand entries; victims
+	// each estimator's choice.
+	idle    []*sdk.ModelInfo
+	alt     map[string]float64
+	cand    []candidate
+	victims []string
 	// models is what the swapper keeps of each model.
 	models evict.Rows[model]
 	// value is the value of each model the plan being made has compared
@@ -118,7 +120,6 @@ func New(h sdk.Host, raw []byte) (sdk.Swapper, error) {
 	s := &swapper{h: h, rules: evict.NewRules(st.Placement, st.Margin), patience: st.Patience,
 		value: map[string]float64{}, alt: map[string]float64{}}
 	s.w = [nExperts]float64{0.5, 0.5}
-	s.wc = [nModes]float64{0.5, 0.5}
 	s.best = len(halfLives)*countBursts + len(halfLives) - 1 // longest memory, bursts, until the traffic says otherwise
 	s.plan = evict.Planner{
 		Policy:     "foresight",
@@ -267,18 +268,22 @@ func by(va float64, a *sdk.ModelInfo, av uint64, vb float64, b *sdk.ModelInfo, b
 	return cmp.Compare(a.LastUse, b.LastUse)
 }
 
-// OnSwapStart scores every estimator on the models asked for since the
-// last swap, folds those requests into every estimator's counts, and logs
-// the swap.
+// OnSwapStart settles the duels and trials the models asked for since the
+// last swap decide and starts this swap's, scores every estimator on
+// those models, folds their requests into every estimator's counts,
+// chooses the forecast, and logs the swap.
 func (s *swapper) OnSwapStart(ev sdk.SwapStartEvent) {
 	s.counts.Read(s.h, ev.Now, true)
 	s.expert = s.leader() // the one whose plan this swap carries out
 	s.settle(ev.Target)
-	s.settleCounting(ev.Target)
+	for j := range nEst {
+		s.loss[j] *= memory
+	}
+	s.settleTrials(ev.Target)
 	if len(ev.Evict) > 0 {
 		s.evictable(ev)
+		s.judge()
 		s.challenge(ev)
-		s.challengeCounting(ev)
 	}
 	n := float64(len(s.counts.List))
 	// Score: each estimator's predicted share of every model asked for.
@@ -326,7 +331,7 @@ func (s *swapper) OnSwapStart(ev sdk.SwapStartEvent) {
 			s.total[j] += add
 		}
 	}
-	s.best = s.bestOf(s.counting())
+	s.best = s.forecast()
 	s.h.Log(sdk.LevelInfo, "foresight swap: model="+ev.Target+" evict=["+strings.Join(ev.Evict, ",")+
 		"] half_life="+strconv.FormatFloat(halfLife(s.best), 'f', -1, 64)+" counting="+modeNames[s.best/len(halfLives)]+
 		" expert="+expertNames[s.expert]+" devices="+placement.FormatDevices(ev.Devices))
