@@ -193,10 +193,7 @@ func (s *swapper) judge() {
 			c.counted = true
 			c.row = s.models.Get(d.Name)
 			c.cost = loadCost(d, c.row)
-			c.delta = d.Requests
-			if c.row != nil {
-				c.delta -= min(c.row.seen, d.Requests)
-			}
+			c.delta = since(d, c.row)
 		}
 		s.cand = append(s.cand, c)
 	}
@@ -209,11 +206,7 @@ func (s *swapper) judge() {
 			c := &s.cand[i]
 			var x float64 // 0 for a model the host does not count, as in val
 			if c.counted {
-				f := increment(j, c.delta)
-				if c.row != nil {
-					f += c.row.count[j] / g
-				}
-				x = (f + prior) * c.cost / c.bytes
+				x = expected(j, g, c.row, c.delta, c.cost) / c.bytes
 			}
 			if v == nil || x < vv || (x == vv && c.m.LastUse < v.m.LastUse) {
 				v, vv = c, x

@@ -169,16 +169,32 @@ func (s *swapper) val(name string) float64 {
 // by its load time.
 func (s *swapper) valueOf(j int, g float64, d *sdk.ModelDemand) float64 {
 	m := s.models.Get(d.Name)
-	var f float64
+	return expected(j, g, m, since(d, m), loadCost(d, m))
+}
+
+// expected is the value every order of the forecast compares: by
+// estimator j, whose scale is g now, the expected demand of a model whose
+// row is m (nil before its first swap) and that was asked for delta times
+// since the last swap, plus the prior, times cost, its load cost in
+// seconds.
+func expected(j int, g float64, m *model, delta uint64, cost float64) float64 {
+	f := increment(j, delta)
 	if m != nil {
-		f = m.count[j] / g
-		if d.Requests > m.seen {
-			f += increment(j, d.Requests-m.seen)
-		}
-	} else {
-		f = increment(j, d.Requests)
+		f += m.count[j] / g
 	}
-	return (f + prior) * loadCost(d, m)
+	return (f + prior) * cost
+}
+
+// since is how many times d's model (row m, nil before its first swap)
+// was asked for since the last swap.
+func since(d *sdk.ModelDemand, m *model) uint64 {
+	if m == nil {
+		return d.Requests
+	}
+	if d.Requests > m.seen {
+		return d.Requests - m.seen
+	}
+	return 0 // removed and added again: its count starts over
 }
 
 // loadCost is what loading d's model again costs, in seconds: its last
