@@ -127,8 +127,8 @@ func (s *swapper) sortIdle(j int) {
 // the models better (Zipf traffic of independent requests:
 // docs/RATIONALE.md, "Counting requests or bursts"); and on stationary
 // traffic they favour short half-lives, whose noise orders a small box's
-// few models worse than a plain decayed count (RATIONALE, "Choosing the
-// forecast by the evictions it would make"). So the forecast is chosen by
+// few models worse than a plain decayed count (RATIONALE, "The forecast
+// chosen by trials of its estimators' evictions"). So the forecast is chosen by
 // what it is for: at every swap that evicts, each estimator's victim among
 // the swap's candidates is judged by Belady's rule after the fact
 // (evict.Trial), and the forecast follows whichever of three lost fewest
@@ -188,7 +188,7 @@ func (s *swapper) judge() {
 	}
 	s.cand = s.cand[:0]
 	for _, m := range s.idle {
-		c := candidate{m: m, bytes: float64(max(footprint(m), 1)), cost: 1}
+		c := candidate{m: m, bytes: footprint(m), cost: 1}
 		if d := evict.Demand(s.counts.List, m.Name); d != nil {
 			c.counted = true
 			c.row = s.models.Get(d.Name)
@@ -206,9 +206,9 @@ func (s *swapper) judge() {
 			c := &s.cand[i]
 			var x float64 // 0 for a model the host does not count, as in val
 			if c.counted {
-				x = expected(j, g, c.row, c.delta, c.cost) / c.bytes
+				x = expected(j, g, c.row, c.delta, c.cost)
 			}
-			if v == nil || x < vv || (x == vv && c.m.LastUse < v.m.LastUse) {
+			if v == nil || by(x, c.m, c.bytes, vv, v.m, v.bytes) < 0 {
 				v, vv = c, x
 			}
 		}
@@ -241,7 +241,7 @@ func (s *swapper) judge() {
 type candidate struct {
 	m       *sdk.ModelInfo
 	counted bool
-	bytes   float64
+	bytes   uint64
 	cost    float64
 	row     *model
 	delta   uint64
