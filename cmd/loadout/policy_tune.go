@@ -102,6 +102,7 @@ foresight's patience: --set router.patience=0,0.1,0.25,0.5,1
 	fl.IntVar(&o.slots, "slots", 0, slotsUsage)
 	fl.Float64Var(&o.rate, "rate", 1, "replay the trace at this multiple of its request rate")
 	fl.BoolVar(&o.sequence, "sequence", false, sequenceUsage)
+	fl.BoolVar(&o.runtime.Trusted, "trust-policies", false, trustUsage)
 	_ = cmd.MarkFlagRequired("trace")
 	_ = cmd.MarkFlagRequired("set")
 	return cmd

@@ -99,6 +99,12 @@ cold loads compare with the anchors' exactly (the LRU router makes LRU's),
 and the difference from the plain replay is what the run loop's timing
 costs (a victim still loading, requests that overlap).
 
+Speed: built-in policies run without wazero's loop checks in a replay
+(they are this repository's tested code, and the checks cost a Go policy
+two to four times its run time); a .wasm policy runs with them, so one
+that loops is stopped at its deadline and the replay goes on under the
+fallback. --trust-policies runs .wasm policies without them too.
+
 Sleeping models: with hostMemory: SIZE in the configuration (the simulated
 box's host memory; auto means none here), an evicted model whose backend
 can sleep (sim: wake_time) is put to sleep instead of stopped, as serve
@@ -128,11 +134,15 @@ wakes).`,
 	f.IntVar(&o.slots, "slots", 0, slotsUsage)
 	f.Float64Var(&o.rate, "rate", 1, "replay the trace at this multiple of its request rate (arrival times divided by it): 2 is twice the traffic, 0.1 a tenth")
 	f.BoolVar(&o.sequence, "sequence", false, sequenceUsage)
+	f.BoolVar(&o.runtime.Trusted, "trust-policies", false, trustUsage)
 	f.BoolVar(&o.perModel, "per-model", false, "also print each model's requests, cold loads and queue wait, per run")
 	f.StringVar(&o.logLevel, "log-level", "", "log the run loop and policies at this level (debug, info, warn, error); default: quiet")
 	_ = cmd.MarkFlagRequired("trace")
 	return cmd
 }
+
+// trustUsage is the help of --trust-policies (simulate, policy tune).
+const trustUsage = "run .wasm policies without the loop checks too, as the built-in ones always run in a replay: two to four times faster, but a policy that loops hangs the replay instead of being stopped at its deadline (an overrun that ends is still caught)"
 
 // sequenceUsage is the help of --sequence (simulate, policy tune).
 const sequenceUsage = "replay the trace's model sequence one request at a time (each arrives once the one before has finished, with one output token; TTLs off): the terms the anchors and Belady's optimum are computed on, so each router's cold loads compare with theirs exactly (the LRU router makes LRU's)"
@@ -684,6 +694,15 @@ func simLogger(o simulateOptions, clock *sim.Clock) *slog.Logger {
 	return log
 }
 
+// builtinPolicies reports whether every policy a replay of pc loads is
+// built in: its scheduler and router (the fallbacks always are). Such a
+// replay's runtime is Trusted (no loop checks, two to four times faster):
+// the built-ins are this repository's tested code, and it is an operator's
+// .wasm that a replay must be able to stop mid-loop.
+func builtinPolicies(pc *config.Config) bool {
+	return pc.Routing.Scheduler.Use != "" && pc.Routing.Router.Use != ""
+}
+
 // replayPair replays trace under one policy pair with its own virtual
 // clock and policy runtime (compiled modules come from the runtime's
 // disk cache after the first), and measures the wall time it took.
@@ -692,20 +711,21 @@ func replayPair(ctx context.Context, o simulateOptions, cfg *config.Config, p po
 	models map[string]sim.Model, devices []gpu.DeclaredDevice) (*sim.Result, error) {
 	clock := &sim.Clock{}
 	log := simLogger(o, clock)
+	pc, err := withPolicies(cfg, p)
+	if err != nil {
+		return nil, err
+	}
 	ro := o.runtime
 	ro.Logger, ro.Clock = log, clock.Now
 	if ro.CallTimeout <= 0 {
 		ro.CallTimeout = sim.PolicyCallTimeout
 	}
+	ro.Trusted = ro.Trusted || builtinPolicies(pc)
 	rt, err := policy.NewRuntime(ctx, ro)
 	if err != nil {
 		return nil, err
 	}
 	defer rt.Close(context.Background())
-	pc, err := withPolicies(cfg, p)
-	if err != nil {
-		return nil, err
-	}
 	ps, err := loadPolicies(ctx, rt, pc)
 	if err != nil {
 		return nil, err

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/loadout-dev/loadout/host/sim"
 	"github.com/loadout-dev/loadout/policies/builtin"
@@ -274,6 +275,57 @@ func TestSimulate_ACrashingPolicyIsReportedAndTheFallbackServes(t *testing.T) {
 	}
 	if !regexp.MustCompile(`handed over \(fallback\)`).MatchString(out) {
 		t.Fatalf("the fallback's take-over is not reported:\n%s", out)
+	}
+}
+
+// A .wasm policy runs with wazero's loop checks, though the built-ins run
+// without them in a replay: one that loops is stopped at its deadline,
+// the failure reported, and the fallback serves every request.
+func TestSimulate_AWasmPolicyThatLoopsIsStopped(t *testing.T) {
+	dir := t.TempDir()
+	cfg := simConfig("") + fmt.Sprintf(`routing:
+  scheduler:
+    wasm: %s
+    settings: {loop_every: 40}
+`, flakyWasm(t, dir))
+	o := simulateOptions{rate: 1, jsonPath: filepath.Join(dir, "report.json")}
+	o.runtime.CallTimeout = 100 * time.Millisecond
+	out, err := simulateIn(t, cfg, simTrace(120, 0.5, "a", "b", "c"), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "a policy failed during the replay") || !strings.Contains(out, "deadline of 100ms exceeded") {
+		t.Fatalf("the loop is not reported:\n%s", out)
+	}
+	var rep struct {
+		Runs []struct{ Completed, Errors int } `json:"runs"`
+	}
+	b, err := os.ReadFile(o.jsonPath)
+	if err == nil {
+		err = json.Unmarshal(b, &rep)
+	}
+	if err != nil || len(rep.Runs) != 1 || rep.Runs[0].Completed+rep.Runs[0].Errors != 120 {
+		t.Fatalf("report %+v (%v): want all 120 requests accounted for", rep, err)
+	}
+}
+
+// The built-in policies run without the loop checks in a replay; the same
+// module run from a .wasm file, with them, gives the same report.
+func TestSimulate_TrustedBuiltinsReportAsTheSandboxedModule(t *testing.T) {
+	wasm, err := builtin.Lookup("foresight")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "foresight.wasm")
+	if err := os.WriteFile(path, wasm, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, trace := simConfig(""), simTrace(150, 0.7, "a", "b", "a", "c", "b", "a")
+	name := regexp.MustCompile(`"(builtin:foresight|` + regexp.QuoteMeta(path) + `)"`)
+	trusted := name.ReplaceAll(reportJSON(t, cfg, trace, simulateOptions{rate: 1, router: "foresight"}), []byte(`"R"`))
+	sandboxed := name.ReplaceAll(reportJSON(t, cfg, trace, simulateOptions{rate: 1, router: path}), []byte(`"R"`))
+	if !bytes.Equal(trusted, sandboxed) {
+		t.Fatalf("the built-in's report differs from the .wasm file's:\n%s\n---\n%s", trusted, sandboxed)
 	}
 }
 

@@ -84,7 +84,8 @@ func BenchmarkScheduler_OnRequest(b *testing.B) {
 func BenchmarkScheduler_OnRequestNoDeadline(b *testing.B) {
 	opts := benchOptions
 	opts.CacheDir = b.TempDir()
-	r, err := newRuntime(context.Background(), opts, false)
+	opts.Trusted = true
+	r, err := NewRuntime(context.Background(), opts)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -381,7 +382,8 @@ func BenchmarkGuest(b *testing.B) {
 	for _, deadlines := range []bool{false, true} {
 		opts := benchOptions
 		opts.CacheDir = b.TempDir()
-		r, err := newRuntime(ctx, opts, deadlines)
+		opts.Trusted = !deadlines
+		r, err := NewRuntime(ctx, opts)
 		if err != nil {
 			b.Fatal(err)
 		}

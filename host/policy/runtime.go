@@ -53,6 +53,18 @@ type Options struct {
 	// Logger receives the runtime's log lines and the policies' own (each
 	// with policy=<name>). nil discards them.
 	Logger *slog.Logger
+	// Trusted turns wazero's loop checks off (WithCloseOnContextDone).
+	// The checks are what stops a policy that loops at its call
+	// deadline, and they cost a Go guest two to four times its run time:
+	// every loop header of Go's Wasm code exits to the host and back
+	// (docs/RATIONALE.md, "Per-call deadline mechanism"). Without them a
+	// call that overruns its deadline is still caught when it returns
+	// (the instance is discarded, as with the checks), but one that never
+	// returns hangs its caller. Only for modules whose code is trusted:
+	// `loadout simulate` sets it for replays whose policies are all
+	// built-in (this repository's tested code) or when asked to
+	// (--trust-policies); serve never does.
+	Trusted bool
 	// Clock is the time InitEvent.Now carries and crash-loop detection
 	// counts by; nil means the wall clock. `loadout simulate` sets it to
 	// its virtual clock, so a replay is the same whatever the machine.
@@ -106,22 +118,16 @@ type Runtime struct {
 
 // NewRuntime makes a Runtime: wazero's compiler engine with a compilation
 // cache, the memory limit and close-on-context-done (which the per-call
-// deadline relies on), WASI preview 1 without filesystem, environment,
-// arguments, stdin, clock or real randomness, and the loadout_v2 host module.
+// deadline relies on to stop a guest that loops; off when opts.Trusted),
+// WASI preview 1 without filesystem, environment, arguments, stdin, clock
+// or real randomness, and the loadout_v2 host module.
 func NewRuntime(ctx context.Context, opts Options) (*Runtime, error) {
-	return newRuntime(ctx, opts, true)
-}
-
-// newRuntime is NewRuntime; deadlines false turns WithCloseOnContextDone
-// off, which only the benchmark measuring what deadlines cost does: without
-// it a looping guest cannot be stopped.
-func newRuntime(ctx context.Context, opts Options, deadlines bool) (*Runtime, error) {
 	opts = opts.withDefaults()
 	r := &Runtime{opts: opts, log: opts.Logger, startTimeout: max(defaultStartTimeout, 20*opts.CallTimeout)}
 
 	cfg := wazero.NewRuntimeConfigCompiler().
 		WithMemoryLimitPages(opts.MemoryLimitPages).
-		WithCloseOnContextDone(deadlines)
+		WithCloseOnContextDone(!opts.Trusted)
 	r.cache, r.cacheDir = openCache(opts.CacheDir, r.log)
 	if r.cache != nil {
 		cfg = cfg.WithCompilationCache(r.cache)

@@ -93,6 +93,15 @@ func TestSandbox_InfiniteLoop(t *testing.T) {
 	}
 }
 
+// TestSandbox_TrustedCatchesAnOverrunWhenItReturns: without the loop
+// checks (Options.Trusted) a call that overruns its deadline runs to its
+// end, and is caught then: a crash, the instance discarded and the next
+// call served by a new one, as with the checks.
+func TestSandbox_TrustedCatchesAnOverrunWhenItReturns(t *testing.T) {
+	r, _ := newTestRuntime(t, Options{CallTimeout: 10 * time.Millisecond, Trusted: true})
+	crashAndRecover(t, r, `{"misbehave": "spin", "model": "bad"}`, "deadline of 10ms exceeded")
+}
+
 func TestSandbox_UnboundedAllocation(t *testing.T) {
 	// A generous deadline, so that it is the memory limit that stops it.
 	r, _ := newTestRuntime(t, Options{CallTimeout: 20 * time.Second, MemoryLimitPages: 512})

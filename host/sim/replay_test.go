@@ -19,7 +19,8 @@ import (
 )
 
 // The replay's tests run the real built-in policies through the real Wasm
-// runtime, as `loadout simulate` does; one compilation per test binary.
+// runtime, as `loadout simulate` does (Trusted: without loop checks); one
+// compilation per test binary.
 var (
 	modsOnce sync.Once
 	modsRT   *policy.Runtime
@@ -32,7 +33,9 @@ func modules(t testing.TB) (*policy.Runtime, map[string]*policy.Module) {
 	t.Helper()
 	modsOnce.Do(func() {
 		ctx := context.Background()
-		modsRT, modsErr = policy.NewRuntime(ctx, policy.Options{Logger: slog.New(slog.DiscardHandler), Clock: testClk.Now, CallTimeout: PolicyCallTimeout})
+		// Trusted, as `loadout simulate` runs the built-in policies.
+		modsRT, modsErr = policy.NewRuntime(ctx, policy.Options{Logger: slog.New(slog.DiscardHandler), Clock: testClk.Now,
+			CallTimeout: PolicyCallTimeout, Trusted: true})
 		if modsErr != nil {
 			return
 		}

@@ -9,6 +9,7 @@
 // Settings:
 //
 //	{"panic_every": 100}   // panic on events 100, 200, ... (0 = never); 1% of events
+//	{"loop_every": 50}     // loop forever on events 50, 100, ... (0 = never): the host's deadline must stop it
 //
 // The count is per instance: a fresh instance starts counting from zero, so
 // the panics stay at the configured rate however often the host replaces it.
@@ -43,6 +44,7 @@ type request struct {
 type scheduler struct {
 	fx         sdk.Effects
 	panicEvery uint64
+	loopEvery  uint64
 	events     uint64
 	swaps      map[string][]request // target -> callers waiting on the swap we started
 	queue      []request            // arrival order
@@ -51,16 +53,23 @@ type scheduler struct {
 func newScheduler(fx sdk.Effects, raw []byte) (sdk.Scheduler, error) {
 	var cfg struct {
 		PanicEvery uint64 `json:"panic_every"`
+		LoopEvery  uint64 `json:"loop_every"`
 	}
 	if err := json.Unmarshal(raw, &cfg); err != nil {
 		return nil, fmt.Errorf("flaky settings: %w", err)
 	}
-	return &scheduler{fx: fx, panicEvery: cfg.PanicEvery, swaps: map[string][]request{}}, nil
+	return &scheduler{fx: fx, panicEvery: cfg.PanicEvery, loopEvery: cfg.LoopEvery, swaps: map[string][]request{}}, nil
 }
 
-// event counts an event and panics on every panicEvery-th.
+// event counts an event, panics on every panicEvery-th and loops forever
+// on every loopEvery-th.
 func (s *scheduler) event(name string) {
 	s.events++
+	if s.loopEvery > 0 && s.events%s.loopEvery == 0 {
+		//lint:ignore SA5002 the point: the host's deadline must stop it
+		for {
+		}
+	}
 	if s.panicEvery > 0 && s.events%s.panicEvery == 0 {
 		panic(fmt.Sprintf("flaky: deliberate panic in %s (event %d)", name, s.events))
 	}

@@ -7,10 +7,11 @@
 // misbehaves in on_request for model "bad" only ("" = every request), and
 // serves every other request. {"misbehave": "...", "in": "init"} misbehaves
 // in init instead. Misbehaviours: panic (recovered by the SDK: status 2),
-// loop (for {}), alloc (allocate without bound), stack (unbounded
-// recursion), exit (os.Exit(3): proc_exit), goexit-panic (a panic the SDK
-// cannot recover: in another goroutine), garbage (call every import with
-// pointers outside memory and log the results), spam (log and print a lot).
+// loop (for {}), spin (a long loop that ends), alloc (allocate without
+// bound), stack (unbounded recursion), exit (os.Exit(3): proc_exit),
+// goexit-panic (a panic the SDK cannot recover: in another goroutine),
+// garbage (call every import with pointers outside memory and log the
+// results), spam (log and print a lot).
 package main
 
 import (
@@ -71,6 +72,9 @@ type evil struct {
 
 var hoard [][]byte
 
+// spun is what "spin" adds up, kept so the loop is not optimised away.
+var spun int
+
 func misbehave(fx sdk.Effects, what string) {
 	switch what {
 	case "panic":
@@ -78,6 +82,10 @@ func misbehave(fx sdk.Effects, what string) {
 	case "loop":
 		//lint:ignore SA5002 the point: the host's deadline must stop it
 		for {
+		}
+	case "spin": // overruns any short deadline, then returns
+		for i := range 1 << 28 {
+			spun += i
 		}
 	case "alloc":
 		for {
