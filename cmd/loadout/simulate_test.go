@@ -259,13 +259,18 @@ func TestSimulate_CompareInParallelIsTheSerialReport(t *testing.T) {
 	}
 }
 
-func TestSimulate_ACrashingPolicyIsReportedAndTheFallbackServes(t *testing.T) {
-	dir := t.TempDir()
-	cfg := simConfig("") + fmt.Sprintf(`routing:
+// flakyConfig is simConfig with the flaky test scheduler (built into dir)
+// under settings, a YAML flow mapping.
+func flakyConfig(t *testing.T, dir, settings string) string {
+	return simConfig("") + fmt.Sprintf(`routing:
   scheduler:
     wasm: %s
-    settings: {panic_every: 7}
-`, flakyWasm(t, dir))
+    settings: %s
+`, flakyWasm(t, dir), settings)
+}
+
+func TestSimulate_ACrashingPolicyIsReportedAndTheFallbackServes(t *testing.T) {
+	cfg := flakyConfig(t, t.TempDir(), "{panic_every: 7}")
 	out, err := simulateIn(t, cfg, simTrace(200, 0.5, "a", "b", "c"), simulateOptions{rate: 1})
 	if err != nil {
 		t.Fatal(err)
@@ -283,11 +288,7 @@ func TestSimulate_ACrashingPolicyIsReportedAndTheFallbackServes(t *testing.T) {
 // the failure reported, and the fallback serves every request.
 func TestSimulate_AWasmPolicyThatLoopsIsStopped(t *testing.T) {
 	dir := t.TempDir()
-	cfg := simConfig("") + fmt.Sprintf(`routing:
-  scheduler:
-    wasm: %s
-    settings: {loop_every: 40}
-`, flakyWasm(t, dir))
+	cfg := flakyConfig(t, dir, "{loop_every: 40}")
 	o := simulateOptions{rate: 1, jsonPath: filepath.Join(dir, "report.json")}
 	o.runtime.CallTimeout = 100 * time.Millisecond
 	out, err := simulateIn(t, cfg, simTrace(120, 0.5, "a", "b", "c"), o)
