@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -291,10 +292,23 @@ func TestSimulate_AWasmPolicyThatLoopsIsStopped(t *testing.T) {
 	cfg := flakyConfig(t, dir, "{loop_every: 40}")
 	o := simulateOptions{rate: 1, jsonPath: filepath.Join(dir, "report.json")}
 	o.runtime.CallTimeout = 100 * time.Millisecond
-	out, err := simulateIn(t, cfg, simTrace(120, 0.5, "a", "b", "c"), o)
-	if err != nil {
+	o.configPath = writeConfig(t, dir, cfg)
+	o.tracePath = filepath.Join(dir, "trace.csv")
+	if err := os.WriteFile(o.tracePath, []byte(simTrace(120, 0.5, "a", "b", "c")), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	var stdout bytes.Buffer
+	done := make(chan error, 1)
+	go func() { done <- runSimulate(context.Background(), o, &stdout, io.Discard) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(2 * time.Minute): // a loop without the checks never ends: fail rather than hang the suite
+		t.Fatal("the replay has not ended in 2 minutes: the looping .wasm policy was not stopped")
+	}
+	out := stdout.String()
 	if !strings.Contains(out, "a policy failed during the replay") || !strings.Contains(out, "deadline of 100ms exceeded") {
 		t.Fatalf("the loop is not reported:\n%s", out)
 	}
