@@ -214,24 +214,7 @@ func (s *swapper) judge() {
 		}
 		s.victims = append(s.victims, v.m.Name)
 	}
-	// The trial starts in storage a decided one left (SettleTrials), and
-	// when more than maxTrials wait the oldest goes.
-	n := len(s.trials)
-	if n < cap(s.trials) {
-		s.trials = s.trials[:n+1]
-	} else {
-		s.trials = append(s.trials, evict.Trial{})
-	}
-	if !s.trials[n].Start(s.victims, s.counts.List) {
-		s.trials = s.trials[:n]
-		return
-	}
-	if n == maxTrials {
-		oldest := s.trials[0]
-		copy(s.trials, s.trials[1:])
-		s.trials[n] = oldest
-		s.trials = s.trials[:n]
-	}
+	s.trials = evict.StartTrial(s.trials, s.victims, s.counts.List, maxTrials)
 }
 
 // candidate is one of a swap's candidates as judge values it: its model,

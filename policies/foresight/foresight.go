@@ -84,8 +84,8 @@ type swapper struct {
 	trials []evict.Trial
 	loss   [nEst]float64
 	// idle is the duels' and trials' scratch: the swap's candidates;
-	// alt their values in one order; cand their demand entries; victims
-	// each estimator's choice.
+	// alt their values in one order; cand what judge values them by;
+	// victims each estimator's choice.
 	idle    []*sdk.ModelInfo
 	alt     map[string]float64
 	cand    []candidate

@@ -47,8 +47,8 @@ const maxVictims = 64
 // trial, when fewer than two distinct models were chosen: the orders
 // agreed, and the eviction tells nothing between them. Past 64 distinct
 // victims, the orders that chose another are not judged (By -1). It
-// reuses t's storage, so a router that starts its trials in those
-// SettleTrials dropped allocates nothing once they have grown (an
+// reuses t's storage, so trials started in those SettleTrials dropped
+// (StartTrial) allocate nothing once they have grown (an
 // allocation costs ~1.3 µs in Go compiled to Wasm and brings its garbage
 // collections nearer, and a router starts a trial at every swap that
 // evicts).
@@ -94,15 +94,40 @@ func (t *Trial) Start(victims []string, demand []sdk.ModelDemand) bool {
 	return true
 }
 
+// StartTrial appends to trials the trial of one eviction for
+// len(victims) orders (Trial.Start), in the storage of one SettleTrials
+// dropped where there is one, and returns the trials; unchanged when the
+// orders agreed. At most max trials are kept, the oldest dropped (its
+// storage kept past the returned length for the next), as Challenge keeps
+// its duels.
+func StartTrial(trials []Trial, victims []string, demand []sdk.ModelDemand, max int) []Trial {
+	n := len(trials)
+	if n < cap(trials) {
+		trials = trials[:n+1]
+	} else {
+		trials = append(trials, Trial{})
+	}
+	if !trials[n].Start(victims, demand) {
+		return trials[:n]
+	}
+	if n >= max {
+		oldest := trials[0]
+		copy(trials, trials[1:])
+		trials[n] = oldest
+		return trials[:n]
+	}
+	return trials
+}
+
 // SettleTrials moves every trial of trials on by the swap of target: the
 // victims asked for since it began, by demand's counts, before the target
 // and then the target itself, each cost every order that chose it a lost
 // trial (lose, with the order's index) while another victim has not been
 // asked for yet. It returns the trials still undecided, in trials'
 // storage, and leaves those it dropped past the returned slice's length
-// (trials[len(returned):len(trials)]), for the router to Start again; a
-// router that keeps at most a few dozen trials (the oldest dropped)
-// bounds the work of each swap.
+// (trials[len(returned):len(trials)]), for StartTrial to reuse; a router
+// that keeps at most a few dozen trials (StartTrial's max) bounds the work
+// of each swap.
 func SettleTrials(trials []Trial, demand []sdk.ModelDemand, target string, lose func(order int)) []Trial {
 	n := 0
 	for k := range trials {

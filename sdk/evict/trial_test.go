@@ -146,3 +146,28 @@ func TestTrial_DroppedTrialsAreReused(t *testing.T) {
 		t.Errorf("a reused trial: lost %v, want [1 2] (its own counts, not the dropped trial's)", lost)
 	}
 }
+
+// StartTrial adds a trial only where the orders disagree, keeps the newest
+// max, and starts each new trial in storage a dropped one left.
+func TestStartTrial_KeepsTheNewestMax(t *testing.T) {
+	demand := countsOf(map[string]uint64{"a": 1, "b": 1, "c": 1, "d": 1})
+	var trials []Trial
+	if trials = StartTrial(trials, []string{"a", "a"}, demand, 2); len(trials) != 0 {
+		t.Fatalf("orders that agreed started %d trials, want 0", len(trials))
+	}
+	for _, pair := range [][]string{{"a", "b"}, {"b", "c"}, {"c", "d"}} {
+		trials = StartTrial(trials, pair, demand, 2)
+	}
+	if len(trials) != 2 || trials[0].Victims[0] != "b" || trials[1].Victims[0] != "c" {
+		t.Fatalf("after three trials with max 2: %d kept, first victims %v; want [b c] and [c d]", len(trials), trials)
+	}
+	if spare := trials[:cap(trials)][2]; !slices.Equal(spare.Victims, []string{"a", "b"}) {
+		t.Fatalf("past the kept trials: %v, want the dropped oldest [a b] (its storage kept)", spare.Victims)
+	}
+	// As SettleTrials leaves a decided trial: past the kept ones.
+	before := &trials[1].Victims[0]
+	trials = StartTrial(trials[:1], []string{"d", "a"}, demand, 2)
+	if len(trials) != 2 || !slices.Equal(trials[1].Victims, []string{"d", "a"}) || &trials[1].Victims[0] != before {
+		t.Errorf("a trial started after one was dropped: %v, want [d a] in the dropped trial's storage", trials[1].Victims)
+	}
+}
