@@ -82,6 +82,33 @@ func TestServe_SleepersWakeAndKill9LeavesNoOrphan(t *testing.T) {
 	})
 }
 
+// A model idle past its ttl is put to sleep, not stopped: its server
+// process lives on, and the next request wakes that same process.
+func TestServe_TTLPutsAModelToSleep(t *testing.T) {
+	raw, err := os.ReadFile("../../testdata/e2e/sleep.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := strings.Replace(string(raw), "hostMemory: 8GiB", "hostMemory: 8GiB\nglobalTTL: 1", 1)
+	if next == string(raw) {
+		t.Fatal("testdata/e2e/sleep.yaml no longer says hostMemory: 8GiB")
+	}
+	s := startServer(t, writeConfig(t, t.TempDir(), next))
+	s.mustChat("a")
+	pidA := onePid(t, "a")
+	eventually(t, "a asleep after its ttl", func() bool { return s.modelStatus(t, "a")["state"] == "asleep" })
+	if !alive(pidA) {
+		t.Fatal("a's server exited at its ttl; it should sleep")
+	}
+	s.mustChat("a")
+	if pid := onePid(t, "a"); pid != pidA {
+		t.Fatalf("a is served by process %d after its ttl, want the woken %d", pid, pidA)
+	}
+	if st := s.modelStatus(t, "a"); st["wakes"] != float64(1) || st["cold_loads"] != float64(1) {
+		t.Fatalf("a after its wake: %v; want 1 wake, 1 cold load", st)
+	}
+}
+
 // A reload that sets hostMemory: 0 and a new wakeTimeout applies both at
 // once and restarts nothing running: the sleeper's server is stopped (no
 // host memory is left for it), the running model keeps its process.

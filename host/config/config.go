@@ -67,7 +67,8 @@ type Config struct {
 	// StartPort is the first port handed out for ${PORT} (llama-swap's
 	// startPort), default 5800.
 	StartPort int
-	// GlobalTTL is how long an idle model stays loaded; 0 means forever.
+	// GlobalTTL is how long an idle model stays loaded (ModelConfig.TTL);
+	// 0 means forever.
 	// YAML: globalTTL, whole seconds, default 0 (llama-swap's).
 	GlobalTTL time.Duration
 	// UnloadTimeout is how long a stopping model gets before it is killed.
@@ -234,8 +235,10 @@ type Model struct {
 	// concurrencyLimit or TTL), and gets 409 while the model is not ready.
 	IgnoreWebsockets bool
 
-	// TTL is how long the model may stay idle before it is unloaded; 0 means
-	// never. YAML: ttl, whole seconds; -1 or absent means GlobalTTL.
+	// TTL is how long the model may stay idle before it leaves the GPU —
+	// stopped, or put to sleep as an eviction would (Evict and host
+	// memory decide; host/router's expire); 0 means never. YAML: ttl,
+	// whole seconds; -1 or absent means GlobalTTL.
 	TTL time.Duration
 	// UnloadTimeout is the grace period before a stopping model is killed.
 	// YAML: unloadTimeout, whole seconds; 0 or absent means the global one.

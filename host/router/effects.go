@@ -467,8 +467,7 @@ func (fx *effects) StartSwap(s sdk.SwapRequest) error {
 	var stops []eviction
 	for _, m := range evicted {
 		if m.state == sdk.StateReady {
-			stops = append(stops, eviction{model: m.name, gen: m.gen, inst: m.inst, timeout: stopTimeout(m.cfg), swap: s.Model,
-				sleep: m.sleeping, sleepTimeout: m.cfg.wakeTimeout()})
+			stops = append(stops, m.eviction(s.Model))
 		}
 		if m.state.Running() {
 			r.setState(m, sdk.StateStopping)
@@ -522,6 +521,8 @@ func (fx *effects) StopProcesses(names []string) error {
 			m.stopAfterStart = true
 		case m.state == sdk.StateReady && m.inFlight > 0: // rule 6: drain first
 			m.stopWhenIdle = true
+		case slices.Contains(l.expired, name):
+			r.expire(m)
 		default:
 			r.stopModel(m)
 		}

@@ -216,6 +216,10 @@ type loopState struct {
 	ticks    tickState // periodic, or on demand (ticks.go)
 	removing int       // models removed by UpdateModels and not yet out of the table
 	now      time.Time
+	// expired names, during the scheduler's OnUnload for them, the
+	// models whose TTL has passed: its StopProcesses of one evicts it as
+	// a swap would (sleep.go, expire).
+	expired []string
 
 	shuttingDown bool
 
@@ -685,7 +689,9 @@ func (r *Router) onTick() {
 	l.ticks.last = now
 	if len(expired) > 0 {
 		r.observer().Unloading(expired, "ttl")
+		l.expired = expired // the scheduler's stops of these are evictions (expire)
 		err := l.sched.OnUnload(sdk.UnloadEvent{Now: r.stamp(), Models: expired, Reason: sdk.UnloadTTL})
+		l.expired = nil
 		if r.schedulerFailed("on_unload", err) {
 			return
 		}
@@ -868,7 +874,7 @@ func (r *Router) stopModel(m *model) {
 	switch m.state {
 	case sdk.StateReady:
 		r.setState(m, sdk.StateStopping)
-		r.exec.stop(eviction{model: m.name, gen: m.gen, inst: m.inst, timeout: stopTimeout(m.cfg)})
+		r.exec.stop(m.eviction(""))
 	case sdk.StateStarting:
 		m.stopAfterStart = true
 	}

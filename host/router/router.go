@@ -53,7 +53,7 @@ type ModelConfig struct {
 	ConcurrencyLimit uint32        // max in-flight requests; 0 = the scheduler's default
 	Pinned           bool          // never evicted by eviction policies that honour it
 	Group            string        // swap group name, for policies and the API
-	TTL              time.Duration // unload after this long idle; 0 = never
+	TTL              time.Duration // leave the GPU after this long idle (expire: a sleep or a stop); 0 = never
 	StopTimeout      time.Duration // how long Stop may take before the backend kills (0: 10 s)
 	VRAM             uint64        // declared need in bytes; 0 = unknown
 	// ReplicaOf is, for replica 2 and above of a model, the model's id

@@ -259,6 +259,35 @@ func (r *Router) applyEvictions(plan []evictPlan) {
 	}
 }
 
+// eviction is how the executor ends m's ready server for the swap whose
+// target is swap ("" for none): put to sleep at m.sleeping's level when
+// applyEvictions leased a sleep for it, else stopped.
+func (m *model) eviction(swap string) eviction {
+	return eviction{model: m.name, gen: m.gen, inst: m.inst, timeout: stopTimeout(m.cfg), swap: swap,
+		sleep: m.sleeping, sleepTimeout: m.cfg.wakeTimeout()}
+}
+
+// expire ends a ready, idle model whose TTL has passed as a swap would
+// evict it when its plan says nothing: put to sleep when its evict: and
+// host memory allow (resolveEvictions), else stopped. A TTL gives back
+// the model's GPU memory; like an eviction's, its sleeper keeps the
+// server for a wake until host memory is needed or it is unloaded.
+func (r *Router) expire(m *model) {
+	if m.state != sdk.StateReady || m.inFlight > 0 {
+		r.stopModel(m)
+		return
+	}
+	plan, err := r.resolveEvictions(sdk.SwapRequest{}, []*model{m})
+	if err != nil || plan[0].mode == sdk.EvictStop {
+		r.stopModel(m)
+		return
+	}
+	r.applyEvictions(plan)
+	r.log.Info("model idle past its ttl; putting it to sleep", "model", m.name, "level", m.sleeping)
+	r.setState(m, sdk.StateStopping)
+	r.exec.stop(m.eviction(""))
+}
+
 // stopSleeper stops m's sleeping server and gives back its host memory at
 // once (the process is going; its stop is not waited for by anything but
 // shutdown).

@@ -360,3 +360,45 @@ func TestSleep_HostMemoryShrunkDuringASleepStopsTheSleeper(t *testing.T) {
 		t.Fatalf("host memory %+v (%v); want no sleeper leasing any", hm, err)
 	}
 }
+
+// ttlHarness is one model, a, that can sleep at levels 1 and 2 (1 GiB of
+// weights), idle for 30 ms past its TTL, with evict and 8 GiB of host
+// memory.
+func ttlHarness(t *testing.T, evict config.Evict) *harness {
+	t.Helper()
+	mc := ModelConfig{VRAM: gib, SleepLevels: 3, Evict: evict, SleepOverhead: 256 << 20, TTL: 30 * time.Millisecond}
+	h := newHarness(t, harnessOpts{hostMemory: 8 * gib, tick: 5 * time.Millisecond, models: map[string]ModelConfig{"a": mc}})
+	h.procs["a"].sleepLevels = 3
+	return h
+}
+
+// A model idle past its TTL leaves the GPU as an eviction would: asleep
+// when its evict: and host memory allow, so its next request wakes it
+// rather than paying a cold load.
+func TestSleep_TTLPutsAnIdleModelToSleep(t *testing.T) {
+	h := ttlHarness(t, config.EvictAuto)
+	serveOnce(t, h, "a")
+	h.world.expect(t, "starting a", "ready a", "asleep a 1")
+	h.awaitState("a", "asleep")
+	if st := h.status("a"); st.SleepLevel != 1 || st.HostBytes != gib || !st.ExpiresAt.IsZero() {
+		t.Fatalf("a after its TTL: level %d, host bytes %d, expires at %v; want 1, 1 GiB, none", st.SleepLevel, st.HostBytes, st.ExpiresAt)
+	}
+	g := h.acquire("a").wait(t)
+	g.Release()
+	h.world.expect(t, "awake a")
+	if !g.Woke {
+		t.Fatal("the request after a's TTL did not wake it")
+	}
+	if n := h.world.starts["a"]; n != 1 {
+		t.Fatalf("a was started %d times, want 1 (woken, not reloaded)", n)
+	}
+}
+
+// evict: stop holds for a TTL too: the server is stopped, as llama-swap's
+// ttl does.
+func TestSleep_TTLWithEvictStopStops(t *testing.T) {
+	h := ttlHarness(t, config.EvictStop)
+	serveOnce(t, h, "a")
+	h.world.expect(t, "starting a", "ready a", "stopped a")
+	h.awaitState("a", "stopped")
+}

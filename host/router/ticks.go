@@ -101,11 +101,10 @@ func (r *Router) nextTick() time.Time {
 		return next
 	}
 	for _, name := range l.names {
-		m := l.models[name]
-		if m.cfg.TTL <= 0 || m.state != sdk.StateReady || m.inFlight > 0 {
+		d := l.models[name].expiresAt()
+		if d.IsZero() {
 			continue
 		}
-		d := m.lastUse.Add(m.cfg.TTL)
 		if !d.After(t.last) {
 			d = t.last.Add(r.cfg.TickInterval)
 		}
