@@ -2,11 +2,13 @@ package main
 
 import (
 	"encoding/json"
+	"net/http"
 	"os"
 	"slices"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // modelStatus reads one model's entry of /api/models.
@@ -174,5 +176,43 @@ func TestFault_ModelServerSIGSTOPBeforeItsSleep(t *testing.T) {
 	s.mustChat("a")
 	if again := onePid(t, "a"); again == pid {
 		t.Fatalf("a still served by the stopped pid %d", pid)
+	}
+}
+
+// A sleeping model server stopped (SIGSTOP) is found by its health checks
+// while a request wakes it, long before its wake timeout: the wake is
+// cut, the stopped server killed, and the request served by a cold load.
+func TestFault_ModelServerSIGSTOPWhileAsleep(t *testing.T) {
+	raw, err := os.ReadFile("../../testdata/e2e/sleep.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := "wakeTimeout: 600\nliveness: {probeInterval: 1, probeTimeout: 1, failures: 2}\n" + string(raw)
+	s := startServer(t, writeConfig(t, t.TempDir(), cfg))
+	s.mustChat("a")
+	pid := onePid(t, "a")
+	s.mustChat("b")
+	eventually(t, "a asleep", func() bool { return s.modelStatus(t, "a")["state"] == "asleep" })
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Kill(pid, syscall.SIGKILL) // whatever happens, nothing stays stopped
+	// The request is given a fifth of the wake timeout: only liveness can
+	// cut the wake within it.
+	client := &http.Client{Timeout: 120 * time.Second}
+	resp, err := client.Post(s.base+"/v1/chat/completions", "application/json", strings.NewReader(chat("a", false)))
+	if err != nil {
+		t.Fatalf("chat a with its sleeper stopped: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("chat a with its sleeper stopped: %s", resp.Status)
+	}
+	if alive(pid) {
+		t.Fatalf("the stopped sleeper %d lives on", pid)
+	}
+	st := s.modelStatus(t, "a")
+	if st["state"] != "ready" || st["wakes"] != float64(0) || st["cold_loads"] != float64(2) {
+		t.Fatalf("a after its hung wake: %v; want ready, no wake, 2 cold loads", st)
 	}
 }

@@ -488,6 +488,9 @@ func (fx *effects) StartSwap(s sdk.SwapRequest) error {
 		sw.job.inv = l.ledger.Inventory()
 	}
 	sw.job.ctx, sw.abort = context.WithCancelCause(r.procCtx)
+	if sw.job.wake != nil {
+		sw.job.wakeCtx, sw.cutWake = context.WithCancelCause(sw.job.ctx)
+	}
 	r.log.Info("swap", "model", s.Model, "evict", s.Evict, "devices", sw.devices)
 	r.observer().SwapStarted(r.swapInfo(sw, !already))
 	// Phase 1 (swap.go): stop the evicted servers in parallel; each

@@ -2,6 +2,7 @@ package router
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -72,7 +73,36 @@ func (lv Liveness) withDefaults() Liveness {
 type probeResult struct {
 	model string
 	gen   uint64
+	phase probePhase // what the server was doing when probed
 	err   error
+}
+
+// probePhase is why a server is probed: someone waits on it.
+type probePhase uint8
+
+const (
+	probeNone     probePhase = iota
+	probeServing             // ready, with requests in flight
+	probeSleeping            // being put to sleep: a swap waits for the GPU memory
+	probeWaking              // being woken: a request waits for it
+)
+
+// probed is the server of m that a liveness probe looks at now, and why;
+// probeNone when nobody waits on it — an idle server, asleep or not, is
+// found hung when a request wakes or uses it. A sleep or wake already
+// cut is not probed again.
+func (r *Router) probed(m *model) (Instance, probePhase) {
+	switch {
+	case m.state == sdk.StateReady && m.inFlight > 0:
+		return m.inst, probeServing
+	case m.state == sdk.StateStopping && m.sleeping != 0 && m.cutSleep != nil:
+		return m.inst, probeSleeping
+	case m.state == sdk.StateStarting && m.asleep != nil:
+		if sw := r.loop.swaps[m.name]; sw != nil && sw.cutWake != nil {
+			return m.asleep, probeWaking
+		}
+	}
+	return nil, probeNone
 }
 
 // stall is the proxy's report, through Grant.Stalled, that a stream from
@@ -83,8 +113,8 @@ type stall struct {
 	reason string
 }
 
-// startProbing probes, off the loop, every ready server that has
-// requests in flight and is not being probed already.
+// startProbing probes, off the loop, every server someone waits on
+// (probed) that is not being probed already.
 func (r *Router) startProbing() {
 	l := &r.loop
 	if l.shuttingDown {
@@ -93,8 +123,12 @@ func (r *Router) startProbing() {
 	timeout := r.cfg.Liveness.Timeout
 	for _, name := range l.names {
 		m := l.models[name]
-		hc, ok := m.inst.(HealthChecker)
-		if !ok || m.state != sdk.StateReady || m.inFlight == 0 || m.probing {
+		if m.probing {
+			continue
+		}
+		inst, phase := r.probed(m)
+		hc, ok := inst.(HealthChecker)
+		if !ok {
 			continue
 		}
 		m.probing = true
@@ -106,7 +140,7 @@ func (r *Router) startProbing() {
 			}
 			cancel()
 			select {
-			case r.probes <- probeResult{model: name, gen: gen, err: err}:
+			case r.probes <- probeResult{model: name, gen: gen, phase: phase, err: err}:
 			case <-r.done:
 			}
 		}(name, m.gen)
@@ -114,7 +148,10 @@ func (r *Router) startProbing() {
 }
 
 // onProbe counts a probe's answer: Liveness.Failures failures in a row
-// declare the server hung.
+// declare the server hung. A serving server is killed (hung); a sleep
+// or wake is cut, and what follows a failed one follows: a sleep's server
+// is killed and the eviction is a stop, a wake's is killed and the swap
+// cold-starts the model.
 func (r *Router) onProbe(p probeResult) {
 	m := r.loop.models[p.model]
 	if m == nil {
@@ -123,8 +160,8 @@ func (r *Router) onProbe(p probeResult) {
 	if m.gen == p.gen {
 		m.probing = false
 	}
-	if m.gen != p.gen || m.state != sdk.StateReady {
-		return // an old instance, or no longer serving
+	if _, phase := r.probed(m); m.gen != p.gen || phase != p.phase {
+		return // an old instance, or no longer doing what was probed
 	}
 	if p.err == nil {
 		m.probeFailures = 0
@@ -133,10 +170,39 @@ func (r *Router) onProbe(p probeResult) {
 	m.probeFailures++
 	need := r.cfg.Liveness.Failures
 	r.log.Warn("model server did not answer its health check", "model", m.name, "in_flight", m.inFlight,
-		"failures", m.probeFailures, "of", need, "err", p.err)
-	if m.probeFailures >= need {
-		r.hung(m, fmt.Sprintf("its health check failed %d times in a row, %s apart (last: %v)", m.probeFailures, r.cfg.Liveness.Interval, p.err))
+		"while", p.phase.String(), "failures", m.probeFailures, "of", need, "err", p.err)
+	if m.probeFailures < need {
+		return
 	}
+	reason := fmt.Sprintf("its health check failed %d times in a row, %s apart (last: %v)", m.probeFailures, r.cfg.Liveness.Interval, p.err)
+	switch p.phase {
+	case probeServing:
+		r.hung(m, reason)
+	case probeSleeping:
+		r.log.Error("model server hung while being put to sleep; killing it", "model", m.name, "reason", reason)
+		m.cutSleep(errors.New("hung: " + reason))
+		m.cutSleep = nil
+		m.probeFailures = 0
+	case probeWaking:
+		r.log.Error("model server hung while being woken; killing it and cold-loading the model", "model", m.name, "reason", reason)
+		sw := r.loop.swaps[m.name]
+		sw.cutWake(errors.New("hung: " + reason))
+		sw.cutWake = nil
+		m.probeFailures = 0
+	}
+}
+
+// String names the phase for logs.
+func (p probePhase) String() string {
+	switch p {
+	case probeServing:
+		return "serving"
+	case probeSleeping:
+		return "sleeping"
+	case probeWaking:
+		return "waking"
+	}
+	return "idle"
 }
 
 // onStall handles a stream that stopped producing: its server is hung.

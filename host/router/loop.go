@@ -154,6 +154,10 @@ type model struct {
 	// its server is stopped once asleep. stoppingSleeper: its sleeping
 	// server is being stopped (stopSleeper), not yet exited.
 	stopAfterSleep, stoppingSleeper bool
+	// cutSleep cancels the sleep in flight (eviction.ctx) with its
+	// cause, so the executor kills the server instead: a server found
+	// hung while being put to sleep (liveness.go). nil when none.
+	cutSleep context.CancelCauseFunc
 	// observed is what the Observer last heard of it (observer.go), once
 	// it has heard (seen); heldQueued and heldLoading are observeModels'
 	// scratch: its held callers, queued and waiting on a load.
@@ -193,6 +197,11 @@ type swap struct {
 	// abort cancels the target's start (job.ctx) with its cause: an
 	// operator's unload of a model being started (errStartAborted).
 	abort context.CancelCauseFunc
+	// cutWake cancels the wake of the target's sleeping server
+	// (job.wakeCtx) with its cause, leaving the swap to cold-start it: a
+	// waking server found hung (liveness.go). nil when there is no wake
+	// to cut.
+	cutWake context.CancelCauseFunc
 	// stopped are the evicted models whose stop (or sleep) has ended:
 	// this swap no longer evicts them, so another swap may start them
 	// while this one loads (evicting).

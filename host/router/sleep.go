@@ -262,9 +262,23 @@ func (r *Router) applyEvictions(plan []evictPlan) {
 // eviction is how the executor ends m's ready server for the swap whose
 // target is swap ("" for none): put to sleep at m.sleeping's level when
 // applyEvictions leased a sleep for it, else stopped.
+// A sleep can be cut (m.cutSleep) until it ends.
 func (m *model) eviction(swap string) eviction {
-	return eviction{model: m.name, gen: m.gen, inst: m.inst, timeout: stopTimeout(m.cfg), swap: swap,
+	ev := eviction{model: m.name, gen: m.gen, inst: m.inst, timeout: stopTimeout(m.cfg), swap: swap,
 		sleep: m.sleeping, sleepTimeout: m.cfg.wakeTimeout()}
+	if m.sleeping != 0 {
+		ev.ctx, m.cutSleep = context.WithCancelCause(context.Background())
+	}
+	return ev
+}
+
+// sleepCtx is what ev's sleep runs under: ev.ctx, else a context never
+// cancelled.
+func (ev eviction) sleepCtx() context.Context {
+	if ev.ctx != nil {
+		return ev.ctx
+	}
+	return context.Background()
 }
 
 // expire ends a ready, idle model whose TTL has passed as a swap would
@@ -314,6 +328,10 @@ func (r *Router) onSlept(m *model, ev stopDone) {
 	l := &r.loop
 	level := m.sleeping
 	m.sleeping = 0
+	if m.cutSleep != nil {
+		m.cutSleep(nil) // the sleep has ended: release its context
+		m.cutSleep = nil
+	}
 	if ev.slept == 0 {
 		m.stopAfterSleep = false
 		l.host.release(m.name)
@@ -365,16 +383,20 @@ func (r *Router) onSleeperExit(m *model) {
 
 // sleepEviction puts ev's server to sleep, or stops it when the sleep
 // fails, and describes the end; for the executors. Each step has a
-// deadline of its own, under ctx's cancellation: the sleep
-// ev.sleepTimeout, the size query and a stop ev.timeout.
+// deadline of its own: the sleep ev.sleepTimeout, under ctx's
+// cancellation (a cut: model.cutSleep), the size query and a stop
+// ev.timeout, under neither.
 func sleepEviction(ctx context.Context, log interface {
 	Warn(string, ...any)
 }, ev eviction) stopDone {
 	done := stopDone{model: ev.model, gen: ev.gen, swap: ev.swap}
-	// A stop's deadline: after a sleep that hung, never the sleep's, used
-	// up — a kill under an expired deadline is never sent, and the server
-	// would live on, holding the GPU memory the swap goes on to use.
-	stopCtx := func() (context.Context, context.CancelFunc) { return context.WithTimeout(ctx, ev.timeout) }
+	// A stop's deadline: after a sleep that hung or was cut, never the
+	// sleep's, used up — a kill under an expired deadline is never sent,
+	// and the server would live on, holding the GPU memory the swap goes
+	// on to use.
+	stopCtx := func() (context.Context, context.CancelFunc) {
+		return context.WithTimeout(context.WithoutCancel(ctx), ev.timeout)
+	}
 	si, ok := ev.inst.(SleepInstance)
 	if !ok {
 		done.sleepErr = fmt.Errorf("the server cannot sleep")
@@ -387,7 +409,10 @@ func sleepEviction(ctx context.Context, log interface {
 	err := si.Sleep(sctx, ev.sleep)
 	cancel()
 	if err != nil {
-		if sctx.Err() != nil && ctx.Err() == nil {
+		switch {
+		case ctx.Err() != nil:
+			err = fmt.Errorf("sleep cut: %w (%v)", context.Cause(ctx), err)
+		case sctx.Err() != nil:
 			err = fmt.Errorf("sleep timed out after %s (the model's wakeTimeout): %w", ev.sleepTimeout, err)
 		}
 		done.sleepErr = err
@@ -421,13 +446,21 @@ func wakeTarget(ctx context.Context, job startJob) (Instance, error) {
 	if !ok {
 		return nil, fmt.Errorf("the server cannot wake")
 	}
-	wctx, cancel := context.WithTimeout(ctx, job.mc.wakeTimeout())
+	cut := ctx
+	if job.wakeCtx != nil {
+		cut = job.wakeCtx
+	}
+	wctx, cancel := context.WithTimeout(cut, job.mc.wakeTimeout())
 	err := si.Wake(wctx)
 	cancel()
 	if err == nil {
 		return job.wake, nil
 	}
-	if wctx.Err() != nil && ctx.Err() == nil {
+	switch {
+	case ctx.Err() != nil:
+	case cut.Err() != nil:
+		err = fmt.Errorf("wake cut: %w (%v)", context.Cause(cut), err)
+	case wctx.Err() != nil:
 		err = fmt.Errorf("wake timed out after %s: %w", job.mc.wakeTimeout(), err)
 	}
 	kctx, kcancel := context.WithTimeout(context.Background(), stopTimeout(job.mc))

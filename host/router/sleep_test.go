@@ -121,6 +121,68 @@ func TestSleep_HungSleepIsKilledAndTheSwapGoesOn(t *testing.T) {
 	}
 }
 
+// hungSleepHarness is a and b, able to sleep, with a wake timeout far
+// past any test's deadline: only liveness can cut a hung sleep or wake.
+func hungSleepHarness(t *testing.T) *harness {
+	t.Helper()
+	mc := ModelConfig{VRAM: gib, SleepLevels: 3, WakeTimeout: time.Hour}
+	h := newHarness(t, harnessOpts{hostMemory: 8 * gib, liveness: quickLiveness, models: map[string]ModelConfig{"a": mc, "b": mc}})
+	h.procs["a"].sleepLevels, h.procs["b"].sleepLevels = 3, 3
+	return h
+}
+
+// A server that stops answering while it is put to sleep is found by its
+// health checks, as a serving one is, not at the wake timeout: the sleep
+// is cut, the server killed, and the swap waiting for its memory goes on.
+func TestSleep_HungSleepIsCutByLiveness(t *testing.T) {
+	h := hungSleepHarness(t)
+	gate := make(chan struct{})
+	defer close(gate)
+	serveOnce(t, h, "a")
+	h.world.expect(t, "starting a", "ready a")
+	h.procs["a"].mu.Lock()
+	h.procs["a"].sleepGate = gate // never opens during the sleep
+	h.procs["a"].mu.Unlock()
+	h.procs["a"].hang()
+	serveOnce(t, h, "b")
+	h.world.expect(t, "sleep waits a", "sleep hung a", "killed a", "starting b", "ready b")
+	if st := h.status("a"); st.State != "stopped" || st.HostBytes != 0 {
+		t.Fatalf("a: %s with %d host bytes; want stopped with none", st.State, st.HostBytes)
+	}
+}
+
+// A sleeping server that stopped answering is found while it is woken:
+// the wake is cut after its failed health checks, not at the wake
+// timeout, the server killed, and the model cold-loaded in the same swap.
+func TestSleep_HungWakeIsCutByLiveness(t *testing.T) {
+	h := hungSleepHarness(t)
+	serveOnce(t, h, "a")
+	serveOnce(t, h, "b")
+	h.world.expect(t, "starting a", "ready a", "asleep a 1", "starting b", "ready b")
+	gate := make(chan struct{})
+	defer close(gate)
+	h.procs["a"].mu.Lock()
+	h.procs["a"].wakeGate = gate // never opens during the wake
+	h.procs["a"].mu.Unlock()
+	h.procs["a"].hang()
+	release := h.procs["a"].hold() // the cold start waits until a answers again
+	c := h.acquire("a")
+	h.world.expect(t, "asleep b 1", "wake failed a", "killed a")
+	h.procs["a"].mu.Lock()
+	h.procs["a"].unhealthy = nil
+	h.procs["a"].mu.Unlock()
+	release()
+	h.world.expect(t, "starting a", "ready a")
+	g := c.wait(t)
+	g.Release()
+	if g.Woke {
+		t.Fatal("the grant says a woke; it was cold-loaded")
+	}
+	if st := h.status("a"); st.ColdLoads != 2 || st.Wakes != 0 {
+		t.Fatalf("a: %d cold loads, %d wakes; want 2, 0", st.ColdLoads, st.Wakes)
+	}
+}
+
 func TestSleep_FailedWakeColdLoads(t *testing.T) {
 	h := sleepHarness(t, 8*gib, config.EvictAuto)
 	serveOnce(t, h, "a")

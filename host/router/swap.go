@@ -37,6 +37,8 @@ type eviction struct {
 	// sleepTimeout bounds the sleep (ModelConfig.wakeTimeout); timeout
 	// then bounds the stop that follows a sleep that failed.
 	sleepTimeout time.Duration
+	// ctx cancels the sleep early (model.cutSleep); nil: never.
+	ctx context.Context
 }
 
 // startJob is phase 2 of a swap, handed to the executor by value: start
@@ -61,6 +63,9 @@ type startJob struct {
 	// wake is the target's sleeping server: phase 2 wakes it, and
 	// cold-starts the model only when the wake fails (sleep.go).
 	wake Instance
+	// wakeCtx cancels the wake alone (swap.cutWake), under ctx: the
+	// swap then cold-starts the model.
+	wakeCtx context.Context
 }
 
 // executor carries out what the run loop hands off and reports each end
@@ -100,7 +105,7 @@ func (x goExecutor) stop(ev eviction) {
 	r := x.r
 	go func() {
 		if ev.sleep != 0 {
-			done := sleepEviction(context.Background(), r.log, ev) // its steps bound themselves
+			done := sleepEviction(ev.sleepCtx(), r.log, ev) // its steps bound themselves
 			select {
 			case r.stopDones <- done:
 			case <-r.done:
