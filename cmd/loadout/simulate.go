@@ -668,6 +668,9 @@ func printBounds(w io.Writer, r *sim.Report) {
 			parts = append(parts, fmt.Sprintf("%s %d (%s)", a.Name, a.ColdLoads, sim.FormatSeconds(a.LoadS)))
 		}
 		fmt.Fprintf(w, "classical anchors, cold loads (load time): %s\n", strings.Join(parts, ", "))
+		if r.SequenceGap == 0 {
+			fmt.Fprintln(w, "(limits and anchors load in no time and never find a victim busy; --sequence replays a router on their terms)")
+		}
 	}
 	if lb := r.LoadBound; lb != nil {
 		fmt.Fprintf(w, "load-time bounds, requests served in arrival order: at least %s (flow bound, Berger et al. 2018), %s achievable (%d loads, size- and cost-aware Belady)\n",
