@@ -95,9 +95,9 @@ func (r *Router) probed(m *model) (Instance, probePhase) {
 	switch {
 	case m.state == sdk.StateReady && m.inFlight > 0:
 		return m.inst, probeServing
-	case m.state == sdk.StateStopping && m.sleeping != 0 && m.cutSleep != nil:
+	case m.isSleeping() && m.cutSleep != nil:
 		return m.inst, probeSleeping
-	case m.state == sdk.StateStarting && m.asleep != nil:
+	case m.isWaking():
 		if sw := r.loop.swaps[m.name]; sw != nil && sw.cutWake != nil {
 			return m.asleep, probeWaking
 		}

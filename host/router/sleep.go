@@ -154,6 +154,12 @@ func (m *model) hostBytes(level uint8) uint64 {
 // isAsleep reports whether m is asleep now (not being woken).
 func (m *model) isAsleep() bool { return m.asleep != nil && m.state == sdk.StateStopped }
 
+// isSleeping reports whether m's server is being put to sleep.
+func (m *model) isSleeping() bool { return m.sleeping != 0 && m.state == sdk.StateStopping }
+
+// isWaking reports whether m's sleeping server is being woken.
+func (m *model) isWaking() bool { return m.asleep != nil && m.state == sdk.StateStarting }
+
 // evictPlan is how StartSwap carries out one eviction.
 type evictPlan struct {
 	m       *model
@@ -501,9 +507,9 @@ func (m *model) apiState() string {
 	switch {
 	case m.isAsleep():
 		return "asleep"
-	case m.sleeping != 0 && m.state == sdk.StateStopping:
+	case m.isSleeping():
 		return "sleeping"
-	case m.asleep != nil && m.state == sdk.StateStarting:
+	case m.isWaking():
 		return "waking"
 	}
 	return m.visible().String()
