@@ -53,8 +53,9 @@ func newPsCmd() *cobra.Command {
 not stopped (--all: every model), with its state, the GPU memory it holds
 (measured once loaded, else the config's or the backend's estimate), the
 GPUs it is on, its requests in flight, the callers queued for it or waiting
-on its load, and when its TTL unloads it if it stays idle ("-": no TTL, or
-busy). It reads GET /api/models.`,
+on its load, and when its TTL takes it off the GPU if it stays idle (put to
+sleep where an eviction would be, else stopped; "-": no TTL, or busy). It
+reads GET /api/models.`,
 		Example: `  loadout ps
   loadout ps --all --server http://gpu-box:8080`,
 		Args: cobra.NoArgs,

@@ -223,7 +223,7 @@ type ModelStatus struct {
 	VRAM      uint64    `json:"vram_bytes,omitempty"`          // declared or estimated need
 	Measured  uint64    `json:"measured_vram_bytes,omitempty"` // measured while loaded
 	Devices   []int     `json:"devices,omitempty"`             // GPUs it holds leases on
-	// ExpiresAt is when its TTL unloads it, as Ollama's /api/ps
+	// ExpiresAt is when its TTL takes it off the GPU (expire), as Ollama's /api/ps
 	// expires_at: last use plus TTL while it is ready and idle; zero when
 	// it has no TTL, is busy or is not loaded.
 	ExpiresAt time.Time `json:"expires_at,omitzero"`
