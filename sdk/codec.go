@@ -641,8 +641,15 @@ func (m *ModelInfo) encode(e *encoder) {
 	e.i64(m.TTL)
 	e.u64(m.EstimatedVRAM)
 	e.u64(m.MeasuredVRAM)
-	e.i32s(m.Devices)
-	e.u64s(m.Leased)
+	if e.v < v3 && m.Asleep() {
+		// Stopped to version 2, as before residency: the GPUs an asleep
+		// model's server is bound to are version 3's to know.
+		e.i32s(nil)
+		e.u64s(nil)
+	} else {
+		e.i32s(m.Devices)
+		e.u64s(m.Leased)
+	}
 	if e.v >= v3 {
 		b, off := e.reserve(residencySize)
 		b[off], b[off+1] = m.SleepLevel, m.CanSleep

@@ -263,7 +263,10 @@ type ModelInfo struct {
 	// Devices are the GPUs the model holds leases on, in index order, and
 	// Leased the bytes it holds on each (the same length): what evicting
 	// it gives back to each device, exactly as the host's ledger counts it
-	// (ABI version 2).
+	// (ABI version 2). An asleep model's are the GPUs its sleeping server
+	// was started on, each with 0 leased (version 3; none under version
+	// 2): the server cannot move, so the host wakes it only when it is
+	// placed there again, and cold-loads it anywhere else.
 	Devices []int32
 	Leased  []uint64
 

@@ -72,6 +72,13 @@ func (fx *effects) infoInto(m *model, info *sdk.ModelInfo) {
 	}
 	if l := fx.r.loop.ledger; l != nil {
 		devices, leased, _ = l.AppendLease(m.name, devices, leased)
+		if len(devices) == 0 && m.isAsleep() {
+			// The GPUs its sleeping server is bound to, holding nothing
+			// the ledger counts: where it can be woken (reserveTarget).
+			for _, d := range m.startedOn {
+				devices, leased = append(devices, int32(d)), append(leased, 0)
+			}
+		}
 	}
 	if len(devices) > 0 {
 		info.Devices, info.Leased = devices, leased
@@ -424,7 +431,7 @@ func (fx *effects) StartSwap(s sdk.SwapRequest) error {
 		for _, d := range s.Devices {
 			want = append(want, int(d))
 		}
-		p, err := l.ledger.Reserve(s.Model, target.cfg.VRAM, want, s.Evict)
+		p, err := r.reserveTarget(target, want, s.Evict)
 		if err != nil {
 			if errors.Is(err, gpu.ErrHeldByJob) {
 				// Not the policy's mistake: jobs hold the GPUs for now.

@@ -158,6 +158,10 @@ type model struct {
 	// cause, so the executor kills the server instead: a server found
 	// hung while being put to sleep (liveness.go). nil when none.
 	cutSleep context.CancelCauseFunc
+	// startedOn are the GPUs (indices, sorted) the model's server was
+	// started on, its swap's placement: where a sleeping server can only
+	// be woken (reserveTarget). Read only while asleep is set.
+	startedOn []int
 	// observed is what the Observer last heard of it (observer.go), once
 	// it has heard (seen); heldQueued and heldLoading are observeModels'
 	// scratch: its held callers, queued and waiting on a load.
@@ -497,6 +501,12 @@ func (r *Router) onSwapDone(ev swapDone) {
 	default:
 		m.gen++
 		m.inst = ev.inst
+		m.startedOn = m.startedOn[:0]
+		if sw != nil {
+			for _, d := range sw.devices {
+				m.startedOn = append(m.startedOn, int(d))
+			}
+		}
 		m.startFailures, m.retryAt = 0, time.Time{}
 		m.loadEnd = r.cfg.Clock() // before setState: the scheduler may grant in it
 		if !ev.woke {

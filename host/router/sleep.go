@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/loadout-dev/loadout/host/config"
+	"github.com/loadout-dev/loadout/host/gpu"
 	"github.com/loadout-dev/loadout/sdk"
 )
 
@@ -153,6 +154,34 @@ func (m *model) hostBytes(level uint8) uint64 {
 
 // isAsleep reports whether m is asleep now (not being woken).
 func (m *model) isAsleep() bool { return m.asleep != nil && m.state == sdk.StateStopped }
+
+// reserveTarget leases the GPU memory of a swap's target, on exactly
+// want when the plan names devices (Ledger.Reserve). A sleeping server
+// can only be woken on the GPUs it was started on (its CUDA context and
+// CUDA_VISIBLE_DEVICES stay with the process): an asleep target is placed
+// there when the plan names no devices and it fits, and when it is placed
+// anywhere else its sleeper is stopped, so the swap cold-starts it where
+// the lease is — never a wake on GPUs the ledger gave to others.
+func (r *Router) reserveTarget(m *model, want []int, evict []string) (map[int]uint64, error) {
+	l := &r.loop
+	name, need := m.name, m.cfg.VRAM
+	on := m.startedOn
+	if m.asleep == nil || len(on) == 0 {
+		return l.ledger.Reserve(name, need, want, evict)
+	}
+	if len(want) == 0 {
+		if p, err := l.ledger.Reserve(name, need, on, evict); err == nil {
+			return p, nil
+		}
+	}
+	p, err := l.ledger.Reserve(name, need, want, evict)
+	if err == nil && !slices.Equal(gpu.SortedDevices(p), on) {
+		r.log.Info("asleep model placed on other GPUs than its sleeping server's; cold-loading it there", "model", name,
+			"asleep_on", on, "placed_on", gpu.SortedDevices(p))
+		r.stopSleeper(m, "placed on other GPUs")
+	}
+	return p, err
+}
 
 // isSleeping reports whether m's server is being put to sleep.
 func (m *model) isSleeping() bool { return m.sleeping != 0 && m.state == sdk.StateStopping }

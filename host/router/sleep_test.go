@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/loadout-dev/loadout/host/config"
+	"github.com/loadout-dev/loadout/host/gpu"
 	"github.com/loadout-dev/loadout/sdk"
 )
 
@@ -463,4 +464,81 @@ func TestSleep_TTLWithEvictStopStops(t *testing.T) {
 	serveOnce(t, h, "a")
 	h.world.expect(t, "starting a", "ready a", "stopped a")
 	h.awaitState("a", "stopped")
+}
+
+// devSwapper places each target on the device it names and evicts every
+// running model there: a router that chooses its devices (sdk.Plan's
+// Devices), as the sdk/evict ones do.
+type devSwapper struct {
+	h   sdk.Host
+	dev map[string]int32
+	// target is the last plan's target as the snapshot showed it.
+	target sdk.ModelInfo
+}
+
+func (s *devSwapper) Plan(q sdk.PlanRequest) (sdk.Plan, error) {
+	s.target, _ = s.h.ModelState(q.Target)
+	d := s.dev[q.Target]
+	p := sdk.Plan{Devices: []int32{d}}
+	for _, name := range q.Running {
+		if m, ok := s.h.ModelState(name); ok && slices.Contains(m.Devices, d) {
+			p.Evict = append(p.Evict, name)
+		}
+	}
+	return p, nil
+}
+
+func (s *devSwapper) OnSwapStart(sdk.SwapStartEvent) error { return nil }
+
+// twoGPUSleepHarness is a, b and c of 1 GiB, able to sleep, on two 1 GiB
+// GPUs, each placed where sw says; a has been put to sleep on GPU 0 (c
+// took its place) and b runs on GPU 1.
+func twoGPUSleepHarness(t *testing.T, sw *devSwapper) (*harness, *gpu.Ledger) {
+	t.Helper()
+	ledger := gpu.NewLedger(gpu.NewDeclared([]gpu.DeclaredDevice{{Name: "sim0", Memory: gib}, {Name: "sim1", Memory: gib}}), 0)
+	mc := ModelConfig{VRAM: gib, SleepLevels: 3}
+	h := newHarness(t, harnessOpts{hostMemory: 8 * gib, ledger: ledger, models: map[string]ModelConfig{"a": mc, "b": mc, "c": mc},
+		newSwap: func(host sdk.Host) (SwapperPolicy, error) { sw.h = host; return sw, nil }})
+	for _, name := range []string{"a", "b", "c"} {
+		h.procs[name].sleepLevels = 3
+	}
+	sw.dev = map[string]int32{"a": 0, "b": 1, "c": 0}
+	serveOnce(t, h, "a")
+	serveOnce(t, h, "b")
+	serveOnce(t, h, "c")
+	h.world.expect(t, "starting a", "ready a", "starting b", "ready b", "asleep a 1", "starting c", "ready c")
+	return h, ledger
+}
+
+// An asleep model is woken only on the GPU its server was started on: a
+// router that places it there gets a wake.
+func TestSleep_WokenOnTheGPUItSleptOn(t *testing.T) {
+	sw := &devSwapper{}
+	h, ledger := twoGPUSleepHarness(t, sw)
+	serveOnce(t, h, "a") // placed on GPU 0 again: c goes
+	h.world.expect(t, "asleep c 1", "awake a")
+	if tg := sw.target; !tg.Asleep() || !slices.Equal(tg.Devices, []int32{0}) || !slices.Equal(tg.Leased, []uint64{0}) {
+		t.Fatalf("asleep a as its plan saw it: level %d, devices %v, leased %v; want asleep on [0], holding 0", tg.SleepLevel, tg.Devices, tg.Leased)
+	}
+	if d := onGPU(t, ledger, "a"); d != 0 || h.world.starts["a"] != 1 {
+		t.Fatalf("a on GPU %d after %d starts; want woken on GPU 0 (1 start)", d, h.world.starts["a"])
+	}
+}
+
+// A router that places an asleep model on another GPU than its sleeping
+// server's gets a cold load there, its sleeper stopped: the server cannot
+// move, and waking it where the ledger gave its memory to c would put two
+// models' weights on one GPU.
+func TestSleep_PlacedOnAnotherGPUColdLoads(t *testing.T) {
+	sw := &devSwapper{}
+	h, ledger := twoGPUSleepHarness(t, sw)
+	sw.dev["a"] = 1 // b's GPU: b goes
+	serveOnce(t, h, "a")
+	h.world.expectSet(t, "asleep b 1", "stopped a", "starting a", "ready a")
+	if d := onGPU(t, ledger, "a"); d != 1 || h.world.starts["a"] != 2 {
+		t.Fatalf("a on GPU %d after %d starts; want cold-loaded on GPU 1 (2 starts)", d, h.world.starts["a"])
+	}
+	if st := h.status("a"); st.Wakes != 0 || st.State != "ready" {
+		t.Fatalf("a: %s, %d wakes; want ready, not woken", st.State, st.Wakes)
+	}
 }

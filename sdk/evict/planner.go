@@ -160,6 +160,45 @@ func (p *Planner) Plan(h sdk.Host, q sdk.PlanRequest, r *Rule) (sdk.Plan, error)
 		return sdk.Plan{}, nil
 	}
 	p.gpus = snap.GPUs
+	if t.Asleep() && len(t.Devices) > 0 {
+		// A sleeping server wakes only on the GPUs it was started on
+		// (ABI version 3: an asleep model's Devices); elsewhere the host
+		// cold-loads it. So there first, if it fits with evictions.
+		if sr := sleeperRule(r, t.Devices); sr != nil {
+			if plan, err := p.planUnder(q, need, sr); err == nil {
+				return plan, nil
+			}
+		}
+	}
+	return p.planUnder(q, need, r)
+}
+
+// sleeperRule is r narrowed to the GPUs devices an asleep model's server
+// holds: only those, and all of them when there are several; nil when r
+// allows none of them.
+func sleeperRule(r *Rule, devices []int32) *Rule {
+	n := new(Rule) // a new pointer: the ranking keys its candidates by rule (ranking.go)
+	*n = *r
+	n.GPUs = nil
+	for _, d := range devices {
+		if r.Allows(d) {
+			n.GPUs = append(n.GPUs, d)
+		}
+	}
+	if len(n.GPUs) == 0 {
+		return nil
+	}
+	n.Filters = append(slices.Clip(r.Filters), placement.Allowed(n.GPUs))
+	if len(n.GPUs) > 1 {
+		n.Split = placement.SplitAlways
+	}
+	return n
+}
+
+// planUnder is Plan's steps 2 to 4 for q.Target, of need bytes, under r,
+// from the snapshot as read.
+func (p *Planner) planUnder(q sdk.PlanRequest, need uint64, r *Rule) (sdk.Plan, error) {
+	t := &p.target
 	p.free = p.free[:0]
 	p.total, p.huge = 0, false
 	for i, g := range p.gpus {

@@ -245,3 +245,28 @@ func TestPlanner_Models(t *testing.T) {
 		t.Errorf("Models after a plan: %d models, first %q; want the plan's 3, not the host's 4 now", len(got), got[0].Name)
 	}
 }
+
+// asleepOn is a model asleep at level 1 whose server was started on
+// devices (ABI version 3: an asleep model's Devices, Leased 0).
+func asleepOn(name string, vram uint64, devices ...int32) sdk.ModelInfo {
+	m := asleep(name, vram, 0)
+	m.Devices, m.Leased = devices, make([]uint64, len(devices))
+	return m
+}
+
+// An asleep model is placed on the GPU its sleeping server holds, where
+// the host can wake it, even when another GPU is emptier; when it cannot
+// fit there it goes where it fits (the host then cold-loads it).
+func TestPlan_AsleepModelGoesWhereItsServerIs(t *testing.T) {
+	h := box(t, []uint64{24 * gib, 24 * gib}, ready("a", 12*gib, 1, 0), ready("b", 12*gib, 2, 0), asleepOn("t", 12*gib, 0))
+	p := &Planner{Order: byClassThenLRU}
+	if got, err := plan(t, p, h, "t"); err != nil || !slices.Equal(got.Evict, []string{"a"}) || !slices.Equal(got.Devices, []int32{0}) {
+		t.Fatalf("plan = %+v, %v; want evict [a] on [0], where t's server is, not the empty GPU 1", got, err)
+	}
+	a, b := ready("a", 12*gib, 1, 0), ready("b", 12*gib, 2, 0)
+	a.Pinned, b.Pinned = true, true
+	h = box(t, []uint64{24 * gib, 24 * gib}, a, b, asleepOn("t", 12*gib, 0))
+	if got, err := plan(t, p, h, "t"); err != nil || len(got.Evict) != 0 || !slices.Equal(got.Devices, []int32{1}) {
+		t.Fatalf("plan with GPU 0 pinned full = %+v, %v; want no eviction, on [1]", got, err)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 
@@ -239,6 +240,18 @@ func TestCodec_V2LeavesOutV3Fields(t *testing.T) {
 	back.Host = sdk.HostMemoryInfo{Total: 1}
 	if err := wire.DecodeVersion(wire.AppendVersion(nil, 2, &snap), 2, &back); err != nil || back.Host != (sdk.HostMemoryInfo{}) || back.Models[0].CanSleep != 0 {
 		t.Errorf("version 2 round trip of a version 3 snapshot: %v, host %+v, can_sleep %d", err, back.Host, back.Models[0].CanSleep)
+	}
+	// An asleep model's Devices (where its server is bound) are version
+	// 3's: to version 2 it is a stopped model holding nothing.
+	sleeper := sdk.ModelInfo{Name: "m", SleepLevel: 1, Devices: []int32{1}, Leased: []uint64{0}}
+	stopped := sdk.ModelInfo{Name: "m"}
+	list := func(m sdk.ModelInfo) *sdk.ModelList { return &sdk.ModelList{Models: []sdk.ModelInfo{m}} }
+	if a, b := wire.AppendVersion(nil, 2, list(sleeper)), wire.AppendVersion(nil, 2, list(stopped)); !bytes.Equal(a, b) {
+		t.Errorf("version 2 encodes an asleep model's devices\n got: % x\nwant: % x", a, b)
+	}
+	var v3 sdk.ModelList
+	if err := wire.DecodeVersion(wire.AppendVersion(nil, 3, list(sleeper)), 3, &v3); err != nil || !slices.Equal(v3.Models[0].Devices, []int32{1}) {
+		t.Errorf("version 3 round trip of an asleep model: %v, devices %v; want [1]", err, v3.Models[0].Devices)
 	}
 }
 
