@@ -542,3 +542,31 @@ func TestSleep_PlacedOnAnotherGPUColdLoads(t *testing.T) {
 		t.Fatalf("a: %s, %d wakes; want ready, not woken", st.State, st.Wakes)
 	}
 }
+
+// prioritylru, planning on the snapshot, places an asleep model on the GPU
+// its server holds, evicting there, though the least recently used model
+// is on the other GPU: the model is woken, not cold-loaded.
+func TestSleep_RouterPlacesASleeperOnItsGPU(t *testing.T) {
+	ledger := gpu.NewLedger(gpu.NewDeclared([]gpu.DeclaredDevice{{Name: "sim0", Memory: gib}, {Name: "sim1", Memory: gib}}), 0)
+	mc := ModelConfig{VRAM: gib, SleepLevels: 3}
+	h := newHarness(t, harnessOpts{hostMemory: 8 * gib, ledger: ledger, groups: `{}`, newSwap: prioritylru(t),
+		models: map[string]ModelConfig{"a": mc, "b": mc, "c": mc}})
+	for _, name := range []string{"a", "b", "c"} {
+		h.procs[name].sleepLevels = 3
+	}
+	serveOnce(t, h, "a")
+	serveOnce(t, h, "b")
+	h.world.expect(t, "starting a", "ready a", "starting b", "ready b")
+	gpuA := onGPU(t, ledger, "a")
+	serveOnce(t, h, "c") // a is the least recently used: it sleeps, c takes its GPU
+	h.world.expect(t, "asleep a 1", "starting c", "ready c")
+	if d := onGPU(t, ledger, "c"); d != gpuA {
+		t.Fatalf("c on GPU %d, want a's %d", d, gpuA)
+	}
+	serveOnce(t, h, "a") // b is now the least recently used, on the other GPU
+	h.world.expect(t, "asleep c 1", "awake a")
+	if d := onGPU(t, ledger, "a"); d != gpuA || h.world.starts["a"] != 1 {
+		t.Fatalf("a on GPU %d after %d starts; want woken on GPU %d", d, h.world.starts["a"], gpuA)
+	}
+	h.expectState("b", "ready")
+}
