@@ -81,12 +81,14 @@ func (r *Router) PlanJob(gpus, priority int) ([]int, error) {
 // devices and may evict idle models: in one turn of the run loop it plans
 // (planJob), leases the devices to id in the ledger — releasing the
 // evicted models' leases in the same step, so no model is placed there
-// meanwhile — and starts stopping those models; then it waits until they
-// have stopped, so the job's process never starts beside them. A request
+// meanwhile — and starts stopping those models and the asleep models whose
+// servers were started on those GPUs (stopSleepersOn); then it waits until
+// they have stopped, so the job's process never starts beside them. A request
 // for an evicted model meanwhile finds it stopping, and waits or goes
 // elsewhere as the scheduler decides; the scheduler hears of the stops as
 // ticks naming the models. It returns the devices leased, in index order,
-// and the models stopped; the caller owns the lease (gpu.Ledger.Release).
+// and the models evicted (not the sleepers); the caller owns the lease
+// (gpu.Ledger.Release).
 // Errors: *Error with CodeUnavailable saying why there is no room (nothing
 // is leased or stopped); ctx.Err() while waiting (the stops go on, and the
 // lease is released once they are done, so no model is placed beside a
@@ -106,7 +108,7 @@ func (r *Router) EvictForJob(ctx context.Context, id string, gpus, priority int)
 			err = &Error{Code: sdk.CodeUnavailable, Message: fmt.Sprintf("job %s: %v", id, aerr)}
 			return
 		}
-		pending = r.stopForJob(p.evict)
+		pending = append(r.stopForJob(p.evict), r.stopSleepersOn(p.devices, "its GPU was taken by job "+id)...)
 		if len(p.evict) > 0 {
 			r.log.Info("GPU job evicts idle models", "job", id, "gpus", p.devices, "evict", p.evict, "planner", p.planner)
 		}
@@ -157,6 +159,26 @@ func (r *Router) stopForJob(models []string) []chan struct{} {
 		m.unloadWaiters = append(m.unloadWaiters, ch)
 		pending = append(pending, ch)
 		r.stopModel(m)
+	}
+	return pending
+}
+
+// stopSleepersOn stops every asleep model whose server was started on one
+// of devices and returns a channel per model, closed when its server has
+// exited: a job takes its GPUs whole, and a sleeping server keeps a CUDA
+// context on its GPU, which the ledger does not count. Runs on the loop.
+func (r *Router) stopSleepersOn(devices []int, why string) []chan struct{} {
+	l := &r.loop
+	var pending []chan struct{}
+	for _, name := range l.names {
+		m := l.models[name]
+		if !m.isAsleep() || !slices.ContainsFunc(m.startedOn, func(d int) bool { return slices.Contains(devices, d) }) {
+			continue
+		}
+		ch := make(chan struct{})
+		l.sleeperWaiters[name] = append(l.sleeperWaiters[name], ch)
+		pending = append(pending, ch)
+		r.stopSleeper(m, why)
 	}
 	return pending
 }

@@ -352,3 +352,28 @@ func TestRouter_CrashedModelRestartsOnOtherDevicesWhenItsOwnAreTaken(t *testing.
 		t.Fatalf("a restarted on %v; GPU %v is the job's now", again, first)
 	}
 }
+
+// A GPU job takes its devices whole: an asleep model whose server was
+// started on one of them is stopped too (its process keeps a CUDA context
+// there), and the job waits for it as for the models it evicts.
+func TestRouter_JobStopsTheSleepersOnItsGPUs(t *testing.T) {
+	ledger := gpu.NewLedger(gpu.NewDeclared([]gpu.DeclaredDevice{{Name: "sim0", Memory: 8 * gib}, {Name: "sim1", Memory: 8 * gib}}), 0)
+	mc := ModelConfig{VRAM: 6 * gib, SleepLevels: 3}
+	h := newHarness(t, harnessOpts{ledger: ledger, tick: time.Hour, hostMemory: 32 * gib, groups: `{}`, newSwap: prioritylru(t),
+		models: map[string]ModelConfig{"a": mc, "b": mc, "c": mc}})
+	for _, name := range []string{"a", "b", "c"} {
+		h.procs[name].sleepLevels = 3
+	}
+	serveOnce(t, h, "a")
+	serveOnce(t, h, "b")
+	serveOnce(t, h, "c") // a, the least recently used, goes to sleep
+	h.world.expect(t, "starting a", "ready a", "starting b", "ready b", "asleep a 1", "starting c", "ready c")
+	devices, stopped, err := h.r.EvictForJob(context.Background(), "job-1", 2, 0)
+	if err != nil || len(devices) != 2 || !slices.Equal(stopped, []string{"b", "c"}) {
+		t.Fatalf("EvictForJob = %v, %v, %v; want both GPUs, b and c evicted", devices, stopped, err)
+	}
+	h.world.expectSet(t, "stopped a", "stopped b", "stopped c")
+	if st := h.status("a"); st.State != "stopped" || st.HostBytes != 0 {
+		t.Fatalf("a after the job took its GPU: %s holding %d host bytes; want stopped", st.State, st.HostBytes)
+	}
+}

@@ -99,13 +99,15 @@ func Whole(n int, devices []WholeDevice, evictable func(model string) bool) (cho
 
 // JobCandidates turns a JobPlanRequest's candidates into WholeDevices for
 // Whole: each device with the models (from a Snapshot's Models) whose
-// Devices include it, in the models' order.
+// Devices include it, in the models' order. An asleep model holds nothing
+// there (its Devices say where its server is, ABI version 3): the host
+// stops it when a job takes its GPU, so it is no holder.
 func JobCandidates(candidates []int32, models []sdk.ModelInfo) []WholeDevice {
 	out := make([]WholeDevice, len(candidates))
 	for i, d := range candidates {
 		out[i].Index = d
 		for j := range models {
-			if slices.Contains(models[j].Devices, d) {
+			if !models[j].Asleep() && slices.Contains(models[j].Devices, d) {
 				out[i].Holders = append(out[i].Holders, models[j].Name)
 			}
 		}

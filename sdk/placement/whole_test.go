@@ -3,6 +3,8 @@ package placement
 import (
 	"slices"
 	"testing"
+
+	"github.com/loadout-dev/loadout/sdk"
 )
 
 func TestWhole(t *testing.T) {
@@ -39,5 +41,21 @@ func TestWhole(t *testing.T) {
 				t.Fatalf("Whole = %v, %v, %v; want %v, %v, %v", chosen, evict, ok, tc.chosen, tc.evict, tc.ok)
 			}
 		})
+	}
+}
+
+// JobCandidates lists each candidate's holders, the models whose Devices
+// include it; an asleep model's Devices say where its server is (ABI
+// version 3) and hold nothing, so it is no holder.
+func TestJobCandidates_AsleepModelsHoldNothing(t *testing.T) {
+	models := []sdk.ModelInfo{
+		{Name: "a", State: sdk.StateReady, Devices: []int32{0, 1}},
+		{Name: "s", SleepLevel: 1, Devices: []int32{1}, Leased: []uint64{0}},
+		{Name: "w", State: sdk.StateStarting, SleepLevel: 1, Devices: []int32{1}}, // being woken: leased again
+	}
+	got := JobCandidates([]int32{0, 1}, models)
+	want := []WholeDevice{{Index: 0, Holders: []string{"a"}}, {Index: 1, Holders: []string{"a", "w"}}}
+	if !slices.EqualFunc(got, want, func(a, b WholeDevice) bool { return a.Index == b.Index && slices.Equal(a.Holders, b.Holders) }) {
+		t.Fatalf("JobCandidates = %+v, want %+v", got, want)
 	}
 }
