@@ -423,6 +423,7 @@ func (fx *effects) StartSwap(s sdk.SwapRequest) error {
 	}
 	sw := &swap{target: s.Model, evict: slices.Clone(s.Evict), devices: slices.Clone(s.Devices)}
 	var placement map[int]uint64
+	moved := false // an asleep target placed off its sleeper's GPUs (reserveTarget)
 	if l.ledger != nil && !already {
 		// A load that does not fit is never started: lease the memory now,
 		// in the same step that gives back what the evicted models hold.
@@ -431,7 +432,7 @@ func (fx *effects) StartSwap(s sdk.SwapRequest) error {
 		for _, d := range s.Devices {
 			want = append(want, int(d))
 		}
-		p, err := r.reserveTarget(target, want, s.Evict)
+		p, off, err := r.reserveTarget(target, want, s.Evict)
 		if err != nil {
 			if errors.Is(err, gpu.ErrHeldByJob) {
 				// Not the policy's mistake: jobs hold the GPUs for now.
@@ -439,7 +440,7 @@ func (fx *effects) StartSwap(s sdk.SwapRequest) error {
 			}
 			return refuse(sdk.ErrDoesNotFit, err.Error())
 		}
-		placement = p
+		placement, moved = p, off
 		sw.devices = sw.devices[:0]
 		for _, d := range gpu.SortedDevices(p) {
 			sw.devices = append(sw.devices, int32(d))
@@ -488,14 +489,14 @@ func (fx *effects) StartSwap(s sdk.SwapRequest) error {
 	if already {
 		sw.job.ready = target.inst
 	} else {
-		sw.job.wake = target.asleep
+		sw.job.wake, sw.job.wakeMoved = target.asleep, moved && target.asleep != nil
 		r.setState(target, sdk.StateStarting)
 	}
 	if l.ledger != nil {
 		sw.job.inv = l.ledger.Inventory()
 	}
 	sw.job.ctx, sw.abort = context.WithCancelCause(r.procCtx)
-	if sw.job.wake != nil {
+	if sw.job.wake != nil && !sw.job.wakeMoved {
 		sw.job.wakeCtx, sw.cutWake = context.WithCancelCause(sw.job.ctx)
 	}
 	r.log.Info("swap", "model", s.Model, "evict", s.Evict, "devices", sw.devices)
@@ -503,11 +504,17 @@ func (fx *effects) StartSwap(s sdk.SwapRequest) error {
 	// Phase 1 (swap.go): stop the evicted servers in parallel; each
 	// reports its stop as it ends, so the table shows it stopped while
 	// the target still loads. Phase 2 starts after the last.
+	// A target whose sleeping server is still being stopped starts only
+	// once it has exited too: a backend runs one server per model.
 	sw.pendingStops = len(stops)
+	if target.stoppingSleeper {
+		sw.afterSleeper = true
+		sw.pendingStops++
+	}
 	for _, ev := range stops {
 		r.exec.stop(ev)
 	}
-	if len(stops) == 0 {
+	if sw.pendingStops == 0 {
 		r.exec.start(sw.job)
 	}
 	return nil

@@ -196,7 +196,10 @@ type swap struct {
 	target       string
 	evict        []string
 	devices      []int32
-	pendingStops int      // evicted servers not yet stopped
+	pendingStops int // evicted servers not yet stopped, and the target's old sleeper (afterSleeper)
+	// afterSleeper: the target's sleeping server was being stopped when
+	// the swap began; phase 2 waits for its exit too (onStopDone).
+	afterSleeper bool
 	job          startJob // phase 2, handed to the executor after the last stop
 	// abort cancels the target's start (job.ctx) with its cause: an
 	// operator's unload of a model being started (errStartAborted).
@@ -532,6 +535,10 @@ func (r *Router) onStopDone(ev stopDone) {
 		r.loop.sleeperStops--
 		if m := r.loop.models[ev.model]; m != nil {
 			m.stoppingSleeper = false
+		}
+		if sw := r.loop.swaps[ev.model]; sw != nil && sw.afterSleeper {
+			sw.afterSleeper = false
+			r.stopPhaseDone(ev.model)
 		}
 		for _, ch := range r.loop.sleeperWaiters[ev.model] {
 			close(ch)

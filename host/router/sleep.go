@@ -2,6 +2,7 @@ package router
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -159,29 +160,35 @@ func (m *model) isAsleep() bool { return m.asleep != nil && m.state == sdk.State
 // want when the plan names devices (Ledger.Reserve). A sleeping server
 // can only be woken on the GPUs it was started on (its CUDA context and
 // CUDA_VISIBLE_DEVICES stay with the process): an asleep target is placed
-// there when the plan names no devices and it fits, and when it is placed
-// anywhere else its sleeper is stopped, so the swap cold-starts it where
-// the lease is — never a wake on GPUs the ledger gave to others.
-func (r *Router) reserveTarget(m *model, want []int, evict []string) (map[int]uint64, error) {
+// there when the plan names no devices and it fits; placed anywhere else,
+// moved is true, and the swap stops its sleeper and cold-starts it where
+// the lease is (wakeTarget) — never a wake on GPUs the ledger gave to
+// others.
+func (r *Router) reserveTarget(m *model, want []int, evict []string) (placement map[int]uint64, moved bool, err error) {
 	l := &r.loop
 	name, need := m.name, m.cfg.VRAM
 	on := m.startedOn
 	if m.asleep == nil || len(on) == 0 {
-		return l.ledger.Reserve(name, need, want, evict)
+		placement, err = l.ledger.Reserve(name, need, want, evict)
+		return placement, false, err
 	}
 	if len(want) == 0 {
 		if p, err := l.ledger.Reserve(name, need, on, evict); err == nil {
-			return p, nil
+			return p, false, nil
 		}
 	}
-	p, err := l.ledger.Reserve(name, need, want, evict)
-	if err == nil && !slices.Equal(gpu.SortedDevices(p), on) {
-		r.log.Info("asleep model placed on other GPUs than its sleeping server's; cold-loading it there", "model", name,
-			"asleep_on", on, "placed_on", gpu.SortedDevices(p))
-		r.stopSleeper(m, "placed on other GPUs")
+	placement, err = l.ledger.Reserve(name, need, want, evict)
+	if err == nil && !slices.Equal(gpu.SortedDevices(placement), on) {
+		r.log.Info("asleep model placed on other GPUs than its sleeping server's; stopping that server and cold-loading it there",
+			"model", name, "asleep_on", on, "placed_on", gpu.SortedDevices(placement))
+		moved = true
 	}
-	return p, err
+	return placement, moved, err
 }
+
+// errWakeMoved is why a swap did not wake its asleep target: the plan put
+// it on other GPUs than its sleeping server's (reserveTarget).
+var errWakeMoved = errors.New("placed on other GPUs than its sleeping server's")
 
 // isSleeping reports whether m's server is being put to sleep.
 func (m *model) isSleeping() bool { return m.sleeping != 0 && m.state == sdk.StateStopping }
@@ -477,6 +484,14 @@ func sleepEviction(ctx context.Context, log interface {
 // timeout; on failure it kills the instance and reports why, so the
 // caller cold-starts the model.
 func wakeTarget(ctx context.Context, job startJob) (Instance, error) {
+	if job.wakeMoved {
+		// Not woken: stopped, and gone before the cold start (a backend
+		// starts one server per model).
+		sctx, cancel := context.WithTimeout(context.Background(), stopTimeout(job.mc))
+		defer cancel()
+		_ = job.wake.Stop(sctx)
+		return nil, errWakeMoved
+	}
 	si, ok := job.wake.(SleepInstance)
 	if !ok {
 		return nil, fmt.Errorf("the server cannot wake")
@@ -523,6 +538,8 @@ func (r *Router) wakeDone(m *model, ev swapDone) {
 		m.wakes++
 		m.wakeTime[level-1] = r.cfg.Clock().Sub(m.loadStart)
 		m.lastWake = m.wakeTime[level-1]
+	case errors.Is(ev.wakeErr, errWakeMoved):
+		r.log.Info("sleeping server stopped, the model cold-loaded on other GPUs", "model", m.name, "level", level)
 	case ev.wakeErr != nil:
 		m.wakeFailures++
 		r.log.Warn("wake failed; the model was cold-loaded instead", "model", m.name, "level", level, "err", ev.wakeErr)

@@ -526,15 +526,20 @@ func TestSleep_WokenOnTheGPUItSleptOn(t *testing.T) {
 }
 
 // A router that places an asleep model on another GPU than its sleeping
-// server's gets a cold load there, its sleeper stopped: the server cannot
-// move, and waking it where the ledger gave its memory to c would put two
-// models' weights on one GPU.
+// server's gets a cold load there, its sleeper stopped first: the server
+// cannot move, waking it where the ledger gave its memory to c would put
+// two models' weights on one GPU, and a backend runs one server per model,
+// so the new one starts only once the old has exited.
 func TestSleep_PlacedOnAnotherGPUColdLoads(t *testing.T) {
 	sw := &devSwapper{}
 	h, ledger := twoGPUSleepHarness(t, sw)
 	sw.dev["a"] = 1 // b's GPU: b goes
-	serveOnce(t, h, "a")
-	h.world.expectSet(t, "asleep b 1", "stopped a", "starting a", "ready a")
+	release := h.procs["a"].holdStop()
+	c := h.acquire("a")
+	h.world.expectSet(t, "asleep b 1", "stopping a")
+	release()
+	h.world.expect(t, "stopped a", "starting a", "ready a")
+	c.wait(t).Release()
 	if d := onGPU(t, ledger, "a"); d != 1 || h.world.starts["a"] != 2 {
 		t.Fatalf("a on GPU %d after %d starts; want cold-loaded on GPU 1 (2 starts)", d, h.world.starts["a"])
 	}
@@ -569,4 +574,26 @@ func TestSleep_RouterPlacesASleeperOnItsGPU(t *testing.T) {
 		t.Fatalf("a on GPU %d after %d starts; want woken on GPU %d", d, h.world.starts["a"], gpuA)
 	}
 	h.expectState("b", "ready")
+}
+
+// A request for a model whose sleeping server is still being stopped (here
+// for want of host memory) starts a new server only once the old one has
+// exited: a backend runs one server per model, and a start beside the
+// exiting one failed ("already running") before.
+func TestSleep_StartWaitsForItsStoppingSleeper(t *testing.T) {
+	h := sleepHarness(t, 8*gib, config.EvictAuto)
+	serveOnce(t, h, "a")
+	serveOnce(t, h, "b")
+	h.world.expect(t, "starting a", "ready a", "asleep a 1", "starting b", "ready b")
+	release := h.procs["a"].holdStop()
+	if err := h.r.SetHostMemory(0); err != nil { // no room for sleepers: a's server is stopped
+		t.Fatal(err)
+	}
+	h.world.expect(t, "stopping a")
+	c := h.acquire("a")
+	h.world.expect(t, "stopped b") // the group's eviction; no host memory, so a stop
+	h.awaitState("b", "stopped")   // the swap's phase 1 is over: a start now would be beside the old server
+	release()
+	h.world.expect(t, "stopped a", "starting a", "ready a")
+	c.wait(t).Release()
 }

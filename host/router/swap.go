@@ -66,6 +66,9 @@ type startJob struct {
 	// wakeCtx cancels the wake alone (swap.cutWake), under ctx: the
 	// swap then cold-starts the model.
 	wakeCtx context.Context
+	// wakeMoved: the target is placed off its sleeper's GPUs, so wake is
+	// stopped, not woken, and the model cold-started (reserveTarget).
+	wakeMoved bool
 }
 
 // executor carries out what the run loop hands off and reports each end

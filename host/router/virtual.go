@@ -124,6 +124,16 @@ func (x virtualExecutor) start(job startJob) {
 		x.v.work.Later(func() { x.v.turn(func() { r.onSwapDone(startTarget(context.Background(), job)) }) })
 		return
 	}
+	if job.wake != nil && job.wakeMoved {
+		x.v.work.Stop(job.target, job.wake, func() {
+			x.v.work.Start(job.target, job.mc.Process, StartSpec{Devices: job.devices}, func(inst Instance, serr error) {
+				x.v.turn(func() {
+					r.onSwapDone(swapDone{target: job.target, evicted: job.evicted, inst: inst, err: serr, wakeErr: errWakeMoved})
+				})
+			})
+		})
+		return
+	}
 	if job.wake != nil {
 		x.v.work.Wake(job.target, job.wake, func(err error) {
 			if err == nil {
