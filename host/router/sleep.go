@@ -486,10 +486,16 @@ func sleepEviction(ctx context.Context, log interface {
 func wakeTarget(ctx context.Context, job startJob) (Instance, error) {
 	if job.wakeMoved {
 		// Not woken: stopped, and gone before the cold start (a backend
-		// starts one server per model).
+		// starts one server per model) — killed when a stop with grace
+		// does not end it (a stopped process ignores SIGTERM).
 		sctx, cancel := context.WithTimeout(context.Background(), stopTimeout(job.mc))
-		defer cancel()
-		_ = job.wake.Stop(sctx)
+		err := job.wake.Stop(sctx)
+		cancel()
+		if k, ok := job.wake.(Killer); ok && err != nil {
+			kctx, kcancel := context.WithTimeout(context.Background(), stopTimeout(job.mc))
+			defer kcancel()
+			_ = k.Kill(kctx)
+		}
 		return nil, errWakeMoved
 	}
 	si, ok := job.wake.(SleepInstance)
@@ -538,8 +544,7 @@ func (r *Router) wakeDone(m *model, ev swapDone) {
 		m.wakes++
 		m.wakeTime[level-1] = r.cfg.Clock().Sub(m.loadStart)
 		m.lastWake = m.wakeTime[level-1]
-	case errors.Is(ev.wakeErr, errWakeMoved):
-		r.log.Info("sleeping server stopped, the model cold-loaded on other GPUs", "model", m.name, "level", level)
+	case errors.Is(ev.wakeErr, errWakeMoved): // not a failure; reserveTarget said why
 	case ev.wakeErr != nil:
 		m.wakeFailures++
 		r.log.Warn("wake failed; the model was cold-loaded instead", "model", m.name, "level", level, "err", ev.wakeErr)

@@ -124,38 +124,31 @@ func (x virtualExecutor) start(job startJob) {
 		x.v.work.Later(func() { x.v.turn(func() { r.onSwapDone(startTarget(context.Background(), job)) }) })
 		return
 	}
-	if job.wake != nil && job.wakeMoved {
-		x.v.work.Stop(job.target, job.wake, func() {
-			x.v.work.Start(job.target, job.mc.Process, StartSpec{Devices: job.devices}, func(inst Instance, serr error) {
-				x.v.turn(func() {
-					r.onSwapDone(swapDone{target: job.target, evicted: job.evicted, inst: inst, err: serr, wakeErr: errWakeMoved})
-				})
+	// coldStart starts the target's server; wakeErr is why a sleeper
+	// was not woken instead (nil: there was none).
+	coldStart := func(wakeErr error) {
+		x.v.work.Start(job.target, job.mc.Process, StartSpec{Devices: job.devices}, func(inst Instance, err error) {
+			x.v.turn(func() {
+				r.onSwapDone(swapDone{target: job.target, evicted: job.evicted, inst: inst, err: err, wakeErr: wakeErr})
 			})
 		})
-		return
 	}
-	if job.wake != nil {
+	switch {
+	case job.wake != nil && job.wakeMoved: // placed off its sleeper's GPUs: stop it first
+		x.v.work.Stop(job.target, job.wake, func() { coldStart(errWakeMoved) })
+	case job.wake != nil:
 		x.v.work.Wake(job.target, job.wake, func(err error) {
-			if err == nil {
-				x.v.turn(func() {
-					r.onSwapDone(swapDone{target: job.target, evicted: job.evicted, inst: job.wake, woke: true})
-				})
+			if err != nil { // a failed wake: the server is gone
+				coldStart(err)
 				return
 			}
-			// A failed wake: the server is gone; cold-start the model.
-			x.v.work.Start(job.target, job.mc.Process, StartSpec{Devices: job.devices}, func(inst Instance, serr error) {
-				x.v.turn(func() {
-					r.onSwapDone(swapDone{target: job.target, evicted: job.evicted, inst: inst, err: serr, wakeErr: err})
-				})
+			x.v.turn(func() {
+				r.onSwapDone(swapDone{target: job.target, evicted: job.evicted, inst: job.wake, woke: true})
 			})
 		})
-		return
+	default:
+		coldStart(nil)
 	}
-	x.v.work.Start(job.target, job.mc.Process, StartSpec{Devices: job.devices}, func(inst Instance, err error) {
-		x.v.turn(func() {
-			r.onSwapDone(swapDone{target: job.target, evicted: job.evicted, inst: inst, err: err})
-		})
-	})
 }
 
 func (x virtualExecutor) release(ev serveDone) {
