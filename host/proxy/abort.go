@@ -118,6 +118,14 @@ func (f *inflight) remove(ex *exchange) {
 	f.mu.Unlock()
 }
 
+// aborting reports whether Abort has run (or is running): set before any
+// request's context is cancelled.
+func (f *inflight) aborting() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.aborted != nil
+}
+
 func (f *inflight) abort(cause *abortError) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -39,10 +39,13 @@ func (s *Server) acquireShowingProgress(w http.ResponseWriter, r *http.Request, 
 		case res := <-done:
 			return res.grant, res.err
 		case p := <-progress:
-			if r.Context().Err() != nil {
+			if r.Context().Err() != nil || s.inflight.aborting() {
 				// Aborted or the client left: the answer is the error
 				// that Acquire returns next, not more progress (a load
-				// that the end of another aborted request let start).
+				// that the end of another aborted request let start —
+				// Abort marks itself before it cancels the first
+				// request, so such a load is seen here even while this
+				// request's own cancel is still to come).
 				continue
 			}
 			if ex.sse == nil {
