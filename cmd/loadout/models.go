@@ -51,7 +51,8 @@ func newPsCmd() *cobra.Command {
 		Short: "List the models a running Loadout has loaded: where, VRAM, in flight, queued, TTL left",
 		Long: `ps lists what a running Loadout runs, like 'ollama ps': each model that is
 not stopped (--all: every model), with its state, the GPU memory it holds
-(measured once loaded, else the config's or the backend's estimate), the
+(measured once loaded, else the config's or the backend's estimate; "-"
+asleep: its weights are in host memory, as its state says), the
 GPUs it is on, its requests in flight, the callers queued for it or waiting
 on its load, and when its TTL takes it off the GPU if it stays idle (put to
 sleep where an eviction would be, else stopped; "-": no TTL, or busy). It
@@ -83,7 +84,7 @@ func writePs(w io.Writer, models []psModel, all bool, now time.Time) error {
 			continue
 		}
 		vram := "-"
-		if b := cmp.Or(m.Measured, m.VRAM); b > 0 {
+		if b := cmp.Or(m.Measured, m.VRAM); b > 0 && m.State != "asleep" {
 			vram = gpu.FormatBytes(b)
 		}
 		gpus := "-"

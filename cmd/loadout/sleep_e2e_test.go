@@ -51,6 +51,8 @@ func TestServe_SleepersWakeAndKill9LeavesNoOrphan(t *testing.T) {
 	}
 	if out := cliOK(t, s, "ps"); !strings.Contains(out, "asleep (level 1, 1 GiB host)") {
 		t.Fatalf("loadout ps does not show the sleeper with its level and host memory:\n%s", out)
+	} else if row := strings.Fields(strings.SplitN(out[strings.Index(out, "host)"):], "\n", 2)[0]); len(row) < 2 || row[1] != "-" {
+		t.Fatalf("loadout ps gives the sleeper GPU memory (want VRAM -):\n%s", out)
 	}
 	_, running := s.get("/running")
 	if !strings.Contains(running, `"asleep"`) {
