@@ -14,9 +14,10 @@ import (
 
 // TestCompat_LlamaSwap loads every llama-swap reference configuration (copies
 // in testdata/config/llama-swap, see its README). Each either loads, with
-// warnings for the keys Loadout does not act on, or fails with the errors
-// llama-swap also rejects it for: models referenced but not defined, and
-// ${PORT} in the proxy but not in cmd.
+// warnings for the keys Loadout does not act on (and for a preload of an
+// undefined model, which llama-swap skips without a word), or fails with
+// the errors llama-swap also rejects it for: models referenced but not
+// defined, and ${PORT} in the proxy but not in cmd.
 func TestCompat_LlamaSwap(t *testing.T) {
 	// The examples read these; set, so that what remains is what llama-swap
 	// itself rejects.
@@ -84,7 +85,6 @@ func TestCompat_LlamaSwap(t *testing.T) {
 		"config.example.9b3a33d7.yaml": {
 			wantErrs: cat(
 				[]string{
-					ls + "config.example.9b3a33d7.yaml:360:9: hooks.on_startup.preload[0]: model \"llama\" is not defined",
 					ls + "config.example.9b3a33d7.yaml:414:15: routing.router.settings.groups.group1.members[0]: model \"llama\" is not defined",
 				},
 				undefinedGroupMembers(ls+"config.example.9b3a33d7.yaml", 428),
@@ -102,7 +102,6 @@ func TestCompat_LlamaSwap(t *testing.T) {
 					ls + "config.example.HEAD-0bdb3720.yaml:227:9: selectors.llama.targets[1]: target \"modelA\" is not a model, an alias or a peer's model",
 					ls + "config.example.HEAD-0bdb3720.yaml:228:9: selectors.llama.targets[2]: target \"modelB\" is not a model, an alias or a peer's model",
 					ls + "config.example.HEAD-0bdb3720.yaml:458:3: models.unlisted-model.proxy: ${PORT} is used in proxy (default http://127.0.0.1:${PORT}) but not in cmd; llama-swap rejects this too: pass --port ${PORT} in cmd, or set proxy to the URL the server listens on",
-					ls + "config.example.HEAD-0bdb3720.yaml:502:9: hooks.on_startup.preload[0]: model \"llama\" is not defined",
 					ls + "config.example.HEAD-0bdb3720.yaml:556:15: routing.router.settings.groups.group1.members[0]: model \"llama\" is not defined",
 					ls + "config.example.HEAD-0bdb3720.yaml:557:15: routing.router.settings.groups.group1.members[1]: model \"qwen-unlisted\" is not defined",
 				},
@@ -111,14 +110,17 @@ func TestCompat_LlamaSwap(t *testing.T) {
 			),
 		},
 		"config.example.legacy-toplevel-matrix.0cfe5a66.yaml": {
-			wantErrs: func() []string {
+			// matrix.vars naming undefined models is the matrix policy's
+			// to refuse at init (loadout config check). A preload of an
+			// undefined model is skipped, as llama-swap skips it.
+			wantWarns: func() []string {
 				f := ls + "config.example.legacy-toplevel-matrix.0cfe5a66.yaml"
 				return []string{
-					// matrix.vars naming undefined models is the matrix
-					// policy's to refuse at init (loadout config check).
-					f + `:447:9: hooks.on_startup.preload[0]: model "llama" is not defined`,
+					f + ":60:1: performance: " + not + "Loadout polls nothing on a timer: GPU and system figures are read when /metrics is scraped, so the scrape interval is the polling interval",
+					f + `:447:9: hooks.on_startup.preload[0]: model "llama" is not defined, so it is not preloaded`,
 				}
 			}(),
+			check: func(t *testing.T, c *Config) { eq(t, "Preload", c.Preload, []string(nil)) },
 		},
 	}
 

@@ -128,8 +128,9 @@ func TestParse_Scenario(t *testing.T) {
 		{file: "bad-groups-router.yaml", wantErrs: []string{
 			`bad-groups-router.yaml:3:1: groups: legacy top-level groups cannot be combined with routing.router (line 6); move them to routing.router.settings.groups`,
 		}},
-		{file: "bad-refs.yaml", wantErrs: []string{
-			`bad-refs.yaml:10:15: hooks.on_startup.preload[0]: model "lama" is not defined; did you mean "llama"?`,
+		{file: "bad-refs.yaml", wantWarns: []string{
+			`bad-refs.yaml:10:15: hooks.on_startup.preload[0]: model "lama" is not defined, so it is not preloaded; did you mean "llama"?`,
+		}, wantErrs: []string{
 			`bad-refs.yaml:17:16: routing.scheduler.settings.fifo.priority.big: priority 9 for model llama contradicts its priority: 5 (line 5)`,
 			`bad-refs.yaml:18:11: routing.scheduler.settings.fifo.priority.qwn: model "qwn" is not defined; did you mean "qwen"?`,
 		}},

@@ -377,7 +377,8 @@ func (d *decoder) size(n *yaml.Node, path string) (int64, bool) {
 }
 
 // hooks decodes hooks.on_startup.preload (llama-swap's only hook), resolving
-// aliases to model ids.
+// aliases to model ids. A name that is no model or alias is skipped with a
+// warning, as llama-swap skips it.
 func (d *decoder) hooks(cfg *Config, n *yaml.Node) {
 	for _, p := range d.pairs(n, "hooks") {
 		kp := join("hooks", p.name)
@@ -401,7 +402,10 @@ func (d *decoder) hooks(cfg *Config, n *yaml.Node) {
 				}
 				id, ok := cfg.ResolveModel(name)
 				if !ok {
-					d.errorf(it, ip, "model %q is not defined%s", name, d.didYouMeanModel(cfg, name))
+					// llama-swap drops such a name without a word
+					// (config/load.go); a config it starts with must
+					// start here, so this is a warning.
+					d.warnf(it, ip, "model %q is not defined, so it is not preloaded%s", name, d.didYouMeanModel(cfg, name))
 					continue
 				}
 				if slices.Contains(cfg.Preload, id) {
