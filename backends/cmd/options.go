@@ -74,7 +74,13 @@ func mustSteps(ss ...string) []Step {
 // on release and must be loaded again, which this preset does not do);
 // POST /release_memory_occupation {} releases the weights, the KV cache and
 // the CUDA graphs, POST /resume_memory_occupation {} restores them: level 1
-// only. SGLang has no is_sleeping endpoint.
+// only. SGLang has no is_sleeping endpoint. Its /health runs a one-token
+// generation unless SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION is false
+// (environ.py); the release asserts an idle server and a sleeper has no
+// weights to generate with, so the preset sets it false: /health then
+// answers 503 while the server starts or shuts down and 200 otherwise,
+// vLLM's and llama-server's sense, which readiness and liveness probes
+// need.
 var Presets = map[string]Preset{
 	"vllm": {
 		Name: "vllm",
@@ -104,6 +110,7 @@ var Presets = map[string]Preset{
 			Wake:   mustSteps("POST /resume_memory_occupation {}"),
 		},
 		Flags: []string{"--enable-memory-saver", "--enable-weights-cpu-backup"},
+		Env:   []string{"SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION=false"},
 		Runs: func(argv []string) bool {
 			return runsTool(argv, "sglang", "serve") || runsModule(argv, "sglang.launch_server")
 		},

@@ -180,7 +180,7 @@ func (s *standIn) asleep() bool {
 }
 
 // startStandIn starts a model whose process is a shell that writes its
-// arguments and environment to a file and waits, and whose upstream is s:
+// arguments and the presets' environment variables to a file and waits, and whose upstream is s:
 // the command line that the preset rewrote is the real process's, the
 // sleep API is the stand-in's. The check endpoint is off: the stand-in's
 // listener is not the process's, which the cmd backend's readiness rule
@@ -190,7 +190,7 @@ func startStandIn(t *testing.T, b *cmdbackend.Backend, s *standIn, server, optio
 	argsFile := filepath.Join(t.TempDir(), "args")
 	spec := plugins.ModelSpec{
 		Model:         "m",
-		Cmd:           fmt.Sprintf(`sh -c 'echo "$VLLM_SERVER_DEV_MODE $*" > %s; exec sleep 600' %s`, argsFile, server),
+		Cmd:           fmt.Sprintf(`sh -c 'echo "$VLLM_SERVER_DEV_MODE$SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION $*" > %s; exec sleep 600' %s`, argsFile, server),
 		Proxy:         s.url,
 		CheckEndpoint: "none",
 		Options:       json.RawMessage(options),
@@ -285,8 +285,11 @@ func TestSGLang_StandIn_ReleaseResume(t *testing.T) {
 	s := newStandIn(t)
 	ctx := context.Background()
 	_, args := startStandIn(t, b, s, "python3 -m sglang.launch_server --model-path /m", `{"preset": "sglang"}`)
-	if want := "-m sglang.launch_server --model-path /m --enable-memory-saver --enable-weights-cpu-backup"; args != want {
-		t.Errorf("server's arguments = %q, want %q", args, want)
+	// SGLang's /health runs a one-token generation unless told not to, and
+	// release_memory_occupation asserts an idle server: a liveness probe
+	// must not be a generation.
+	if want := "false -m sglang.launch_server --model-path /m --enable-memory-saver --enable-weights-cpu-backup"; args != want {
+		t.Errorf("server's SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION and arguments = %q, want %q", args, want)
 	}
 	s.takeCalls()
 	if err := b.Sleep(ctx, "m", plugins.SleepLevel2, 0); !errors.Is(err, plugins.ErrNotSupported) {
