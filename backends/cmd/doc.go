@@ -50,8 +50,8 @@
 // whether the server sleeps (an HTTP answer {"is_sleeping": bool}, or a
 // command's exit status, 0 asleep and 1 awake); sleep_levels the levels
 // offered (default 1). preset: vllm or preset: sglang stands for the steps
-// of that server's documented API and adds the flags and environment it needs to a cmd that
-// runs it (Presets); keys beside it override its steps. Sleep runs the
+// of that server's documented API and adds the flags and environment it
+// needs to a cmd that runs it (Presets); keys beside it override its steps. Sleep runs the
 // steps and waits for is_sleeping, Wake runs its steps and waits until the
 // check endpoint answers and is_sleeping says awake, each bounded by its
 // timeout; Residency reports the record, corrected by is_sleeping. A model
