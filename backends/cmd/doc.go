@@ -51,10 +51,10 @@
 // command's exit status, 0 asleep and 1 awake); sleep_levels the levels
 // offered (default 1). preset: vllm or preset: sglang stands for the steps
 // of that server's documented API and adds the flags and environment it
-// needs to a cmd that runs it (Presets); keys beside it override its steps. Sleep runs the
-// steps and waits for is_sleeping, Wake runs its steps and waits until the
-// check endpoint answers and is_sleeping says awake, each bounded by its
-// timeout; Residency reports the record, corrected by is_sleeping. A model
-// with none of these options cannot sleep: Sleep answers
-// plugins.ErrNotSupported and the host stops it instead.
+// needs to a cmd that runs it (Presets); keys beside it override its steps.
+// Sleep runs the steps and waits for is_sleeping, Wake runs its steps and
+// waits until the check endpoint answers and is_sleeping says awake, each
+// bounded by its timeout; Residency reports the record, corrected by
+// is_sleeping. A model with none of these options cannot sleep: Sleep
+// answers plugins.ErrNotSupported and the host stops it instead.
 package cmdbackend
