@@ -1,6 +1,7 @@
 package main
 
 import (
+	"net"
 	"os"
 	"os/exec"
 	"slices"
@@ -99,5 +100,21 @@ func TestServe_ImpossibleConstraintRefused(t *testing.T) {
 	serve.Env = append(os.Environ(), "XDG_DATA_HOME="+t.TempDir())
 	if out, err := serve.CombinedOutput(); err == nil || !strings.Contains(string(out), cfg+":3:31") {
 		t.Fatalf("serve with an impossible constraint: err=%v\n%s", err, out)
+	}
+}
+
+// serve on an address something already listens on fails at once and
+// says what to do: stop the other server or pick another --listen.
+func TestServe_AddressInUseSaysSo(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	serve := exec.Command(loadoutBin, "serve", "--listen", ln.Addr().String())
+	serve.Env = append(os.Environ(), "XDG_DATA_HOME="+t.TempDir())
+	out, err := serve.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "another server holds "+ln.Addr().String()) || !strings.Contains(string(out), "--listen") {
+		t.Fatalf("serve on a busy address: err=%v\n%s", err, out)
 	}
 }

@@ -323,6 +323,9 @@ func runServe(ctx context.Context, o serveOptions) error {
 	}
 
 	ln, err := net.Listen("tcp", o.listen)
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return fmt.Errorf("listen: %w: another server holds %s (a Loadout or llama-swap already running?); stop it, or serve on another address with --listen", err, o.listen)
+	}
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
