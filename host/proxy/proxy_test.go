@@ -538,6 +538,8 @@ func TestAuth_APIKeys(t *testing.T) {
 		{"bearer", request{path: "/v1/chat/completions", body: `{"model":"a","messages":[]}`, headers: map[string]string{"Authorization": "Bearer key-two"}}, 200, ""},
 		{"x-api-key", request{path: "/v1/chat/completions", body: `{"model":"a","messages":[]}`, headers: map[string]string{"X-Api-Key": "key-one"}}, 200, ""},
 		{"health is open", request{method: http.MethodGet, path: "/health"}, 200, ""},
+		{"wol-health is open", request{method: http.MethodGet, path: "/wol-health"}, 200, ""},
+		{"upstream's page is open: the UI", request{method: http.MethodGet, path: "/upstream"}, 302, ""},
 		{"models list", request{method: http.MethodGet, path: "/v1/models"}, 401, "missing_api_key"},
 		{"metrics", request{method: http.MethodGet, path: "/metrics"}, 401, "missing_api_key"},
 		{"unload", request{method: http.MethodGet, path: "/unload"}, 401, "missing_api_key"},
@@ -568,6 +570,9 @@ func TestAuth_APIKeys(t *testing.T) {
 					t.Error("401 without WWW-Authenticate")
 				}
 				return
+			}
+			if tt.status == http.StatusFound && resp.Header.Get("Location") != "/ui/" {
+				t.Errorf("redirected to %q, want /ui/", resp.Header.Get("Location"))
 			}
 			if strings.HasPrefix(tt.rq.path, "/v1/") {
 				var ec echo

@@ -376,6 +376,10 @@ func (s *Server) routes() *mux.Router {
 
 	// llama-swap's operational endpoints.
 	m.HandleFunc("/health", s.health).Methods(http.MethodGet, http.MethodHead)
+	// llama-swap's health check for its wake-on-LAN proxy, and its
+	// models page's old address: both public, as there.
+	m.HandleFunc("/wol-health", s.health).Methods(http.MethodGet, http.MethodHead)
+	m.Handle("/upstream", http.RedirectHandler("/ui/", http.StatusFound)).Methods(http.MethodGet, http.MethodHead)
 	m.HandleFunc("/running", s.running).Methods(http.MethodGet)
 	m.HandleFunc("/unload", s.unloadAll).Methods(http.MethodGet, http.MethodPost)
 	post("/api/models/unload", s.unloadAll)

@@ -24,14 +24,18 @@ func (s *Server) uiRoutes(m *mux.Router) {
 }
 
 // public reports whether r may be served without an API key: the health
-// check, the UI's files (its icon at /favicon.ico too) and the redirects
-// to them.
+// checks (llama-swap's /health and /wol-health), the UI's files (its icon
+// at /favicon.ico too) and the redirects to them (/, /ui, /upstream).
 func public(r *http.Request) bool {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		return false
 	}
 	p := r.URL.Path
-	return p == "/health" || p == "/" || p == "/ui" || p == "/favicon.ico" || strings.HasPrefix(p, "/ui/")
+	switch p {
+	case "/health", "/wol-health", "/", "/ui", "/upstream", "/favicon.ico":
+		return true
+	}
+	return strings.HasPrefix(p, "/ui/")
 }
 
 // loadModel serves POST /api/models/load/{model}: the model is acquired as
