@@ -190,3 +190,31 @@ routing:
 		}
 	}
 }
+
+// The model llama-swap serves at /comfyui/ gets what llama-swap gives it
+// whatever its entry says: a concurrencyLimit of at least 50 and
+// compat.ignoreWebsockets. Other models are left as written.
+func TestComfyUI_ModelDefaults(t *testing.T) {
+	cfg, errs := parseErrs(t, `
+models:
+  comfyui_auto:
+    cmd: comfy --port ${PORT}
+    concurrencyLimit: 4
+  big:
+    cmd: comfy --port ${PORT}
+    concurrencyLimit: 4
+`)
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	if m := cfg.Models[ComfyUIModel]; m.ConcurrencyLimit != 50 || !m.IgnoreWebsockets {
+		t.Errorf("comfyui_auto: concurrencyLimit %d, ignoreWebsockets %v; want 50, true", m.ConcurrencyLimit, m.IgnoreWebsockets)
+	}
+	if m := cfg.Models["big"]; m.ConcurrencyLimit != 4 || m.IgnoreWebsockets {
+		t.Errorf("big: concurrencyLimit %d, ignoreWebsockets %v; want 4, false", m.ConcurrencyLimit, m.IgnoreWebsockets)
+	}
+	cfg, _ = parseErrs(t, "models:\n  comfyui_auto:\n    cmd: comfy --port ${PORT}\n    concurrencyLimit: 80\n")
+	if n := cfg.Models[ComfyUIModel].ConcurrencyLimit; n != 80 {
+		t.Errorf("comfyui_auto with concurrencyLimit 80: %d, want it kept", n)
+	}
+}

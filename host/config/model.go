@@ -369,7 +369,28 @@ func (d *decoder) model(cfg *Config, id string, mp pair, nextPort *int) *modelSr
 	}
 	d.modelPlacement(m, path)
 	d.modelReplicas(m, fields, path)
+	if id == ComfyUIModel {
+		comfyUI(m)
+	}
 	return s
+}
+
+// ComfyUIModel is the model id that GET /comfyui/ serves (llama-swap's
+// ComfyUI passthrough, host/proxy): /comfyui/{path} is
+// /upstream/comfyui_auto/{path}, and only the root page loads it.
+const ComfyUIModel = "comfyui_auto"
+
+// comfyUIConcurrency is the least concurrencyLimit of ComfyUIModel: a
+// ComfyUI page asks for dozens of assets at once (llama-swap's 50).
+const comfyUIConcurrency = 50
+
+// comfyUI applies what llama-swap sets for ComfyUIModel whatever its
+// config says: a concurrencyLimit of at least comfyUIConcurrency (0, the
+// default, is raised too), and compat.ignoreWebsockets, so that ComfyUI's
+// WebSocket neither loads the model nor holds it.
+func comfyUI(m *Model) {
+	m.ConcurrencyLimit = max(m.ConcurrencyLimit, comfyUIConcurrency)
+	m.IgnoreWebsockets = true
 }
 
 // compat decodes a model's compat: block (llama-swap's):

@@ -118,6 +118,9 @@ func Report(cfg *Config, warnings []Warning) string {
 		if !m.Filters.Empty() {
 			fmt.Fprintf(&b, "      filters (JSON bodies): %s\n", filterReport(m.Filters))
 		}
+		if id == ComfyUIModel {
+			fmt.Fprintf(&b, "      served at /comfyui/ (llama-swap's ComfyUI passthrough; only that page loads it), concurrencyLimit %d\n", m.ConcurrencyLimit)
+		}
 		if m.IgnoreWebsockets {
 			b.WriteString("      compat.ignoreWebsockets: a WebSocket through /upstream never loads the model and is not counted in flight\n")
 		}

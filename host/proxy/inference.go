@@ -15,6 +15,7 @@ import (
 
 	"github.com/cenkalti/backoff/v5"
 
+	"github.com/loadout-dev/loadout/host/config"
 	"github.com/loadout-dev/loadout/host/router"
 )
 
@@ -307,21 +308,65 @@ func (s *Server) upstream(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, s.catalog.Load().unknown(strings.SplitN(rest, "/", 2)[0]))
 		return
 	}
-	ex.model, ex.timeouts = entry.ID, entry.Timeouts
 	if n == len(segs) {
 		// /upstream/m → /upstream/m/, so relative links in the upstream's
-		// pages resolve; 308 keeps the method and body.
-		loc := "/upstream/" + rest + "/"
-		if r.URL.RawQuery != "" {
-			loc += "?" + r.URL.RawQuery
-		}
-		code := http.StatusPermanentRedirect
-		if r.Method == http.MethodGet || r.Method == http.MethodHead {
-			code = http.StatusMovedPermanently
-		}
-		http.Redirect(w, r, loc, code)
+		// pages resolve.
+		redirectToDir(w, r, "/upstream/"+rest)
 		return
 	}
+	s.passthrough(w, r, entry, "/"+strings.Join(segs[n:], "/"), "")
+}
+
+// redirectToDir redirects r to dir + "/", its query kept: 301 for GET and
+// HEAD, else 308, which keeps the method and body.
+func redirectToDir(w http.ResponseWriter, r *http.Request, dir string) {
+	loc := dir + "/"
+	if r.URL.RawQuery != "" {
+		loc += "?" + r.URL.RawQuery
+	}
+	code := http.StatusPermanentRedirect
+	if r.Method == http.MethodGet || r.Method == http.MethodHead {
+		code = http.StatusMovedPermanently
+	}
+	http.Redirect(w, r, loc, code)
+}
+
+// comfyUI handles /comfyui and /comfyui/{path...}, llama-swap's ComfyUI
+// passthrough: /upstream/comfyui_auto/{path...} under a fixed address, for
+// the local model whose id (not an alias) is config.ComfyUIModel. Only the
+// root page may load it: a browser tab left open on an unloaded ComfyUI
+// keeps asking for its assets, APIs and WebSocket, and those get 409 until
+// the model is ready, as in llama-swap.
+func (s *Server) comfyUI(w http.ResponseWriter, r *http.Request) {
+	ex := exchangeOf(r)
+	ex.inference = true
+	entry := s.catalog.Load().lookup(config.ComfyUIModel)
+	if entry == nil || entry.ID != config.ComfyUIModel {
+		s.writeError(w, r, &apiError{status: http.StatusNotFound, code: "model_not_found",
+			msg: fmt.Sprintf("no model %s: /comfyui/ serves the local model of that id (llama-swap's ComfyUI passthrough)", config.ComfyUIModel)})
+		return
+	}
+	rest := strings.TrimPrefix(r.URL.EscapedPath(), "/comfyui")
+	if rest == "" {
+		redirectToDir(w, r, "/comfyui")
+		return
+	}
+	why := ""
+	if rest != "/" {
+		why = "only /comfyui/ can start it"
+	}
+	s.passthrough(w, r, entry, rest, why)
+}
+
+// passthrough proxies r to entry's server at path (escaped) with r's
+// method, query and body, once the model is acquired (and loaded if need
+// be). An upgrade to a WebSocket where entry.IgnoreWebsockets, a path
+// that matches upstream.ignorePaths, or any request when noLoad gives the
+// reason, never loads the model: it is served while the model is ready,
+// else answered 409.
+func (s *Server) passthrough(w http.ResponseWriter, r *http.Request, entry *ModelEntry, path, noLoad string) {
+	ex := exchangeOf(r)
+	ex.model, ex.timeouts = entry.ID, entry.Timeouts
 	if r.ContentLength > s.maxBody {
 		s.writeError(w, r, s.tooLarge())
 		return
@@ -329,24 +374,30 @@ func (s *Server) upstream(w http.ResponseWriter, r *http.Request) {
 	if r.Body != nil && r.Body != http.NoBody {
 		r.Body = http.MaxBytesReader(w, r.Body, s.maxBody)
 	}
-	remaining := "/" + strings.Join(segs[n:], "/")
 	u := *r.URL
-	u.RawPath = remaining
-	u.Path, _ = url.PathUnescape(remaining) // each segment unescaped above
+	u.RawPath = path
+	var err error
+	if u.Path, err = url.PathUnescape(path); err != nil {
+		s.writeError(w, r, badRequest("invalid_path", fmt.Sprintf("path %s: %v", echoed(path), err)))
+		return
+	}
 	if u.EscapedPath() == u.Path {
 		u.RawPath = ""
 	}
 	r.URL = &u
-	if upgrade := entry.IgnoreWebsockets && isWebSocket(r); upgrade || s.ignoredPath(u.Path) {
+	upgrade := entry.IgnoreWebsockets && isWebSocket(r)
+	switch {
+	case upgrade:
+		noLoad = "a WebSocket does not load it (compat.ignoreWebsockets)"
+	case noLoad == "" && s.ignoredPath(u.Path):
+		noLoad = "the path matches upstream.ignorePaths"
+	}
+	if noLoad != "" {
 		// Never a reason to load the model: served only while it is ready.
 		target, ready := s.readyUpstream(entry.ID)
 		if !ready {
-			why := "the path matches upstream.ignorePaths"
-			if upgrade {
-				why = "a WebSocket does not load it (compat.ignoreWebsockets)"
-			}
 			s.writeError(w, r, &apiError{status: http.StatusConflict, code: "model_not_loaded",
-				msg: fmt.Sprintf("model %s is not loaded; %s", entry.ID, why)})
+				msg: fmt.Sprintf("model %s is not loaded; %s", entry.ID, noLoad)})
 			return
 		}
 		if upgrade { // outside the scheduler: not in flight, no grant

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -178,5 +179,57 @@ func TestInference_SessionHeaderIsClient(t *testing.T) {
 	e.do(request{path: "/v1/chat/completions", body: `{"model":"a","messages":[]}`, headers: map[string]string{"X-Other": "s2", headerClient: "c"}})
 	if got := e.rec.lastRequest(t).Client; got != "c" {
 		t.Errorf("client %q, want X-Loadout-Client's c", got)
+	}
+}
+
+// llama-swap's ComfyUI passthrough: /comfyui/{path} is
+// /upstream/comfyui_auto/{path}, /comfyui redirects to /comfyui/, and only
+// the root page loads the model; its assets, APIs and WebSocket get 409
+// until it is ready, then pass with their paths as escaped.
+func TestComfyUI_OnlyTheRootPageLoads(t *testing.T) {
+	e := newEnv(t, envOpts{extra: []string{config.ComfyUIModel}, edit: func(m *ModelEntry) {
+		m.IgnoreWebsockets = m.ID == config.ComfyUIModel
+	}})
+	for method, code := range map[string]int{http.MethodGet: http.StatusMovedPermanently, http.MethodPost: http.StatusPermanentRedirect} {
+		resp, _ := e.do(request{method: method, path: "/comfyui?token=v"})
+		if resp.StatusCode != code || resp.Header.Get("Location") != "/comfyui/?token=v" {
+			t.Errorf("%s /comfyui: status %d Location %q, want %d to /comfyui/?token=v", method, resp.StatusCode, resp.Header.Get("Location"), code)
+		}
+	}
+	for _, rq := range []request{
+		{method: http.MethodGet, path: "/comfyui/api/prompt"},
+		{method: http.MethodGet, path: "/comfyui/ws", headers: map[string]string{"Upgrade": "websocket", "Connection": "Upgrade"}},
+	} {
+		resp, b := e.do(rq)
+		if resp.StatusCode != http.StatusConflict || openAIError(t, b).Code != "model_not_loaded" {
+			t.Fatalf("%s before the model is loaded: status %d, body %s; want 409 model_not_loaded", rq.path, resp.StatusCode, b)
+		}
+	}
+	if st := e.status(config.ComfyUIModel).State; st != "stopped" {
+		t.Fatalf("a ComfyUI asset loaded the model: state %s", st)
+	}
+	if ec := e.echoOf(request{method: http.MethodGet, path: "/comfyui/?token=v"}); ec.Server != config.ComfyUIModel || ec.Path != "/" || ec.Query != "token=v" {
+		t.Fatalf("the root page reached %+v", ec)
+	}
+	ec := e.echoOf(request{method: http.MethodPost, path: "/comfyui/api/userdata/workflows%2Fa%252Fb.json?preview=1", body: "{}"})
+	if ec.Server != config.ComfyUIModel || ec.Path != "/api/userdata/workflows%2Fa%252Fb.json" || ec.Query != "preview=1" || ec.Body != "{}" {
+		t.Errorf("an API call once loaded reached %+v", ec)
+	}
+}
+
+// /comfyui/ serves the model of that exact id: without one it is a 404,
+// and an alias of that name does not count.
+func TestComfyUI_NeedsTheModel(t *testing.T) {
+	e := newEnv(t, envOpts{edit: func(m *ModelEntry) {
+		if m.ID == "a" {
+			m.Aliases = append(m.Aliases, config.ComfyUIModel)
+		}
+	}})
+	resp, b := e.do(request{method: http.MethodGet, path: "/comfyui/"})
+	if resp.StatusCode != http.StatusNotFound || !strings.Contains(openAIError(t, b).Message, "no model comfyui_auto") {
+		t.Fatalf("status %d, body %s; want 404 naming comfyui_auto", resp.StatusCode, b)
+	}
+	if st := e.status("a").State; st != "stopped" {
+		t.Errorf("the alias's model was loaded: state %s", st)
 	}
 }

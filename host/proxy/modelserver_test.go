@@ -234,7 +234,7 @@ func (m *modelInstance) Stop(ctx context.Context) error {
 }
 
 // echo is what a model server answers a non-streaming request: everything
-// the tests check about what the upstream saw.
+// the tests check about what the upstream saw (Path as it came, escaped).
 type echo struct {
 	Object      string            `json:"object"`
 	Server      string            `json:"server"` // the model whose server answered
@@ -307,7 +307,7 @@ func (m *modelInstance) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		m.stream(w, r, mode, fields.Model)
 		return
 	}
-	e := echo{Object: "chat.completion", Server: m.name, Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery,
+	e := echo{Object: "chat.completion", Server: m.name, Method: r.Method, Path: r.URL.EscapedPath(), Query: r.URL.RawQuery,
 		ContentType: r.Header.Get("Content-Type"), Length: r.ContentLength, Body: string(body), Headers: map[string]string{}}
 	for _, h := range echoedHeaders {
 		if v := r.Header.Get(h); v != "" {

@@ -392,6 +392,8 @@ func (s *Server) routes() *mux.Router {
 	post("/models/unload", s.routerUnload)
 	m.HandleFunc("/api/version", s.apiVersion).Methods(http.MethodGet)
 	m.PathPrefix("/upstream/").HandlerFunc(s.upstream)
+	m.HandleFunc("/comfyui", s.comfyUI)
+	m.PathPrefix("/comfyui/").HandlerFunc(s.comfyUI)
 
 	// Loadout's own.
 	m.HandleFunc("/api/models", s.apiModels).Methods(http.MethodGet)
