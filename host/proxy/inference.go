@@ -27,9 +27,14 @@ type endpoint struct {
 	// checked against before anything is loaded; "" or a path schemas
 	// lacks: none.
 	path string
-	// chat marks /v1/chat/completions, the one endpoint whose streaming
-	// requests may get the loading state.
+	// chat marks chat completions (/v1/chat/completions and its
+	// versionless forms), the one API whose streaming requests may get the
+	// loading state.
 	chat bool
+	// forward, when set, is the path the upstream (or peer) is sent in
+	// place of the route's: llama-swap's versionless /v/… routes drop the
+	// /v, its /audioapi/… routes the /audioapi (its issue #728).
+	forward string
 }
 
 // inference handles a model endpoint: find the model, check the body
@@ -54,6 +59,9 @@ func (s *Server) inference(ep endpoint) http.HandlerFunc {
 		if e := s.applyProfile(&mr); e != nil {
 			s.writeError(w, r, e)
 			return
+		}
+		if ep.forward != "" {
+			r.URL.Path, r.URL.RawPath = ep.forward, ""
 		}
 		if sel := s.cfg.Selectors[mr.model]; sel != nil && !s.selectorToPeer(&mr, sel) {
 			s.serveSelector(w, r, &mr, body, sel, chat && mr.stream && s.cfg.SendLoadingState)

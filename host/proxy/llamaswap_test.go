@@ -233,3 +233,45 @@ func TestComfyUI_NeedsTheModel(t *testing.T) {
 		t.Errorf("the alias's model was loaded: state %s", st)
 	}
 }
+
+// The paths of today's llama-swap and llama-server beside /v1: llama-swap's
+// versionless /v/… (the /v dropped on the way up) and /audioapi/…,
+// llama-server's OpenAI routes without /v1 (checked as with it) and its
+// native ones, each routed by the model it names, and /v1/health.
+func TestRoutes_LlamaSwapAndLlamaServerPaths(t *testing.T) {
+	e := newEnv(t, envOpts{apiKeys: []string{"k"}})
+	key := map[string]string{"Authorization": "Bearer k"}
+	for _, tt := range []struct {
+		method, path, body, upstream string
+	}{
+		{http.MethodPost, "/v/chat/completions", `{"model":"a","messages":[]}`, "/chat/completions"},
+		{http.MethodPost, "/v/embeddings", `{"model":"a","input":"x"}`, "/embeddings"},
+		{http.MethodPost, "/v/messages", `{"model":"a","max_tokens":8,"messages":[]}`, "/messages"},
+		{http.MethodPost, "/audioapi/v1/tasks/run", `{"model":"a"}`, "/v1/tasks/run"},
+		{http.MethodPost, "/chat/completions", `{"model":"a","messages":[]}`, "/chat/completions"},
+		{http.MethodPost, "/responses", `{"model":"a","input":"x"}`, "/responses"},
+		{http.MethodPost, "/tokenize", `{"model":"a","content":"x"}`, "/tokenize"},
+		{http.MethodPost, "/embedding", `{"model":"a","content":"x"}`, "/embedding"},
+		{http.MethodPost, "/slots/0?action=save", `{"model":"a","filename":"s.bin"}`, "/slots/0"},
+		{http.MethodGet, "/slots?model=a", "", "/slots"},
+		{http.MethodGet, "/lora-adapters?model=a", "", "/lora-adapters"},
+	} {
+		ec := e.echoOf(request{method: tt.method, path: tt.path, body: tt.body, headers: key})
+		if ec.Server != "a" || ec.Path != tt.upstream || ec.Method != tt.method {
+			t.Errorf("%s %s reached %s %s on %s, want %s on a", tt.method, tt.path, ec.Method, ec.Path, ec.Server, tt.upstream)
+		}
+	}
+	// Checked against the /v1 schema before anything loads.
+	for _, path := range []string{"/v/chat/completions", "/chat/completions"} {
+		resp, b := e.do(request{path: path, body: `{"model":"b","messages":"hi"}`, headers: key})
+		if resp.StatusCode != http.StatusBadRequest {
+			t.Errorf("%s with a bad body: status %d, want 400: %s", path, resp.StatusCode, b)
+		}
+	}
+	if st := e.status("b").State; st != "stopped" {
+		t.Errorf("a bad body loaded model b: state %s", st)
+	}
+	if resp, b := e.do(request{method: http.MethodGet, path: "/v1/health"}); resp.StatusCode != http.StatusOK {
+		t.Errorf("/v1/health without a key: status %d: %s", resp.StatusCode, b)
+	}
+}

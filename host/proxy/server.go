@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"regexp"
 	"runtime/debug"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -366,16 +367,41 @@ func (s *Server) routes() *mux.Router {
 	} {
 		post(p, s.inference(endpoint{path: p}))
 	}
-	for _, p := range []string{"/v1/audio/voices", "/sdapi/v1/loras", "/props"} {
+	for _, p := range []string{"/v1/audio/voices", "/sdapi/v1/loras", "/props", "/lora-adapters", "/slots"} {
 		m.HandleFunc(p, s.inference(endpoint{})).Methods(http.MethodGet)
 	}
 	// Anthropic's Messages API, checked before anything loads.
 	post("/v1/messages", s.inference(endpoint{path: "/v1/messages"}))
 	post("/v1/messages/count_tokens", s.inference(endpoint{path: "/v1/messages/count_tokens"}))
+	// llama-swap's versionless routes (/v/chat/completions reaches the
+	// upstream as /chat/completions) and audio.cpp's task API, checked
+	// as their /v1 forms are.
+	for _, p := range []string{"/v/chat/completions", "/v/responses", "/v/completions", "/v/embeddings",
+		"/v/messages", "/v/messages/count_tokens", "/v/rerank", "/v/reranking"} {
+		v1 := "/v1" + strings.TrimPrefix(p, "/v")
+		post(p, s.inference(endpoint{path: v1, chat: v1 == "/v1/chat/completions", forward: strings.TrimPrefix(p, "/v")}))
+	}
+	post("/audioapi/v1/tasks/run", s.inference(endpoint{forward: "/v1/tasks/run"}))
+	// llama-server's own model endpoints (tools/server/server.cpp, which
+	// its router mode proxies by the model in the body or ?model=): its
+	// OpenAI routes without /v1, checked as with it; its native ones
+	// (legacy /completions and /embedding, tokens, templates, LoRA
+	// adapters, slots) passed as they come.
+	post("/chat/completions", s.inference(endpoint{path: "/v1/chat/completions", chat: true}))
+	post("/responses", s.inference(endpoint{path: "/v1/responses"}))
+	for _, p := range []string{
+		"/completions", "/embedding", "/embeddings", "/tokenize", "/detokenize", "/apply-template",
+		"/chat/completions/input_tokens", "/v1/chat/completions/input_tokens",
+		"/responses/input_tokens", "/v1/responses/input_tokens",
+		"/audio/transcriptions", "/lora-adapters", "/slots/{id}",
+	} {
+		post(p, s.inference(endpoint{}))
+	}
 	m.HandleFunc("/v1/models", s.listModels).Methods(http.MethodGet)
 
 	// llama-swap's operational endpoints.
 	m.HandleFunc("/health", s.health).Methods(http.MethodGet, http.MethodHead)
+	m.HandleFunc("/v1/health", s.health).Methods(http.MethodGet, http.MethodHead) // llama-server's
 	// llama-swap's health check for its wake-on-LAN proxy, and its
 	// models page's old address: both public, as there.
 	m.HandleFunc("/wol-health", s.health).Methods(http.MethodGet, http.MethodHead)

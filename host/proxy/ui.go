@@ -24,7 +24,8 @@ func (s *Server) uiRoutes(m *mux.Router) {
 }
 
 // public reports whether r may be served without an API key: the health
-// checks (llama-swap's /health and /wol-health), the UI's files (its icon
+// checks (llama-swap's /health and /wol-health, llama-server's
+// /v1/health), the UI's files (its icon
 // at /favicon.ico too) and the redirects to them (/, /ui, /upstream).
 func public(r *http.Request) bool {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
@@ -32,7 +33,7 @@ func public(r *http.Request) bool {
 	}
 	p := r.URL.Path
 	switch p {
-	case "/health", "/wol-health", "/", "/ui", "/upstream", "/favicon.ico":
+	case "/health", "/v1/health", "/wol-health", "/", "/ui", "/upstream", "/favicon.ico":
 		return true
 	}
 	return strings.HasPrefix(p, "/ui/")
