@@ -14,8 +14,10 @@ import (
 // llama-swap's logToStdout (what the log carries: Loadout's own lines, the
 // model servers' output lines, both, or nothing; config.LogProxy and
 // friends) and logTimeFormat (the timestamp's layout, or none; absent:
-// slog's own). Errors: an unknown level.
-func newServeLogger(w io.Writer, level string, cfg *config.Config) (*slog.Logger, error) {
+// slog's own). With store set, its lines at level also go to store's
+// Proxy ring (logs.ProxyHandler), whatever logToStdout says, as
+// llama-swap's proxy log keeps them. Errors: an unknown level.
+func newServeLogger(w io.Writer, level string, cfg *config.Config, store *logs.Store) (*slog.Logger, error) {
 	var l slog.Level
 	if err := l.UnmarshalText([]byte(level)); err != nil {
 		return nil, fmt.Errorf("log level %q: want debug, info, warn or error", level)
@@ -33,7 +35,13 @@ func newServeLogger(w io.Writer, level string, cfg *config.Config) (*slog.Logger
 			return slog.String(slog.TimeKey, a.Value.Time().Format(layout))
 		}
 	}
-	return slog.New(&logSelect{inner: slog.NewTextHandler(w, opts), level: l, mode: cfg.LogToStdout}), nil
+	var h slog.Handler = &logSelect{inner: slog.NewTextHandler(w, opts), level: l, mode: cfg.LogToStdout}
+	if store != nil {
+		kept := *opts
+		kept.Level = l
+		h = slog.NewMultiHandler(h, logs.ProxyHandler(store, &kept))
+	}
+	return slog.New(h), nil
 }
 
 // logSelect passes the records logToStdout selects: for config.LogProxy

@@ -23,7 +23,7 @@ func TestServeLogger_LogToStdout(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.mode, func(t *testing.T) {
 			var b bytes.Buffer
-			log, err := newServeLogger(&b, "info", &config.Config{LogToStdout: tt.mode})
+			log, err := newServeLogger(&b, "info", &config.Config{LogToStdout: tt.mode}, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -53,7 +53,7 @@ func TestServeLogger_LogTimeFormat(t *testing.T) {
 		{ptr(time.Kitchen), func(s string) bool { return strings.Contains(s, "M level=INFO") }},
 	} {
 		var b bytes.Buffer
-		log, _ := newServeLogger(&b, "info", &config.Config{LogToStdout: config.LogProxy, LogTime: tt.layout})
+		log, _ := newServeLogger(&b, "info", &config.Config{LogToStdout: config.LogProxy, LogTime: tt.layout}, nil)
 		log.Info("x")
 		if !tt.want(b.String()) {
 			t.Errorf("layout %v: line %q", tt.layout, b.String())

@@ -185,9 +185,12 @@ func newLogsCmd() *cobra.Command {
 		Long: `logs prints what MODEL's server (llama-server, vLLM, …) wrote, as the running
 Loadout keeps it (the latest lines of every start, across restarts of the
 server). With -f it then follows new output until interrupted. It is GET
-/logs/MODEL, and /logs/stream/MODEL with -f (llama-swap's).`,
+/logs/MODEL, and /logs/stream/MODEL with -f (llama-swap's). In place of a
+model, proxy is Loadout's own log and upstream every model server's
+output, as in llama-swap.`,
 		Example: `  loadout logs qwen-7b
-  loadout logs -f qwen-7b`,
+  loadout logs -f qwen-7b
+  loadout logs -f proxy`,
 		Args: cobra.ExactArgs(1),
 	}
 	c := modelsClient(cmd)

@@ -30,9 +30,9 @@ type observability struct {
 	models   []string
 }
 
-func newObservability(models []string, ring int) *observability {
+func newObservability(models []string, ring int, store *logs.Store) *observability {
 	bus := events.New(ring)
-	return &observability{bus: bus, observer: observe.New(models, bus), logs: logs.New(0), models: models}
+	return &observability{bus: bus, observer: observe.New(models, bus), logs: store, models: models}
 }
 
 // pluginLog is log, also feeding model server output into the log rings.

@@ -258,9 +258,24 @@ func TestServe_MetricsAndEventsAgreeWithClient(t *testing.T) {
 		t.Errorf("resume after %s began at %q", first.id, next.id)
 	}
 
-	// The model servers' output is kept per model.
-	if code, logs := s.get("/logs"); code != 200 || !strings.Contains(logs, "[a] ") || !strings.Contains(logs, "sim server listening") {
+	// The model servers' output is kept per model, Loadout's own lines
+	// beside it; llama-swap's proxy and upstream name each alone.
+	if code, logs := s.get("/logs"); code != 200 || !strings.Contains(logs, "[a] ") || !strings.Contains(logs, "sim server listening") || !strings.Contains(logs, `msg="model ready"`) {
 		t.Errorf("/logs = %d %q", code, logs)
+	}
+	if code, logs := s.get("/logs/proxy"); code != 200 || !strings.Contains(logs, `msg="model ready"`) || strings.Contains(logs, "sim server listening") {
+		t.Errorf("/logs/proxy = %d %q", code, logs)
+	}
+	html, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.base+"/logs", nil)
+	html.Header.Set("Accept", "text/html,application/xhtml+xml")
+	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	if resp, err := noFollow.Do(html); err != nil || resp.StatusCode != http.StatusFound || resp.Header.Get("Location") != "/ui/" {
+		t.Errorf("/logs from a browser: %v %v, want a redirect to /ui/ (llama-swap's)", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+	if code, logs := s.get("/logs/upstream"); code != 200 || !strings.Contains(logs, "[a] ") || !strings.Contains(logs, "sim server listening") || strings.Contains(logs, `msg="model ready"`) {
+		t.Errorf("/logs/upstream = %d %q", code, logs)
 	}
 	lctx, lcancel := context.WithTimeout(ctx, 10*time.Second)
 	defer lcancel()

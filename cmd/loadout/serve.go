@@ -20,6 +20,7 @@ import (
 	"github.com/loadout-dev/loadout/host/backend"
 	"github.com/loadout-dev/loadout/host/config"
 	"github.com/loadout-dev/loadout/host/gpu"
+	"github.com/loadout-dev/loadout/host/logs"
 	"github.com/loadout-dev/loadout/host/policy"
 	"github.com/loadout-dev/loadout/host/proxy"
 	"github.com/loadout-dev/loadout/host/router"
@@ -168,7 +169,8 @@ func runServe(ctx context.Context, o serveOptions) error {
 	if o.logLevel != "" {
 		level = o.logLevel
 	}
-	log, err := newServeLogger(os.Stderr, level, cfg)
+	logStore := logs.New(0)
+	log, err := newServeLogger(os.Stderr, level, cfg, logStore)
 	if err != nil {
 		return err
 	}
@@ -218,7 +220,7 @@ func runServe(ctx context.Context, o serveOptions) error {
 			l.Close()
 		}
 	}()
-	obsv := newObservability(cfg.ModelIDs(), cfg.EventRing)
+	obsv := newObservability(cfg.ModelIDs(), cfg.EventRing, logStore)
 	if err := validateModels(ctx, cfg, launchers, obsv.pluginLog(log)); err != nil {
 		return err
 	}

@@ -164,6 +164,10 @@ func TestUI_LoadServeSwapUnloadInBrowser(t *testing.T) {
 		chromedp.SetValue(`#logs-model`, "a", chromedp.ByQuery),
 		chromedp.Evaluate(`document.getElementById('logs-model').dispatchEvent(new Event('change'))`, nil),
 		chromedp.WaitVisible(`//pre[contains(@class,"logs") and contains(., "sim server listening")]`, chromedp.BySearch),
+		// Loadout's own log (llama-swap's /logs/stream/proxy).
+		chromedp.SetValue(`#logs-model`, "proxy", chromedp.ByQuery),
+		chromedp.Evaluate(`document.getElementById('logs-model').dispatchEvent(new Event('change'))`, nil),
+		chromedp.WaitVisible(`//pre[contains(@class,"logs") and contains(., "loadout serving")]`, chromedp.BySearch),
 	); err != nil {
 		t.Fatalf("logs: %v", err)
 	}

@@ -4,21 +4,34 @@ import (
 	"sync"
 )
 
-// DefaultRingBytes bounds each model's ring (and the all-models ring)
-// when New is given 0.
+// DefaultRingBytes bounds each model's ring (and each of the All, Proxy
+// and Upstream rings) when New is given 0.
 const DefaultRingBytes = 256 << 10
 
 // subBuffer is how many lines a live reader may fall behind before it is
 // dropped.
 const subBuffer = 1024
 
-// Store is the per-model rings and the live readers. Safe for concurrent
-// use.
+// The rings beside each model's, named as llama-swap's log monitors are
+// (GET /logs/stream/proxy, /logs/stream/upstream, /logs/stream): the
+// names History and Subscribe take in place of a model id. Proxy and
+// Upstream cannot be model ids (they start with a NUL byte).
+const (
+	// All is Loadout's own lines and every model server's ("[model] "
+	// before each of those), as they came.
+	All = ""
+	// Proxy is Loadout's own log lines (AppendProxy).
+	Proxy = "\x00proxy"
+	// Upstream is every model server's lines, each after "[model] ".
+	Upstream = "\x00upstream"
+)
+
+// Store is the rings and the live readers. Safe for concurrent use.
 type Store struct {
 	max int
 
 	mu     sync.Mutex
-	rings  map[string]*ring // model → its lines; "" → every model's, prefixed
+	rings  map[string]*ring // a model's, or All, Proxy, Upstream
 	subs   map[*Sub]struct{}
 	closed bool
 }
@@ -61,40 +74,47 @@ func (r *ring) bytes() []byte {
 }
 
 // Append records one line of model's server output (stream is "stdout"
-// or "stderr"; it is not shown, as in llama-swap) and sends it to the
-// live readers of the model and of all models.
+// or "stderr"; it is not shown, as in llama-swap) in the model's ring and,
+// after "[model] ", in the Upstream and All rings, and sends it to their
+// live readers.
 func (s *Store) Append(model, stream, line string) {
 	own := line + "\n"
-	all := "[" + model + "] " + own
+	tagged := "[" + model + "] " + own
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.add(model, own)
+	s.add(Upstream, tagged)
+	s.add(All, tagged)
+}
+
+// AppendProxy records one of Loadout's own log lines in the Proxy and All
+// rings and sends it to their live readers.
+func (s *Store) AppendProxy(line string) {
+	l := line + "\n"
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.add(Proxy, l)
+	s.add(All, l)
+}
+
+// add appends line to ring name and sends it to that ring's readers;
+// s.mu is held.
+func (s *Store) add(name, line string) {
 	if s.closed {
 		return
 	}
-	r := s.rings[model]
+	r := s.rings[name]
 	if r == nil {
 		r = &ring{}
-		s.rings[model] = r
+		s.rings[name] = r
 	}
-	r.add(own, s.max)
-	a := s.rings[""]
-	if a == nil {
-		a = &ring{}
-		s.rings[""] = a
-	}
-	a.add(all, s.max)
+	r.add(line, s.max)
 	for sub := range s.subs {
-		var msg string
-		switch sub.model {
-		case "":
-			msg = all
-		case model:
-			msg = own
-		default:
+		if sub.model != name {
 			continue
 		}
 		select {
-		case sub.ch <- msg:
+		case sub.ch <- line:
 		default: // too slow: dropped
 			delete(s.subs, sub)
 			close(sub.ch)
@@ -102,8 +122,8 @@ func (s *Store) Append(model, stream, line string) {
 	}
 }
 
-// History returns model's kept lines ("" for every model's, each prefixed
-// with "[model] "), oldest first.
+// History returns the kept lines of model's ring (or of All, Proxy or
+// Upstream), oldest first.
 func (s *Store) History(model string) []byte {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -116,12 +136,12 @@ func (s *Store) History(model string) []byte {
 // Sub is one live reader.
 type Sub struct {
 	s     *Store
-	model string
+	model string // the ring read
 	ch    chan string
 }
 
-// Subscribe returns a reader of model's new lines ("" for every model's)
-// and, when history is true, the lines kept so far, taken atomically with
+// Subscribe returns a reader of the new lines of model's ring (or of All,
+// Proxy or Upstream) and, when history is true, the lines kept so far, taken atomically with
 // the subscription so no line is missed or repeated.
 func (s *Store) Subscribe(model string, history bool) (*Sub, []byte) {
 	sub := &Sub{s: s, model: model, ch: make(chan string, subBuffer)}

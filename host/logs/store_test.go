@@ -79,3 +79,51 @@ func TestHandler_TakesModelOutput(t *testing.T) {
 		t.Fatalf("printed = %q", out)
 	}
 }
+
+// Loadout's own lines go to the Proxy and All rings, model server lines
+// to their model's, Upstream and All (after "[model] "), each to its own
+// live readers.
+func TestStore_ProxyUpstreamAndAll(t *testing.T) {
+	s := New(0)
+	proxy, _ := s.Subscribe(Proxy, false)
+	defer proxy.Close()
+	up, _ := s.Subscribe(Upstream, false)
+	defer up.Close()
+	s.AppendProxy("msg=ready")
+	s.Append("a", "stdout", "listening")
+	for name, want := range map[string]string{
+		Proxy: "msg=ready\n", Upstream: "[a] listening\n", All: "msg=ready\n[a] listening\n", "a": "listening\n",
+	} {
+		if got := string(s.History(name)); got != want {
+			t.Errorf("History(%q) = %q, want %q", name, got, want)
+		}
+	}
+	if got := <-proxy.Lines(); got != "msg=ready\n" {
+		t.Errorf("proxy reader got %q", got)
+	}
+	if got := <-up.Lines(); got != "[a] listening\n" {
+		t.Errorf("upstream reader got %q", got)
+	}
+	select {
+	case l := <-proxy.Lines():
+		t.Errorf("proxy reader got a model's line %q", l)
+	default:
+	}
+}
+
+// ProxyHandler keeps the host's records at its level, one line each, and
+// leaves model server output records to Handler.
+func TestProxyHandler_KeepsTheHostsLines(t *testing.T) {
+	s := New(0)
+	log := slog.New(Handler(ProxyHandler(s, &slog.HandlerOptions{Level: slog.LevelInfo}), s))
+	log.Info("model ready", "model", "a")
+	log.Debug("below the level")
+	log.With("model", "m").Debug(OutputMessage, "stream", "stdout", "line", "loading")
+	got := string(s.History(Proxy))
+	if strings.Count(got, "\n") != 1 || !strings.Contains(got, `msg="model ready" model=a`) {
+		t.Errorf("Proxy ring = %q, want the one info line", got)
+	}
+	if up := string(s.History(Upstream)); up != "[m] loading\n" {
+		t.Errorf("Upstream ring = %q", up)
+	}
+}

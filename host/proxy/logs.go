@@ -2,48 +2,68 @@ package proxy
 
 import (
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/gorilla/mux"
+
+	"github.com/loadout-dev/loadout/host/logs"
 )
 
-// logsHistory serves GET /logs: every model server's kept output, oldest
-// first, each line prefixed with its model (llama-swap's route); and GET
-// /logs/{model}: that model's (id or alias), unprefixed, as
-// /logs/stream/{model} begins (`loadout logs MODEL`).
+// logsHistory serves GET /logs: the kept lines of Loadout's own log and
+// of every model server, those prefixed with their model, oldest first
+// (llama-swap's route; a browser, asking for text/html, is sent to the
+// UI as there); and GET /logs/{model}: that model's (id or alias),
+// unprefixed, as /logs/stream/{model} begins (`loadout logs MODEL`), or
+// proxy's or upstream's, as /logs/stream/proxy and /logs/stream/upstream
+// begin.
 func (s *Server) logsHistory(w http.ResponseWriter, r *http.Request) {
-	if s.cfg.Logs == nil {
-		s.writeError(w, r, &apiError{status: http.StatusNotFound, code: "no_logs", msg: "model server logs are not kept"})
+	if _, named := mux.Vars(r)["model"]; !named && strings.Contains(r.Header.Get("Accept"), "text/html") {
+		http.Redirect(w, r, "/ui/", http.StatusFound)
 		return
 	}
-	model := ""
-	if _, ok := mux.Vars(r)["model"]; ok {
-		e := s.pathModel(w, r)
-		if e == nil {
-			return
-		}
-		model = e.ID
+	ring, ok := s.logRing(w, r)
+	if !ok {
+		return
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	_, _ = w.Write(s.cfg.Logs.History(model))
+	_, _ = w.Write(s.cfg.Logs.History(ring))
 }
 
-// logsStream serves GET /logs/stream and /logs/stream/{model}: the kept
-// output (unless ?no-history) and then new lines as they come, as chunked
-// plain text. A reader that falls behind is dropped.
-func (s *Server) logsStream(w http.ResponseWriter, r *http.Request) {
+// logRing resolves the ring a log route reads: logs.All without a
+// {model}; llama-swap's names proxy (Loadout's own lines) and upstream
+// (every model server's), which win over a model of that id as in
+// llama-swap; else the model's, by id or alias. False when it answered
+// the request with an error.
+func (s *Server) logRing(w http.ResponseWriter, r *http.Request) (string, bool) {
 	if s.cfg.Logs == nil {
 		s.writeError(w, r, &apiError{status: http.StatusNotFound, code: "no_logs", msg: "model server logs are not kept"})
-		return
+		return "", false
 	}
-	model := ""
-	if name, ok := mux.Vars(r)["model"]; ok {
-		entry := s.catalog.Load().lookup(name)
-		if entry == nil {
-			s.writeError(w, r, s.catalog.Load().unknown(name))
-			return
-		}
-		model = entry.ID
+	name, ok := mux.Vars(r)["model"]
+	switch {
+	case !ok:
+		return logs.All, true
+	case name == "proxy":
+		return logs.Proxy, true
+	case name == "upstream":
+		return logs.Upstream, true
+	}
+	e := s.pathModel(w, r)
+	if e == nil {
+		return "", false
+	}
+	return e.ID, true
+}
+
+// logsStream serves GET /logs/stream, /logs/stream/proxy,
+// /logs/stream/upstream and /logs/stream/{model}: the ring logsHistory
+// gives (unless ?no-history) and then new lines as they come, as chunked
+// plain text. A reader that falls behind is dropped.
+func (s *Server) logsStream(w http.ResponseWriter, r *http.Request) {
+	model, ok := s.logRing(w, r)
+	if !ok {
+		return
 	}
 	_, noHistory := r.URL.Query()["no-history"]
 	sub, past := s.cfg.Logs.Subscribe(model, !noHistory)
@@ -52,6 +72,7 @@ func (s *Server) logsStream(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("X-Accel-Buffering", "no") // nginx in front: do not buffer
 	w.WriteHeader(http.StatusOK)
 	write := func(b []byte) bool {
 		_ = rc.SetWriteDeadline(time.Now().Add(eventsWriteTimeout))

@@ -377,7 +377,9 @@ function Logs({ models, epoch }) {
     setText('');
     (async () => {
       try {
-        const resp = await fetch(model ? '/logs/stream/' + encodeURIComponent(model) : '/logs/stream', { headers: authHeaders(), signal: ctl.signal });
+        // '' is every model server's output (llama-swap's upstream log),
+        // 'proxy' Loadout's own lines; a model id, that model's.
+        const resp = await fetch('/logs/stream/' + encodeURIComponent(model || 'upstream'), { headers: authHeaders(), signal: ctl.signal });
         if (!resp.ok) { setText('logs: ' + resp.status); return; }
         const reader = resp.body.pipeThrough(new TextDecoderStream()).getReader();
         for (;;) {
@@ -389,9 +391,9 @@ function Logs({ models, epoch }) {
     })();
     return () => ctl.abort();
   }, [model, epoch]);
-  return html`<section id="logs"><h2>Model server logs</h2>
+  return html`<section id="logs"><h2>Logs</h2>
     <select id="logs-model" value=${model} onChange=${(e) => setModel(e.target.value)}>
-      <option value="">all models</option>${Object.keys(models || {}).sort().map((m) => html`<option value=${m}>${m}</option>`)}
+      <option value="">all models</option><option value="proxy">Loadout</option>${Object.keys(models || {}).sort().map((m) => html`<option value=${m}>${m}</option>`)}
     </select>
     <pre class="logs tall" ref=${pre} onScroll=${onScroll}>${text || html`<span class="muted">No output yet.</span>`}</pre></section>`;
 }
