@@ -452,7 +452,7 @@ func modelTable(ctx context.Context, cfg *config.Config, ids []string, launchers
 		m := cfg.Models[id]
 		catalog = append(catalog, proxy.ModelEntry{
 			ID: id, Name: m.Name, Description: m.Description, Aliases: m.Aliases,
-			UseModelName: m.UseModelName, Unlisted: m.Unlisted, Backend: m.Backend,
+			UseModelName: m.UseModelName, Cmd: m.Cmd, TTL: m.TTL, Unlisted: m.Unlisted, Backend: m.Backend,
 			Filters: m.Filters, Timeouts: &m.Timeouts, Metadata: m.Metadata,
 			Capabilities: m.Capabilities, IgnoreWebsockets: m.IgnoreWebsockets,
 		})

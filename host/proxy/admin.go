@@ -161,6 +161,8 @@ type runningModel struct {
 	Model        string                 `json:"model"`
 	State        string                 `json:"state"`
 	Proxy        string                 `json:"proxy,omitempty"`
+	Cmd          string                 `json:"cmd"`
+	TTL          int64                  `json:"ttl"` // seconds, 0: never (llama-swap's)
 	Name         string                 `json:"name,omitempty"`
 	Description  string                 `json:"description,omitempty"`
 	ReplicaState string                 `json:"replica_state,omitempty"`
@@ -171,7 +173,8 @@ type runningModel struct {
 
 // running is GET /running: the models with a process (starting, ready or
 // stopping, llama-swap's; and asleep, sleeping or waking, whose process
-// lives without GPU memory).
+// lives without GPU memory), each with llama-swap's fields (model, state,
+// cmd, proxy, ttl in seconds, name, description) and Loadout's.
 func (s *Server) running(w http.ResponseWriter, r *http.Request) {
 	out := []runningModel{}
 	for _, m := range s.router.Models() {
@@ -183,6 +186,7 @@ func (s *Server) running(w http.ResponseWriter, r *http.Request) {
 		rm := runningModel{Model: m.Model, State: m.State, Proxy: m.Upstream, ReplicaState: m.ReplicaState, Replicas: m.Replicas, SleepLevel: m.SleepLevel}
 		if e := s.catalog.Load().lookup(m.Model); e != nil {
 			rm.Name, rm.Description = e.Name, e.Description
+			rm.Cmd, rm.TTL = e.Cmd, int64(e.TTL/time.Second)
 		}
 		out = append(out, rm)
 	}

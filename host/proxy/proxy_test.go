@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/loadout-dev/loadout/host/router"
 	"github.com/loadout-dev/loadout/sdk"
@@ -671,7 +672,11 @@ func TestModelsList_Scenario(t *testing.T) {
 }
 
 func TestOps_Running(t *testing.T) {
-	e := newEnv(t, envOpts{})
+	e := newEnv(t, envOpts{edit: func(m *ModelEntry) {
+		if m.ID == "a" {
+			m.Cmd, m.TTL = "llama-server --port 5800", 90*time.Second
+		}
+	}})
 	running := func() []map[string]any {
 		t.Helper()
 		resp, b := e.do(request{method: http.MethodGet, path: "/running"})
@@ -690,6 +695,10 @@ func TestOps_Running(t *testing.T) {
 	r := running()
 	if len(r) != 1 || r[0]["model"] != "a" || r[0]["state"] != "ready" || !strings.HasPrefix(r[0]["proxy"].(string), "http://127.0.0.1:") {
 		t.Fatalf("running: %v", r)
+	}
+	// llama-swap's cmd and ttl (seconds).
+	if r[0]["cmd"] != "llama-server --port 5800" || r[0]["ttl"] != float64(90) {
+		t.Errorf("running: cmd %v ttl %v, want the configured command and 90", r[0]["cmd"], r[0]["ttl"])
 	}
 }
 

@@ -57,6 +57,11 @@ type ModelEntry struct {
 	// UseModelName, when set, replaces the request's model name before the
 	// upstream sees it (llama-swap's useModelName).
 	UseModelName string
+	// Cmd is the model's command line as configured (macros expanded) and
+	// TTL its idle time before it leaves the GPU (0: never): what GET
+	// /running shows, as llama-swap's does.
+	Cmd string
+	TTL time.Duration
 	Unlisted     bool   // hidden from /v1/models; still served
 	Backend      string // the backend plugin's name, shown by /api/models
 	// Filters are applied to the JSON body of every request for the model
