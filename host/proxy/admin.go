@@ -44,17 +44,24 @@ type modelObject struct {
 	ContextLength       int            `json:"context_length,omitempty"`
 	// Meta is llama-swap's meta: meta.llamaswap holds the model's
 	// metadata: and the proxy's own keys ({"type": "model", "aliases": […]},
-	// {"type": "alias", "modelID": ID}, or for a peer's model
-	// {"type": "peer", "peerID": PEER}); meta.n_ctx the context length.
+	// {"type": "alias", "modelID": ID}, for a peer's model
+	// {"type": "peer", "peerID": PEER}, for a selector {"type":
+	// "selector", "strategy": S, "targets": […]} and "spillover" for that
+	// strategy, for an active profile's pin {"type": "profile"});
+	// meta.n_ctx the context length.
 	Meta map[string]any `json:"meta,omitempty"`
+	// Status is whether the model is loaded, as llama-server's router
+	// mode says it in its /v1/models (and llama-swap in its): "loaded",
+	// "loading" or "unloaded" (routerStatus).
+	Status routerModelStatus `json:"status"`
 }
 
 // newModelObject is a catalog model's /v1/models entry under id (its own,
 // or an alias's), with own as the proxy's meta.llamaswap keys, which win
 // over the metadata's (host/config warns of a metadata key they hide).
-func newModelObject(e *ModelEntry, id string, created int64, own map[string]any) modelObject {
+func newModelObject(e *ModelEntry, id string, created int64, own map[string]any, status routerModelStatus) modelObject {
 	obj := modelObject{ID: id, Object: "model", Created: created, OwnedBy: "loadout",
-		Name: strings.TrimSpace(e.Name), Description: strings.TrimSpace(e.Description)}
+		Name: strings.TrimSpace(e.Name), Description: strings.TrimSpace(e.Description), Status: status}
 	obj.Architecture, obj.Capabilities, obj.SupportedParameters, obj.ContextLength = renderCapabilities(e.Capabilities)
 	meta := make(map[string]any, len(e.Metadata)+len(own))
 	maps.Copy(meta, e.Metadata)
@@ -64,6 +71,35 @@ func newModelObject(e *ModelEntry, id string, created int64, own map[string]any)
 		obj.Meta["n_ctx"] = obj.ContextLength
 	}
 	return obj
+}
+
+// selectorObject is a selector's /v1/models entry, as llama-swap lists
+// one: its name, description and metadata, and the status of the target
+// a request would go to now — the first local target that is loading or
+// loaded (for pin, the first target only), else unloaded.
+func selectorObject(sel *config.Selector, created int64, cat *catalog, states map[string]string) modelObject {
+	own := map[string]any{"type": "selector", "strategy": sel.Strategy, "targets": sel.Targets}
+	if sel.Strategy == config.SelectorSpillover {
+		own["spillover"] = sel.Spillover
+	}
+	meta := make(map[string]any, len(sel.Metadata)+len(own))
+	maps.Copy(meta, sel.Metadata)
+	maps.Copy(meta, own)
+	status := routerStatus("")
+	for _, m := range sel.Models {
+		if cat.lookup(m) != nil {
+			if st := routerStatus(states[m]); st.Value != status.Value {
+				status = st
+				break
+			}
+		}
+		if sel.Strategy == config.SelectorPin {
+			break
+		}
+	}
+	return modelObject{ID: sel.ID, Object: "model", Created: created, OwnedBy: "loadout",
+		Name: strings.TrimSpace(sel.Name), Description: strings.TrimSpace(sel.Description),
+		Meta: map[string]any{"llamaswap": meta}, Status: status}
 }
 
 // renderCapabilities is llama-swap's rendering of capabilities: in
@@ -118,12 +154,19 @@ func renderCapabilities(c config.Capabilities) (arch, caps map[string]any, param
 }
 
 // listModels is GET /v1/models: listed models (and their aliases when
-// IncludeAliasesInList), and the peers' models by their full names
-// PEER/MODEL, named "PEER: MODEL" as llama-swap names them, sorted by id.
+// IncludeAliasesInList), the peers' models by their full names
+// PEER/MODEL, named "PEER: MODEL" as llama-swap names them, the listed
+// selectors, and the active profile's pins that name nothing else, as
+// llama-swap lists them; each with its status; sorted by id.
 func (s *Server) listModels(w http.ResponseWriter, r *http.Request) {
 	created := s.started.Unix()
-	data := make([]modelObject, 0, len(s.catalog.Load().entries))
-	for _, e := range s.catalog.Load().entries {
+	cat := s.catalog.Load()
+	states := map[string]string{}
+	for _, st := range s.router.Models() {
+		states[st.Model] = st.State
+	}
+	data := make([]modelObject, 0, len(cat.entries)+len(s.cfg.Selectors))
+	for _, e := range cat.entries {
 		if e.Unlisted {
 			continue
 		}
@@ -131,17 +174,39 @@ func (s *Server) listModels(w http.ResponseWriter, r *http.Request) {
 		if len(e.Aliases) > 0 {
 			own["aliases"] = e.Aliases
 		}
-		data = append(data, newModelObject(&e, e.ID, created, own))
+		status := routerStatus(states[e.ID])
+		data = append(data, newModelObject(&e, e.ID, created, own, status))
 		if s.cfg.IncludeAliasesInList {
 			for _, a := range e.Aliases {
-				data = append(data, newModelObject(&e, a, created, map[string]any{"type": "alias", "modelID": e.ID}))
+				data = append(data, newModelObject(&e, a, created, map[string]any{"type": "alias", "modelID": e.ID}, status))
 			}
 		}
+	}
+	listed := func(name string) bool { // a name a client can already ask for
+		_, sel := s.cfg.Selectors[name]
+		return cat.lookup(name) != nil || sel
 	}
 	if set := s.peers.Load(); set != nil {
 		for _, n := range set.Names() {
 			data = append(data, modelObject{ID: n.Name, Object: "model", Created: created, OwnedBy: "loadout", Name: n.Peer + ": " + n.Model,
-				Meta: map[string]any{"llamaswap": map[string]any{"type": "peer", "peerID": n.Peer}}})
+				Meta: map[string]any{"llamaswap": map[string]any{"type": "peer", "peerID": n.Peer}}, Status: routerStatus("")})
+		}
+		listed = func(name string) bool {
+			_, sel := s.cfg.Selectors[name]
+			return cat.lookup(name) != nil || sel || len(set.Lookup(name)) > 0
+		}
+	}
+	for _, sel := range s.cfg.Selectors {
+		if !sel.Unlisted {
+			data = append(data, selectorObject(sel, created, cat, states))
+		}
+	}
+	if p := s.activeProfile(); p != nil {
+		for pin, target := range p.Pins {
+			if target != "" && !listed(pin) {
+				data = append(data, modelObject{ID: pin, Object: "model", Created: created, OwnedBy: "loadout",
+					Meta: map[string]any{"llamaswap": map[string]any{"type": "profile"}}, Status: routerStatus("")})
+			}
 		}
 	}
 	slices.SortFunc(data, func(a, b modelObject) int { return strings.Compare(a.ID, b.ID) })

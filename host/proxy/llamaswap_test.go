@@ -85,9 +85,9 @@ func TestModelsList_MetadataAndCapabilities(t *testing.T) {
 		got[m["id"].(string)] = string(js)
 	}
 	want := map[string]string{
-		"a":     `{"architecture":{"input_modalities":["text","image"],"modality":"text+image-\u003etext","output_modalities":["text"]},"capabilities":{"function_calling":true,"vision":true},"context_length":32000,"description":"the first model","id":"a","meta":{"llamaswap":{"aliases":["alpha","first"],"port":5800,"tags":["x",1],"temperature":0.7,"type":"model"},"n_ctx":32000},"name":"Model A","object":"model","owned_by":"loadout","supported_parameters":["tools","tool_choice"]}`,
-		"alpha": `{"architecture":{"input_modalities":["text","image"],"modality":"text+image-\u003etext","output_modalities":["text"]},"capabilities":{"function_calling":true,"vision":true},"context_length":32000,"description":"the first model","id":"alpha","meta":{"llamaswap":{"modelID":"a","port":5800,"tags":["x",1],"temperature":0.7,"type":"alias"},"n_ctx":32000},"name":"Model A","object":"model","owned_by":"loadout","supported_parameters":["tools","tool_choice"]}`,
-		"d":     `{"id":"d","meta":{"llamaswap":{"type":"model"}},"object":"model","owned_by":"loadout"}`,
+		"a":     `{"architecture":{"input_modalities":["text","image"],"modality":"text+image-\u003etext","output_modalities":["text"]},"capabilities":{"function_calling":true,"vision":true},"context_length":32000,"description":"the first model","id":"a","meta":{"llamaswap":{"aliases":["alpha","first"],"port":5800,"tags":["x",1],"temperature":0.7,"type":"model"},"n_ctx":32000},"name":"Model A","object":"model","owned_by":"loadout","status":{"value":"unloaded"},"supported_parameters":["tools","tool_choice"]}`,
+		"alpha": `{"architecture":{"input_modalities":["text","image"],"modality":"text+image-\u003etext","output_modalities":["text"]},"capabilities":{"function_calling":true,"vision":true},"context_length":32000,"description":"the first model","id":"alpha","meta":{"llamaswap":{"modelID":"a","port":5800,"tags":["x",1],"temperature":0.7,"type":"alias"},"n_ctx":32000},"name":"Model A","object":"model","owned_by":"loadout","status":{"value":"unloaded"},"supported_parameters":["tools","tool_choice"]}`,
+		"d":     `{"id":"d","meta":{"llamaswap":{"type":"model"}},"object":"model","owned_by":"loadout","status":{"value":"unloaded"}}`,
 	}
 	for id, w := range want {
 		if got[id] != w {
@@ -273,5 +273,62 @@ func TestRoutes_LlamaSwapAndLlamaServerPaths(t *testing.T) {
 	}
 	if resp, b := e.do(request{method: http.MethodGet, path: "/v1/health"}); resp.StatusCode != http.StatusOK {
 		t.Errorf("/v1/health without a key: status %d: %s", resp.StatusCode, b)
+	}
+}
+
+// /v1/models says whether each model is loaded (llama-server's router mode
+// and llama-swap do), and lists the selectors (by the status of the target
+// a request would take) and the active profile's pins, as llama-swap does.
+func TestModelsList_StatusSelectorsAndPins(t *testing.T) {
+	e := newEnv(t, envOpts{
+		selectors: map[string]*config.Selector{
+			"coder": {ID: "coder", Strategy: config.SelectorWarm, Targets: []string{"b", "alpha"}, Models: []string{"b", "a"},
+				Name: "Coder", Metadata: map[string]any{"purpose": "coding"}},
+			"hidden": {ID: "hidden", Strategy: config.SelectorPin, Targets: []string{"a"}, Models: []string{"a"}, Unlisted: true},
+		},
+		profiles: map[string]*config.Profile{"p": {ID: "p", Pins: map[string]string{"llm-plan": "a", "a": "b", "off": ""}}},
+	})
+	list := func() map[string]map[string]any {
+		t.Helper()
+		_, b := e.do(request{method: http.MethodGet, path: "/v1/models"})
+		var out struct {
+			Data []map[string]any `json:"data"`
+		}
+		if err := json.Unmarshal(b, &out); err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]map[string]any{}
+		for _, m := range out.Data {
+			got[m["id"].(string)] = m
+		}
+		return got
+	}
+	status := func(m map[string]any) any { return m["status"].(map[string]any)["value"] }
+	got := list()
+	if got["hidden"] != nil || got["llm-plan"] != nil {
+		t.Errorf("listed an unlisted selector or an inactive profile's pin: %v", got)
+	}
+	c := got["coder"]
+	if c == nil || c["name"] != "Coder" || status(c) != "unloaded" {
+		t.Fatalf("selector coder: %v", c)
+	}
+	meta := c["meta"].(map[string]any)["llamaswap"].(map[string]any)
+	if meta["type"] != "selector" || meta["strategy"] != "warm" || meta["purpose"] != "coding" {
+		t.Errorf("selector coder's meta: %v", meta)
+	}
+	e.echoOf(request{path: "/v1/chat/completions", body: `{"model":"a","messages":[]}`})
+	if resp, b := e.do(request{method: http.MethodPut, path: "/api/profiles/active", body: `{"name":"p"}`}); resp.StatusCode != http.StatusOK {
+		t.Fatalf("activate p: %d %s", resp.StatusCode, b)
+	}
+	got = list()
+	if status(got["a"]) != "loaded" || status(got["b"]) != "unloaded" || status(got["coder"]) != "loaded" {
+		t.Errorf("after a loaded: a %v, b %v, coder %v", got["a"]["status"], got["b"]["status"], got["coder"]["status"])
+	}
+	pin := got["llm-plan"]
+	if pin == nil || pin["meta"].(map[string]any)["llamaswap"].(map[string]any)["type"] != "profile" {
+		t.Errorf("the active profile's pin llm-plan: %v", pin)
+	}
+	if got["off"] != nil || got["a"]["meta"].(map[string]any)["llamaswap"].(map[string]any)["type"] != "model" {
+		t.Errorf("a disabled pin is listed, or a pin shadows model a: %v %v", got["off"], got["a"])
 	}
 }

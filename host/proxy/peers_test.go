@@ -81,7 +81,7 @@ func TestPeers_ForwardRewrites(t *testing.T) {
 
 	// Listed by full name, as llama-swap lists them.
 	_, b = e.do(request{method: http.MethodGet, path: "/v1/models", headers: map[string]string{"Authorization": "Bearer client-key"}})
-	if !strings.Contains(string(b), `{"id":"p/m","object":"model","created":`) || !strings.Contains(string(b), `"name":"p: m","meta":{"llamaswap":{"peerID":"p","type":"peer"}}}`) {
+	if !strings.Contains(string(b), `{"id":"p/m","object":"model","created":`) || !strings.Contains(string(b), `"name":"p: m","meta":{"llamaswap":{"peerID":"p","type":"peer"}},"status":{"value":"unloaded"}}`) {
 		t.Errorf("/v1/models: %s", b)
 	}
 	_, b = e.do(request{method: http.MethodGet, path: "/api/peers", headers: map[string]string{"Authorization": "Bearer client-key"}})
