@@ -60,10 +60,10 @@ type ModelEntry struct {
 	// Cmd is the model's command line as configured (macros expanded) and
 	// TTL its idle time before it leaves the GPU (0: never): what GET
 	// /running shows, as llama-swap's does.
-	Cmd string
-	TTL time.Duration
-	Unlisted     bool   // hidden from /v1/models; still served
-	Backend      string // the backend plugin's name, shown by /api/models
+	Cmd      string
+	TTL      time.Duration
+	Unlisted bool   // hidden from /v1/models; still served
+	Backend  string // the backend plugin's name, shown by /api/models
 	// Filters are applied to the JSON body of every request for the model
 	// (llama-swap's filters: stripParams, setParams, setParamsByID; body.go).
 	Filters config.Filters
