@@ -118,3 +118,22 @@ func TestServe_AddressInUseSaysSo(t *testing.T) {
 		t.Fatalf("serve on a busy address: err=%v\n%s", err, out)
 	}
 }
+
+// config check names each model whose executable this machine lacks, as a
+// warning (llama-swap starts such a config; the check still passes), and
+// only those.
+func TestConfigCheck_MissingExecutableWarns(t *testing.T) {
+	cfg := writeConfig(t, t.TempDir(), "models:\n"+
+		"  gone:\n    cmd: /nonexistent/llama-server --port ${PORT}\n"+
+		"  there:\n    cmd: sh -c 'sleep 1' --port ${PORT}\n")
+	out, err := exec.Command(loadoutBin, "config", "check", cfg).CombinedOutput()
+	if err != nil {
+		t.Fatalf("config check failed: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), cfg+":2:3: models.gone.cmd:") || !strings.Contains(string(out), "/nonexistent/llama-server") {
+		t.Errorf("config check does not warn of gone's missing executable:\n%s", out)
+	}
+	if strings.Contains(string(out), "models.there.cmd") {
+		t.Errorf("config check warns of sh, which is on PATH:\n%s", out)
+	}
+}

@@ -12,6 +12,8 @@ import (
 	"os/exec"
 	"os/signal"
 	"runtime/debug"
+	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -703,8 +705,10 @@ is accepted but not honoured yet. Errors name file:line:column and the key.
 The scheduler and router policies are then loaded and initialised with their
 settings, as serve would, so a policy that refuses its settings is reported
 too. Each model's backend plugin checks the model's options (no model server
-is started). Ports for ${PORT} are assigned as serve would: skipping --listen's
-port and ports something already listens on, with a warning for each. With no
+is started), and a model whose cmd names an executable this machine lacks
+is warned of (its start would fail). Ports for ${PORT} are assigned as serve
+would: skipping --listen's port and ports something already listens on, with
+a warning for each. With no
 FILE (and no --models-dir or --models-preset), the embedded default
 configuration is checked.
 
@@ -725,6 +729,12 @@ preset section became.`,
 				return err
 			}
 			fmt.Fprintln(cmd.OutOrStdout(), "backends: every model's options accepted")
+			if missing := missingExecutables(cfg); len(missing) > 0 {
+				fmt.Fprintf(cmd.OutOrStdout(), "commands: %d not found here (a warning: those models fail to start until they are)\n  %s\n",
+					len(missing), strings.Join(missing, "\n  "))
+			} else {
+				fmt.Fprintln(cmd.OutOrStdout(), "commands: every model's executable found")
+			}
 			if err := checkModelFiles(cfg); err != nil {
 				return err
 			}
@@ -759,6 +769,31 @@ func checkModelFiles(cfg *config.Config) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// missingExecutables is config check's list of models whose cmd names an
+// executable this machine does not have (exec.LookPath: a name on PATH,
+// or a path to an executable file), one "models.ID.cmd: …" line each. A
+// warning, not an error: llama-swap starts such a config, and the
+// executable may come before the first request (an install, a mounted
+// volume); until then the model's start fails. A model whose env sets
+// PATH is looked up there by its server's start, not here: skipped.
+func missingExecutables(cfg *config.Config) []string {
+	var out []string
+	for _, id := range cfg.ModelIDs() {
+		m := cfg.Models[id]
+		if m.Cmd == "" || slices.ContainsFunc(m.Env, func(e string) bool { return strings.HasPrefix(e, "PATH=") }) {
+			continue
+		}
+		argv, err := config.SplitCommand(m.Cmd)
+		if err != nil || len(argv) == 0 {
+			continue // the config's own error
+		}
+		if _, err := exec.LookPath(argv[0]); err != nil {
+			out = append(out, fmt.Sprintf("%s: models.%s.cmd: %v", m.Pos, id, err))
+		}
+	}
+	return out
 }
 
 // checkPolicies loads the configured scheduler and router and initialises
