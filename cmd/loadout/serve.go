@@ -179,6 +179,9 @@ func runServe(ctx context.Context, o serveOptions) error {
 	for _, w := range warnings {
 		log.Warn(w.String())
 	}
+	for _, m := range missingExecutables(cfg) {
+		log.Warn(m + " (the model's start fails until it is there)")
+	}
 	// First, so that a path that cannot be written fails before anything
 	// starts; closed after shutdown, so every request served is written.
 	rec, err := openTraceRecorder(o.recordTrace, log)
