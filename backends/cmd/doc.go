@@ -38,7 +38,10 @@
 //     its port.
 //
 // The sim and llamaserver backends run their servers through this package
-// (StartServer) and get the same rule.
+// (StartServer) and get the same rule. While a server starts, every 15 s it
+// is logged at info ("model server still starting": how long, the last
+// check's answer, its last output line), so a load of minutes shows as it
+// goes.
 //
 // # Sleep and wake
 //

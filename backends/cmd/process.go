@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -39,6 +40,13 @@ const (
 	drainTimeout = time.Second
 )
 
+// startProgressEvery is how often a server that is still starting is
+// logged at info ("model server still starting": how long, the last
+// check's answer, the server's last output line), so that a load of
+// minutes shows in the log as it goes and a stuck one says where it is.
+// A variable for the package's tests.
+var startProgressEvery = 15 * time.Second
+
 // process is one model server: a process group led by cmd.
 type process struct {
 	model    string
@@ -52,9 +60,10 @@ type process struct {
 	pid          int
 	log          *slog.Logger
 	stderr       tail
-	done         chan struct{} // closed once the server has exited
-	sleep        SleepConfig   // how it sleeps; the zero value: it cannot
-	env          []string      // the server's environment, for command steps
+	lastOutput   atomic.Pointer[string] // the server's latest output line, stdout or stderr
+	done         chan struct{}          // closed once the server has exited
+	sleep        SleepConfig            // how it sleeps; the zero value: it cannot
+	env          []string               // the server's environment, for command steps
 
 	// sleepMu serialises Sleep and Wake: one changes the server's memory
 	// at a time.
@@ -140,6 +149,9 @@ func launch(spec plugins.ModelSpec, sleep SleepConfig, log *slog.Logger) (*proce
 				if keep {
 					p.stderr.add(line)
 				}
+				if strings.TrimSpace(line) != "" {
+					p.lastOutput.Store(&line)
+				}
 				p.log.Debug("model server output", "stream", stream, "line", line)
 			})
 		}()
@@ -218,6 +230,8 @@ func (p *process) waitReady(ctx context.Context, timeout time.Duration) error {
 	defer cancel()
 	poll := pollBackoff()
 	last := "no check yet"
+	progress := time.NewTicker(startProgressEvery)
+	defer progress.Stop()
 	for p.checkURL != "" {
 		err := p.probe(wctx)
 		if err == nil {
@@ -239,6 +253,13 @@ func (p *process) waitReady(ctx context.Context, timeout time.Duration) error {
 				return fmt.Errorf("model %q: start: %w", p.model, ctx.Err())
 			}
 			return fmt.Errorf("model %q not ready after %s (last check: %s)", p.model, timeout, last)
+		case <-progress.C:
+			out := ""
+			if l := p.lastOutput.Load(); l != nil {
+				out = *l
+			}
+			p.log.Info("model server still starting", "pid", p.pid, "after", time.Since(start).Round(time.Second).String(),
+				"timeout", timeout.String(), "last_check", last, "last_output", out)
 		case <-time.After(poll.NextBackOff()):
 		}
 	}

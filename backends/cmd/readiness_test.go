@@ -4,15 +4,18 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	cmdbackend "github.com/loadout-dev/loadout/backends/cmd"
 	"github.com/loadout-dev/loadout/plugins"
 )
 
@@ -135,6 +138,47 @@ func TestBackend_Readiness_ForeignHolderNamedOnTimeout(t *testing.T) {
 	for _, w := range []string{"not ready after 300ms", "port " + strconv.Itoa(port) + " is held by pid", "another server answers there"} {
 		if !strings.Contains(err.Error(), w) {
 			t.Errorf("Start error = %q, want it to contain %q", err, w)
+		}
+	}
+}
+
+// lockedBuffer is a log sink safe for the backend's goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// A server that takes long to start is logged as it goes: how long, the
+// last check's answer and the server's last output line.
+func TestBackend_Readiness_LongStartIsLoggedAsItGoes(t *testing.T) {
+	defer cmdbackend.SetStartProgressEvery(50 * time.Millisecond)()
+	var logs lockedBuffer
+	b := cmdbackend.New(slog.New(slog.NewTextHandler(&logs, nil)))
+	t.Cleanup(func() { _ = b.Close() })
+	_, err := b.Start(context.Background(), plugins.ModelSpec{
+		Model:              "m",
+		Cmd:                `sh -c 'echo "load_tensors: loading model tensors" >&2; exec sleep 60' --port ${PORT}`,
+		HealthCheckTimeout: 400 * time.Millisecond,
+	})
+	if err == nil {
+		t.Fatal("Start succeeded: nothing listens")
+	}
+	out := logs.String()
+	for _, w := range []string{`msg="model server still starting"`, `last_output="load_tensors: loading model tensors"`, "last_check=", "timeout=400ms"} {
+		if !strings.Contains(out, w) {
+			t.Errorf("log lacks %q:\n%s", w, out)
 		}
 	}
 }
