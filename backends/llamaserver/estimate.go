@@ -42,6 +42,18 @@ func Validate(optionsJSON json.RawMessage) error {
 	return err
 }
 
+// BinaryOf is the llama-server executable a model's options name (its
+// binary option, else DefaultBinary): what Start looks up on PATH, for
+// `loadout config check` to look up first. Errors: options that do not
+// parse.
+func BinaryOf(optionsJSON json.RawMessage) (string, error) {
+	o, err := parseOptions(optionsJSON)
+	if err != nil {
+		return "", err
+	}
+	return o.Binary, nil
+}
+
 // checkGGUF is the cheap check Start makes: the file exists, is a regular
 // file and starts with the GGUF magic.
 func checkGGUF(path string) error {

@@ -4,6 +4,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -123,15 +124,23 @@ func TestServe_AddressInUseSaysSo(t *testing.T) {
 // warning (llama-swap starts such a config; the check still passes), and
 // only those.
 func TestConfigCheck_MissingExecutableWarns(t *testing.T) {
+	tiny, err := filepath.Abs("../../testdata/gguf/tiny.gguf")
+	if err != nil {
+		t.Fatal(err)
+	}
 	cfg := writeConfig(t, t.TempDir(), "models:\n"+
 		"  gone:\n    cmd: /nonexistent/llama-server --port ${PORT}\n"+
-		"  there:\n    cmd: sh -c 'sleep 1' --port ${PORT}\n")
+		"  there:\n    cmd: sh -c 'sleep 1' --port ${PORT}\n"+
+		"  gguf:\n    backend: llamaserver\n    options: {model: "+tiny+", binary: /nonexistent/bin/llama-server}\n")
 	out, err := exec.Command(loadoutBin, "config", "check", cfg).CombinedOutput()
 	if err != nil {
 		t.Fatalf("config check failed: %v\n%s", err, out)
 	}
 	if !strings.Contains(string(out), cfg+":2:3: models.gone.cmd:") || !strings.Contains(string(out), "/nonexistent/llama-server") {
 		t.Errorf("config check does not warn of gone's missing executable:\n%s", out)
+	}
+	if !strings.Contains(string(out), cfg+":6:3: models.gguf.options.binary:") {
+		t.Errorf("config check does not warn of gguf's missing llama-server:\n%s", out)
 	}
 	if strings.Contains(string(out), "models.there.cmd") {
 		t.Errorf("config check warns of sh, which is on PATH:\n%s", out)

@@ -774,8 +774,9 @@ func checkModelFiles(cfg *config.Config) error {
 	return errors.Join(errs...)
 }
 
-// missingExecutables is config check's list of models whose cmd names an
-// executable this machine does not have (exec.LookPath: a name on PATH,
+// missingExecutables is config check's list of models whose cmd (or, for
+// the llamaserver backend, binary option) names an executable this
+// machine does not have (exec.LookPath: a name on PATH,
 // or a path to an executable file), one "models.ID.cmd: …" line each. A
 // warning, not an error: llama-swap starts such a config, and the
 // executable may come before the first request (an install, a mounted
@@ -785,15 +786,31 @@ func missingExecutables(cfg *config.Config) []string {
 	var out []string
 	for _, id := range cfg.ModelIDs() {
 		m := cfg.Models[id]
-		if m.Cmd == "" || slices.ContainsFunc(m.Env, func(e string) bool { return strings.HasPrefix(e, "PATH=") }) {
+		if slices.ContainsFunc(m.Env, func(e string) bool { return strings.HasPrefix(e, "PATH=") }) {
 			continue
 		}
-		argv, err := config.SplitCommand(m.Cmd)
-		if err != nil || len(argv) == 0 {
-			continue // the config's own error
+		key, exe := "cmd", ""
+		switch {
+		case m.Backend == config.BackendLlamaServer:
+			opts, err := m.OptionsJSON()
+			if err == nil {
+				exe, err = llamaserver.BinaryOf(opts)
+			}
+			if err != nil {
+				continue // checkModelFiles reports the options
+			}
+			key = "options.binary"
+		case m.Cmd != "":
+			argv, err := config.SplitCommand(m.Cmd)
+			if err != nil || len(argv) == 0 {
+				continue // the config's own error
+			}
+			exe = argv[0]
+		default:
+			continue
 		}
-		if _, err := exec.LookPath(argv[0]); err != nil {
-			out = append(out, fmt.Sprintf("%s: models.%s.cmd: %v", m.Pos, id, err))
+		if _, err := exec.LookPath(exe); err != nil {
+			out = append(out, fmt.Sprintf("%s: models.%s.%s: %v", m.Pos, id, key, err))
 		}
 	}
 	return out
