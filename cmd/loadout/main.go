@@ -27,7 +27,9 @@ or what must happen first (load it, evict others, queue), through scheduling
 and eviction policies that are sandboxed WebAssembly modules.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       versionLine(), // --version, as llama-server and llama-swap have it
 	}
+	root.SetVersionTemplate("{{.Version}}\n")
 	root.AddCommand(newServeCmd(), newConfigCmd(), newPolicyCmd(), newVersionCmd(), newBackendCmd(), newSimServerCmd(), newJobsCmd(), newSimulateCmd(),
 		newPsCmd(), newLoadCmd(), newUnloadCmd(), newLogsCmd())
 	return root

@@ -146,3 +146,19 @@ func TestConfigCheck_MissingExecutableWarns(t *testing.T) {
 		t.Errorf("config check warns of sh, which is on PATH:\n%s", out)
 	}
 }
+
+// loadout --version prints what loadout version prints (llama-server and
+// llama-swap take the flag; scripts ask it).
+func TestVersion_FlagAndCommandAgree(t *testing.T) {
+	flag, err := exec.Command(loadoutBin, "--version").Output()
+	if err != nil {
+		t.Fatalf("loadout --version: %v", err)
+	}
+	cmd, err := exec.Command(loadoutBin, "version").Output()
+	if err != nil {
+		t.Fatalf("loadout version: %v", err)
+	}
+	if string(flag) != string(cmd) || !strings.HasPrefix(string(flag), "loadout ") || !strings.Contains(string(flag), "policy ABI v") {
+		t.Errorf("--version %q, version %q: want the same line", flag, cmd)
+	}
+}

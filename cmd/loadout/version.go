@@ -47,10 +47,15 @@ func newVersionCmd() *cobra.Command {
 		Short: "Print the version, the revision, the policy ABI version and the Go toolchain",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			// The ABI version the SDK speaks, and the oldest the host loads
-			// (docs/ABI.md, "Versions").
-			fmt.Fprintf(cmd.OutOrStdout(), "loadout %s %s (policy ABI v%d, loads v%d to v%d; %s)\n", version, promversion.GetRevision(), sdk.ABIVersion, wire.MinVersion, sdk.ABIVersion, runtime.Version())
+			fmt.Fprintln(cmd.OutOrStdout(), versionLine())
 			return nil
 		},
 	}
+}
+
+// versionLine is what `loadout version` and `loadout --version` print:
+// the version, the revision, the policy ABI version the SDK speaks and the
+// oldest the host loads (docs/ABI.md, "Versions"), and the Go toolchain.
+func versionLine() string {
+	return fmt.Sprintf("loadout %s %s (policy ABI v%d, loads v%d to v%d; %s)", version, promversion.GetRevision(), sdk.ABIVersion, wire.MinVersion, sdk.ABIVersion, runtime.Version())
 }
