@@ -1,10 +1,8 @@
 package main
 
 import (
-	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -101,64 +99,5 @@ func TestServe_ImpossibleConstraintRefused(t *testing.T) {
 	serve.Env = append(os.Environ(), "XDG_DATA_HOME="+t.TempDir())
 	if out, err := serve.CombinedOutput(); err == nil || !strings.Contains(string(out), cfg+":3:31") {
 		t.Fatalf("serve with an impossible constraint: err=%v\n%s", err, out)
-	}
-}
-
-// serve on an address something already listens on fails at once and
-// says what to do: stop the other server or pick another --listen.
-func TestServe_AddressInUseSaysSo(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	serve := exec.Command(loadoutBin, "serve", "--listen", ln.Addr().String())
-	serve.Env = append(os.Environ(), "XDG_DATA_HOME="+t.TempDir())
-	out, err := serve.CombinedOutput()
-	if err == nil || !strings.Contains(string(out), "another server holds "+ln.Addr().String()) || !strings.Contains(string(out), "--listen") {
-		t.Fatalf("serve on a busy address: err=%v\n%s", err, out)
-	}
-}
-
-// config check names each model whose executable this machine lacks, as a
-// warning (llama-swap starts such a config; the check still passes), and
-// only those.
-func TestConfigCheck_MissingExecutableWarns(t *testing.T) {
-	tiny, err := filepath.Abs("../../testdata/gguf/tiny.gguf")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := writeConfig(t, t.TempDir(), "models:\n"+
-		"  gone:\n    cmd: /nonexistent/llama-server --port ${PORT}\n"+
-		"  there:\n    cmd: sh -c 'sleep 1' --port ${PORT}\n"+
-		"  gguf:\n    backend: llamaserver\n    options: {model: "+tiny+", binary: /nonexistent/bin/llama-server}\n")
-	out, err := exec.Command(loadoutBin, "config", "check", cfg).CombinedOutput()
-	if err != nil {
-		t.Fatalf("config check failed: %v\n%s", err, out)
-	}
-	if !strings.Contains(string(out), cfg+":2:3: models.gone.cmd:") || !strings.Contains(string(out), "/nonexistent/llama-server") {
-		t.Errorf("config check does not warn of gone's missing executable:\n%s", out)
-	}
-	if !strings.Contains(string(out), cfg+":6:3: models.gguf.options.binary:") {
-		t.Errorf("config check does not warn of gguf's missing llama-server:\n%s", out)
-	}
-	if strings.Contains(string(out), "models.there.cmd") {
-		t.Errorf("config check warns of sh, which is on PATH:\n%s", out)
-	}
-}
-
-// loadout --version prints what loadout version prints (llama-server and
-// llama-swap take the flag; scripts ask it).
-func TestVersion_FlagAndCommandAgree(t *testing.T) {
-	flag, err := exec.Command(loadoutBin, "--version").Output()
-	if err != nil {
-		t.Fatalf("loadout --version: %v", err)
-	}
-	cmd, err := exec.Command(loadoutBin, "version").Output()
-	if err != nil {
-		t.Fatalf("loadout version: %v", err)
-	}
-	if string(flag) != string(cmd) || !strings.HasPrefix(string(flag), "loadout ") || !strings.Contains(string(flag), "policy ABI v") {
-		t.Errorf("--version %q, version %q: want the same line", flag, cmd)
 	}
 }
