@@ -343,7 +343,8 @@ func runServe(ctx context.Context, o serveOptions) error {
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
 	log.Info("loadout serving", "listen", ln.Addr().String(), "config", cfg.File, "models", len(models),
-		"scheduler", rcfg.SchedulerName, "router", rcfg.SwapperName, "startup", time.Since(started).Round(time.Millisecond))
+		"scheduler", rcfg.SchedulerName, "router", rcfg.SwapperName, "startup", time.Since(started).Round(time.Millisecond),
+		"ui", uiURL(ln.Addr()))
 	endStartupGC()
 
 	// Start-up's compilation leaves tens of MB of garbage that Go's
@@ -772,6 +773,20 @@ func checkModelFiles(cfg *config.Config) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// uiURL is the web UI's address on addr, for the start-up line: a
+// wildcard listener (0.0.0.0, ::) is reached on this machine at
+// 127.0.0.1.
+func uiURL(addr net.Addr) string {
+	host, port, err := net.SplitHostPort(addr.String())
+	if err != nil {
+		return ""
+	}
+	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	return "http://" + net.JoinHostPort(host, port) + "/ui/"
 }
 
 // missingExecutables is config check's list of models whose cmd (or, for
