@@ -182,19 +182,16 @@ func (s *Server) listModels(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	listed := func(name string) bool { // a name a client can already ask for
-		_, sel := s.cfg.Selectors[name]
-		return cat.lookup(name) != nil || sel
-	}
-	if set := s.peers.Load(); set != nil {
+	set := s.peers.Load()
+	if set != nil {
 		for _, n := range set.Names() {
 			data = append(data, modelObject{ID: n.Name, Object: "model", Created: created, OwnedBy: "loadout", Name: n.Peer + ": " + n.Model,
 				Meta: map[string]any{"llamaswap": map[string]any{"type": "peer", "peerID": n.Peer}}, Status: routerStatus("")})
 		}
-		listed = func(name string) bool {
-			_, sel := s.cfg.Selectors[name]
-			return cat.lookup(name) != nil || sel || len(set.Lookup(name)) > 0
-		}
+	}
+	listed := func(name string) bool { // a name a client can already ask for
+		_, sel := s.cfg.Selectors[name]
+		return cat.lookup(name) != nil || sel || (set != nil && len(set.Lookup(name)) > 0)
 	}
 	for _, sel := range s.cfg.Selectors {
 		if !sel.Unlisted {
