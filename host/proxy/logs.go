@@ -37,7 +37,7 @@ func (s *Server) logsHistory(w http.ResponseWriter, r *http.Request) {
 // the request with an error.
 func (s *Server) logRing(w http.ResponseWriter, r *http.Request) (string, bool) {
 	if s.cfg.Logs == nil {
-		s.writeError(w, r, &apiError{status: http.StatusNotFound, code: "no_logs", msg: "model server logs are not kept"})
+		s.writeError(w, r, &apiError{status: http.StatusNotFound, code: "no_logs", msg: "logs are not kept"})
 		return "", false
 	}
 	name, ok := mux.Vars(r)["model"]
