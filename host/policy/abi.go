@@ -149,6 +149,7 @@ func hostImports() []hostImport {
 		{"admit", funcType{p(i32, i32, i32, i32), r32}, importAdmit},
 		{"replicas", funcType{p(i32, i32, i32, i32), r32}, importReplicas},
 		{"demand", funcType{p(i32, i32), r32}, importDemand},
+		{"waits", funcType{p(i32, i32, i32, i32), r32}, importWaits},
 		{"request_tick", funcType{p(i64), r32}, importRequestTick},
 	}
 }

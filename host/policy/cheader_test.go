@@ -104,6 +104,7 @@ var cParams = map[string][]string{
 	"admit":              {"model", "model_len", "limit", "flags"},
 	"replicas":           {"name", "name_len", "buf", "limit"},
 	"demand":             {"buf", "limit"},
+	"waits":              {"name", "name_len", "buf", "limit"},
 	"request_tick":       {"at_ns"},
 }
 
@@ -208,6 +209,7 @@ func cHeader() (string, error) {
 		{"LOADOUT_MSG_REPLICA_SET", int64(wire.MsgReplicaSet), "ReplicaSet, the replicas import's reply: model str, min u32, max u32, replicas [str]"},
 		{"LOADOUT_MSG_SNAPSHOT_DELTA", int64(wire.MsgSnapshotDelta), "SnapshotDelta, from snapshot_delta: now i64, base u64, gen u64, total u32, changed [position u32 + ModelInfo fields], gpus_changed bool, then the gpus list as in Snapshot only if gpus_changed, host_total u64, host_leased u64"},
 		{"LOADOUT_MSG_DEMAND", int64(wire.MsgDemand), "DemandList, the demand import's reply: models [name str, requests u64, loads u32, load_time i64]"},
+		{"LOADOUT_MSG_WAITS", int64(wire.MsgWaits), "WaitStats, the waits import's reply: granted u32, p95 i64 (ns), above u32, held u32"},
 	}
 	if err := checkAllKinds(kinds); err != nil {
 		return "", err

@@ -27,7 +27,7 @@ func importReplicas(ctx context.Context, mod api.Module, stack []uint64) {
 }
 
 // nameAndBuf reads the arguments of an import called (name_ptr, name_len,
-// buf, limit) — model_state's and replicas' — and returns the caller's
+// buf, limit) — model_state's, replicas' and waits' — and returns the caller's
 // supervisor and the name, interned; or, having answered ErrNotAllowed
 // (outside a call) or ErrBadArgument, false.
 func nameAndBuf(ctx context.Context, mod api.Module, stack []uint64) (*supervisor, string, bool) {
@@ -60,6 +60,30 @@ func importDemand(ctx context.Context, mod api.Module, stack []uint64) {
 	}
 	sv.reply = wire.AppendVersion(sv.reply[:0], sv.ver, &sdk.DemandList{Models: l})
 	reply(mod, stack, sv.reply, uint32(stack[0]), uint32(stack[1]))
+}
+
+// waits(name_ptr, name_len, buf, limit) -> i32: a WaitStats message, the
+// host's record of queueing delay (sdk.WaitStats) for the model named, or
+// for the whole box when the name is empty; ErrUnknownModel for a model it
+// does not know, ErrNotAllowed from a host that keeps none or to a
+// version 2 module (the message is version 3's). Optional (issue 26): a
+// module imports it only if it reads waits; for either policy.
+func importWaits(ctx context.Context, mod api.Module, stack []uint64) {
+	sv, name, ok := nameAndBuf(ctx, mod, stack)
+	if !ok {
+		return
+	}
+	if _, keeps := sv.host.(sdk.WaitReader); !keeps || sv.ver < 3 {
+		retErr(stack, sdk.ErrNotAllowed)
+		return
+	}
+	w, found := sdk.ReadWaits(sv.host, name)
+	if !found {
+		retErr(stack, sdk.ErrUnknownModel)
+		return
+	}
+	sv.reply = wire.AppendVersion(sv.reply[:0], sv.ver, &w)
+	reply(mod, stack, sv.reply, uint32(stack[2]), uint32(stack[3]))
 }
 
 // request_tick(at i64) -> i32: the scheduler's next tick (sdk.TickRequester;

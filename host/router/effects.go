@@ -194,6 +194,9 @@ func (r *Router) serve(w *waiter, m *model) bool {
 	m.inFlight++
 	m.served++
 	m.lastUse = r.loop.now
+	wait := r.cfg.Clock().Sub(w.arrived)
+	r.loop.waits.add(wait)
+	m.waits.add(wait)
 	return true
 }
 

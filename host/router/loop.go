@@ -83,6 +83,7 @@ type unloadRequest struct {
 type model struct {
 	name     string
 	cfg      ModelConfig
+	waits    waitRecord // its last grants' queueing delay (waits.go)
 	state    sdk.ModelState
 	inst     Instance // set while Ready or Stopping
 	gen      uint64   // bumps with every instance, so stale exits are ignored
@@ -228,9 +229,10 @@ type loopState struct {
 	waiters  map[sdk.RequestID]*waiter
 	swaps    map[string]*swap
 	nextID   sdk.RequestID
-	changed  []string  // models whose state changed outside a swap since the last tick
-	ticks    tickState // periodic, or on demand (ticks.go)
-	removing int       // models removed by UpdateModels and not yet out of the table
+	changed  []string   // models whose state changed outside a swap since the last tick
+	ticks    tickState  // periodic, or on demand (ticks.go)
+	waits    waitRecord // the last grants' queueing delay (waits.go)
+	removing int        // models removed by UpdateModels and not yet out of the table
 	now      time.Time
 	// expired names, during the scheduler's OnUnload for them, the
 	// models whose TTL has passed: its StopProcesses of one evicts it as

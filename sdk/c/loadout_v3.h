@@ -44,6 +44,7 @@
 #define LOADOUT_MSG_REPLICA_SET      18 /* ReplicaSet, the replicas import's reply: model str, min u32, max u32, replicas [str] */
 #define LOADOUT_MSG_SNAPSHOT_DELTA   19 /* SnapshotDelta, from snapshot_delta: now i64, base u64, gen u64, total u32, changed [position u32 + ModelInfo fields], gpus_changed bool, then the gpus list as in Snapshot only if gpus_changed, host_total u64, host_leased u64 */
 #define LOADOUT_MSG_DEMAND           20 /* DemandList, the demand import's reply: models [name str, requests u64, loads u32, load_time i64] */
+#define LOADOUT_MSG_WAITS            21 /* WaitStats, the waits import's reply: granted u32, p95 i64 (ns), above u32, held u32 */
 
 /* Export statuses: the high 32 bits of an event export's i64 result; the low 32 bits are the output's length. */
 #define LOADOUT_STATUS_OK        0
@@ -136,6 +137,7 @@ LOADOUT_IMPORT(plan) int32_t loadout_host_plan(const void *target, uint32_t targ
 LOADOUT_IMPORT(admit) int32_t loadout_host_admit(const void *model, uint32_t model_len, uint32_t limit, int32_t flags);
 LOADOUT_IMPORT(replicas) int32_t loadout_host_replicas(const void *name, uint32_t name_len, void *buf, uint32_t limit);
 LOADOUT_IMPORT(demand) int32_t loadout_host_demand(void *buf, uint32_t limit);
+LOADOUT_IMPORT(waits) int32_t loadout_host_waits(const void *name, uint32_t name_len, void *buf, uint32_t limit);
 LOADOUT_IMPORT(request_tick) int32_t loadout_host_request_tick(int64_t at_ns);
 
 /*

@@ -76,6 +76,11 @@ type Host struct {
 	// OnDemand reports whether the scheduler has asked at all.
 	NextTick int64
 	OnDemand bool
+	// WaitRecords is the record of queueing delay the Host reports
+	// (sdk.WaitReader), by model name, "" for the whole box: a test sets
+	// the figures a run loop would have counted. A name it lacks is
+	// unknown; nil (the default) is a host that keeps no record.
+	WaitRecords map[string]sdk.WaitStats
 
 	admits  map[string]admission // the warm path's admissions, by model
 	demand  map[string]*sdk.ModelDemand
@@ -786,6 +791,12 @@ func (h *Host) demandOf(model string) *sdk.ModelDemand {
 		h.demand[model] = d
 	}
 	return d
+}
+
+// Waits implements sdk.WaitReader from h.WaitRecords.
+func (h *Host) Waits(model string) (sdk.WaitStats, bool) {
+	st, ok := h.WaitRecords[model]
+	return st, ok
 }
 
 // Replicas implements sdk.ReplicaReader from h.ReplicaSets.

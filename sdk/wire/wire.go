@@ -67,6 +67,11 @@ const (
 	// MsgDemand (sdk.DemandList) is the reply of the optional `demand`
 	// import (issue 11), added in version 2 like `replicas`.
 	MsgDemand Kind = 20
+	// MsgWaits (sdk.WaitStats) is the reply of the optional `waits`
+	// import (issue 26), added within version 3 as `demand` was within
+	// 2: a module that does not import it never receives one, and a
+	// version 2 module never does (the import refuses it).
+	MsgWaits Kind = 21
 )
 
 // MinVersion is the oldest ABI version the codec speaks, and so the oldest
