@@ -75,7 +75,8 @@
 // Pinned and higher-priority models are never evicted. Victims go:
 //
 //  1. stopping models first (free to take), then idle ones, then busy or
-//     starting ones (the scheduler waits for those);
+//     starting ones (the scheduler waits for those), unless the wait is
+//     free (below);
 //  2. within a class, the lowest priority first;
 //  3. then the lowest value per byte (the least recently used first,
 //     while LRU leads the duels): (forecast count + ½) × the model's
@@ -85,6 +86,27 @@
 //     byte it frees (GreedyDual-Size's weighing, with a learned
 //     frequency);
 //  4. then the least recently used.
+//
+// # Waits that are free
+//
+// A busy or starting model is evicted only after the idle ones because
+// the request that needs its room must wait until it is idle, and a wait
+// moves the tail of the queueing delay. Not always: where cold loads take
+// one time, the 95th percentile of the waits is one cold load, many
+// requests wait exactly that, and fewer than 5% wait longer — a few more
+// may, and the percentile stays where it is. The host's record of waits
+// (sdk.ReadWaits, the optional `waits` import) says how many: when both
+// the box's record and the target's own have room for every request held
+// now to end above their 95th percentile (WaitStats.Slack), the plan
+// being made ranks busy and starting models by value with the idle ones
+// (step 1's classes become one, as at patience 1), while the forecast
+// leads. Every request that may end above a percentile is counted
+// against its room first, so neither should rise — the box's, which a
+// rule of "a p95 no worse than LRU's" reads, nor the target's — and the
+// loads a frequency order loses to the run loop (its victim, loaded
+// seconds before for a rare model, still busy when the next rare one
+// comes) are won back where the traffic leaves room. On a host without
+// the record, or with patience set, the order is as above.
 //
 // A plan counts the requests since the last swap in full.
 // Plan itself keeps no state (sdk.Swapper's contract): counts, clock,

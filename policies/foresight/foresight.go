@@ -54,6 +54,9 @@ type swapper struct {
 	// patience is settings.Patience: 0, or how readily a busy or
 	// starting model goes before an idle one (order).
 	patience float64
+	// waitFree: the plan being made may wait for a busy victim, the
+	// host's record of waits having room for it (sdk.WaitStats.Slack).
+	waitFree bool
 	// clock counts observations: a model asked for between two swaps
 	// is one. Half-lives are on this clock, so nights and weekends
 	// (fewer swaps, fewer observations) age nothing.
@@ -140,11 +143,28 @@ func (s *swapper) Plan(q sdk.PlanRequest) (sdk.Plan, error) {
 	}
 	s.counts.Read(s.h, q.Now, false)
 	s.expert = s.leader()
+	s.waitFree = s.patience == 0 && s.expert == expertForecast && s.freeWait(q.Target)
 	clear(s.value)
 	if s.valueJ = s.estimator(s.expert); s.valueJ >= 0 {
 		s.valueG = s.scale(s.valueJ)
 	}
 	return s.plan.Plan(s.h, q, s.rules.For(q.Target))
+}
+
+// freeWait reports whether a request for target may wait for a busy
+// victim without moving a 95th percentile of queueing delay — the box's
+// or target's own (sdk.WaitStats.Slack): each record must have room for
+// every request held now to end above its percentile, so a wait already
+// under way, or one this plan starts, is paid for before it is counted.
+// False on a host that keeps no record.
+func (s *swapper) freeWait(target string) bool {
+	for _, name := range [...]string{"", target} {
+		w, ok := sdk.ReadWaits(s.h, name)
+		if !ok || w.Slack() <= int(w.Held) {
+			return false
+		}
+	}
+	return true
 }
 
 // val is model name's value in the plan being made: by the estimator of
@@ -239,7 +259,7 @@ func eligible(target, m *sdk.ModelInfo) bool { return m.Priority <= target.Prior
 // idle, busy and starting models are one class, a busy or starting
 // model's value divided by the patience.
 func (s *swapper) order(a, b *evict.Victim) int {
-	patient := s.patience > 0 && s.expert == expertForecast
+	patient := (s.patience > 0 || s.waitFree) && s.expert == expertForecast
 	if c := cmp.Compare(s.class(a, patient), s.class(b, patient)); c != 0 {
 		return c
 	}
@@ -269,7 +289,9 @@ func (s *swapper) class(v *evict.Victim, patient bool) evict.Class {
 func (s *swapper) perByte(v *evict.Victim) float64 {
 	x := s.val(v.Model.Name) / float64(max(v.VRAM, 1))
 	if v.Class == evict.Busy {
-		x /= s.patience
+		if !s.waitFree {
+			x /= s.patience
+		}
 	}
 	return x
 }

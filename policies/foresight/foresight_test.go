@@ -337,6 +337,8 @@ func TestForesight_BadSettings(t *testing.T) { runBadSettings(t, nativeSwapper) 
 
 func TestForesight_Patience(t *testing.T) { runPatience(t, nativeSwapper) }
 
+func TestForesight_FreeWait(t *testing.T) { runFreeWait(t, nativeSwapper) }
+
 // noDemand hides the policytest host's demand counts: a host built before
 // the `demand` import.
 type noDemand struct{ *policytest.Host }
@@ -405,6 +407,38 @@ func runPatience(t *testing.T, mk policytest.MakeSwapper) {
 		b.h.Models["rare"].State, b.h.Models["rare"].InFlight = c.state, c.inFlight
 		if got := b.evicts("x"); !slices.Equal(got, []string{c.want}) {
 			t.Errorf("%s, rare %s with %d in flight: plan for x evicts %v, want [%s]", c.settings, c.state, c.inFlight, got, c.want)
+		}
+	}
+}
+
+// runFreeWait: with patience 0, a rarely asked model that is serving or
+// loading goes before a popular idle one only while the host's record of
+// waits has room — neither the box's 95th percentile nor the target's
+// would move if every request held ended above it; otherwise, and on a
+// host that keeps no record, the popular idle one goes.
+func runFreeWait(t *testing.T, mk policytest.MakeSwapper) {
+	// A record with room for r requests above its p95, h of them held.
+	room := func(r, h uint32) sdk.WaitStats { return sdk.WaitStats{Granted: 100, P95: 10e9, Above: 5 - r, Held: h} }
+	for _, c := range []struct {
+		name    string
+		records map[string]sdk.WaitStats
+		want    string
+	}{
+		{"no record", nil, "hot"},
+		{"room in both", map[string]sdk.WaitStats{"": room(3, 1), "x": room(2, 1)}, "rare"},
+		{"no room in the box", map[string]sdk.WaitStats{"": room(1, 1), "x": room(2, 1)}, "hot"},
+		{"no room for the target", map[string]sdk.WaitStats{"": room(3, 0), "x": room(0, 0)}, "hot"},
+		{"the target unknown to the record", map[string]sdk.WaitStats{"": room(3, 0)}, "hot"},
+	} {
+		b := newBox(t, mk, `{}`, 2, "hot", "rare", "x")
+		for range 10 {
+			b.ask("hot")
+		}
+		b.ask("rare")
+		b.h.Models["rare"].InFlight = 1
+		b.h.WaitRecords = c.records
+		if got := b.evicts("x"); !slices.Equal(got, []string{c.want}) {
+			t.Errorf("%s: plan for x with rare busy evicts %v, want [%s]", c.name, got, c.want)
 		}
 	}
 }

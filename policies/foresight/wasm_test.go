@@ -29,3 +29,5 @@ func TestForesight_PlanIsPureWasm(t *testing.T) { runPlanIsPure(t, wasmSwapper) 
 func TestForesight_BadSettingsWasm(t *testing.T) { runBadSettings(t, wasmSwapper) }
 
 func TestForesight_PatienceWasm(t *testing.T) { runPatience(t, wasmSwapper) }
+
+func TestForesight_FreeWaitWasm(t *testing.T) { runFreeWait(t, wasmSwapper) }
