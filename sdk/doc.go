@@ -23,7 +23,7 @@
 // What a host offers beyond Effects is found by type assertion on the
 // Effects, so a policy written before it works unchanged: Admitter (the
 // warm path), TickRequester (ticks on demand), and the reads
-// ReadSnapshot, ReadReplicas and ReadDemand fall back where a host lacks
+// ReadSnapshot, ReadReplicas, ReadDemand and ReadWaits fall back where a host lacks
 // them.
 //
 // Policies are deterministic: time is an input (every event carries Now, in

@@ -54,6 +54,9 @@ type swapper struct {
 	// patience is settings.Patience: 0, or how readily a busy or
 	// starting model goes before an idle one (order).
 	patience float64
+	// freeWaits is settings.free_waits (default true): whether plans
+	// may wait where the waits are free.
+	freeWaits bool
 	// waitFree: the plan being made may wait for a busy victim, the
 	// host's record of waits having room for it (sdk.WaitStats.Slack).
 	waitFree bool
@@ -121,7 +124,7 @@ func New(h sdk.Host, raw []byte) (sdk.Swapper, error) {
 		return nil, sdksettings.Wrap("foresight settings", err)
 	}
 	s := &swapper{h: h, rules: evict.NewRules(st.Placement, st.Margin), patience: st.Patience,
-		value: map[string]float64{}, alt: map[string]float64{}}
+		freeWaits: !st.NoFreeWaits, value: map[string]float64{}, alt: map[string]float64{}}
 	s.w = [nExperts]float64{0.5, 0.5}
 	s.best = len(halfLives)*countBursts + len(halfLives) - 1 // longest memory, bursts, until the traffic says otherwise
 	s.plan = evict.Planner{
@@ -143,7 +146,7 @@ func (s *swapper) Plan(q sdk.PlanRequest) (sdk.Plan, error) {
 	}
 	s.counts.Read(s.h, q.Now, false)
 	s.expert = s.leader()
-	s.waitFree = s.patience == 0 && s.expert == expertForecast && s.freeWait(q.Target)
+	s.waitFree = s.freeWaits && s.patience == 0 && s.expert == expertForecast && s.freeWait(q.Target)
 	clear(s.value)
 	if s.valueJ = s.estimator(s.expert); s.valueJ >= 0 {
 		s.valueG = s.scale(s.valueJ)

@@ -302,6 +302,7 @@ func runBadSettings(t *testing.T, mk policytest.MakeSwapper) {
 		{`{"patience": 1.5}`, "patience"},
 		{`{"patience": -0.1}`, "patience"},
 		{`{"patience": "a lot"}`, "patience"},
+		{`{"free_waits": "yes"}`, "free_waits"},
 		{`[1]`, ""},
 	} {
 		h := policytest.NewHost(t)
@@ -314,7 +315,7 @@ func runBadSettings(t *testing.T, mk policytest.MakeSwapper) {
 			t.Errorf("%s: error %q does not name %q", c.settings, err, c.want)
 		}
 	}
-	for _, good := range []string{`{"margin": "1GiB"}`, `{"patience": 0}`, `{"patience": 1}`} {
+	for _, good := range []string{`{"margin": "1GiB"}`, `{"patience": 0}`, `{"patience": 1}`, `{"free_waits": false}`} {
 		if _, err := mk(t, policytest.NewHost(t), good); err != nil {
 			t.Errorf("good settings %s: %v", good, err)
 		}
@@ -419,18 +420,20 @@ func runPatience(t *testing.T, mk policytest.MakeSwapper) {
 func runFreeWait(t *testing.T, mk policytest.MakeSwapper) {
 	// A record with room for r requests above its p95, h of them held.
 	room := func(r, h uint32) sdk.WaitStats { return sdk.WaitStats{Granted: 100, P95: 10e9, Above: 5 - r, Held: h} }
+	both := map[string]sdk.WaitStats{"": room(3, 1), "x": room(2, 1)}
 	for _, c := range []struct {
-		name    string
-		records map[string]sdk.WaitStats
-		want    string
+		name, settings string
+		records        map[string]sdk.WaitStats
+		want           string
 	}{
-		{"no record", nil, "hot"},
-		{"room in both", map[string]sdk.WaitStats{"": room(3, 1), "x": room(2, 1)}, "rare"},
-		{"no room in the box", map[string]sdk.WaitStats{"": room(1, 1), "x": room(2, 1)}, "hot"},
-		{"no room for the target", map[string]sdk.WaitStats{"": room(3, 0), "x": room(0, 0)}, "hot"},
-		{"the target unknown to the record", map[string]sdk.WaitStats{"": room(3, 0)}, "hot"},
+		{"no record", `{}`, nil, "hot"},
+		{"room in both", `{}`, both, "rare"},
+		{"room in both, free_waits off", `{"free_waits": false}`, both, "hot"},
+		{"no room in the box", `{}`, map[string]sdk.WaitStats{"": room(1, 1), "x": room(2, 1)}, "hot"},
+		{"no room for the target", `{}`, map[string]sdk.WaitStats{"": room(3, 0), "x": room(0, 0)}, "hot"},
+		{"the target unknown to the record", `{}`, map[string]sdk.WaitStats{"": room(3, 0)}, "hot"},
 	} {
-		b := newBox(t, mk, `{}`, 2, "hot", "rare", "x")
+		b := newBox(t, mk, c.settings, 2, "hot", "rare", "x")
 		for range 10 {
 			b.ask("hot")
 		}
