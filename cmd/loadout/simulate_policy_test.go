@@ -1,9 +1,13 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/loadout-dev/loadout/host/sim"
@@ -130,6 +134,81 @@ func TestSimulate_AdaptiveAgainstTheAnchors(t *testing.T) {
 			case !w.zipf && mine.ColdLoads > a.ColdLoads:
 				t.Errorf("%s: %d cold loads, more than %s's %d", w.trace, mine.ColdLoads, a.Router, a.ColdLoads)
 			}
+		}
+	}
+}
+
+// freeWaitBox is two equal slots for hot, r1 and r2 (10 s cold loads),
+// routed by foresight with free_waits as given.
+func freeWaitBox(free bool) string {
+	return fmt.Sprintf(`
+gpus:
+  - {name: gpu0, memory: 24GiB}
+globalTTL: 0
+routing:
+  router:
+    use: foresight
+    settings: {free_waits: %t}
+models:
+  hot: {backend: sim, options: {load_time: 10s, vram: 12GiB, tokens_per_second: 50}}
+  r1: {backend: sim, options: {load_time: 10s, vram: 12GiB, tokens_per_second: 50}}
+  r2: {backend: sim, options: {load_time: 10s, vram: 12GiB, tokens_per_second: 50}}
+`, free)
+}
+
+// burstAfterHistory is rounds of 20 s — hot asked every 5 s, r1 and r2 in
+// turn once, each a cold load in the one slot hot leaves — then a burst:
+// r1 and r2 at once, hot 5 s and 40 s later.
+func burstAfterHistory(rounds int) string {
+	type req struct {
+		at    float64
+		model string
+	}
+	var reqs []req
+	for i := range rounds {
+		base := float64(i) * 20
+		for k := range 4 {
+			reqs = append(reqs, req{base + float64(k)*5, "hot"})
+		}
+		reqs = append(reqs, req{base + 2.5, []string{"r1", "r2"}[i%2]})
+	}
+	end := float64(rounds) * 20
+	reqs = append(reqs, req{end, "r1"}, req{end + 0.01, "r2"}, req{end + 5, "hot"}, req{end + 40, "hot"})
+	slices.SortStableFunc(reqs, func(a, b req) int { return cmp.Compare(a.at, b.at) })
+	var b strings.Builder
+	b.WriteString("arrival_s,model,prompt_tokens,output_tokens\n")
+	for _, r := range reqs {
+		fmt.Fprintf(&b, "%.3f,%s,50,20\n", r.at, r.model)
+	}
+	return b.String()
+}
+
+// TestSimulate_ForesightWaitsWhereItIsFree: through the real run loop and
+// the `waits` import, a burst asks for r2 while r1, its natural victim,
+// is still loading. With a history that leaves room — the box's p95 and
+// r2's own are one cold load, with nothing above — foresight waits for
+// r1 rather than evict hot, and hot's next request needs no load: one
+// cold load fewer than with free_waits off, at the same p95. With a short
+// history r2 has too few requests for room of its own, and the two agree.
+func TestSimulate_ForesightWaitsWhereItIsFree(t *testing.T) {
+	for _, c := range []struct {
+		rounds, saved int
+	}{{80, 1}, {16, 0}} {
+		trace := burstAfterHistory(c.rounds)
+		var runs [2]*sim.Result // free waits on, off
+		for i, free := range []bool{true, false} {
+			rep := replayJSON(t, freeWaitBox(free), trace, simulateOptions{rate: 1})
+			if len(rep.Runs) != 1 || rep.Runs[0].Errors != 0 {
+				t.Fatalf("%d rounds, free_waits %t: runs %+v", c.rounds, free, rep.Runs)
+			}
+			runs[i] = rep.Runs[0]
+		}
+		on, off := runs[0], runs[1]
+		if off.ColdLoads-on.ColdLoads != c.saved {
+			t.Errorf("%d rounds: %d cold loads with free waits, %d without; want %d fewer", c.rounds, on.ColdLoads, off.ColdLoads, c.saved)
+		}
+		if on.QueueWait.P95 > off.QueueWait.P95 {
+			t.Errorf("%d rounds: wait p95 %g s with free waits, %g s without", c.rounds, on.QueueWait.P95, off.QueueWait.P95)
 		}
 	}
 }
