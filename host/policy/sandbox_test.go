@@ -163,7 +163,7 @@ func TestSandbox_GarbagePointers(t *testing.T) {
 	if err := s.OnRequest(sdk.RequestEvent{ID: 1, Model: "good"}); err != nil {
 		t.Fatal(err)
 	}
-	want := "INFO: garbage grant_serve=-8 grant_serve_len=-8 grant_error=-8 grant_error_code=-8 start_swap=-8 start_swap_junk=-8 stop_processes=-8 set_queue_position=-8 model_state=-8 model_state_buf=-8 running_models=-8 snapshot=-8 plan=-8 plan_buf=-8"
+	want := "INFO: garbage grant_serve=-8 grant_serve_len=-8 grant_error=-8 grant_error_code=-8 start_swap=-8 start_swap_junk=-8 stop_processes=-8 set_queue_position=-8 model_state=-8 model_state_buf=-8 running_models=-8 snapshot=-8 plan=-8 plan_buf=-8 replicas=-8 demand=-8 waits=-8 waits_buf=-8"
 	if len(fx.logs) != 1 || fx.logs[0] != want {
 		t.Errorf("logs\n got %q\nwant %q", fx.logs, want)
 	}

@@ -59,6 +59,15 @@ func rawSnapshot(buf, limit uint32) int32
 //go:wasmimport loadout_v2 plan
 func rawPlan(p, n, buf, limit uint32) int32
 
+//go:wasmimport loadout_v2 replicas
+func rawReplicas(p, n, buf, limit uint32) int32
+
+//go:wasmimport loadout_v2 demand
+func rawDemand(buf, limit uint32) int32
+
+//go:wasmimport loadout_v2 waits
+func rawWaits(p, n, buf, limit uint32) int32
+
 type settings struct {
 	Misbehave string `json:"misbehave"`
 	Model     string `json:"model"`
@@ -142,6 +151,10 @@ func garbage() string {
 		fmt.Sprintf("snapshot=%d", rawSnapshot(bad, 1<<20)),
 		fmt.Sprintf("plan=%d", rawPlan(bad, 16, 0, 0)),
 		fmt.Sprintf("plan_buf=%d", rawPlan(gp, 4, bad, 4096)),
+		fmt.Sprintf("replicas=%d", rawReplicas(bad, 16, 0, 0)),
+		fmt.Sprintf("demand=%d", rawDemand(bad, 1<<20)),
+		fmt.Sprintf("waits=%d", rawWaits(bad, 16, 0, 0)),
+		fmt.Sprintf("waits_buf=%d", rawWaits(gp, 0, bad, 4096)),
 	}
 	return "garbage " + strings.Join(r, " ")
 }
