@@ -13,7 +13,8 @@ type WaitStats struct {
 	// ones, at most the host's window (the router keeps 4,096).
 	Granted uint32
 	// P95 is the 95th percentile of their waits, in nanoseconds on the
-	// host's clock (virtual under `loadout simulate`); 0 with none.
+	// host's clock (virtual under `loadout simulate`; the router keeps
+	// waits to the microsecond); 0 with none.
 	P95 int64
 	// Above is how many of them waited longer than P95, plus how many of
 	// the requests the host holds now (queued or waiting on a load) have

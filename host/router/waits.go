@@ -10,48 +10,67 @@ import (
 // waitWindow is the number of most recent grants whose queueing delay the
 // router keeps for sdk.WaitStats: enough that 5% of it is a few hundred
 // requests, few enough that an afternoon's burst is not averaged over a
-// month and that each grant's bookkeeping (a sorted insert and delete) is
-// a few microseconds.
+// month.
 const waitWindow = 4096
 
 // waitRecord is the queueing delay of the last waitWindow grants, arrival
-// to grant: ring in grant order, sorted for the percentile.
+// to grant, to the microsecond (as simulate reports waits): ring in grant
+// order, and each distinct wait with how many grants waited it, ascending.
+// Waits repeat — every warm grant waits about nothing, a box's cold loads
+// take about one time — so a grant is a binary search and a count
+// (BenchmarkRouter_AcquireRelease: the warm path pays for it on every
+// request), and a read walks the distinct waits.
 type waitRecord struct {
 	ring   []time.Duration
 	next   int // ring index of the oldest once full
-	sorted []time.Duration
+	vals   []time.Duration
+	counts []uint32 // parallel to vals, each above 0
 }
 
 // add records one grant's wait.
 func (w *waitRecord) add(d time.Duration) {
+	d = d.Round(time.Microsecond)
 	if len(w.ring) < waitWindow {
 		w.ring = append(w.ring, d)
 	} else {
 		old := w.ring[w.next]
 		w.ring[w.next] = d
 		w.next = (w.next + 1) % waitWindow
-		i, _ := slices.BinarySearch(w.sorted, old)
-		w.sorted = slices.Delete(w.sorted, i, i+1)
+		i, _ := slices.BinarySearch(w.vals, old)
+		if w.counts[i]--; w.counts[i] == 0 {
+			w.vals = slices.Delete(w.vals, i, i+1)
+			w.counts = slices.Delete(w.counts, i, i+1)
+		}
 	}
-	i, _ := slices.BinarySearch(w.sorted, d)
-	w.sorted = slices.Insert(w.sorted, i, d)
+	i, found := slices.BinarySearch(w.vals, d)
+	if found {
+		w.counts[i]++
+		return
+	}
+	w.vals = slices.Insert(w.vals, i, d)
+	w.counts = slices.Insert(w.counts, i, 1)
 }
 
 // stats is the record as sdk.WaitStats, held being how long each request
 // held now has waited so far.
 func (w *waitRecord) stats(held []time.Duration) sdk.WaitStats {
-	n := len(w.sorted)
+	n := len(w.ring)
 	st := sdk.WaitStats{Granted: uint32(n), Held: uint32(len(held))}
 	if n == 0 {
 		return st
 	}
-	p95 := w.sorted[(95*n+99)/100-1]
+	rank, seen := (95*n+99)/100, 0 // the p95 is the rank-th smallest
+	var p95 time.Duration
+	for i, c := range w.counts {
+		if seen += int(c); seen >= rank {
+			p95 = w.vals[i]
+			break
+		}
+	}
 	st.P95 = int64(p95)
-	// The first index past every wait equal to p95.
-	i, _ := slices.BinarySearch(w.sorted, p95+1)
-	st.Above = uint32(n - i)
+	st.Above = uint32(n - seen)
 	for _, d := range held {
-		if d > p95 {
+		if d.Round(time.Microsecond) > p95 {
 			st.Above++
 		}
 	}

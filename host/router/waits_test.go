@@ -1,6 +1,8 @@
 package router
 
 import (
+	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -43,8 +45,46 @@ func TestWaitRecord_PercentileAboveHeldAndWindow(t *testing.T) {
 	if st := w.stats(nil); st.Granted != waitWindow || st.P95 != 0 || st.Above != 0 {
 		t.Errorf("after a window of instant grants: %+v", st)
 	}
-	if len(w.ring) != waitWindow || len(w.sorted) != waitWindow {
-		t.Errorf("ring %d, sorted %d: want both %d", len(w.ring), len(w.sorted), waitWindow)
+	if len(w.ring) != waitWindow || len(w.vals) != 1 || w.counts[0] != waitWindow {
+		t.Errorf("ring %d, waits %v counted %v: want %d instant grants", len(w.ring), w.vals, w.counts, waitWindow)
+	}
+}
+
+// The distinct waits and their counts stay the ring's waits, through a
+// window and a half of grants with many equal waits and some distinct
+// ones (every count above 0, the waits ascending), and waits are kept to
+// the microsecond.
+func TestWaitRecord_CountsFollowTheRing(t *testing.T) {
+	var w waitRecord
+	r := rand.New(rand.NewPCG(1, 2))
+	for i := range waitWindow * 3 / 2 {
+		d := time.Duration(r.IntN(4)) * time.Second // long runs of equals
+		if r.IntN(10) == 0 {
+			d = time.Duration(r.Int64N(int64(time.Minute))) // distinct, to the ns
+		}
+		w.add(d)
+		if i%509 != 0 && i != waitWindow*3/2-1 {
+			continue
+		}
+		want := slices.Clone(w.ring)
+		slices.Sort(want)
+		var got []time.Duration
+		for j, v := range w.vals {
+			if w.counts[j] == 0 || j > 0 && w.vals[j-1] >= v {
+				t.Fatalf("after %d grants: waits %v with counts %v", i+1, w.vals, w.counts)
+			}
+			for range w.counts[j] {
+				got = append(got, v)
+			}
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("after %d grants the counted waits are not the ring's", i+1)
+		}
+	}
+	for _, d := range w.ring {
+		if d%time.Microsecond != 0 {
+			t.Fatalf("wait %v kept finer than the microsecond", d)
+		}
 	}
 }
 
