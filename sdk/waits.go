@@ -33,8 +33,18 @@ type WaitStats struct {
 // the waits are spread it is about 0.
 func (w WaitStats) Slack() int {
 	n := int(w.Granted)
-	rank := (95*n + 99) / 100
-	return max(n-rank-int(w.Above), 0)
+	return max(n-NearestRank(0.95, n)-int(w.Above), 0)
+}
+
+// NearestRank is the rank, from 1, of the p-quantile (p in (0, 1]) of n
+// values by the nearest-rank method, ⌈p·n⌉: the value `loadout simulate`
+// reports as the p50, p95 and p99 of its waits, and WaitStats.P95. 0 for
+// n = 0.
+func NearestRank(p float64, n int) int {
+	if n <= 0 {
+		return 0
+	}
+	return min(max(int(p*float64(n)+0.999999), 1), n)
 }
 
 // WaitReader is implemented by a Host that keeps a record of queueing

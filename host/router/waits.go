@@ -59,7 +59,7 @@ func (w *waitRecord) stats(held []time.Duration) sdk.WaitStats {
 	if n == 0 {
 		return st
 	}
-	rank, seen := (95*n+99)/100, 0 // the p95 is the rank-th smallest
+	rank, seen := sdk.NearestRank(0.95, n), 0 // the p95 is the rank-th smallest
 	var p95 time.Duration
 	for i, c := range w.counts {
 		if seen += int(c); seen >= rank {

@@ -152,10 +152,7 @@ func quantiles(xs []float64) Quantiles {
 		return Quantiles{}
 	}
 	slices.Sort(xs)
-	at := func(p float64) float64 {
-		i := int(p*float64(len(xs))+0.999999) - 1
-		return round6(xs[min(max(i, 0), len(xs)-1)])
-	}
+	at := func(p float64) float64 { return round6(xs[sdk.NearestRank(p, len(xs))-1]) }
 	return Quantiles{P50: at(0.50), P95: at(0.95), P99: at(0.99)}
 }
 
