@@ -78,7 +78,7 @@ func (w *waitRecord) stats(held []time.Duration) sdk.WaitStats {
 }
 
 // Waits implements sdk.WaitReader for both policies: the queueing delay
-// of the last waitWindow grants (the warm path's included, at 0) and of
+// of the last waitWindow grants (the warm path's included, at about 0) and of
 // the requests held now — of every request for "", else of the model's
 // (a replica's row for a replica's name).
 func (fx *effects) Waits(name string) (sdk.WaitStats, bool) {

@@ -260,7 +260,8 @@ func eligible(target, m *sdk.ModelInfo) bool { return m.Priority <= target.Prior
 // ones; within a class the lowest priority, then the leading expert's
 // order. With patience (settings.Patience) and the forecast leading,
 // idle, busy and starting models are one class, a busy or starting
-// model's value divided by the patience.
+// model's value divided by the patience; where the wait is free
+// (waitFree), one class too, by value alone.
 func (s *swapper) order(a, b *evict.Victim) int {
 	patient := (s.patience > 0 || s.waitFree) && s.expert == expertForecast
 	if c := cmp.Compare(s.class(a, patient), s.class(b, patient)); c != 0 {
@@ -288,7 +289,7 @@ func (s *swapper) class(v *evict.Victim, patient bool) evict.Class {
 }
 
 // perByte is v's value per byte it gives back, a busy or starting
-// model's divided by the patience.
+// model's divided by the patience unless the wait is free.
 func (s *swapper) perByte(v *evict.Victim) float64 {
 	x := s.val(v.Model.Name) / float64(max(v.VRAM, 1))
 	if v.Class == evict.Busy {
