@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/loadout-dev/loadout/internal/policywasm"
+	"github.com/loadout-dev/loadout/sdk/policytest"
 )
 
 // The same cases as foresight_test.go, with the policy built to
@@ -31,3 +32,7 @@ func TestForesight_BadSettingsWasm(t *testing.T) { runBadSettings(t, wasmSwapper
 func TestForesight_PatienceWasm(t *testing.T) { runPatience(t, wasmSwapper) }
 
 func TestForesight_FreeWaitWasm(t *testing.T) { runFreeWait(t, wasmSwapper) }
+
+func TestForesight_ScenarioFilesWasm(t *testing.T) {
+	policytest.RunScenarioFiles(t, policywasm.Policy(t, pkgPath), "testdata/scenarios/*.yaml")
+}

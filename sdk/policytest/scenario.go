@@ -36,6 +36,7 @@ import (
 //	gpus:
 //	  - {total: 24GiB}
 //	host_memory: 64GiB         # ABI version 3: host memory sleepers may lease
+//	waits: {"": {granted: 400, p95: 10s, above: 12}}   # the host's record of waits ("": the box)
 //	steps:
 //	  - request: {id: 1, model: a}
 //	    expect:
@@ -63,6 +64,8 @@ type Scenario struct {
 	hostMemory uint64                   // host_memory: (Host.HostMemory)
 	evict      map[string]sdk.EvictMode // the models' evict: (Host.Evict)
 	onDemand   bool                     // ticks_on_demand: the Host ticks on demand (Host.TicksOnDemand)
+	waits      map[string]sdk.WaitStats // waits: the record of queueing delay (Host.WaitRecords)
+	demand     map[string]uint64        // the models' requests: counted before the start (Host.Demand)
 	models     []sdk.ModelInfo
 	gpus       []gpuYAML
 	steps      []step
@@ -156,8 +159,19 @@ type fileYAML struct {
 	Models        []modelYAML `yaml:"models"`
 	GPUs          []gpuYAML   `yaml:"gpus"`
 	// HostMemory is the host memory sleepers may lease (Host.HostMemory).
-	HostMemory *byteSize  `yaml:"host_memory"`
-	Steps      []stepYAML `yaml:"steps"`
+	HostMemory *byteSize `yaml:"host_memory"`
+	// Waits is the host's record of queueing delay (Host.WaitRecords).
+	Waits map[string]*waitsYAML `yaml:"waits"`
+	Steps []stepYAML            `yaml:"steps"`
+}
+
+// waitsYAML is one record of queueing delay, sdk.WaitStats: granted,
+// p95 (a duration), above and held.
+type waitsYAML struct {
+	Granted uint32   `yaml:"granted"`
+	P95     duration `yaml:"p95"`
+	Above   uint32   `yaml:"above"`
+	Held    uint32   `yaml:"held"`
 }
 
 // modelYAML is a model, or in a set step a change to one: only the fields
@@ -176,6 +190,10 @@ type modelYAML struct {
 	MeasuredVRAM     *byteSize   `yaml:"measured_vram"`
 	Devices          *[]int32    `yaml:"devices"`
 	Leased           *[]byteSize `yaml:"leased"`
+	// Requests is the model's request count (sdk.ModelDemand.Requests):
+	// in models:, the requests counted before the scenario starts; in a
+	// set step, its count from then on. Request steps add to it.
+	Requests *uint64 `yaml:"requests"`
 
 	// Residency (ABI version 3). asleep: 1 or 2 is SleepLevel (0 wakes
 	// it); host_leased defaults to its level's host bytes while asleep.
@@ -280,6 +298,9 @@ type setYAML struct {
 	GPUs       *[]gpuYAML             `yaml:"gpus"`
 	HostMemory *byteSize              `yaml:"host_memory"`
 	RefuseSwap map[string]refusalName `yaml:"refuse_swap"`
+	// Waits replaces the records it names; a null one is dropped (the
+	// host then knows no record for that name).
+	Waits map[string]*waitsYAML `yaml:"waits"`
 }
 
 type planStepYAML struct {
@@ -672,6 +693,12 @@ func (p *parser) scenario(f *fileYAML, root *yaml.Node) (*Scenario, error) {
 			return nil, err
 		}
 		sc.models = append(sc.models, info)
+		if m.Requests != nil {
+			if sc.demand == nil {
+				sc.demand = map[string]uint64{}
+			}
+			sc.demand[m.Name] = *m.Requests
+		}
 		if m.Evict != nil {
 			if sc.evict == nil {
 				sc.evict = map[string]sdk.EvictMode{}
@@ -680,6 +707,13 @@ func (p *parser) scenario(f *fileYAML, root *yaml.Node) (*Scenario, error) {
 		}
 	}
 	sc.gpus = f.GPUs
+	if k, v := field(root, "waits"); k != nil {
+		w, err := p.waits(sc, f.Waits, v, "waits", false)
+		if err != nil {
+			return nil, err
+		}
+		sc.waits = w
+	}
 
 	_, stepsNode := field(root, "steps")
 	sc.firstLine = root.Line
@@ -701,6 +735,40 @@ func (p *parser) scenario(f *fileYAML, root *yaml.Node) (*Scenario, error) {
 		sc.steps = append(sc.steps, st)
 	}
 	return sc, nil
+}
+
+// waits checks a waits: mapping (node n, named what in errors) and
+// returns its records: every key a model of the scenario or "" (the
+// box), above no more than granted plus held, p95 not negative; a null
+// record only where drop allows it (a set step's).
+func (p *parser) waits(sc *Scenario, w map[string]*waitsYAML, n *yaml.Node, what string, drop bool) (map[string]sdk.WaitStats, error) {
+	out := make(map[string]sdk.WaitStats, len(w))
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		name, line := n.Content[i].Value, n.Content[i].Line
+		if name != "" && !slices.ContainsFunc(sc.models, func(m sdk.ModelInfo) bool { return m.Name == name }) {
+			return nil, p.errorf(line, "%s: no model %q in models: (\"\" is the box's record)", what, name)
+		}
+		r := w[name]
+		if r == nil {
+			if !drop {
+				return nil, p.errorf(line, "%s: %q: a record needs granted, p95, above and held (a null one drops it in a set step)", what, name)
+			}
+			continue
+		}
+		if r.P95 < 0 {
+			return nil, p.errorf(line, "%s: %q: p95 %s is negative", what, name, time.Duration(r.P95))
+		}
+		if uint64(r.Above) > uint64(r.Granted)+uint64(r.Held) {
+			return nil, p.errorf(line, "%s: %q: above (%d) counts grants and held requests past the p95, so at most granted + held (%d)", what, name, r.Above, uint64(r.Granted)+uint64(r.Held))
+		}
+		out[name] = r.stats()
+	}
+	return out, nil
+}
+
+// stats is r as the host reports it.
+func (r *waitsYAML) stats() sdk.WaitStats {
+	return sdk.WaitStats{Granted: r.Granted, P95: int64(r.P95), Above: r.Above, Held: r.Held}
 }
 
 // itemLine is the line of the i-th item of a sequence node.
@@ -898,9 +966,14 @@ func (p *parser) step(sc *Scenario, y *stepYAML, n *yaml.Node, index int, at *ti
 		}
 	case "set":
 		if y.Set == nil {
-			return st, p.errorf(n.Line, "step %d: set needs models, gpus or refuse_swap", index)
+			return st, p.errorf(n.Line, "step %d: set needs models, gpus, host_memory, refuse_swap or waits", index)
 		}
 		_, setNode := field(n, "set")
+		if _, v := field(setNode, "waits"); v != nil {
+			if _, err := p.waits(sc, y.Set.Waits, v, fmt.Sprintf("step %d: set: waits", index), true); err != nil {
+				return st, err
+			}
+		}
 		_, modelsNode := field(setNode, "models")
 		for i, m := range y.Set.Models {
 			j := slices.IndexFunc(sc.models, func(x sdk.ModelInfo) bool { return x.Name == m.Name })

@@ -222,6 +222,10 @@ func (sc *Scenario) Run(p Policy, trace io.Writer) (err error) {
 	r.h.TicksOnDemand = sc.onDemand
 	r.h.HostMemory = sc.hostMemory
 	r.h.Evict = maps.Clone(sc.evict)
+	r.h.WaitRecords = maps.Clone(sc.waits)
+	for name, n := range sc.demand {
+		r.h.demandOf(name).Requests = n
+	}
 	r.h.Now = scenarioStart
 	r.h.GPUs = deriveGPUs(r.gpus, r.h.Models)
 	defer func() {
@@ -399,6 +403,19 @@ func (r *run) set(s *setYAML) {
 			}
 			h.Evict[m.Name] = sdk.EvictMode(*m.Evict)
 		}
+		if m.Requests != nil {
+			h.demandOf(m.Name).Requests = *m.Requests
+		}
+	}
+	for name, w := range s.Waits {
+		if w == nil {
+			delete(h.WaitRecords, name)
+			continue
+		}
+		if h.WaitRecords == nil {
+			h.WaitRecords = map[string]sdk.WaitStats{}
+		}
+		h.WaitRecords[name] = w.stats()
 	}
 	if s.HostMemory != nil {
 		h.HostMemory = uint64(*s.HostMemory)

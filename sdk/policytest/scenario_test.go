@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -347,6 +348,13 @@ func TestScenario_ParseErrors(t *testing.T) {
 		{"an unknown swapper rule", "kind: scheduler\nswapper: lru\nsteps: [tick: ]\n", `x.yaml:2: swapper: unknown rule "lru"`},
 		{"a field of another rule", "kind: scheduler\nswapper: {rule: none, error: x}\nsteps: [tick: ]\n", "x.yaml:2: swapper: error is not a field of rule none"},
 		{"init_error with steps", "kind: scheduler\ninit_error: x\nsteps: [tick: ]\n", "x.yaml:3: steps: a scenario with init_error: has no instance"},
+		{"waits of an unknown model", "kind: swapper\nmodels: [{name: a}]\nwaits:\n  a: {granted: 1}\n  b: {granted: 1}\nsteps: [plan: {target: a}]\n", `x.yaml:5: waits: no model "b" in models: ("" is the box's record)`},
+		{"waits above more than granted and held", "kind: swapper\nwaits: {\"\": {granted: 10, held: 2, above: 13}}\nsteps: [plan: {target: a}]\n", `x.yaml:2: waits: "": above (13) counts grants and held requests past the p95, so at most granted + held (12)`},
+		{"waits with a negative p95", "kind: swapper\nwaits: {\"\": {p95: -1s}}\nsteps: [plan: {target: a}]\n", `x.yaml:2: waits: "": p95 -1s is negative`},
+		{"a null record outside a set", "kind: swapper\nwaits: {\"\": }\nsteps: [plan: {target: a}]\n", `x.yaml:2: waits: "": a record needs granted`},
+		{"waits: an unknown field", "kind: swapper\nwaits: {\"\": {granted: 1, p99: 2s}}\nsteps: [plan: {target: a}]\n", `x.yaml:2: unknown field "p99"`},
+		{"set: waits of an unknown model", "kind: swapper\nmodels: [{name: a}]\nsteps:\n  - set:\n      waits: {b: ~}\n", `x.yaml:5: step 1: set: waits: no model "b" in models:`},
+		{"requests: not a count", "kind: swapper\nmodels: [{name: a, requests: -3}]\nsteps: [plan: {target: a}]\n", `x.yaml:2: cannot unmarshal`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := policytest.ParseScenario("x.yaml", []byte(tc.text))
@@ -354,6 +362,80 @@ func TestScenario_ParseErrors(t *testing.T) {
 				t.Errorf("got %v\nwant it to contain %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// reader is a swapper for the record tests: at each plan it logs
+// nothing (plans are pure) and evicts the running model with the fewest
+// requests counted (sdk.ReadDemand) — or, when the box's record of waits
+// (sdk.ReadWaits) has room above its p95 (Slack), the one with the most.
+type reader struct{ h sdk.Host }
+
+func (r reader) Plan(q sdk.PlanRequest) (sdk.Plan, error) {
+	counts, _ := sdk.ReadDemand(r.h)
+	w, ok := sdk.ReadWaits(r.h, "")
+	most := ok && w.Slack() > 0
+	var victim string
+	var best uint64
+	for _, d := range counts {
+		if !slices.Contains(q.Running, d.Name) {
+			continue
+		}
+		if victim == "" || (most && d.Requests > best) || (!most && d.Requests < best) {
+			victim, best = d.Name, d.Requests
+		}
+	}
+	if victim == "" {
+		return sdk.Plan{}, nil
+	}
+	return sdk.Plan{Evict: []string{victim}}, nil
+}
+
+func (r reader) OnSwapStart(sdk.SwapStartEvent) {}
+
+// TestScenario_DemandAndWaits: a model's requests: are the host's counts
+// from the start (and set steps change them), and waits: is the host's
+// record of queueing delay, by model and for the box (""); a set step
+// replaces a record or drops it (null).
+func TestScenario_DemandAndWaits(t *testing.T) {
+	text := `kind: swapper
+models:
+  - {name: a, state: ready, requests: 40}
+  - {name: b, state: ready, requests: 3}
+  - {name: t}
+waits:
+  "": {granted: 100, p95: 10s, above: 5}
+steps:
+  - plan: {target: t}                  # no room: the fewest requests go
+    expect: [plan: {evict: [b]}]
+  - set: {models: [{name: b, requests: 90}]}
+  - plan: {target: t}
+    expect: [plan: {evict: [a]}]
+  - set:
+      waits: {"": {granted: 100, p95: 10s, above: 2, held: 1}}
+  - plan: {target: t}                  # room: the most requests go
+    expect: [plan: {evict: [b]}]
+  - set: {waits: {"": ~}}
+  - plan: {target: t}                  # no record
+    expect: [plan: {evict: [a]}]
+`
+	var got []sdk.WaitStats
+	p := policytest.SwapperPolicy(func(h sdk.Host, _ []byte) (sdk.Swapper, error) { return reader{h}, nil })
+	if err := parse(t, text).Run(p, nil); err != nil {
+		t.Fatal(err)
+	}
+	// The figures reach the policy as written.
+	p = policytest.SwapperPolicy(func(h sdk.Host, _ []byte) (sdk.Swapper, error) {
+		w, _ := sdk.ReadWaits(h, "")
+		got = append(got, w)
+		return reader{h}, nil
+	})
+	two := strings.Replace(text, `"": {granted: 100, p95: 10s, above: 5}`, `"": {granted: 7, p95: 1.5s, above: 1, held: 2}`, 1)
+	if err := parse(t, two).Run(p, nil); err != nil {
+		t.Error(err) // seven grants have no room above their p95 either
+	}
+	if want := (sdk.WaitStats{Granted: 7, P95: 1.5e9, Above: 1, Held: 2}); len(got) != 1 || got[0] != want {
+		t.Errorf("the policy read %+v, want %+v", got, want)
 	}
 }
 
