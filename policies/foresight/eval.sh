@@ -100,4 +100,11 @@ if [ "$set_" = heldout ] || [ "$set_" = all ]; then
 	hour conv-z30-s21 conv 30 21
 	hour code-z30-s22 code 30 22
 	hour conv-z86-s23 conv 86 23
+	# Added 2026-11-28 (never iterated on): more of the held-out trace's shape.
+	hour conv-z86-s31 conv 86 31
+	hour conv-z86-s32 conv 86 32
+	hour code-z86-s33 code 86 33
+	hour code-z86-s34 code 86 34
+	hour conv-z50-s35 conv 50 35
+	hour code-z50-s36 code 50 36
 fi
