@@ -24,7 +24,8 @@
 //     a local model (Choose): a peer that is down is never chosen; of the
 //     others, one whose model is ready before one that would have to load
 //     it, then the fewest requests in flight (what the peer reported at its
-//     last check, plus what this server sent it since), the local model
+//     last check, plus what this server sent it since, and never fewer
+//     than this server has in flight there), the local model
 //     first on a tie, then peers in id order. llama-swap has none of this:
 //     it routes a plain name only when exactly one peer lists it, and
 //     never checks a peer's health.

@@ -321,14 +321,20 @@ func (s *Set) choose(targets []*Target, local *Local, now time.Time) (*Target, e
 	return best, nil
 }
 
-// weigh is whether t's model is ready on its peer and its load, by st.
+// weigh is whether t's model is ready on its peer and its load, by st:
+// what the peer reported at its last check plus what this server sent it
+// since, and never less than what this server has in flight there — a
+// request forwarded just before a check may reach the peer after the
+// check's answer, so the report can leave it out while the difference
+// since the check does too.
 func (t *Target) weigh(st *state) (ready bool, load int) {
-	since := int(max(0, t.inFlight.Load()-t.atCheck.Load()))
+	own := int(t.inFlight.Load())
+	since := max(0, own-int(t.atCheck.Load()))
 	m, known := st.models[t.model]
 	if !known {
-		return false, int(t.inFlight.Load())
+		return false, own
 	}
-	return m.state == "ready", m.inFlight + m.queued + since
+	return m.state == "ready", max(m.inFlight+m.queued+since, own)
 }
 
 // DownError is Choose's error when every server of a model is a peer that

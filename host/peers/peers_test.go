@@ -166,6 +166,39 @@ func TestChoose_CountsRequestsSentSinceTheCheck(t *testing.T) {
 	}
 }
 
+// A request forwarded just before a check can reach the peer after the
+// check's answer: the report leaves it out, and so does the count since
+// the check. The requests this server has in flight on a peer are a floor
+// on its load, so the next request still goes to the other peer (found
+// by TestPeers_ThreeServersReadyAndFewestInFlight, which lost this race
+// on a loaded CI machine).
+func TestChoose_InFlightHereIsAFloorOnTheLoad(t *testing.T) {
+	u := mustURL(t, "http://h:1")
+	s := newSet(t, Config{Peers: []Peer{
+		{ID: "b", URL: u, Models: []string{"m"}, Interval: time.Second, Timeout: time.Second},
+		{ID: "c", URL: u, Models: []string{"m"}, Interval: time.Second, Timeout: time.Second},
+	}})
+	ready := map[string]modelState{"m": {state: "ready"}}
+	withState(s, "b", Up, ready)
+	withState(s, "c", Up, ready)
+	first, err := s.Choose(s.Lookup("m"), nil)
+	if err != nil || first.Peer() != "b" {
+		t.Fatalf("the first request: %v, want b", err)
+	}
+	end := first.Begin()
+	defer end(true)
+	// b's check begins now and its answer predates the request: in flight 0.
+	first.atCheck.Store(first.inFlight.Load())
+	withState(s, "b", Up, map[string]modelState{"m": {state: "ready", inFlight: 0}})
+	second, err := s.Choose(s.Lookup("m"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second.Peer() != "c" {
+		t.Fatalf("with one request in flight on b and none on c the second went to %s, want c", second.Peer())
+	}
+}
+
 func TestDownError_Message(t *testing.T) {
 	since := time.Now().Add(-2 * time.Second)
 	e := &DownError{Model: "b/m", Peers: []Status{{Peer: "b", URL: "http://10.0.0.2:8080", Since: since, Error: "GET /api/models: connection refused", IntervalS: 5}}}
