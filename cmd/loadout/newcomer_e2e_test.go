@@ -30,29 +30,38 @@ func TestServe_AddressInUseSaysSo(t *testing.T) {
 
 // config check names each model whose executable this machine lacks, as a
 // warning (llama-swap starts such a config; the check still passes), and
-// only those.
+// only those. The llamaserver model needs a real GGUF file (the check
+// reads it for its estimate): the fixture requireLlamaCpp writes, not one
+// another test may or may not have written first.
 func TestConfigCheck_MissingExecutableWarns(t *testing.T) {
-	tiny, err := filepath.Abs("../../testdata/gguf/tiny.gguf")
-	if err != nil {
-		t.Fatal(err)
+	check := func(t *testing.T, cfg string) string {
+		t.Helper()
+		out, err := exec.Command(loadoutBin, "config", "check", cfg).CombinedOutput()
+		if err != nil {
+			t.Fatalf("config check failed: %v\n%s", err, out)
+		}
+		return string(out)
 	}
-	cfg := writeConfig(t, t.TempDir(), "models:\n"+
-		"  gone:\n    cmd: /nonexistent/llama-server --port ${PORT}\n"+
-		"  there:\n    cmd: sh -c 'sleep 1' --port ${PORT}\n"+
-		"  gguf:\n    backend: llamaserver\n    options: {model: "+tiny+", binary: /nonexistent/bin/llama-server}\n")
-	out, err := exec.Command(loadoutBin, "config", "check", cfg).CombinedOutput()
-	if err != nil {
-		t.Fatalf("config check failed: %v\n%s", err, out)
-	}
-	if !strings.Contains(string(out), cfg+":2:3: models.gone.cmd:") || !strings.Contains(string(out), "/nonexistent/llama-server") {
-		t.Errorf("config check does not warn of gone's missing executable:\n%s", out)
-	}
-	if !strings.Contains(string(out), cfg+":6:3: models.gguf.options.binary:") {
-		t.Errorf("config check does not warn of gguf's missing llama-server:\n%s", out)
-	}
-	if strings.Contains(string(out), "models.there.cmd") {
-		t.Errorf("config check warns of sh, which is on PATH:\n%s", out)
-	}
+	t.Run("cmd", func(t *testing.T) {
+		cfg := writeConfig(t, t.TempDir(), "models:\n"+
+			"  gone:\n    cmd: /nonexistent/llama-server --port ${PORT}\n"+
+			"  there:\n    cmd: sh -c 'sleep 1' --port ${PORT}\n")
+		out := check(t, cfg)
+		if !strings.Contains(out, cfg+":2:3: models.gone.cmd:") || !strings.Contains(out, "/nonexistent/llama-server") {
+			t.Errorf("config check does not warn of gone's missing executable:\n%s", out)
+		}
+		if strings.Contains(out, "models.there.cmd") {
+			t.Errorf("config check warns of sh, which is on PATH:\n%s", out)
+		}
+	})
+	t.Run("llamaserver binary", func(t *testing.T) {
+		tiny := filepath.Join(requireLlamaCpp(t), "tiny.gguf")
+		cfg := writeConfig(t, t.TempDir(), "models:\n"+
+			"  gguf:\n    backend: llamaserver\n    options: {model: "+tiny+", binary: /nonexistent/bin/llama-server}\n")
+		if out := check(t, cfg); !strings.Contains(out, cfg+":2:3: models.gguf.options.binary:") {
+			t.Errorf("config check does not warn of gguf's missing llama-server:\n%s", out)
+		}
+	})
 }
 
 // loadout --version prints what loadout version prints (llama-server and
