@@ -133,9 +133,10 @@ func TestChoose_Rule(t *testing.T) {
 	}
 }
 
-// What this server sent a peer since its last check counts on top of
-// what the peer reported then.
-func TestChoose_CountsRequestsSentSinceTheCheck(t *testing.T) {
+// twoReadyPeers is a Set of two peers, b and c, each up with model m
+// ready and nothing in flight at its last check.
+func twoReadyPeers(t *testing.T) *Set {
+	t.Helper()
 	u := mustURL(t, "http://h:1")
 	s := newSet(t, Config{Peers: []Peer{
 		{ID: "b", URL: u, Models: []string{"m"}, Interval: time.Second, Timeout: time.Second},
@@ -144,6 +145,13 @@ func TestChoose_CountsRequestsSentSinceTheCheck(t *testing.T) {
 	ready := map[string]modelState{"m": {state: "ready"}}
 	withState(s, "b", Up, ready)
 	withState(s, "c", Up, ready)
+	return s
+}
+
+// What this server sent a peer since its last check counts on top of
+// what the peer reported then.
+func TestChoose_CountsRequestsSentSinceTheCheck(t *testing.T) {
+	s := twoReadyPeers(t)
 	var picked []string
 	var ends []func(bool)
 	for range 4 {
@@ -173,14 +181,7 @@ func TestChoose_CountsRequestsSentSinceTheCheck(t *testing.T) {
 // by TestPeers_ThreeServersReadyAndFewestInFlight, which lost this race
 // on a loaded CI machine).
 func TestChoose_InFlightHereIsAFloorOnTheLoad(t *testing.T) {
-	u := mustURL(t, "http://h:1")
-	s := newSet(t, Config{Peers: []Peer{
-		{ID: "b", URL: u, Models: []string{"m"}, Interval: time.Second, Timeout: time.Second},
-		{ID: "c", URL: u, Models: []string{"m"}, Interval: time.Second, Timeout: time.Second},
-	}})
-	ready := map[string]modelState{"m": {state: "ready"}}
-	withState(s, "b", Up, ready)
-	withState(s, "c", Up, ready)
+	s := twoReadyPeers(t)
 	first, err := s.Choose(s.Lookup("m"), nil)
 	if err != nil || first.Peer() != "b" {
 		t.Fatalf("the first request: %v, want b", err)
