@@ -745,7 +745,7 @@ func (p *parser) waits(sc *Scenario, w map[string]*waitsYAML, n *yaml.Node, what
 	out := make(map[string]sdk.WaitStats, len(w))
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		name, line := n.Content[i].Value, n.Content[i].Line
-		if name != "" && !slices.ContainsFunc(sc.models, func(m sdk.ModelInfo) bool { return m.Name == name }) {
+		if name != "" && sc.modelIndex(name) < 0 {
 			return nil, p.errorf(line, "%s: no model %q in models: (\"\" is the box's record)", what, name)
 		}
 		r := w[name]
@@ -764,6 +764,12 @@ func (p *parser) waits(sc *Scenario, w map[string]*waitsYAML, n *yaml.Node, what
 		out[name] = r.stats()
 	}
 	return out, nil
+}
+
+// modelIndex is the index in sc.models of the model named name, -1 for
+// none.
+func (sc *Scenario) modelIndex(name string) int {
+	return slices.IndexFunc(sc.models, func(m sdk.ModelInfo) bool { return m.Name == name })
 }
 
 // stats is r as the host reports it.
@@ -976,7 +982,7 @@ func (p *parser) step(sc *Scenario, y *stepYAML, n *yaml.Node, index int, at *ti
 		}
 		_, modelsNode := field(setNode, "models")
 		for i, m := range y.Set.Models {
-			j := slices.IndexFunc(sc.models, func(x sdk.ModelInfo) bool { return x.Name == m.Name })
+			j := sc.modelIndex(m.Name)
 			if j < 0 {
 				return st, p.errorf(itemLine(modelsNode, i), "step %d: set: no model %q in models:", index, m.Name)
 			}
