@@ -151,8 +151,10 @@ func (b *Backend) Residency(ctx context.Context, model string) (plugins.Residenc
 	return r, nil
 }
 
-// statsTimeout bounds Residency's ask of /sim/stats, well inside
-// plugins.CallLimits.Quick: a hung server leaves its memory unknown.
+// statsTimeout bounds Stats' and Residency's ask of /sim/stats, well
+// inside plugins.CallLimits.Quick: a hung (SIGSTOPped) server leaves its
+// memory unknown, and the plugin answers in time, so the host does not
+// kill it — and every other model it runs — for the one server's hang.
 const statsTimeout = 2 * time.Second
 
 // simStats is the part of the server's GET /sim/stats the backend reads.
@@ -207,13 +209,17 @@ func (b *Backend) Estimate(_ context.Context, spec plugins.ModelSpec) (plugins.E
 }
 
 // Stats implements plugins.Backend: the process group's pids and the VRAM
-// footprint the server reports at /sim/stats.
+// footprint the server reports at /sim/stats. A server that does not
+// answer within statsTimeout fails the call with its error (the host
+// skips that measurement) instead of holding it to the host's deadline.
 func (b *Backend) Stats(ctx context.Context, model string) (plugins.Stats, error) {
 	st, err := b.cmd.Stats(ctx, model)
 	if err != nil || len(st.Pids) == 0 {
 		return st, err
 	}
-	body, err := b.simStats(ctx, model)
+	sctx, cancel := context.WithTimeout(ctx, statsTimeout)
+	defer cancel()
+	body, err := b.simStats(sctx, model)
 	if err != nil {
 		return st, err
 	}

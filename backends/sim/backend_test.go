@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/loadout-dev/loadout/backends/sim"
+	"github.com/loadout-dev/loadout/internal/proctest"
 	"github.com/loadout-dev/loadout/plugins"
 )
 
@@ -100,6 +102,32 @@ func TestBackend_StartStatsEstimate(t *testing.T) {
 	}
 	if exit, err := c.Wait(ctx, "m"); err != nil || exit.Err() != nil {
 		t.Errorf("Wait = %+v, %v; want a clean requested exit", exit, err)
+	}
+}
+
+// A model server that stops answering (SIGSTOP) fails its own Stats in
+// time, and the plugin is not killed for it: the host kills a plugin that
+// misses a call's deadline, and with it every model the plugin runs (the
+// default configuration's persistent embed model, a sleeper).
+func TestBackend_StatsOfAStoppedServerFailsInTime(t *testing.T) {
+	c := launchSim(t)
+	ctx := context.Background()
+	opts := json.RawMessage(`{"vram": "1GiB", "load_time": "10ms"}`)
+	hung, err := c.Start(ctx, plugins.ModelSpec{Model: "hung", Options: opts})
+	if err != nil {
+		t.Fatalf("Start hung: %v", err)
+	}
+	if _, err := c.Start(ctx, plugins.ModelSpec{Model: "other", Options: opts}); err != nil {
+		t.Fatalf("Start other: %v", err)
+	}
+	proctest.Stop(t, hung.Pids[0])
+
+	_, err = c.Stats(ctx, "hung")
+	if err == nil || errors.Is(err, plugins.ErrPluginHung) || c.Condemned() {
+		t.Fatalf("Stats of a stopped server = %v (plugin condemned: %v); want the server's own error, the plugin kept", err, c.Condemned())
+	}
+	if st, err := c.Stats(ctx, "other"); err != nil || st.MemoryBytes != 1<<30 {
+		t.Errorf("Stats of the other model after = %+v, %v; want its 1 GiB", st, err)
 	}
 }
 

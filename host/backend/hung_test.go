@@ -1,17 +1,14 @@
 package backend
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/loadout-dev/loadout/internal/proctest"
 	"github.com/loadout-dev/loadout/plugins"
 )
 
@@ -34,7 +31,7 @@ func TestClient_StoppedPluginIsKilledAtItsDeadline(t *testing.T) {
 	if err := syscall.Kill(cmd.Process.Pid, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	awaitStopped(t, cmd.Process.Pid) // kill returns before every thread has stopped
+	proctest.AwaitStopped(t, cmd.Process.Pid) // kill returns before every thread has stopped
 	_, err = c.Health(ctx, "m1")
 	if !errors.Is(err, plugins.ErrPluginHung) || !errors.Is(err, plugins.ErrPluginExited) || !strings.Contains(err.Error(), "Health") {
 		t.Fatalf("Health on a stopped plugin: %v; want ErrPluginHung naming the call", err)
@@ -66,7 +63,7 @@ func TestClient_CallersDeadlineDoesNotKill(t *testing.T) {
 	if err := syscall.Kill(cmd.Process.Pid, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	awaitStopped(t, cmd.Process.Pid)
+	proctest.AwaitStopped(t, cmd.Process.Pid)
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	if _, err := c.Capabilities(ctx); errors.Is(err, plugins.ErrPluginHung) || err == nil {
@@ -77,34 +74,5 @@ func TestClient_CallersDeadlineDoesNotKill(t *testing.T) {
 	}
 	if _, err := c.Capabilities(context.Background()); err != nil || c.Exited() {
 		t.Fatalf("the plugin after SIGCONT: %v (exited %v); want it alive", err, c.Exited())
-	}
-}
-
-// awaitStopped waits until every thread of pid is stopped (state T in
-// /proc): SIGSTOP is delivered asynchronously, and a thread still running
-// could answer a call.
-func awaitStopped(t *testing.T, pid int) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", pid))
-		stopped := len(tasks) > 0
-		for _, f := range tasks {
-			b, err := os.ReadFile(f)
-			if err != nil {
-				continue
-			}
-			// pid (comm) state ...; comm may hold spaces and parentheses.
-			if f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:])); len(f) == 0 || f[0] != "T" && f[0] != "t" {
-				stopped = false
-			}
-		}
-		if stopped {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("process %d did not stop", pid)
-		}
-		time.Sleep(time.Millisecond)
 	}
 }
