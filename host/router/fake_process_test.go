@@ -26,8 +26,13 @@ type fakeProcess struct {
 	fail     error  // when set, Start returns it
 	memory   uint64 // what its instances report using (MemoryReporter)
 	// unhealthy, when set, is what its instances' health checks answer
-	// (HealthChecker): a server that stopped answering.
+	// (HealthChecker): a server that stopped answering. With wedged set
+	// instead, a check answers nothing and ends with its deadline, as a
+	// stopped (SIGSTOP) server's does; probes records when each check
+	// began.
 	unhealthy error
+	wedged    bool
+	probes    []time.Time
 	// Sleep (SleepInstance): the levels its instances offer, what their
 	// sleeps and wakes fail with, a gate a wake blocks on (a hung wake),
 	// and what a sleeper says it holds in host memory.
@@ -124,11 +129,18 @@ func (i *fakeInstance) Memory(context.Context) ([]int, uint64, error) {
 	return nil, i.proc.memory, nil
 }
 
-// Healthy implements HealthChecker: the process's unhealthy error.
-func (i *fakeInstance) Healthy(context.Context) error {
+// Healthy implements HealthChecker: the process's unhealthy error, or,
+// while it is wedged, ctx's error once ctx ends.
+func (i *fakeInstance) Healthy(ctx context.Context) error {
 	i.proc.mu.Lock()
-	defer i.proc.mu.Unlock()
-	return i.proc.unhealthy
+	i.proc.probes = append(i.proc.probes, time.Now())
+	wedged, err := i.proc.wedged, i.proc.unhealthy
+	i.proc.mu.Unlock()
+	if wedged {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	return err
 }
 
 // Kill implements Killer: the instance exits at once, reported as

@@ -14,7 +14,13 @@ import (
 // connections. The run loop treats it as dead within a bound (DESIGN.md,
 // "Liveness"): a ready server with requests in flight is probed every
 // Liveness.Interval, and Liveness.Failures probes in a row that fail
-// (no answer within Liveness.Timeout, or not ready) declare it hung. So
+// (no answer within Liveness.Timeout, or not ready) declare it hung. A
+// probe that fails after an Interval or more (one that waited out its
+// Timeout) is followed by the next at once rather than at the next
+// periodic tick, so failed probes start max(Interval, Timeout) apart and
+// a hung server is found within Interval + Failures × max(Interval,
+// Timeout) of its hang (20 s with the defaults) — not twice that when a
+// timed-out probe's answer comes a moment after the tick it missed. So
 // does the proxy, through Grant.Stalled, when an open stream has sent
 // nothing for its idle limit after its first byte. A hung server is
 // killed without grace; the model is failed with the reason (its in-flight
@@ -50,8 +56,9 @@ type Liveness struct {
 	// Timeout bounds each probe. Default 5 s.
 	Timeout time.Duration
 	// Failures is how many failed probes in a row declare the server
-	// hung. Default 3, so a hung server is found 10–15 s after it stops
-	// answering with the default interval and timeout.
+	// hung. Default 3, so with the default interval and timeout a hung
+	// server is found 15–20 s after it stops answering: the next probe
+	// starts 0–5 s after the hang and three probes wait 5 s each.
 	Failures int
 }
 
@@ -116,35 +123,39 @@ type stall struct {
 // startProbing probes, off the loop, every server someone waits on
 // (probed) that is not being probed already.
 func (r *Router) startProbing() {
-	l := &r.loop
-	if l.shuttingDown {
+	if r.loop.shuttingDown {
 		return
 	}
-	timeout := r.cfg.Liveness.Timeout
-	for _, name := range l.names {
-		m := l.models[name]
-		if m.probing {
-			continue
-		}
-		inst, phase := r.probed(m)
-		hc, ok := inst.(HealthChecker)
-		if !ok {
-			continue
-		}
-		m.probing = true
-		go func(name string, gen uint64) {
-			ctx, cancel := context.WithTimeout(r.procCtx, timeout)
-			err := hc.Healthy(ctx)
-			if err == nil && ctx.Err() != nil {
-				err = ctx.Err()
-			}
-			cancel()
-			select {
-			case r.probes <- probeResult{model: name, gen: gen, phase: phase, err: err}:
-			case <-r.done:
-			}
-		}(name, m.gen)
+	for _, name := range r.loop.names {
+		r.probe(r.loop.models[name])
 	}
+}
+
+// probe starts a liveness probe of m's server, off the loop, unless one
+// is out already or nobody waits on it (probed).
+func (r *Router) probe(m *model) {
+	if m.probing {
+		return
+	}
+	inst, phase := r.probed(m)
+	hc, ok := inst.(HealthChecker)
+	if !ok {
+		return
+	}
+	m.probing, m.probeStart = true, time.Now()
+	timeout := r.cfg.Liveness.Timeout
+	go func(name string, gen uint64) {
+		ctx, cancel := context.WithTimeout(r.procCtx, timeout)
+		err := hc.Healthy(ctx)
+		if err == nil && ctx.Err() != nil {
+			err = ctx.Err()
+		}
+		cancel()
+		select {
+		case r.probes <- probeResult{model: name, gen: gen, phase: phase, err: err}:
+		case <-r.done:
+		}
+	}(m.name, m.gen)
 }
 
 // onProbe counts a probe's answer: Liveness.Failures failures in a row
@@ -172,9 +183,13 @@ func (r *Router) onProbe(p probeResult) {
 	r.log.Warn("model server did not answer its health check", "model", m.name, "in_flight", m.inFlight,
 		"while", p.phase.String(), "failures", m.probeFailures, "of", need, "err", p.err)
 	if m.probeFailures < need {
+		if !r.loop.shuttingDown && time.Since(m.probeStart) >= r.cfg.Liveness.Interval {
+			r.probe(m) // due already: the tick it missed will not come again for an Interval
+		}
 		return
 	}
-	reason := fmt.Sprintf("its health check failed %d times in a row, %s apart (last: %v)", m.probeFailures, r.cfg.Liveness.Interval, p.err)
+	reason := fmt.Sprintf("its health check failed %d times in a row, %s apart (last: %v)", m.probeFailures,
+		max(r.cfg.Liveness.Interval, r.cfg.Liveness.Timeout), p.err)
 	switch p.phase {
 	case probeServing:
 		r.hung(m, reason)

@@ -2,6 +2,7 @@ package router
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -35,6 +36,41 @@ func TestRouter_Liveness_UnansweredProbesKillTheServer(t *testing.T) {
 	h.world.expect(t, "starting a", "ready a")
 	c.wait(t).Release()
 	h.awaitState("a", "ready")
+}
+
+// A server that answers nothing is probed again as soon as a probe that
+// waited out its timeout ends, not at the periodic tick after it (which
+// that probe's answer, coming a moment after it, missed): its failed
+// probes start max(Interval, Timeout) apart, so it is found hung within
+// Interval + Failures × max(Interval, Timeout) of its hang (20 s with the
+// defaults), not up to twice that; and never more often than Interval.
+func TestRouter_Liveness_TimedOutProbesFollowEachOther(t *testing.T) {
+	lv := Liveness{Interval: 500 * time.Millisecond, Timeout: 500 * time.Millisecond, Failures: 3}
+	h := newHarness(t, harnessOpts{liveness: lv})
+	c := h.acquire("a")
+	h.world.expect(t, "starting a", "ready a")
+	g := c.wait(t)
+	p := h.procs["a"]
+	p.mu.Lock()
+	p.wedged = true
+	p.mu.Unlock()
+	h.world.expect(t, "killed a")
+	g.Release()
+
+	p.mu.Lock()
+	probes := slices.Clone(p.probes)
+	p.mu.Unlock()
+	if len(probes) < lv.Failures {
+		t.Fatalf("%d probes before the kill; want at least %d", len(probes), lv.Failures)
+	}
+	failed := probes[len(probes)-lv.Failures:] // the probes that failed in a row
+	for i := 1; i < len(failed); i++ {
+		// A probe's answer and the tick it misses are a moment apart; a
+		// wait for the next tick would make this gap 2 × Interval.
+		if gap := failed[i].Sub(failed[i-1]); gap < lv.Timeout || gap >= lv.Timeout+lv.Interval/2 {
+			t.Errorf("failed probes %d and %d started %s apart; want the timeout (%s), give or take scheduling", i, i+1, gap, lv.Timeout)
+		}
+	}
 }
 
 // An idle server is not probed: one that would fail its health check

@@ -123,11 +123,12 @@ type model struct {
 	// the model itself below admitLimit in flight. 0: none.
 	admitLimit uint32
 	admitFlags sdk.AdmitFlags
-	// probing: a liveness probe of the current instance is out;
-	// probeFailures counts its failed probes in a row; hung: the instance
-	// was declared hung and is being killed, so its stop ends in Failed
-	// (liveness.go).
+	// probing: a liveness probe of the current instance is out, started
+	// at probeStart; probeFailures counts its failed probes in a row;
+	// hung: the instance was declared hung and is being killed, so its
+	// stop ends in Failed (liveness.go).
 	probing       bool
+	probeStart    time.Time
 	probeFailures int
 	hung          bool
 	// Residency (sleep.go). asleep is its sleeping server while it is
