@@ -86,6 +86,7 @@ func (p *peer) status(st *state) Status {
 // never lifts a peer benched by failed requests (passive.go).
 func (s *Set) Start(ctx context.Context) {
 	ctx, s.stop = context.WithCancel(ctx)
+	s.run.Store(&ctx)
 	for _, p := range s.peers {
 		s.wg.Add(1)
 		go func() {
@@ -129,7 +130,7 @@ func (p *peer) check(ctx context.Context) {
 	for _, t := range p.targets {
 		t.atCheck.Store(t.inFlight.Load())
 	}
-	start := time.Now()
+	start := p.set.cfg.Now()
 	models, loadout, err := p.poll(ctx)
 	if ctx.Err() != nil {
 		return // stopping: say nothing

@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sync/singleflight"
+
 	"github.com/loadout-dev/loadout/host/config"
 )
 
@@ -73,8 +75,13 @@ type Set struct {
 	full  map[string]*Target   // PEER/MODEL
 	plain map[string][]*Target // MODEL, peers in id order
 
-	stop context.CancelFunc
-	wg   sync.WaitGroup
+	// run is Start's context, which rechecks on a request's behalf
+	// (recheck) run under; flight shares one recheck per peer among the
+	// requests that want it.
+	run    atomic.Pointer[context.Context]
+	flight singleflight.Group
+	stop   context.CancelFunc
+	wg     sync.WaitGroup
 }
 
 // peer is one peer and its health.
@@ -278,15 +285,63 @@ type Local struct {
 // A peer benched by failed requests (passive.go) whose cool-down is over
 // is a candidate like one that is up; when it is chosen, this request is
 // its one trial, and the next trial waits for another cool-down.
-func (s *Set) Choose(targets []*Target, local *Local) (*Target, error) {
+//
+// When every candidate is down and some peer's failed check is older than
+// RecheckAfter, that peer is checked again first (recheck), so a peer
+// that came back since — restarted, or started after this server — serves
+// this request instead of failing it until its next periodic check. The
+// wait is bounded by the peer's health timeout, or ctx.
+func (s *Set) Choose(ctx context.Context, targets []*Target, local *Local) (*Target, error) {
+	rechecked := false
 	for {
 		now := s.cfg.Now()
 		best, err := s.choose(targets, local, now)
+		if err != nil && !rechecked && s.recheck(ctx, targets, now) {
+			rechecked = true
+			continue
+		}
 		if best == nil || !best.peer.state.Load().benched || best.peer.claimTrial(now) {
 			return best, err
 		}
 		// Another request took the trial: choose again without it.
 	}
+}
+
+// RecheckAfter is how old a peer's failed check must be before a request
+// that would fail for it has the peer checked again (Choose): at most one
+// check a second per peer on the request path, however many requests
+// ask.
+const RecheckAfter = time.Second
+
+// recheck checks again each of targets' peers whose last check failed at
+// least RecheckAfter before now and that is not benched by failed
+// requests (a check never lifts that, passive.go), all at once; a request
+// that wants a check already under way waits for that one. It reports
+// whether it checked any, once every check has ended or ctx has.
+func (s *Set) recheck(ctx context.Context, targets []*Target, now time.Time) bool {
+	var checks []<-chan singleflight.Result
+	for _, t := range targets {
+		p := t.peer
+		if st := p.state.Load(); st.polled != Down || st.benched || now.Sub(st.checked) < RecheckAfter {
+			continue
+		}
+		checks = append(checks, s.flight.DoChan(p.ID, func() (any, error) {
+			run := context.Background()
+			if c := s.run.Load(); c != nil {
+				run = *c
+			}
+			p.check(run)
+			return nil, nil
+		}))
+	}
+	for _, c := range checks {
+		select {
+		case <-c:
+		case <-ctx.Done():
+			return false
+		}
+	}
+	return len(checks) > 0
 }
 
 // choose is Choose's rule at now, without claiming a trial.

@@ -76,7 +76,7 @@ func TestLookup_Names(t *testing.T) {
 func withState(s *Set, peer, health string, models map[string]modelState) {
 	for _, p := range s.peers {
 		if p.ID == peer {
-			p.state.Store(&state{polled: health, loadout: models != nil, models: models, since: time.Now()})
+			p.state.Store(&state{polled: health, loadout: models != nil, models: models, since: time.Now(), checked: time.Now()})
 		}
 	}
 }
@@ -116,7 +116,7 @@ func TestChoose_Rule(t *testing.T) {
 		s := mk()
 		withState(s, "b", tc.b, tc.bm)
 		withState(s, "c", tc.c, tc.cm)
-		got, err := s.Choose(s.Lookup("m"), tc.local)
+		got, err := s.Choose(context.Background(), s.Lookup("m"), tc.local)
 		var de *DownError
 		switch {
 		case tc.want == "!":
@@ -155,7 +155,7 @@ func TestChoose_CountsRequestsSentSinceTheCheck(t *testing.T) {
 	var picked []string
 	var ends []func(bool)
 	for range 4 {
-		tg, err := s.Choose(s.Lookup("m"), nil)
+		tg, err := s.Choose(context.Background(), s.Lookup("m"), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -182,7 +182,7 @@ func TestChoose_CountsRequestsSentSinceTheCheck(t *testing.T) {
 // on a loaded CI machine).
 func TestChoose_InFlightHereIsAFloorOnTheLoad(t *testing.T) {
 	s := twoReadyPeers(t)
-	first, err := s.Choose(s.Lookup("m"), nil)
+	first, err := s.Choose(context.Background(), s.Lookup("m"), nil)
 	if err != nil || first.Peer() != "b" {
 		t.Fatalf("the first request: %v, want b", err)
 	}
@@ -191,7 +191,7 @@ func TestChoose_InFlightHereIsAFloorOnTheLoad(t *testing.T) {
 	// b's check begins now and its answer predates the request: in flight 0.
 	first.atCheck.Store(first.inFlight.Load())
 	withState(s, "b", Up, map[string]modelState{"m": {state: "ready", inFlight: 0}})
-	second, err := s.Choose(s.Lookup("m"), nil)
+	second, err := s.Choose(context.Background(), s.Lookup("m"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -324,6 +324,54 @@ func TestHealth_TimeoutBoundsTheCheck(t *testing.T) {
 	}
 }
 
+// A peer found down by its check — started after this server, or
+// restarted — serves the first request after it is back, not only after
+// its next periodic check: a request that would fail has it checked again
+// once its failed check is RecheckAfter old; before that, it fails at
+// once without a check.
+func TestChoose_RechecksAPeerDownByItsCheck(t *testing.T) {
+	f := &fakePeer{}
+	f.set(func(w http.ResponseWriter, r *http.Request) { http.Error(w, "starting", http.StatusServiceUnavailable) })
+	srv := httptest.NewServer(f)
+	defer srv.Close()
+	clock := &fakeClock{now: time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)}
+	changes := make(chan Status, 16)
+	s := newSet(t, Config{
+		Peers:    []Peer{{ID: "b", URL: mustURL(t, srv.URL), Models: []string{"m"}, Interval: time.Hour, Timeout: time.Second}},
+		OnChange: func(st Status) { changes <- st },
+		Now:      clock.Now,
+	})
+	s.Start(context.Background())
+	defer s.Stop()
+	select {
+	case st := <-changes:
+		if st.State != Down {
+			t.Fatalf("peer went %s, want down", st.State)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the first check did not report")
+	}
+	checks := func() int {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return len(f.keys)
+	}
+	f.set(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, `{"models":[{"model":"m","state":"ready"}]}`)
+	})
+	before := checks()
+
+	clock.Add(RecheckAfter / 2)
+	var de *DownError
+	if got, err := s.Choose(context.Background(), s.Lookup("m"), nil); !errors.As(err, &de) || checks() != before {
+		t.Fatalf("a check %s old: Choose = %v, %v after %d checks; want a DownError and no check", RecheckAfter/2, got, err, checks()-before)
+	}
+	clock.Add(RecheckAfter / 2)
+	if got, err := s.Choose(context.Background(), s.Lookup("m"), nil); err != nil || got == nil || got.Name() != "b/m" || checks() != before+1 {
+		t.Fatalf("a check %s old, the peer back: Choose = %v, %v after %d checks; want b/m after one", RecheckAfter, got, err, checks()-before)
+	}
+}
+
 // fakeClock is Config.Now that a test moves by hand.
 type fakeClock struct {
 	mu  sync.Mutex
@@ -376,7 +424,7 @@ func TestPassive_BenchCoolDownTrial(t *testing.T) {
 	}
 	await(Up)
 	tg := s.Lookup("m")[0]
-	choose := func() (*Target, error) { return s.Choose(s.Lookup("m"), nil) }
+	choose := func() (*Target, error) { return s.Choose(context.Background(), s.Lookup("m"), nil) }
 
 	early := tg.Begin() // in flight across the bench
 	for i := range DefaultFailures {

@@ -48,7 +48,7 @@ func (s *Server) routePeer(r *http.Request, name string, entry *ModelEntry) (*pe
 			}
 		}
 	}
-	t, err := set.Choose(targets, local)
+	t, err := set.Choose(r.Context(), targets, local)
 	var down *peers.DownError
 	if errors.As(err, &down) {
 		return nil, &apiError{status: http.StatusServiceUnavailable, code: "peer_unavailable", msg: err.Error()}
