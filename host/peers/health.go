@@ -138,6 +138,7 @@ func (p *peer) check(ctx context.Context) {
 	p.update(func(n *state) {
 		wasDown := n.polled == Down
 		n.polled, n.checked, n.err, n.loadout, n.models = Up, start, "", loadout, models
+		n.ended = p.set.cfg.Now()
 		if err != nil {
 			n.polled, n.err, n.models, n.loadout = Down, err.Error(), nil, false
 		} else if wasDown && !n.benched {

@@ -102,6 +102,10 @@ type state struct {
 	polled  string    // what the last check found: Unknown, Up or Down
 	since   time.Time // when health() last changed
 	checked time.Time
+	// ended is when the last check's answer came (or its timeout):
+	// rechecks on a request's behalf are counted from it, so a peer
+	// whose checks time out is not checked back to back.
+	ended   time.Time
 	err     string                // why the last check failed
 	loadout bool                  // it answered /api/models: model states are known
 	models  map[string]modelState // by model, when loadout
@@ -313,8 +317,8 @@ func (s *Set) Choose(ctx context.Context, targets []*Target, local *Local) (*Tar
 // ask.
 const RecheckAfter = time.Second
 
-// recheck checks again each of targets' peers whose last check failed at
-// least RecheckAfter before now and that is not benched by failed
+// recheck checks again each of targets' peers whose last check failed and
+// ended at least RecheckAfter before now, and that is not benched by failed
 // requests (a check never lifts that, passive.go), all at once; a request
 // that wants a check already under way waits for that one. It reports
 // whether it checked any, once every check has ended or ctx has.
@@ -322,7 +326,7 @@ func (s *Set) recheck(ctx context.Context, targets []*Target, now time.Time) boo
 	var checks []<-chan singleflight.Result
 	for _, t := range targets {
 		p := t.peer
-		if st := p.state.Load(); st.polled != Down || st.benched || now.Sub(st.checked) < RecheckAfter {
+		if st := p.state.Load(); st.polled != Down || st.benched || now.Sub(st.ended) < RecheckAfter {
 			continue
 		}
 		checks = append(checks, s.flight.DoChan(p.ID, func() (any, error) {

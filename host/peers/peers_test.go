@@ -76,7 +76,7 @@ func TestLookup_Names(t *testing.T) {
 func withState(s *Set, peer, health string, models map[string]modelState) {
 	for _, p := range s.peers {
 		if p.ID == peer {
-			p.state.Store(&state{polled: health, loadout: models != nil, models: models, since: time.Now(), checked: time.Now()})
+			p.state.Store(&state{polled: health, loadout: models != nil, models: models, since: time.Now(), checked: time.Now(), ended: time.Now()})
 		}
 	}
 }
@@ -327,14 +327,18 @@ func TestHealth_TimeoutBoundsTheCheck(t *testing.T) {
 // A peer found down by its check — started after this server, or
 // restarted — serves the first request after it is back, not only after
 // its next periodic check: a request that would fail has it checked again
-// once its failed check is RecheckAfter old; before that, it fails at
-// once without a check.
+// once its failed check ended RecheckAfter ago; before that, it fails at
+// once without a check — also right after a check that took longer than
+// RecheckAfter (a peer that hangs is not checked back to back).
 func TestChoose_RechecksAPeerDownByItsCheck(t *testing.T) {
+	clock := &fakeClock{now: time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)}
 	f := &fakePeer{}
-	f.set(func(w http.ResponseWriter, r *http.Request) { http.Error(w, "starting", http.StatusServiceUnavailable) })
+	f.set(func(w http.ResponseWriter, r *http.Request) {
+		clock.Add(2 * RecheckAfter) // a check that takes its time
+		http.Error(w, "starting", http.StatusServiceUnavailable)
+	})
 	srv := httptest.NewServer(f)
 	defer srv.Close()
-	clock := &fakeClock{now: time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)}
 	changes := make(chan Status, 16)
 	s := newSet(t, Config{
 		Peers:    []Peer{{ID: "b", URL: mustURL(t, srv.URL), Models: []string{"m"}, Interval: time.Hour, Timeout: time.Second}},
@@ -356,13 +360,21 @@ func TestChoose_RechecksAPeerDownByItsCheck(t *testing.T) {
 		defer f.mu.Unlock()
 		return len(f.keys)
 	}
+	before := checks()
+	clock.Add(RecheckAfter)
+	var de *DownError
+	if _, err := s.Choose(context.Background(), s.Lookup("m"), nil); !errors.As(err, &de) || checks() != before+1 {
+		t.Fatalf("still down, the check %s old: Choose error %v after %d checks; want a DownError after one", RecheckAfter, err, checks()-before)
+	}
+	if _, err := s.Choose(context.Background(), s.Lookup("m"), nil); !errors.As(err, &de) || checks() != before+1 {
+		t.Fatalf("just after a slow recheck: Choose error %v after %d checks; want a DownError and no new check", err, checks()-before)
+	}
 	f.set(func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprint(w, `{"models":[{"model":"m","state":"ready"}]}`)
 	})
-	before := checks()
+	before = checks()
 
 	clock.Add(RecheckAfter / 2)
-	var de *DownError
 	if got, err := s.Choose(context.Background(), s.Lookup("m"), nil); !errors.As(err, &de) || checks() != before {
 		t.Fatalf("a check %s old: Choose = %v, %v after %d checks; want a DownError and no check", RecheckAfter/2, got, err, checks()-before)
 	}
