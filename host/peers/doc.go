@@ -13,9 +13,9 @@
 //     every interval, bounded by a timeout, and marks it up or down; a
 //     peer that is not a Loadout (no /api/models) is up when /v1/models
 //     answers, with its models' states unknown. A request that would fail
-//     because a peer is down has it checked again first when its failed
-//     check is RecheckAfter old (Choose), so a peer that is back serves
-//     it. A forwarded request that
+//     because a peer is down has it checked again first when its check
+//     failed fast (refused, or an error answer) RecheckAfter ago or more
+//     (Choose), so a peer that is back serves it. A forwarded request that
 //     failed (Target.Failed) has the peer checked at once rather than at
 //     the next interval. Real traffic counts too (passive health,
 //     passive.go): a peer can answer its checks while its inference

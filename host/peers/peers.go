@@ -290,8 +290,9 @@ type Local struct {
 // is a candidate like one that is up; when it is chosen, this request is
 // its one trial, and the next trial waits for another cool-down.
 //
-// When every candidate is down and some peer's failed check is older than
-// RecheckAfter, that peer is checked again first (recheck), so a peer
+// When every candidate is down and some peer's check failed fast (refused,
+// or an error answer) more than RecheckAfter ago, that peer is checked
+// again first (recheck), so a peer
 // that came back since — restarted, or started after this server — serves
 // this request instead of failing it until its next periodic check. The
 // wait is bounded by the peer's health timeout, or ctx.
@@ -317,8 +318,11 @@ func (s *Set) Choose(ctx context.Context, targets []*Target, local *Local) (*Tar
 // ask.
 const RecheckAfter = time.Second
 
-// recheck checks again each of targets' peers whose last check failed and
-// ended at least RecheckAfter before now, and that is not benched by failed
+// recheck checks again each of targets' peers whose last check failed
+// fast (refused, or an error answer: a peer restarting; not one that used
+// half its timeout or more, as a hanging peer's does, which would hold the
+// request for a timeout and a 503) and ended at least RecheckAfter before
+// now, and that is not benched by failed
 // requests (a check never lifts that, passive.go), all at once; a request
 // that wants a check already under way waits for that one. It reports
 // whether it checked any, once every check has ended or ctx has.
@@ -326,8 +330,9 @@ func (s *Set) recheck(ctx context.Context, targets []*Target, now time.Time) boo
 	var checks []<-chan singleflight.Result
 	for _, t := range targets {
 		p := t.peer
-		if st := p.state.Load(); st.polled != Down || st.benched || now.Sub(st.ended) < RecheckAfter {
-			continue
+		st := p.state.Load()
+		if st.polled != Down || st.benched || now.Sub(st.ended) < RecheckAfter || st.ended.Sub(st.checked) >= p.Timeout/2 {
+			continue // up, benched, checked just now, or hanging: a recheck would hold the request for nothing
 		}
 		checks = append(checks, s.flight.DoChan(p.ID, func() (any, error) {
 			run := context.Background()

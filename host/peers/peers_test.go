@@ -329,19 +329,20 @@ func TestHealth_TimeoutBoundsTheCheck(t *testing.T) {
 // its next periodic check: a request that would fail has it checked again
 // once its failed check ended RecheckAfter ago; before that, it fails at
 // once without a check — also right after a check that took longer than
-// RecheckAfter (a peer that hangs is not checked back to back).
+// RecheckAfter — and a peer whose check used its timeout is not checked
+// on a request's behalf at all.
 func TestChoose_RechecksAPeerDownByItsCheck(t *testing.T) {
 	clock := &fakeClock{now: time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)}
 	f := &fakePeer{}
 	f.set(func(w http.ResponseWriter, r *http.Request) {
-		clock.Add(2 * RecheckAfter) // a check that takes its time
+		clock.Add(2 * RecheckAfter) // a check that takes its time, though well under its timeout
 		http.Error(w, "starting", http.StatusServiceUnavailable)
 	})
 	srv := httptest.NewServer(f)
 	defer srv.Close()
 	changes := make(chan Status, 16)
 	s := newSet(t, Config{
-		Peers:    []Peer{{ID: "b", URL: mustURL(t, srv.URL), Models: []string{"m"}, Interval: time.Hour, Timeout: time.Second}},
+		Peers:    []Peer{{ID: "b", URL: mustURL(t, srv.URL), Models: []string{"m"}, Interval: time.Hour, Timeout: time.Minute}},
 		OnChange: func(st Status) { changes <- st },
 		Now:      clock.Now,
 	})
@@ -381,6 +382,19 @@ func TestChoose_RechecksAPeerDownByItsCheck(t *testing.T) {
 	clock.Add(RecheckAfter / 2)
 	if got, err := s.Choose(context.Background(), s.Lookup("m"), nil); err != nil || got == nil || got.Name() != "b/m" || checks() != before+1 {
 		t.Fatalf("a check %s old, the peer back: Choose = %v, %v after %d checks; want b/m after one", RecheckAfter, got, err, checks()-before)
+	}
+
+	// A peer whose check used its timeout (it hangs) is left to its
+	// poller: a recheck would hold the request a timeout for a 503.
+	f.set(func(w http.ResponseWriter, r *http.Request) {
+		clock.Add(time.Minute)
+		http.Error(w, "hung", http.StatusServiceUnavailable)
+	})
+	s.peers[0].check(context.Background())
+	before = checks()
+	clock.Add(RecheckAfter)
+	if _, err := s.Choose(context.Background(), s.Lookup("m"), nil); !errors.As(err, &de) || checks() != before {
+		t.Fatalf("a peer whose check took its timeout: Choose error %v after %d checks; want a DownError and no check", err, checks()-before)
 	}
 }
 
