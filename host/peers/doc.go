@@ -22,6 +22,10 @@
 //     hangs, so Peer.Failures forwarded requests in a row that fail put
 //     it down for Peer.CoolDown whatever its checks say; then one request
 //     is let through (half-open), and its success brings the peer back.
+//     A peer whose checks time out Peer.Failures times in a row is hung
+//     (a stopped process): Target.Hung's context ends, and with it the
+//     requests in flight to the peer (host/proxy), as the run loop's
+//     liveness probes end a hung local server's.
 //     Every change is logged once and reported (Config.OnChange);
 //   - the choice, when a plain name is served by several peers and perhaps
 //     a local model (Choose): a peer that is down is never chosen; of the

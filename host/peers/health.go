@@ -135,16 +135,54 @@ func (p *peer) check(ctx context.Context) {
 	if ctx.Err() != nil {
 		return // stopping: say nothing
 	}
+	var hung int // the timed-out checks in a row, when they make the peer hung
 	p.update(func(n *state) {
 		wasDown := n.polled == Down
 		n.polled, n.checked, n.err, n.loadout, n.models = Up, start, "", loadout, models
 		n.ended = p.set.cfg.Now()
+		timeouts := n.timeouts
+		n.timeouts = 0
 		if err != nil {
 			n.polled, n.err, n.models, n.loadout = Down, err.Error(), nil, false
+			var te *checkTimeoutError
+			if errors.As(err, &te) || errors.Is(err, context.DeadlineExceeded) {
+				n.timeouts = timeouts + 1
+				if n.timeouts == p.Failures {
+					hung = n.timeouts
+				}
+			}
 		} else if wasDown && !n.benched {
 			n.failures, n.failure = 0, "" // passive health, rule 4
 		}
 	})
+	if hung > 0 {
+		p.declareHung(hung)
+	}
+}
+
+// declareHung ends the requests in flight to the peer (Target.Hung's
+// context) after checks timed-out checks in a row, and arms a new
+// context for the requests forwarded after.
+func (p *peer) declareHung(checks int) {
+	var n int64
+	for _, t := range p.targets {
+		n += t.inFlight.Load()
+	}
+	p.set.log.Error("peer hung: its health check got no answer in time, again and again; ending the requests in flight to it",
+		"peer", p.ID, "url", p.URL.String(), "checks", checks, "timeout", p.Timeout, "in_flight", n)
+	old := p.hung.Swap(newHungSignal())
+	old.cancel(&HungError{Peer: p.ID, Checks: checks, Timeout: p.Timeout})
+}
+
+// checkTimeoutError is a check that got no answer within the peer's
+// Timeout.
+type checkTimeoutError struct {
+	path  string
+	limit time.Duration
+}
+
+func (e *checkTimeoutError) Error() string {
+	return fmt.Sprintf("GET %s: no answer within %s", e.path, e.limit)
 }
 
 // poll is one check: GET /api/models, falling back to /v1/models for a
@@ -210,7 +248,7 @@ func (p *peer) get(ctx context.Context, path string) (int, []byte, error) {
 	if err != nil {
 		var ue interface{ Timeout() bool }
 		if errors.As(err, &ue) && ue.Timeout() {
-			return 0, nil, fmt.Errorf("GET %s: no answer within %s", path, p.Timeout)
+			return 0, nil, &checkTimeoutError{path: path, limit: p.Timeout}
 		}
 		return 0, nil, fmt.Errorf("GET %s: %w", path, unwrapURL(err))
 	}

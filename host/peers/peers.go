@@ -31,7 +31,9 @@ type Peer struct {
 	// answer in time, reset, stalled, not an answer: Target.Failed) to
 	// put the peer down, and CoolDown how long it then stays down before
 	// one request is let through to try it (passive health, passive.go).
-	// Zero: DefaultFailures and DefaultCoolDown; negative is an error.
+	// Failures checks in a row with no answer within Timeout make the
+	// peer hung (Target.Hung). Zero: DefaultFailures and
+	// DefaultCoolDown; negative is an error.
 	Failures int
 	CoolDown time.Duration
 	// Timeouts bound the connections requests are forwarded on
@@ -94,7 +96,44 @@ type peer struct {
 	state atomic.Pointer[state]
 	mu    sync.Mutex
 	poke  chan struct{} // a forwarded request failed: check now
+	// hung is cancelled, with a *HungError, when the peer's checks time
+	// out Failures times in a row, then replaced (declareHung).
+	hung atomic.Pointer[hungSignal]
 }
+
+// hungSignal is one generation of a peer's hung context.
+type hungSignal struct {
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+}
+
+func newHungSignal() *hungSignal {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	return &hungSignal{ctx, cancel}
+}
+
+// HungError is the cause Target.Hung's context ends with: the peer's
+// health check got no answer within its timeout Checks times in a row,
+// so the requests in flight to it are taken as hung with it (as a local
+// model server's are by the run loop's liveness probes).
+type HungError struct {
+	Peer    string
+	Checks  int
+	Timeout time.Duration
+}
+
+// Error says why, for the answer of a request the peer's hang ended.
+func (e *HungError) Error() string {
+	return fmt.Sprintf("peer %s hung: its health check got no answer within %s %d times in a row", e.Peer, e.Timeout, e.Checks)
+}
+
+// Hung is a context that ends, with a *HungError as its cause, when t's
+// peer is found hung: its checks time out Peer.Failures times in a row
+// (a stopped process, a wedged box). A request forwarded to the peer
+// ends with it (host/proxy) rather than at its responseHeader or stream
+// idle limit. The context of a later hang is a new one: take it as the
+// request is forwarded.
+func (t *Target) Hung() context.Context { return t.peer.hung.Load().ctx }
 
 // state is what the last check and the forwarded requests found;
 // replaced whole (update), never changed.
@@ -105,10 +144,13 @@ type state struct {
 	// ended is when the last check's answer came (or its timeout):
 	// rechecks on a request's behalf are counted from it, so a peer
 	// whose checks time out is not checked back to back.
-	ended   time.Time
-	err     string                // why the last check failed
-	loadout bool                  // it answered /api/models: model states are known
-	models  map[string]modelState // by model, when loadout
+	ended time.Time
+	// timeouts counts the checks in a row that got no answer within
+	// Peer.Timeout: at Peer.Failures the peer is hung (Target.Hung).
+	timeouts int
+	err      string                // why the last check failed
+	loadout  bool                  // it answered /api/models: model states are known
+	models   map[string]modelState // by model, when loadout
 
 	// Passive health (passive.go): what forwarded requests found.
 	failures int    // forwarded requests in a row that failed
@@ -215,6 +257,7 @@ func New(cfg Config) (*Set, error) {
 			pc.CoolDown = DefaultCoolDown
 		}
 		p := &peer{Peer: pc, set: s, targets: map[string]*Target{}, poke: make(chan struct{}, 1)}
+		p.hung.Store(newHungSignal())
 		p.Models = nil // without repeats, in the order given
 		p.state.Store(&state{polled: Unknown})
 		for _, m := range pc.Models {

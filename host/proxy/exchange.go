@@ -158,5 +158,5 @@ func (ex *exchange) Unwrap() http.ResponseWriter { return ex.ResponseWriter }
 // clientGone reports whether the request's client has left: its context
 // was cancelled, and not by Abort.
 func clientGone(ctx context.Context) bool {
-	return ctx.Err() == context.Canceled && abortedBy(ctx) == nil && stalledBy(ctx) == nil && answerTimedOut(ctx) == nil
+	return ctx.Err() == context.Canceled && abortedBy(ctx) == nil && stalledBy(ctx) == nil && answerTimedOut(ctx) == nil && peerHungBy(ctx) == nil
 }

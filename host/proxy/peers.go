@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -97,11 +98,37 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, mr *modelReques
 	to := t.Timeouts()
 	r, done := s.guardUpstream(r, answerLimit(&to))
 	defer done()
+	r, unwatch := watchPeer(r, t)
+	defer unwatch()
 	s.upstreams.proxy(t.URL(), &to).ServeHTTP(w, r)
 	// Not reached when the body broke off (ReverseProxy panics with
 	// http.ErrAbortHandler); a failure, an abort or a client that left
 	// is a logical outcome of its own.
 	answered = ex.logical == 0 && ex.status != 0
+}
+
+// watchPeer ends r's upstream request, with the peer's *peers.HungError as
+// its cause, when t's peer is found hung while r is in flight
+// (Target.Hung): its health checks time out again and again, as a stopped
+// peer's do, and the request would otherwise wait out the peer's
+// responseHeader limit or the stream idle limit. unwatch stops watching.
+func watchPeer(r *http.Request, t *peers.Target) (_ *http.Request, unwatch func()) {
+	ctx, cancel := context.WithCancelCause(r.Context())
+	hung := t.Hung()
+	stop := context.AfterFunc(hung, func() { cancel(context.Cause(hung)) })
+	return r.WithContext(ctx), func() {
+		stop()
+		cancel(nil)
+	}
+}
+
+// peerHungBy returns the peer's hang that ended ctx (watchPeer), or nil.
+func peerHungBy(ctx context.Context) *peers.HungError {
+	var he *peers.HungError
+	if ctx.Err() == nil || !errors.As(context.Cause(ctx), &he) {
+		return nil
+	}
+	return he
 }
 
 // peerFailed is the error for a forwarded request the peer did not answer

@@ -230,3 +230,89 @@ func peerState(t *testing.T, e *env) peers.Status {
 	}
 	return v.Peers[0]
 }
+
+// stoppedPeer is a peer on loopback that answers until a request for its
+// model arrives, and from then on answers nothing at all, its checks
+// included — a stopped process (SIGSTOP), a wedged box. The chat request
+// that stops it first sends what send writes, if anything.
+type stoppedPeer struct {
+	mu      sync.Mutex
+	stopped bool
+	send    func(w http.ResponseWriter)
+	quit    chan struct{} // closed when the test ends: ends the hung requests
+}
+
+func (p *stoppedPeer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	p.mu.Lock()
+	stopped := p.stopped
+	if r.URL.Path != "/api/models" {
+		p.stopped = true
+	}
+	p.mu.Unlock()
+	switch {
+	case r.URL.Path == "/api/models" && !stopped:
+		fmt.Fprint(w, `{"models":[{"model":"m","state":"ready"}]}`)
+		return
+	case r.URL.Path != "/api/models" && p.send != nil:
+		p.send(w)
+		w.(http.Flusher).Flush()
+	}
+	select {
+	case <-r.Context().Done():
+	case <-p.quit:
+	}
+}
+
+// A peer that stops answering everything while a request is in flight is
+// found hung by its checks — Failures of them in a row with no answer
+// within their timeout — and the request ends then with a peer_error
+// that says so: before its answer began, and mid-stream (an SSE error
+// event), not at the peer's responseHeader limit or the stream idle
+// limit (a minute each here).
+func TestPeers_StoppedPeerEndsItsRequestsInFlight(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		send   func(w http.ResponseWriter)
+		status int
+	}{
+		{name: "before its answer", status: http.StatusBadGateway},
+		{name: "mid-stream", status: http.StatusOK, send: func(w http.ResponseWriter) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			fmt.Fprint(w, "data: {\"choices\":[]}\n\n")
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sp := &stoppedPeer{send: tc.send, quit: make(chan struct{})}
+			srv := httptest.NewServer(sp)
+			t.Cleanup(srv.Close)
+			t.Cleanup(func() { close(sp.quit) })
+			u, _ := url.Parse(srv.URL)
+			changes := make(chan peers.Status, 16)
+			set, err := peers.New(peers.Config{
+				Peers: []peers.Peer{{ID: "p", URL: u, Models: []string{"m"}, Interval: 20 * time.Millisecond, Timeout: 50 * time.Millisecond,
+					Failures: 3, Timeouts: config.Timeouts{Connect: 5 * time.Second, ResponseHeader: time.Minute}}},
+				Logger:   quietLogger(),
+				OnChange: func(st peers.Status) { changes <- st },
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			set.Start(context.Background())
+			t.Cleanup(set.Stop)
+			awaitPeer(t, changes, peers.Up)
+			e := newEnv(t, envOpts{peers: set, streamIdle: time.Minute})
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			resp, b := e.do(request{path: "/v1/chat/completions", body: `{"model":"p/m","stream":true,"messages":[]}`, ctx: ctx})
+			msg := string(b)
+			if resp.StatusCode == http.StatusOK { // the stream began: its error is its last event
+				msg = msg[strings.LastIndex(msg, "data: ")+len("data: "):]
+			}
+			oe := openAIError(t, []byte(msg))
+			if resp.StatusCode != tc.status || oe.Code != "peer_error" ||
+				!strings.Contains(oe.Message, "peer p hung: its health check got no answer within 50ms 3 times in a row") {
+				t.Fatalf("%d %s; want %d, a peer_error saying the peer hung", resp.StatusCode, b, tc.status)
+			}
+		})
+	}
+}

@@ -148,6 +148,10 @@ func (s *Server) upstreamFailed(w http.ResponseWriter, r *http.Request, err erro
 		s.writeError(w, r, s.answerLate(ex, at))
 		return
 	}
+	if he := peerHungBy(r.Context()); he != nil && ex.peer != nil {
+		s.writeError(w, r, peerFailed(ex.peer, "request failed", he))
+		return
+	}
 	if clientGone(r.Context()) {
 		ex.fail(statusClientGone, "client went away while the upstream was answering")
 		return
@@ -361,6 +365,8 @@ func (g *responseGuard) Read(p []byte) (int, error) {
 		e = g.s.stalled(g.ex, stalledBy(g.req.Context()))
 	case answerTimedOut(g.req.Context()) != nil: // the timer fired as the answer began
 		e = g.s.answerLate(g.ex, answerTimedOut(g.req.Context()))
+	case peerHungBy(g.req.Context()) != nil && g.ex.peer != nil:
+		e = peerFailed(g.ex.peer, "failed mid-stream", peerHungBy(g.req.Context()))
 	case clientGone(g.req.Context()):
 		return n, err
 	case g.ex.peer != nil:
