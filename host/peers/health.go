@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"strings"
@@ -168,7 +169,11 @@ func (p *peer) declareHung(checks int) {
 	for _, t := range p.targets {
 		n += t.inFlight.Load()
 	}
-	p.set.log.Error("peer hung: its health check got no answer in time, again and again; ending the requests in flight to it",
+	level := slog.LevelWarn // nothing to end: the peer is down already, as its first check said
+	if n > 0 {
+		level = slog.LevelError
+	}
+	p.set.log.Log(context.Background(), level, "peer hung: its health check got no answer in time, again and again; ending the requests in flight to it",
 		"peer", p.ID, "url", p.URL.String(), "checks", checks, "timeout", p.Timeout, "in_flight", n)
 	old := p.hung.Swap(newHungSignal())
 	old.cancel(&HungError{Peer: p.ID, Checks: checks, Timeout: p.Timeout})
