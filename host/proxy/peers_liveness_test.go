@@ -114,20 +114,8 @@ func TestPeers_HungPeerGoesDownAndComesBack(t *testing.T) {
 			t.Cleanup(func() { close(hp.quit) })
 			u, _ := url.Parse(srv.URL)
 			clock := &peerClock{now: time.Now()}
-			changes := make(chan peers.Status, 16)
-			set, err := peers.New(peers.Config{
-				Peers: []peers.Peer{{ID: "p", URL: u, Models: []string{"m"}, Interval: time.Hour, Timeout: 5 * time.Second,
-					CoolDown: time.Minute, Timeouts: config.Timeouts{Connect: 5 * time.Second, ResponseHeader: limit}}},
-				Logger:   quietLogger(),
-				OnChange: func(st peers.Status) { changes <- st },
-				Now:      clock.Now,
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			set.Start(context.Background())
-			t.Cleanup(set.Stop)
-			awaitPeer(t, changes, peers.Up)
+			set, changes := startPeers(t, peers.Peer{ID: "p", URL: u, Models: []string{"m"}, Interval: time.Hour, Timeout: 5 * time.Second,
+				CoolDown: time.Minute, Timeouts: config.Timeouts{Connect: 5 * time.Second, ResponseHeader: limit}}, clock.Now)
 			e := newEnv(t, envOpts{peers: set, streamIdle: limit})
 			// A bound far above the limits, so that a request held by a
 			// fault fails the test instead of hanging it.
@@ -287,19 +275,8 @@ func TestPeers_StoppedPeerEndsItsRequestsInFlight(t *testing.T) {
 			t.Cleanup(srv.Close)
 			t.Cleanup(func() { close(sp.quit) })
 			u, _ := url.Parse(srv.URL)
-			changes := make(chan peers.Status, 16)
-			set, err := peers.New(peers.Config{
-				Peers: []peers.Peer{{ID: "p", URL: u, Models: []string{"m"}, Interval: 20 * time.Millisecond, Timeout: 50 * time.Millisecond,
-					Failures: 3, Timeouts: config.Timeouts{Connect: 5 * time.Second, ResponseHeader: time.Minute}}},
-				Logger:   quietLogger(),
-				OnChange: func(st peers.Status) { changes <- st },
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			set.Start(context.Background())
-			t.Cleanup(set.Stop)
-			awaitPeer(t, changes, peers.Up)
+			set, _ := startPeers(t, peers.Peer{ID: "p", URL: u, Models: []string{"m"}, Interval: 20 * time.Millisecond, Timeout: 50 * time.Millisecond,
+				Failures: 3, Timeouts: config.Timeouts{Connect: 5 * time.Second, ResponseHeader: time.Minute}}, nil)
 			e := newEnv(t, envOpts{peers: set, streamIdle: time.Minute})
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()

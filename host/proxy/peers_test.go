@@ -40,21 +40,29 @@ func fakePeer(t *testing.T) (*httptest.Server, *peers.Set) {
 	}))
 	t.Cleanup(srv.Close)
 	u, _ := url.Parse(srv.URL)
-	changes := make(chan peers.Status, 4)
+	set, _ := startPeers(t, peers.Peer{ID: "p", URL: u, APIKey: "sk-p", Models: []string{"m", "a"}, Interval: time.Hour, Timeout: time.Second}, nil)
+	return srv, set
+}
+
+// startPeers starts a Set of the one peer p, its clock now (nil: the
+// wall clock), stopped when t ends, and returns it once p's first check
+// found it up, with the channel of p's later changes of health.
+func startPeers(t *testing.T, p peers.Peer, now func() time.Time) (*peers.Set, <-chan peers.Status) {
+	t.Helper()
+	changes := make(chan peers.Status, 16)
 	set, err := peers.New(peers.Config{
-		Peers:    []peers.Peer{{ID: "p", URL: u, APIKey: "sk-p", Models: []string{"m", "a"}, Interval: time.Hour, Timeout: time.Second}},
+		Peers:    []peers.Peer{p},
 		Logger:   quietLogger(),
 		OnChange: func(st peers.Status) { changes <- st },
+		Now:      now,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	set.Start(context.Background())
 	t.Cleanup(set.Stop)
-	if st := <-changes; st.State != peers.Up {
-		t.Fatalf("the fake peer is %s: %s", st.State, st.Error)
-	}
-	return srv, set
+	awaitPeer(t, changes, peers.Up)
+	return set, changes
 }
 
 // A peer's model is forwarded with the model renamed to the peer's id,
