@@ -2,7 +2,9 @@ package proxy
 
 import (
 	"context"
+	"errors"
 	"net/http"
+	"os"
 	"sync/atomic"
 	"time"
 
@@ -86,6 +88,16 @@ type exchange struct {
 	answerTimer *time.Timer
 	stream      bool
 
+	// writeIdle bounds a write to the client (Config.StreamIdle; 0:
+	// none): see Write. writeBy is the write deadline set last (zero:
+	// none set), writing is set while a write or flush is under way (the
+	// idle watch reads it from its timer), and clientStuck says a write
+	// failed at its deadline.
+	writeIdle   time.Duration
+	writeBy     time.Time
+	writing     atomic.Bool
+	clientStuck bool
+
 	// What an inference body said about its size, read only when
 	// Config.OnRequestStart is set (estimate.go).
 	estimate bodyEstimate
@@ -129,6 +141,12 @@ func (ex *exchange) WriteHeader(code int) {
 	ex.ResponseWriter.WriteHeader(code)
 }
 
+// Write writes to the client. A client that stops reading (a stopped
+// process, a wedged proxy in between) would block the write, and with it
+// the response's model, busy, for as long as its connection lives: each
+// write has a deadline (writeIdle from when it was set; refreshed once
+// half of it has passed, so a write costs no syscall), and a write that
+// fails at it ends the response as a client gone (statusClientGone).
 func (ex *exchange) Write(p []byte) (int, error) {
 	if ex.status == 0 {
 		ex.status = http.StatusOK
@@ -136,16 +154,57 @@ func (ex *exchange) Write(p []byte) (int, error) {
 	if ex.capture != nil {
 		ex.capture.write(p)
 	}
-	return ex.ResponseWriter.Write(p)
+	ex.beginWrite()
+	n, err := ex.ResponseWriter.Write(p)
+	ex.endWrite(err)
+	return n, err
 }
 
 // FlushError flushes the response to the client (httputil.ReverseProxy
-// flushes SSE through http.ResponseController, which finds this).
+// flushes SSE through http.ResponseController, which finds this), under
+// the same deadline as Write.
 func (ex *exchange) FlushError() error {
 	if ex.status == 0 {
 		ex.status = http.StatusOK
 	}
-	return http.NewResponseController(ex.ResponseWriter).Flush()
+	ex.beginWrite()
+	err := http.NewResponseController(ex.ResponseWriter).Flush()
+	ex.endWrite(err)
+	return err
+}
+
+// beginWrite marks a write under way and keeps its deadline at least
+// writeIdle/2 ahead.
+func (ex *exchange) beginWrite() {
+	if ex.writeIdle <= 0 {
+		return
+	}
+	ex.writing.Store(true)
+	if now := time.Now(); ex.writeBy.Sub(now) < ex.writeIdle/2 {
+		ex.writeBy = now.Add(ex.writeIdle)
+		// A writer that cannot take a deadline (not a connection's)
+		// writes without one.
+		_ = http.NewResponseController(ex.ResponseWriter).SetWriteDeadline(ex.writeBy)
+	}
+}
+
+// endWrite marks the write done, and notes one its deadline ended.
+func (ex *exchange) endWrite(err error) {
+	if ex.writeIdle <= 0 {
+		return
+	}
+	ex.writing.Store(false)
+	if err != nil && errors.Is(err, os.ErrDeadlineExceeded) {
+		ex.clientStuck = true
+	}
+}
+
+// clearWriteDeadline lifts the write deadline when the request is done, so
+// that it cannot end the next response on a kept-alive connection.
+func (ex *exchange) clearWriteDeadline() {
+	if !ex.writeBy.IsZero() {
+		_ = http.NewResponseController(ex.ResponseWriter).SetWriteDeadline(time.Time{})
+	}
 }
 
 // Flush implements http.Flusher for handlers that type-assert it.

@@ -24,6 +24,12 @@ import (
 // that time (host/router liveness.go). For a peer, which the run loop does
 // not probe, that time is bounded by the peer's timeouts.responseHeader
 // instead (guardUpstream's answer deadline).
+//
+// The client's end is held to the same limit: a write to a client that
+// reads nothing fails at its deadline (exchange.Write) and the request
+// ends as a client gone, so a stopped client cannot keep its model busy,
+// and time spent waiting on the client is not counted as the upstream's
+// idleness (idleWatch.writing).
 
 // DefaultStreamIdle is Config.StreamIdle's default: far above any gap
 // between a working server's tokens, even a batch preempted and resumed.
@@ -53,6 +59,11 @@ type idleWatch struct {
 	limit  time.Duration
 	cancel context.CancelCauseFunc
 	last   atomic.Int64 // UnixNano of the last bytes read; 0 before the first
+	// writing is the exchange's: set while the proxy writes to the
+	// client. Time spent so is the client's, not the upstream's idleness
+	// (a client that stopped reading stops the reads too): the write's
+	// own deadline bounds it (exchange.Write).
+	writing *atomic.Bool
 
 	mu    sync.Mutex // guards timer: set on the reading goroutine, reset on the timer's
 	timer *time.Timer
@@ -73,7 +84,7 @@ func (s *Server) guardUpstream(r *http.Request, answer time.Duration) (*http.Req
 	ctx, cancel := context.WithCancelCause(r.Context())
 	ex := exchangeOf(r)
 	if limit > 0 {
-		ex.idle = &idleWatch{limit: limit, cancel: cancel}
+		ex.idle = &idleWatch{limit: limit, cancel: cancel, writing: &ex.writing}
 	}
 	if answer > 0 {
 		ex.answerTimer = time.AfterFunc(answer, func() { cancel(&answerTimeoutError{limit: answer}) })
@@ -155,7 +166,11 @@ func (w *idleWatch) stop() {
 // check runs when the timer fires: cancel if nothing came for limit,
 // else wait out the rest.
 func (w *idleWatch) check() {
-	since := time.Duration(time.Now().UnixNano() - w.last.Load())
+	now := time.Now().UnixNano()
+	if w.writing.Load() {
+		w.last.Store(now) // waiting on the client: the upstream's clock starts again
+	}
+	since := time.Duration(now - w.last.Load())
 	if since < w.limit {
 		w.mu.Lock()
 		w.timer.Reset(w.limit - since)

@@ -1,6 +1,8 @@
 package proxy
 
 import (
+	"fmt"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -42,6 +44,40 @@ func TestLiveness_StalledStreamEndsAndItsServerIsFailed(t *testing.T) {
 			t.Fatalf("a is %s (%q, %d in flight); want failed as hung", st.State, st.LastError, st.InFlight)
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// A client that stops reading a response (a stopped process) does not
+// hold its model busy: the write that waits on it fails at its deadline
+// (StreamIdle), the request ends as a client gone (499, saying why) and
+// its upstream request with it; the model is not taken as hung (the
+// upstream was not idle, the client was) and serves the next request.
+func TestLiveness_ClientThatStopsReadingIsCut(t *testing.T) {
+	const idle = 300 * time.Millisecond
+	e := newEnv(t, envOpts{streamIdle: idle})
+	conn, err := net.Dial("tcp", e.ts.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.(*net.TCPConn).SetReadBuffer(4 << 10)
+	body := `{"model":"a","stream":true,"messages":[]}`
+	fmt.Fprintf(conn, "POST /v1/chat/completions HTTP/1.1\r\nHost: loadout\r\nContent-Type: application/json\r\n"+
+		"X-Test-Mode: flood\r\n%s: stuck\r\nContent-Length: %d\r\n\r\n%s", requestIDHeader, len(body), body)
+	// It reads nothing from here on.
+	line := e.logs.requestLine(t, "stuck")
+	if line.attrs["status"] != "499" || !strings.Contains(line.attrs["err"], "the client read nothing for 300ms") {
+		t.Fatalf("log line %+v; want 499, the client read nothing", line)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for st := e.status("a"); st.InFlight != 0 || st.State != "ready"; st = e.status("a") {
+		if time.Now().After(deadline) {
+			t.Fatalf("a is %s (%q) with %d in flight; want ready and idle", st.State, st.LastError, st.InFlight)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if resp, b := e.do(request{path: "/v1/chat/completions", body: `{"model":"a","messages":[]}`}); resp.StatusCode != http.StatusOK {
+		t.Fatalf("the next request: %d %s", resp.StatusCode, b)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -294,6 +295,18 @@ func (m *modelInstance) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_ = http.NewResponseController(w).Flush()
 		if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
 			conn.Close()
+		}
+		return
+	case "flood":
+		// An event stream as fast as the connection takes it, until the
+		// request ends.
+		w.Header().Set("Content-Type", "text/event-stream")
+		chunk := []byte("data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"" + strings.Repeat("x", 16<<10) + "\"}}]}\n\n")
+		for r.Context().Err() == nil {
+			if _, err := w.Write(chunk); err != nil {
+				return
+			}
+			_ = http.NewResponseController(w).Flush()
 		}
 		return
 	case "status":

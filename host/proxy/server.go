@@ -136,8 +136,11 @@ type Config struct {
 	MaxBodyBytes int64
 	// StreamIdle is how long a response from a model server or a peer may
 	// send nothing once its body has begun before it is ended and the
-	// server taken as hung (liveness.go). Zero means DefaultStreamIdle;
-	// negative turns the watch off.
+	// server taken as hung (liveness.go); and, at the other end, how long
+	// a write to a client may wait on a client that reads nothing before
+	// the response is cut (between StreamIdle/2 and StreamIdle: the write
+	// deadline is refreshed once half of it has passed; exchange.Write).
+	// Zero means DefaultStreamIdle; negative turns both off.
 	StreamIdle time.Duration
 	// BodyIdleTimeout is the longest a request body of an OpenAI
 	// endpoint may go without a byte arriving, and the time it has
@@ -464,7 +467,8 @@ func (s *Server) routes() *mux.Router {
 // logs it and counts it when it ends (also when it panics: an aborted
 // stream still gets its line). Until it returns, Abort can end it.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	ex := &exchange{ResponseWriter: w, start: time.Now(), id: s.ids.fromRequest(r), seq: s.seq.Add(1), path: r.URL.Path, shape: shapeOf(r.URL.Path)}
+	ex := &exchange{ResponseWriter: w, start: time.Now(), id: s.ids.fromRequest(r), seq: s.seq.Add(1), path: r.URL.Path, shape: shapeOf(r.URL.Path),
+		writeIdle: s.streamIdle}
 	w.Header().Set(requestIDHeader, ex.id)
 	r.Header.Set(requestIDHeader, ex.id) // the upstream logs the same id
 	ctx, cancel := context.WithCancelCause(context.WithValue(r.Context(), exchangeKey{}, ex))
@@ -474,6 +478,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer func() {
 		s.inflight.remove(ex)
 		cancel(nil)
+		ex.clearWriteDeadline()
 	}()
 	if r.Method == http.MethodOptions {
 		preflight(ex, r) // browsers send no credentials with it
@@ -502,6 +507,8 @@ func (s *Server) finish(ex *exchange, r *http.Request) {
 		switch {
 		case p != http.ErrAbortHandler:
 			ex.fail(http.StatusInternalServerError, fmt.Sprintf("panic: %v\n%s", p, debug.Stack()))
+		case ex.clientStuck:
+			ex.fail(statusClientGone, fmt.Sprintf("response cut: the client read nothing for %s (liveness.streamIdle)", ex.writeIdle))
 		case ex.logical == 0 && !ex.streamDone:
 			// The upstream side records its own failure (responseGuard);
 			// what is left is a client that stopped reading. One that
@@ -530,6 +537,11 @@ func (s *Server) finish(ex *exchange, r *http.Request) {
 	ctx := context.Background()
 	switch {
 	case status == statusClientGone && abortedBy(r.Context()) == nil: // not a cancel, also 499
+		if ex.clientStuck {
+			attrs = append(attrs, slog.String("err", ex.errMsg))
+			s.log.LogAttrs(ctx, slog.LevelWarn, "client stopped reading; its response was cut", attrs...)
+			break
+		}
 		s.log.LogAttrs(ctx, slog.LevelInfo, "client went away", attrs...)
 	case status >= 400 || ex.errMsg != "":
 		if ex.errMsg != "" {
