@@ -162,6 +162,10 @@ func newLoggerAt(level string, clock *sim.Clock) (*slog.Logger, error) {
 	return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
 }
 
+// idleConnTimeout is how long serve keeps a client's idle keep-alive
+// connection (http.Server.IdleTimeout): nginx's keepalive_timeout is 75 s.
+const idleConnTimeout = 2 * time.Minute
+
 func runServe(ctx context.Context, o serveOptions) error {
 	cfg, warnings, err := loadConfig(ctx, o.configPath, o.listen, o.routerMode)
 	if err != nil {
@@ -336,7 +340,12 @@ func runServe(ctx context.Context, o serveOptions) error {
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 30 * time.Second}
+	// A connection kept alive between requests is closed after two idle
+	// minutes (without IdleTimeout or ReadTimeout net/http keeps it for
+	// ever, so clients that open connections and leave them would use
+	// up the process's descriptors); clients reconnect as they do after
+	// any server's keep-alive ends. A request in flight is not idle.
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 30 * time.Second, IdleTimeout: idleConnTimeout}
 	if err := obsv.attach(srv, handler, r, ledger, reload.policies, jobRunner); err != nil {
 		return err
 	}
