@@ -117,9 +117,9 @@ func newHungSignal() *hungSignal {
 // so the requests in flight to it are taken as hung with it (as a local
 // model server's are by the run loop's liveness probes).
 type HungError struct {
-	Peer    string
-	Checks  int
-	Timeout time.Duration
+	Peer    string        // the peer's id (its key under peers:)
+	Checks  int           // the checks in a row that got no answer (Peer.Failures)
+	Timeout time.Duration // what each waited (Peer.Timeout)
 }
 
 // Error says why, for the answer of a request the peer's hang ended.
@@ -335,10 +335,10 @@ type Local struct {
 //
 // When every candidate is down and some peer's check failed fast (refused,
 // or an error answer) more than RecheckAfter ago, that peer is checked
-// again first (recheck), so a peer
-// that came back since — restarted, or started after this server — serves
-// this request instead of failing it until its next periodic check. The
-// wait is bounded by the peer's health timeout, or ctx.
+// again first (recheck), so a peer that came back since — restarted, or
+// started after this server — serves this request instead of failing it
+// until its next periodic check. The wait is bounded by the peer's health
+// timeout, or ctx.
 func (s *Set) Choose(ctx context.Context, targets []*Target, local *Local) (*Target, error) {
 	rechecked := false
 	for {
@@ -361,14 +361,14 @@ func (s *Set) Choose(ctx context.Context, targets []*Target, local *Local) (*Tar
 // ask.
 const RecheckAfter = time.Second
 
-// recheck checks again each of targets' peers whose last check failed
-// fast (refused, or an error answer: a peer restarting; not one that used
-// half its timeout or more, as a hanging peer's does, which would hold the
-// request for a timeout and a 503) and ended at least RecheckAfter before
-// now, and that is not benched by failed
-// requests (a check never lifts that, passive.go), all at once; a request
-// that wants a check already under way waits for that one. It reports
-// whether it checked any, once every check has ended or ctx has.
+// recheck checks again, all at once, each of targets' peers whose last
+// check failed fast (refused, or an error answer: a peer restarting; not
+// one that used half its timeout or more, as a hanging peer's does, which
+// would hold the request for a timeout and a 503) and ended at least
+// RecheckAfter before now, and that is not benched by failed requests (a
+// check never lifts that, passive.go); a request that wants a check
+// already under way waits for that one. It reports whether it checked
+// any, once every check has ended or ctx has.
 func (s *Set) recheck(ctx context.Context, targets []*Target, now time.Time) bool {
 	var checks []<-chan singleflight.Result
 	for _, t := range targets {
