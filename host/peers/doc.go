@@ -22,7 +22,8 @@
 //     hangs, so Peer.Failures forwarded requests in a row that fail put
 //     it down for Peer.CoolDown whatever its checks say; then one request
 //     is let through (half-open), and its success brings the peer back.
-//     A peer whose checks time out Peer.Failures times in a row is hung
+//     Checks start every interval, and at once after one that took
+//     longer. A peer whose checks time out Peer.Failures times in a row is hung
 //     (a stopped process): Target.Hung's context ends, and with it the
 //     requests in flight to the peer (host/proxy), as the run loop's
 //     liveness probes end a hung local server's.

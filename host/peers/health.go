@@ -106,6 +106,10 @@ func (s *Set) Stop() {
 	s.wg.Wait()
 }
 
+// run is the peer's poller. Checks start every Interval (a check that
+// takes longer, one that waits out its Timeout, is followed by the next
+// at once), so a hung peer's Failures timed-out checks take Failures ×
+// max(Interval, Timeout), as the run loop's probes of a local server do.
 func (p *peer) run(ctx context.Context) {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
@@ -116,8 +120,9 @@ func (p *peer) run(ctx context.Context) {
 		case <-timer.C:
 		case <-p.poke:
 		}
+		start := time.Now()
 		p.check(ctx)
-		timer.Reset(p.Interval)
+		timer.Reset(max(0, p.Interval-time.Since(start)))
 	}
 }
 

@@ -398,6 +398,43 @@ func TestChoose_RechecksAPeerDownByItsCheck(t *testing.T) {
 	}
 }
 
+// A hung peer's checks start an Interval apart even though each waits out
+// its Timeout (here the two are equal): the next starts as the last times
+// out, not an Interval after, so Failures timed-out checks take Failures
+// × max(Interval, Timeout) (the run loop's rule for a local server).
+func TestHealth_TimedOutChecksFollowEachOther(t *testing.T) {
+	const every = 300 * time.Millisecond
+	var mu sync.Mutex
+	var starts []time.Time
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		starts = append(starts, time.Now())
+		mu.Unlock()
+		<-release
+	}))
+	defer srv.Close()
+	defer close(release)
+	hung := make(chan struct{})
+	s := newSet(t, Config{Peers: []Peer{{ID: "p", URL: mustURL(t, srv.URL), Models: []string{"m"}, Interval: every, Timeout: every, Failures: 4}}})
+	s.Start(context.Background())
+	defer s.Stop()
+	context.AfterFunc(s.Lookup("m")[0].Hung(), func() { close(hung) })
+	select {
+	case <-hung:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the peer was not found hung")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for i := 1; i < len(starts); i++ {
+		// Waiting an Interval after each timeout would make the gap 2 × every.
+		if gap := starts[i].Sub(starts[i-1]); gap < every*9/10 || gap >= every*3/2 {
+			t.Errorf("checks %d and %d started %s apart; want %s, give or take scheduling", i, i+1, gap, every)
+		}
+	}
+}
+
 // fakeClock is Config.Now that a test moves by hand.
 type fakeClock struct {
 	mu  sync.Mutex
