@@ -70,12 +70,17 @@ func cancelError(id string) *abortError {
 
 // abortedBy returns the Abort or cancel that ended ctx, or nil when ctx
 // is live or ended otherwise (the client left).
-func abortedBy(ctx context.Context) *abortError {
-	var ae *abortError
-	if ctx.Err() == nil || !errors.As(context.Cause(ctx), &ae) {
-		return nil
+func abortedBy(ctx context.Context) *abortError { return endedBy[*abortError](ctx) }
+
+// endedBy returns the cause of type E that ended ctx (an Abort, a stall,
+// an answer timeout, a peer's hang), or E's zero value when ctx is live
+// or ended otherwise: the one rule the proxy reads a request's end by.
+func endedBy[E error](ctx context.Context) E {
+	var e E
+	if ctx.Err() != nil {
+		errors.As(context.Cause(ctx), &e) // sets e only when it matches
 	}
-	return ae
+	return e
 }
 
 // abortedError is the answer of a request whose context Abort or a

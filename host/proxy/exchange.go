@@ -194,7 +194,7 @@ func (ex *exchange) endWrite(err error) {
 		return
 	}
 	ex.writing.Store(false)
-	if err != nil && errors.Is(err, os.ErrDeadlineExceeded) {
+	if errors.Is(err, os.ErrDeadlineExceeded) {
 		ex.clientStuck = true
 	}
 }

@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"sync"
@@ -44,13 +43,7 @@ func (e *stallError) Error() string {
 }
 
 // stalledBy returns the stall that ended ctx, or nil.
-func stalledBy(ctx context.Context) *stallError {
-	var se *stallError
-	if ctx.Err() == nil || !errors.As(context.Cause(ctx), &se) {
-		return nil
-	}
-	return se
-}
+func stalledBy(ctx context.Context) *stallError { return endedBy[*stallError](ctx) }
 
 // idleWatch cancels a response's upstream request once its body has sent
 // nothing for limit. Reads only store the time; one timer per response
@@ -129,11 +122,7 @@ func (s *Server) answerLate(ex *exchange, at *answerTimeoutError) *apiError {
 
 // answerTimedOut returns the answer timeout that ended ctx, or nil.
 func answerTimedOut(ctx context.Context) *answerTimeoutError {
-	var ae *answerTimeoutError
-	if ctx.Err() == nil || !errors.As(context.Cause(ctx), &ae) {
-		return nil
-	}
-	return ae
+	return endedBy[*answerTimeoutError](ctx)
 }
 
 // answerBegan stops the answer timer: the response began (or the

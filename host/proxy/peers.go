@@ -123,13 +123,7 @@ func watchPeer(r *http.Request, t *peers.Target) (_ *http.Request, unwatch func(
 }
 
 // peerHungBy returns the peer's hang that ended ctx (watchPeer), or nil.
-func peerHungBy(ctx context.Context) *peers.HungError {
-	var he *peers.HungError
-	if ctx.Err() == nil || !errors.As(context.Cause(ctx), &he) {
-		return nil
-	}
-	return he
-}
+func peerHungBy(ctx context.Context) *peers.HungError { return endedBy[*peers.HungError](ctx) }
 
 // peerFailed is the error for a forwarded request the peer did not answer
 // (upstreamFailed) or broke off mid-body (responseGuard): a 502
