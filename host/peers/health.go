@@ -29,6 +29,11 @@ type Status struct {
 	// Failures is how many forwarded requests in a row failed
 	// (passive.go); Peer.Failures of them put it down.
 	Failures int `json:"failures"`
+	// Hung: it is down and its last Peer.Failures checks in a row (or
+	// more) got no answer within Peer.Timeout — a stopped process, not a
+	// refused connection — so the requests in flight to it were ended
+	// (Target.Hung). False again at its first answer.
+	Hung bool `json:"hung,omitempty"`
 	// RetryAt, when it is down because forwarded requests failed, is when
 	// one request is let through to try it.
 	RetryAt time.Time `json:"retry_at,omitzero"`
@@ -63,7 +68,7 @@ func (s *Set) Statuses() []Status {
 
 func (p *peer) status(st *state) Status {
 	out := Status{Peer: p.ID, URL: p.URL.String(), State: st.health(), Since: st.since, Checked: st.checked,
-		Error: st.err, Failures: st.failures, IntervalS: p.Interval.Seconds(), Loadout: st.loadout, Models: []ModelStatus{}}
+		Error: st.err, Failures: st.failures, Hung: st.timeouts >= p.Failures, IntervalS: p.Interval.Seconds(), Loadout: st.loadout, Models: []ModelStatus{}}
 	if st.benched {
 		out.RetryAt = st.retryAt
 		out.Error = strings.TrimPrefix(st.err+"; "+st.benchReason(), "; ")

@@ -425,6 +425,9 @@ func TestHealth_TimedOutChecksFollowEachOther(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("the peer was not found hung")
 	}
+	if st := s.Statuses()[0]; st.State != Down || !st.Hung {
+		t.Errorf("a hung peer's status: state %s, hung %v; want down and hung", st.State, st.Hung)
+	}
 	mu.Lock()
 	defer mu.Unlock()
 	for i := 1; i < len(starts); i++ {
