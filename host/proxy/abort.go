@@ -83,6 +83,30 @@ func endedBy[E error](ctx context.Context) E {
 	return e
 }
 
+// endedError is the answer to a request that one of the proxy's own
+// causes ended, or nil when ctx is live or its client ended it
+// (clientGone): an Abort or cancel (its own status), a stream that
+// stalled (502, the server taken as hung), an answer that came too late
+// (504), a peer found hung (502 peer_error). what says how far the
+// request had got, for a peer's message: "request failed" before the
+// answer, "failed mid-stream" during it. The one list of those causes:
+// clientGone is a cancelled ctx that none of them ended.
+func (s *Server) endedError(ex *exchange, ctx context.Context, what string) *apiError {
+	if e := abortedError(ctx); e != nil {
+		return e
+	}
+	if se := stalledBy(ctx); se != nil {
+		return s.stalled(ex, se)
+	}
+	if at := answerTimedOut(ctx); at != nil {
+		return s.answerLate(ex, at)
+	}
+	if he := peerHungBy(ctx); he != nil && ex.peer != nil {
+		return peerFailed(ex.peer, what, he)
+	}
+	return nil
+}
+
 // abortedError is the answer of a request whose context Abort or a
 // cancel ended. Nil when neither ended ctx.
 func abortedError(ctx context.Context) *apiError {

@@ -215,7 +215,10 @@ func (ex *exchange) Flush() { _ = ex.FlushError() }
 func (ex *exchange) Unwrap() http.ResponseWriter { return ex.ResponseWriter }
 
 // clientGone reports whether the request's client has left: its context
-// was cancelled, and not by Abort.
+// was cancelled with no cause given. net/http gives none when the
+// connection closes; each of the proxy's own ends of a request gives its
+// cause (endedError's: an Abort or cancel, a stall, an answer timeout, a
+// peer's hang).
 func clientGone(ctx context.Context) bool {
-	return ctx.Err() == context.Canceled && abortedBy(ctx) == nil && stalledBy(ctx) == nil && answerTimedOut(ctx) == nil && peerHungBy(ctx) == nil
+	return ctx.Err() == context.Canceled && context.Cause(ctx) == context.Canceled
 }

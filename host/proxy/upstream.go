@@ -140,16 +140,8 @@ func (u *upstreams) proxy(target *url.URL, t *config.Timeouts) *httputil.Reverse
 // which case the error goes out as an SSE event.
 func (s *Server) upstreamFailed(w http.ResponseWriter, r *http.Request, err error) {
 	ex := exchangeOf(r)
-	if e := abortedError(r.Context()); e != nil {
+	if e := s.endedError(ex, r.Context(), "request failed"); e != nil {
 		s.writeError(w, r, e)
-		return
-	}
-	if at := answerTimedOut(r.Context()); at != nil {
-		s.writeError(w, r, s.answerLate(ex, at))
-		return
-	}
-	if he := peerHungBy(r.Context()); he != nil && ex.peer != nil {
-		s.writeError(w, r, peerFailed(ex.peer, "request failed", he))
 		return
 	}
 	if clientGone(r.Context()) {
@@ -358,15 +350,9 @@ func (g *responseGuard) Read(p []byte) (int, error) {
 	if err == nil || err == io.EOF {
 		return n, err
 	}
-	e := abortedError(g.req.Context())
+	e := g.s.endedError(g.ex, g.req.Context(), "failed mid-stream")
 	switch {
-	case e != nil: // Abort ended the request: say so
-	case stalledBy(g.req.Context()) != nil:
-		e = g.s.stalled(g.ex, stalledBy(g.req.Context()))
-	case answerTimedOut(g.req.Context()) != nil: // the timer fired as the answer began
-		e = g.s.answerLate(g.ex, answerTimedOut(g.req.Context()))
-	case peerHungBy(g.req.Context()) != nil && g.ex.peer != nil:
-		e = peerFailed(g.ex.peer, "failed mid-stream", peerHungBy(g.req.Context()))
+	case e != nil: // the proxy ended the request (an answer timeout: the timer fired as the answer began)
 	case clientGone(g.req.Context()):
 		return n, err
 	case g.ex.peer != nil:
