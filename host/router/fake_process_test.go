@@ -33,6 +33,8 @@ type fakeProcess struct {
 	unhealthy error
 	wedged    bool
 	probes    []time.Time
+	// probed, when set, is told of each health check as it begins.
+	probed chan struct{}
 	// Sleep (SleepInstance): the levels its instances offer, what their
 	// sleeps and wakes fail with, a gate a wake blocks on (a hung wake),
 	// and what a sleeper says it holds in host memory.
@@ -134,8 +136,14 @@ func (i *fakeInstance) Memory(context.Context) ([]int, uint64, error) {
 func (i *fakeInstance) Healthy(ctx context.Context) error {
 	i.proc.mu.Lock()
 	i.proc.probes = append(i.proc.probes, time.Now())
-	wedged, err := i.proc.wedged, i.proc.unhealthy
+	wedged, err, probed := i.proc.wedged, i.proc.unhealthy, i.proc.probed
 	i.proc.mu.Unlock()
+	if probed != nil {
+		select {
+		case probed <- struct{}{}:
+		default:
+		}
+	}
 	if wedged {
 		<-ctx.Done()
 		return ctx.Err()

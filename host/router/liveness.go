@@ -132,9 +132,12 @@ func (r *Router) startProbing() {
 }
 
 // probe starts a liveness probe of m's server, off the loop, unless one
-// is out already or nobody waits on it (probed).
+// of its present generation is out already or nobody waits on it
+// (probed). A probe still out of an instance that is gone (or of the
+// same server before a sleep, a wake or a restart moved the generation
+// on) does not count: its answer is dropped when it comes.
 func (r *Router) probe(m *model) {
-	if m.probing {
+	if m.probing && m.probeGen == m.gen {
 		return
 	}
 	inst, phase := r.probed(m)
@@ -142,7 +145,7 @@ func (r *Router) probe(m *model) {
 	if !ok {
 		return
 	}
-	m.probing, m.probeStart = true, time.Now()
+	m.probing, m.probeGen, m.probeStart = true, m.gen, time.Now()
 	timeout := r.cfg.Liveness.Timeout
 	go func(name string, gen uint64) {
 		ctx, cancel := context.WithTimeout(r.procCtx, timeout)
@@ -168,7 +171,7 @@ func (r *Router) onProbe(p probeResult) {
 	if m == nil {
 		return
 	}
-	if m.gen == p.gen {
+	if m.probeGen == p.gen {
 		m.probing = false
 	}
 	if _, phase := r.probed(m); m.gen != p.gen || phase != p.phase {

@@ -73,6 +73,43 @@ func TestRouter_Liveness_TimedOutProbesFollowEachOther(t *testing.T) {
 	}
 }
 
+// A probe still out when its instance goes (here it crashes, and the
+// next request starts another) does not stop the new instance from being
+// probed: the old probe's late answer is dropped, and the new instance,
+// hung, is found and killed. Before, the late answer left the model
+// marked as probed for as long as it lived, so a hung server with
+// requests in flight was never found (the soak's stopped server, held
+// by ten requests for minutes).
+func TestRouter_Liveness_AProbeOfAGoneInstanceDoesNotBlockTheNext(t *testing.T) {
+	lv := Liveness{Interval: 20 * time.Millisecond, Timeout: 500 * time.Millisecond, Failures: 2}
+	h := newHarness(t, harnessOpts{liveness: lv})
+	p := h.procs["a"]
+	p.mu.Lock()
+	p.wedged, p.probed = true, make(chan struct{}, 1)
+	p.mu.Unlock()
+	c := h.acquire("a")
+	h.world.expect(t, "starting a", "ready a")
+	g := c.wait(t)
+	select {
+	case <-p.probed: // a probe of the first instance is out, and stays out for its Timeout
+	case <-time.After(10 * time.Second):
+		t.Fatal("the serving instance was not probed")
+	}
+	h.world.crash(t, "a")
+	h.awaitState("a", "failed")
+	g.Release()
+
+	p.mu.Lock()
+	p.wedged, p.probed = false, nil
+	p.mu.Unlock()
+	p.hang() // the next instance fails its checks at once
+	c = h.acquire("a")
+	h.world.expect(t, "starting a", "ready a")
+	g = c.wait(t)
+	h.world.expect(t, "killed a")
+	g.Release()
+}
+
 // An idle server is not probed: one that would fail its health check
 // stays ready while nothing is in flight, and is found as soon as
 // something is.

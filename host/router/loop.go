@@ -68,9 +68,12 @@ type stopDone struct {
 	sleeper bool
 }
 
+// exitEvent is the exit of a server a watcher watched (watchExit): inst,
+// the instance of model, whatever its generation now (a woken sleeper is
+// the instance that was started, watched once).
 type exitEvent struct {
 	model string
-	gen   uint64
+	inst  Instance
 }
 
 type unloadRequest struct {
@@ -123,11 +126,13 @@ type model struct {
 	// the model itself below admitLimit in flight. 0: none.
 	admitLimit uint32
 	admitFlags sdk.AdmitFlags
-	// probing: a liveness probe of the current instance is out, started
-	// at probeStart; probeFailures counts its failed probes in a row;
-	// hung: the instance was declared hung and is being killed, so its
-	// stop ends in Failed (liveness.go).
+	// probing: a liveness probe of generation probeGen is out, started
+	// at probeStart (one of an older generation does not hold back the
+	// current instance's); probeFailures counts its failed probes in a
+	// row; hung: the instance was declared hung and is being killed, so
+	// its stop ends in Failed (liveness.go).
 	probing       bool
+	probeGen      uint64
 	probeStart    time.Time
 	probeFailures int
 	hung          bool
@@ -523,7 +528,9 @@ func (r *Router) onSwapDone(ev swapDone) {
 		r.setState(m, sdk.StateReady)
 		m.lastUse = r.cfg.Clock() // the TTL counts from the load
 		r.log.Info("model ready", "model", ev.target, "upstream", ev.inst.Upstream().String())
-		r.exec.watch(m.name, m.gen, ev.inst)
+		if !ev.woke { // a woken server is the one started before, watched since
+			r.exec.watch(m.name, ev.inst)
+		}
 	}
 	if m.stopAfterStart {
 		m.stopAfterStart = false
@@ -587,11 +594,11 @@ func (r *Router) onStopDone(ev stopDone) {
 // onExit handles a model server that exited on its own.
 func (r *Router) onExit(ev exitEvent) {
 	m := r.loop.models[ev.model]
-	if m != nil && m.gen == ev.gen && m.isAsleep() {
+	if m != nil && m.isAsleep() && m.asleep == ev.inst {
 		r.onSleeperExit(m)
 		return
 	}
-	if m == nil || m.gen != ev.gen || m.state != sdk.StateReady {
+	if m == nil || m.inst != ev.inst || m.state != sdk.StateReady {
 		return // an expected exit (stop, eviction), an old instance, or a removed model
 	}
 	reason := "exited"
@@ -925,15 +932,16 @@ func stopTimeout(mc ModelConfig) time.Duration {
 const stopBackstop = 30 * time.Second
 
 // watchExit reports when a ready instance's server exits, for whatever
-// reason; the loop ignores exits it caused.
-func (r *Router) watchExit(name string, gen uint64, inst Instance) {
+// reason, asleep or awake; the loop ignores exits it caused. One watcher
+// per started instance: sleeping and waking do not start another.
+func (r *Router) watchExit(name string, inst Instance) {
 	select {
 	case <-inst.Exited():
 	case <-r.done:
 		return
 	}
 	select {
-	case r.exits <- exitEvent{model: name, gen: gen}:
+	case r.exits <- exitEvent{model: name, inst: inst}:
 	case <-r.done:
 	}
 }

@@ -1,9 +1,13 @@
 package router
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"runtime/pprof"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -233,6 +237,52 @@ func TestSleep_SleeperThatDiesIsStoppedAndColdLoads(t *testing.T) {
 	})
 	serveOnce(t, h, "a")
 	h.world.expect(t, "asleep b 1", "starting a", "ready a")
+}
+
+// Sleeping and waking keep the one exit watcher each server got when it
+// started: a model woken a thousand times holds no thousand goroutines
+// (each wake started another before, left until the server exited). The
+// server's exit is still seen after its wakes, awake or asleep.
+func TestSleep_WakesStartNoExitWatcher(t *testing.T) {
+	h := sleepHarness(t, 8*gib, config.EvictAuto)
+	serveOnce(t, h, "a")
+	serveOnce(t, h, "b")
+	h.world.expect(t, "starting a", "ready a", "asleep a 1", "starting b", "ready b")
+	for range 10 {
+		serveOnce(t, h, "a")
+		h.world.expect(t, "asleep b 1", "awake a")
+		serveOnce(t, h, "b")
+		h.world.expect(t, "asleep a 1", "awake b")
+	}
+	if n := exitWatchers(t, h.r); n != 2 {
+		t.Fatalf("%d exit watchers after 20 wakes of 2 servers; want 2", n)
+	}
+	h.world.crash(t, "b") // awake, woken ten times
+	h.awaitState("b", "failed")
+	h.world.crash(t, "a") // asleep
+	h.await(func() string {
+		if st := h.status("a"); st.State != "stopped" || st.HostBytes != 0 {
+			return "a is " + st.State + " after its sleeping server died, want stopped with no host lease"
+		}
+		return ""
+	})
+	h.await(func() string {
+		if n := exitWatchers(t, h.r); n != 0 {
+			return fmt.Sprintf("%d exit watchers left with no server running", n)
+		}
+		return ""
+	})
+}
+
+// exitWatchers counts r's goroutines in watchExit, from the goroutine
+// profile (each goroutine's stack names its receiver).
+func exitWatchers(t *testing.T, r *Router) int {
+	t.Helper()
+	var b bytes.Buffer
+	if err := pprof.Lookup("goroutine").WriteTo(&b, 2); err != nil {
+		t.Fatal(err)
+	}
+	return strings.Count(b.String(), fmt.Sprintf("router.(*Router).watchExit(%p", r))
 }
 
 func TestSleep_UnloadStopsSleepers(t *testing.T) {

@@ -80,8 +80,9 @@ type executor interface {
 	start(job startJob)
 	// release reports a Grant's release; the loop then handles a serveDone.
 	release(ev serveDone)
-	// watch reports, as an exitEvent, when a ready instance's server exits.
-	watch(name string, gen uint64, inst Instance)
+	// watch reports, as an exitEvent, when a ready instance's server
+	// exits; called once per started instance.
+	watch(name string, inst Instance)
 	// pageCache reads files ahead into the page cache (drop false) or
 	// drops them from it, in the background; nothing reports back.
 	pageCache(model string, files []string, drop bool)
@@ -213,8 +214,8 @@ func (x goExecutor) release(ev serveDone) {
 	}
 }
 
-func (x goExecutor) watch(name string, gen uint64, inst Instance) {
-	go x.r.watchExit(name, gen, inst)
+func (x goExecutor) watch(name string, inst Instance) {
+	go x.r.watchExit(name, inst)
 }
 
 func (x goExecutor) pageCache(model string, files []string, drop bool) {

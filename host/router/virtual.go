@@ -156,7 +156,7 @@ func (x virtualExecutor) release(ev serveDone) {
 }
 
 // watch does nothing: a simulated server exits only when stopped.
-func (virtualExecutor) watch(string, uint64, Instance) {}
+func (virtualExecutor) watch(string, Instance) {}
 
 // pageCache does nothing: a simulated load reads no file.
 func (virtualExecutor) pageCache(string, []string, bool) {}
