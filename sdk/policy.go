@@ -198,6 +198,18 @@ func (e ResultError) Error() string {
 	return "host error " + strconv.Itoa(int(e))
 }
 
+// NotNow reports whether err is a host's refusal that says "not now"
+// rather than "no": a swap already running, or a stop under way, for the
+// model (ErrSwapActive), an eviction of a model with requests in flight
+// (ErrModelBusy), GPU memory held by jobs (ErrHeldByJob). A scheduler
+// that meets one waits for the event that ends it (OnSwapDone,
+// OnServeDone, a tick) and tries again, as the built-in fifo does; the
+// host counts it among the refused effects but logs it at debug level,
+// not as the policy's mistake (docs/ABI.md, "Host imports").
+func NotNow(err error) bool {
+	return errors.Is(err, ErrSwapActive) || errors.Is(err, ErrModelBusy) || errors.Is(err, ErrHeldByJob)
+}
+
 // AsResult returns the host import result for err: 0 for nil, the
 // ResultError's value, or ErrBadArgument for any other error.
 func AsResult(err error) int32 {

@@ -362,7 +362,7 @@ func (fx *effects) afterSwapperCall() {
 func (fx *effects) StartSwap(s sdk.SwapRequest) error {
 	r, l := fx.r, &fx.r.loop
 	refuse := func(err error, why string) error {
-		r.refused(&l.schedCounters, fmt.Sprintf("StartSwap(%q): %s", s.Model, why))
+		r.refusedWith(&l.schedCounters, err, fmt.Sprintf("StartSwap(%q): %s", s.Model, why))
 		return err
 	}
 	target, ok := l.models[s.Model]

@@ -99,6 +99,8 @@ type harnessOpts struct {
 	liveness  Liveness
 	// hostMemory is Config.HostMemory (bytes sleepers may lease).
 	hostMemory uint64
+	// logger is Config.Logger; nil: testLogger().
+	logger *slog.Logger
 }
 
 func newHarness(t testing.TB, o harnessOpts) *harness {
@@ -126,6 +128,9 @@ func newHarness(t testing.TB, o harnessOpts) *harness {
 		models[name] = mc
 	}
 	ctx := context.Background()
+	if o.logger == nil {
+		o.logger = testLogger()
+	}
 	cfg := Config{
 		Models:          models,
 		SchedulerName:   "builtin:fifo",
@@ -137,7 +142,7 @@ func newHarness(t testing.TB, o harnessOpts) *harness {
 		NoWarmPath:      o.noWarm,
 		Liveness:        o.liveness,
 		HostMemory:      o.hostMemory,
-		Logger:          testLogger(),
+		Logger:          o.logger,
 		NewScheduler: func(fx sdk.Effects) (SchedulerPolicy, error) {
 			return rt.NewScheduler(ctx, fifo, []byte(o.scheduler), fx)
 		},

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"time"
 
@@ -831,9 +832,22 @@ func (r *Router) schedulerFailed(event string, err error) bool {
 
 // refused records a policy call the router would not carry out.
 func (r *Router) refused(c *PolicyCounters, what string) {
+	r.refusedWith(c, nil, what)
+}
+
+// refusedWith is refused for a call refused with err: a warning, unless
+// err says "not now" (sdk.NotNow: a swap or a stop under way, a busy
+// eviction, memory held by jobs), which schedulers meet as a matter of
+// course — fifo tries its queue's head again at every tick while its
+// model stops — and which is logged at debug level, still counted.
+func (r *Router) refusedWith(c *PolicyCounters, err error, what string) {
 	c.RefusedEffects++
 	c.LastError = what
-	r.log.Warn("policy call refused", "what", what)
+	level := slog.LevelWarn
+	if sdk.NotNow(err) {
+		level = slog.LevelDebug
+	}
+	r.log.Log(context.Background(), level, "policy call refused", "what", what)
 }
 
 // deliver hands res to w's caller and reports whether the caller took it.

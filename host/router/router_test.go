@@ -7,6 +7,7 @@ import (
 	"github.com/loadout-dev/loadout/host/gpu"
 	"github.com/loadout-dev/loadout/host/policy"
 	"github.com/loadout-dev/loadout/internal/wasmbuild"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -224,18 +225,72 @@ func TestRouter_Rule6_BusyModelNeverEvicted(t *testing.T) {
 }
 
 // Rule 6 in the host: a StartSwap that evicts a busy model is refused even
-// if a policy asks for it.
+// if a policy asks for it. The refusal says "not now" (sdk.NotNow), which
+// fifo meets at every tick while it waits: counted, and logged at debug
+// level; a refusal that is the policy's mistake (an unknown model) is a
+// warning.
 func TestRouter_Rule6_StartSwapRefusesBusyEviction(t *testing.T) {
-	h := newHarness(t, harnessOpts{})
+	logs := &recordedLogs{}
+	h := newHarness(t, harnessOpts{logger: slog.New(logs)})
 	ga := h.acquire("a").wait(t)
 	defer ga.Release()
 	h.world.expect(t, "starting a", "ready a")
-	var err error
-	h.r.query(func() { err = h.r.loop.fx.StartSwap(sdk.SwapRequest{Model: "b", Evict: []string{"a"}}) })
-	if !errors.Is(err, sdk.ErrModelBusy) {
-		t.Fatalf("StartSwap evicting a busy model: err = %v, want ErrModelBusy", err)
+	before := h.r.Counters()["scheduler"].RefusedEffects
+	var err, unknown error
+	h.r.query(func() {
+		err = h.r.loop.fx.StartSwap(sdk.SwapRequest{Model: "b", Evict: []string{"a"}})
+		unknown = h.r.loop.fx.StartSwap(sdk.SwapRequest{Model: "nope"})
+	})
+	if !errors.Is(err, sdk.ErrModelBusy) || !errors.Is(unknown, sdk.ErrUnknownModel) {
+		t.Fatalf("StartSwap evicting a busy model: err = %v, want ErrModelBusy; of an unknown model: %v", err, unknown)
 	}
 	h.expectState("a", "ready")
+	if got := h.r.Counters()["scheduler"].RefusedEffects - before; got != 2 {
+		t.Errorf("%d refusals counted; want 2", got)
+	}
+	want := map[string]slog.Level{`StartSwap("b"): evicts "a", which has 1 requests in flight`: slog.LevelDebug, `StartSwap("nope"): unknown model`: slog.LevelWarn}
+	for what, level := range want {
+		if got, ok := logs.level("policy call refused", "what", what); !ok || got != level {
+			t.Errorf("refusal %q logged at %v (found %v); want %v", what, got, ok, level)
+		}
+	}
+}
+
+// recordedLogs is a slog.Handler that keeps every record, at every level.
+type recordedLogs struct {
+	mu   sync.Mutex
+	recs []slog.Record
+}
+
+func (l *recordedLogs) Enabled(context.Context, slog.Level) bool { return true }
+func (l *recordedLogs) WithAttrs([]slog.Attr) slog.Handler       { return l }
+func (l *recordedLogs) WithGroup(string) slog.Handler            { return l }
+func (l *recordedLogs) Handle(_ context.Context, r slog.Record) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.recs = append(l.recs, r.Clone())
+	return nil
+}
+
+// level is the level of the first record with message msg and attribute
+// key equal to value.
+func (l *recordedLogs) level(msg, key, value string) (slog.Level, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, r := range l.recs {
+		if r.Message != msg {
+			continue
+		}
+		found := false
+		r.Attrs(func(a slog.Attr) bool {
+			found = a.Key == key && a.Value.String() == value
+			return !found
+		})
+		if found {
+			return r.Level, true
+		}
+	}
+	return 0, false
 }
 
 // failingScheduler holds every request until one for "boom", where it

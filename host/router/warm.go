@@ -19,7 +19,7 @@ import (
 func (fx *effects) Admit(name string, limit uint32, flags sdk.AdmitFlags) error {
 	r, l := fx.r, &fx.r.loop
 	refuse := func(err error, why string) error {
-		r.refused(&l.schedCounters, fmt.Sprintf("Admit(%q, %d): %s", name, limit, why))
+		r.refusedWith(&l.schedCounters, err, fmt.Sprintf("Admit(%q, %d): %s", name, limit, why))
 		return err
 	}
 	m, ok := l.models[name]

@@ -213,7 +213,7 @@ func (s *scheduler) decide(r *request) verdict {
 	// (6) Start a swap and wait on it.
 	switch err := s.fx.StartSwap(plan.SwapFor(r.model)); {
 	case err == nil:
-	case errors.Is(err, sdk.ErrModelBusy), errors.Is(err, sdk.ErrSwapActive), errors.Is(err, sdk.ErrHeldByJob):
+	case sdk.NotNow(err):
 		// The host knows of a load or a request we do not (e.g. from before
 		// this instance), or GPU jobs hold the memory for now: wait for
 		// the SwapDone, ServeDone or tick that drains the queue.
