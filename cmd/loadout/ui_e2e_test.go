@@ -8,11 +8,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
+
+	"github.com/loadout-dev/loadout/internal/proctest"
 )
 
 // chromium finds Debian's headless Chromium. Without it the browser test
@@ -200,6 +203,61 @@ func TestUI_ShowsStartBackoff(t *testing.T) {
 		chromedp.WaitNotPresent(`#models tr[data-model="broken"] .backoff`, chromedp.ByQuery),
 	); err != nil {
 		shot(t, ctx, "ui-backoff-failure")
+		t.Fatal(err)
+	}
+}
+
+// A box with peers shows them under its models, live, in real Chromium:
+// the peer up with its model's state as the peer reports it (stopped,
+// then ready once a request through this box loaded it), then down and
+// hung while its process is stopped (SIGSTOP), then up again once it
+// answers — each change from a peer event, not a reload of the page or
+// of /api/peers.
+func TestUI_ShowsPeers(t *testing.T) {
+	ctx := browser(t)
+	b := startServer(t, peerConfig(t, []string{"mb"}))
+	gw := startServer(t, peerConfig(t, []string{"la"}, "b="+b.base+":mb"))
+	peerState := func(state string) chromedp.Action {
+		return chromedp.WaitVisible(fmt.Sprintf(`#peers tr[data-peer="b"] [data-peer-state=%q]`, state), chromedp.ByQuery)
+	}
+	modelState := func(state string) chromedp.Action {
+		return chromedp.WaitVisible(fmt.Sprintf(`#peers tr[data-peer="b"] [data-peer-model="mb"][data-state=%q]`, state), chromedp.ByQuery)
+	}
+	if err := chromedp.Run(ctx,
+		chromedp.Navigate(gw.base+"/ui/"),
+		chromedp.WaitVisible(`#conn[data-conn="live"]`, chromedp.ByQuery),
+		peerState("up"),
+		modelState("stopped"),
+	); err != nil {
+		shot(t, ctx, "ui-peers-failure")
+		t.Fatal(err)
+	}
+	gw.mustChat("b/mb")
+	// Within less than the page's 10 s re-read of /api/peers: only the
+	// peer event can have brought it.
+	ectx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := chromedp.Run(ectx, modelState("ready")); err != nil {
+		shot(t, ctx, "ui-peers-failure")
+		t.Fatalf("the peer's model ready: %v (no peer event?)", err)
+	}
+
+	proctest.Stop(t, b.cmd.Process.Pid)
+	if err := chromedp.Run(ctx,
+		peerState("down"),
+		chromedp.WaitVisible(`#peers tr[data-peer="b"] [data-hung]`, chromedp.ByQuery),
+	); err != nil {
+		shot(t, ctx, "ui-peers-failure")
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(b.cmd.Process.Pid, syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	if err := chromedp.Run(ctx,
+		peerState("up"),
+		chromedp.WaitNotPresent(`#peers tr[data-peer="b"] [data-hung]`, chromedp.ByQuery),
+	); err != nil {
+		shot(t, ctx, "ui-peers-failure")
 		t.Fatal(err)
 	}
 }

@@ -19,7 +19,7 @@ const (
 	TypePolicyFailed   = "policy_failed"   // a policy call failed (crash, deadline, disabled)
 	TypePolicyHandover = "policy_handover" // a fallback took over or gave back
 	TypeJob            = "job"             // a job's state changed (jobs.Transition)
-	TypePeer           = "peer"            // a peer went up or down (peers.Status)
+	TypePeer           = "peer"            // a peer went up or down, hung, or a model of it changed state (peers.Status)
 )
 
 // Event is one numbered event. Data is marshalled to JSON once, when the

@@ -68,7 +68,7 @@ func (s *Set) Statuses() []Status {
 
 func (p *peer) status(st *state) Status {
 	out := Status{Peer: p.ID, URL: p.URL.String(), State: st.health(), Since: st.since, Checked: st.checked,
-		Error: st.err, Failures: st.failures, Hung: st.timeouts >= p.Failures, IntervalS: p.Interval.Seconds(), Loadout: st.loadout, Models: []ModelStatus{}}
+		Error: st.err, Failures: st.failures, Hung: p.isHung(st), IntervalS: p.Interval.Seconds(), Loadout: st.loadout, Models: []ModelStatus{}}
 	if st.benched {
 		out.RetryAt = st.retryAt
 		out.Error = strings.TrimPrefix(st.err+"; "+st.benchReason(), "; ")

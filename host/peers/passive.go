@@ -130,7 +130,8 @@ func (p *peer) claimTrial(now time.Time) bool {
 
 // update replaces p's state with change applied to a copy, under p.mu so
 // concurrent updates are neither lost nor reported out of order; a change
-// of health is logged and reported (Config.OnChange) once.
+// of health is logged and reported (Config.OnChange) once, and a change of
+// Hung or of a model's state is reported.
 func (p *peer) update(change func(next *state)) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -143,6 +144,9 @@ func (p *peer) update(change func(next *state)) {
 	}
 	p.state.Store(&next)
 	if was == is {
+		if p.set.cfg.OnChange != nil && (p.isHung(prev) != p.isHung(&next) || !sameModelStates(prev.models, next.models)) {
+			p.set.cfg.OnChange(p.status(&next))
+		}
 		return
 	}
 	switch {
@@ -157,6 +161,24 @@ func (p *peer) update(change func(next *state)) {
 	if p.set.cfg.OnChange != nil {
 		p.set.cfg.OnChange(p.status(&next))
 	}
+}
+
+// isHung reports whether st makes p hung: its last Failures checks or more
+// got no answer within its Timeout (Status.Hung).
+func (p *peer) isHung(st *state) bool { return st.timeouts >= p.Failures }
+
+// sameModelStates reports whether two checks found every model in the
+// same state (requests in flight aside).
+func sameModelStates(a, b map[string]modelState) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for m, x := range a {
+		if y, ok := b[m]; !ok || x.state != y.state {
+			return false
+		}
+	}
+	return true
 }
 
 // benchReason is why a benched peer is down, for Status.Error.

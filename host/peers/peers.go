@@ -57,9 +57,12 @@ type Config struct {
 	// slog.Default().
 	Logger *slog.Logger
 	// OnChange, when set, hears a peer's status each time it goes up or
-	// down, in order: on that peer's poller goroutine or on the goroutine
-	// of the forwarded request that changed it (Target.Failed, a
-	// Begin's end), under the peer's lock; it must not block.
+	// down, is found hung or answers again (Status.Hung), or a check finds
+	// one of its models in another state (Status.Models), in order: on
+	// that peer's poller goroutine or on the goroutine of the forwarded
+	// request that changed it (Target.Failed, a Begin's end), under the
+	// peer's lock; it must not block. Counts of requests in flight alone
+	// are no change.
 	OnChange func(Status)
 	// Now is the clock passive health's cool-downs are measured on; nil:
 	// time.Now. Tests set it to move through a cool-down without

@@ -438,6 +438,78 @@ func TestHealth_TimedOutChecksFollowEachOther(t *testing.T) {
 	}
 }
 
+// OnChange hears, besides up and down, a model of the peer changing state
+// and the peer found hung or answering again — what a page showing the
+// peers needs to stay true — but not a check that only moved the counts
+// of requests in flight.
+func TestHealth_ModelStatesAndHangsAreChanges(t *testing.T) {
+	f := &fakePeer{}
+	answer := func(state string, inFlight int) {
+		f.set(func(w http.ResponseWriter, r *http.Request) {
+			fmt.Fprintf(w, `{"models":[{"model":"m","state":%q,"in_flight":%d}]}`, state, inFlight)
+		})
+	}
+	answer("ready", 0)
+	srv := httptest.NewServer(f)
+	defer srv.Close()
+	changes := make(chan Status, 16)
+	s := newSet(t, Config{
+		Peers:    []Peer{{ID: "b", URL: mustURL(t, srv.URL), Models: []string{"m"}, Interval: time.Hour, Timeout: 100 * time.Millisecond, Failures: 2}},
+		OnChange: func(st Status) { changes <- st },
+	})
+	p := s.peers[0]
+	ctx := context.Background()
+	next := func(what string) Status {
+		t.Helper()
+		select {
+		case st := <-changes:
+			return st
+		default:
+			t.Fatalf("%s: no change reported", what)
+		}
+		return Status{}
+	}
+	none := func(what string) {
+		t.Helper()
+		select {
+		case st := <-changes:
+			t.Fatalf("%s: a change reported: %+v", what, st)
+		default:
+		}
+	}
+	p.check(ctx)
+	if st := next("first check"); st.State != Up || st.Models[0].State != "ready" {
+		t.Fatalf("first check: %+v", st)
+	}
+	answer("ready", 3)
+	p.check(ctx)
+	none("in flight 0 → 3")
+	answer("stopped", 0)
+	p.check(ctx)
+	if st := next("ready → stopped"); st.State != Up || st.Models[0].State != "stopped" {
+		t.Fatalf("ready → stopped: %+v", st)
+	}
+
+	release := make(chan struct{})
+	defer close(release)
+	f.set(func(w http.ResponseWriter, r *http.Request) { <-release })
+	p.check(ctx)
+	if st := next("first timed-out check"); st.State != Down || st.Hung {
+		t.Fatalf("first timed-out check: %+v; want down, not hung", st)
+	}
+	p.check(ctx)
+	if st := next("second timed-out check"); st.State != Down || !st.Hung {
+		t.Fatalf("second timed-out check: %+v; want down and hung", st)
+	}
+	p.check(ctx)
+	none("a third timed-out check")
+	answer("ready", 0)
+	p.check(ctx)
+	if st := next("answering again"); st.State != Up || st.Hung {
+		t.Fatalf("answering again: %+v; want up, not hung", st)
+	}
+}
+
 // fakeClock is Config.Now that a test moves by hand.
 type fakeClock struct {
 	mu  sync.Mutex

@@ -148,7 +148,7 @@ function withRows(list, rows) {
 // null means "not read yet": the page shows that it is loading, never a
 // false "nothing".
 const initial = {
-  models: null, gpus: null, policies: null, activity: null, timeline: null, summary: null,
+  models: null, peers: null, gpus: null, policies: null, activity: null, timeline: null, summary: null,
   activitySource: '', activityMore: 0, jobTick: 0, conn: 'connecting', error: '', needKey: '',
 };
 
@@ -166,6 +166,9 @@ function reducer(s, a) {
       for (const f of CATALOG_FIELDS) if (old[f] !== undefined) m[f] = old[f];
       return { ...s, models: { ...(s.models || {}), [m.model]: m } };
     }
+    case 'peers': return { ...s, peers: a.peers };
+    case 'peer': // a peer event carries its whole status: replace its row
+      return { ...s, peers: (s.peers || []).map((p) => (p.peer === a.p.peer ? a.p : p)) };
     case 'gpus': return { ...s, gpus: a.gpus };
     case 'policies': return { ...s, policies: a.policies };
     case 'summary': return { ...s, summary: a.summary };
@@ -261,6 +264,25 @@ function Models({ models, act }) {
       <td class="num">${m.in_flight || 0}</td><td class="num">${(m.queued || 0) + (m.loading || 0)}</td>
       <td title=${fullTime(m.last_use)}>${fmtTime(m.last_use)}</td>
       <td class="actions">${actions(m).map((a) => html`<button data-action=${a} data-model=${m.model} onClick=${() => act(a, m.model)}>${a === 'load' ? (m.state === 'asleep' ? 'Wake' : 'Load') : 'Unload'}</button>`)}</td>
+    </tr>`)}</tbody>
+  </table></div></section>`;
+}
+
+// Peers are the other servers whose models this one forwards to (peers:
+// in the configuration): each one's health as its checks found it — up,
+// down with why, hung when its checks get no answer at all — the requests
+// forwarded to it now, and its models with the states it reported.
+function Peers({ peers }) {
+  if (!peers || !peers.length) return '';
+  return html`<section id="peers"><h2>Peers</h2><div class="scroll"><table>
+    <thead><tr><th>Peer</th><th>State</th><th>Since</th><th class="num">In flight</th><th>Models</th></tr></thead>
+    <tbody>${peers.map((p) => html`<tr data-peer=${p.peer}>
+      <td>${p.peer} <span class="muted">${p.url}</span></td>
+      <td><span class=${'state ' + p.state} data-peer-state=${p.state}>${p.state}</span>${p.hung ? html` <span class="state failed" data-hung>hung</span>` : ''}
+        ${p.error ? html`<div class="err reason" data-error>${p.error}</div>` : ''}</td>
+      <td title=${fullTime(p.since)}>${fmtTime(p.since)}</td>
+      <td class="num">${p.in_flight || 0}</td>
+      <td>${(p.models || []).map((m) => html`<span class="peer-model" data-peer-model=${m.model} data-state=${m.state || 'unknown'}>${m.model}${m.state ? html` <span class=${'state ' + m.state}>${m.state}</span>` : ''}</span>`)}</td>
     </tr>`)}</tbody>
   </table></div></section>`;
 }
@@ -539,6 +561,7 @@ function App() {
     const gpus = () => api('/api/gpus').then((g) => dispatch({ type: 'gpus', gpus: g.devices || [] })).catch(() => {});
     const policies = () => api('/api/policies').then((p) => dispatch({ type: 'policies', policies: p.policies || [] })).catch(() => {});
     const summary = () => api('/api/summary').then((x) => dispatch({ type: 'summary', summary: x })).catch(() => {});
+    const peers = () => api('/api/peers').then((p) => dispatch({ type: 'peers', peers: p.peers || [] })).catch(() => {});
     // load reads everything; the history first, so events after its
     // last_id are replayed by the stream and none falls between.
     const load = async () => {
@@ -551,8 +574,9 @@ function App() {
         const reqs = h.data.filter((e) => e.type === 'request').map((e) => e.data);
         const activity = api(`/api/activity?limit=${MAX_ROWS}`).then((a) => a, () => null); // null: no log (404)
         summary();
-        const [m, g, p] = await Promise.all([api('/api/models'), api('/api/gpus'), api('/api/policies')]);
+        const [m, g, p, pe] = await Promise.all([api('/api/models'), api('/api/gpus'), api('/api/policies'), api('/api/peers')]);
         dispatch({ type: 'models', models: m.models });
+        dispatch({ type: 'peers', peers: pe.peers || [] });
         dispatch({ type: 'gpus', gpus: g.devices || [] });
         dispatch({ type: 'policies', policies: p.policies || [] });
         dispatch({ type: 'error', error: '' });
@@ -571,6 +595,7 @@ function App() {
       if (t) dispatch({ type: 'timeline', items: [t] });
       switch (type) {
         case 'model': dispatch({ type: 'model', m: d }); break;
+        case 'peer': dispatch({ type: 'peer', p: d }); break;
         case 'request': dispatch({ type: 'request', r: d }); soon('summary', summary); break;
         case 'swap_end': case 'eviction': soon('gpus', gpus); break;
         case 'policy_failed': case 'policy_handover': policies(); break;
@@ -586,8 +611,9 @@ function App() {
         if (conn.startsWith('unauthorized')) unauthorized({ status: 401, message: 'invalid API key' });
       });
     })();
-    // The five-minute window slides with time: re-read it.
-    const every = setInterval(summary, SUMMARY_EVERY_MS);
+    // The five-minute window slides with time: re-read it, and the peers'
+    // requests in flight, which no event reports.
+    const every = setInterval(() => { summary(); peers(); }, SUMMARY_EVERY_MS);
     return () => { ctl.abort(); clearInterval(every); Object.values(throttled).forEach(clearTimeout); throttled = {}; };
   }, [epoch]);
   const act = async (what, model) => {
@@ -608,7 +634,7 @@ function App() {
     case 'logs': body = html`<${Logs} models=${s.models} epoch=${epoch} />`; break;
     case 'jobs': body = html`<${Jobs} tick=${s.jobTick} />`; break;
     case 'policies': body = html`<${Policies} policies=${s.policies} />`; break;
-    default: body = html`<div class="cols"><${Models} models=${s.models} act=${act} />
+    default: body = html`<div class="cols"><div class="main-col"><${Models} models=${s.models} act=${act} /><${Peers} peers=${s.peers} /></div>
       <div class="side"><${Queue} models=${s.models} /><${Timeline} items=${s.timeline} /></div></div>`;
   }
   return html`<header><h1><img src="favicon.ico" alt="" width="20" height="20" /> Loadout</h1>
