@@ -566,7 +566,9 @@ func (r *Runner) admit(ctx context.Context) {
 		}
 		a := &Attempt{TaskID: t.ID, No: t.Attempts + 1}
 		a.SubmissionID = fmt.Sprintf("%s--a%02d", t.ID, a.No)
-		if !r.transition(ctx, t, StateSubmitting, Change{Attempt: a, Message: "submitting " + a.SubmissionID}) {
+		// Submitting, it waits for nothing: its reason to wait (or a
+		// retry's) goes.
+		if !r.transition(ctx, t, StateSubmitting, Change{Attempt: a, Message: "submitting " + a.SubmissionID, Error: strp("")}) {
 			return true
 		}
 		running++

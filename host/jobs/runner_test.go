@@ -164,6 +164,9 @@ func gate(dir, name string) string {
 	return fmt.Sprintf("command: 'while [ ! -e %s ] && [ -d %s ]; do sleep 0.02; done; echo released'\n", filepath.Join(dir, name), dir)
 }
 
+// A gang waits in PENDING_RESOURCES, saying for what, behind the job that
+// holds the GPUs, and no smaller job overtakes it; once the GPUs are free
+// it runs, and its reason to wait is gone.
 func TestRunner_GangWaitsInPendingResourcesThenRuns(t *testing.T) {
 	g := newRig(t, 4, nil)
 	big := g.submit(t, gate(g.dir, "big")+"gpus_per_node: 3\n")
@@ -182,7 +185,11 @@ func TestRunner_GangWaitsInPendingResourcesThenRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	wait(t, g.runner, big.ID, StateSucceeded)
-	wait(t, g.runner, second.ID, StateRunning)
+	// Running, it waits for nothing: the reason it waited is gone (it
+	// stayed in `jobs list`'s NOTE column for the whole run before).
+	if w := wait(t, g.runner, second.ID, StateRunning); w.Error != "" {
+		t.Fatalf("the running job still says %q", w.Error)
+	}
 	wait(t, g.runner, small.ID, StateRunning)
 	for _, f := range []string{"second", "small"} {
 		_ = os.WriteFile(filepath.Join(g.dir, f), nil, 0o644)
