@@ -17,6 +17,7 @@ import (
 
 	"github.com/loadout-dev/loadout/host/config"
 	"github.com/loadout-dev/loadout/host/gpu"
+	"github.com/loadout-dev/loadout/host/peers"
 	"github.com/loadout-dev/loadout/host/router"
 )
 
@@ -56,7 +57,13 @@ asleep: its weights are in host memory, as its state says), the
 GPUs it is on, its requests in flight, the callers queued for it or waiting
 on its load, and when its TTL takes it off the GPU if it stays idle (put to
 sleep where an eviction would be, else stopped; "-": no TTL, or busy). It
-reads GET /api/models.`,
+reads GET /api/models.
+
+On a box with peers (peers: in its configuration) the peers' models follow
+as PEER/MODEL, on "peer PEER", with the state, requests in flight and
+queue the peer reported at its last check ("unknown" from a server that is
+not a Loadout), or "peer down" / "peer hung" while the peer does not
+answer. It reads GET /api/peers.`,
 		Example: `  loadout ps
   loadout ps --all --server http://gpu-box:8080`,
 		Args: cobra.NoArgs,
@@ -70,13 +77,19 @@ reads GET /api/models.`,
 		if err := c.do(cmd.Context(), http.MethodGet, "/api/models", nil, &out); err != nil {
 			return err
 		}
-		return writePs(c.out, out.Models, all, time.Now())
+		var remote struct {
+			Peers []peers.Status `json:"peers"`
+		}
+		if err := c.do(cmd.Context(), http.MethodGet, "/api/peers", nil, &remote); err != nil {
+			return err
+		}
+		return writePs(c.out, out.Models, remote.Peers, all, time.Now())
 	}
 	return cmd
 }
 
-// writePs writes ps's table of models at now.
-func writePs(w io.Writer, models []psModel, all bool, now time.Time) error {
+// writePs writes ps's table of models at now, then the peers' models.
+func writePs(w io.Writer, models []psModel, remote []peers.Status, all bool, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tSTATE\tVRAM\tGPUS\tIN FLIGHT\tQUEUED\tUNTIL")
 	for _, m := range models {
@@ -104,6 +117,21 @@ func writePs(w io.Writer, models []psModel, all bool, now time.Time) error {
 			state = fmt.Sprintf("%s (level %d, %s host)", state, m.SleepLevel, gpu.FormatBytes(m.HostBytes))
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\n", m.Model, state, vram, gpus, m.InFlight, m.Queued+m.Loading, until)
+	}
+	for _, p := range remote {
+		for _, m := range p.Models {
+			state := cmp.Or(m.State, "unknown")
+			switch {
+			case p.Hung:
+				state = "peer hung"
+			case p.State == peers.Down:
+				state = "peer down"
+			}
+			if !all && state == "stopped" {
+				continue
+			}
+			fmt.Fprintf(tw, "%s\t%s\t-\tpeer %s\t%d\t%d\t-\n", m.Name, state, p.Peer, m.InFlight, m.Queued)
+		}
 	}
 	return tw.Flush()
 }

@@ -137,6 +137,45 @@ func TestModelsCLI_AgainstServer(t *testing.T) {
 	}
 }
 
+// ps on a box with a peer lists the peer's models after its own, by their
+// full names, on "peer b", with the states the peer reports (a stopped one
+// only with --all), and "peer down" once the peer stops answering.
+func TestModelsCLI_PsListsPeersModels(t *testing.T) {
+	b := startServer(t, peerConfig(t, []string{"mb", "idle"}))
+	a := startServer(t, peerConfig(t, []string{"la"}, "b="+b.base+":mb,idle"))
+	a.mustChat("la")
+	a.mustChat("b/mb")
+	ps := func(args ...string) string {
+		out, code := runCLI(t, nil, append([]string{"ps", "--server", a.base}, args...)...)
+		if code != 0 {
+			t.Fatalf("ps %v: exit %d\n%s", args, code, out)
+		}
+		return out
+	}
+	eventually(t, "a's check of b to see mb ready and idle", func() bool { return a.readyIdle("b", "mb") })
+	out := ps()
+	// NAME STATE VRAM GPUS(2 fields) IN-FLIGHT QUEUED UNTIL
+	if row := psRow(out, "b/mb"); row == nil || row[1] != "ready" || row[2] != "-" || row[3]+" "+row[4] != "peer b" || row[5] != "0" || row[6] != "0" || row[7] != "-" {
+		t.Errorf("ps: b/mb's row:\n%s", out)
+	}
+	if psRow(out, "la") == nil || psRow(out, "b/idle") != nil {
+		t.Errorf("ps: want la, b/mb, and not the stopped b/idle:\n%s", out)
+	}
+	if row := psRow(ps("--all"), "b/idle"); row == nil || row[1] != "stopped" {
+		t.Errorf("ps --all: b/idle's row %v", row)
+	}
+	if err := b.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "a to see b down", func() bool { return a.peers().Peers[0].State == "down" })
+	out = ps()
+	for _, m := range []string{"b/mb", "b/idle"} {
+		if row := psRow(out, m); row == nil || row[1]+" "+row[2] != "peer down" {
+			t.Errorf("ps with b down: %s's row %v\n%s", m, row, out)
+		}
+	}
+}
+
 // Against a server that is down, one that accepts connections and never
 // answers, and one that answers something that is not Loadout: every
 // command prints one line saying which, and exits non-zero.
