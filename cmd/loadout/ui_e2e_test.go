@@ -223,43 +223,31 @@ func TestUI_ShowsPeers(t *testing.T) {
 	modelState := func(state string) chromedp.Action {
 		return chromedp.WaitVisible(fmt.Sprintf(`#peers tr[data-peer="b"] [data-peer-model="mb"][data-state=%q]`, state), chromedp.ByQuery)
 	}
-	if err := chromedp.Run(ctx,
-		chromedp.Navigate(gw.base+"/ui/"),
-		chromedp.WaitVisible(`#conn[data-conn="live"]`, chromedp.ByQuery),
-		peerState("up"),
-		modelState("stopped"),
-	); err != nil {
-		shot(t, ctx, "ui-peers-failure")
-		t.Fatal(err)
+	hung := `#peers tr[data-peer="b"] [data-hung]`
+	// see runs the actions in ctx, failing the test (with a screenshot)
+	// as what says.
+	see := func(ctx context.Context, what string, actions ...chromedp.Action) {
+		t.Helper()
+		if err := chromedp.Run(ctx, actions...); err != nil {
+			shot(t, ctx, "ui-peers-failure")
+			t.Fatalf("%s: %v", what, err)
+		}
 	}
+	see(ctx, "the peer up, its model stopped", chromedp.Navigate(gw.base+"/ui/"),
+		chromedp.WaitVisible(`#conn[data-conn="live"]`, chromedp.ByQuery), peerState("up"), modelState("stopped"))
 	gw.mustChat("b/mb")
 	// Within less than the page's 10 s re-read of /api/peers: only the
 	// peer event can have brought it.
 	ectx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if err := chromedp.Run(ectx, modelState("ready")); err != nil {
-		shot(t, ctx, "ui-peers-failure")
-		t.Fatalf("the peer's model ready: %v (no peer event?)", err)
-	}
+	see(ectx, "the peer's model ready (no peer event?)", modelState("ready"))
 
 	proctest.Stop(t, b.cmd.Process.Pid)
-	if err := chromedp.Run(ctx,
-		peerState("down"),
-		chromedp.WaitVisible(`#peers tr[data-peer="b"] [data-hung]`, chromedp.ByQuery),
-	); err != nil {
-		shot(t, ctx, "ui-peers-failure")
-		t.Fatal(err)
-	}
+	see(ctx, "the stopped peer down and hung", peerState("down"), chromedp.WaitVisible(hung, chromedp.ByQuery))
 	if err := syscall.Kill(b.cmd.Process.Pid, syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
-	if err := chromedp.Run(ctx,
-		peerState("up"),
-		chromedp.WaitNotPresent(`#peers tr[data-peer="b"] [data-hung]`, chromedp.ByQuery),
-	); err != nil {
-		shot(t, ctx, "ui-peers-failure")
-		t.Fatal(err)
-	}
+	see(ctx, "the peer up again, not hung", peerState("up"), chromedp.WaitNotPresent(hung, chromedp.ByQuery))
 }
 
 // A model with replicas is one row, marked with how many are ready, and
