@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"sync"
 
+	"github.com/loadout-dev/loadout/host/peers"
 	"github.com/loadout-dev/loadout/sdk"
 )
 
@@ -95,13 +96,13 @@ func (s *Server) endedError(ex *exchange, ctx context.Context, what string) *api
 	if e := abortedError(ctx); e != nil {
 		return e
 	}
-	if se := stalledBy(ctx); se != nil {
+	if se := endedBy[*stallError](ctx); se != nil {
 		return s.stalled(ex, se)
 	}
-	if at := answerTimedOut(ctx); at != nil {
+	if at := endedBy[*answerTimeoutError](ctx); at != nil {
 		return s.answerLate(ex, at)
 	}
-	if he := peerHungBy(ctx); he != nil && ex.peer != nil {
+	if he := endedBy[*peers.HungError](ctx); he != nil && ex.peer != nil {
 		return peerFailed(ex.peer, what, he)
 	}
 	return nil

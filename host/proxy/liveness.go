@@ -42,9 +42,6 @@ func (e *stallError) Error() string {
 	return fmt.Sprintf("no bytes from the upstream for %s after its response began", e.idle)
 }
 
-// stalledBy returns the stall that ended ctx, or nil.
-func stalledBy(ctx context.Context) *stallError { return endedBy[*stallError](ctx) }
-
 // idleWatch cancels a response's upstream request once its body has sent
 // nothing for limit. Reads only store the time; one timer per response
 // checks it, so the warm path pays no timer reset per read.
@@ -118,11 +115,6 @@ func (s *Server) answerLate(ex *exchange, at *answerTimeoutError) *apiError {
 	}
 	return &apiError{status: http.StatusGatewayTimeout, code: "upstream_timeout",
 		msg: fmt.Sprintf("model %s: %v", ex.model, at)}
-}
-
-// answerTimedOut returns the answer timeout that ended ctx, or nil.
-func answerTimedOut(ctx context.Context) *answerTimeoutError {
-	return endedBy[*answerTimeoutError](ctx)
 }
 
 // answerBegan stops the answer timer: the response began (or the

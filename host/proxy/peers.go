@@ -122,9 +122,6 @@ func watchPeer(r *http.Request, t *peers.Target) (_ *http.Request, unwatch func(
 	}
 }
 
-// peerHungBy returns the peer's hang that ended ctx (watchPeer), or nil.
-func peerHungBy(ctx context.Context) *peers.HungError { return endedBy[*peers.HungError](ctx) }
-
 // peerFailed is the error for a forwarded request the peer did not answer
 // (upstreamFailed) or broke off mid-body (responseGuard): a 502
 // peer_error naming the peer, its URL and the model. The failure is
