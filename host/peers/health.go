@@ -148,7 +148,7 @@ func (p *peer) check(ctx context.Context) {
 	}
 	var hung int // the timed-out checks in a row, when they make the peer hung
 	p.update(func(n *state) {
-		wasDown := n.polled == Down
+		wasDown, wasHung := n.polled == Down, p.isHung(n)
 		n.polled, n.checked, n.err, n.loadout, n.models = Up, start, "", loadout, models
 		n.ended = p.set.cfg.Now()
 		timeouts := n.timeouts
@@ -158,12 +158,12 @@ func (p *peer) check(ctx context.Context) {
 			var te *checkTimeoutError
 			if errors.As(err, &te) || errors.Is(err, context.DeadlineExceeded) {
 				n.timeouts = timeouts + 1
-				if n.timeouts == p.Failures {
-					hung = n.timeouts
-				}
 			}
 		} else if wasDown && !n.benched {
 			n.failures, n.failure = 0, "" // passive health, rule 4
+		}
+		if !wasHung && p.isHung(n) {
+			hung = n.timeouts
 		}
 	})
 	if hung > 0 {
