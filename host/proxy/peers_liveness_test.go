@@ -109,10 +109,7 @@ func TestPeers_HungPeerGoesDownAndComesBack(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			hp := &hungPeer{chat: tc.fault, quit: make(chan struct{})}
-			srv := httptest.NewServer(hp)
-			t.Cleanup(srv.Close)
-			t.Cleanup(func() { close(hp.quit) })
-			u, _ := url.Parse(srv.URL)
+			u := serveUntilQuit(t, hp, hp.quit)
 			clock := &peerClock{now: time.Now()}
 			set, changes := startPeers(t, peers.Peer{ID: "p", URL: u, Models: []string{"m"}, Interval: time.Hour, Timeout: 5 * time.Second,
 				CoolDown: time.Minute, Timeouts: config.Timeouts{Connect: 5 * time.Second, ResponseHeader: limit}}, clock.Now)
@@ -271,10 +268,7 @@ func TestPeers_StoppedPeerEndsItsRequestsInFlight(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			sp := &stoppedPeer{send: tc.send, quit: make(chan struct{})}
-			srv := httptest.NewServer(sp)
-			t.Cleanup(srv.Close)
-			t.Cleanup(func() { close(sp.quit) })
-			u, _ := url.Parse(srv.URL)
+			u := serveUntilQuit(t, sp, sp.quit)
 			set, _ := startPeers(t, peers.Peer{ID: "p", URL: u, Models: []string{"m"}, Interval: 20 * time.Millisecond, Timeout: 50 * time.Millisecond,
 				Failures: 3, Timeouts: config.Timeouts{Connect: 5 * time.Second, ResponseHeader: time.Minute}}, nil)
 			e := newEnv(t, envOpts{peers: set, streamIdle: time.Minute})
@@ -292,4 +286,19 @@ func TestPeers_StoppedPeerEndsItsRequestsInFlight(t *testing.T) {
 			}
 		})
 	}
+}
+
+// serveUntilQuit serves h on loopback until the test ends, then closes
+// quit first, so that handlers blocked on it return and the server can
+// close, and returns the server's URL.
+func serveUntilQuit(t *testing.T, h http.Handler, quit chan struct{}) *url.URL {
+	t.Helper()
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(quit) })
+	u, err := url.Parse(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
 }
