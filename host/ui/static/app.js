@@ -167,8 +167,12 @@ function reducer(s, a) {
       return { ...s, models: { ...(s.models || {}), [m.model]: m } };
     }
     case 'peers': return { ...s, peers: a.peers };
-    case 'peer': // a peer event carries its whole status: replace its row
-      return { ...s, peers: (s.peers || []).map((p) => (p.peer === a.p.peer ? a.p : p)) };
+    case 'peer': { // a peer event carries its whole status: replace its row, or add it (a reload added the peer)
+      const have = s.peers || [];
+      const peers = have.some((p) => p.peer === a.p.peer) ? have.map((p) => (p.peer === a.p.peer ? a.p : p))
+        : [...have, a.p].sort((x, y) => x.peer.localeCompare(y.peer));
+      return { ...s, peers };
+    }
     case 'gpus': return { ...s, gpus: a.gpus };
     case 'policies': return { ...s, policies: a.policies };
     case 'summary': return { ...s, summary: a.summary };
