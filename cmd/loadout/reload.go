@@ -37,8 +37,8 @@ import (
 // model stops after its requests in flight, a changed one reloads once
 // idle, and the proxy's catalog follows.
 type reloader struct {
-	ctx  context.Context
-	path string // the configuration file; "" for the embedded default
+	ctx context.Context
+	src configSource // the configuration's file and directory; neither for the embedded default
 	// routerMode are serve's --models-dir and --models-preset, read again
 	// on each reload.
 	routerMode routerModeOptions
@@ -77,7 +77,7 @@ type reloadStatus struct {
 }
 
 func newReloader(ctx context.Context, o serveOptions, cfg *config.Config, rt *policy.Runtime, r *router.Router, ps *policySet, log *slog.Logger) (*reloader, error) {
-	rl := &reloader{ctx: ctx, path: o.configPath, routerMode: o.routerMode, listen: o.listen, rt: rt, r: r, log: log}
+	rl := &reloader{ctx: ctx, src: o.config, routerMode: o.routerMode, listen: o.listen, rt: rt, r: r, log: log}
 	rl.cfg.Store(cfg)
 	var err error
 	if rl.ident, err = policyIdentity(cfg); err != nil {
@@ -278,7 +278,7 @@ func (rl *reloader) load(opts config.Options) (*config.Config, []config.Warning,
 			opts.Ports[id] = m.Port
 		}
 	}
-	return loadConfigWith(rl.ctx, rl.path, rl.routerMode, opts)
+	return loadConfigWith(rl.ctx, rl.src, rl.routerMode, opts)
 }
 
 // modelDigests is, for each model of the configuration file, a digest of
@@ -357,8 +357,9 @@ func (rl *reloader) applyModels(cfg *config.Config, digests map[string]string, a
 	return nil
 }
 
-// watch reloads when the configuration file or a policy module changes
-// on disk, until ctx ends: serve --watch. It watches the files'
+// watch reloads when the configuration file, a file of the
+// configuration directory (one added or removed too) or a policy module
+// changes on disk, until ctx ends: serve --watch. It watches the files'
 // directories (editors and `cp` often replace a file rather than write
 // it) and waits for writes to settle (debounce) before reloading.
 func (rl *reloader) watch(ctx context.Context) error {
@@ -367,7 +368,14 @@ func (rl *reloader) watch(ctx context.Context) error {
 		return fmt.Errorf("--watch: %w", err)
 	}
 	files := rl.watchedFiles()
-	if len(files) == 0 {
+	confDir := ""
+	if rl.src.dir != "" {
+		if confDir, err = filepath.Abs(rl.src.dir); err != nil {
+			w.Close()
+			return fmt.Errorf("--watch: %w", err)
+		}
+	}
+	if len(files) == 0 && confDir == "" {
 		w.Close()
 		return errors.New("--watch: nothing to watch (the embedded default configuration and built-in policies)")
 	}
@@ -375,13 +383,28 @@ func (rl *reloader) watch(ctx context.Context) error {
 	for _, f := range files {
 		dirs[filepath.Dir(f)] = true
 	}
+	if confDir != "" {
+		dirs[confDir] = true
+	}
 	for d := range dirs {
 		if err := w.Add(d); err != nil {
 			w.Close()
 			return fmt.Errorf("--watch: %s: %w", d, err)
 		}
 	}
-	rl.log.Info("watching for changes", "files", files)
+	rl.log.Info("watching for changes", "files", files, "config_dir", confDir)
+	// changed tells an event that calls for a reload: a write to, or a
+	// new file at, a watched path; any change to a YAML file of the
+	// configuration directory (one removed is a change there too).
+	changed := func(ev fsnotify.Event) bool {
+		name := filepath.Clean(ev.Name)
+		if confDir != "" && filepath.Dir(name) == confDir {
+			if ext := filepath.Ext(name); ext == ".yml" || ext == ".yaml" {
+				return true
+			}
+		}
+		return slices.Contains(rl.watchedFiles(), name) && ev.Op&(fsnotify.Write|fsnotify.Create|fsnotify.Rename) != 0
+	}
 	go func() {
 		defer w.Close()
 		const settle = 250 * time.Millisecond
@@ -394,7 +417,7 @@ func (rl *reloader) watch(ctx context.Context) error {
 				if !ok {
 					return
 				}
-				if slices.Contains(rl.watchedFiles(), filepath.Clean(ev.Name)) && ev.Op&(fsnotify.Write|fsnotify.Create|fsnotify.Rename) != 0 {
+				if changed(ev) {
 					timer = time.After(settle)
 				}
 			case err, ok := <-w.Errors:
@@ -411,18 +434,21 @@ func (rl *reloader) watch(ctx context.Context) error {
 	return nil
 }
 
-// watchedFiles are the configuration file and the policy modules it
+// watchedFiles are the configuration's files and the policy modules it
 // names, as absolute paths.
 func (rl *reloader) watchedFiles() []string {
 	rl.mu.Lock()
 	defer rl.mu.Unlock()
 	var out []string
-	if rl.path != "" {
-		if abs, err := filepath.Abs(rl.path); err == nil {
-			out = append(out, abs)
+	cfg := rl.cfg.Load()
+	if rl.src.path != "" || rl.src.dir != "" { // else the embedded default or router-mode inputs
+		for _, f := range cfg.Files {
+			if abs, err := filepath.Abs(f); err == nil {
+				out = append(out, abs)
+			}
 		}
 	}
-	for _, p := range []config.Policy{rl.cfg.Load().Routing.Scheduler, rl.cfg.Load().Routing.Router} {
+	for _, p := range []config.Policy{cfg.Routing.Scheduler, cfg.Routing.Router} {
 		if p.Wasm != "" {
 			out = append(out, filepath.Clean(p.Wasm))
 		}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -35,13 +36,14 @@ import (
 )
 
 type serveOptions struct {
-	configPath      string
+	config          configSource
 	listen          string
 	logLevel        string
 	shutdownTimeout time.Duration
 	jobs            jobsOptions       // jobs.go
 	activity        activityOptions   // activity.go
 	watch           bool              // reload.go
+	tlsCert, tlsKey string            // PEM files; both or neither
 	recordTrace     string            // record.go
 	routerMode      routerModeOptions // routermode.go
 }
@@ -58,6 +60,14 @@ scheduler and router policies decide, and proxies the request to it.
 With no --config, an embedded default configuration of three simulated models
 is served (small and medium in one exclusive swap group, embed in a persistent
 group), so the endpoint can be tried with curl at once.
+
+llama-swap's command line works here unchanged, one dash or two:
+  loadout serve -config config.yaml -config-dir conf.d -listen :8080 -watch-config
+--config-dir merges every *.yml and *.yaml file of the directory after
+--config, in name order: a model, group, peer, profile or selector is
+defined in one file, lists concatenate, and a setting given in two files
+must have one value (an error names both places). --tls-cert-file and
+--tls-key-file serve HTTPS.
 
 SIGINT or SIGTERM stops taking requests, fails queued ones, lets in-flight
 requests finish (up to --shutdown-timeout), stops every model process and
@@ -96,11 +106,14 @@ configuration with peers: and no models: is a gateway in front of them.
 			return runServe(ctx, o)
 		},
 	}
-	cmd.Flags().StringVarP(&o.configPath, "config", "c", "", "configuration file (llama-swap compatible YAML); default: the embedded example")
+	o.config.addFlags(cmd)
 	cmd.Flags().StringVarP(&o.listen, "listen", "l", defaultListen, "address to listen on")
 	cmd.Flags().StringVar(&o.logLevel, "log-level", "", "debug, info, warn or error (default: the config's logLevel)")
 	cmd.Flags().DurationVar(&o.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long in-flight requests may take to finish on shutdown; then they are ended with an error")
-	cmd.Flags().BoolVar(&o.watch, "watch", false, "reload the configuration's policies when the configuration file or a policy module changes on disk (also: SIGHUP, POST /api/policies/reload)")
+	cmd.Flags().BoolVar(&o.watch, "watch", false, "reload the configuration (models, peers, policies) when one of its files, a file of --config-dir or a policy module changes on disk (also: SIGHUP, POST /api/policies/reload)")
+	cmd.Flags().BoolVar(&o.watch, "watch-config", false, "llama-swap's name for --watch")
+	cmd.Flags().StringVar(&o.tlsCert, "tls-cert-file", "", "serve HTTPS with this PEM certificate (chain); needs --tls-key-file (llama-swap's flags)")
+	cmd.Flags().StringVar(&o.tlsKey, "tls-key-file", "", "the PEM private key of --tls-cert-file")
 	cmd.Flags().StringVar(&o.recordTrace, "record-trace", "", "write the requests served to this CSV file as a trace for 'loadout simulate --trace' (see above)")
 	addJobsFlags(cmd, &o.jobs)
 	addActivityFlags(cmd, &o.activity)
@@ -108,16 +121,56 @@ configuration with peers: and no models: is a gateway in front of them.
 	return cmd
 }
 
-// loadConfig reads the file at path, or the embedded default when path is
-// empty, fitted to a Loadout listening on listen (hostOptions), with the
-// models of llama-server's router-mode inputs rm beside the file's; with
-// rm and no path, rm's models alone (no embedded default).
-func loadConfig(ctx context.Context, path, listen string, rm routerModeOptions) (*config.Config, []config.Warning, error) {
-	return loadConfigWith(ctx, path, rm, hostOptions(listen))
+// configSource is where a configuration is read from: a file (--config)
+// and the YAML files of a directory (--config-dir) merged after it
+// (llama-swap's -config and -config-dir: config.LoadFiles). Neither
+// is the embedded default, or llama-server's router-mode inputs alone.
+type configSource struct {
+	path, dir string
+}
+
+// addFlags adds --config (-c) and --config-dir to cmd.
+func (s *configSource) addFlags(cmd *cobra.Command) {
+	cmd.Flags().StringVarP(&s.path, "config", "c", "", "configuration file (llama-swap compatible YAML); default: the embedded example")
+	cmd.Flags().StringVar(&s.dir, "config-dir", "", "a directory of *.yml and *.yaml files merged after --config, in name order (llama-swap's -config-dir: a model, group, peer, profile or selector is defined in one file; lists concatenate; a setting in two files must agree)")
+}
+
+// files are the configuration files s names, in merge order: none for
+// the embedded default. A --config-dir that cannot be read is an error,
+// and so is one without a YAML file when it is all there is.
+func (s configSource) files() ([]string, error) {
+	var files []string
+	if s.path != "" {
+		files = append(files, s.path)
+	}
+	if s.dir != "" {
+		more, err := config.DirFiles(s.dir)
+		if err != nil {
+			return nil, fmt.Errorf("--config-dir: %w", err)
+		}
+		if len(more) == 0 && s.path == "" {
+			return nil, fmt.Errorf("--config-dir %s: no *.yml or *.yaml file in it", s.dir)
+		}
+		files = append(files, more...)
+	}
+	return files, nil
+}
+
+// loadConfig reads the configuration src names, or the embedded default
+// when it names none, fitted to a Loadout listening on listen
+// (hostOptions), with the models of llama-server's router-mode inputs rm
+// beside the file's; with rm and no file, rm's models alone (no embedded
+// default).
+func loadConfig(ctx context.Context, src configSource, listen string, rm routerModeOptions) (*config.Config, []config.Warning, error) {
+	return loadConfigWith(ctx, src, rm, hostOptions(listen))
 }
 
 // loadConfigWith is loadConfig with the host options given.
-func loadConfigWith(ctx context.Context, path string, rm routerModeOptions, opts config.Options) (*config.Config, []config.Warning, error) {
+func loadConfigWith(ctx context.Context, src configSource, rm routerModeOptions, opts config.Options) (*config.Config, []config.Warning, error) {
+	files, err := src.files()
+	if err != nil {
+		return nil, nil, err
+	}
 	ext, warns, err := rm.externalModels(ctx)
 	if err != nil {
 		return nil, warns, err
@@ -128,8 +181,8 @@ func loadConfigWith(ctx context.Context, path string, rm routerModeOptions, opts
 		w   []config.Warning
 	)
 	switch {
-	case path != "":
-		cfg, w, err = config.LoadWith(path, opts)
+	case len(files) > 0:
+		cfg, w, err = config.LoadFiles(files, opts)
 	case rm.set():
 		name := rm.modelsPreset
 		if name == "" {
@@ -167,7 +220,11 @@ func newLoggerAt(level string, clock *sim.Clock) (*slog.Logger, error) {
 const idleConnTimeout = 2 * time.Minute
 
 func runServe(ctx context.Context, o serveOptions) error {
-	cfg, warnings, err := loadConfig(ctx, o.configPath, o.listen, o.routerMode)
+	tlsConfig, err := loadTLS(o.tlsCert, o.tlsKey)
+	if err != nil {
+		return err
+	}
+	cfg, warnings, err := loadConfig(ctx, o.config, o.listen, o.routerMode)
 	if err != nil {
 		return err
 	}
@@ -345,15 +402,21 @@ func runServe(ctx context.Context, o serveOptions) error {
 	// ever, so clients that open connections and leave them would use
 	// up the process's descriptors); clients reconnect as they do after
 	// any server's keep-alive ends. A request in flight is not idle.
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 30 * time.Second, IdleTimeout: idleConnTimeout}
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 30 * time.Second, IdleTimeout: idleConnTimeout, TLSConfig: tlsConfig}
 	if err := obsv.attach(srv, handler, r, ledger, reload.policies, jobRunner); err != nil {
 		return err
 	}
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
+	go func() {
+		if tlsConfig != nil {
+			serveErr <- srv.ServeTLS(ln, "", "")
+			return
+		}
+		serveErr <- srv.Serve(ln)
+	}()
 	log.Info("loadout serving", "listen", ln.Addr().String(), "config", cfg.File, "models", len(models),
 		"scheduler", rcfg.SchedulerName, "router", rcfg.SwapperName, "startup", time.Since(started).Round(time.Millisecond),
-		"ui", uiURL(ln.Addr()))
+		"ui", uiURL(ln.Addr(), tlsConfig != nil))
 	endStartupGC()
 
 	// Start-up's compilation leaves tens of MB of garbage that Go's
@@ -709,6 +772,7 @@ func newConfigCmd() *cobra.Command {
 	}
 	var listen string
 	var rm routerModeOptions
+	var src configSource
 	check := &cobra.Command{
 		Use:   "check [FILE]",
 		Short: "Validate a configuration (llama-swap's format is accepted) without starting any model",
@@ -723,17 +787,20 @@ is warned of (its start would fail). Ports for ${PORT} are assigned as serve
 would: skipping --listen's port and ports something already listens on, with
 a warning for each. With no
 FILE (and no --models-dir or --models-preset), the embedded default
-configuration is checked.
+configuration is checked. --config-dir adds a directory's *.yml and *.yaml
+files, merged as serve merges them.
 
 ` + routerModeHelp + ` The report says what each GGUF and
 preset section became.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			path := ""
 			if len(args) == 1 {
-				path = args[0]
+				if src.path != "" {
+					return fmt.Errorf("the configuration file is given twice: as an argument and --config")
+				}
+				src.path = args[0]
 			}
-			cfg, warnings, err := loadConfig(cmd.Context(), path, listen, rm)
+			cfg, warnings, err := loadConfig(cmd.Context(), src, listen, rm)
 			if err != nil {
 				return err
 			}
@@ -759,6 +826,7 @@ preset section became.`,
 		},
 	}
 	check.Flags().StringVarP(&listen, "listen", "l", defaultListen, "the address serve will listen on: its port is not handed to models")
+	src.addFlags(check)
 	addRouterModeFlags(check, &rm)
 	cmd.AddCommand(check, newConfigDefaultCmd())
 	return cmd
@@ -784,10 +852,28 @@ func checkModelFiles(cfg *config.Config) error {
 	return errors.Join(errs...)
 }
 
-// uiURL is the web UI's address on addr, for the start-up line: a
-// wildcard listener (0.0.0.0, ::) is reached on this machine at
-// 127.0.0.1.
-func uiURL(addr net.Addr) string {
+// loadTLS is the TLS configuration of serve's --tls-cert-file and
+// --tls-key-file: nil for neither (plain HTTP). One without the other,
+// or a pair that does not load (a file missing, a key that is not the
+// certificate's), is an error naming the flags.
+func loadTLS(certFile, keyFile string) (*tls.Config, error) {
+	switch {
+	case certFile == "" && keyFile == "":
+		return nil, nil
+	case certFile == "" || keyFile == "":
+		return nil, errors.New("--tls-cert-file and --tls-key-file go together: give both, or neither for plain HTTP")
+	}
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("--tls-cert-file %s, --tls-key-file %s: %w", certFile, keyFile, err)
+	}
+	return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, nil
+}
+
+// uiURL is the web UI's address on addr (https when secure), for the
+// start-up line: a wildcard listener (0.0.0.0, ::) is reached on this
+// machine at 127.0.0.1.
+func uiURL(addr net.Addr, secure bool) string {
 	host, port, err := net.SplitHostPort(addr.String())
 	if err != nil {
 		return ""
@@ -795,7 +881,11 @@ func uiURL(addr net.Addr) string {
 	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
 		host = "127.0.0.1"
 	}
-	return "http://" + net.JoinHostPort(host, port) + "/ui/"
+	scheme := "http://"
+	if secure {
+		scheme = "https://"
+	}
+	return scheme + net.JoinHostPort(host, port) + "/ui/"
 }
 
 // missingExecutables is config check's list of models whose cmd (or, for

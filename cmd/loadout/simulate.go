@@ -267,7 +267,7 @@ func loadReplayInputs(ctx context.Context, o simulateOptions, warn io.Writer) (*
 // trace's, --slots with --config or below 1.
 func replayConfig(ctx context.Context, o simulateOptions) (*config.Config, error) {
 	if o.slots == 0 {
-		cfg, _, err := loadConfig(ctx, o.configPath, defaultListen, routerModeOptions{})
+		cfg, _, err := loadConfig(ctx, configSource{path: o.configPath}, defaultListen, routerModeOptions{})
 		return cfg, err
 	}
 	if o.configPath != "" {

@@ -50,6 +50,9 @@ var placingRouters = []string{RouterPrioritylru, RouterOllama}
 type Config struct {
 	// File is the name the configuration was loaded from, as used in messages.
 	File string
+	// Files are the files the configuration was merged from, File first
+	// (LoadFiles: --config and --config-dir); one for Load and Parse.
+	Files []string
 	// Dir is the directory relative paths (wasm policies, backend plugins)
 	// were resolved against: the directory of File.
 	Dir string

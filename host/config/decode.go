@@ -32,6 +32,11 @@ type decoder struct {
 	listenPort int // opts.Listen's port, 0 when unset
 	errs       Errors
 	warns      []Warning
+	// files are the configuration's files in merge order, the first
+	// being file; origin is the file of every node read from another
+	// (merge.go).
+	files  []string
+	origin map[*yaml.Node]string
 
 	// normalize's guards
 	nodes, depth    int
@@ -43,7 +48,7 @@ func (d *decoder) pos(n *yaml.Node) Pos {
 	if n == nil {
 		return Pos{File: d.file}
 	}
-	return Pos{File: d.file, Line: n.Line, Column: n.Column}
+	return Pos{File: d.fileOf(n), Line: n.Line, Column: n.Column}
 }
 
 func (d *decoder) errorf(n *yaml.Node, key, format string, args ...any) {
@@ -58,8 +63,8 @@ func (d *decoder) warnf(n *yaml.Node, key, format string, args ...any) {
 // them, and drops repeats (an anchor merged into several places is checked
 // once per place).
 func (d *decoder) sorted() {
-	sort.SliceStable(d.errs, func(i, j int) bool { return less(d.errs[i].Pos, d.errs[j].Pos) })
-	sort.SliceStable(d.warns, func(i, j int) bool { return less(d.warns[i].Pos, d.warns[j].Pos) })
+	sort.SliceStable(d.errs, func(i, j int) bool { return d.less(d.errs[i].Pos, d.errs[j].Pos) })
+	sort.SliceStable(d.warns, func(i, j int) bool { return d.less(d.warns[i].Pos, d.warns[j].Pos) })
 	// The same place and message under another key path is the same problem
 	// reached through an anchor; the first path is where it is written.
 	type problem struct {
@@ -81,7 +86,12 @@ func (d *decoder) sorted() {
 	})
 }
 
-func less(a, b Pos) bool {
+// less orders positions as a reader fixes them: by file (fileRank),
+// line and column.
+func (d *decoder) less(a, b Pos) bool {
+	if ra, rb := d.fileRank(a.File), d.fileRank(b.File); ra != rb {
+		return ra < rb
+	}
 	if a.Line != b.Line {
 		return a.Line < b.Line
 	}

@@ -96,7 +96,16 @@ func Parse(name string, data []byte) (*Config, []Warning, error) {
 // pointing at Loadout itself is an error. An o.Listen that is not host:port
 // is an error of its own (without a position in the file).
 func ParseWith(name string, data []byte, o Options) (*Config, []Warning, error) {
-	d := &decoder{file: name, opts: o}
+	return parseSources([]source{{name: name, data: data}}, o)
+}
+
+// parseSources is ParseWith of a configuration split over srcs, merged in
+// order (merge.go).
+func parseSources(srcs []source, o Options) (*Config, []Warning, error) {
+	d := &decoder{file: srcs[0].name, opts: o, origin: map[*yaml.Node]string{}}
+	for _, s := range srcs {
+		d.files = append(d.files, s.name)
+	}
 	if o.Listen != "" {
 		if _, port, err := net.SplitHostPort(o.Listen); err != nil {
 			return nil, nil, fmt.Errorf("listen address %q: %w", o.Listen, err)
@@ -104,7 +113,7 @@ func ParseWith(name string, data []byte, o Options) (*Config, []Warning, error) 
 			return nil, nil, fmt.Errorf("listen address %q: port %q is not a number", o.Listen, port)
 		}
 	}
-	cfg := d.parse(data, filepath.Dir(name))
+	cfg := d.parse(srcs)
 	d.sorted()
 	if len(d.errs) > 0 {
 		return nil, d.warns, d.errs
@@ -135,12 +144,14 @@ func (d *decoder) syntaxError(err error) {
 	d.errs = append(d.errs, e)
 }
 
-func (d *decoder) parse(data []byte, dir string) *Config {
+// decodeOne decodes one file's text to its normalized root: nil for a
+// file that is empty or only comments; ok false after a syntax error.
+func (d *decoder) decodeOne(data []byte) (root *yaml.Node, ok bool) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node
 	if err := dec.Decode(&doc); err != nil && err != io.EOF {
 		d.syntaxError(err)
-		return nil
+		return nil, false
 	}
 	var extra yaml.Node
 	switch err := dec.Decode(&extra); {
@@ -149,10 +160,28 @@ func (d *decoder) parse(data []byte, dir string) *Config {
 	case err != io.EOF:
 		d.syntaxError(err)
 	}
+	if doc.Kind == 0 {
+		return nil, true
+	}
+	return d.normalize(&doc, ""), true
+}
 
+func (d *decoder) parse(srcs []source) *Config {
 	var root *yaml.Node
-	if doc.Kind != 0 {
-		root = d.normalize(&doc, "")
+	for i, src := range srcs {
+		n, ok := d.document(src, i == 0)
+		switch {
+		case !ok:
+			return nil
+		case isNull(n):
+		case n.Kind != yaml.MappingNode:
+			d.errorf(n, "", "want a mapping of settings at the top level, got a %s", kindName(n))
+			return nil
+		case root == nil:
+			root = n
+		default:
+			d.mergeMapping(root, n, "")
+		}
 	}
 	if isNull(root) && len(d.opts.Models) > 0 {
 		root = &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
@@ -161,18 +190,15 @@ func (d *decoder) parse(data []byte, dir string) *Config {
 		d.errorf(nil, "models", "the configuration is empty: at least one model is required")
 		return nil
 	}
-	if root.Kind != yaml.MappingNode {
-		d.errorf(root, "", "want a mapping of settings at the top level, got a %s", kindName(root))
-		return nil
-	}
 	d.substituteEnv(root, "")
 
-	abs, err := filepath.Abs(dir)
-	if err == nil {
+	dir := filepath.Dir(d.file)
+	if abs, err := filepath.Abs(dir); err == nil {
 		dir = abs
 	}
 	cfg := &Config{
 		File:               d.file,
+		Files:              d.files,
 		Dir:                dir,
 		HealthCheckTimeout: defaultHealthCheckTimeout * time.Second,
 		LogLevel:           defaultLogLevel,
@@ -329,7 +355,7 @@ func (d *decoder) apiKeys(cfg *Config, n *yaml.Node) {
 // gpus decodes the declared devices.
 func (d *decoder) gpus(cfg *Config, n *yaml.Node) {
 	items, _ := d.items(n, "gpus")
-	seen := map[string]int{}
+	seen := map[string]*yaml.Node{}
 	for i, it := range items {
 		path := index("gpus", i)
 		g := GPU{Name: fmt.Sprintf("gpu%d", i)}
@@ -354,10 +380,10 @@ func (d *decoder) gpus(cfg *Config, n *yaml.Node) {
 		if !hasMemory {
 			d.errorf(it, path, "memory is required (for example memory: 24GiB)")
 		}
-		if line, dup := seen[g.Name]; dup {
-			d.errorf(it, path, "GPU name %q is already used (line %d)", g.Name, line)
+		if first, dup := seen[g.Name]; dup {
+			d.errorf(it, path, "GPU name %q is already used (%s)", g.Name, d.posOf(first))
 		}
-		seen[g.Name] = it.Line
+		seen[g.Name] = it
 		cfg.GPUs = append(cfg.GPUs, g)
 	}
 }

@@ -523,7 +523,7 @@ func (d *decoder) aliases(cfg *Config, src map[string]*modelSrc) {
 			}
 		}
 	}
-	sort.Slice(claims, func(i, j int) bool { return less(d.pos(claims[i].node), d.pos(claims[j].node)) })
+	sort.Slice(claims, func(i, j int) bool { return d.less(d.pos(claims[i].node), d.pos(claims[j].node)) })
 	cfg.aliases = map[string]string{}
 	first := map[string]claim{}
 	for _, c := range claims {
@@ -537,7 +537,7 @@ func (d *decoder) aliases(cfg *Config, src map[string]*modelSrc) {
 			continue
 		}
 		if other, ok := src[c.alias]; ok {
-			d.errorf(c.node, path, "%s %q of model %s is the id of model %s (line %d)", what, c.alias, c.model, c.alias, other.key.Line)
+			d.errorf(c.node, path, "%s %q of model %s is the id of model %s (%s)", what, c.alias, c.model, c.alias, d.posOf(other.key))
 			continue
 		}
 		if replicaSuffix.MatchString(c.alias) {
@@ -549,9 +549,9 @@ func (d *decoder) aliases(cfg *Config, src map[string]*modelSrc) {
 			case f.model == c.model && (c.byID || f.byID):
 				// an alias also given its own parameters: one name
 			case f.model == c.model:
-				d.errorf(c.node, path, "duplicate alias %q (already listed at line %d)", c.alias, f.node.Line)
+				d.errorf(c.node, path, "duplicate alias %q (already listed at %s)", c.alias, d.posOf(f.node))
 			default:
-				d.errorf(c.node, path, "%s %q of model %s is already an alias of model %s (line %d)", what, c.alias, c.model, f.model, f.node.Line)
+				d.errorf(c.node, path, "%s %q of model %s is already an alias of model %s (%s)", what, c.alias, c.model, f.model, d.posOf(f.node))
 			}
 			continue
 		}

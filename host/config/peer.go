@@ -124,12 +124,12 @@ func (d *decoder) peers(cfg *Config, n *yaml.Node) {
 			node, mp := peer.modelNodes[i], index(join(path, "models"), peer.modelIdx[i])
 			name := peer.FullName(m)
 			if c, dup := full[name]; dup {
-				d.errorf(node, mp, "peer model name %q is ambiguous between peers.%s model %q (line %d) and peers.%s model %q", name, c.peer, c.model, c.node.Line, peer.ID, m)
+				d.errorf(node, mp, "peer model name %q is ambiguous between peers.%s model %q (%s) and peers.%s model %q", name, c.peer, c.model, d.posOf(c.node), peer.ID, m)
 				continue
 			}
 			full[name] = claim{peer.ID, m, node}
 			if local, ok := cfg.Models[name]; ok {
-				d.errorf(node, mp, "peer model name %q is also the id of model %s (line %d): the full name of a peer's model is reserved", name, name, local.Pos.Line)
+				d.errorf(node, mp, "peer model name %q is also the id of model %s (%s): the full name of a peer's model is reserved", name, name, d.place(local.Pos))
 			} else if id, ok := cfg.aliases[name]; ok {
 				d.errorf(node, mp, "peer model name %q is also an alias of model %s: the full name of a peer's model is reserved", name, id)
 			}

@@ -79,7 +79,7 @@ func (d *decoder) modelSplit(m *Model, n *yaml.Node, path string) {
 // whatever the box: split: always over one listed device.
 func (d *decoder) modelPlacement(m *Model, path string) {
 	if m.Split == placement.SplitAlways && len(m.GPUs) == 1 {
-		d.errorf(m.placed.split, join(path, "split"), "split: always needs at least two devices to split over, but gpus: lists one (line %d)", m.placed.gpus.Line)
+		d.errorf(m.placed.split, join(path, "split"), "split: always needs at least two devices to split over, but gpus: lists one (%s)", d.posOf(m.placed.gpus))
 	}
 }
 

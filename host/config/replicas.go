@@ -92,7 +92,7 @@ func (d *decoder) modelReplicas(m *Model, fields map[string]pair, path string) {
 	case okN:
 		m.MinReplicas, m.MaxReplicas = n, n
 	case okLo && okHi && lo > hi:
-		d.errorf(m.replicaKeys.max, join(path, "max_replicas"), "max_replicas %d is below min_replicas %d (line %d)", hi, lo, m.replicaKeys.min.Line)
+		d.errorf(m.replicaKeys.max, join(path, "max_replicas"), "max_replicas %d is below min_replicas %d (%s)", hi, lo, d.posOf(m.replicaKeys.min))
 	default:
 		if okLo {
 			m.MinReplicas, m.MaxReplicas = lo, lo

@@ -49,13 +49,13 @@ func (d *decoder) routing(cfg *Config, src map[string]*modelSrc, top map[string]
 	legacyMatrix, hasMatrix := top["matrix"]
 	switch {
 	case hasGroups && hasMatrix:
-		d.errorf(legacyMatrix.key, "matrix", "a configuration cannot use both groups (line %d) and matrix (llama-swap's rule)", legacyGroups.key.Line)
+		d.errorf(legacyMatrix.key, "matrix", "a configuration cannot use both groups (%s) and matrix (llama-swap's rule)", d.posOf(legacyGroups.key))
 		hasMatrix = false
 	case router.set && hasGroups:
-		d.errorf(legacyGroups.key, "groups", "legacy top-level groups cannot be combined with routing.router (line %d); move them to routing.router.settings.groups", router.key.Line)
+		d.errorf(legacyGroups.key, "groups", "legacy top-level groups cannot be combined with routing.router (%s); move them to routing.router.settings.groups", d.posOf(router.key))
 		hasGroups = false
 	case router.set && hasMatrix:
-		d.errorf(legacyMatrix.key, "matrix", "legacy top-level matrix cannot be combined with routing.router (line %d); use routing.router with use: matrix and settings.matrix", router.key.Line)
+		d.errorf(legacyMatrix.key, "matrix", "legacy top-level matrix cannot be combined with routing.router (%s); use routing.router with use: matrix and settings.matrix", d.posOf(router.key))
 		hasMatrix = false
 	}
 
@@ -188,8 +188,8 @@ func (p *policySrc) inactiveEngine(d *decoder, cfg *Config) {
 		}
 	}
 	p.Settings = d.orderedJSON(kept, p.path+".settings")
-	cfg.notes = append(cfg.notes, fmt.Sprintf("%s.settings.%s (line %d) is kept but unused: use: %s runs the %s router (llama-swap's rule: the engine use: names applies)",
-		p.path, other, keyNode(p.settings, other).Line, p.Use, p.Use))
+	cfg.notes = append(cfg.notes, fmt.Sprintf("%s.settings.%s (%s) is kept but unused: use: %s runs the %s router (llama-swap's rule: the engine use: names applies)",
+		p.path, other, d.posOf(keyNode(p.settings, other)), p.Use, p.Use))
 }
 
 // legacy makes p's settings {name: <the legacy top-level key's value>},
@@ -295,13 +295,13 @@ func (d *decoder) fifoPriority(cfg *Config, src map[string]*modelSrc, n *yaml.No
 			continue
 		}
 		if prev, dup := set[id]; dup {
-			d.errorf(e.key, ep, "model %s already has a priority here (line %d)", id, prev.Line)
+			d.errorf(e.key, ep, "model %s already has a priority here (%s)", id, d.posOf(prev))
 			continue
 		}
 		set[id] = e.key
 		s := src[id]
 		if s.priority != nil && s.model.Priority != prio {
-			d.errorf(e.val, ep, "priority %d for model %s contradicts its priority: %d (line %d)", prio, id, s.model.Priority, s.priority.Line)
+			d.errorf(e.val, ep, "priority %d for model %s contradicts its priority: %d (%s)", prio, id, s.model.Priority, d.posOf(s.priority))
 			continue
 		}
 		s.model.Priority = prio

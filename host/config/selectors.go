@@ -78,7 +78,7 @@ func (d *decoder) selectors(cfg *Config, n *yaml.Node) {
 			d.errorf(p.key, path, "a selector's id cannot be empty")
 			continue
 		case cfg.Models[p.name] != nil:
-			d.errorf(p.key, path, "selector %q is also the id of model %s (line %d)", p.name, p.name, cfg.Models[p.name].Pos.Line)
+			d.errorf(p.key, path, "selector %q is also the id of model %s (%s)", p.name, p.name, d.place(cfg.Models[p.name].Pos))
 			continue
 		case cfg.aliases[p.name] != "":
 			d.errorf(p.key, path, "selector %q is also an alias of model %s", p.name, cfg.aliases[p.name])
@@ -149,7 +149,7 @@ func (d *decoder) selectors(cfg *Config, n *yaml.Node) {
 				continue
 			}
 			if k, chained := nodes[name]; chained {
-				d.errorf(it, ip, "target %q is a selector (line %d); a selector's targets are models, not selectors", name, k.Line)
+				d.errorf(it, ip, "target %q is a selector (%s); a selector's targets are models, not selectors", name, d.posOf(k))
 				continue
 			}
 			id, local := cfg.ResolveModel(name)
