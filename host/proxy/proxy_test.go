@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"mime"
 	"mime/multipart"
 	"net"
@@ -439,9 +440,24 @@ func TestErrors_Status(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			id := strings.ReplaceAll(tt.name, " ", "-")
+			tt.rq.headers = maps.Clone(tt.rq.headers)
+			if tt.rq.headers == nil {
+				tt.rq.headers = map[string]string{}
+			}
+			tt.rq.headers[requestIDHeader] = id
 			resp, b := e.do(tt.rq)
 			if resp.StatusCode != tt.status {
 				t.Fatalf("status %d, want %d: %s", resp.StatusCode, tt.status, b)
+			}
+			// The client's own mistakes are logged at info, what the box
+			// failed to do at warn.
+			msg, level := "request refused", slog.LevelInfo
+			if tt.status >= 500 {
+				msg, level = "request failed", slog.LevelWarn
+			}
+			if line := e.logs.requestLine(t, id); line.msg != msg || line.level != level {
+				t.Errorf("logged %q at %v, want %q at %v", line.msg, line.level, msg, level)
 			}
 			if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
 				t.Errorf("content type %q", ct)
@@ -502,7 +518,11 @@ func TestErrors_PolicyCodes(t *testing.T) {
 				t.Errorf("Retry-After %q for %d", retry, tt.status)
 			}
 			line := e.logs.requestLine(t, "id-"+tt.model)
-			if line.level != slog.LevelWarn || line.attrs["model"] != tt.model || line.attrs["status"] != fmt.Sprint(tt.status) ||
+			level := slog.LevelWarn // what the box could not do
+			if tt.status == http.StatusNotFound {
+				level = slog.LevelInfo // the client asked for what is not there
+			}
+			if line.level != level || line.attrs["model"] != tt.model || line.attrs["status"] != fmt.Sprint(tt.status) ||
 				line.attrs["duration"] == "" || !strings.Contains(line.attrs["err"], "test policy refuses") {
 				t.Errorf("log line %+v", line)
 			}
@@ -559,11 +579,20 @@ func TestAuth_APIKeys(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			id := strings.ReplaceAll(tt.name, " ", "-")
+			tt.rq.headers = maps.Clone(tt.rq.headers)
+			if tt.rq.headers == nil {
+				tt.rq.headers = map[string]string{}
+			}
+			tt.rq.headers[requestIDHeader] = id
 			resp, b := e.do(tt.rq)
 			if resp.StatusCode != tt.status {
 				t.Fatalf("status %d, want %d: %s", resp.StatusCode, tt.status, b)
 			}
 			if tt.status == 401 {
+				if line := e.logs.requestLine(t, id); line.msg != "request refused" || line.level != slog.LevelInfo {
+					t.Errorf("a missing or wrong key logged %q at %v, want request refused at INFO", line.msg, line.level)
+				}
 				if oe := openAIError(t, b); oe.Code != tt.errCode || oe.Type != "authentication_error" {
 					t.Errorf("error %+v", oe)
 				}

@@ -543,6 +543,14 @@ func (s *Server) finish(ex *exchange, r *http.Request) {
 			break
 		}
 		s.log.LogAttrs(ctx, slog.LevelInfo, "client went away", attrs...)
+	case refusedAsAsked(status):
+		// The request's own fault: an operator reads these at info (a
+		// client that keeps asking for a removed model is not a fault
+		// of the box), a client's author at debug too.
+		if ex.errMsg != "" {
+			attrs = append(attrs, slog.String("err", ex.errMsg))
+		}
+		s.log.LogAttrs(ctx, slog.LevelInfo, "request refused", attrs...)
 	case status >= 400 || ex.errMsg != "":
 		if ex.errMsg != "" {
 			attrs = append(attrs, slog.String("err", ex.errMsg))
@@ -553,6 +561,24 @@ func (s *Server) finish(ex *exchange, r *http.Request) {
 			s.log.LogAttrs(ctx, slog.LevelDebug, "request", attrs...)
 		}
 	}
+}
+
+// refusedAsAsked tells the statuses of a request refused for what it is
+// (RFC 9110's client errors a client can mend itself: a malformed body,
+// a missing or wrong API key, an unknown model or path, a method the path
+// does not take, a body too large or of the wrong type, a well-formed
+// body that cannot be served as asked), from the ones that say something
+// about the box: a queue full (429), a wait cut (408), a conflict with
+// the model's state (409), a cancel (499), and every 5xx.
+func refusedAsAsked(status int) bool {
+	switch status {
+	case http.StatusBadRequest, http.StatusUnauthorized, http.StatusForbidden, http.StatusNotFound,
+		http.StatusMethodNotAllowed, http.StatusLengthRequired, http.StatusRequestEntityTooLarge,
+		http.StatusRequestURITooLong, http.StatusUnsupportedMediaType, http.StatusUnprocessableEntity,
+		http.StatusRequestHeaderFieldsTooLarge:
+		return true
+	}
+	return false
 }
 
 // preflight answers a CORS preflight for any path permissively, as
