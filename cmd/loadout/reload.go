@@ -357,34 +357,35 @@ func (rl *reloader) applyModels(cfg *config.Config, digests map[string]string, a
 	return nil
 }
 
-// watch reloads when the configuration file, a file of the
-// configuration directory (one added or removed too) or a policy module
-// changes on disk, until ctx ends: serve --watch. It watches the files'
-// directories (editors and `cp` often replace a file rather than write
-// it) and waits for writes to settle (debounce) before reloading.
+// watch reloads when the configuration's files (those of its directory
+// too, one added or removed among them) or its policy modules change on
+// disk, until ctx ends: serve --watch. It watches their directories and,
+// once events there settle (debounce), reloads if what the files hold
+// has changed (fingerprint): editors and `cp` replace a file rather than
+// write it, and a Kubernetes ConfigMap volume swaps a symlinked
+// directory (..data) under files whose own names see no event; an event
+// for another file of a directory reloads nothing.
 func (rl *reloader) watch(ctx context.Context) error {
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
 		return fmt.Errorf("--watch: %w", err)
 	}
 	files := rl.watchedFiles()
-	confDir := ""
-	if rl.src.dir != "" {
-		if confDir, err = filepath.Abs(rl.src.dir); err != nil {
-			w.Close()
-			return fmt.Errorf("--watch: %w", err)
-		}
-	}
-	if len(files) == 0 && confDir == "" {
-		w.Close()
-		return errors.New("--watch: nothing to watch (the embedded default configuration and built-in policies)")
-	}
 	dirs := map[string]bool{}
 	for _, f := range files {
 		dirs[filepath.Dir(f)] = true
 	}
-	if confDir != "" {
-		dirs[confDir] = true
+	if rl.src.dir != "" {
+		d, err := filepath.Abs(rl.src.dir)
+		if err != nil {
+			w.Close()
+			return fmt.Errorf("--watch: %w", err)
+		}
+		dirs[d] = true
+	}
+	if len(dirs) == 0 {
+		w.Close()
+		return errors.New("--watch: nothing to watch (the embedded default configuration and built-in policies)")
 	}
 	for d := range dirs {
 		if err := w.Add(d); err != nil {
@@ -392,19 +393,8 @@ func (rl *reloader) watch(ctx context.Context) error {
 			return fmt.Errorf("--watch: %s: %w", d, err)
 		}
 	}
-	rl.log.Info("watching for changes", "files", files, "config_dir", confDir)
-	// changed tells an event that calls for a reload: a write to, or a
-	// new file at, a watched path; any change to a YAML file of the
-	// configuration directory (one removed is a change there too).
-	changed := func(ev fsnotify.Event) bool {
-		name := filepath.Clean(ev.Name)
-		if confDir != "" && filepath.Dir(name) == confDir {
-			if ext := filepath.Ext(name); ext == ".yml" || ext == ".yaml" {
-				return true
-			}
-		}
-		return slices.Contains(rl.watchedFiles(), name) && ev.Op&(fsnotify.Write|fsnotify.Create|fsnotify.Rename) != 0
-	}
+	rl.log.Info("watching for changes", "files", files, "config_dir", rl.src.dir)
+	last := rl.fingerprint()
 	go func() {
 		defer w.Close()
 		const settle = 250 * time.Millisecond
@@ -413,13 +403,11 @@ func (rl *reloader) watch(ctx context.Context) error {
 			select {
 			case <-ctx.Done():
 				return
-			case ev, ok := <-w.Events:
+			case _, ok := <-w.Events:
 				if !ok {
 					return
 				}
-				if changed(ev) {
-					timer = time.After(settle)
-				}
+				timer = time.After(settle)
 			case err, ok := <-w.Errors:
 				if !ok {
 					return
@@ -427,27 +415,54 @@ func (rl *reloader) watch(ctx context.Context) error {
 				rl.log.Warn("--watch", "err", err)
 			case <-timer:
 				timer = nil
-				_, _ = rl.reload("file changed")
+				if fp := rl.fingerprint(); fp != last {
+					last = fp
+					_, _ = rl.reload("file changed")
+				}
 			}
 		}
 	}()
 	return nil
 }
 
+// fingerprint is a digest of what the configuration's files and policy
+// modules hold now: the files its source names (a --config-dir listed
+// afresh) and the modules the running configuration names, each by name
+// and content, or by the error reading it gave.
+func (rl *reloader) fingerprint() string {
+	h := sha256.New()
+	files, err := rl.src.files()
+	if err != nil {
+		fmt.Fprintf(h, "files: %v\n", err)
+	}
+	for _, f := range append(files, rl.watchedModules()...) {
+		data, err := os.ReadFile(f)
+		fmt.Fprintf(h, "%s\x00%d\x00%v\x00", f, len(data), err)
+		h.Write(data)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
 // watchedFiles are the configuration's files and the policy modules it
 // names, as absolute paths.
 func (rl *reloader) watchedFiles() []string {
-	rl.mu.Lock()
-	defer rl.mu.Unlock()
 	var out []string
-	cfg := rl.cfg.Load()
 	if rl.src.path != "" || rl.src.dir != "" { // else the embedded default or router-mode inputs
-		for _, f := range cfg.Files {
+		for _, f := range rl.cfg.Load().Files {
 			if abs, err := filepath.Abs(f); err == nil {
 				out = append(out, abs)
 			}
 		}
 	}
+	return append(out, rl.watchedModules()...)
+}
+
+// watchedModules are the policy modules the running configuration names.
+func (rl *reloader) watchedModules() []string {
+	rl.mu.Lock()
+	defer rl.mu.Unlock()
+	var out []string
+	cfg := rl.cfg.Load()
 	for _, p := range []config.Policy{cfg.Routing.Scheduler, cfg.Routing.Router} {
 		if p.Wasm != "" {
 			out = append(out, filepath.Clean(p.Wasm))

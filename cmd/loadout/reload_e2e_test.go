@@ -355,3 +355,47 @@ routing: {scheduler: {use: fifo}, router: {use: group}}
 		t.Errorf("/api/policies still shows the reload error %q after the config was fixed", reloadErr)
 	}
 }
+
+// A Kubernetes ConfigMap volume updates its files by swapping a symlink
+// (..data) to a new directory: the configuration file's own name sees no
+// event, and --watch still reloads.
+func TestServe_WatchSeesAConfigMapUpdate(t *testing.T) {
+	dir := t.TempDir()
+	model := func(id string) string {
+		return "  " + id + ":\n    backend: sim\n    options: {load_time: 20ms, tokens_per_second: 400}\n"
+	}
+	// version writes one generation of the volume: ..NAME/config.yaml,
+	// then points ..data at it the way the kubelet does (a new link,
+	// renamed over the old one).
+	version := func(name, text string) {
+		t.Helper()
+		if err := os.Mkdir(filepath.Join(dir, name), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name, "config.yaml"), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(name, filepath.Join(dir, "..data_tmp")); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(filepath.Join(dir, "..data_tmp"), filepath.Join(dir, "..data")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	version("..v1", "models:\n"+model("a"))
+	cfgPath := filepath.Join(dir, "config.yaml")
+	if err := os.Symlink(filepath.Join("..data", "config.yaml"), cfgPath); err != nil {
+		t.Fatal(err)
+	}
+	s := startServer(t, cfgPath, "--watch")
+	listed := func(id string) bool {
+		_, body := s.get("/v1/models")
+		return strings.Contains(body, `"id":"`+id+`"`)
+	}
+	if !listed("a") || listed("b") {
+		t.Fatal("the first generation is not what is served")
+	}
+	version("..v2", "models:\n"+model("a")+model("b"))
+	eventually(t, "model b after the volume's update", func() bool { return listed("b") })
+	s.mustChat("b")
+}

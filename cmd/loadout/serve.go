@@ -75,8 +75,10 @@ exits 0. Requests still in flight at the timeout are ended with an error
 their clients can read (503, or a last SSE error event without [DONE]),
 and Loadout still exits 0, within the timeout plus one second.
 
-Hot reload: SIGHUP, POST /api/policies/reload, or any change to the
-configuration file or a policy module with --watch re-reads them and swaps
+Hot reload: SIGHUP, POST /api/policies/reload, or with --watch any change
+to what the configuration's files or policy modules hold (a file replaced
+by an editor, one added to or removed from --config-dir, a Kubernetes
+ConfigMap's symlink swap) re-reads them and swaps
 in changed policies without dropping a request: the new modules are
 compiled and instantiated first (a broken one is refused, the old ones keep
 running, and the error is logged and shown in /api/policies), requests the
