@@ -33,8 +33,10 @@ var identityMaps = []string{
 
 // DirFiles lists the configuration files of a --config-dir: the *.yml
 // and *.yaml files directly in dir (not its subdirectories), by name, as
-// llama-swap's -config-dir reads them. A directory with none gives none
-// and no error; one that cannot be read is an error.
+// llama-swap's -config-dir reads them; a symbolic link is read as the
+// file it points to. A directory with none gives none and no error; one
+// that cannot be read is an error, and so is a YAML name that is not a
+// regular file (a named pipe would hang every reading of the directory).
 func DirFiles(dir string) ([]string, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -43,10 +45,20 @@ func DirFiles(dir string) ([]string, error) {
 	var out []string
 	for _, e := range entries {
 		ext := filepath.Ext(e.Name())
-		if e.Type().IsDir() || (ext != ".yml" && ext != ".yaml") {
+		if ext != ".yml" && ext != ".yaml" {
 			continue
 		}
-		out = append(out, filepath.Join(dir, e.Name()))
+		p := filepath.Join(dir, e.Name())
+		fi, err := os.Stat(p)
+		switch {
+		case err != nil:
+			return nil, fmt.Errorf("config dir: %w", err)
+		case fi.IsDir():
+			continue
+		case !fi.Mode().IsRegular():
+			return nil, fmt.Errorf("config dir: %s is not a regular file (%s)", p, fi.Mode().Type())
+		}
+		out = append(out, p)
 	}
 	slices.Sort(out)
 	return out, nil

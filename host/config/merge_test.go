@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -121,7 +122,8 @@ apiKeys: {key: x}
 }
 
 // DirFiles reads a --config-dir as llama-swap does: its *.yml and *.yaml
-// files, by name, not its subdirectories or other files.
+// files, by name, not its subdirectories or other files; a named pipe
+// there is an error, not a read that never ends.
 func TestDirFiles(t *testing.T) {
 	dir := t.TempDir()
 	for _, n := range []string{"b.yml", "a.yaml", "notes.txt", "c.yaml.bak", "sub/d.yaml"} {
@@ -140,6 +142,12 @@ func TestDirFiles(t *testing.T) {
 	eq(t, "files", got, []string{filepath.Join(dir, "a.yaml"), filepath.Join(dir, "b.yml")})
 	if _, err := DirFiles(filepath.Join(dir, "missing")); err == nil {
 		t.Error("a missing directory is no error")
+	}
+	if err := syscall.Mkfifo(filepath.Join(dir, "pipe.yaml"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := DirFiles(dir); err == nil || !strings.Contains(err.Error(), "pipe.yaml is not a regular file") {
+		t.Errorf("a named pipe in the directory: %v", err)
 	}
 	if _, _, err := LoadFiles([]string{filepath.Join(dir, "a.yaml"), filepath.Join(dir, ".", "a.yaml")}, Options{}); err == nil || !strings.Contains(err.Error(), "given twice") {
 		t.Errorf("a file given twice: %v", err)
