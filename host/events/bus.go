@@ -34,6 +34,10 @@ type Event struct {
 	json []byte
 }
 
+// Data is the value the event was published with (Publish's data): for
+// TypeModel a router.ModelStatus, as the comment of each type says.
+func (e *Event) Data() any { return e.data }
+
 // JSON is the event's data as JSON (marshalled once).
 func (e *Event) JSON() []byte {
 	e.once.Do(func() {

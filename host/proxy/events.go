@@ -141,17 +141,31 @@ func (s *Server) apiEvents(w http.ResponseWriter, r *http.Request) {
 	}
 	sub := bus.Subscribe(after)
 	defer sub.Close()
+	var head []byte
+	if sub.Gap() {
+		head = fmt.Appendf(head, "event: reset\ndata: {\"reason\":\"events after %d have left the ring\"}\n\n", after)
+	}
+	head = append(head, ": loadout events\n\n"...)
+	streamEvents(w, r, sub, head, func(buf []byte, ev *events.Event) []byte {
+		buf = fmt.Appendf(buf, "id: %d\nevent: %s\ndata: ", ev.ID, ev.Type)
+		buf = append(buf, ev.JSON()...)
+		return append(buf, "\n\n"...)
+	})
+}
+
+// streamEvents answers r with sub's events as server-sent events until
+// the client leaves, stops reading (a write blocked eventsWriteTimeout)
+// or the bus closes: head first, then each event as render appends it to
+// the buffer (nothing for an event it skips), with a keep-alive comment
+// every 15 s of quiet.
+func streamEvents(w http.ResponseWriter, r *http.Request, sub *events.Subscription, head []byte, render func(buf []byte, ev *events.Event) []byte) {
 	rc := http.NewResponseController(w)
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-	var buf []byte
-	if sub.Gap() {
-		buf = fmt.Appendf(buf, "event: reset\ndata: {\"reason\":\"events after %d have left the ring\"}\n\n", after)
-	}
-	buf = append(buf, ": loadout events\n\n"...)
+	buf := head
 	write := func() bool {
 		_ = rc.SetWriteDeadline(time.Now().Add(eventsWriteTimeout))
 		if _, err := w.Write(buf); err != nil {
@@ -169,9 +183,7 @@ func (s *Server) apiEvents(w http.ResponseWriter, r *http.Request) {
 				return false
 			}
 			for _, ev := range evs {
-				buf = fmt.Appendf(buf, "id: %d\nevent: %s\ndata: ", ev.ID, ev.Type)
-				buf = append(buf, ev.JSON()...)
-				buf = append(buf, "\n\n"...)
+				buf = render(buf, ev)
 			}
 			if !write() {
 				return false

@@ -6,13 +6,14 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/loadout-dev/loadout/host/events"
 	"github.com/loadout-dev/loadout/host/router"
 	"github.com/loadout-dev/loadout/sdk"
 )
 
 // llama-server's router mode has a model-management API (tools/server/
 // README.md, "Using multiple models"): GET /models, POST /models/load,
-// POST /models/unload. Loadout serves it over its own catalog and router,
+// POST /models/unload, GET /models/sse. Loadout serves it over its own catalog and router,
 // so a client written for router mode works unchanged. Errors have
 // llama-server's shape (shapeOf). The answers below were taken from
 // llama-server built from llama-cpp-python 0.3.36's llama.cpp, run with
@@ -52,6 +53,70 @@ func routerStatus(state string) routerModelStatus {
 	default:
 		return routerModelStatus{Value: "unloaded"}
 	}
+}
+
+// routerEvent is one event of GET /models/sse, llama-server's shape:
+// {"model": ID, "event": "status_change", "data": {"status": VALUE,
+// "exit_code": N}} (exit_code with "unloaded" only).
+type routerEvent struct {
+	Model string          `json:"model"`
+	Event string          `json:"event"`
+	Data  routerEventData `json:"data"`
+}
+
+// routerEventData is a status_change's data: the status value
+// (routerStatus) and, for "unloaded", an exit code: 1 after a failed
+// start or a crash (routerModelStatus.Failed), else 0 — llama-server
+// gives the process's own, which Loadout's backends do not report.
+type routerEventData struct {
+	Status   string `json:"status"`
+	ExitCode *int   `json:"exit_code,omitempty"`
+}
+
+// routerModelsSSE is GET /models/sse: a server-sent event, in
+// llama-server's router-mode shape (routerEvent, as "data:" lines with no
+// event name), each time a model of the catalog changes its status value
+// (routerStatus: a change of in-flight counts, or between states that
+// read alike, sends nothing), from now on; keep-alive comments while
+// quiet. A 404 when the box keeps no event bus.
+func (s *Server) routerModelsSSE(w http.ResponseWriter, r *http.Request) {
+	bus := s.cfg.Events
+	if bus == nil {
+		s.writeError(w, r, &apiError{status: http.StatusNotFound, code: "no_events", msg: "the event stream is not enabled"})
+		return
+	}
+	sub := bus.Subscribe(bus.LastID())
+	defer sub.Close()
+	last := map[string]string{}
+	for _, st := range s.router.Models() {
+		last[st.Model] = routerStatus(st.State).Value
+	}
+	streamEvents(w, r, sub, nil, func(buf []byte, ev *events.Event) []byte {
+		st, ok := ev.Data().(router.ModelStatus)
+		if !ok || ev.Type != events.TypeModel || s.catalog.Load().lookup(st.Model) == nil {
+			return buf
+		}
+		status := routerStatus(st.State)
+		if last[st.Model] == status.Value {
+			return buf
+		}
+		last[st.Model] = status.Value
+		e := routerEvent{Model: st.Model, Event: "status_change", Data: routerEventData{Status: status.Value}}
+		if status.Value == "unloaded" {
+			code := 0
+			if status.Failed {
+				code = 1
+			}
+			e.Data.ExitCode = &code
+		}
+		b, err := json.Marshal(e)
+		if err != nil {
+			return buf
+		}
+		buf = append(buf, "data: "...)
+		buf = append(buf, b...)
+		return append(buf, "\n\n"...)
+	})
 }
 
 // routerModels is GET /models: every model of the catalog with its

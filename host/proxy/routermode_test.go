@@ -1,10 +1,13 @@
 package proxy
 
 import (
+	"bufio"
+	"context"
 	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 )
 
 // llamaServerError checks that b is llama-server's error body and returns
@@ -84,4 +87,52 @@ func TestRouterMode_LoadUnloadList(t *testing.T) {
 	if st := statusOf("a"); st != "unloaded" {
 		t.Fatalf("a after the unload: %s", st)
 	}
+}
+
+// TestRouterMode_ModelsSSE: GET /models/sse sends llama-server's
+// status_change events as a model loads and unloads, one per change of
+// status value: a request served by a loaded model (counts that change,
+// a status that does not) sends nothing.
+func TestRouterMode_ModelsSSE(t *testing.T) {
+	e := newEnv(t, envOpts{events: true})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	resp := e.send(request{method: http.MethodGet, path: "/models/sse", ctx: ctx})
+	defer resp.Body.Close()
+	if ct := resp.Header.Get("Content-Type"); resp.StatusCode != 200 || ct != "text/event-stream" {
+		t.Fatalf("GET /models/sse: %d %s", resp.StatusCode, ct)
+	}
+	got := make(chan string, 16)
+	go func() {
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+				got <- data
+			}
+		}
+		close(got)
+	}()
+	next := func(want string) {
+		t.Helper()
+		select {
+		case data := <-got:
+			if data != want {
+				t.Fatalf("event %s, want %s", data, want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no event; want %s", want)
+		}
+	}
+	if r, b := e.do(request{path: "/models/load", body: `{"model":"a"}`}); r.StatusCode != 200 {
+		t.Fatalf("load: %d %s", r.StatusCode, b)
+	}
+	e.world.expect(t, "start a")
+	next(`{"model":"a","event":"status_change","data":{"status":"loading"}}`)
+	next(`{"model":"a","event":"status_change","data":{"status":"loaded"}}`)
+	e.echoOf(request{path: "/v1/chat/completions", body: `{"model":"a","messages":[]}`})
+	if r, b := e.do(request{path: "/models/unload", body: `{"model":"a"}`}); r.StatusCode != 200 {
+		t.Fatalf("unload: %d %s", r.StatusCode, b)
+	}
+	e.world.expect(t, "stop a")
+	next(`{"model":"a","event":"status_change","data":{"status":"unloaded","exit_code":0}}`)
 }

@@ -422,6 +422,7 @@ func (s *Server) routes() *mux.Router {
 
 	// llama-server's router mode: its model-management API.
 	m.HandleFunc("/models", s.routerModels).Methods(http.MethodGet)
+	m.HandleFunc("/models/sse", s.routerModelsSSE).Methods(http.MethodGet)
 	post("/models/load", s.routerLoad)
 	post("/models/unload", s.routerUnload)
 	m.HandleFunc("/api/version", s.apiVersion).Methods(http.MethodGet)
