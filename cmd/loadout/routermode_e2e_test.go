@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bufio"
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -12,6 +14,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // routerCall is one call of a router-mode client and what came back:
@@ -179,6 +182,7 @@ func TestRouterMode_SameAnswersAsLlamaServer(t *testing.T) {
 		t.Errorf("GET /models ids: Loadout --models-dir %v, llama-server --models-dir %v", got, want)
 	}
 
+	lsEvents, loEvents := followModelsSSE(t, lsBase), followModelsSSE(t, lo.base)
 	for _, c := range calls {
 		want := routerAnswer(t, lsBase, c)
 		if c.method == "GET" && strings.Contains(want, "loading") {
@@ -192,6 +196,91 @@ func TestRouterMode_SameAnswersAsLlamaServer(t *testing.T) {
 		got := routerAnswer(t, lo.base, c)
 		if got != want {
 			t.Errorf("%s %s %s: Loadout %q, llama-server %q", c.method, c.path, c.body, got, want)
+		}
+	}
+	// GET /models/sse told both clients the same story of tiny: its load
+	// and its unload (llama-server repeats "loading" with its progress).
+	want := modelEvents(t, lsEvents, "tiny", "status_change unloaded exit 0")
+	if got := modelEvents(t, loEvents, "tiny", "status_change unloaded exit 0"); !slices.Equal(got, want) {
+		t.Errorf("GET /models/sse for tiny: Loadout %q, llama-server %q", got, want)
+	}
+}
+
+// followModelsSSE reads base's GET /models/sse until the test ends and
+// sends each event as "MODEL EVENT STATUS [exit N]": what a router-mode
+// client switches on.
+func followModelsSSE(t *testing.T, base string) <-chan string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/models/sse", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != 200 {
+		resp.Body.Close()
+		t.Fatalf("GET %s/models/sse: %d", base, resp.StatusCode)
+	}
+	out := make(chan string, 64)
+	go func() {
+		defer resp.Body.Close()
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			data, ok := strings.CutPrefix(sc.Text(), "data: ")
+			if !ok {
+				continue
+			}
+			var ev struct {
+				Model, Event string
+				Data         struct {
+					Status   string
+					ExitCode *int `json:"exit_code"`
+				}
+			}
+			if json.Unmarshal([]byte(data), &ev) != nil {
+				out <- "not JSON: " + data
+				continue
+			}
+			sig := ev.Model + " " + ev.Event + " " + ev.Data.Status
+			if ev.Data.ExitCode != nil {
+				sig += " exit " + strconv.Itoa(*ev.Data.ExitCode)
+			}
+			select {
+			case out <- sig:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return out
+}
+
+// modelEvents reads events until model's last (EVENT STATUS ...), and
+// returns model's, each run of one event given once.
+func modelEvents(t *testing.T, events <-chan string, model, last string) []string {
+	t.Helper()
+	var got []string
+	timeout := time.After(30 * time.Second)
+	for {
+		select {
+		case sig := <-events:
+			rest, ok := strings.CutPrefix(sig, model+" ")
+			if !ok {
+				continue
+			}
+			if len(got) == 0 || got[len(got)-1] != rest {
+				got = append(got, rest)
+			}
+			if rest == last {
+				return got
+			}
+		case <-timeout:
+			t.Fatalf("no %q event for %s; had %q", last, model, got)
 		}
 	}
 }

@@ -56,29 +56,32 @@ func routerStatus(state string) routerModelStatus {
 }
 
 // routerEvent is one event of GET /models/sse, llama-server's shape:
-// {"model": ID, "event": "status_change", "data": {"status": VALUE,
-// "exit_code": N}} (exit_code with "unloaded" only).
+// {"model": ID, "event": EVENT, "data": {"status": VALUE, ...}}.
 type routerEvent struct {
 	Model string          `json:"model"`
 	Event string          `json:"event"`
 	Data  routerEventData `json:"data"`
 }
 
-// routerEventData is a status_change's data: the status value
-// (routerStatus) and, for "unloaded", an exit code: 1 after a failed
-// start or a crash (routerModelStatus.Failed), else 0 — llama-server
-// gives the process's own, which Loadout's backends do not report.
+// routerEventData is an event's data: the status value (routerStatus);
+// for "loaded", the model as GET /models lists it (info); for
+// "unloaded", an exit code: 1 after a failed start or a crash
+// (routerModelStatus.Failed), else 0 — llama-server gives the process's
+// own, which Loadout's backends do not report.
 type routerEventData struct {
-	Status   string `json:"status"`
-	ExitCode *int   `json:"exit_code,omitempty"`
+	Status   string       `json:"status"`
+	Info     *routerModel `json:"info,omitempty"`
+	ExitCode *int         `json:"exit_code,omitempty"`
 }
 
-// routerModelsSSE is GET /models/sse: a server-sent event, in
-// llama-server's router-mode shape (routerEvent, as "data:" lines with no
-// event name), each time a model of the catalog changes its status value
-// (routerStatus: a change of in-flight counts, or between states that
-// read alike, sends nothing), from now on; keep-alive comments while
-// quiet. A 404 when the box keeps no event bus.
+// routerModelsSSE is GET /models/sse: server-sent events in llama-server's
+// router-mode shape (routerEvent, as "data:" lines with no event name)
+// each time a model of the catalog changes its status value (routerStatus:
+// a change of in-flight counts, or between states that read alike, sends
+// nothing), from now on, with keep-alive comments while quiet. As in
+// llama-server, a load starting sends "model_status" before its
+// "status_change" to loading; llama-server's load progress and download
+// events have no counterpart. A 404 when the box keeps no event bus.
 func (s *Server) routerModelsSSE(w http.ResponseWriter, r *http.Request) {
 	bus := s.cfg.Events
 	if bus == nil {
@@ -91,24 +94,8 @@ func (s *Server) routerModelsSSE(w http.ResponseWriter, r *http.Request) {
 	for _, st := range s.router.Models() {
 		last[st.Model] = routerStatus(st.State).Value
 	}
-	streamEvents(w, r, sub, nil, func(buf []byte, ev *events.Event) []byte {
-		st, ok := ev.Data().(router.ModelStatus)
-		if !ok || ev.Type != events.TypeModel || s.catalog.Load().lookup(st.Model) == nil {
-			return buf
-		}
-		status := routerStatus(st.State)
-		if last[st.Model] == status.Value {
-			return buf
-		}
-		last[st.Model] = status.Value
-		e := routerEvent{Model: st.Model, Event: "status_change", Data: routerEventData{Status: status.Value}}
-		if status.Value == "unloaded" {
-			code := 0
-			if status.Failed {
-				code = 1
-			}
-			e.Data.ExitCode = &code
-		}
+	created := s.started.Unix()
+	emit := func(buf []byte, e routerEvent) []byte {
 		b, err := json.Marshal(e)
 		if err != nil {
 			return buf
@@ -116,6 +103,33 @@ func (s *Server) routerModelsSSE(w http.ResponseWriter, r *http.Request) {
 		buf = append(buf, "data: "...)
 		buf = append(buf, b...)
 		return append(buf, "\n\n"...)
+	}
+	streamEvents(w, r, sub, nil, func(buf []byte, ev *events.Event) []byte {
+		st, ok := ev.Data().(router.ModelStatus)
+		if !ok || ev.Type != events.TypeModel {
+			return buf
+		}
+		entry := s.catalog.Load().lookup(st.Model)
+		status := routerStatus(st.State)
+		if entry == nil || last[st.Model] == status.Value {
+			return buf
+		}
+		last[st.Model] = status.Value
+		data := routerEventData{Status: status.Value}
+		switch status.Value {
+		case "loading":
+			buf = emit(buf, routerEvent{Model: st.Model, Event: "model_status", Data: data})
+		case "loaded":
+			info := listedModel(entry, st, created)
+			data.Info = &info
+		case "unloaded":
+			code := 0
+			if status.Failed {
+				code = 1
+			}
+			data.ExitCode = &code
+		}
+		return emit(buf, routerEvent{Model: st.Model, Event: "status_change", Data: data})
 	})
 }
 
@@ -130,14 +144,20 @@ func (s *Server) routerModels(w http.ResponseWriter, r *http.Request) {
 		if e == nil {
 			continue
 		}
-		aliases := e.Aliases
-		if aliases == nil {
-			aliases = []string{}
-		}
-		data = append(data, routerModel{ID: e.ID, Aliases: aliases, Object: "model", OwnedBy: "loadout",
-			Created: created, Status: routerStatus(st.State), Loadout: st})
+		data = append(data, listedModel(e, st, created))
 	}
 	s.writeJSON(w, r, map[string]any{"data": data, "object": "list"})
+}
+
+// listedModel is model e, whose router status is st, as GET /models
+// lists it; created is the Unix time the box started.
+func listedModel(e *ModelEntry, st router.ModelStatus, created int64) routerModel {
+	aliases := e.Aliases
+	if aliases == nil {
+		aliases = []string{}
+	}
+	return routerModel{ID: e.ID, Aliases: aliases, Object: "model", OwnedBy: "loadout",
+		Created: created, Status: routerStatus(st.State), Loadout: st}
 }
 
 // routerModelRequest reads the {"model": NAME} body of /models/load and

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -112,11 +113,31 @@ func TestRouterMode_ModelsSSE(t *testing.T) {
 		}
 		close(got)
 	}()
+	// next reads the next event and checks its model, event and data's
+	// status and exit code (what llama-server's clients switch on).
 	next := func(want string) {
 		t.Helper()
 		select {
 		case data := <-got:
-			if data != want {
+			var ev struct {
+				Model, Event string
+				Data         struct {
+					Status   string
+					ExitCode *int `json:"exit_code"`
+					Info     *struct{ ID string }
+				}
+			}
+			if err := json.Unmarshal([]byte(data), &ev); err != nil {
+				t.Fatalf("event %s: %v", data, err)
+			}
+			sig := ev.Model + " " + ev.Event + " " + ev.Data.Status
+			if ev.Data.ExitCode != nil {
+				sig += fmt.Sprintf(" exit %d", *ev.Data.ExitCode)
+			}
+			if ev.Data.Info != nil {
+				sig += " info " + ev.Data.Info.ID
+			}
+			if sig != want {
 				t.Fatalf("event %s, want %s", data, want)
 			}
 		case <-time.After(10 * time.Second):
@@ -127,12 +148,13 @@ func TestRouterMode_ModelsSSE(t *testing.T) {
 		t.Fatalf("load: %d %s", r.StatusCode, b)
 	}
 	e.world.expect(t, "start a")
-	next(`{"model":"a","event":"status_change","data":{"status":"loading"}}`)
-	next(`{"model":"a","event":"status_change","data":{"status":"loaded"}}`)
+	next("a model_status loading")
+	next("a status_change loading")
+	next("a status_change loaded info a")
 	e.echoOf(request{path: "/v1/chat/completions", body: `{"model":"a","messages":[]}`})
 	if r, b := e.do(request{path: "/models/unload", body: `{"model":"a"}`}); r.StatusCode != 200 {
 		t.Fatalf("unload: %d %s", r.StatusCode, b)
 	}
 	e.world.expect(t, "stop a")
-	next(`{"model":"a","event":"status_change","data":{"status":"unloaded","exit_code":0}}`)
+	next("a status_change unloaded exit 0")
 }
