@@ -90,7 +90,7 @@ foresight's patience: --set router.patience=0,0.1,0.25,0.5,1
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVarP(&o.configPath, "config", "c", "", "configuration file; default: the embedded example")
+	o.config.addFlags(cmd)
 	fl.StringVarP(&o.tracePath, "trace", "t", "", "request trace (CSV: arrival_s,model,prompt_tokens,output_tokens[,priority,client])")
 	fl.StringArrayVar(&o.sets, "set", nil, "sweep a setting: router.KEY=V1,V2,… or scheduler.KEY=…; repeat for a grid")
 	fl.StringVar(&o.objective, "objective", o.objective, "rank by: "+strings.Join(tuneObjectives, ", "))

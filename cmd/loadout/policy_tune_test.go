@@ -22,7 +22,7 @@ import (
 func tuneIn(t *testing.T, config, trace string, o tuneOptions) (string, *tuneReport, error) {
 	t.Helper()
 	dir := t.TempDir()
-	o.configPath = writeConfig(t, dir, config)
+	o.config.path = writeConfig(t, dir, config)
 	o.tracePath = filepath.Join(dir, "trace.csv")
 	o.jsonPath = filepath.Join(dir, "tune.json")
 	if o.rate == 0 {

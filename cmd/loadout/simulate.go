@@ -33,18 +33,18 @@ import (
 )
 
 type simulateOptions struct {
-	configPath string
-	tracePath  string
-	scheduler  string
-	router     string
-	compare    []string
-	jsonPath   string
-	htmlPath   string
-	gpus       []string
-	slots      int
-	logLevel   string
-	perModel   bool
-	rate       float64
+	config    configSource // --config, --config-dir
+	tracePath string
+	scheduler string
+	router    string
+	compare   []string
+	jsonPath  string
+	htmlPath  string
+	gpus      []string
+	slots     int
+	logLevel  string
+	perModel  bool
+	rate      float64
 	// sequence replays the trace's model sequence one request at a time
 	// (sim.Sequence), TTLs off: the anchors' terms.
 	sequence bool
@@ -123,7 +123,7 @@ wakes).`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVarP(&o.configPath, "config", "c", "", "configuration file; default: the embedded example")
+	o.config.addFlags(cmd)
 	f.StringVarP(&o.tracePath, "trace", "t", "", "request trace (CSV: arrival_s,model,prompt_tokens,output_tokens[,priority,client])")
 	f.StringVar(&o.scheduler, "scheduler", "", "scheduler policy instead of the configuration's: a built-in name or a .wasm file")
 	f.StringVar(&o.router, "router", "", "router policy instead of the configuration's: a built-in name or a .wasm file")
@@ -267,10 +267,10 @@ func loadReplayInputs(ctx context.Context, o simulateOptions, warn io.Writer) (*
 // trace's, --slots with --config or below 1.
 func replayConfig(ctx context.Context, o simulateOptions) (*config.Config, error) {
 	if o.slots == 0 {
-		cfg, _, err := loadConfig(ctx, configSource{path: o.configPath}, defaultListen, routerModeOptions{})
+		cfg, _, err := loadConfig(ctx, o.config, defaultListen, routerModeOptions{})
 		return cfg, err
 	}
-	if o.configPath != "" {
+	if o.config.path != "" || o.config.dir != "" {
 		return nil, errors.New("--slots makes the box for the trace: give --slots or --config, not both")
 	}
 	f, err := os.Open(o.tracePath)

@@ -62,7 +62,7 @@ func simulateIn(t *testing.T, config, trace string, o simulateOptions) (string, 
 func simulateWarn(t *testing.T, config, trace string, o simulateOptions) (string, string, error) {
 	t.Helper()
 	dir := t.TempDir()
-	o.configPath = writeConfig(t, dir, config)
+	o.config.path = writeConfig(t, dir, config)
 	o.tracePath = filepath.Join(dir, "trace.csv")
 	if err := os.WriteFile(o.tracePath, []byte(trace), 0o644); err != nil {
 		t.Fatal(err)
@@ -292,7 +292,7 @@ func TestSimulate_AWasmPolicyThatLoopsIsStopped(t *testing.T) {
 	cfg := flakyConfig(t, dir, "{loop_every: 40}")
 	o := simulateOptions{rate: 1, jsonPath: filepath.Join(dir, "report.json")}
 	o.runtime.CallTimeout = 100 * time.Millisecond
-	o.configPath = writeConfig(t, dir, cfg)
+	o.config.path = writeConfig(t, dir, cfg)
 	o.tracePath = filepath.Join(dir, "trace.csv")
 	if err := os.WriteFile(o.tracePath, []byte(simTrace(120, 0.5, "a", "b", "c")), 0o644); err != nil {
 		t.Fatal(err)
@@ -454,7 +454,7 @@ func TestSimulate_SlotsMakeTheBoxForTheTrace(t *testing.T) {
 			}
 		}
 	}
-	o.configPath = writeConfig(t, dir, simConfig(""))
+	o.config.path = writeConfig(t, dir, simConfig(""))
 	if err := runSimulate(context.Background(), o, &out, &warn); err == nil || !strings.Contains(err.Error(), "--slots") {
 		t.Fatalf("--slots with --config: %v; want an error naming --slots", err)
 	}
