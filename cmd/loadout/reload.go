@@ -362,9 +362,11 @@ func (rl *reloader) applyModels(cfg *config.Config, digests map[string]string, a
 // disk, until ctx ends: serve --watch. It watches their directories and,
 // once events there settle (debounce), reloads if what the files hold
 // has changed (fingerprint): editors and `cp` replace a file rather than
-// write it, and a Kubernetes ConfigMap volume swaps a symlinked
-// directory (..data) under files whose own names see no event; an event
-// for another file of a directory reloads nothing.
+// write it, a Kubernetes ConfigMap volume swaps a symlinked directory
+// (..data) under files whose own names see no event, and a file that is
+// a symbolic link is edited where its target lies (that directory is
+// watched too); an event for another file of a directory reloads
+// nothing.
 func (rl *reloader) watch(ctx context.Context) error {
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
@@ -374,6 +376,10 @@ func (rl *reloader) watch(ctx context.Context) error {
 	dirs := map[string]bool{}
 	for _, f := range files {
 		dirs[filepath.Dir(f)] = true
+		// A symbolic link's target may be edited where it lies.
+		if real, err := filepath.EvalSymlinks(f); err == nil {
+			dirs[filepath.Dir(real)] = true
+		}
 	}
 	if rl.src.dir != "" {
 		d, err := filepath.Abs(rl.src.dir)
@@ -394,7 +400,9 @@ func (rl *reloader) watch(ctx context.Context) error {
 		}
 	}
 	rl.log.Info("watching for changes", "files", files, "config_dir", rl.src.dir)
-	last := rl.fingerprint()
+	// The first event reloads whatever the digest: a change made between
+	// the load and this watch has no event of its own.
+	last := ""
 	go func() {
 		defer w.Close()
 		const settle = 250 * time.Millisecond

@@ -399,3 +399,29 @@ func TestServe_WatchSeesAConfigMapUpdate(t *testing.T) {
 	eventually(t, "model b after the volume's update", func() bool { return listed("b") })
 	s.mustChat("b")
 }
+
+// A configuration file that is a symbolic link is edited where its
+// target lies, in another directory: --watch sees that too.
+func TestServe_WatchFollowsASymlinkedConfig(t *testing.T) {
+	real, linked := t.TempDir(), t.TempDir()
+	model := func(id string) string {
+		return "  " + id + ":\n    backend: sim\n    options: {load_time: 20ms, tokens_per_second: 400}\n"
+	}
+	target := filepath.Join(real, "config.yaml")
+	if err := os.WriteFile(target, []byte("models:\n"+model("a")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfgPath := filepath.Join(linked, "config.yaml")
+	if err := os.Symlink(target, cfgPath); err != nil {
+		t.Fatal(err)
+	}
+	s := startServer(t, cfgPath, "--watch")
+	eventually(t, "the watch", func() bool { return strings.Contains(s.log(), `msg="watching for changes"`) })
+	if err := os.WriteFile(target, []byte("models:\n"+model("a")+model("b")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "model b after the link's target was edited", func() bool {
+		_, body := s.get("/v1/models")
+		return strings.Contains(body, `"id":"b"`)
+	})
+}
