@@ -70,6 +70,7 @@ func TestServe_LlamaSwapCommandLine(t *testing.T) {
 	}
 	write("10-b.yaml", "healthCheckTimeout: 30\n"+model("b"))
 	s := startServer(t, "", "-config", main, "-config-dir", confDir, "-watch-config")
+	s.awaitWatch(t)
 	listed := func() []string {
 		_, body := s.get("/v1/models")
 		var ids []string

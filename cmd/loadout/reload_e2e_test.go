@@ -39,6 +39,13 @@ routing:
 `, schedWasm, schedSettings, router)
 }
 
+// awaitWatch waits until the server's --watch watches: a change made
+// before that has no event.
+func (s *server) awaitWatch(t *testing.T) {
+	t.Helper()
+	eventually(t, "the watch to start", func() bool { return strings.Contains(s.log(), `msg="watching for changes"`) })
+}
+
 // policyNames reads /api/policies: the active policy of each role, and
 // the reload error shown.
 func (s *server) policyNames(t *testing.T) (names map[string]string, reloadErr string) {
@@ -79,6 +86,7 @@ func TestServe_HotReload_ZeroFailedRequests(t *testing.T) {
 	}
 	cfgPath := writeConfig(t, dir, reloadConfig(sched, "group", "{}"))
 	s := startServer(t, cfgPath, "--watch")
+	s.awaitWatch(t)
 
 	// Traffic that alternates between the two models, so requests are
 	// queued and loads are running whenever a reload lands.
@@ -247,6 +255,7 @@ func TestNewcomer_PolicyNewSimulateDeploy(t *testing.T) {
 
 	cfgPath := writeConfig(t, t.TempDir(), box("use: group"))
 	s := startServer(t, cfgPath, "--watch")
+	s.awaitWatch(t)
 	tr := startTraffic(t, s, "a", "b", "c")
 	target := tr.sent.Load() + 20
 	eventually(t, "traffic", func() bool { return tr.sent.Load() >= target })
@@ -388,6 +397,7 @@ func TestServe_WatchSeesAConfigMapUpdate(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := startServer(t, cfgPath, "--watch")
+	s.awaitWatch(t)
 	listed := func(id string) bool {
 		_, body := s.get("/v1/models")
 		return strings.Contains(body, `"id":"`+id+`"`)
@@ -416,7 +426,7 @@ func TestServe_WatchFollowsASymlinkedConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := startServer(t, cfgPath, "--watch")
-	eventually(t, "the watch", func() bool { return strings.Contains(s.log(), `msg="watching for changes"`) })
+	s.awaitWatch(t)
 	if err := os.WriteFile(target, []byte("models:\n"+model("a")+model("b")), 0o644); err != nil {
 		t.Fatal(err)
 	}
