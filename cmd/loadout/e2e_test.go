@@ -474,6 +474,26 @@ func TestServe_OpenAIPythonClient(t *testing.T) {
 	}
 }
 
+// Ollama's own Python client, pointed at Loadout, lists, shows, chats
+// (whole and streamed), generates, embeds, loads and unloads through
+// Ollama's API, and reads an unknown model's 404.
+func TestServe_OllamaPythonClient(t *testing.T) {
+	if err := exec.Command("python3", "-c", "import ollama").Run(); err != nil {
+		if os.Getenv("LOADOUT_REQUIRE_PYTHON") != "" {
+			t.Fatal("the ollama Python package is required (pip install -r testdata/requirements.txt)")
+		}
+		t.Skip("the ollama Python package is not installed (pip install -r testdata/requirements.txt)")
+	}
+	s := startServer(t, "../../testdata/e2e/sim.yaml")
+	out, err := exec.Command("python3", "../../testdata/e2e/ollama_client.py", s.base).CombinedOutput()
+	if err != nil {
+		t.Fatalf("ollama client: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "ok") {
+		t.Fatalf("ollama client output:\n%s", out)
+	}
+}
+
 func TestServe_ModelExitsDuringStartup(t *testing.T) {
 	s := startServer(t, "../../testdata/e2e/sim.yaml")
 	code, body := s.post("/v1/chat/completions", chat("broken", false))

@@ -153,12 +153,13 @@ func renderCapabilities(c config.Capabilities) (arch, caps map[string]any, param
 	return arch, caps, params, c.Context
 }
 
-// listModels is GET /v1/models: listed models (and their aliases when
+// modelList is every name GET /v1/models lists (and Ollama's GET
+// /api/tags): listed models (and their aliases when
 // IncludeAliasesInList), the peers' models by their full names
 // PEER/MODEL, named "PEER: MODEL" as llama-swap names them, the listed
 // selectors, and the active profile's pins that name nothing else, as
 // llama-swap lists them; each with its status; sorted by id.
-func (s *Server) listModels(w http.ResponseWriter, r *http.Request) {
+func (s *Server) modelList() []modelObject {
 	created := s.started.Unix()
 	cat := s.catalog.Load()
 	states := map[string]string{}
@@ -207,6 +208,12 @@ func (s *Server) listModels(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	slices.SortFunc(data, func(a, b modelObject) int { return strings.Compare(a.ID, b.ID) })
+	return data
+}
+
+// listModels is GET /v1/models: modelList in OpenAI's list shape.
+func (s *Server) listModels(w http.ResponseWriter, r *http.Request) {
+	data := s.modelList()
 	if origin := r.Header.Get("Origin"); origin != "" {
 		w.Header().Set("Access-Control-Allow-Origin", origin)
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -109,6 +110,9 @@ const (
 	// llama-server's (tools/server/README.md), for its router mode's
 	// model-management API under /models.
 	shapeLlamaServer
+	// shapeOllama: {"error": MESSAGE}, Ollama's API (docs/api.md), for
+	// its paths (ollamaPaths).
+	shapeOllama
 )
 
 // shapeOf is the error shape of a request path: the one rule, applied in
@@ -119,6 +123,8 @@ func shapeOf(path string) errorShape {
 		return shapeAnthropic
 	case path == "/models" || strings.HasPrefix(path, "/models/"):
 		return shapeLlamaServer
+	case slices.Contains(ollamaPaths, path):
+		return shapeOllama
 	}
 	return shapeOpenAI
 }
@@ -194,6 +200,8 @@ func (e *apiError) body(shape errorShape) []byte {
 		v = anthropicErrorBody{Type: "error", Error: anthropicErrorObject{Type: anthropicErrorType(e.status), Message: e.msg}}
 	case shapeLlamaServer:
 		v = llamaServerErrorBody{llamaServerErrorObject{Code: e.status, Message: e.msg, Type: llamaServerErrorType(e.status)}}
+	case shapeOllama:
+		v = map[string]string{"error": e.msg}
 	default:
 		v = errorBody{errorObject{Message: e.msg, Type: errorType(e.status), Param: e.param, Code: e.code}}
 	}

@@ -406,6 +406,18 @@ func (s *Server) routes() *mux.Router {
 		post(p, s.inference(endpoint{}))
 	}
 	m.HandleFunc("/v1/models", s.listModels).Methods(http.MethodGet)
+	// Ollama's API (ollama.go), over the same pipeline.
+	post("/api/chat", s.ollamaInference(ollamaChat))
+	post("/api/generate", s.ollamaInference(ollamaGenerate))
+	post("/api/embed", s.ollamaInference(ollamaEmbed))
+	post("/api/embeddings", s.ollamaInference(ollamaEmbeddings))
+	m.HandleFunc("/api/tags", s.ollamaTags).Methods(http.MethodGet, http.MethodHead)
+	m.HandleFunc("/api/ps", s.ollamaPs).Methods(http.MethodGet)
+	post("/api/show", s.ollamaShow)
+	post("/api/pull", s.ollamaPull)
+	for _, p := range []string{"/api/push", "/api/create", "/api/copy", "/api/delete"} {
+		m.HandleFunc(p, s.ollamaUnsupported).Methods(http.MethodPost, http.MethodDelete)
+	}
 
 	// llama-swap's operational endpoints.
 	m.HandleFunc("/health", s.health).Methods(http.MethodGet, http.MethodHead)

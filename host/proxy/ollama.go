@@ -1,0 +1,848 @@
+package proxy
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/loadout-dev/loadout/host/router"
+	"github.com/loadout-dev/loadout/sdk"
+)
+
+// Ollama's native API (github.com/ollama/ollama, docs/api.md), so that a
+// client written for Ollama — its Python and JavaScript libraries, and
+// the many tools that speak only its API — works against Loadout
+// unchanged. A request is translated to its OpenAI-compatible form and
+// served by the same pipeline as /v1/chat/completions, /v1/completions
+// or /v1/embeddings (the queue, the policies, the liveness guards, the
+// activity log), and the answer is translated back: a stream of SSE
+// chunks becomes Ollama's NDJSON lines as they arrive, an error
+// {"error": MESSAGE} with its status. What Ollama does with model files
+// (pull, push, create, copy, delete) has no counterpart: Loadout serves
+// the models its configuration names. GET /api/version stays llama-swap's
+// ({"version", "commit", "build_date"}: Loadout's build).
+
+// ollamaPaths are Ollama's API paths; errors there have its shape
+// (shapeOllama).
+var ollamaPaths = []string{
+	"/api/tags", "/api/ps", "/api/show", "/api/chat", "/api/generate",
+	"/api/embed", "/api/embeddings", "/api/pull", "/api/push", "/api/create", "/api/copy", "/api/delete",
+}
+
+// What an Ollama request becomes.
+const (
+	ollamaChat       = iota // /api/chat → /v1/chat/completions
+	ollamaGenerate          // /api/generate → /v1/chat/completions (or /v1/completions when raw)
+	ollamaEmbed             // /api/embed → /v1/embeddings
+	ollamaEmbeddings        // /api/embeddings (the older form) → /v1/embeddings
+)
+
+// ollamaRequest is the body of /api/chat, /api/generate, /api/embed and
+// /api/embeddings: the fields Loadout reads.
+type ollamaRequest struct {
+	Model     string          `json:"model"`
+	Name      string          `json:"name"` // /api/show and /api/pull's older field
+	Messages  []ollamaMessage `json:"messages"`
+	Prompt    *string         `json:"prompt"`
+	System    string          `json:"system"`
+	Raw       bool            `json:"raw"`
+	Images    []string        `json:"images"`
+	Stream    *bool           `json:"stream"` // Ollama's default is true
+	Format    json.RawMessage `json:"format"`
+	Options   map[string]any  `json:"options"`
+	Tools     json.RawMessage `json:"tools"`
+	KeepAlive json.RawMessage `json:"keep_alive"`
+	Input     json.RawMessage `json:"input"`
+}
+
+// ollamaMessage is a chat message in Ollama's shape.
+type ollamaMessage struct {
+	Role      string           `json:"role"`
+	Content   string           `json:"content"`
+	Thinking  string           `json:"thinking,omitempty"`
+	Images    []string         `json:"images,omitempty"`
+	ToolCalls []ollamaToolCall `json:"tool_calls,omitempty"`
+	ToolName  string           `json:"tool_name,omitempty"`
+}
+
+// ollamaToolCall is a tool call in Ollama's shape: arguments an object,
+// not OpenAI's JSON string.
+type ollamaToolCall struct {
+	Function ollamaFunction `json:"function"`
+}
+
+type ollamaFunction struct {
+	Name      string          `json:"name"`
+	Arguments json.RawMessage `json:"arguments"`
+}
+
+// ollamaOptions maps Ollama's sampling options to the OpenAI-compatible
+// body's fields (llama-server, vLLM and SGLang take the non-OpenAI ones).
+// The others (num_ctx, num_gpu, num_thread, …) are how Ollama loads a
+// model, which a Loadout model's configuration decides: they are
+// ignored.
+var ollamaOptions = map[string]string{
+	"temperature": "temperature", "top_p": "top_p", "top_k": "top_k", "min_p": "min_p",
+	"typical_p": "typical_p", "seed": "seed", "stop": "stop", "presence_penalty": "presence_penalty",
+	"frequency_penalty": "frequency_penalty", "repeat_penalty": "repeat_penalty", "repeat_last_n": "repeat_last_n",
+}
+
+// parseOllama reads the body of an Ollama request; a body that is not its
+// JSON or names no model is a 400.
+func (s *Server) parseOllama(w http.ResponseWriter, r *http.Request) (*ollamaRequest, bool) {
+	body, e := s.readBody(w, r)
+	if e != nil {
+		s.writeError(w, r, e)
+		return nil, false
+	}
+	var req ollamaRequest
+	if err := json.Unmarshal(body, &req); err != nil {
+		s.writeError(w, r, badRequest("invalid_json", "the body is not an Ollama request: "+err.Error()))
+		return nil, false
+	}
+	if req.Model == "" {
+		req.Model = req.Name
+	}
+	if req.Model == "" {
+		s.writeError(w, r, badRequest("missing_model", `the body names no model: give "model"`))
+		return nil, false
+	}
+	return &req, true
+}
+
+// ollamaModel resolves an Ollama model name: as given, else without the
+// ":latest" tag Ollama's clients add to a bare name.
+func (s *Server) ollamaModel(name string) string {
+	if base, ok := strings.CutSuffix(name, ":latest"); ok && s.catalog.Load().lookup(name) == nil {
+		if s.catalog.Load().lookup(base) != nil {
+			return base
+		}
+	}
+	return name
+}
+
+// ollamaInference serves /api/chat, /api/generate, /api/embed and
+// /api/embeddings (kind): the request translated and handed to the
+// OpenAI endpoint's handler, its answer translated back by an
+// ollamaWriter. A chat or generate that carries no messages or prompt is
+// Ollama's way to load a model, or with keep_alive 0 to unload it.
+func (s *Server) ollamaInference(kind int) http.HandlerFunc {
+	chat := s.inference(endpoint{path: "/v1/chat/completions", chat: true})
+	completions := s.inference(endpoint{path: "/v1/completions"})
+	embeddings := s.inference(endpoint{path: "/v1/embeddings"})
+	return func(w http.ResponseWriter, r *http.Request) {
+		req, ok := s.parseOllama(w, r)
+		if !ok {
+			return
+		}
+		asked := req.Model
+		req.Model = s.ollamaModel(req.Model)
+		stream := req.Stream == nil || *req.Stream
+		var (
+			body []byte
+			err  error
+			next http.HandlerFunc
+			path string
+		)
+		switch {
+		case kind == ollamaEmbed || kind == ollamaEmbeddings:
+			stream = false
+			body, err = req.embeddingsBody(kind)
+			next, path = embeddings, "/v1/embeddings"
+		case kind == ollamaChat && len(req.Messages) == 0, kind == ollamaGenerate && (req.Prompt == nil || *req.Prompt == "") && len(req.Images) == 0:
+			s.ollamaLoadOrUnload(w, r, req, asked, kind)
+			return
+		case kind == ollamaGenerate && req.Raw:
+			body, err = req.completionsBody(stream)
+			next, path = completions, "/v1/completions"
+		default:
+			body, err = req.chatBody(kind, stream)
+			next, path = chat, "/v1/chat/completions"
+		}
+		if err != nil {
+			s.writeError(w, r, badRequest("invalid_body", err.Error()))
+			return
+		}
+		r2 := r.Clone(r.Context())
+		r2.URL.Path, r2.URL.RawPath = path, ""
+		r2.Header.Set("Content-Type", "application/json")
+		r2.Header.Del("Accept-Encoding") // the translation reads the answer as it comes
+		setBody(r2, body)
+		ow := &ollamaWriter{w: w, kind: kind, stream: stream, model: asked, start: time.Now(), tools: map[int]*ollamaToolCall{}}
+		next(ow, r2)
+		ow.finish()
+	}
+}
+
+// chatBody is the /v1/chat/completions body of a chat (or a generate,
+// as its system and prompt).
+func (req *ollamaRequest) chatBody(kind int, stream bool) ([]byte, error) {
+	msgs := req.Messages
+	if kind == ollamaGenerate {
+		msgs = nil
+		if req.System != "" {
+			msgs = append(msgs, ollamaMessage{Role: "system", Content: req.System})
+		}
+		msgs = append(msgs, ollamaMessage{Role: "user", Content: *req.Prompt, Images: req.Images})
+	}
+	out := map[string]any{"model": req.Model, "stream": stream}
+	var calls []string // ids of the tool calls so far, for the tool results that answer them
+	answered := 0
+	messages := make([]any, 0, len(msgs))
+	for i, m := range msgs {
+		if m.Role == "" {
+			return nil, fmt.Errorf("messages[%d] has no role", i)
+		}
+		msg := map[string]any{"role": m.Role}
+		if len(m.Images) > 0 {
+			parts := []any{map[string]any{"type": "text", "text": m.Content}}
+			for _, img := range m.Images {
+				parts = append(parts, map[string]any{"type": "image_url", "image_url": map[string]any{"url": imageURL(img)}})
+			}
+			msg["content"] = parts
+		} else {
+			msg["content"] = m.Content
+		}
+		if m.Thinking != "" {
+			msg["reasoning_content"] = m.Thinking
+		}
+		if len(m.ToolCalls) > 0 {
+			var tcs []any
+			for _, tc := range m.ToolCalls {
+				id := "call_" + strconv.Itoa(len(calls))
+				calls = append(calls, id)
+				args := "{}"
+				if len(tc.Function.Arguments) > 0 {
+					args = string(tc.Function.Arguments)
+				}
+				tcs = append(tcs, map[string]any{"id": id, "type": "function",
+					"function": map[string]any{"name": tc.Function.Name, "arguments": args}})
+			}
+			msg["tool_calls"] = tcs
+		}
+		if m.Role == "tool" {
+			// Ollama's tool results name the tool, not the call: they
+			// answer the calls in order.
+			if answered < len(calls) {
+				msg["tool_call_id"] = calls[answered]
+				answered++
+			}
+			if m.ToolName != "" {
+				msg["name"] = m.ToolName
+			}
+		}
+		messages = append(messages, msg)
+	}
+	out["messages"] = messages
+	if len(req.Tools) > 0 && string(req.Tools) != "null" {
+		out["tools"] = req.Tools
+	}
+	if err := req.sampling(out, stream); err != nil {
+		return nil, err
+	}
+	return json.Marshal(out)
+}
+
+// completionsBody is the /v1/completions body of a raw generate: the
+// prompt as it is, no chat template.
+func (req *ollamaRequest) completionsBody(stream bool) ([]byte, error) {
+	out := map[string]any{"model": req.Model, "prompt": *req.Prompt, "stream": stream}
+	if err := req.sampling(out, stream); err != nil {
+		return nil, err
+	}
+	return json.Marshal(out)
+}
+
+// embeddingsBody is the /v1/embeddings body of an embed (input: a
+// string or a list of them) or an embeddings (prompt).
+func (req *ollamaRequest) embeddingsBody(kind int) ([]byte, error) {
+	out := map[string]any{"model": req.Model}
+	switch {
+	case kind == ollamaEmbeddings && req.Prompt != nil:
+		out["input"] = *req.Prompt
+	case kind == ollamaEmbed && len(req.Input) > 0:
+		out["input"] = req.Input
+	default:
+		return nil, fmt.Errorf(`give the text to embed: "input" for /api/embed, "prompt" for /api/embeddings`)
+	}
+	return json.Marshal(out)
+}
+
+// sampling adds the request's options and format to out, and asks a
+// stream for its usage (the last line's counts).
+func (req *ollamaRequest) sampling(out map[string]any, stream bool) error {
+	for k, v := range req.Options {
+		if field, ok := ollamaOptions[k]; ok {
+			out[field] = v
+		}
+	}
+	if n, ok := req.Options["num_predict"].(float64); ok && n >= 0 {
+		out["max_tokens"] = int(n)
+	}
+	if stream {
+		out["stream_options"] = map[string]any{"include_usage": true}
+	}
+	switch f := strings.TrimSpace(string(req.Format)); {
+	case f == "" || f == "null" || f == `""`:
+	case f == `"json"`:
+		out["response_format"] = map[string]any{"type": "json_object"}
+	case strings.HasPrefix(f, "{"):
+		out["response_format"] = map[string]any{"type": "json_schema",
+			"json_schema": map[string]any{"name": "response", "schema": req.Format}}
+	default:
+		return fmt.Errorf(`format: want "json" or a JSON schema, got %s`, bounded(f))
+	}
+	return nil
+}
+
+// imageURL is an Ollama image (base64, no media type) as a data URL.
+func imageURL(b64 string) string {
+	if strings.HasPrefix(b64, "data:") {
+		return b64
+	}
+	mt := "image/png"
+	switch {
+	case strings.HasPrefix(b64, "/9j/"):
+		mt = "image/jpeg"
+	case strings.HasPrefix(b64, "R0lGOD"):
+		mt = "image/gif"
+	case strings.HasPrefix(b64, "UklGR"):
+		mt = "image/webp"
+	}
+	return "data:" + mt + ";base64," + b64
+}
+
+// keepAliveZero reports whether an Ollama keep_alive is zero (0, "0",
+// "0s", "0m"): unload at once.
+func keepAliveZero(raw json.RawMessage) bool {
+	var v any
+	if json.Unmarshal(raw, &v) != nil {
+		return false
+	}
+	switch v := v.(type) {
+	case float64:
+		return v == 0
+	case string:
+		if d, err := time.ParseDuration(v); err == nil {
+			return d == 0
+		}
+		return v == "0"
+	}
+	return false
+}
+
+// ollamaLoadOrUnload answers a chat or generate with nothing to say:
+// Ollama loads the model (a request for it, released at once), or with
+// keep_alive 0 unloads it; done_reason says which.
+func (s *Server) ollamaLoadOrUnload(w http.ResponseWriter, r *http.Request, req *ollamaRequest, asked string, kind int) {
+	entry := s.catalog.Load().lookup(req.Model)
+	if entry == nil {
+		s.writeError(w, r, s.catalog.Load().unknown(req.Model))
+		return
+	}
+	exchangeOf(r).model = entry.ID
+	reason := "load"
+	if keepAliveZero(req.KeepAlive) {
+		reason = "unload"
+		if err := s.router.Unload(r.Context(), router.UnloadOptions{Models: []string{entry.ID}}); err != nil {
+			s.writeError(w, r, acquireError(r.Context(), err, entry.ID))
+			return
+		}
+	} else {
+		grant, err := s.router.Acquire(r.Context(), router.Request{Model: entry.ID})
+		if err != nil {
+			s.writeError(w, r, acquireError(r.Context(), err, entry.ID))
+			return
+		}
+		grant.Release()
+	}
+	out := map[string]any{"model": asked, "created_at": ollamaTime(time.Now()), "done": true, "done_reason": reason}
+	if kind == ollamaChat {
+		out["message"] = map[string]any{"role": "assistant", "content": ""}
+	} else {
+		out["response"] = ""
+	}
+	s.writeJSON(w, r, out)
+}
+
+// ollamaTime is a time as Ollama writes it (RFC 3339, nanoseconds, UTC).
+func ollamaTime(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
+
+// ollamaWriter translates the OpenAI endpoint's answer to Ollama's as it
+// is written: an SSE stream line by line into NDJSON (each line flushed
+// with the chunk it came from), anything else (an answer not streamed,
+// an error) whole at finish. The exchange under it sees the translated
+// bytes, so its liveness guards and counts hold.
+type ollamaWriter struct {
+	w      http.ResponseWriter
+	kind   int
+	stream bool      // the client asked for NDJSON lines
+	model  string    // the name the client asked for, in every line
+	start  time.Time // for total_duration
+
+	status  int
+	sse     bool   // the answer is an SSE stream being translated
+	buf     []byte // a partial SSE line, or the whole answer
+	done    bool   // the final line is written
+	reason  string // the finish_reason seen
+	usage   struct{ Prompt, Completion int }
+	tools   map[int]*ollamaToolCall // streamed tool calls by index, arguments as they arrive
+	order   []int                   // their indexes in order of arrival
+	args    map[int]*strings.Builder
+	written bool // a line went to the client
+}
+
+func (o *ollamaWriter) Header() http.Header { return o.w.Header() }
+
+// Unwrap lets http.ResponseController reach the exchange (write
+// deadlines).
+func (o *ollamaWriter) Unwrap() http.ResponseWriter { return o.w }
+
+func (o *ollamaWriter) WriteHeader(status int) {
+	if o.status != 0 {
+		return
+	}
+	o.status = status
+	if status == http.StatusOK && o.stream && isEventStream(o.w.Header().Get("Content-Type")) {
+		o.sse = true
+		h := o.w.Header()
+		h.Set("Content-Type", "application/x-ndjson")
+		h.Del("Content-Length")
+		o.w.WriteHeader(http.StatusOK)
+	}
+}
+
+func (o *ollamaWriter) Write(p []byte) (int, error) {
+	if o.status == 0 {
+		o.WriteHeader(http.StatusOK)
+	}
+	o.buf = append(o.buf, p...)
+	if !o.sse {
+		return len(p), nil
+	}
+	for {
+		i := bytes.IndexByte(o.buf, '\n')
+		if i < 0 {
+			break
+		}
+		line := strings.TrimRight(string(o.buf[:i]), "\r")
+		o.buf = o.buf[i+1:]
+		if data, ok := strings.CutPrefix(line, "data:"); ok {
+			if err := o.event(strings.TrimSpace(data)); err != nil {
+				return len(p), err
+			}
+		}
+	}
+	return len(p), nil
+}
+
+// Flush sends what the translation has written (streams only: the rest
+// is written whole at finish).
+func (o *ollamaWriter) Flush() {
+	if o.sse {
+		if f, ok := o.w.(http.Flusher); ok {
+			f.Flush()
+		}
+	}
+}
+
+// event translates one SSE data payload: a chunk to its line, [DONE] to
+// the final line, an error event to Ollama's error line.
+func (o *ollamaWriter) event(data string) error {
+	if data == "[DONE]" {
+		return o.final()
+	}
+	var ch openAIAnswer
+	if err := json.Unmarshal([]byte(data), &ch); err != nil {
+		return nil // not a chunk (a comment's kin): nothing to say
+	}
+	if msg := ch.errorMessage(); msg != "" {
+		return o.line(map[string]any{"error": msg})
+	}
+	if ch.Usage != nil {
+		o.usage.Prompt, o.usage.Completion = ch.Usage.PromptTokens, ch.Usage.CompletionTokens
+	}
+	for _, c := range ch.Choices {
+		if c.FinishReason != "" {
+			o.reason = c.FinishReason
+		}
+		text, thinking := c.Text, ""
+		if c.Delta != nil {
+			text, thinking = c.Delta.Content, c.Delta.ReasoningContent
+			for _, tc := range c.Delta.ToolCalls {
+				o.toolDelta(tc)
+			}
+		}
+		if text != "" || thinking != "" {
+			if err := o.line(o.chunk(text, thinking, nil, false)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// toolDelta adds a streamed tool call's piece: its name with its first
+// piece, its arguments' JSON in pieces.
+func (o *ollamaWriter) toolDelta(tc openAIToolCall) {
+	t := o.tools[tc.Index]
+	if t == nil {
+		t = &ollamaToolCall{}
+		o.tools[tc.Index] = t
+		o.order = append(o.order, tc.Index)
+		if o.args == nil {
+			o.args = map[int]*strings.Builder{}
+		}
+		o.args[tc.Index] = &strings.Builder{}
+	}
+	if tc.Function.Name != "" {
+		t.Function.Name = tc.Function.Name
+	}
+	o.args[tc.Index].WriteString(tc.Function.Arguments)
+}
+
+// final writes the last line: the tool calls gathered, why it ended, the
+// counts and the time taken.
+func (o *ollamaWriter) final() error {
+	if o.done {
+		return nil
+	}
+	var calls []ollamaToolCall
+	for _, i := range o.order {
+		t := *o.tools[i]
+		t.Function.Arguments = toolArguments(o.args[i].String())
+		calls = append(calls, t)
+	}
+	o.done = true
+	return o.line(o.chunk("", "", calls, true))
+}
+
+// chunk is one line of the answer: a piece of text (or thinking), or the
+// last line (done) with the tool calls and the counts.
+func (o *ollamaWriter) chunk(text, thinking string, calls []ollamaToolCall, done bool) map[string]any {
+	out := map[string]any{"model": o.model, "created_at": ollamaTime(time.Now()), "done": done}
+	if o.kind == ollamaChat {
+		msg := map[string]any{"role": "assistant", "content": text}
+		if thinking != "" {
+			msg["thinking"] = thinking
+		}
+		if len(calls) > 0 {
+			msg["tool_calls"] = calls
+		}
+		out["message"] = msg
+	} else {
+		out["response"] = text
+		if thinking != "" {
+			out["thinking"] = thinking
+		}
+	}
+	if done {
+		reason := o.reason
+		if reason == "" || reason == "tool_calls" {
+			reason = "stop"
+		}
+		out["done_reason"] = reason
+		out["total_duration"] = time.Since(o.start).Nanoseconds()
+		out["load_duration"] = 0
+		out["prompt_eval_count"] = o.usage.Prompt
+		out["eval_count"] = o.usage.Completion
+	}
+	return out
+}
+
+// line writes v as one NDJSON line.
+func (o *ollamaWriter) line(v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	o.written = true
+	_, err = o.w.Write(append(b, '\n'))
+	return err
+}
+
+// finish writes what was held for the end: a stream's final line if the
+// upstream ended without [DONE] but said why, or the whole answer
+// translated (an answer not streamed, an error with its status).
+func (o *ollamaWriter) finish() {
+	switch {
+	case o.status == 0: // nothing was written (the client left)
+	case o.sse:
+		if !o.done && o.reason != "" {
+			_ = o.final()
+		}
+	case o.status != http.StatusOK:
+		b, _ := json.Marshal(map[string]string{"error": errorText(o.buf)})
+		o.whole(o.status, append(b, '\n'))
+	default:
+		var a openAIAnswer
+		if err := json.Unmarshal(o.buf, &a); err != nil {
+			b, _ := json.Marshal(map[string]string{"error": "the model server's answer is not JSON: " + bounded(string(o.buf))})
+			o.whole(http.StatusBadGateway, append(b, '\n'))
+			return
+		}
+		o.whole(http.StatusOK, o.translate(&a))
+	}
+}
+
+// whole writes a translated answer with its status and length.
+func (o *ollamaWriter) whole(status int, b []byte) {
+	h := o.w.Header()
+	h.Set("Content-Type", "application/json")
+	if o.stream && status == http.StatusOK {
+		h.Set("Content-Type", "application/x-ndjson")
+	}
+	h.Set("Content-Length", strconv.Itoa(len(b)))
+	h.Del("Content-Encoding")
+	o.w.WriteHeader(status)
+	_, _ = o.w.Write(b)
+}
+
+// translate is an answer that was not streamed in Ollama's shape, one
+// line.
+func (o *ollamaWriter) translate(a *openAIAnswer) []byte {
+	var out any
+	switch o.kind {
+	case ollamaEmbed, ollamaEmbeddings:
+		vecs := make([]json.RawMessage, 0, len(a.Data))
+		for _, d := range a.Data {
+			vecs = append(vecs, d.Embedding)
+		}
+		if o.kind == ollamaEmbeddings {
+			var first json.RawMessage = []byte("[]")
+			if len(vecs) > 0 {
+				first = vecs[0]
+			}
+			out = map[string]any{"embedding": first}
+			break
+		}
+		prompt := 0
+		if a.Usage != nil {
+			prompt = a.Usage.PromptTokens
+		}
+		out = map[string]any{"model": o.model, "embeddings": vecs, "total_duration": time.Since(o.start).Nanoseconds(),
+			"load_duration": 0, "prompt_eval_count": prompt}
+	default:
+		if a.Usage != nil {
+			o.usage.Prompt, o.usage.Completion = a.Usage.PromptTokens, a.Usage.CompletionTokens
+		}
+		var text, thinking string
+		var calls []ollamaToolCall
+		if len(a.Choices) > 0 {
+			c := a.Choices[0]
+			o.reason = c.FinishReason
+			text = c.Text
+			if c.Message != nil {
+				text, thinking = c.Message.Content, c.Message.ReasoningContent
+				for _, tc := range c.Message.ToolCalls {
+					calls = append(calls, ollamaToolCall{Function: ollamaFunction{Name: tc.Function.Name, Arguments: toolArguments(tc.Function.Arguments)}})
+				}
+			}
+		}
+		out = o.chunk(text, thinking, calls, true)
+	}
+	b, _ := json.Marshal(out)
+	return append(b, '\n')
+}
+
+// toolArguments is OpenAI's arguments string as Ollama's object: the
+// JSON as it is, {} for none, or the text as a string when it is not
+// JSON.
+func toolArguments(s string) json.RawMessage {
+	switch {
+	case strings.TrimSpace(s) == "":
+		return json.RawMessage("{}")
+	case json.Valid([]byte(s)):
+		return json.RawMessage(s)
+	}
+	b, _ := json.Marshal(s)
+	return b
+}
+
+// errorText is the message of an error body in any of the shapes an
+// answer may carry (Ollama's, OpenAI's, llama-server's), else the text.
+func errorText(b []byte) string {
+	var a openAIAnswer
+	if json.Unmarshal(b, &a) == nil {
+		if msg := a.errorMessage(); msg != "" {
+			return msg
+		}
+	}
+	if t := strings.TrimSpace(string(b)); t != "" {
+		return bounded(t)
+	}
+	return "(empty body)"
+}
+
+// openAIAnswer is what the translation reads of an OpenAI-compatible
+// answer: a chat completion, a completion, their stream chunks, an
+// embeddings list, or an error (an object, or a string as Ollama's).
+type openAIAnswer struct {
+	Choices []struct {
+		Text         string         `json:"text"`
+		FinishReason string         `json:"finish_reason"`
+		Delta        *openAIMessage `json:"delta"`
+		Message      *openAIMessage `json:"message"`
+	} `json:"choices"`
+	Data []struct {
+		Embedding json.RawMessage `json:"embedding"`
+	} `json:"data"`
+	Usage *struct {
+		PromptTokens     int `json:"prompt_tokens"`
+		CompletionTokens int `json:"completion_tokens"`
+	} `json:"usage"`
+	Error json.RawMessage `json:"error"`
+}
+
+// errorMessage is the answer's error message, "" when it is no error.
+func (a *openAIAnswer) errorMessage() string {
+	if len(a.Error) == 0 || string(a.Error) == "null" {
+		return ""
+	}
+	var msg string
+	if json.Unmarshal(a.Error, &msg) == nil {
+		return msg
+	}
+	var obj struct {
+		Message string `json:"message"`
+	}
+	if json.Unmarshal(a.Error, &obj) == nil && obj.Message != "" {
+		return obj.Message
+	}
+	return string(a.Error)
+}
+
+type openAIMessage struct {
+	Content          string           `json:"content"`
+	ReasoningContent string           `json:"reasoning_content"`
+	ToolCalls        []openAIToolCall `json:"tool_calls"`
+}
+
+type openAIToolCall struct {
+	Index    int `json:"index"`
+	Function struct {
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+	} `json:"function"`
+}
+
+// ollamaDetails is Ollama's model details: what Loadout knows of a
+// model's file is its backend, so the rest is empty.
+type ollamaDetails struct {
+	Format            string   `json:"format"`
+	Family            string   `json:"family"`
+	Families          []string `json:"families"`
+	ParameterSize     string   `json:"parameter_size"`
+	QuantizationLevel string   `json:"quantization_level"`
+}
+
+// ollamaDigest is a stable stand-in for a model's digest: Ollama's
+// clients key models by it.
+func ollamaDigest(name string) string {
+	sum := sha256.Sum256([]byte(name))
+	return hex.EncodeToString(sum[:])
+}
+
+// ollamaTags is GET /api/tags: every name GET /v1/models lists
+// (modelList), with its VRAM figure as its size.
+func (s *Server) ollamaTags(w http.ResponseWriter, r *http.Request) {
+	vram := map[string]uint64{}
+	for _, st := range s.router.Models() {
+		vram[st.Model] = st.VRAM
+	}
+	modified := ollamaTime(s.started)
+	models := []map[string]any{}
+	for _, m := range s.modelList() {
+		models = append(models, map[string]any{"name": m.ID, "model": m.ID, "modified_at": modified,
+			"size": vram[m.ID], "digest": ollamaDigest(m.ID), "details": ollamaDetails{}})
+	}
+	s.writeJSON(w, r, map[string]any{"models": models})
+}
+
+// ollamaPs is GET /api/ps: the models loaded now, their VRAM (measured
+// where it was), and when their TTL takes them off the GPU (the zero
+// time for none, or a model in use).
+func (s *Server) ollamaPs(w http.ResponseWriter, r *http.Request) {
+	cat := s.catalog.Load()
+	models := []map[string]any{}
+	for _, st := range s.router.Models() {
+		e := cat.lookup(st.Model)
+		if e == nil || st.State != sdk.StateReady.String() {
+			continue
+		}
+		size := st.VRAM
+		if st.Measured > 0 {
+			size = st.Measured
+		}
+		m := map[string]any{"name": e.ID, "model": e.ID, "size": size, "size_vram": size, "digest": ollamaDigest(e.ID),
+			"details": ollamaDetails{}, "expires_at": st.ExpiresAt.UTC().Format(time.RFC3339Nano)}
+		if e.Capabilities.Context > 0 {
+			m["context_length"] = e.Capabilities.Context
+		}
+		models = append(models, m)
+	}
+	s.writeJSON(w, r, map[string]any{"models": models})
+}
+
+// ollamaShow is POST /api/show: what Loadout knows of a model — its
+// capabilities as the configuration declares them ("completion" always,
+// "tools" and "vision" where declared) and its context length.
+func (s *Server) ollamaShow(w http.ResponseWriter, r *http.Request) {
+	req, ok := s.parseOllama(w, r)
+	if !ok {
+		return
+	}
+	name := s.ollamaModel(req.Model)
+	e := s.catalog.Load().lookup(name)
+	if e == nil {
+		s.writeError(w, r, s.catalog.Load().unknown(name))
+		return
+	}
+	caps := []string{"completion"}
+	if e.Capabilities.Tools {
+		caps = append(caps, "tools")
+	}
+	if slices.Contains(e.Capabilities.In, "image") {
+		caps = append(caps, "vision")
+	}
+	info := map[string]any{"general.architecture": "", "general.basename": e.ID}
+	if e.Capabilities.Context > 0 {
+		info["general.context_length"] = e.Capabilities.Context
+	}
+	s.writeJSON(w, r, map[string]any{"modelfile": "", "parameters": "", "template": "", "details": ollamaDetails{},
+		"model_info": info, "capabilities": caps, "modified_at": ollamaTime(s.started)})
+}
+
+// ollamaPull is POST /api/pull: Loadout pulls nothing, but a client
+// that pulls before it uses a model (some do, every time) is told a
+// configured one is there; any other is a 404 saying where models come
+// from.
+func (s *Server) ollamaPull(w http.ResponseWriter, r *http.Request) {
+	req, ok := s.parseOllama(w, r)
+	if !ok {
+		return
+	}
+	name := s.ollamaModel(req.Model)
+	if s.catalog.Load().lookup(name) == nil {
+		set := s.peers.Load()
+		if set == nil || len(set.Lookup(name)) == 0 {
+			s.writeError(w, r, &apiError{status: http.StatusNotFound, code: "model_not_found",
+				msg: fmt.Sprintf("model %s is not in Loadout's configuration: Loadout pulls nothing, it serves the models its configuration names", echoed(name))})
+			return
+		}
+	}
+	s.writeJSON(w, r, map[string]string{"status": "success"})
+}
+
+// ollamaUnsupported answers Ollama's calls that manage model files.
+func (s *Server) ollamaUnsupported(w http.ResponseWriter, r *http.Request) {
+	s.writeError(w, r, &apiError{status: http.StatusNotImplemented, code: "not_supported",
+		msg: fmt.Sprintf("%s is not supported: Loadout serves the models its configuration names (add, change or remove them there)", r.URL.Path)})
+}

@@ -1,0 +1,223 @@
+package proxy
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+)
+
+// An Ollama chat becomes the OpenAI-compatible body a model server takes:
+// images as data URLs, tool calls with ids and their arguments as JSON
+// text, tool results answering the calls in order, sampling options by
+// their OpenAI names (num_predict as max_tokens, load-time ones dropped),
+// format as response_format, and a stream asking for its usage.
+func TestOllama_ChatBody(t *testing.T) {
+	var req ollamaRequest
+	if err := json.Unmarshal([]byte(`{
+		"model": "m",
+		"messages": [
+			{"role": "user", "content": "what is this?", "images": ["/9j/4AAQ"]},
+			{"role": "assistant", "content": "", "tool_calls": [
+				{"function": {"name": "weather", "arguments": {"city": "Oslo"}}},
+				{"function": {"name": "time", "arguments": {}}}]},
+			{"role": "tool", "content": "cold", "tool_name": "weather"},
+			{"role": "tool", "content": "noon", "tool_name": "time"}
+		],
+		"tools": [{"type": "function", "function": {"name": "weather"}}],
+		"options": {"temperature": 0.2, "num_predict": 16, "num_ctx": 8192, "stop": ["\n"]},
+		"format": {"type": "object"}
+	}`), &req); err != nil {
+		t.Fatal(err)
+	}
+	b, err := req.chatBody(ollamaChat, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Messages []struct {
+			Role      string
+			Content   json.RawMessage
+			ToolCalls []struct {
+				ID, Type string
+				Function struct{ Name, Arguments string }
+			} `json:"tool_calls"`
+			ToolCallID string `json:"tool_call_id"`
+		}
+		Tools          []any
+		Temperature    float64
+		MaxTokens      int  `json:"max_tokens"`
+		NumCtx         *int `json:"num_ctx"`
+		Stop           []string
+		Stream         bool
+		StreamOptions  map[string]bool `json:"stream_options"`
+		ResponseFormat struct {
+			Type       string
+			JSONSchema struct{ Schema map[string]any } `json:"json_schema"`
+		} `json:"response_format"`
+	}
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(got.Messages[0].Content), `"url":"data:image/jpeg;base64,/9j/4AAQ"`) {
+		t.Errorf("image: %s", got.Messages[0].Content)
+	}
+	calls := got.Messages[1].ToolCalls
+	if len(calls) != 2 || calls[0].ID != "call_0" || calls[0].Function.Arguments != `{"city": "Oslo"}` || calls[1].ID != "call_1" {
+		t.Errorf("tool calls: %+v", calls)
+	}
+	if got.Messages[2].ToolCallID != "call_0" || got.Messages[3].ToolCallID != "call_1" {
+		t.Errorf("tool results answer %q and %q", got.Messages[2].ToolCallID, got.Messages[3].ToolCallID)
+	}
+	if len(got.Tools) != 1 || got.Temperature != 0.2 || got.MaxTokens != 16 || got.NumCtx != nil || len(got.Stop) != 1 {
+		t.Errorf("options: %s", b)
+	}
+	if !got.Stream || !got.StreamOptions["include_usage"] {
+		t.Errorf("stream: %s", b)
+	}
+	if got.ResponseFormat.Type != "json_schema" || got.ResponseFormat.JSONSchema.Schema["type"] != "object" {
+		t.Errorf("format: %s", b)
+	}
+
+	req.Format = json.RawMessage(`"yaml"`)
+	if _, err := req.chatBody(ollamaChat, false); err == nil || !strings.Contains(err.Error(), "format") {
+		t.Errorf("an unknown format: %v", err)
+	}
+}
+
+// feed writes a model server's answer through an ollamaWriter as the
+// pipeline would (headers, then the body in pieces that cut lines), and
+// returns what the client got.
+func feed(t *testing.T, kind int, stream bool, status int, contentType string, pieces ...string) *httptest.ResponseRecorder {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	o := &ollamaWriter{w: rec, kind: kind, stream: stream, model: "m:latest", start: time.Now(), tools: map[int]*ollamaToolCall{}}
+	o.Header().Set("Content-Type", contentType)
+	o.Header().Set("Content-Length", "999")
+	o.WriteHeader(status)
+	for _, p := range pieces {
+		if _, err := o.Write([]byte(p)); err != nil {
+			t.Fatal(err)
+		}
+		o.Flush()
+	}
+	o.finish()
+	return rec
+}
+
+// lines decodes an NDJSON body.
+func lines(t *testing.T, body string) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	for _, l := range strings.Split(strings.TrimSpace(body), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("line %q: %v", l, err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// A streamed chat becomes NDJSON: a line per piece of text or thinking,
+// tool calls gathered from their pieces into the last line with their
+// arguments as objects, and the counts the usage chunk gave.
+func TestOllamaWriter_StreamWithToolCalls(t *testing.T) {
+	rec := feed(t, ollamaChat, true, 200, "text/event-stream",
+		`data: {"choices":[{"delta":{"reasoning_content":"hm"}}]}`+"\n\n",
+		`data: {"choices":[{"delta":{"content":"Let me look"}}]}`+"\n\ndata: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":{\"name\":\"weather\",\"arguments\":\"{\\\"ci",
+		`ty\": \"Oslo\"}"}}]}}]}`+"\n\n",
+		`data: {"choices":[{"delta":{},"finish_reason":"tool_calls"}]}`+"\n\n",
+		`data: {"choices":[],"usage":{"prompt_tokens":7,"completion_tokens":3}}`+"\n\n",
+		"data: [DONE]\n\n")
+	if ct := rec.Header().Get("Content-Type"); ct != "application/x-ndjson" || rec.Header().Get("Content-Length") != "" {
+		t.Errorf("headers: %v", rec.Header())
+	}
+	got := lines(t, rec.Body.String())
+	if len(got) != 3 {
+		t.Fatalf("%d lines: %s", len(got), rec.Body)
+	}
+	msg := func(i int) map[string]any { return got[i]["message"].(map[string]any) }
+	if msg(0)["thinking"] != "hm" || msg(1)["content"] != "Let me look" || got[1]["done"] != false || got[1]["model"] != "m:latest" {
+		t.Errorf("pieces: %v %v", got[0], got[1])
+	}
+	last := got[2]
+	calls, _ := msg(2)["tool_calls"].([]any)
+	if last["done"] != true || last["done_reason"] != "stop" || last["prompt_eval_count"] != 7.0 || last["eval_count"] != 3.0 || len(calls) != 1 {
+		t.Fatalf("last line: %v", last)
+	}
+	fn := calls[0].(map[string]any)["function"].(map[string]any)
+	if fn["name"] != "weather" || fn["arguments"].(map[string]any)["city"] != "Oslo" {
+		t.Errorf("tool call: %v", fn)
+	}
+}
+
+// An answer that was not streamed becomes one object; an error, with its
+// status kept, becomes {"error": MESSAGE} whatever shape it came in; an
+// error event mid-stream becomes an error line.
+func TestOllamaWriter_WholeAnswersAndErrors(t *testing.T) {
+	rec := feed(t, ollamaGenerate, false, 200, "application/json",
+		`{"choices":[{"message":{"content":"hi there"},"finish_reason":"stop"}],"usage":{"prompt_tokens":2,"completion_tokens":2}}`)
+	got := lines(t, rec.Body.String())
+	if len(got) != 1 || got[0]["response"] != "hi there" || got[0]["done"] != true || got[0]["eval_count"] != 2.0 {
+		t.Errorf("generate: %s", rec.Body)
+	}
+	if rec.Header().Get("Content-Length") == "999" {
+		t.Errorf("the model server's length was kept: %v", rec.Header())
+	}
+
+	rec = feed(t, ollamaEmbed, false, 200, "application/json", `{"data":[{"embedding":[0.5,1]},{"embedding":[2,3]}],"usage":{"prompt_tokens":4}}`)
+	if got := lines(t, rec.Body.String()); got[0]["embeddings"] == nil || len(got[0]["embeddings"].([]any)) != 2 || got[0]["prompt_eval_count"] != 4.0 {
+		t.Errorf("embed: %s", rec.Body)
+	}
+
+	for _, body := range []string{
+		`{"error":{"message":"context too long","type":"invalid_request_error"}}`, // OpenAI's, llama-server's
+		`{"error":"context too long"}`,                                            // Ollama's
+	} {
+		rec = feed(t, ollamaChat, true, 400, "application/json", body)
+		if rec.Code != 400 || strings.TrimSpace(rec.Body.String()) != `{"error":"context too long"}` {
+			t.Errorf("error %s: %d %s", body, rec.Code, rec.Body)
+		}
+	}
+
+	rec = feed(t, ollamaChat, true, 200, "text/event-stream",
+		`data: {"choices":[{"delta":{"content":"a"}}]}`+"\n\n",
+		`data: {"error":{"message":"upstream failed mid-stream"}}`+"\n\n")
+	got = lines(t, rec.Body.String())
+	if len(got) != 2 || got[1]["error"] != "upstream failed mid-stream" {
+		t.Errorf("mid-stream error: %s", rec.Body)
+	}
+}
+
+// Through the proxy: Ollama's errors have its shape and status, and a
+// chat that names a model the box lacks loads nothing.
+func TestOllama_Errors(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	for _, tt := range []struct {
+		rq     request
+		status int
+		msg    string
+	}{
+		{request{path: "/api/chat", body: `{"model":"nope","messages":[{"role":"user","content":"hi"}]}`}, 404, `model "nope" not found`},
+		{request{path: "/api/chat", body: `{"messages":[]}`}, 400, "names no model"},
+		{request{path: "/api/generate", body: `{"model":`}, 400, "not an Ollama request"},
+		{request{path: "/api/chat", body: `{"model":"a","messages":[{"role":"user","content":"x"}],"format":"xml"}`}, 400, "format"},
+		{request{path: "/api/embed", body: `{"model":"a"}`}, 400, `"input"`},
+		{request{path: "/api/show", body: `{"model":"nope"}`}, 404, "not found"},
+		{request{path: "/api/pull", body: `{"model":"nope"}`}, 404, "pulls nothing"},
+		{request{path: "/api/delete", body: `{"model":"a"}`}, 501, "not supported"},
+	} {
+		resp, b := e.do(tt.rq)
+		var body struct{ Error string }
+		if err := json.Unmarshal(b, &body); err != nil || resp.StatusCode != tt.status || !strings.Contains(body.Error, tt.msg) {
+			t.Errorf("%s %s: %d %s, want %d and an error with %q", tt.rq.path, tt.rq.body, resp.StatusCode, b, tt.status, tt.msg)
+		}
+	}
+	e.world.expectNone(t)
+	if resp, b := e.do(request{method: http.MethodGet, path: "/api/tags"}); resp.StatusCode != 200 || !strings.Contains(string(b), `"model":"a"`) {
+		t.Errorf("tags: %d %s", resp.StatusCode, b)
+	}
+}
