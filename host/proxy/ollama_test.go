@@ -221,3 +221,27 @@ func TestOllama_Errors(t *testing.T) {
 		t.Errorf("tags: %d %s", resp.StatusCode, b)
 	}
 }
+
+// discardWriter is an http.ResponseWriter that keeps nothing.
+type discardWriter struct{ h http.Header }
+
+func (d *discardWriter) Header() http.Header         { return d.h }
+func (d *discardWriter) Write(p []byte) (int, error) { return len(p), nil }
+func (d *discardWriter) WriteHeader(int)             {}
+func (d *discardWriter) Flush()                      {}
+
+// BenchmarkOllamaWriter_StreamChunk is the cost of translating one
+// streamed chat chunk (a token) from SSE to Ollama's NDJSON line.
+func BenchmarkOllamaWriter_StreamChunk(b *testing.B) {
+	chunk := []byte(`data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":" token"},"finish_reason":null}]}` + "\n\n")
+	w := &discardWriter{h: http.Header{"Content-Type": {"text/event-stream"}}}
+	o := &ollamaWriter{w: w, kind: ollamaChat, stream: true, model: "m", start: time.Now(), tools: map[int]*ollamaToolCall{}}
+	o.WriteHeader(http.StatusOK)
+	b.SetBytes(int64(len(chunk)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := o.Write(chunk); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
