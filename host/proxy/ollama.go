@@ -59,6 +59,7 @@ type ollamaRequest struct {
 	Options   map[string]any  `json:"options"`
 	Tools     json.RawMessage `json:"tools"`
 	KeepAlive json.RawMessage `json:"keep_alive"`
+	Think     json.RawMessage `json:"think"`
 	Input     json.RawMessage `json:"input"`
 }
 
@@ -288,6 +289,26 @@ func (req *ollamaRequest) sampling(out map[string]any, stream bool) error {
 	}
 	if stream {
 		out["stream_options"] = map[string]any{"include_usage": true}
+	}
+	// think: true or false turns a reasoning model's thinking on or off
+	// through its chat template (chat_template_kwargs.enable_thinking,
+	// which llama-server, vLLM and SGLang pass to it); "low", "medium" or
+	// "high" is a reasoning effort (gpt-oss's).
+	var think any
+	if len(req.Think) > 0 && json.Unmarshal(req.Think, &think) != nil {
+		return fmt.Errorf("think: want true, false, or low, medium or high, got %s", bounded(string(req.Think)))
+	}
+	switch t := think.(type) {
+	case nil:
+	case bool:
+		out["chat_template_kwargs"] = map[string]any{"enable_thinking": t}
+	case string:
+		if t != "low" && t != "medium" && t != "high" {
+			return fmt.Errorf("think: want true, false, or low, medium or high, got %q", t)
+		}
+		out["reasoning_effort"] = t
+	default:
+		return fmt.Errorf("think: want true, false, or low, medium or high, got %s", bounded(string(req.Think)))
 	}
 	switch f := strings.TrimSpace(string(req.Format)); {
 	case f == "" || f == "null" || f == `""`:

@@ -85,6 +85,26 @@ func TestOllama_ChatBody(t *testing.T) {
 	if _, err := req.chatBody(ollamaChat, false); err == nil || !strings.Contains(err.Error(), "format") {
 		t.Errorf("an unknown format: %v", err)
 	}
+	req.Format = nil
+
+	// think: on and off through the chat template, or an effort.
+	for think, want := range map[string]string{
+		`false`:  `"chat_template_kwargs":{"enable_thinking":false}`,
+		`true`:   `"chat_template_kwargs":{"enable_thinking":true}`,
+		`"high"`: `"reasoning_effort":"high"`,
+	} {
+		req.Think = json.RawMessage(think)
+		b, err := req.chatBody(ollamaChat, false)
+		if err != nil || !strings.Contains(string(b), want) {
+			t.Errorf("think %s: %v %s", think, err, b)
+		}
+	}
+	for _, think := range []string{`"max"`, `3`} {
+		req.Think = json.RawMessage(think)
+		if _, err := req.chatBody(ollamaChat, false); err == nil || !strings.Contains(err.Error(), "think") {
+			t.Errorf("think %s: %v", think, err)
+		}
+	}
 }
 
 // feed writes a model server's answer through an ollamaWriter as the
