@@ -489,6 +489,20 @@ func TestLlamaCpp_LlamaServerBackend_SwapsAndEstimates(t *testing.T) {
 		if code, body := s.post("/v1/messages/count_tokens", `{"model":"small","messages":[{"role":"user","content":"hello"}]}`); code != 200 || !strings.Contains(body, `"input_tokens"`) {
 			t.Fatalf("count_tokens small: %d %s", code, body)
 		}
+		// Ollama's API over the real llama-server's stream: NDJSON lines,
+		// the last with the counts llama-server gave.
+		code, body := s.post("/api/chat", `{"model":"small","options":{"num_predict":8},"messages":[{"role":"user","content":"hello"}]}`)
+		lines := strings.Split(strings.TrimSpace(body), "\n")
+		var last struct {
+			Done            bool
+			DoneReason      string `json:"done_reason"`
+			EvalCount       int    `json:"eval_count"`
+			PromptEvalCount int    `json:"prompt_eval_count"`
+		}
+		if code != 200 || len(lines) < 2 || json.Unmarshal([]byte(lines[len(lines)-1]), &last) != nil ||
+			!last.Done || last.DoneReason == "" || last.EvalCount < 1 || last.EvalCount > 8 || last.PromptEvalCount < 1 {
+			t.Fatalf("Ollama chat small: %d %s", code, body)
+		}
 	}
 
 	// large's estimate (38 MB of weights) exceeds the 32 MiB device: it is
