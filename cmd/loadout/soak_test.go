@@ -125,6 +125,9 @@ func soakRequest(client *http.Client, base string, rng *rand.Rand) (o outcome, s
 		ctx, cancel = context.WithTimeout(ctx, time.Duration(rng.IntN(400))*time.Millisecond)
 		defer cancel()
 	}
+	if rng.IntN(4) == 0 { // a quarter of the clients speak Ollama's API
+		return soakOllama(ctx, cancel, client, base, rng, model, stream, leave)
+	}
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/chat/completions", strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := client.Do(req)
@@ -199,6 +202,76 @@ func soakRequest(client *http.Client, base string, rng *rand.Rand) (o outcome, s
 		}
 	}
 	return outBroken, stream, fmt.Sprintf("stream ended after %d events without [DONE] or an error event (%v)", events, sc.Err()) + idAttr, rid
+}
+
+// soakOllama sends one chat through Ollama's API and classifies its end
+// as soakRequest does: a clean error is Ollama's {"error": …}, with its
+// status or as a line of the stream; a stream is complete at its line
+// with "done": true.
+func soakOllama(ctx context.Context, cancel context.CancelFunc, client *http.Client, base string, rng *rand.Rand, model string, stream, leave bool) (o outcome, _ bool, detail, id string) {
+	body := fmt.Sprintf(`{"model":%q,"stream":%v,"options":{"num_predict":%d},"messages":[{"role":"user","content":"soak %d"}]}`,
+		model, stream, 8+rng.IntN(41), rng.IntN(1000))
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+"/api/chat", strings.NewReader(body))
+	resp, err := client.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return outLeftMaybe, stream, "", ""
+		}
+		return outBroken, stream, "ollama transport: " + err.Error(), ""
+	}
+	defer resp.Body.Close()
+	rid := resp.Header.Get("X-Request-Id")
+	idAttr := " request_id=" + rid
+	type line struct {
+		Error   *string `json:"error"`
+		Done    bool    `json:"done"`
+		Message *struct {
+			Role string `json:"role"`
+		} `json:"message"`
+	}
+	if resp.StatusCode != 200 {
+		b, err := io.ReadAll(resp.Body)
+		if err != nil && ctx.Err() != nil {
+			return outLeft, stream, "", rid
+		}
+		var l line
+		if json.Unmarshal(b, &l) != nil || l.Error == nil || *l.Error == "" {
+			return outBroken, stream, fmt.Sprintf("ollama %d without an Ollama error: %.200s", resp.StatusCode, b) + idAttr, rid
+		}
+		return outError, stream, errKey(resp.StatusCode, *l.Error), rid
+	}
+	leaveAfter := -1
+	if leave && stream {
+		leaveAfter = rng.IntN(8) // lines read before leaving
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	lines := 0
+	for sc.Scan() {
+		var l line
+		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
+			return outBroken, stream, fmt.Sprintf("ollama line %d is not JSON: %.200s", lines, sc.Text()) + idAttr, rid
+		}
+		switch {
+		case l.Error != nil:
+			return outError, stream, errKey(200, *l.Error), rid
+		case l.Message == nil || l.Message.Role != "assistant":
+			return outBroken, stream, fmt.Sprintf("ollama line %d has no assistant message: %.200s", lines, sc.Text()) + idAttr, rid
+		case l.Done:
+			if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+				return outBroken, stream, "ollama after done: " + err.Error() + idAttr, rid
+			}
+			return outOK, stream, "", rid
+		}
+		if lines++; lines == leaveAfter {
+			cancel()
+			return outLeft, stream, "", rid
+		}
+	}
+	if ctx.Err() != nil {
+		return outLeft, stream, "", rid
+	}
+	return outBroken, stream, fmt.Sprintf("ollama answer ended after %d lines without done or an error (%v)", lines, sc.Err()) + idAttr, rid
 }
 
 // promSample is the part of /metrics the soak reads.
