@@ -457,41 +457,38 @@ func TestServe_EmbeddedDefaultConfig(t *testing.T) {
 	s.stop()
 }
 
-func TestServe_OpenAIPythonClient(t *testing.T) {
-	if err := exec.Command("python3", "-c", "import openai").Run(); err != nil {
+// pythonClient runs a client script of testdata/e2e against s with the
+// Python package module it drives: it must exit 0 and print "ok". The
+// test is skipped without the package (a failure with
+// LOADOUT_REQUIRE_PYTHON, as in CI).
+func pythonClient(t *testing.T, module, script, base string) {
+	t.Helper()
+	if err := exec.Command("python3", "-c", "import "+module).Run(); err != nil {
 		if os.Getenv("LOADOUT_REQUIRE_PYTHON") != "" {
-			t.Fatal("the openai Python package is required (pip install -r testdata/requirements.txt)")
+			t.Fatalf("the %s Python package is required (pip install -r testdata/requirements.txt)", module)
 		}
-		t.Skip("the openai Python package is not installed (pip install -r testdata/requirements.txt)")
+		t.Skipf("the %s Python package is not installed (pip install -r testdata/requirements.txt)", module)
 	}
-	s := startServer(t, "../../testdata/e2e/sim.yaml")
-	out, err := exec.Command("python3", "../../testdata/e2e/openai_client.py", s.base+"/v1").CombinedOutput()
+	out, err := exec.Command("python3", "../../testdata/e2e/"+script, base).CombinedOutput()
 	if err != nil {
-		t.Fatalf("openai client: %v\n%s", err, out)
+		t.Fatalf("%s client: %v\n%s", module, err, out)
 	}
 	if !strings.Contains(string(out), "ok") {
-		t.Fatalf("openai client output:\n%s", out)
+		t.Fatalf("%s client output:\n%s", module, out)
 	}
+}
+
+func TestServe_OpenAIPythonClient(t *testing.T) {
+	s := startServer(t, "../../testdata/e2e/sim.yaml")
+	pythonClient(t, "openai", "openai_client.py", s.base+"/v1")
 }
 
 // Ollama's own Python client, pointed at Loadout, lists, shows, chats
 // (whole and streamed), generates, embeds, loads and unloads through
 // Ollama's API, and reads an unknown model's 404.
 func TestServe_OllamaPythonClient(t *testing.T) {
-	if err := exec.Command("python3", "-c", "import ollama").Run(); err != nil {
-		if os.Getenv("LOADOUT_REQUIRE_PYTHON") != "" {
-			t.Fatal("the ollama Python package is required (pip install -r testdata/requirements.txt)")
-		}
-		t.Skip("the ollama Python package is not installed (pip install -r testdata/requirements.txt)")
-	}
 	s := startServer(t, "../../testdata/e2e/sim.yaml")
-	out, err := exec.Command("python3", "../../testdata/e2e/ollama_client.py", s.base).CombinedOutput()
-	if err != nil {
-		t.Fatalf("ollama client: %v\n%s", err, out)
-	}
-	if !strings.Contains(string(out), "ok") {
-		t.Fatalf("ollama client output:\n%s", out)
-	}
+	pythonClient(t, "ollama", "ollama_client.py", s.base)
 }
 
 func TestServe_ModelExitsDuringStartup(t *testing.T) {
