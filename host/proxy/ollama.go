@@ -408,16 +408,15 @@ type ollamaWriter struct {
 	model  string    // the name the client asked for, in every line
 	start  time.Time // for total_duration
 
-	status  int
-	sse     bool   // the answer is an SSE stream being translated
-	buf     []byte // a partial SSE line, or the whole answer
-	done    bool   // the final line is written
-	reason  string // the finish_reason seen
-	usage   struct{ Prompt, Completion int }
-	tools   map[int]*ollamaToolCall // streamed tool calls by index, arguments as they arrive
-	order   []int                   // their indexes in order of arrival
-	args    map[int]*strings.Builder
-	written bool // a line went to the client
+	status int
+	sse    bool   // the answer is an SSE stream being translated
+	buf    []byte // a partial SSE line, or the whole answer
+	done   bool   // the final line is written
+	reason string // the finish_reason seen
+	usage  struct{ Prompt, Completion int }
+	tools  map[int]*ollamaToolCall  // streamed tool calls by index
+	order  []int                    // their indexes in order of arrival
+	args   map[int]*strings.Builder // their arguments' JSON as it arrives
 }
 
 func (o *ollamaWriter) Header() http.Header { return o.w.Header() }
@@ -584,7 +583,6 @@ func (o *ollamaWriter) line(v any) error {
 	if err != nil {
 		return err
 	}
-	o.written = true
 	_, err = o.w.Write(append(b, '\n'))
 	return err
 }
