@@ -84,6 +84,9 @@ func LoadFiles(paths []string, o Options) (*Config, []Warning, error) {
 			return nil, nil, fmt.Errorf("config: %s is given twice (as %s and %s): remove it from --config or from --config-dir", abs, first, p)
 		}
 		seen[abs] = p
+		if fi, err := os.Stat(p); err == nil && fi.IsDir() {
+			return nil, nil, fmt.Errorf("config: %s is a directory: give a directory of YAML files as --config-dir", p)
+		}
 		data, err := os.ReadFile(p)
 		if err != nil {
 			return nil, nil, fmt.Errorf("config: %w", err)

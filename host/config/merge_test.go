@@ -152,4 +152,7 @@ func TestDirFiles(t *testing.T) {
 	if _, _, err := LoadFiles([]string{filepath.Join(dir, "a.yaml"), filepath.Join(dir, ".", "a.yaml")}, Options{}); err == nil || !strings.Contains(err.Error(), "given twice") {
 		t.Errorf("a file given twice: %v", err)
 	}
+	if _, _, err := LoadFiles([]string{dir}, Options{}); err == nil || !strings.Contains(err.Error(), "--config-dir") {
+		t.Errorf("a directory given as the file: %v", err)
+	}
 }
