@@ -257,7 +257,7 @@ type ModelInfo struct {
 	Pinned           bool   // never evict
 	Group            string // the model's swap group ("" when the config has none)
 	LastUse          int64  // Unix nanoseconds of the last grant or serve-done; 0 if never
-	TTL              int64  // idle time before unload, nanoseconds; 0 = never
+	TTL              int64  // idle time before unload, nanoseconds; 0 = never (the configured TTL, or the one the last request granted gave: Ollama's keep_alive)
 	EstimatedVRAM    uint64 // bytes, from config, backend estimate or heuristic; 0 if unknown
 	MeasuredVRAM     uint64 // bytes, measured while loaded; 0 if unknown
 	// Devices are the GPUs the model holds leases on, in index order, and

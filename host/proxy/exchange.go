@@ -42,6 +42,9 @@ type exchange struct {
 
 	inference bool   // a model endpoint: counted in metrics
 	model     string // resolved model id (a peer's model: PEER/MODEL), "" until known
+	// keepAlive is the TTL the request gives its model (router.Request.TTL:
+	// Ollama's keep_alive); nil for none.
+	keepAlive *time.Duration
 	// timeouts bound the model's upstream connections (its catalog
 	// entry's Timeouts); nil: config.DefaultTimeouts.
 	timeouts *config.Timeouts

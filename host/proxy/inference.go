@@ -90,7 +90,7 @@ func (s *Server) inference(ep endpoint) http.HandlerFunc {
 		if s.cfg.OnRequestStart != nil && mr.kind == kindJSON {
 			ex.estimate = estimateBody(body)
 		}
-		req := router.Request{Model: entry.ID, Priority: mr.priority, Client: mr.client}
+		req := router.Request{Model: entry.ID, Priority: mr.priority, Client: mr.client, TTL: ex.keepAlive}
 		s.serve(w, r, req, mr.model, chat && mr.stream && s.cfg.SendLoadingState, nil)
 	}
 }

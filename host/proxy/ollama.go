@@ -146,9 +146,13 @@ func (s *Server) ollamaInference(kind int) http.HandlerFunc {
 		asked := req.Model
 		req.Model = s.ollamaModel(req.Model)
 		stream := req.Stream == nil || *req.Stream
+		keep, keepSet, err := keepAlive(req.KeepAlive)
+		if err != nil {
+			s.writeError(w, r, badRequest("invalid_body", err.Error()))
+			return
+		}
 		var (
 			body []byte
-			err  error
 			next http.HandlerFunc
 			path string
 		)
@@ -158,7 +162,7 @@ func (s *Server) ollamaInference(kind int) http.HandlerFunc {
 			body, err = req.embeddingsBody(kind)
 			next, path = embeddings, "/v1/embeddings"
 		case kind == ollamaChat && len(req.Messages) == 0, kind == ollamaGenerate && (req.Prompt == nil || *req.Prompt == "") && len(req.Images) == 0:
-			s.ollamaLoadOrUnload(w, r, req, asked, kind)
+			s.ollamaLoadOrUnload(w, r, req, asked, kind, keep, keepSet)
 			return
 		case kind == ollamaGenerate && req.Raw:
 			body, err = req.completionsBody(stream)
@@ -171,6 +175,7 @@ func (s *Server) ollamaInference(kind int) http.HandlerFunc {
 			s.writeError(w, r, badRequest("invalid_body", err.Error()))
 			return
 		}
+		exchangeOf(r).keepAlive = routerTTL(keep, keepSet)
 		r2 := r.Clone(r.Context())
 		r2.URL.Path, r2.URL.RawPath = path, ""
 		r2.Header.Set("Content-Type", "application/json")
@@ -340,29 +345,54 @@ func imageURL(b64 string) string {
 	return "data:" + mt + ";base64," + b64
 }
 
-// keepAliveZero reports whether an Ollama keep_alive is zero (0, "0",
-// "0s", "0m"): unload at once.
-func keepAliveZero(raw json.RawMessage) bool {
+// keepAlive reads an Ollama keep_alive: seconds as a number, or a
+// duration as text ("5m", "-1", "0s"); set false when absent. Negative
+// keeps the model loaded, 0 unloads it (at once, or once the request
+// that gives it ends), more is how long it stays idle.
+func keepAlive(raw json.RawMessage) (d time.Duration, set bool, err error) {
 	var v any
-	if json.Unmarshal(raw, &v) != nil {
-		return false
+	if len(raw) == 0 {
+		return 0, false, nil
+	}
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return 0, false, fmt.Errorf("keep_alive: %v", err)
 	}
 	switch v := v.(type) {
+	case nil:
+		return 0, false, nil
 	case float64:
-		return v == 0
+		return time.Duration(v * float64(time.Second)), true, nil
 	case string:
-		if d, err := time.ParseDuration(v); err == nil {
-			return d == 0
+		if n, err := strconv.ParseFloat(v, 64); err == nil {
+			return time.Duration(n * float64(time.Second)), true, nil
 		}
-		return v == "0"
+		if d, err := time.ParseDuration(v); err == nil {
+			return d, true, nil
+		}
 	}
-	return false
+	return 0, false, fmt.Errorf(`keep_alive: want seconds or a duration such as "5m" (negative: keep loaded), got %s`, bounded(string(raw)))
+}
+
+// routerTTL is an Ollama keep_alive as a request's TTL
+// (router.Request.TTL): negative is never (0 there), 0 the least TTL
+// (gone at the first tick once idle), nil when not set.
+func routerTTL(d time.Duration, set bool) *time.Duration {
+	switch {
+	case !set:
+		return nil
+	case d < 0:
+		d = 0
+	case d == 0:
+		d = time.Nanosecond
+	}
+	return &d
 }
 
 // ollamaLoadOrUnload answers a chat or generate with nothing to say:
-// Ollama loads the model (a request for it, released at once), or with
-// keep_alive 0 unloads it; done_reason says which.
-func (s *Server) ollamaLoadOrUnload(w http.ResponseWriter, r *http.Request, req *ollamaRequest, asked string, kind int) {
+// Ollama loads the model (a request for it, released at once, whose
+// keep_alive is then the model's TTL), or with keep_alive 0 unloads it;
+// done_reason says which.
+func (s *Server) ollamaLoadOrUnload(w http.ResponseWriter, r *http.Request, req *ollamaRequest, asked string, kind int, keep time.Duration, keepSet bool) {
 	entry := s.catalog.Load().lookup(req.Model)
 	if entry == nil {
 		s.writeError(w, r, s.catalog.Load().unknown(req.Model))
@@ -370,14 +400,14 @@ func (s *Server) ollamaLoadOrUnload(w http.ResponseWriter, r *http.Request, req 
 	}
 	exchangeOf(r).model = entry.ID
 	reason := "load"
-	if keepAliveZero(req.KeepAlive) {
+	if keepSet && keep == 0 {
 		reason = "unload"
 		if err := s.router.Unload(r.Context(), router.UnloadOptions{Models: []string{entry.ID}}); err != nil {
 			s.writeError(w, r, acquireError(r.Context(), err, entry.ID))
 			return
 		}
 	} else {
-		grant, err := s.router.Acquire(r.Context(), router.Request{Model: entry.ID})
+		grant, err := s.router.Acquire(r.Context(), router.Request{Model: entry.ID, TTL: routerTTL(keep, keepSet)})
 		if err != nil {
 			s.writeError(w, r, acquireError(r.Context(), err, entry.ID))
 			return

@@ -107,6 +107,32 @@ func TestOllama_ChatBody(t *testing.T) {
 	}
 }
 
+// keep_alive reads as Ollama's: seconds or a duration, negative to keep
+// the model, 0 to unload it; as a request's TTL, negative is never and 0
+// the least.
+func TestOllama_KeepAlive(t *testing.T) {
+	for raw, want := range map[string]string{
+		``: "unset", `null`: "unset", `300`: "5m0s", `"5m"`: "5m0s", `"-1"`: "-1s", `-1`: "-1s", `"0"`: "0s", `0`: "0s", `"1.5"`: "1.5s",
+	} {
+		d, set, err := keepAlive(json.RawMessage(raw))
+		got := "unset"
+		if set {
+			got = d.String()
+		}
+		if err != nil || got != want {
+			t.Errorf("keep_alive %s: %s, %v; want %s", raw, got, err, want)
+		}
+	}
+	for _, raw := range []string{`"soon"`, `true`, `[1]`} {
+		if _, _, err := keepAlive(json.RawMessage(raw)); err == nil || !strings.Contains(err.Error(), "keep_alive") {
+			t.Errorf("keep_alive %s: %v", raw, err)
+		}
+	}
+	if routerTTL(0, false) != nil || *routerTTL(-time.Second, true) != 0 || *routerTTL(0, true) != time.Nanosecond || *routerTTL(time.Minute, true) != time.Minute {
+		t.Error("routerTTL")
+	}
+}
+
 // feed writes a model server's answer through an ollamaWriter as the
 // pipeline would (headers, then the body in pieces that cut lines), and
 // returns what the client got.

@@ -66,7 +66,7 @@ func (fx *effects) infoInto(m *model, info *sdk.ModelInfo) {
 		Priority:         m.cfg.Priority,
 		Pinned:           m.cfg.Pinned,
 		Group:            m.cfg.Group,
-		TTL:              int64(m.cfg.TTL),
+		TTL:              int64(m.effectiveTTL()),
 		EstimatedVRAM:    m.cfg.VRAM,
 		MeasuredVRAM:     m.measured,
 	}
@@ -194,6 +194,7 @@ func (r *Router) serve(w *waiter, m *model) bool {
 	m.inFlight++
 	m.served++
 	m.lastUse = r.loop.now
+	m.ttl = w.req.TTL
 	wait := r.cfg.Clock().Sub(w.arrived)
 	r.loop.waits.add(wait)
 	m.waits.add(wait)

@@ -87,7 +87,8 @@ type unloadRequest struct {
 type model struct {
 	name     string
 	cfg      ModelConfig
-	waits    waitRecord // its last grants' queueing delay (waits.go)
+	ttl      *time.Duration // the last granted request's TTL (Request.TTL); nil: cfg.TTL
+	waits    waitRecord     // its last grants' queueing delay (waits.go)
 	state    sdk.ModelState
 	inst     Instance // set while Ready or Stopping
 	gen      uint64   // bumps with every instance, so stale exits are ignored
@@ -185,10 +186,20 @@ type model struct {
 // last use plus its TTL while it is ready with no request in flight; zero
 // when it has no TTL or is not idle.
 func (m *model) expiresAt() time.Time {
-	if m.cfg.TTL <= 0 || m.state != sdk.StateReady || m.inFlight != 0 {
+	ttl := m.effectiveTTL()
+	if ttl <= 0 || m.state != sdk.StateReady || m.inFlight != 0 {
 		return time.Time{}
 	}
-	return m.lastUse.Add(m.cfg.TTL)
+	return m.lastUse.Add(ttl)
+}
+
+// effectiveTTL is the model's TTL now: the last granted request's
+// (Request.TTL), else its configuration's.
+func (m *model) effectiveTTL() time.Duration {
+	if m.ttl != nil {
+		return *m.ttl
+	}
+	return m.cfg.TTL
 }
 
 func (m *model) visible() sdk.ModelState {
@@ -528,6 +539,7 @@ func (r *Router) onSwapDone(ev swapDone) {
 		m.lastLoadWoke = ev.woke
 		r.setState(m, sdk.StateReady)
 		m.lastUse = r.cfg.Clock() // the TTL counts from the load
+		m.ttl = nil               // a new instance: its requests give theirs
 		r.log.Info("model ready", "model", ev.target, "upstream", ev.inst.Upstream().String())
 		if !ev.woke { // a woken server is the one started before, watched since
 			r.exec.watch(m.name, ev.inst)

@@ -161,6 +161,12 @@ type Request struct {
 	// while it waits; the router never blocks on it (latest value wins, so
 	// give it a buffer of 1).
 	Progress chan Progress
+	// TTL, when set, is the model's TTL from this request's grant on, in
+	// place of ModelConfig.TTL, until a request without one is granted
+	// or the model stops: Ollama's keep_alive, which each request may
+	// give. Its value reads as ModelConfig.TTL's (0: never; else idle
+	// this long).
+	TTL *time.Duration
 }
 
 // Progress is a waiting caller's place: Position 0 with Loading means its

@@ -461,6 +461,51 @@ func TestRouter_TTLUnloadsIdleModel(t *testing.T) {
 	h.awaitState("a", "stopped")
 }
 
+// A request's own TTL (Ollama's keep_alive) is the model's from its
+// grant on: one with no configured TTL expires after the request's, a
+// request without one brings the configured TTL back, and one of 0
+// keeps the model however its configuration reads.
+func TestRouter_RequestTTLReplacesTheModels(t *testing.T) {
+	h := newHarness(t, harnessOpts{
+		tick:   5 * time.Millisecond,
+		models: map[string]ModelConfig{"a": {}, "b": {TTL: 30 * time.Millisecond}},
+	})
+	acquire := func(model string, ttl *time.Duration) *Grant {
+		t.Helper()
+		g, err := h.r.Acquire(context.Background(), Request{Model: model, TTL: ttl})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g
+	}
+	short, never := 30*time.Millisecond, time.Duration(0)
+
+	acquire("a", &short).Release()
+	h.world.expect(t, "starting a", "ready a")
+	h.world.expect(t, "stopped a") // idle for the request's TTL
+	h.awaitState("a", "stopped")
+
+	// b's configured TTL would stop it; the request's 0 keeps it, with no
+	// expiry shown, until a request without a TTL brings the 30 ms back.
+	g := acquire("b", &never)
+	h.world.expect(t, "starting b", "ready b")
+	g.Release()
+	h.await(func() string {
+		st := h.status("b")
+		if st.InFlight != 0 || !st.ExpiresAt.IsZero() || st.State != "ready" {
+			return fmt.Sprintf("b kept by its request's TTL 0: %+v", st)
+		}
+		if idle := time.Since(st.LastUse); idle < 3*short {
+			return fmt.Sprintf("b idle %v, past three times its configured TTL yet?", idle)
+		}
+		return ""
+	})
+	h.world.expectNone(t) // not stopped, though idle past its configured TTL
+	acquire("b", nil).Release()
+	h.world.expect(t, "stopped b")
+	h.awaitState("b", "stopped")
+}
+
 // ExpiresAt (Ollama's ps "until") is last use plus TTL while the model is
 // ready and idle, and zero while it serves or has no TTL.
 func TestRouter_ExpiresAtWhileIdle(t *testing.T) {

@@ -49,6 +49,18 @@ assert client.generate(model="b").done_reason == "load"
 assert client.generate(model="b", keep_alive=0).done_reason == "unload"
 assert not any(m.model == "b" for m in client.ps().models), client.ps()
 
+# keep_alive is the model's TTL from the request on: -1 keeps "idle"
+# (configured ttl 1) with no expiry; 300ms takes "a" (no ttl) off soon.
+client.generate(model="idle", prompt="x", options={"num_predict": 2}, keep_alive=-1)
+running = {m.model: m for m in client.ps().models}
+assert running["idle"].expires_at.year == 1, running["idle"]
+client.chat(model="a", messages=[{"role": "user", "content": "hi"}],
+            options={"num_predict": 2}, keep_alive="300ms")
+deadline = time.monotonic() + 10
+while any(m.model == "a" for m in client.ps().models):
+    assert time.monotonic() < deadline, "a stayed loaded past its keep_alive"
+    time.sleep(0.05)
+
 for call in (lambda: client.chat(model="nope", messages=[{"role": "user", "content": "hi"}]),
              lambda: client.pull("nope")):
     try:
