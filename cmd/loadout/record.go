@@ -13,7 +13,9 @@ import (
 // recordHelp is serve's help on --record-trace: what a row holds, where
 // each field comes from, and when it is written.
 const recordHelp = `With --record-trace FILE, every chat/completions, completions and
-embeddings request is written to FILE (overwritten) as a trace that
+embeddings request (by any of their routes: OpenAI's, llama-swap's
+versionless ones, llama-server's, Ollama's /api/chat, generate, embed and
+embeddings) is written to FILE (overwritten) as a trace that
 'loadout simulate --trace FILE' replays: arrival_s (seconds from the first
 request), model (its id, aliases resolved), prompt_tokens and
 output_tokens, priority and client (x_priority, x_client_id or their
@@ -25,11 +27,13 @@ earlier one have ended, or with its estimates once its request has run
 10 minutes or 10000 requests wait behind it. Shutdown writes the rest.`
 
 // recordedPaths are the endpoints --record-trace records: those whose
-// requests `loadout simulate` knows how to replay (prompt in, tokens out).
+// requests `loadout simulate` knows how to replay (prompt in, tokens out),
+// by every route that serves them: OpenAI's, llama-swap's versionless
+// ones, llama-server's own and Ollama's.
 var recordedPaths = map[string]bool{
-	"/v1/chat/completions": true,
-	"/v1/completions":      true,
-	"/v1/embeddings":       true,
+	"/v1/chat/completions": true, "/v/chat/completions": true, "/chat/completions": true, "/api/chat": true, "/api/generate": true,
+	"/v1/completions": true, "/v/completions": true, "/completions": true,
+	"/v1/embeddings": true, "/v/embeddings": true, "/embeddings": true, "/api/embed": true, "/api/embeddings": true,
 }
 
 // traceRecorder is serve's --record-trace: the proxy's request hooks

@@ -93,6 +93,9 @@ func TestServe_RecordTrace(t *testing.T) {
 
 	mustPost("/v1/chat/completions", chatBody("chat", "z", 10, ""))
 	wants[10] = want{"chat", 1, 0, ""}
+	// Ollama's API is recorded as the OpenAI request it became.
+	mustPost("/api/chat", `{"model":"chat","stream":false,"options":{"num_predict":13},"messages":[{"role":"user","content":"u v"}]}`)
+	wants[13] = want{"chat", 2, 0, ""}
 
 	// In flight at SIGTERM: shutdown lets it finish, and its row is
 	// written before serve exits.
@@ -139,8 +142,8 @@ func TestServe_RecordTrace(t *testing.T) {
 	if rows[0].Arrival != 0 || rows[0].OutputTokens != 5 {
 		t.Errorf("first row %+v, want the first request at arrival 0", rows[0])
 	}
-	if rows[len(rows)-2].OutputTokens != 10 || rows[len(rows)-1].OutputTokens != 60 {
-		t.Errorf("last rows %+v, want the two last requests in order", rows[len(rows)-2:])
+	if rows[len(rows)-3].OutputTokens != 10 || rows[len(rows)-2].OutputTokens != 13 || rows[len(rows)-1].OutputTokens != 60 {
+		t.Errorf("last rows %+v, want the three last requests in order", rows[len(rows)-3:])
 	}
 	for _, r := range rows {
 		w, ok := wants[r.OutputTokens]
