@@ -252,6 +252,8 @@ func TestOllama_Errors(t *testing.T) {
 		{request{path: "/api/generate", body: `{"model":`}, 400, "not an Ollama request"},
 		{request{path: "/api/chat", body: `{"model":"a","messages":[{"role":"user","content":"x"}],"format":"xml"}`}, 400, "format"},
 		{request{path: "/api/embed", body: `{"model":"a"}`}, 400, `"input"`},
+		{request{path: "/api/generate", body: `{"model":"a","prompt":"x","keep_alive":"soon"}`}, 400, "keep_alive"},
+		{request{path: "/api/chat", body: `{"model":"a","messages":[{"role":"user","content":"x"}],"think":"max"}`}, 400, "think"},
 		{request{path: "/api/show", body: `{"model":"nope"}`}, 404, "not found"},
 		{request{path: "/api/pull", body: `{"model":"nope"}`}, 404, "pulls nothing"},
 		{request{path: "/api/delete", body: `{"model":"a"}`}, 501, "not supported"},
