@@ -161,7 +161,7 @@ func (s *Server) ollamaInference(kind int) http.HandlerFunc {
 			stream = false
 			body, err = req.embeddingsBody(kind)
 			next, path = embeddings, "/v1/embeddings"
-		case kind == ollamaChat && len(req.Messages) == 0, kind == ollamaGenerate && (req.Prompt == nil || *req.Prompt == "") && len(req.Images) == 0:
+		case kind == ollamaChat && len(req.Messages) == 0, kind == ollamaGenerate && req.prompt() == "" && len(req.Images) == 0:
 			s.ollamaLoadOrUnload(w, r, req, asked, kind, keep, keepSet)
 			return
 		case kind == ollamaGenerate && req.Raw:
@@ -196,7 +196,7 @@ func (req *ollamaRequest) chatBody(kind int, stream bool) ([]byte, error) {
 		if req.System != "" {
 			msgs = append(msgs, ollamaMessage{Role: "system", Content: req.System})
 		}
-		msgs = append(msgs, ollamaMessage{Role: "user", Content: *req.Prompt, Images: req.Images})
+		msgs = append(msgs, ollamaMessage{Role: "user", Content: req.prompt(), Images: req.Images})
 	}
 	out := map[string]any{"model": req.Model, "stream": stream}
 	var calls []string // ids of the tool calls so far, for the tool results that answer them
@@ -256,10 +256,18 @@ func (req *ollamaRequest) chatBody(kind int, stream bool) ([]byte, error) {
 	return json.Marshal(out)
 }
 
+// prompt is a generate's prompt, "" when it has none (images alone).
+func (req *ollamaRequest) prompt() string {
+	if req.Prompt == nil {
+		return ""
+	}
+	return *req.Prompt
+}
+
 // completionsBody is the /v1/completions body of a raw generate: the
 // prompt as it is, no chat template.
 func (req *ollamaRequest) completionsBody(stream bool) ([]byte, error) {
-	out := map[string]any{"model": req.Model, "prompt": *req.Prompt, "stream": stream}
+	out := map[string]any{"model": req.Model, "prompt": req.prompt(), "stream": stream}
 	if err := req.sampling(out, stream); err != nil {
 		return nil, err
 	}

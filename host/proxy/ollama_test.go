@@ -87,6 +87,12 @@ func TestOllama_ChatBody(t *testing.T) {
 	}
 	req.Format = nil
 
+	// A generate of images alone (no prompt) asks about the images.
+	gen := ollamaRequest{Model: "m", Images: []string{"iVBORw0KGgo"}}
+	if b, err := gen.chatBody(ollamaGenerate, false); err != nil || !strings.Contains(string(b), `"text":""`) || !strings.Contains(string(b), "data:image/png;base64,iVBORw0KGgo") {
+		t.Errorf("images without a prompt: %v %s", err, b)
+	}
+
 	// think: on and off through the chat template, or an effort.
 	for think, want := range map[string]string{
 		`false`:  `"chat_template_kwargs":{"enable_thinking":false}`,
