@@ -123,7 +123,7 @@ func shapeOf(path string) errorShape {
 		return shapeAnthropic
 	case path == "/models" || strings.HasPrefix(path, "/models/"):
 		return shapeLlamaServer
-	case slices.Contains(ollamaPaths, path):
+	case strings.HasPrefix(path, "/api/") && slices.Contains(ollamaPaths, path):
 		return shapeOllama
 	}
 	return shapeOpenAI

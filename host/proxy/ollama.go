@@ -636,7 +636,7 @@ func (o *ollamaWriter) finish() {
 			_ = o.final()
 		}
 	case o.status != http.StatusOK:
-		b, _ := json.Marshal(map[string]string{"error": errorText(o.buf)})
+		b, _ := json.Marshal(map[string]string{"error": upstreamMessage(o.buf)})
 		o.whole(o.status, append(b, '\n'))
 	default:
 		var a openAIAnswer
@@ -723,21 +723,6 @@ func toolArguments(s string) json.RawMessage {
 	return b
 }
 
-// errorText is the message of an error body in any of the shapes an
-// answer may carry (Ollama's, OpenAI's, llama-server's), else the text.
-func errorText(b []byte) string {
-	var a openAIAnswer
-	if json.Unmarshal(b, &a) == nil {
-		if msg := a.errorMessage(); msg != "" {
-			return msg
-		}
-	}
-	if t := strings.TrimSpace(string(b)); t != "" {
-		return bounded(t)
-	}
-	return "(empty body)"
-}
-
 // openAIAnswer is what the translation reads of an OpenAI-compatible
 // answer: a chat completion, a completion, their stream chunks, an
 // embeddings list, or an error (an object, or a string as Ollama's).
@@ -759,22 +744,7 @@ type openAIAnswer struct {
 }
 
 // errorMessage is the answer's error message, "" when it is no error.
-func (a *openAIAnswer) errorMessage() string {
-	if len(a.Error) == 0 || string(a.Error) == "null" {
-		return ""
-	}
-	var msg string
-	if json.Unmarshal(a.Error, &msg) == nil {
-		return msg
-	}
-	var obj struct {
-		Message string `json:"message"`
-	}
-	if json.Unmarshal(a.Error, &obj) == nil && obj.Message != "" {
-		return obj.Message
-	}
-	return string(a.Error)
-}
+func (a *openAIAnswer) errorMessage() string { return errorField(a.Error) }
 
 type openAIMessage struct {
 	Content          string           `json:"content"`

@@ -238,6 +238,23 @@ func (s *Server) upstreamResponded(resp *http.Response) error {
 	return nil
 }
 
+// errorField is the message of a body's "error" value: an object's
+// message (OpenAI's, llama-server's) or a string (Ollama's); "" for none.
+func errorField(raw json.RawMessage) string {
+	var obj struct {
+		Message string `json:"message"`
+	}
+	var str string
+	switch {
+	case len(raw) == 0:
+	case json.Unmarshal(raw, &obj) == nil && obj.Message != "":
+		return obj.Message
+	case json.Unmarshal(raw, &str) == nil:
+		return str
+	}
+	return ""
+}
+
 // maxUpstreamRewrite bounds an upstream body the proxy reads whole to turn
 // it into SSE events.
 const maxUpstreamRewrite = 8 << 20
@@ -257,16 +274,9 @@ func upstreamMessage(b []byte) string {
 	var oa struct {
 		Error json.RawMessage `json:"error"`
 	}
-	if json.Unmarshal(b, &oa) == nil && len(oa.Error) > 0 {
-		var obj struct {
-			Message string `json:"message"`
-		}
-		var str string
-		if json.Unmarshal(oa.Error, &obj) == nil && obj.Message != "" {
-			return obj.Message
-		}
-		if json.Unmarshal(oa.Error, &str) == nil && str != "" {
-			return str
+	if json.Unmarshal(b, &oa) == nil {
+		if msg := errorField(oa.Error); msg != "" {
+			return msg
 		}
 	}
 	msg := strings.TrimSpace(string(b))
