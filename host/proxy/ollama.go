@@ -181,7 +181,7 @@ func (s *Server) ollamaInference(kind int) http.HandlerFunc {
 		r2.Header.Set("Content-Type", "application/json")
 		r2.Header.Del("Accept-Encoding") // the translation reads the answer as it comes
 		setBody(r2, body)
-		ow := &ollamaWriter{w: w, kind: kind, stream: stream, model: asked, start: time.Now(), tools: map[int]*ollamaToolCall{}}
+		ow := &ollamaWriter{w: w, kind: kind, stream: stream, model: asked, start: time.Now(), tools: map[int]*ollamaToolCall{}, limit: maxOllamaHeld}
 		next(ow, r2)
 		ow.finish()
 	}
@@ -455,6 +455,10 @@ type ollamaWriter struct {
 	tools  map[int]*ollamaToolCall  // streamed tool calls by index
 	order  []int                    // their indexes in order of arrival
 	args   map[int]*strings.Builder // their arguments' JSON as it arrives
+	// limit is the most the translation holds (maxOllamaHeld); overflow:
+	// the answer held passed it and was dropped.
+	limit    int
+	overflow bool
 }
 
 func (o *ollamaWriter) Header() http.Header { return o.w.Header() }
@@ -477,9 +481,19 @@ func (o *ollamaWriter) WriteHeader(status int) {
 	}
 }
 
+// maxOllamaHeld bounds what the translation holds: an answer not
+// streamed, read whole, and a stream's unfinished line (the OpenAI
+// routes stream everything through and hold nothing). Past it the rest
+// of the answer is read and dropped, and the client gets an error.
+const maxOllamaHeld = 64 << 20
+
 func (o *ollamaWriter) Write(p []byte) (int, error) {
 	if o.status == 0 {
 		o.WriteHeader(http.StatusOK)
+	}
+	if o.overflow || len(o.buf)+len(p) > o.limit {
+		o.overflow, o.buf = true, nil
+		return len(p), nil
 	}
 	o.buf = append(o.buf, p...)
 	if !o.sse {
@@ -631,6 +645,11 @@ func (o *ollamaWriter) line(v any) error {
 func (o *ollamaWriter) finish() {
 	switch {
 	case o.status == 0: // nothing was written (the client left)
+	case o.overflow && o.sse:
+		_ = o.line(map[string]any{"error": o.tooLarge()})
+	case o.overflow:
+		b, _ := json.Marshal(map[string]string{"error": o.tooLarge()})
+		o.whole(http.StatusBadGateway, append(b, '\n'))
 	case o.sse:
 		if !o.done && o.reason != "" {
 			_ = o.final()
@@ -647,6 +666,11 @@ func (o *ollamaWriter) finish() {
 		}
 		o.whole(http.StatusOK, o.translate(&a))
 	}
+}
+
+// tooLarge is the error of an answer past the limit.
+func (o *ollamaWriter) tooLarge() string {
+	return fmt.Sprintf("the model server's answer held more than %d bytes without a line's end: too large to translate for Ollama's API", o.limit)
 }
 
 // whole writes a translated answer with its status and length.

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -144,8 +145,14 @@ func TestOllama_KeepAlive(t *testing.T) {
 // returns what the client got.
 func feed(t *testing.T, kind int, stream bool, status int, contentType string, pieces ...string) *httptest.ResponseRecorder {
 	t.Helper()
+	return feedLimited(t, maxOllamaHeld, kind, stream, status, contentType, pieces...)
+}
+
+// feedLimited is feed with the translation holding at most limit bytes.
+func feedLimited(t *testing.T, limit, kind int, stream bool, status int, contentType string, pieces ...string) *httptest.ResponseRecorder {
+	t.Helper()
 	rec := httptest.NewRecorder()
-	o := &ollamaWriter{w: rec, kind: kind, stream: stream, model: "m:latest", start: time.Now(), tools: map[int]*ollamaToolCall{}}
+	o := &ollamaWriter{w: rec, kind: kind, stream: stream, model: "m:latest", start: time.Now(), tools: map[int]*ollamaToolCall{}, limit: limit}
 	o.Header().Set("Content-Type", contentType)
 	o.Header().Set("Content-Length", "999")
 	o.WriteHeader(status)
@@ -241,6 +248,24 @@ func TestOllamaWriter_WholeAnswersAndErrors(t *testing.T) {
 	got = lines(t, rec.Body.String())
 	if len(got) != 2 || got[1]["error"] != "upstream failed mid-stream" {
 		t.Errorf("mid-stream error: %s", rec.Body)
+	}
+}
+
+// What the translation must hold is bounded: an answer not streamed
+// past the limit is a 502, a stream's line past it an error line; the
+// lines before it were sent.
+func TestOllamaWriter_HoldsABoundedAnswer(t *testing.T) {
+	big := `{"choices":[{"message":{"content":"` + strings.Repeat("x", 100) + `"}}]}`
+	rec := feedLimited(t, 64, ollamaChat, false, 200, "application/json", big[:50], big[50:])
+	var e struct{ Error string }
+	if json.Unmarshal(rec.Body.Bytes(), &e); rec.Code != http.StatusBadGateway || !strings.Contains(e.Error, "too large") {
+		t.Errorf("a whole answer past the limit: %d %s", rec.Code, rec.Body)
+	}
+	rec = feedLimited(t, 64, ollamaChat, true, 200, "text/event-stream",
+		`data: {"choices":[{"delta":{"content":"a"}}]}`+"\n\n", "data: "+strings.Repeat("y", 100))
+	got := lines(t, rec.Body.String())
+	if len(got) != 2 || got[0]["message"].(map[string]any)["content"] != "a" || !strings.Contains(fmt.Sprint(got[1]["error"]), "too large") {
+		t.Errorf("a stream's line past the limit: %s", rec.Body)
 	}
 }
 
