@@ -457,11 +457,12 @@ func TestServe_EmbeddedDefaultConfig(t *testing.T) {
 	s.stop()
 }
 
-// pythonClient runs a client script of testdata/e2e against s with the
-// Python package module it drives: it must exit 0 and print "ok". The
-// test is skipped without the package (a failure with
-// LOADOUT_REQUIRE_PYTHON, as in CI).
-func pythonClient(t *testing.T, module, script, base string) {
+// pythonClient runs a client script of testdata/e2e, which drives the
+// Python package module, against a server on testdata/e2e/sim.yaml at
+// its base URL plus suffix: it must exit 0 and print "ok". The test is
+// skipped without the package (a failure with LOADOUT_REQUIRE_PYTHON, as
+// in CI).
+func pythonClient(t *testing.T, module, script, suffix string) {
 	t.Helper()
 	if err := exec.Command("python3", "-c", "import "+module).Run(); err != nil {
 		if os.Getenv("LOADOUT_REQUIRE_PYTHON") != "" {
@@ -469,7 +470,8 @@ func pythonClient(t *testing.T, module, script, base string) {
 		}
 		t.Skipf("the %s Python package is not installed (pip install -r testdata/requirements.txt)", module)
 	}
-	out, err := exec.Command("python3", "../../testdata/e2e/"+script, base).CombinedOutput()
+	s := startServer(t, "../../testdata/e2e/sim.yaml")
+	out, err := exec.Command("python3", "../../testdata/e2e/"+script, s.base+suffix).CombinedOutput()
 	if err != nil {
 		t.Fatalf("%s client: %v\n%s", module, err, out)
 	}
@@ -479,16 +481,14 @@ func pythonClient(t *testing.T, module, script, base string) {
 }
 
 func TestServe_OpenAIPythonClient(t *testing.T) {
-	s := startServer(t, "../../testdata/e2e/sim.yaml")
-	pythonClient(t, "openai", "openai_client.py", s.base+"/v1")
+	pythonClient(t, "openai", "openai_client.py", "/v1")
 }
 
 // Ollama's own Python client, pointed at Loadout, lists, shows, chats
 // (whole and streamed), generates, embeds, loads and unloads through
-// Ollama's API, and reads an unknown model's 404.
+// Ollama's API (keep_alive included), and reads an unknown model's 404.
 func TestServe_OllamaPythonClient(t *testing.T) {
-	s := startServer(t, "../../testdata/e2e/sim.yaml")
-	pythonClient(t, "ollama", "ollama_client.py", s.base)
+	pythonClient(t, "ollama", "ollama_client.py", "")
 }
 
 func TestServe_ModelExitsDuringStartup(t *testing.T) {
