@@ -34,13 +34,34 @@ const (
 )
 
 // leader is the expert whose order the plans follow: LRU while its
-// weight is above lruLeads, else the forecast. The forecast is the
-// default, as it is on every traffic shape but moving working sets.
+// weight is above lruLeads, or while the likelihood says the traffic's
+// memory is the shortest there is (recent); else the forecast. The
+// forecast is the default, as it is on every traffic shape but moving
+// working sets.
+//
+// Recent traffic: when the best-scored bursts estimator is the one of
+// half-life 1 observation, the models asked for between the last two
+// swaps predict the next ones best — the working set moves, as an
+// agent's does — and a count of that memory is a coarse recency, every
+// model observed between two swaps alike. LRU's order is the same rule
+// told by each model's last request, so it is followed at once, without
+// the four net duel wins it needs otherwise: on agent traffic those cost
+// the start-up (code agent8 seed 12: 12 loads above the LRU router in
+// the first 60 swaps, none after). On stationary traffic the bursts
+// likelihood prefers longer memories and this never holds (the
+// production-shaped figures are unchanged to the load; docs/RATIONALE.md,
+// "Recent traffic follows LRU at once").
 func (s *swapper) leader() int {
-	if s.w[expertLRU] > lruLeads {
+	if s.w[expertLRU] > lruLeads || s.recent() {
 		return expertLRU
 	}
 	return expertForecast
+}
+
+// recent reports whether the best-scored bursts estimator has the
+// shortest half-life: the traffic's memory is the last swap's models.
+func (s *swapper) recent() bool {
+	return s.bestOf(countBursts) == countBursts*len(halfLives)
 }
 
 // estimator is the estimator expert e's order reads; -1 for LRU's.

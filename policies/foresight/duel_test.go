@@ -181,3 +181,68 @@ func (c countLeads) OnSwapStart(ev sdk.SwapStartEvent) {
 	}
 	c.swapper.OnSwapStart(ev)
 }
+
+// TestForesight_RecentTrafficFollowsLRUAtOnce: where the working set
+// moves (an agent's pair of models, a new pair every few requests), the
+// bursts likelihood's best memory is the shortest, and LRU's order is
+// followed from then on without waiting for the duels to give it the lead;
+// on stationary traffic (a fixed popularity over the same models) the
+// likelihood prefers a longer memory and the forecast leads.
+func TestForesight_RecentTrafficFollowsLRUAtOnce(t *testing.T) {
+	names := []string{"m0", "m1", "m2", "m3", "m4", "m5", "m6", "m7"}
+	t.Run("moving working set", func(t *testing.T) {
+		var s *swapper
+		first := firstLRULead{at: -1}
+		b := newBox(t, keep(&s, func(s *swapper) sdk.Swapper { first.swapper = s; return &first }), `{}`, 3, names...)
+		for phase := range 30 {
+			a, c := names[(phase*3)%8], names[(phase*3+1)%8]
+			for i := range 6 {
+				b.ask([]string{a, c}[i%2])
+			}
+		}
+		if !s.recent() {
+			t.Errorf("after 30 moves of the working set the bursts likelihood prefers half-life %v, want 1", halfLife(s.bestOf(countBursts)))
+		}
+		switch {
+		case first.at < 0:
+			t.Errorf("LRU led none of %d swaps", first.swaps)
+		case first.weight > lruLeads:
+			t.Errorf("LRU first led at swap %d with its duel weight %.2f: want it followed for the traffic's memory before its duels gave it the lead",
+				first.at, first.weight)
+		}
+	})
+	t.Run("stationary popularity", func(t *testing.T) {
+		var s *swapper
+		b := newBox(t, keep(&s, nil), `{}`, 3, names...)
+		// m0 every other request, m1 every fourth, the rest in turn.
+		for i := range 360 {
+			switch {
+			case i%2 == 0:
+				b.ask("m0")
+			case i%4 == 1:
+				b.ask("m1")
+			default:
+				b.ask(names[2+(i/4)%6])
+			}
+		}
+		if s.recent() {
+			t.Errorf("on stationary traffic the bursts likelihood prefers half-life 1: want a longer memory")
+		}
+	})
+}
+
+// firstLRULead notes the first swap that starts while LRU leads, and
+// LRU's duel weight then.
+type firstLRULead struct {
+	*swapper
+	swaps, at int
+	weight    float64
+}
+
+func (f *firstLRULead) OnSwapStart(ev sdk.SwapStartEvent) {
+	if f.at < 0 && f.leader() == expertLRU {
+		f.at, f.weight = f.swaps, f.w[expertLRU]
+	}
+	f.swaps++
+	f.swapper.OnSwapStart(ev)
+}
