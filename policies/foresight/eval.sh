@@ -107,4 +107,25 @@ if [ "$set_" = heldout ] || [ "$set_" = all ]; then
 	hour code-z86-s34 code 86 34
 	hour conv-z50-s35 conv 50 35
 	hour code-z50-s36 code 50 36
+	# Added 2026-11-28 with the rule that recent traffic follows LRU (held
+	# out from it: run once, after it was chosen).
+	for s in 41 42 43; do prod "prod-sample-s$s" prod-sample "$s"; prod "prod-mixed-sample-s$s" prod-mixed-sample "$s"; done
+	prod prod-3w-s44 prod-3w 44
+	prod prod-mixed-1w-s45 prod-mixed-1w 45
+	i=50
+	for src in conv code; do
+		for mix in zipf agent; do
+			for n in 8 20; do
+				i=$((i + 1))
+				box=testdata/simulate/eight-models.yaml
+				[ "$n" = 20 ] && box=testdata/simulate/twenty-models.yaml
+				azure "$src-$mix$n-s$i@0.02" "$src" "$mix" "$n" "$i" "$box" 0.02
+			done
+		done
+	done
+	hour conv-z30-s61 conv 30 61
+	hour code-z30-s62 code 30 62
+	hour conv-z86-s63 conv 86 63
+	hour code-z86-s64 code 86 64
+	hour conv-z50-s65 conv 50 65
 fi
