@@ -1,6 +1,8 @@
 package sim
 
 import (
+	"github.com/loadout-dev/loadout/sdk/evict"
+
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -232,83 +234,20 @@ func (a *arc) replace(inB2 bool) {
 
 func (a *arc) resident() []int { return slices.Sorted(slices.Values(slices.Concat(a.t1, a.t2))) }
 
-// s3fifo is S3-FIFO (Yang et al., "FIFO queues are all you need for cache
-// eviction", SOSP 2023, Algorithm 1): a small FIFO S of 10% of the slots
-// (at least one), a main FIFO M of the rest, and a ghost FIFO G of as many
-// entries as M. New models enter S (or M, if G remembers them); S's tail
-// moves to M if it was requested more than once while in S, else leaves
-// to G; M's tail is reinserted while its 2-bit counter, decremented each
-// time, is above 0.
-type s3fifo struct {
-	k, sCap, mCap int
-	s, m, g       []int // tail (oldest) first
-	freq          map[int]int
-}
+// s3fifo is the S3-FIFO anchor: sdk/evict's S3FIFO (Yang et al., SOSP
+// 2023), which the s3fifo router runs too, fed one request at a time.
+type s3fifo struct{ c *evict.S3FIFO[int] }
 
-func newS3FIFO(k int) *s3fifo {
-	sCap := max(1, int(math.Round(0.1*float64(k))))
-	return &s3fifo{k: k, sCap: sCap, mCap: k - sCap, freq: map[int]int{}}
-}
+func newS3FIFO(k int) s3fifo { return s3fifo{evict.NewS3FIFO[int](k)} }
 
-func (c *s3fifo) access(x, _ int, _ float64) bool {
-	if slices.Contains(c.s, x) || slices.Contains(c.m, x) {
-		c.freq[x] = min(c.freq[x]+1, 3)
-		return false
-	}
-	for len(c.s)+len(c.m) >= c.k {
-		c.evict()
-	}
-	if slices.Contains(c.g, x) {
-		c.g = remove(c.g, x)
-		c.m = append(c.m, x)
-	} else {
-		c.s = append(c.s, x)
-	}
-	c.freq[x] = 0
-	return true
-}
+func (c s3fifo) access(x, _ int, _ float64) bool { return c.c.Access(x) }
 
-func (c *s3fifo) evict() {
-	if len(c.s) >= c.sCap {
-		c.evictS()
-	} else {
-		c.evictM()
-	}
+func (c s3fifo) resident() []int {
+	var out []int
+	c.c.Order(func(k int) bool { out = append(out, k); return true })
+	slices.Sort(out)
+	return out
 }
-
-func (c *s3fifo) evictS() {
-	for len(c.s) > 0 {
-		t := c.s[0]
-		c.s = c.s[1:]
-		if c.freq[t] > 1 {
-			c.m = append(c.m, t)
-			if len(c.m) > c.mCap {
-				c.evictM()
-			}
-			continue
-		}
-		c.g = append(c.g, t)
-		if len(c.g) > max(c.mCap, 1) {
-			c.g = c.g[1:]
-		}
-		return
-	}
-}
-
-func (c *s3fifo) evictM() {
-	for len(c.m) > 0 {
-		t := c.m[0]
-		c.m = c.m[1:]
-		if c.freq[t] > 0 {
-			c.freq[t]--
-			c.m = append(c.m, t)
-			continue
-		}
-		return
-	}
-}
-
-func (c *s3fifo) resident() []int { return slices.Sorted(slices.Values(slices.Concat(c.s, c.m))) }
 
 // sieve is SIEVE (Zhang et al., "SIEVE is Simpler than LRU: an Efficient
 // Turn-Key Eviction Algorithm for Web Caches", NSDI 2024): one FIFO with

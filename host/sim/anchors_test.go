@@ -86,18 +86,6 @@ func TestARC_GhostHitAdaptsP(t *testing.T) {
 	}
 }
 
-// S3-FIFO promotes from S to M a model requested more than once while in
-// S: with 10 slots S is 1, so a requested three times moves to M when S
-// must evict, and the one-hit b, c … go to G.
-func TestS3FIFO_PromotesRepeated(t *testing.T) {
-	c := newS3FIFO(10)
-	seq, at := ids("a a a b c d e f g h i j k")
-	replayCache(c, seq, at)
-	if !slices.Contains(c.m, 0) || slices.Contains(c.s, 0) || !slices.Contains(c.g, 1) {
-		t.Fatalf("S=%s M=%s G=%s: want a in M, b in G", names(c.s), names(c.m), names(c.g))
-	}
-}
-
 // The decayed LFU forgets: three requests to a outweigh b's one a second
 // later, but not ten thousand seconds later (2^(−10000/600) · 3 < 1).
 func TestDecayLFU_Forgets(t *testing.T) {
