@@ -212,3 +212,42 @@ func TestSimulate_ForesightWaitsWhereItIsFree(t *testing.T) {
 		}
 	}
 }
+
+// TestSimulate_S3FIFOMatchesItsAnchor: the s3fifo router, fed only what a
+// router sees (the host's request counts at swaps), replayed on a trace's
+// model sequence through the run loop, makes the S3-FIFO anchor's cold
+// loads exactly, on the eight-model box (four equal slots) for the two
+// committed Azure traces and on the production sample's box; one rule
+// (sdk/evict's S3FIFO) under both.
+func TestSimulate_S3FIFOMatchesItsAnchor(t *testing.T) {
+	if testing.Short() {
+		t.Skip("replays three traces")
+	}
+	for _, tc := range []struct {
+		name, config, trace string
+		o                   simulateOptions
+	}{
+		{"conv-zipf8", "testdata/simulate/eight-models.yaml", "testdata/traces/conv-zipf8-5m.csv", simulateOptions{}},
+		{"code-agent6", "testdata/simulate/eight-models.yaml", "testdata/traces/code-agent6-5m.csv", simulateOptions{}},
+		{"prod-sample", "testdata/simulate/prod-sample.yaml", "testdata/traces/prod-sample.csv", simulateOptions{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := tc.o
+			o.rate, o.sequence, o.router = 1, true, "s3fifo"
+			rep := replayJSON(t, repoFile(t, tc.config), repoFile(t, tc.trace), o)
+			if rep.Bounds == nil {
+				t.Fatal("no anchors in the report")
+			}
+			anchor := -1
+			for _, a := range rep.Bounds.Anchors {
+				if a.Name == sim.AnchorS3FIFO {
+					anchor = a.ColdLoads
+				}
+			}
+			run := rep.Runs[0]
+			if run.Errors != 0 || run.ColdLoads != anchor {
+				t.Errorf("s3fifo made %d cold loads (%d errors), the S3-FIFO anchor %d", run.ColdLoads, run.Errors, anchor)
+			}
+		})
+	}
+}
