@@ -213,6 +213,33 @@ func TestSimulate_ForesightWaitsWhereItIsFree(t *testing.T) {
 	}
 }
 
+// TestSimulate_PlacingRoutersKeepConstraints: every built-in router that
+// places models (sdk/evict) is handed the models' placement constraints,
+// so its plans keep them. On the eight-model box with m1 pinned to GPU 1,
+// none of them makes an error; adaptive and foresight, once left out of
+// the hand-over, made plans the host refused (4 and 24 requests failed
+// as unavailable).
+func TestSimulate_PlacingRoutersKeepConstraints(t *testing.T) {
+	if testing.Short() {
+		t.Skip("replays a 1445-request workload five times")
+	}
+	box := strings.Replace(repoFile(t, "testdata/simulate/eight-models.yaml"),
+		"options: {load_time: 6s,", "gpus: [1]\n    options: {load_time: 6s,", 1)
+	if !strings.Contains(box, "gpus: [1]") {
+		t.Fatal("the box's m1 was not pinned: testdata/simulate/eight-models.yaml changed")
+	}
+	trace := repoFile(t, "testdata/traces/conv-zipf8-5m.csv")
+	rep := replayJSON(t, box, trace, simulateOptions{rate: 0.02, compare: []string{"router=prioritylru,ollama,adaptive,foresight,s3fifo"}})
+	if len(rep.Runs) != 5 {
+		t.Fatalf("%d runs, want 5", len(rep.Runs))
+	}
+	for _, r := range rep.Runs {
+		if r.Errors != 0 || r.Completed != r.Requests {
+			t.Errorf("%s: %d of %d completed, %d errors (%v)", r.Router, r.Completed, r.Requests, r.Errors, r.ErrorsByCode)
+		}
+	}
+}
+
 // TestSimulate_S3FIFOMatchesItsAnchor: the s3fifo router, fed only what a
 // router sees (the host's request counts at swaps), replayed on a trace's
 // model sequence through the run loop, makes the S3-FIFO anchor's cold

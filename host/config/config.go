@@ -37,12 +37,21 @@ const (
 	// RouterOllama is Ollama's eviction rule on sdk/evict; its settings
 	// carry the placement constraints as prioritylru's do.
 	RouterOllama = "ollama"
+	// RouterAdaptive, RouterForesight and RouterS3FIFO are the learning
+	// routers and S3-FIFO's, on sdk/evict too: the same.
+	RouterAdaptive  = "adaptive"
+	RouterForesight = "foresight"
+	RouterS3FIFO    = "s3fifo"
 )
 
 // placingRouters are the built-in routers that place models themselves
 // (sdk/evict): the host hands them the placement constraints
-// (RouterSettingsJSON) and an operator may not write them.
-var placingRouters = []string{RouterPrioritylru, RouterOllama}
+// (RouterSettingsJSON) and an operator may not write them. A router on
+// sdk/evict missing here plans without the constraints, and the host
+// refuses its plans that break them: adaptive and foresight were, and a
+// model pinned with gpus: failed requests under them (TestSimulate_
+// PlacingRoutersKeepConstraints).
+var placingRouters = []string{RouterPrioritylru, RouterOllama, RouterAdaptive, RouterForesight, RouterS3FIFO}
 
 // Config is a loaded, validated configuration: every default applied, every
 // macro substituted, every alias and group resolved. Build one with Load or

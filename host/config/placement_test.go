@@ -103,6 +103,14 @@ models:
 	if string(b) != want || !json.Valid(b) {
 		t.Fatalf("RouterSettingsJSON = %s\nwant %s", b, want)
 	}
+	// Every router built on sdk/evict gets them.
+	for _, r := range []string{"ollama", "adaptive", "foresight", "s3fifo"} {
+		cfg, errs, _ = parse(t, "routing: {router: {use: "+r+"}}\nmodels: {a: {backend: sim, gpus: [1]}}\n")
+		eq(t, r+" errors", errs, []string(nil))
+		if b, _ := cfg.RouterSettingsJSON(); string(b) != `{"placement":{"models":{"a":{"gpus":[1]}}}}` {
+			t.Errorf("%s: RouterSettingsJSON = %s, want the placement", r, b)
+		}
+	}
 	// Nothing to say: the settings as written.
 	cfg, _, _ = parse(t, "routing: {router: {use: prioritylru}}\nmodels: {a: {backend: sim}}\n")
 	if b, _ := cfg.RouterSettingsJSON(); string(b) != "{}" {
