@@ -2,6 +2,7 @@ package main
 
 import (
 	"cmp"
+	"slices"
 	"strings"
 
 	"github.com/loadout-dev/loadout/sdk"
@@ -92,7 +93,7 @@ func (s *swapper) update(c *evict.S3FIFO[string], counts []sdk.ModelDemand, runn
 	}
 	var gone []string
 	c.Held(func(name string) bool {
-		if !contains(running, name) {
+		if !slices.Contains(running, name) {
 			gone = append(gone, name)
 		}
 		return true
@@ -100,16 +101,6 @@ func (s *swapper) update(c *evict.S3FIFO[string], counts []sdk.ModelDemand, runn
 	for _, name := range gone {
 		c.Evicted(name)
 	}
-}
-
-// contains reports whether names holds name.
-func contains(names []string, name string) bool {
-	for _, n := range names {
-		if n == name {
-			return true
-		}
-	}
-	return false
 }
 
 // order: stopping, then idle, then busy models; within a class the lowest
