@@ -244,50 +244,25 @@ func (c s3fifo) access(x, _ int, _ float64) bool { return c.c.Access(x) }
 
 func (c s3fifo) resident() []int {
 	var out []int
-	c.c.Order(func(k int) bool { out = append(out, k); return true })
+	c.c.Held(func(k int) bool { out = append(out, k); return true })
 	slices.Sort(out)
 	return out
 }
 
-// sieve is SIEVE (Zhang et al., "SIEVE is Simpler than LRU: an Efficient
-// Turn-Key Eviction Algorithm for Web Caches", NSDI 2024): one FIFO with
-// a visited bit per model, set on a hit; the hand walks from the tail
-// (oldest) toward the head clearing set bits, evicts the first model
-// whose bit is clear and stays where it stopped, wrapping to the tail.
-type sieve struct {
-	k       int
-	q       []int // tail (oldest) first, head (newest) last
-	visited map[int]bool
-	hand    int // index into q; the tail when it runs off the head
+// sieve is the SIEVE anchor: sdk/evict's SIEVE (Zhang et al., NSDI
+// 2024), which the sieve router runs too, fed one request at a time.
+type sieve struct{ c *evict.SIEVE[int] }
+
+func newSIEVE(k int) sieve { return sieve{evict.NewSIEVE[int](k)} }
+
+func (c sieve) access(x, _ int, _ float64) bool { return c.c.Access(x) }
+
+func (c sieve) resident() []int {
+	var out []int
+	c.c.Held(func(k int) bool { out = append(out, k); return true })
+	slices.Sort(out)
+	return out
 }
-
-func newSIEVE(k int) *sieve { return &sieve{k: k, visited: map[int]bool{}} }
-
-func (c *sieve) access(x, _ int, _ float64) bool {
-	if slices.Contains(c.q, x) {
-		c.visited[x] = true
-		return false
-	}
-	if len(c.q) == c.k {
-		for {
-			if c.hand >= len(c.q) {
-				c.hand = 0
-			}
-			o := c.q[c.hand]
-			if !c.visited[o] {
-				c.q = slices.Delete(c.q, c.hand, c.hand+1)
-				break
-			}
-			c.visited[o] = false
-			c.hand++
-		}
-	}
-	c.q = append(c.q, x)
-	c.visited[x] = false
-	return true
-}
-
-func (c *sieve) resident() []int { return slices.Sorted(slices.Values(c.q)) }
 
 // leCaR is LeCaR (Vietri et al., "Driving Cache Replacement with
 // ML-based LeCaR", HotStorage 2018): on each eviction it follows LRU with

@@ -1,0 +1,142 @@
+package evict
+
+import (
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// S3-FIFO promotes from S to M a key asked for more than once while in
+// S: with 10 slots S is 1, so a, asked for three times, moves to M when S
+// must evict, and the one-hit b, c … go to G.
+func TestS3FIFO_PromotesRepeated(t *testing.T) {
+	c := NewS3FIFO[string](10)
+	for _, k := range strings.Fields("a a a b c d e f g h i j k") {
+		c.Access(k)
+	}
+	if !slices.Contains(c.m, "a") || slices.Contains(c.s, "a") || !slices.Contains(c.g, "b") {
+		t.Fatalf("S=%v M=%v G=%v: want a in M, b in G", c.s, c.m, c.g)
+	}
+	// b is remembered by G: asked for again it goes straight to M.
+	c.Access("b")
+	if !slices.Contains(c.m, "b") || slices.Contains(c.g, "b") {
+		t.Errorf("after b came back: S=%v M=%v G=%v, want b in M and out of G", c.s, c.m, c.g)
+	}
+}
+
+// cache is what the equivalence test drives: S3FIFO and SIEVE.
+type cache interface {
+	Access(int) bool
+	Hit(int, int)
+	Admit(int)
+	Evicted(int)
+	Contains(int) bool
+	Len() int
+	Order(func(int) bool)
+}
+
+// What a router reads (Order's first key) and records (Evicted) is what
+// the anchor does (Access): on random sequences over slot counts from 1
+// to 40, a cache driven by Order and Evicted, as the s3fifo and sieve
+// routers drive theirs when their first choice is always free, holds the
+// same keys as one driven by Access after every request, and misses on
+// the same requests.
+func TestCaches_OrderAndEvictedFollowAccess(t *testing.T) {
+	for _, rule := range []struct {
+		name string
+		make func(int) cache
+	}{
+		{"S3-FIFO", func(n int) cache { return NewS3FIFO[int](n) }},
+		{"SIEVE", func(n int) cache { return NewSIEVE[int](n) }},
+	} {
+		r := rand.New(rand.NewPCG(1, 2))
+		for slots := 1; slots <= 40; slots++ {
+			anchor, router := rule.make(slots), rule.make(slots)
+			for i := range 3000 {
+				k := int(r.ExpFloat64() * float64(slots))
+				miss := anchor.Access(k)
+				if router.Contains(k) == miss {
+					t.Fatalf("%s, slots %d, request %d (key %d): the anchor missed=%v, the router holds it=%v", rule.name, slots, i, k, miss, router.Contains(k))
+				}
+				if !miss {
+					router.Hit(k, 1)
+					continue
+				}
+				for router.Len() >= slots {
+					var first int
+					router.Order(func(v int) bool { first = v; return false })
+					router.Evicted(first)
+				}
+				router.Admit(k)
+				if a, b := keys(anchor), keys(router); !slices.Equal(a, b) {
+					t.Fatalf("%s, slots %d, request %d (key %d): the anchor holds %v, the router %v", rule.name, slots, i, k, a, b)
+				}
+			}
+		}
+	}
+}
+
+func keys(c cache) []int {
+	var out []int
+	c.Order(func(k int) bool { out = append(out, k); return true })
+	slices.Sort(out)
+	return out
+}
+
+// A key evicted out of S3-FIFO's order (the router's first choice was
+// busy) leaves; the keys before it stay held, and Order no longer names it.
+func TestS3FIFO_EvictedOutOfOrder(t *testing.T) {
+	c := NewS3FIFO[string](4)
+	for _, k := range strings.Fields("a b c d") {
+		c.Access(k)
+	}
+	var order []string
+	c.Order(func(k string) bool { order = append(order, k); return true })
+	if len(order) != 4 {
+		t.Fatalf("order %v: want all four keys", order)
+	}
+	last := order[len(order)-1]
+	c.Evicted(last)
+	if c.Contains(last) || c.Len() != 3 {
+		t.Fatalf("after evicting %s out of order: holds %v", last, held(c))
+	}
+	for _, k := range order[:3] {
+		if !c.Contains(k) {
+			t.Errorf("%s, before %s in the order, is no longer held", k, last)
+		}
+	}
+	c.Evicted("zz") // not held: nothing happens
+	if c.Len() != 3 {
+		t.Errorf("evicting a key not held changed the cache: %v", held(c))
+	}
+}
+
+func held[K int | string](c interface{ Order(func(K) bool) }) []K {
+	var out []K
+	c.Order(func(k K) bool { out = append(out, k); return true })
+	slices.Sort(out)
+	return out
+}
+
+// SIEVE keeps a key asked for again: with three slots a, b, c, a asked
+// for again, d evicts b (the hand passes a, clearing its bit); e then
+// evicts c, where the hand stopped; from there d, e and then a go.
+func TestSIEVE_KeepsVisited(t *testing.T) {
+	c := NewSIEVE[string](3)
+	for _, k := range strings.Fields("a b c a d") {
+		c.Access(k)
+	}
+	if c.Contains("b") || !c.Contains("a") {
+		t.Fatalf("after a b c a d: holds %v, want b evicted and a kept", held(c))
+	}
+	c.Access("e")
+	if c.Contains("c") || !c.Contains("a") {
+		t.Fatalf("after e: holds %v, want c evicted and a kept", held(c))
+	}
+	var order []string
+	c.Order(func(k string) bool { order = append(order, k); return true })
+	if !slices.Equal(order, []string{"d", "e", "a"}) {
+		t.Errorf("eviction order %v, want [d e a] (the hand on d, a's bit cleared)", order)
+	}
+}
