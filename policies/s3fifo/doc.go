@@ -27,11 +27,12 @@
 // at once. A model that stops for another reason (its TTL, an unload, a
 // crash) leaves the queues as if evicted. On a replay of a trace's model
 // sequence (`simulate --sequence`) it makes the S3-FIFO anchor's cold
-// loads exactly (TestS3FIFO_MatchesTheAnchor).
+// loads exactly (TestSimulate_CacheRoutersMatchTheirAnchors).
 //
 // # What it does when a model must load
 //
-// The mechanics are sdk/evict's, as in prioritylru: a model loaded or
+// The mechanics are sdk/evict's, as in prioritylru, and the router is
+// policies/internal/cacherouter, shared with sieve: a model loaded or
 // loading needs nothing; one that fits as things are evicts nothing; one
 // that does not fit evicts running models on the GPUs it may use, one at
 // a time, until it fits, keeps back every victim whose memory turned out
