@@ -221,7 +221,7 @@ func TestSimulate_ForesightWaitsWhereItIsFree(t *testing.T) {
 // as unavailable).
 func TestSimulate_PlacingRoutersKeepConstraints(t *testing.T) {
 	if testing.Short() {
-		t.Skip("replays a 1445-request workload five times")
+		t.Skip("replays a 1445-request workload six times")
 	}
 	box := strings.Replace(repoFile(t, "testdata/simulate/eight-models.yaml"),
 		"options: {load_time: 6s,", "gpus: [1]\n    options: {load_time: 6s,", 1)
@@ -229,9 +229,9 @@ func TestSimulate_PlacingRoutersKeepConstraints(t *testing.T) {
 		t.Fatal("the box's m1 was not pinned: testdata/simulate/eight-models.yaml changed")
 	}
 	trace := repoFile(t, "testdata/traces/conv-zipf8-5m.csv")
-	rep := replayJSON(t, box, trace, simulateOptions{rate: 0.02, compare: []string{"router=prioritylru,ollama,adaptive,foresight,s3fifo"}})
-	if len(rep.Runs) != 5 {
-		t.Fatalf("%d runs, want 5", len(rep.Runs))
+	rep := replayJSON(t, box, trace, simulateOptions{rate: 0.02, compare: []string{"router=prioritylru,ollama,adaptive,foresight,s3fifo,sieve"}})
+	if len(rep.Runs) != 6 {
+		t.Fatalf("%d runs, want 6", len(rep.Runs))
 	}
 	for _, r := range rep.Runs {
 		if r.Errors != 0 || r.Completed != r.Requests {
@@ -240,40 +240,38 @@ func TestSimulate_PlacingRoutersKeepConstraints(t *testing.T) {
 	}
 }
 
-// TestSimulate_S3FIFOMatchesItsAnchor: the s3fifo router, fed only what a
-// router sees (the host's request counts at swaps), replayed on a trace's
-// model sequence through the run loop, makes the S3-FIFO anchor's cold
-// loads exactly, on the eight-model box (four equal slots) for the two
-// committed Azure traces and on the production sample's box; one rule
-// (sdk/evict's S3FIFO) under both.
-func TestSimulate_S3FIFOMatchesItsAnchor(t *testing.T) {
+// TestSimulate_CacheRoutersMatchTheirAnchors: the s3fifo and sieve
+// routers, fed only what a router sees (the host's request counts at
+// swaps), replayed on a trace's model sequence through the run loop, make
+// their anchors' cold loads exactly, on the eight-model box (four equal
+// slots) for the two committed Azure traces and on the production
+// sample's box; one rule (sdk/evict's S3FIFO, SIEVE) under each pair.
+func TestSimulate_CacheRoutersMatchTheirAnchors(t *testing.T) {
 	if testing.Short() {
-		t.Skip("replays three traces")
+		t.Skip("replays three traces twice")
 	}
 	for _, tc := range []struct {
 		name, config, trace string
-		o                   simulateOptions
 	}{
-		{"conv-zipf8", "testdata/simulate/eight-models.yaml", "testdata/traces/conv-zipf8-5m.csv", simulateOptions{}},
-		{"code-agent6", "testdata/simulate/eight-models.yaml", "testdata/traces/code-agent6-5m.csv", simulateOptions{}},
-		{"prod-sample", "testdata/simulate/prod-sample.yaml", "testdata/traces/prod-sample.csv", simulateOptions{}},
+		{"conv-zipf8", "testdata/simulate/eight-models.yaml", "testdata/traces/conv-zipf8-5m.csv"},
+		{"code-agent6", "testdata/simulate/eight-models.yaml", "testdata/traces/code-agent6-5m.csv"},
+		{"prod-sample", "testdata/simulate/prod-sample.yaml", "testdata/traces/prod-sample.csv"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			o := tc.o
-			o.rate, o.sequence, o.router = 1, true, "s3fifo"
+			o := simulateOptions{rate: 1, sequence: true, compare: []string{"router=s3fifo,sieve"}}
 			rep := replayJSON(t, repoFile(t, tc.config), repoFile(t, tc.trace), o)
-			if rep.Bounds == nil {
-				t.Fatal("no anchors in the report")
+			if rep.Bounds == nil || len(rep.Runs) != 2 {
+				t.Fatalf("%d runs, bounds %v: want two runs and the anchors", len(rep.Runs), rep.Bounds)
 			}
-			anchor := -1
+			anchors := map[string]int{}
 			for _, a := range rep.Bounds.Anchors {
-				if a.Name == sim.AnchorS3FIFO {
-					anchor = a.ColdLoads
-				}
+				anchors[a.Name] = a.ColdLoads
 			}
-			run := rep.Runs[0]
-			if run.Errors != 0 || run.ColdLoads != anchor {
-				t.Errorf("s3fifo made %d cold loads (%d errors), the S3-FIFO anchor %d", run.ColdLoads, run.Errors, anchor)
+			for i, name := range []string{sim.AnchorS3FIFO, sim.AnchorSIEVE} {
+				run := rep.Runs[i]
+				if run.Errors != 0 || run.ColdLoads != anchors[name] {
+					t.Errorf("%s made %d cold loads (%d errors), the %s anchor %d", run.Router, run.ColdLoads, run.Errors, name, anchors[name])
+				}
 			}
 		})
 	}
