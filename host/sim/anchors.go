@@ -234,32 +234,25 @@ func (a *arc) replace(inB2 bool) {
 
 func (a *arc) resident() []int { return slices.Sorted(slices.Values(slices.Concat(a.t1, a.t2))) }
 
-// s3fifo is the S3-FIFO anchor: sdk/evict's S3FIFO (Yang et al., SOSP
-// 2023), which the s3fifo router runs too, fed one request at a time.
-type s3fifo struct{ c *evict.S3FIFO[int] }
-
-func newS3FIFO(k int) s3fifo { return s3fifo{evict.NewS3FIFO[int](k)} }
-
-func (c s3fifo) access(x, _ int, _ float64) bool { return c.c.Access(x) }
-
-func (c s3fifo) resident() []int {
-	var out []int
-	c.c.Held(func(k int) bool { out = append(out, k); return true })
-	slices.Sort(out)
-	return out
+// cacheAnchor is an anchor whose rule is one of sdk/evict's cache types,
+// which the rule's router runs too: S3-FIFO (Yang et al., SOSP 2023) and
+// SIEVE (Zhang et al., NSDI 2024), fed one request at a time.
+type cacheAnchor struct {
+	c interface {
+		Access(int) bool
+		Held(func(int) bool)
+	}
 }
 
-// sieve is the SIEVE anchor: sdk/evict's SIEVE (Zhang et al., NSDI
-// 2024), which the sieve router runs too, fed one request at a time.
-type sieve struct{ c *evict.SIEVE[int] }
+func newS3FIFO(k int) cacheAnchor { return cacheAnchor{evict.NewS3FIFO[int](k)} }
 
-func newSIEVE(k int) sieve { return sieve{evict.NewSIEVE[int](k)} }
+func newSIEVE(k int) cacheAnchor { return cacheAnchor{evict.NewSIEVE[int](k)} }
 
-func (c sieve) access(x, _ int, _ float64) bool { return c.c.Access(x) }
+func (a cacheAnchor) access(x, _ int, _ float64) bool { return a.c.Access(x) }
 
-func (c sieve) resident() []int {
+func (a cacheAnchor) resident() []int {
 	var out []int
-	c.c.Held(func(k int) bool { out = append(out, k); return true })
+	a.c.Held(func(k int) bool { out = append(out, k); return true })
 	slices.Sort(out)
 	return out
 }
