@@ -73,7 +73,7 @@ func New(h sdk.Host, raw []byte) (sdk.Swapper, error) {
 	s.plan = evict.Planner{
 		Policy:   "adaptive",
 		Margin:   st.Margin,
-		Eligible: eligible,
+		Eligible: evict.NotHigherPriority,
 		Order:    s.order,
 		Kept:     "pinned and higher-priority models are never evicted",
 		// The sleep tier follows the leading expert: the model it would
@@ -124,11 +124,6 @@ func (s *swapper) frequency(name string) float64 {
 	}
 	return f
 }
-
-// eligible: a model of higher priority than the target is never evicted
-// (equal priorities may evict each other), as in prioritylru; sdk/evict
-// never evicts a pinned one.
-func eligible(target, m *sdk.ModelInfo) bool { return m.Priority <= target.Priority }
 
 // order: stopping models first, then idle ones, then busy or starting
 // ones; within a class the lowest priority, then the expert's order.

@@ -130,7 +130,7 @@ func New(h sdk.Host, raw []byte) (sdk.Swapper, error) {
 	s.plan = evict.Planner{
 		Policy:     "foresight",
 		Margin:     st.Margin,
-		Eligible:   eligible,
+		Eligible:   evict.NotHigherPriority,
 		Order:      s.order,
 		Volatile:   true,
 		Kept:       "pinned and higher-priority models are never evicted",
@@ -250,11 +250,6 @@ func halfLife(j int) float64 { return halfLives[j%len(halfLives)] }
 // scale is estimator j's scale now: a stored count divided by it is the
 // count decayed to the present.
 func (s *swapper) scale(j int) float64 { return math.Exp2((s.clock - s.base[j]) / halfLife(j)) }
-
-// eligible: a model of higher priority than the target is never evicted
-// (equal priorities may evict each other), as in prioritylru; sdk/evict
-// never evicts a pinned one.
-func eligible(target, m *sdk.ModelInfo) bool { return m.Priority <= target.Priority }
 
 // order: stopping models first, then idle ones, then busy or starting
 // ones; within a class the lowest priority, then the leading expert's

@@ -31,7 +31,7 @@ func New(h sdk.Host, raw []byte) (sdk.Swapper, error) {
 	sw.plan = evict.Planner{
 		Policy:   "prioritylru",
 		Margin:   st.Margin,
-		Eligible: eligible,
+		Eligible: evict.NotHigherPriority,
 		Order:    evictionOrder,
 		Kept:     "pinned and higher-priority models are never evicted",
 		// The sleep tier is LRU too: the most recently used victims and
@@ -48,11 +48,6 @@ func New(h sdk.Host, raw []byte) (sdk.Swapper, error) {
 func (s *swapper) Plan(q sdk.PlanRequest) (sdk.Plan, error) {
 	return s.plan.Plan(s.h, q, s.rules.For(q.Target))
 }
-
-// eligible: a model of higher priority than the target is never evicted
-// (equal priorities may evict each other); sdk/evict never evicts a
-// pinned one.
-func eligible(target, m *sdk.ModelInfo) bool { return m.Priority <= target.Priority }
 
 // evictionOrder: stopping models first, then idle ones, then busy or
 // starting ones; within a class the lowest priority, then the least

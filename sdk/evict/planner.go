@@ -36,6 +36,12 @@ type Victim struct {
 	bytes uint64
 }
 
+// NotHigherPriority is the Eligible of prioritylru and every router after
+// it (adaptive, foresight, s3fifo, sieve): a model of higher priority than
+// the target is never evicted; equal priorities may evict each other.
+// sdk/evict never evicts a pinned one whatever Eligible says.
+func NotHigherPriority(target, m *sdk.ModelInfo) bool { return m.Priority <= target.Priority }
+
 // Planner makes the plans of a VRAM-aware router. The zero value with
 // Eligible and Order set is ready; its scratch space is reused, so it is
 // not safe for concurrent use (a policy has one, on the run loop).

@@ -52,7 +52,7 @@ func New[C Cache[C]](policy string, newCache func() C) func(sdk.Host, []byte) (s
 		s.plan = evict.Planner{
 			Policy:   policy,
 			Margin:   st.Margin,
-			Eligible: eligible,
+			Eligible: evict.NotHigherPriority,
 			Order:    s.order,
 			Volatile: true,
 			Kept:     "pinned and higher-priority models are never evicted",
@@ -79,10 +79,6 @@ type swapper[C Cache[C]] struct {
 	// OnSwapStart.
 	counts sdk.DemandAt
 }
-
-// eligible: a model of higher priority than the target is never evicted,
-// as in prioritylru; sdk/evict never evicts a pinned one.
-func eligible(target, m *sdk.ModelInfo) bool { return m.Priority <= target.Priority }
 
 // Plan decides what must stop before q.Target loads, and where it goes.
 // It changes nothing of the swapper's but its scratch: the update goes to
