@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptrace"
 	"net/url"
@@ -233,13 +234,21 @@ func (ex *exchange) grantAgain(err error) bool {
 // lostBeforeAnswer reports whether err is a connection to the model
 // server that ended before its response: reset (ECONNRESET, or EPIPE
 // while the request was written) or closed (EOF), as when the server's
-// process dies with the connection accepted. A timeout, a malformed
-// response or a cancellation is not: the server is alive, or the client
-// is gone. The caller checks that no response byte came (the exchange's
-// answered, set by the ClientTrace in proxyGranted).
+// process dies with the connection accepted; or a pooled keep-alive
+// connection closed under the request as it was written (net.ErrClosed:
+// "use of closed network connection"), as when a server restarted on the
+// same port left its predecessor's idle connection in the pool and the
+// transport saw the old process's close a moment after handing it out —
+// seen in CI, a count_tokens request just after a model's restart
+// failing with a 502. A timeout, a malformed response or a cancellation
+// is not: the server is alive, or the client is gone (the caller,
+// upstreamFailed, has answered those before asking). The caller checks
+// that no response byte came (the exchange's answered, set by the
+// ClientTrace in proxyGranted).
 func lostBeforeAnswer(err error) bool {
 	return errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) ||
-		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, net.ErrClosed)
 }
 
 // proxyGranted proxies r to grant's upstream and releases the grant.

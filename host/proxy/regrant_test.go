@@ -1,7 +1,14 @@
 package proxy
 
 import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
 	"net/http"
+	"os"
+	"syscall"
 	"testing"
 )
 
@@ -63,5 +70,30 @@ func TestUpstream_LostConnectionNotGrantedAgain(t *testing.T) {
 				t.Errorf("%d of %d dying servers started, want %d", len(tt.dies)-left, len(tt.dies), tt.starts)
 			}
 		})
+	}
+}
+
+// TestLostBeforeAnswer_Errors: which upstream errors are a connection lost
+// before the answer (granted again once, when no byte came) — as Go's
+// transport reports them, wrapped — and which are not.
+func TestLostBeforeAnswer_Errors(t *testing.T) {
+	op := func(op string, err error) error { return &net.OpError{Op: op, Net: "tcp", Err: err} }
+	for _, tc := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"reset", op("read", &os.SyscallError{Syscall: "read", Err: syscall.ECONNRESET}), true},
+		{"broken pipe while writing", op("write", &os.SyscallError{Syscall: "write", Err: syscall.EPIPE}), true},
+		{"closed before the response", fmt.Errorf("proxy: %w", io.EOF), true},
+		{"a pooled connection closed as the request was written", fmt.Errorf("readfrom tcp: %w", op("write", net.ErrClosed)), true},
+		{"refused", op("dial", &os.SyscallError{Syscall: "connect", Err: syscall.ECONNREFUSED}), false},
+		{"timeout", context.DeadlineExceeded, false},
+		{"cancelled", context.Canceled, false},
+		{"malformed", errors.New(`net/http: HTTP/1.x transport connection broken: malformed HTTP response "x"`), false},
+	} {
+		if got := lostBeforeAnswer(tc.err); got != tc.want {
+			t.Errorf("%s (%v): lostBeforeAnswer = %v, want %v", tc.name, tc.err, got, tc.want)
+		}
 	}
 }
