@@ -1,12 +1,22 @@
 package cmdbackend
 
 import (
+	"errors"
 	"fmt"
 	"net"
+	"os"
 	"strconv"
 
 	"github.com/prometheus/procfs"
 )
+
+// errServerGone is foreignListener's answer when the server's own
+// process has exited (reaped, or a zombie not reaped yet): whatever
+// answered its check is not it. waitReady polls on and reports the exit
+// once the process's watcher has seen it; before, a server that exited
+// while another answered on its port could be taken as ready in the
+// moment between its exit and the watcher's (a test saw it in CI).
+var errServerGone = errors.New("the model server's process has exited")
 
 // tcpListen is the st value of a listening socket in /proc/net/tcp{,6}.
 const tcpListen = 0x0A
@@ -15,7 +25,8 @@ const tcpListen = 0x0A
 // server's check endpoint is held only by processes that are outside the
 // server's process group and older than the server: another server was
 // listening there before this one started, so its answer says nothing about
-// this model. It returns nil when a process of the group holds the port, when
+// this model. It returns errServerGone when the server's own process has
+// exited. It returns nil when a process of the group holds the port, when
 // every holder is newer than the server (a helper the server started, such as
 // docker-proxy, runs in another group), or when it cannot tell: host is not a
 // loopback address, /proc or the holders' file descriptors are unreadable.
@@ -36,6 +47,9 @@ func foreignListener(pgid int, host string, port int) error {
 		return nil
 	}
 	leader, err := fs.Proc(pgid)
+	if errors.Is(err, os.ErrNotExist) {
+		return errServerGone
+	}
 	if err != nil {
 		return nil
 	}
@@ -47,6 +61,9 @@ func foreignListener(pgid int, host string, port int) error {
 	ls, err := leader.Stat()
 	if err != nil {
 		return nil
+	}
+	if ls.State == "Z" {
+		return errServerGone
 	}
 	procs, err := fs.AllProcs()
 	if err != nil {
