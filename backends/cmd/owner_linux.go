@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"syscall"
 
 	"github.com/prometheus/procfs"
 )
@@ -17,6 +18,10 @@ import (
 // while another answered on its port could be taken as ready in the
 // moment between its exit and the watcher's (a test saw it in CI).
 var errServerGone = errors.New("the model server's process has exited")
+
+// gone reports whether err, from reading a process's /proc entry, says
+// the process no longer exists.
+func gone(err error) bool { return errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ESRCH) }
 
 // tcpListen is the st value of a listening socket in /proc/net/tcp{,6}.
 const tcpListen = 0x0A
@@ -47,7 +52,7 @@ func foreignListener(pgid int, host string, port int) error {
 		return nil
 	}
 	leader, err := fs.Proc(pgid)
-	if errors.Is(err, os.ErrNotExist) {
+	if gone(err) {
 		return errServerGone
 	}
 	if err != nil {
@@ -59,11 +64,11 @@ func foreignListener(pgid int, host string, port int) error {
 		return nil
 	}
 	ls, err := leader.Stat()
+	if gone(err) || err == nil && ls.State == "Z" {
+		return errServerGone // reaped between the two reads, or not yet reaped
+	}
 	if err != nil {
 		return nil
-	}
-	if ls.State == "Z" {
-		return errServerGone
 	}
 	procs, err := fs.AllProcs()
 	if err != nil {
