@@ -106,6 +106,16 @@ func TestS3FIFO_EvictedOutOfOrder(t *testing.T) {
 			t.Errorf("%s, before %s in the order, is no longer held", k, last)
 		}
 	}
+	// A key the eviction passed on its way (S's one-hit oldest, before
+	// the victim) is held again, and not remembered by G as evicted.
+	d := NewS3FIFO[string](3)
+	for _, k := range strings.Fields("a b c") {
+		d.Access(k)
+	}
+	d.Evicted("b")
+	if !d.Contains("a") || d.Contains("b") || slices.Contains(d.g, "a") || !slices.Contains(d.g, "b") {
+		t.Errorf("after evicting b past a: S=%v M=%v G=%v, want a held and not in G, b in G", d.s, d.m, d.g)
+	}
 	c.Evicted("zz") // not held: nothing happens
 	if c.Len() != 3 {
 		t.Errorf("evicting a key not held changed the cache: %v", held(c))

@@ -1,6 +1,7 @@
 package evict
 
 import (
+	"maps"
 	"math"
 	"slices"
 )
@@ -47,11 +48,7 @@ func (c *S3FIFO[K]) caps() (small, main int) {
 
 // Clone is a copy of the cache that changes apart from it.
 func (c *S3FIFO[K]) Clone() *S3FIFO[K] {
-	d := &S3FIFO[K]{slots: c.slots, s: slices.Clone(c.s), m: slices.Clone(c.m), g: slices.Clone(c.g), freq: make(map[K]int, len(c.freq))}
-	for k, f := range c.freq {
-		d.freq[k] = f
-	}
-	return d
+	return &S3FIFO[K]{slots: c.slots, s: slices.Clone(c.s), m: slices.Clone(c.m), g: slices.Clone(c.g), freq: maps.Clone(c.freq)}
 }
 
 // Held calls yield with every key held, S's oldest first, then M's,
@@ -145,6 +142,11 @@ func (c *S3FIFO[K]) Evicted(k K) {
 			}
 		}) {
 			break
+		}
+	}
+	for _, v := range passed { // held still: not a ghost
+		if i := slices.Index(c.g, v); i >= 0 {
+			c.g = slices.Delete(c.g, i, i+1)
 		}
 	}
 	c.m = append(c.m, passed...)
