@@ -1,6 +1,9 @@
 package evict
 
-import "slices"
+import (
+	"maps"
+	"slices"
+)
 
 // SIEVE is SIEVE's state over keys of type K (Zhang et al., "SIEVE is
 // Simpler than LRU: an Efficient Turn-Key Eviction Algorithm for Web
@@ -52,11 +55,7 @@ func (c *SIEVE[K]) Held(yield func(K) bool) {
 
 // Clone is a copy of the cache that changes apart from it.
 func (c *SIEVE[K]) Clone() *SIEVE[K] {
-	d := &SIEVE[K]{slots: c.slots, q: slices.Clone(c.q), visited: make(map[K]bool, len(c.visited)), hand: c.hand}
-	for k, v := range c.visited {
-		d.visited[k] = v
-	}
-	return d
+	return &SIEVE[K]{slots: c.slots, q: slices.Clone(c.q), visited: maps.Clone(c.visited), hand: c.hand}
 }
 
 // Access serves one request for k, evicting as SIEVE does when the cache
