@@ -133,11 +133,11 @@ func TestForesight_TrialsStartWhereEstimatorsDisagree(t *testing.T) {
 	mk := keep(&s, nil)
 	started := func() bool { return len(s.trials) > 0 || s.loss != [nEst]float64{} }
 
-	b := newBox(t, mk, `{}`, 2, "a", "b", "c")
+	b := policytest.NewBox(t, mk, `{}`, 2, "a", "b", "c")
 	for range 10 { // one request each, round robin: every count agrees
-		b.ask("a")
-		b.ask("b")
-		b.ask("c")
+		b.Ask("a")
+		b.Ask("b")
+		b.Ask("c")
 	}
 	if started() {
 		t.Errorf("trials on traffic where the estimators agree: %d pending, losses %v", len(s.trials), s.loss)
@@ -193,11 +193,11 @@ func TestForesight_RecentTrafficFollowsLRUAtOnce(t *testing.T) {
 	t.Run("moving working set", func(t *testing.T) {
 		var s *swapper
 		first := firstLRULead{at: -1}
-		b := newBox(t, keep(&s, func(s *swapper) sdk.Swapper { first.swapper = s; return &first }), `{}`, 3, names...)
+		b := policytest.NewBox(t, keep(&s, func(s *swapper) sdk.Swapper { first.swapper = s; return &first }), `{}`, 3, names...)
 		for phase := range 30 {
 			a, c := names[(phase*3)%8], names[(phase*3+1)%8]
 			for i := range 6 {
-				b.ask([]string{a, c}[i%2])
+				b.Ask([]string{a, c}[i%2])
 			}
 		}
 		if !s.recent() {
@@ -213,16 +213,16 @@ func TestForesight_RecentTrafficFollowsLRUAtOnce(t *testing.T) {
 	})
 	t.Run("stationary popularity", func(t *testing.T) {
 		var s *swapper
-		b := newBox(t, keep(&s, nil), `{}`, 3, names...)
+		b := policytest.NewBox(t, keep(&s, nil), `{}`, 3, names...)
 		// m0 every other request, m1 every fourth, the rest in turn.
 		for i := range 360 {
 			switch {
 			case i%2 == 0:
-				b.ask("m0")
+				b.Ask("m0")
 			case i%4 == 1:
-				b.ask("m1")
+				b.Ask("m1")
 			default:
-				b.ask(names[2+(i/4)%6])
+				b.Ask(names[2+(i/4)%6])
 			}
 		}
 		if s.recent() {

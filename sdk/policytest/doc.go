@@ -51,4 +51,16 @@
 // language) are held to the same expectations. A failure names the file,
 // the line and the step, and shows the first effect that differs beside
 // every effect of that step.
+//
+// # A router on equal slots
+//
+// Box benches a router's order on a GPU of K equal slots, the terms of
+// the classical cache anchors (`simulate --sequence`): requests one at a
+// time, a swap on every miss, the cold loads counted. A case written once
+// against a MakeSwapper runs the native router and its WebAssembly build
+// alike:
+//
+//	b := policytest.NewBox(t, policytest.NativeSwapperOf(New), `{}`, 2, "hot", "r1", "r2", "r3")
+//	b.AskAll(policytest.Skewed(30)) // LRU loads hot in every round
+//	if b.Loads["hot"] > 3 { t.Errorf("hot loaded %d times", b.Loads["hot"]) }
 package policytest
