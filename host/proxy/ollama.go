@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/http"
 	"slices"
 	"strconv"
@@ -818,12 +819,17 @@ func (s *Server) ollamaTags(w http.ResponseWriter, r *http.Request) {
 }
 
 // ollamaPs is GET /api/ps: the models loaded now, their VRAM (measured
-// where it was), and when their TTL takes them off the GPU (the zero
-// time for none, or a model in use).
+// where it was), and when their TTL takes them off the GPU
+// (ollamaExpiry), the longest left first, as Ollama lists them.
 func (s *Server) ollamaPs(w http.ResponseWriter, r *http.Request) {
 	cat := s.catalog.Load()
 	models := []map[string]any{}
-	for _, st := range s.router.Models() {
+	now := time.Now()
+	statuses := s.router.Models()
+	slices.SortStableFunc(statuses, func(a, b router.ModelStatus) int {
+		return ollamaExpiry(b, now).Compare(ollamaExpiry(a, now))
+	})
+	for _, st := range statuses {
 		e := cat.lookup(st.Model)
 		if e == nil || st.State != sdk.StateReady.String() {
 			continue
@@ -833,13 +839,34 @@ func (s *Server) ollamaPs(w http.ResponseWriter, r *http.Request) {
 			size = st.Measured
 		}
 		m := map[string]any{"name": e.ID, "model": e.ID, "size": size, "size_vram": size, "digest": ollamaDigest(e.ID),
-			"details": ollamaDetails{}, "expires_at": st.ExpiresAt.UTC().Format(time.RFC3339Nano)}
+			"details": ollamaDetails{}, "expires_at": ollamaTime(ollamaExpiry(st, now))}
 		if e.Capabilities.Context > 0 {
 			m["context_length"] = e.Capabilities.Context
 		}
 		models = append(models, m)
 	}
 	s.writeJSON(w, r, map[string]any{"models": models})
+}
+
+// ollamaForever is how long Ollama keeps a model asked to stay for good
+// (keep_alive below 0: the largest duration, about 292 years).
+const ollamaForever = time.Duration(math.MaxInt64)
+
+// ollamaExpiry is when st's TTL takes it off the GPU as Ollama's
+// /api/ps says it: its expiry while it is idle; while it is in use,
+// now plus its TTL (the clock starts again when it is idle); with no
+// TTL, now plus ollamaForever. Ollama's clients read a time already
+// past as a model being stopped (`ollama ps`: "Stopping..."), so the
+// zero time is never said.
+func ollamaExpiry(st router.ModelStatus, now time.Time) time.Time {
+	switch {
+	case !st.ExpiresAt.IsZero():
+		return st.ExpiresAt
+	case st.TTL > 0:
+		return now.Add(st.TTL)
+	default:
+		return now.Add(ollamaForever)
+	}
 }
 
 // ollamaShow is POST /api/show: what Loadout knows of a model — its

@@ -3,11 +3,14 @@ package proxy
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/loadout-dev/loadout/host/router"
 )
 
 // An Ollama chat becomes the OpenAI-compatible body a model server takes:
@@ -266,6 +269,32 @@ func TestOllamaWriter_HoldsABoundedAnswer(t *testing.T) {
 	got := lines(t, rec.Body.String())
 	if len(got) != 2 || got[0]["message"].(map[string]any)["content"] != "a" || !strings.Contains(fmt.Sprint(got[1]["error"]), "too large") {
 		t.Errorf("a stream's line past the limit: %s", rec.Body)
+	}
+}
+
+// /api/ps says when a model leaves as Ollama does: an idle model's
+// expiry, a model in use its TTL from now, one without a TTL about 292
+// years from now — never a time already past, which Ollama's clients
+// show as "Stopping...".
+func TestOllama_Expiry(t *testing.T) {
+	now := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	idle := now.Add(90 * time.Second)
+	for _, tt := range []struct {
+		name string
+		st   router.ModelStatus
+		want time.Time
+	}{
+		{"idle with a TTL", router.ModelStatus{ExpiresAt: idle, TTL: 5 * time.Minute}, idle},
+		{"in use with a TTL", router.ModelStatus{InFlight: 2, TTL: 5 * time.Minute}, now.Add(5 * time.Minute)},
+		{"no TTL", router.ModelStatus{}, now.Add(time.Duration(math.MaxInt64))},
+	} {
+		got := ollamaExpiry(tt.st, now)
+		if !got.Equal(tt.want) || !got.After(now) {
+			t.Errorf("%s: %v, want %v", tt.name, got, tt.want)
+		}
+	}
+	if y := ollamaExpiry(router.ModelStatus{}, now).Year(); y < 2300 {
+		t.Errorf("no TTL: expires in %d, want Ollama's keep_alive -1 (about 292 years on)", y)
 	}
 }
 

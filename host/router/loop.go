@@ -1003,6 +1003,9 @@ func (l *loopState) status(name string, queued, loading int) ModelStatus {
 		Measured: m.measured, Devices: l.devices(name), StartFailures: m.startFailures,
 		ExpiresAt: m.expiresAt(),
 	}
+	if m.state == sdk.StateReady {
+		st.TTL = m.effectiveTTL()
+	}
 	if backoffAfter(m.startFailures) > 0 {
 		st.RetryAt = m.retryAt
 	}

@@ -233,6 +233,11 @@ type ModelStatus struct {
 	// expires_at: last use plus TTL while it is ready and idle; zero when
 	// it has no TTL, is busy or is not loaded.
 	ExpiresAt time.Time `json:"expires_at,omitzero"`
+	// TTL is its TTL now while it is ready — the last granted request's
+	// (Request.TTL, Ollama's keep_alive), else its configuration's; 0 for
+	// none or a model not ready. Not in the JSON (expires_at says it);
+	// Ollama's /api/ps reads it for a model in use.
+	TTL time.Duration `json:"-"`
 	// StartFailures counts its failed starts in a row; from the second,
 	// starts back off exponentially (backoff.go): none is attempted before
 	// RetryAt (zero while there is no backoff; it may be past).

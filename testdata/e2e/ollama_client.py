@@ -52,8 +52,12 @@ assert not any(m.model == "b" for m in client.ps().models), client.ps()
 # keep_alive is the model's TTL from the request on: -1 keeps "idle"
 # (configured ttl 1) with no expiry; 300ms takes "a" (no ttl) off soon.
 client.generate(model="idle", prompt="x", options={"num_predict": 2}, keep_alive=-1)
-running = {m.model: m for m in client.ps().models}
-assert running["idle"].expires_at.year == 1, running["idle"]
+# Ollama's "forever" is about 292 years on; a time already past would
+# read as "Stopping..." in `ollama ps`. The longest left is listed first.
+listed = client.ps().models
+running = {m.model: m for m in listed}
+assert running["idle"].expires_at.year > time.gmtime().tm_year + 200, running["idle"]
+assert all(a.expires_at >= b.expires_at for a, b in zip(listed, listed[1:])), listed
 client.chat(model="a", messages=[{"role": "user", "content": "hi"}],
             options={"num_predict": 2}, keep_alive="300ms")
 deadline = time.monotonic() + 10
