@@ -353,3 +353,48 @@ func BenchmarkOllamaWriter_StreamChunk(b *testing.B) {
 		}
 	}
 }
+
+// FuzzOllamaWriter: whatever a model server answers, in whatever pieces,
+// the translation does not panic and the client gets Ollama's shape —
+// every line of the body one JSON object, an error status's body
+// {"error": …}.
+func FuzzOllamaWriter(f *testing.F) {
+	f.Add(uint8(ollamaChat), true, true, uint16(7), []byte(`data: {"choices":[{"delta":{"content":"hi","tool_calls":[{"index":3,"function":{"name":"f","arguments":"{\"a\""}}]}}]}`+"\n\ndata: [DONE]\n\n"))
+	f.Add(uint8(ollamaGenerate), false, true, uint16(3), []byte(`{"choices":[{"text":"x","finish_reason":"length"}],"usage":{"prompt_tokens":1}}`))
+	f.Add(uint8(ollamaEmbed), false, true, uint16(0), []byte(`{"data":[{"embedding":[1]},{}]}`))
+	f.Add(uint8(ollamaEmbeddings), false, false, uint16(5), []byte(`{"error":{"message":"no"}}`))
+	f.Add(uint8(ollamaChat), true, true, uint16(9), []byte("data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":-1}]}}]}\ndata: {\"error\":\"x\"}\n"))
+	f.Fuzz(func(t *testing.T, kind uint8, stream, ok bool, cut uint16, body []byte) {
+		status, ct := http.StatusOK, "application/json"
+		if !ok {
+			status = http.StatusBadRequest
+		}
+		if stream {
+			ct = "text/event-stream"
+		}
+		rec := httptest.NewRecorder()
+		o := &ollamaWriter{w: rec, kind: int(kind % 4), stream: stream, model: "m", start: time.Now(), tools: map[int]*ollamaToolCall{}, limit: 1 << 12}
+		o.Header().Set("Content-Type", ct)
+		o.WriteHeader(status)
+		at := min(int(cut), len(body))
+		_, _ = o.Write(body[:at])
+		_, _ = o.Write(body[at:])
+		o.finish()
+		out := strings.TrimSpace(rec.Body.String())
+		if out == "" {
+			return // a stream that said nothing: nothing to end
+		}
+		for _, l := range strings.Split(out, "\n") {
+			var m map[string]any
+			if err := json.Unmarshal([]byte(l), &m); err != nil {
+				t.Fatalf("line %q is not a JSON object: %v", l, err)
+			}
+		}
+		if rec.Code != http.StatusOK {
+			var e struct{ Error string }
+			if json.Unmarshal([]byte(out), &e); e.Error == "" {
+				t.Fatalf("status %d without Ollama's error: %s", rec.Code, out)
+			}
+		}
+	})
+}
