@@ -14,8 +14,8 @@
 // model is asked for while held (sdk/evict's SIEVE, the very state
 // `loadout simulate`'s SIEVE anchor keeps). To evict, a hand walks from
 // the oldest model toward the newest, clearing the bits it passes, evicts
-// the first model whose bit is clear, and stays where it stopped,
-// wrapping to the oldest. A model loaded goes in as the newest, its bit
+// the first model whose bit is clear, and moves on to the next newer
+// model, back to the oldest past the newest. A model loaded goes in as the newest, its bit
 // clear. A model asked for again survives the hand's next pass; one
 // asked for once goes when the hand reaches it.
 //

@@ -1,6 +1,7 @@
 package evict
 
 import (
+	"container/list"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -148,5 +149,77 @@ func TestSIEVE_KeepsVisited(t *testing.T) {
 	c.Order(func(k string) bool { order = append(order, k); return true })
 	if !slices.Equal(order, []string{"d", "e", "a"}) {
 		t.Errorf("eviction order %v, want [d e a] (the hand on d, a's bit cleared)", order)
+	}
+}
+
+// SIEVE's hand, having evicted the newest key, goes back to the oldest
+// (the paper's "p ← o.prev", NULL past the head, then the tail), not to
+// the key admitted next: on two slots, a b b c d e evicts a (for c), c
+// (for d: the hand passes b, clearing its bit, and stops on the newest),
+// then b for e — the oldest, its bit cleared — and keeps d.
+func TestSIEVE_HandWrapsAfterEvictingTheNewest(t *testing.T) {
+	c := NewSIEVE[string](2)
+	var missed []string
+	for _, k := range strings.Fields("a b b c d e d") {
+		if c.Access(k) {
+			missed = append(missed, k)
+		}
+	}
+	if !slices.Equal(missed, strings.Fields("a b c d e")) || !c.Contains("d") || !c.Contains("e") {
+		t.Errorf("missed %v and holds %v; want misses [a b c d e] and d and e held", missed, held(c))
+	}
+}
+
+// paperSIEVE is SIEVE as the paper's Algorithm 1 writes it, on a linked
+// list (front: the head, the newest; back: the tail, the oldest) with a
+// hand that is an element or nil: the reference SIEVE is checked
+// against.
+type paperSIEVE struct {
+	slots   int
+	l       *list.List
+	at      map[int]*list.Element
+	visited map[int]bool
+	hand    *list.Element
+}
+
+func (p *paperSIEVE) access(x int) (miss bool) {
+	if _, ok := p.at[x]; ok {
+		p.visited[x] = true
+		return false
+	}
+	if p.l.Len() == p.slots {
+		o := p.hand
+		if o == nil {
+			o = p.l.Back()
+		}
+		for p.visited[o.Value.(int)] {
+			p.visited[o.Value.(int)] = false
+			if o = o.Prev(); o == nil {
+				o = p.l.Back()
+			}
+		}
+		p.hand = o.Prev()
+		delete(p.at, o.Value.(int))
+		delete(p.visited, o.Value.(int))
+		p.l.Remove(o)
+	}
+	p.at[x] = p.l.PushFront(x)
+	p.visited[x] = false
+	return true
+}
+
+// SIEVE misses where the paper's does: random sequences over 1 to 20
+// slots, skewed so that keys come back.
+func TestSIEVE_MatchesThePaper(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for slots := 1; slots <= 20; slots++ {
+		c := NewSIEVE[int](slots)
+		p := &paperSIEVE{slots: slots, l: list.New(), at: map[int]*list.Element{}, visited: map[int]bool{}}
+		for i := range 5000 {
+			k := int(r.ExpFloat64() * float64(slots))
+			if got, want := c.Access(k), p.access(k); got != want {
+				t.Fatalf("slots %d, request %d (key %d): missed=%v, the paper's SIEVE missed=%v", slots, i, k, got, want)
+			}
+		}
 	}
 }

@@ -10,7 +10,8 @@ import (
 // Caches", NSDI 2024): one FIFO of the keys held with a visited bit each,
 // set when a held key is asked for; to evict, a hand walks from the
 // oldest key toward the newest clearing set bits, evicts the first key
-// whose bit is clear, and stays where it stopped, wrapping to the oldest.
+// whose bit is clear, and moves on to the next newer key, back to the
+// oldest past the newest (the paper's Algorithm 1).
 //
 // Like S3FIFO it is written once for both of its users: `loadout
 // simulate`'s SIEVE anchor feeds it a model sequence (Access), and the
@@ -22,7 +23,7 @@ type SIEVE[K comparable] struct {
 	slots   int
 	q       []K // oldest first, newest last
 	visited map[K]bool
-	hand    int // index into q; the oldest when it runs off the newest
+	hand    int // index into q of the next key the hand looks at
 }
 
 // NewSIEVE is an empty SIEVE of slots slots (at least 1); SetSlots
@@ -117,8 +118,7 @@ func (c *SIEVE[K]) Evicted(k K) {
 		}
 		o := c.q[c.hand]
 		if o == k && !c.visited[o] {
-			c.q = slices.Delete(c.q, c.hand, c.hand+1)
-			delete(c.visited, o)
+			c.remove()
 			return
 		}
 		c.visited[o] = false
@@ -134,11 +134,23 @@ func (c *SIEVE[K]) evict() K {
 		}
 		o := c.q[c.hand]
 		if !c.visited[o] {
-			c.q = slices.Delete(c.q, c.hand, c.hand+1)
-			delete(c.visited, o)
+			c.remove()
 			return o
 		}
 		c.visited[o] = false
 		c.hand++
+	}
+}
+
+// remove evicts the key under the hand, which moves to the next newer
+// key; past the newest it goes back to the oldest (the paper's
+// "p ← o.prev", NULL at the head, then the tail), not to the key
+// admitted next, which would be SIEVE's next victim before it could be
+// asked for again.
+func (c *SIEVE[K]) remove() {
+	delete(c.visited, c.q[c.hand])
+	c.q = slices.Delete(c.q, c.hand, c.hand+1)
+	if c.hand >= len(c.q) {
+		c.hand = 0
 	}
 }
