@@ -258,13 +258,16 @@ func (a cacheAnchor) resident() []int {
 }
 
 // leCaR is LeCaR (Vietri et al., "Driving Cache Replacement with
-// ML-based LeCaR", HotStorage 2018): on each eviction it follows LRU with
-// probability w_LRU, else LFU (in-cache counts, ties to the least
-// recent); the victim goes to that expert's history (k entries, FIFO). A
-// miss on a model in an expert's history is that expert's regret: the
-// other expert's weight is multiplied by e^(λ·d^age), age in requests
-// since the eviction, with λ = 0.45 and d = 0.005^(1/k) as in the paper.
-// The coin is a PCG seeded with seed.
+// ML-based LeCaR", HotStorage 2018, as the authors' code sylab/LeCaR
+// runs it): on each eviction it follows LRU with probability w_LRU, else
+// LFU (in-cache counts, ties to the least recent); where the two agree
+// the victim goes to no history, else to that expert's (k entries,
+// FIFO), with its count. A miss on a model in an expert's history is
+// that expert's regret: the other expert's weight is multiplied by
+// e^(λ·d^age), age in requests since the eviction, with λ = 0.45 and
+// d = 0.005^(1/k) as in the paper; the weights stay within [0.01, 0.99];
+// the model comes back with its count plus one. The coin is a PCG seeded
+// with seed, tossed at every eviction.
 type leCaR struct {
 	k          int
 	res        map[int]bool
@@ -275,7 +278,9 @@ type leCaR struct {
 	rng        *rand.Rand
 }
 
-type ghost struct{ m, at int }
+// ghost is a model in an expert's history: evicted at request at with
+// count freq.
+type ghost struct{ m, at, freq int }
 
 func newLeCaR(k int, seed uint64) *leCaR {
 	return &leCaR{k: k, res: map[int]bool{}, last: map[int]int{}, freq: map[int]int{}, wLRU: 0.5,
@@ -288,42 +293,55 @@ func (c *leCaR) access(m, i int, _ float64) bool {
 		c.last[m] = i
 		return false
 	}
-	wLFU := 1 - c.wLRU
+	freq := 1
 	if j := slices.IndexFunc(c.hLRU, func(g ghost) bool { return g.m == m }); j >= 0 {
-		wLFU *= math.Exp(c.lr * math.Pow(c.d, float64(i-c.hLRU[j].at)))
+		c.reward(false, c.hLRU[j].at, i)
+		freq += c.hLRU[j].freq
 		c.hLRU = slices.Delete(c.hLRU, j, j+1)
 	} else if j := slices.IndexFunc(c.hLFU, func(g ghost) bool { return g.m == m }); j >= 0 {
-		c.wLRU *= math.Exp(c.lr * math.Pow(c.d, float64(i-c.hLFU[j].at)))
+		c.reward(true, c.hLFU[j].at, i)
+		freq += c.hLFU[j].freq
 		c.hLFU = slices.Delete(c.hLFU, j, j+1)
 	}
-	c.wLRU /= c.wLRU + wLFU
 	if len(c.res) == c.k {
 		useLRU := c.rng.Float64() < c.wLRU
-		victim := -1
+		lru, lfu := -1, -1
 		for _, r := range c.resident() {
-			if victim < 0 {
-				victim = r
-				continue
+			if lru < 0 || c.last[r] < c.last[lru] {
+				lru = r
 			}
-			better := c.last[r] < c.last[victim]
-			if !useLRU {
-				better = c.freq[r] < c.freq[victim] || (c.freq[r] == c.freq[victim] && better)
+			if lfu < 0 || c.freq[r] < c.freq[lfu] || (c.freq[r] == c.freq[lfu] && c.last[r] < c.last[lfu]) {
+				lfu = r
 			}
-			if better {
-				victim = r
+		}
+		victim, h := lfu, &c.hLFU
+		if useLRU {
+			victim, h = lru, &c.hLRU
+		}
+		if lru != lfu {
+			if *h = append(*h, ghost{victim, i, c.freq[victim]}); len(*h) > c.k {
+				*h = (*h)[1:]
 			}
 		}
 		delete(c.res, victim)
-		h := &c.hLFU
-		if useLRU {
-			h = &c.hLRU
-		}
-		if *h = append(*h, ghost{victim, i}); len(*h) > c.k {
-			*h = (*h)[1:]
-		}
 	}
-	c.res[m], c.freq[m], c.last[m] = true, 1, i
+	c.res[m], c.freq[m], c.last[m] = true, freq, i
 	return true
+}
+
+// reward follows a regret at request i: the other expert's victim,
+// evicted at request at, was asked for again, so expert toLRU (LRU if
+// true, else LFU) has its weight multiplied by e^(λ·d^age); the weights
+// are normalized and held within [0.01, 0.99].
+func (c *leCaR) reward(toLRU bool, at, i int) {
+	r := math.Exp(c.lr * math.Pow(c.d, float64(i-at)))
+	wLRU, wLFU := c.wLRU, 1-c.wLRU
+	if toLRU {
+		wLRU *= r
+	} else {
+		wLFU *= r
+	}
+	c.wLRU = min(max(wLRU/(wLRU+wLFU), 0.01), 0.99)
 }
 
 func (c *leCaR) resident() []int { return sortedKeys(c.res) }

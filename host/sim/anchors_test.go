@@ -127,6 +127,35 @@ func TestLeCaR_RegretShiftsWeight(t *testing.T) {
 	}
 }
 
+// LeCaR as its authors' code runs it: a model back from a history
+// keeps its count (plus this request); where LRU and LFU choose the same
+// victim it goes to neither history; regrets never take a weight past
+// 0.99.
+func TestLeCaR_AsTheAuthorsCodeRunsIt(t *testing.T) {
+	c := newLeCaR(2, 1)
+	c.hLRU = []ghost{{m: 0, at: 5, freq: 3}}
+	c.access(0, 6, 6)
+	if c.freq[0] != 4 {
+		t.Errorf("a model back from LRU's history with 3 requests has count %d, want 4", c.freq[0])
+	}
+	// a b c on two slots: a is both the least recent and (tied on one
+	// request, the least recent) the least used: evicted, remembered by
+	// neither expert.
+	c = newLeCaR(2, 1)
+	for i, m := range []int{0, 1, 2} {
+		c.access(m, i, float64(i))
+	}
+	if c.res[0] || len(c.hLRU)+len(c.hLFU) != 0 {
+		t.Errorf("resident %v, histories %v %v; want a evicted into neither history", c.resident(), c.hLRU, c.hLFU)
+	}
+	for i := range 50 {
+		c.reward(false, i, i) // LRU's victim back at once: LFU is rewarded
+	}
+	if c.wLRU < 0.01 || c.wLRU > 0.011 {
+		t.Errorf("after 50 regrets of LRU, w_LRU = %v, want the floor 0.01", c.wLRU)
+	}
+}
+
 // Known properties on random sequences: LRU-1 is LRU; Belady is below
 // every anchor; none loads a model fewer times than there are models nor
 // more than there are requests; each holds at most k models, the one just
