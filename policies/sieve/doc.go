@@ -15,9 +15,9 @@
 // `loadout simulate`'s SIEVE anchor keeps). To evict, a hand walks from
 // the oldest model toward the newest, clearing the bits it passes, evicts
 // the first model whose bit is clear, and moves on to the next newer
-// model, back to the oldest past the newest. A model loaded goes in as the newest, its bit
-// clear. A model asked for again survives the hand's next pass; one
-// asked for once goes when the hand reaches it.
+// model, back to the oldest past the newest. A model loaded goes in as
+// the newest, its bit clear. A model asked for again survives the hand's
+// next pass; one asked for once goes when the hand reaches it.
 //
 // The router sees the traffic at swaps, through the host's per-model
 // request counts (the optional `demand` import): a held model whose count
