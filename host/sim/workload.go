@@ -72,6 +72,13 @@ type Mix struct {
 	Seed uint64
 	// ZipfS is Zipf's exponent (> 1); 0 means 1.2.
 	ZipfS float64
+	// MaxSet is MixAgent's largest working set: each burst uses 2 to
+	// MaxSet models, uniformly; 0 means 3. A set larger than the box's
+	// slots is where LRU evicts, every request, the model asked for next.
+	MaxSet int
+	// Shuffle makes MixAgent draw each request's model uniformly from
+	// the burst's set instead of cycling through it in order.
+	Shuffle bool
 }
 
 // Mix kinds.
@@ -84,14 +91,16 @@ const (
 	// MixAgent models agents that alternate between a few models (a
 	// planner, a coder, an embedder): the trace is cut into bursts whose
 	// lengths are geometric with mean 20 requests; each burst picks 2 or 3
-	// models uniformly from Models and cycles through them request by
-	// request, so consecutive requests change model often within a small
-	// working set that moves between bursts.
+	// models (2 to Mix.MaxSet) uniformly from Models and cycles through
+	// them request by request (or draws from them, Mix.Shuffle), so
+	// consecutive requests change model often within a small working set
+	// that moves between bursts.
 	MixAgent = "agent"
 )
 
 // Assign returns a copy of reqs with models given by m.
-// Errors: no models, an unknown kind, a Zipf exponent ≤ 1.
+// Errors: no models, an unknown kind, a Zipf exponent ≤ 1, an agent's
+// MaxSet below 2.
 func Assign(reqs []Request, m Mix) ([]Request, error) {
 	if len(m.Models) == 0 {
 		return nil, fmt.Errorf("mix: no models")
@@ -113,11 +122,18 @@ func Assign(reqs []Request, m Mix) ([]Request, error) {
 			out[i].Model = m.Models[z.Uint64()]
 		}
 	case MixAgent:
+		maxSet := m.MaxSet
+		if maxSet == 0 {
+			maxSet = 3
+		}
+		if maxSet < 2 {
+			return nil, fmt.Errorf("mix: agent working sets of at most %d models, want at least 2", maxSet)
+		}
 		var set []string
 		left, pos := 0, 0
 		for i := range out {
 			if left == 0 {
-				size := min(2+r.IntN(2), len(m.Models))
+				size := min(2+r.IntN(maxSet-1), len(m.Models))
 				set = set[:0]
 				for _, j := range r.Perm(len(m.Models))[:size] {
 					set = append(set, m.Models[j])
@@ -126,6 +142,9 @@ func Assign(reqs []Request, m Mix) ([]Request, error) {
 				for r.Float64() > 1.0/20 { // geometric, mean 20
 					left++
 				}
+			}
+			if m.Shuffle {
+				pos = r.IntN(len(set))
 			}
 			out[i].Model = set[pos%len(set)]
 			pos++

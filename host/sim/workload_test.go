@@ -81,6 +81,46 @@ func TestAssign_Agent(t *testing.T) {
 	if _, err := Assign(reqs, Mix{Kind: "round-robin", Models: modelNames(2)}); err == nil {
 		t.Fatal("unknown kind accepted")
 	}
+	if _, err := Assign(reqs, Mix{Kind: MixAgent, MaxSet: 1, Models: modelNames(2)}); err == nil {
+		t.Fatal("a working set of one model accepted")
+	}
+}
+
+// TestAssign_AgentSets: MaxSet widens the working sets (every burst's
+// distinct models, between two changes of set, number 2 to MaxSet, and
+// MaxSet occurs); Shuffle draws within the set, so a model may follow
+// itself, which a cycle never does.
+func TestAssign_AgentSets(t *testing.T) {
+	reqs := make([]Request, 20000)
+	for _, shuffle := range []bool{false, true} {
+		a, err := Assign(reqs, Mix{Kind: MixAgent, Seed: 4, Models: modelNames(30), MaxSet: 5, Shuffle: shuffle})
+		if err != nil {
+			t.Fatal(err)
+		}
+		repeats, widest := 0, 0
+		window := map[string]bool{}
+		for i := range a {
+			if i > 0 && a[i].Model == a[i-1].Model {
+				repeats++
+			}
+			// In a cycle the last five requests hold the whole set.
+			if i >= 5 && !shuffle {
+				clear(window)
+				for _, r := range a[i-5 : i] {
+					window[r.Model] = true
+				}
+				widest = max(widest, len(window))
+			}
+		}
+		switch {
+		case shuffle && repeats == 0:
+			t.Errorf("shuffled: no model followed itself in %d requests", len(a))
+		case !shuffle && repeats > len(a)/20:
+			t.Errorf("cycled: %d repeats in %d requests, want only at the bursts' seams", repeats, len(a))
+		case !shuffle && widest != 5:
+			t.Errorf("cycled with MaxSet 5: the widest five-request window held %d models, want 5", widest)
+		}
+	}
 }
 
 // The workloads under testdata/traces are what the generator makes from

@@ -73,6 +73,28 @@
 // traffic the duels took some 60 swaps to hand LRU the lead; on Zipf and
 // production traffic the shortest memory almost never scores best).
 //
+// # The order of reuse
+//
+// LRU's order has a blind spot: an agent cycling through more models
+// than the box holds (a planner, a coder and an embedder on two GPUs)
+// asks, every request, for the model LRU evicted last, and every request
+// is a cold load. So the LRU expert's order has a rival of its own: the
+// order of reuse, which expects each model's next request its last gap
+// between two requests after its last one (gaps counted in the box's
+// requests, so a quiet night stretches none), and evicts the model
+// expected last — in a cycle, the one asked for last, Belady's choice: a
+// load every other request on a three-model cycle over two slots. A
+// model more than one request late, back after more than four times its
+// last gap, or seen once is expected as long after now as it has been
+// away, so a cycle's models go in LRU's order once the agent moves on. As
+// the forecast's value is, its urgency (1 over 1 + the requests until
+// that next one) is weighed by the model's load time per byte. At every
+// swap that evicts, LRU's victims and the order of reuse's are dueled,
+// settled as the experts' duels are, with their own weights; the LRU
+// expert follows the order of reuse while its weight is above 0.7 (on
+// cycles it wins nearly every duel; elsewhere the two seldom disagree),
+// and LRU's otherwise. In logs, expert=reuse.
+//
 // # What it does when a model must load
 //
 // The mechanics are sdk/evict's, as in prioritylru: a model loaded or
@@ -86,8 +108,9 @@
 //     starting ones (the scheduler waits for those), unless the wait is
 //     free (below);
 //  2. within a class, the lowest priority first;
-//  3. then the lowest value per byte (the least recently used first,
-//     while LRU leads the duels): (forecast count + ½) × the model's
+//  3. then the lowest value per byte (the least recently used first
+//     while LRU leads the duels, the least urgent per byte while the
+//     order of reuse does): (forecast count + ½) × the model's
 //     last cold load in seconds (the host's figure; 1 before the first),
 //     ÷ its VRAM. With equal models this is the least expected demand;
 //     with mixed ones, the expected load seconds its eviction causes per
@@ -123,7 +146,8 @@
 // Plan itself keeps no state (sdk.Swapper's contract): counts, clock,
 // scores, weights, duels and trials change only in OnSwapStart. The
 // sleep tier follows the leader: the most forecast load seconds a wake
-// saves per byte of host memory, or the most recently used while LRU leads. On a
+// saves per byte of host memory, the soonest expected back while the
+// order of reuse leads, or the most recently used while LRU's does. On a
 // host without the `demand` import every value is alike and the swapper
 // is LRU.
 //

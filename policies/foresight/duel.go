@@ -15,8 +15,36 @@ const (
 	nExperts       = 2
 )
 
+// The recency orders the LRU expert follows: LRU's, or, while it has won
+// clearly more of their duels, the order of reuse (urgency).
+const (
+	recencyLRU   = 0 // the least recently used first
+	recencyReuse = 1 // the model whose next request is expected last first
+	nRecency     = 2
+	// reuseLeads is the recency duels' weight above which the order of
+	// reuse is followed: it must have won clearly more than it lost, as
+	// LRU must against the forecast.
+	reuseLeads = 0.7
+)
+
+// The orders that are not an estimator's: estimator's answers for the
+// LRU expert.
+const (
+	estLRU   = -1 // LRU's: every value 0
+	estReuse = -2 // the order of reuse: values are urgencies
+)
+
 // expertNames are the experts' names in logs.
 var expertNames = [nExperts]string{"forecast", "lru"}
+
+// expertName is the name in logs of the order s.expert follows: the
+// LRU expert's is "reuse" while it follows the order of reuse.
+func (s *swapper) expertName() string {
+	if s.expert == expertLRU && s.estimator(expertLRU) == estReuse {
+		return "reuse"
+	}
+	return expertNames[s.expert]
+}
 
 // Constants of the duels.
 const (
@@ -65,18 +93,45 @@ func (s *swapper) recent() bool {
 	return s.bestOf(countBursts) == countBursts*len(halfLives)
 }
 
-// estimator is the estimator expert e's order reads; -1 for LRU's.
+// estimator is the estimator expert e's order reads; for the LRU
+// expert, estLRU, or estReuse while the order of reuse leads the recency
+// duels.
 func (s *swapper) estimator(e int) int {
 	if e == expertLRU {
-		return -1
+		if s.rw[recencyReuse] > reuseLeads {
+			return estReuse
+		}
+		return estLRU
 	}
 	return s.best
 }
 
+// recencyDuels starts a recency duel for each of LRU's first n victims
+// among s.idle (the swap's candidates, evictable) that the order of reuse
+// would have kept, against the one it would have evicted in its place,
+// whichever order the swap followed: the two are judged on every
+// eviction, as the trials judge the estimators.
+func (s *swapper) recencyDuels(n int) {
+	s.sortIdle(estLRU)
+	s.pick = s.pick[:0]
+	for _, m := range s.idle[:min(n, len(s.idle))] {
+		s.pick = append(s.pick, m.Name)
+	}
+	s.sortIdle(estReuse)
+	s.rduels = evict.Challenge(s.rduels, s.pick, s.idle, s.counts.List, recencyLRU, recencyReuse, maxDuels)
+}
+
+// settleRecency decides the recency duels the swap of target tells.
+func (s *swapper) settleRecency(target string) {
+	s.rduels = evict.Settle(s.rduels, s.counts.List, target, func(e int) { lost(s.rw[:], e) })
+}
+
 // settle decides every duel whose two models' order of requests the
-// swap of target tells (evict.DuelVerdict), and keeps the undecided.
+// swap of target tells (evict.DuelVerdict), the recency duels too, and
+// keeps the undecided.
 func (s *swapper) settle(target string) {
 	s.duels = evict.Settle(s.duels, s.counts.List, target, s.lose)
+	s.settleRecency(target)
 }
 
 // lose lowers expert e's weight (lost).
@@ -117,7 +172,7 @@ func (s *swapper) evictable(ev sdk.SwapStartEvent) {
 }
 
 // rival appends to duels a duel for each model of chosen (the evictions
-// of side chooser) that estimator j's order (LRU's for -1) would have
+// of side chooser) that estimator j's order (see sortIdle) would have
 // kept, against the model it would have evicted in its place
 // (evict.Challenge), other naming j's side; it sorts s.idle in j's order.
 func (s *swapper) rival(duels []evict.Duel, chosen []string, j, chooser, other int) []evict.Duel {
@@ -125,15 +180,18 @@ func (s *swapper) rival(duels []evict.Duel, chosen []string, j, chooser, other i
 	return evict.Challenge(duels, chosen, s.idle, s.counts.List, chooser, other, maxDuels)
 }
 
-// sortIdle sorts s.idle in estimator j's order (LRU's for -1), valuing
-// only its models.
+// sortIdle sorts s.idle in estimator j's order (estLRU, estReuse or an
+// estimator's), valuing only its models.
 func (s *swapper) sortIdle(j int) {
 	clear(s.alt)
-	if j >= 0 {
-		g := s.scale(j)
+	if j != estLRU {
+		var g float64
+		if j >= 0 {
+			g = s.scale(j)
+		}
 		for _, m := range s.idle {
 			if d := evict.Demand(s.counts.List, m.Name); d != nil {
-				s.alt[m.Name] = s.valueOf(j, g, d)
+				s.alt[m.Name] = s.orderValue(j, g, d)
 			}
 		}
 	}

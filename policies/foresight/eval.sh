@@ -24,7 +24,7 @@ bin=./bin/loadout
 routers=${ROUTERS:-foresight,adaptive,ollama}
 seq=${SEQUENCE:+--sequence}
 mkdir -p "$dir"
-[ -x "$dir/gentraces" ] || go build -o "$dir/gentraces" ./host/sim/gentraces
+go build -o "$dir/gentraces" ./host/sim/gentraces
 
 # prod NAME WORKLOAD SEED: a generated production-like workload and its box.
 prod() {
@@ -47,6 +47,17 @@ hour() {
 	[ -f "$dir/$1.csv" ] || nice "$dir/gentraces" -source "$2" -mix zipf -models "$3" -seed "$4" \
 		-azure ../shared/traces/azure-llm-2023 -o "$dir/$1.csv" >/dev/null
 	run "$1" slots:4 "$dir/$1.csv" 0.002
+}
+
+# agent NAME SOURCE MODELS SEED SLOTS [FLAGS]: a whole Azure hour, models
+# assigned by the agent mix (FLAGS: gentraces' -max-set N, -shuffle), on
+# SLOTS equal slots, stretched to three weeks (rate 0.002).
+agent() {
+	local name=$1 source=$2 models=$3 seed=$4 slots=$5
+	shift 5
+	[ -f "$dir/$name.csv" ] || nice "$dir/gentraces" -source "$source" -mix agent -models "$models" -seed "$seed" "$@" \
+		-azure ../shared/traces/azure-llm-2023 -o "$dir/$name.csv" >/dev/null
+	run "$name@$slots" "slots:$slots" "$dir/$name.csv" 0.002
 }
 
 # run NAME BOX TRACE RATE: one row per router, then the anchors. BOX is a
@@ -73,6 +84,13 @@ if [ "$set_" = tune ] || [ "$set_" = all ]; then
 	prod prod-sample-s2 prod-sample 2
 	run conv-zipf8-5m@0.02 testdata/simulate/eight-models.yaml testdata/traces/conv-zipf8-5m.csv 0.02
 	run code-agent6-5m@0.02 testdata/simulate/eight-models.yaml testdata/traces/code-agent6-5m.csv 0.02
+	# Added 2026-11-28 with the order of reuse (iterated on): agents on
+	# boxes smaller than their working sets, and draws within a set.
+	agent conv-agent30-s92 conv 30 92 2
+	agent code-agent86-s91 code 86 91 2
+	agent conv-agent30-set5-s95 conv 30 95 3 -max-set 5
+	agent code-agent30-set5-s96 code 30 96 2 -max-set 5
+	agent conv-agent30-set5-shuf-s95 conv 30 95 2 -max-set 5 -shuffle
 fi
 if [ "$set_" = heldout ] || [ "$set_" = all ]; then
 	for s in 3 4 5 6; do prod "prod-sample-s$s" prod-sample "$s"; done
@@ -128,4 +146,12 @@ if [ "$set_" = heldout ] || [ "$set_" = all ]; then
 	hour conv-z86-s63 conv 86 63
 	hour code-z86-s64 code 86 64
 	hour conv-z50-s65 conv 50 65
+	# Added 2026-11-28 with the order of reuse (held out from it: run
+	# once, after it was chosen).
+	agent code-agent30-s107 code 30 107 2
+	agent conv-agent86-s104 conv 86 104 2
+	agent conv-agent30-set5-s102 conv 30 102 3 -max-set 5
+	agent code-agent86-set5-s111 code 86 111 4 -max-set 5
+	agent conv-agent30-set4-shuf-s103 conv 30 103 2 -max-set 4 -shuffle
+	agent code-agent86-set4-shuf-s112 code 86 112 3 -max-set 4 -shuffle
 fi

@@ -99,14 +99,23 @@ type swapper struct {
 	// models is what the swapper keeps of each model.
 	models evict.Rows[model]
 	// value is the value of each model the plan being made has compared
-	// (val fills it), by estimator valueJ (-1: LRU's, every value 0),
+	// (val fills it), by estimator valueJ (or estLRU, estReuse: orderValue),
 	// whose scale was valueG when the plan began.
 	value  map[string]float64
 	valueJ int
 	valueG float64
 	// counts is the host's counts, read at the start of OnSwapStart or
-	// Plan; counts.List is valid until the next read.
+	// Plan; counts.List is valid until the next read. reqs is the box's
+	// request count then: every model's, summed.
 	counts sdk.DemandAt
+	reqs   float64
+	// rw is each recency order's weight (LRU's, reuse's), summing to 1;
+	// the recency duels (rduels) move them, and the LRU expert follows
+	// the order of reuse while its weight is above reuseLeads. pick is
+	// their scratch: LRU's victims at a swap.
+	rw     [nRecency]float64
+	rduels []evict.Duel
+	pick   []string
 }
 
 // model is what the swapper remembers of one model between swaps.
@@ -114,6 +123,11 @@ type model struct {
 	seen  uint64        // the host's request count at the last swap (sdk.ModelDemand.Requests)
 	count [nEst]float64 // per estimator, its stored count (see swapper.base)
 	load  float64       // its last cold load in seconds (sdk.ModelDemand.LoadTime); 0 before the first
+	// lastR is the box's request count (every model's, summed) at the
+	// swap that last observed it; gap is its last gap between two
+	// requests in the box's requests, 0 while unknown (the order of
+	// reuse: urgency).
+	lastR, gap float64
 }
 
 // New makes the swapper from its settings JSON; it is the factory
@@ -126,6 +140,7 @@ func New(h sdk.Host, raw []byte) (sdk.Swapper, error) {
 	s := &swapper{h: h, rules: evict.NewRules(st.Placement, st.Margin), patience: st.Patience,
 		freeWaits: !st.NoFreeWaits, value: map[string]float64{}, alt: map[string]float64{}}
 	s.w = [nExperts]float64{0.5, 0.5}
+	s.rw = [nRecency]float64{0.5, 0.5}
 	s.best = len(halfLives)*countBursts + len(halfLives) - 1 // longest memory, bursts, until the traffic says otherwise
 	s.plan = evict.Planner{
 		Policy:     "foresight",
@@ -144,7 +159,7 @@ func (s *swapper) Plan(q sdk.PlanRequest) (sdk.Plan, error) {
 	if t, ok := s.h.ModelState(q.Target); ok && (t.State == sdk.StateReady || t.State == sdk.StateStarting) {
 		return sdk.Plan{}, nil // loaded or loading: the planner needs nothing either
 	}
-	s.counts.Read(s.h, q.Now, false)
+	s.read(q.Now, false)
 	s.expert = s.leader()
 	s.waitFree = s.freeWaits && s.patience == 0 && s.expert == expertForecast && s.freeWait(q.Target)
 	clear(s.value)
@@ -170,21 +185,75 @@ func (s *swapper) freeWait(target string) bool {
 	return true
 }
 
+// read reads the host's counts at now (sdk.DemandAt.Read; settle at a
+// swap's start) and sums them into s.reqs.
+func (s *swapper) read(now int64, settle bool) {
+	s.counts.Read(s.h, now, settle)
+	s.reqs = 0
+	for i := range s.counts.List {
+		s.reqs += float64(s.counts.List[i].Requests)
+	}
+}
+
 // val is model name's value in the plan being made: by the estimator of
-// the expert it follows (valueOf), 0 for LRU's or a model the host does not
-// count. Only the models the plan compares are valued, once each.
+// the expert it follows (valueOf), its urgency in the order of reuse, 0
+// in LRU's or for a model the host does not count. Only the models the
+// plan compares are valued, once each.
 func (s *swapper) val(name string) float64 {
-	if s.valueJ < 0 {
+	if s.valueJ == estLRU {
 		return 0
 	}
 	v, ok := s.value[name]
 	if !ok {
 		if d := evict.Demand(s.counts.List, name); d != nil {
-			v = s.valueOf(s.valueJ, s.valueG, d)
+			v = s.orderValue(s.valueJ, s.valueG, d)
 		}
 		s.value[name] = v
 	}
 	return v
+}
+
+// orderValue is d's model's value in estimator j's order, whose scale is
+// g now: its expected demand (valueOf), its urgency times its load cost
+// in seconds (estReuse; the order weighs it per byte, as the forecast's),
+// or 0 (estLRU).
+func (s *swapper) orderValue(j int, g float64, d *sdk.ModelDemand) float64 {
+	switch j {
+	case estLRU:
+		return 0
+	case estReuse:
+		return s.urgency(d) * loadCost(d, s.models.Get(d.Name))
+	}
+	return s.valueOf(j, g, d)
+}
+
+// urgency is how soon d's model is expected back, for the order of
+// reuse: 1 / (1 + the box's requests until its next request). A model observed at least
+// twice is expected its last gap after its last request, while no more
+// than one request late; one that is later, back after a long absence
+// (its gap unknown, see OnSwapStart) or seen once is expected as long
+// after now as it has been away (the least recently used goes first).
+// In a cycle of more models than the box holds, the model asked for
+// longest ago is the next asked for, and LRU evicts it every request;
+// this order evicts the one asked for last (Belady's choice), and once
+// the cycle ends its models, late, go in LRU's order.
+func (s *swapper) urgency(d *sdk.ModelDemand) float64 {
+	m := s.models.Get(d.Name)
+	last, gap := s.reqs, 0.0 // asked for since the last swap: last is now
+	if m != nil {
+		gap = m.gap
+		if since(d, m) == 0 {
+			last = m.lastR
+		}
+	} else if d.Requests == 0 {
+		return 0
+	}
+	age := max(s.reqs-last, 0)
+	next := s.reqs + age
+	if gap > 0 && age <= gap+1 {
+		next = last + gap
+	}
+	return 1 / (max(next-s.reqs, 0) + 1)
 }
 
 // valueOf is d's model's expected demand by estimator j, whose scale is g
@@ -310,7 +379,7 @@ func by(va float64, a *sdk.ModelInfo, av uint64, vb float64, b *sdk.ModelInfo, b
 // those models, folds their requests into every estimator's counts,
 // chooses the forecast, and logs the swap.
 func (s *swapper) OnSwapStart(ev sdk.SwapStartEvent) {
-	s.counts.Read(s.h, ev.Now, true)
+	s.read(ev.Now, true)
 	s.expert = s.leader() // the one whose plan this swap carries out
 	s.settle(ev.Target)
 	for j := range nEst {
@@ -321,6 +390,7 @@ func (s *swapper) OnSwapStart(ev sdk.SwapStartEvent) {
 		s.evictable(ev)
 		s.judge()
 		s.challenge(ev)
+		s.recencyDuels(len(ev.Evict))
 	}
 	n := float64(len(s.counts.List))
 	// Score: each estimator's predicted share of every model asked for.
@@ -348,7 +418,8 @@ func (s *swapper) OnSwapStart(ev sdk.SwapStartEvent) {
 		}
 	}
 	// Fold: the clock moves by the observations, then each count grows
-	// by its increment at the present scale.
+	// by its increment at the present scale, and each model asked for
+	// notes its gap (the order of reuse).
 	s.clock += asked
 	for j := range nEst {
 		if (s.clock-s.base[j])/halfLife(j) > rescaleAt {
@@ -361,6 +432,8 @@ func (s *swapper) OnSwapStart(ev sdk.SwapStartEvent) {
 			continue
 		}
 		delta := d.Requests - m.seen
+		m.gap = reuseGap(m, s.reqs, delta)
+		m.lastR = s.reqs
 		m.seen = d.Requests
 		for j := range nEst {
 			add := increment(j, delta) * s.scale(j)
@@ -371,7 +444,23 @@ func (s *swapper) OnSwapStart(ev sdk.SwapStartEvent) {
 	s.best = s.forecast()
 	s.h.Log(sdk.LevelInfo, "foresight swap: model="+ev.Target+" evict=["+strings.Join(ev.Evict, ",")+
 		"] half_life="+strconv.FormatFloat(halfLife(s.best), 'f', -1, 64)+" counting="+modeNames[s.best/len(halfLives)]+
-		" expert="+expertNames[s.expert]+" devices="+placement.FormatDevices(ev.Devices))
+		" expert="+s.expertName()+" devices="+placement.FormatDevices(ev.Devices))
+}
+
+// reuseGap is m's gap between requests after delta more, the box's
+// request count now r: their mean gap since m was last observed; 0
+// (unknown) at its first, after a gap over four times its last (back
+// after a long absence: a new working set, whose gaps its next request
+// tells), or where the count fell (a model removed from the box).
+func reuseGap(m *model, r float64, delta uint64) float64 {
+	if m.seen == 0 || r <= m.lastR {
+		return 0
+	}
+	g := (r - m.lastR) / float64(delta)
+	if m.gap > 0 && g > 4*m.gap {
+		return 0
+	}
+	return g
 }
 
 // rescale brings estimator j's scale back to 1 at the present clock.

@@ -36,3 +36,7 @@ func TestForesight_FreeWaitWasm(t *testing.T) { runFreeWait(t, wasmSwapper) }
 func TestForesight_ScenarioFilesWasm(t *testing.T) {
 	policytest.RunScenarioFiles(t, policywasm.Policy(t, pkgPath), "testdata/scenarios/*.yaml")
 }
+
+func TestForesight_CycleLargerThanTheBoxWasm(t *testing.T) {
+	runCycleLargerThanTheBox(t, wasmSwapper)
+}

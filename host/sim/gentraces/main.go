@@ -39,6 +39,8 @@ func main() {
 	mix := flag.String("mix", sim.MixZipf, "with -o: how models are assigned, zipf or agent")
 	models := flag.Int("models", 8, "with -o: how many models, named m1…mN")
 	seed := flag.Uint64("seed", 1, "with -o: the mix's seed")
+	maxSet := flag.Int("max-set", 3, "with -o and -mix agent: the largest working set (each burst uses 2 to this many models)")
+	shuffle := flag.Bool("shuffle", false, "with -o and -mix agent: draw each request's model from the burst's set at random instead of cycling through it")
 	window := flag.Duration("window", 0, "with -o: the source's first window (0: all of it)")
 	azure := flag.String("azure", "../shared/traces/azure-llm-2023", "with -o: the Azure traces' directory")
 	workload := flag.String("workload", "", "write this generated workload (prod-sample, prod-mixed-sample, prod-3w, prod-mixed-1w) and its box")
@@ -53,7 +55,7 @@ func main() {
 		return
 	}
 	if *out1 != "" {
-		if err := one(*azure, *out1, *source, *mix, *models, *seed, *window); err != nil {
+		if err := one(*azure, *out1, *source, sim.Mix{Kind: *mix, Seed: *seed, MaxSet: *maxSet, Shuffle: *shuffle}, *models, *window); err != nil {
 			fmt.Fprintln(os.Stderr, "gentraces:", err)
 			os.Exit(1)
 		}
@@ -121,8 +123,8 @@ func writeProduction(p sim.Production, trace, config string) error {
 }
 
 // one writes a single workload to path: the first window of the source,
-// models m1…mN assigned by the mix with the seed.
-func one(azureDir, path, source, mix string, models int, seed uint64, window time.Duration) error {
+// models m1…mN assigned by mix (its Models filled in here).
+func one(azureDir, path, source string, mix sim.Mix, models int, window time.Duration) error {
 	file, ok := map[string]string{"conv": "AzureLLMInferenceTrace_conv.csv", "code": "AzureLLMInferenceTrace_code.csv"}[source]
 	if !ok {
 		return fmt.Errorf("-source %q: want conv or code", source)
@@ -134,8 +136,8 @@ func one(azureDir, path, source, mix string, models int, seed uint64, window tim
 	for i := range names {
 		names[i] = fmt.Sprintf("m%d", i+1)
 	}
-	w := sim.Workload{File: filepath.Base(path), Source: file, Window: window,
-		Mix: sim.Mix{Kind: mix, Seed: seed, Models: names}}
+	mix.Models = names
+	w := sim.Workload{File: filepath.Base(path), Source: file, Window: window, Mix: mix}
 	b, err := w.Generate(azureDir)
 	if err != nil {
 		return err

@@ -25,7 +25,7 @@ func TestOne_ReproducesTheCommittedWorkloads(t *testing.T) {
 			t.Fatalf("%s: not expressible with gentraces' flags (source %s, zipf exponent %g)", w.File, w.Source, w.Mix.ZipfS)
 		}
 		out := filepath.Join(t.TempDir(), w.File)
-		if err := one(azureDir, out, source, w.Mix.Kind, len(w.Mix.Models), w.Mix.Seed, w.Window); err != nil {
+		if err := one(azureDir, out, source, sim.Mix{Kind: w.Mix.Kind, Seed: w.Mix.Seed}, len(w.Mix.Models), w.Window); err != nil {
 			t.Fatal(err)
 		}
 		got, err := os.ReadFile(out)
@@ -52,7 +52,7 @@ func TestOne_BadFlags(t *testing.T) {
 		{"conv", sim.MixZipf, 0, "-models"},
 		{"conv", "uniform", 8, "unknown kind"},
 	} {
-		err := one(azureDir, filepath.Join(t.TempDir(), "x.csv"), c.source, c.mix, c.models, 1, 0)
+		err := one(azureDir, filepath.Join(t.TempDir(), "x.csv"), c.source, sim.Mix{Kind: c.mix, Seed: 1}, c.models, 0)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			if c.want == "unknown kind" && err != nil && os.IsNotExist(err) {
 				continue // no shared traces: the mix is checked after the source is read
