@@ -79,6 +79,11 @@ type Mix struct {
 	// Shuffle makes MixAgent draw each request's model uniformly from
 	// the burst's set instead of cycling through it in order.
 	Shuffle bool
+	// Agents is MixTenants' number of agents; 0 means 2.
+	Agents int
+	// ChatShare is MixTenants' share of requests from chat users, in
+	// [0, 1].
+	ChatShare float64
 }
 
 // Mix kinds.
@@ -96,11 +101,47 @@ const (
 	// consecutive requests change model often within a small working set
 	// that moves between bursts.
 	MixAgent = "agent"
+	// MixTenants models a box shared by chat users and agents: each
+	// request is a chat user's (Mix.ChatShare of them: a Zipf law over
+	// Models, as MixZipf) or, uniformly, one of Mix.Agents agents', each
+	// moving through working sets of its own as MixAgent's one agent does.
+	MixTenants = "tenants"
 )
+
+// agent is one agent of MixAgent or MixTenants: its working set, the
+// requests left in its burst, and where it is in the set.
+type agent struct {
+	set       []string
+	left, pos int
+}
+
+// next is the agent's next model, drawn with r: a new burst of 2 to
+// maxSet of m.Models when the last one ended, cycled or (m.Shuffle)
+// drawn from.
+func (a *agent) next(r *rand.Rand, m *Mix, maxSet int) string {
+	if a.left == 0 {
+		size := min(2+r.IntN(maxSet-1), len(m.Models))
+		a.set = a.set[:0]
+		for _, j := range r.Perm(len(m.Models))[:size] {
+			a.set = append(a.set, m.Models[j])
+		}
+		a.left, a.pos = 1, 0
+		for r.Float64() > 1.0/20 { // geometric, mean 20
+			a.left++
+		}
+	}
+	if m.Shuffle {
+		a.pos = r.IntN(len(a.set))
+	}
+	model := a.set[a.pos%len(a.set)]
+	a.pos++
+	a.left--
+	return model
+}
 
 // Assign returns a copy of reqs with models given by m.
 // Errors: no models, an unknown kind, a Zipf exponent ≤ 1, an agent's
-// MaxSet below 2.
+// MaxSet below 2, a ChatShare outside [0, 1], Agents below 0.
 func Assign(reqs []Request, m Mix) ([]Request, error) {
 	if len(m.Models) == 0 {
 		return nil, fmt.Errorf("mix: no models")
@@ -108,8 +149,7 @@ func Assign(reqs []Request, m Mix) ([]Request, error) {
 	r := rand.New(rand.NewPCG(m.Seed, m.Seed^0x9e3779b97f4a7c15))
 	out := make([]Request, len(reqs))
 	copy(out, reqs)
-	switch m.Kind {
-	case MixZipf:
+	zipf := func() (*rand.Zipf, error) {
 		s := m.ZipfS
 		if s == 0 {
 			s = 1.2
@@ -117,41 +157,51 @@ func Assign(reqs []Request, m Mix) ([]Request, error) {
 		if s <= 1 {
 			return nil, fmt.Errorf("mix: zipf exponent %g, want > 1", s)
 		}
-		z := rand.NewZipf(r, s, 1, uint64(len(m.Models)-1))
+		return rand.NewZipf(r, s, 1, uint64(len(m.Models)-1)), nil
+	}
+	maxSet := m.MaxSet
+	if maxSet == 0 {
+		maxSet = 3
+	}
+	if maxSet < 2 && m.Kind != MixZipf {
+		return nil, fmt.Errorf("mix: agent working sets of at most %d models, want at least 2", maxSet)
+	}
+	switch m.Kind {
+	case MixZipf:
+		z, err := zipf()
+		if err != nil {
+			return nil, err
+		}
 		for i := range out {
 			out[i].Model = m.Models[z.Uint64()]
 		}
 	case MixAgent:
-		maxSet := m.MaxSet
-		if maxSet == 0 {
-			maxSet = 3
-		}
-		if maxSet < 2 {
-			return nil, fmt.Errorf("mix: agent working sets of at most %d models, want at least 2", maxSet)
-		}
-		var set []string
-		left, pos := 0, 0
+		var a agent
 		for i := range out {
-			if left == 0 {
-				size := min(2+r.IntN(maxSet-1), len(m.Models))
-				set = set[:0]
-				for _, j := range r.Perm(len(m.Models))[:size] {
-					set = append(set, m.Models[j])
-				}
-				left, pos = 1, 0
-				for r.Float64() > 1.0/20 { // geometric, mean 20
-					left++
-				}
+			out[i].Model = a.next(r, &m, maxSet)
+		}
+	case MixTenants:
+		n := m.Agents
+		if n == 0 {
+			n = 2
+		}
+		if n < 0 || !(m.ChatShare >= 0 && m.ChatShare <= 1) {
+			return nil, fmt.Errorf("mix: %d agents and a chat share of %g, want agents ≥ 0 and a share in [0, 1]", m.Agents, m.ChatShare)
+		}
+		z, err := zipf()
+		if err != nil {
+			return nil, err
+		}
+		agents := make([]agent, n)
+		for i := range out {
+			if r.Float64() < m.ChatShare {
+				out[i].Model = m.Models[z.Uint64()]
+			} else {
+				out[i].Model = agents[r.IntN(n)].next(r, &m, maxSet)
 			}
-			if m.Shuffle {
-				pos = r.IntN(len(set))
-			}
-			out[i].Model = set[pos%len(set)]
-			pos++
-			left--
 		}
 	default:
-		return nil, fmt.Errorf("mix: unknown kind %q (known: %s, %s)", m.Kind, MixZipf, MixAgent)
+		return nil, fmt.Errorf("mix: unknown kind %q (known: %s, %s, %s)", m.Kind, MixZipf, MixAgent, MixTenants)
 	}
 	return out, nil
 }

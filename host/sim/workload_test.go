@@ -243,3 +243,42 @@ func TestProduction_SamplesUpToDate(t *testing.T) {
 		}
 	}
 }
+
+// TestAssign_Tenants: chat users' requests follow the Zipf law (the most
+// popular model takes the largest share of them), the agents' cycle
+// through working sets (a model seldom follows itself), and the mix's
+// share of chat requests moves between the two; a share outside [0, 1]
+// is an error.
+func TestAssign_Tenants(t *testing.T) {
+	reqs := make([]Request, 20000)
+	top := func(share float64) (float64, int) {
+		a, err := Assign(reqs, Mix{Kind: MixTenants, Seed: 5, Models: modelNames(30), Agents: 3, ChatShare: share})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, repeats := 0, 0
+		for i := range a {
+			if a[i].Model == "m1" {
+				n++
+			}
+			if i > 0 && a[i].Model == a[i-1].Model {
+				repeats++
+			}
+		}
+		return float64(n) / float64(len(a)), repeats
+	}
+	chat, chatRepeats := top(1)
+	mixed, _ := top(0.5)
+	agents, agentRepeats := top(0)
+	if !(chat > mixed && mixed > agents) {
+		t.Errorf("m1's share: %.3f with only chat, %.3f half chat, %.3f only agents; want it falling", chat, mixed, agents)
+	}
+	if agentRepeats*5 > chatRepeats {
+		t.Errorf("a model followed itself %d times among agents, %d among chat users: want agents to cycle", agentRepeats, chatRepeats)
+	}
+	for _, share := range []float64{-0.1, 1.5} {
+		if _, err := Assign(reqs, Mix{Kind: MixTenants, Models: modelNames(4), ChatShare: share}); err == nil {
+			t.Errorf("chat share %g accepted", share)
+		}
+	}
+}

@@ -50,7 +50,8 @@ hour() {
 }
 
 # agent NAME SOURCE MODELS SEED SLOTS [FLAGS]: a whole Azure hour, models
-# assigned by the agent mix (FLAGS: gentraces' -max-set N, -shuffle), on
+# assigned by the agent mix (FLAGS: gentraces' -max-set N, -shuffle; or
+# -mix tenants -agents N -chat-share F for chat users and agents), on
 # SLOTS equal slots, stretched to three weeks (rate 0.002).
 agent() {
 	local name=$1 source=$2 models=$3 seed=$4 slots=$5
@@ -154,4 +155,10 @@ if [ "$set_" = heldout ] || [ "$set_" = all ]; then
 	agent code-agent86-set5-s111 code 86 111 4 -max-set 5
 	agent conv-agent30-set4-shuf-s103 conv 30 103 2 -max-set 4 -shuffle
 	agent code-agent86-set4-shuf-s112 code 86 112 3 -max-set 4 -shuffle
+	# Added 2026-11-28: chat users and agents on one box (where foresight
+	# trails LRU-2 and LRU on four and eight slots; BENCHMARKS.md).
+	agent conv-tenants1-s301 conv 30 301 4 -mix tenants -agents 1 -chat-share 0.3
+	agent code-tenants1-s305 code 30 305 8 -mix tenants -agents 1 -chat-share 0.3
+	agent code-tenants3-s307 code 30 307 4 -mix tenants -agents 3 -chat-share 0.3
+	agent conv-tenants3-s304 conv 30 304 2 -mix tenants -agents 3 -chat-share 0.6
 fi

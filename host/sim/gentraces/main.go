@@ -36,11 +36,13 @@ import (
 func main() {
 	out1 := flag.String("o", "", "write one workload to this file instead of sim.Workloads")
 	source := flag.String("source", "conv", "with -o: the Azure trace, conv or code")
-	mix := flag.String("mix", sim.MixZipf, "with -o: how models are assigned, zipf or agent")
+	mix := flag.String("mix", sim.MixZipf, "with -o: how models are assigned, zipf, agent or tenants (chat users and agents on one box)")
 	models := flag.Int("models", 8, "with -o: how many models, named m1…mN")
 	seed := flag.Uint64("seed", 1, "with -o: the mix's seed")
-	maxSet := flag.Int("max-set", 3, "with -o and -mix agent: the largest working set (each burst uses 2 to this many models)")
-	shuffle := flag.Bool("shuffle", false, "with -o and -mix agent: draw each request's model from the burst's set at random instead of cycling through it")
+	maxSet := flag.Int("max-set", 3, "with -o and -mix agent or tenants: the largest working set (each burst uses 2 to this many models)")
+	shuffle := flag.Bool("shuffle", false, "with -o and -mix agent or tenants: draw each request's model from the burst's set at random instead of cycling through it")
+	agents := flag.Int("agents", 2, "with -o and -mix tenants: how many agents")
+	chatShare := flag.Float64("chat-share", 0.5, "with -o and -mix tenants: the share of requests from chat users (a Zipf law over the models), in [0, 1]")
 	window := flag.Duration("window", 0, "with -o: the source's first window (0: all of it)")
 	azure := flag.String("azure", "../shared/traces/azure-llm-2023", "with -o: the Azure traces' directory")
 	workload := flag.String("workload", "", "write this generated workload (prod-sample, prod-mixed-sample, prod-3w, prod-mixed-1w) and its box")
@@ -55,7 +57,7 @@ func main() {
 		return
 	}
 	if *out1 != "" {
-		if err := one(*azure, *out1, *source, sim.Mix{Kind: *mix, Seed: *seed, MaxSet: *maxSet, Shuffle: *shuffle}, *models, *window); err != nil {
+		if err := one(*azure, *out1, *source, sim.Mix{Kind: *mix, Seed: *seed, MaxSet: *maxSet, Shuffle: *shuffle, Agents: *agents, ChatShare: *chatShare}, *models, *window); err != nil {
 			fmt.Fprintln(os.Stderr, "gentraces:", err)
 			os.Exit(1)
 		}
