@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/loadout-dev/loadout/sdk"
 	"github.com/loadout-dev/loadout/sdk/wire"
@@ -31,6 +32,12 @@ type Module struct {
 	Exports    []string // the names of every exported function, sorted
 	Imports    []string // every imported function as "module.name", sorted, without duplicates
 	Size       int      // the module's size in bytes
+
+	// CallTimeout, when set before the first Scheduler or Swapper is made
+	// from the module, is the deadline of one call into its instances in
+	// place of the runtime's Options.CallTimeout; 0 keeps the runtime's.
+	// serve gives the built-in policies BuiltinCallTimeout.
+	CallTimeout time.Duration
 
 	// OnCrash, when set before the first Scheduler or Swapper is made from
 	// the module, is called after an instance of it crashes, on the

@@ -24,6 +24,15 @@ const (
 	DefaultCrashWindow      = time.Minute            // the crash-loop window
 )
 
+// BuiltinCallTimeout is the deadline serve gives the built-in policies
+// (Module.CallTimeout). The deadline is wall time, and a busy machine — a
+// CPU model server on every core — can keep a policy call off a CPU for
+// longer than DefaultCallTimeout: a built-in policy, this project's own
+// code and tested not to loop, must not be declared crashed (and the
+// requests it held failed) for that. Its deadline guards against a bug of
+// ours; a module from disk keeps DefaultCallTimeout.
+const BuiltinCallTimeout = time.Second
+
 // defaultStartTimeout bounds instantiating a module: _initialize (the Go
 // runtime's start-up, ~3 ms), abi_buffers and init together. It is larger
 // than a call's deadline because a Go guest's start-up is, but a module that

@@ -282,3 +282,27 @@ func TestSandbox_CrashWindow(t *testing.T) {
 		t.Errorf("status %+v", st)
 	}
 }
+
+// TestSandbox_ModuleCallTimeout: a module's own deadline
+// (Module.CallTimeout, as serve gives the built-in policies) replaces the
+// runtime's: a call that overruns the runtime's 10 ms (caught when it
+// returns: TestSandbox_TrustedCatchesAnOverrunWhenItReturns) is served,
+// no crash counted. Trusted, so the spin takes a fraction of a second.
+func TestSandbox_ModuleCallTimeout(t *testing.T) {
+	r, _ := newTestRuntime(t, Options{CallTimeout: 10 * time.Millisecond, Trusted: true})
+	m := compile(t, r, "evil.wasm", guest(t, "evil"))
+	m.CallTimeout = time.Minute
+	fx := newFakeEffects(model("bad", sdk.StateReady))
+	s, err := r.NewScheduler(context.Background(), m, []byte(`{"misbehave": "spin", "model": "bad"}`), fx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	start := time.Now()
+	if err := s.OnRequest(sdk.RequestEvent{ID: 1, Model: "bad"}); err != nil {
+		t.Fatalf("a call that ran %s under a module deadline of a minute: %v", time.Since(start), err)
+	}
+	if st := s.Status(); st.Crashes != 0 || st.Instantiations != 1 {
+		t.Errorf("status %+v, want no crash", st)
+	}
+}

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -82,7 +83,7 @@ func newSupervisor(r *Runtime, m *Module, settings []byte, fx sdk.Effects, host 
 		fx:       fx,
 		host:     host,
 		log:      r.log.With("policy", m.Name),
-		timeout:  r.opts.CallTimeout,
+		timeout:  cmp.Or(m.CallTimeout, r.opts.CallTimeout),
 		ver:      uint8(m.ABIVersion), // checked by Compile: wire.Supported
 		buf:      make([]byte, 0, 512),
 		reply:    make([]byte, 0, 4096),
