@@ -179,9 +179,11 @@ func TestSandbox_GarbagePointers(t *testing.T) {
 }
 
 // TestSandbox_Spam: log lines are capped per call, and stdout goes to the
-// runtime's logger, bounded.
+// runtime's logger, bounded. A generous deadline: a thousand log calls on a
+// machine busy with other tests can take longer than the default 100 ms,
+// and the deadline is not what this tests.
 func TestSandbox_Spam(t *testing.T) {
-	r, logs := newTestRuntime(t, Options{})
+	r, logs := newTestRuntime(t, Options{CallTimeout: 10 * time.Second})
 	fx := newFakeEffects(model("good", sdk.StateReady))
 	s := newScheduler(t, r, "evil", `{"misbehave": "spam"}`, fx)
 	if err := s.OnRequest(sdk.RequestEvent{ID: 1, Model: "good"}); err != nil {
