@@ -253,7 +253,9 @@ func (p *stoppedPeer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // within their timeout — and the request ends then with a peer_error
 // that says so: before its answer began, and mid-stream (an SSE error
 // event), not at the peer's responseHeader limit or the stream idle
-// limit (a minute each here).
+// limit (a minute each here). The checks' timeout is a quarter second,
+// so that a live peer on a machine busy with other tests is not found
+// down before the request is sent.
 func TestPeers_StoppedPeerEndsItsRequestsInFlight(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -269,7 +271,7 @@ func TestPeers_StoppedPeerEndsItsRequestsInFlight(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			sp := &stoppedPeer{send: tc.send, quit: make(chan struct{})}
 			u := serveUntilQuit(t, sp, sp.quit)
-			set, _ := startPeers(t, peers.Peer{ID: "p", URL: u, Models: []string{"m"}, Interval: 20 * time.Millisecond, Timeout: 50 * time.Millisecond,
+			set, _ := startPeers(t, peers.Peer{ID: "p", URL: u, Models: []string{"m"}, Interval: 50 * time.Millisecond, Timeout: 250 * time.Millisecond,
 				Failures: 3, Timeouts: config.Timeouts{Connect: 5 * time.Second, ResponseHeader: time.Minute}}, nil)
 			e := newEnv(t, envOpts{peers: set, streamIdle: time.Minute})
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -281,7 +283,7 @@ func TestPeers_StoppedPeerEndsItsRequestsInFlight(t *testing.T) {
 			}
 			oe := openAIError(t, []byte(msg))
 			if resp.StatusCode != tc.status || oe.Code != "peer_error" ||
-				!strings.Contains(oe.Message, "peer p hung: its health check got no answer within 50ms 3 times in a row") {
+				!strings.Contains(oe.Message, "peer p hung: its health check got no answer within 250ms 3 times in a row") {
 				t.Fatalf("%d %s; want %d, a peer_error saying the peer hung", resp.StatusCode, b, tc.status)
 			}
 		})
