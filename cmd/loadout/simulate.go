@@ -673,8 +673,12 @@ func printBounds(w io.Writer, r *sim.Report) {
 		}
 	}
 	if lb := r.LoadBound; lb != nil {
-		fmt.Fprintf(w, "load-time bounds, requests served in arrival order: at least %s (flow bound, Berger et al. 2018), %s achievable (%d loads, size- and cost-aware Belady)\n",
-			sim.FormatSeconds(lb.Lower), sim.FormatSeconds(lb.Feasible), lb.FeasibleLoads)
+		loads := "loads"
+		if lb.FeasibleLoads == 1 {
+			loads = "load"
+		}
+		fmt.Fprintf(w, "load-time bounds, requests served in arrival order: at least %s (flow bound, Berger et al. 2018), %s achievable (%d %s, size- and cost-aware Belady)\n",
+			sim.FormatSeconds(lb.Lower), sim.FormatSeconds(lb.Feasible), lb.FeasibleLoads, loads)
 	}
 	if len(r.Runs) > 0 {
 		if _, what, ok := r.RatioToBound(r.Runs[0]); ok {

@@ -398,6 +398,9 @@ models:
 					t.Errorf("the %s report holds NaN or Inf:\n%s", what, out)
 				}
 			}
+			if tc.errors == 0 && strings.Contains(out, "achievable (") && !strings.Contains(out, "achievable (1 load, ") {
+				t.Errorf("the load bound of one request is not one load, in the singular:\n%s", out)
+			}
 		})
 	}
 }
