@@ -27,8 +27,8 @@ const (
 	reuseLeads = 0.7
 )
 
-// The orders that are not an estimator's: estimator's answers for the
-// LRU expert.
+// What estimator answers for the LRU expert: orders that are no
+// estimator's.
 const (
 	estLRU   = -1 // LRU's: every value 0
 	estReuse = -2 // the order of reuse: values are urgencies
