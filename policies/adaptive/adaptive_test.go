@@ -16,19 +16,11 @@ var nativeSwapper = policytest.NativeSwapperOf(New)
 // runLearnsFrequency: on skewed traffic over two slots the router learns to
 // keep the hot model, which LRU (its start, and prioritylru's order)
 // evicts for every rare request: far fewer cold loads of it, and a plan
-// that evicts the rare model used last over the hot one used before it.
+// that evicts the rare model used last over the hot one used before it
+// (policytest.KeepsTheHotModel; learning takes a few rounds, so up to 5
+// loads of hot).
 func runLearnsFrequency(t *testing.T, mk policytest.MakeSwapper) {
-	b := policytest.NewBox(t, mk, `{}`, 2, "hot", "r1", "r2", "r3")
-	b.AskAll(policytest.Skewed(30))
-	if b.Loads["hot"] > 5 {
-		t.Errorf("hot loaded %d times in 30 rounds (LRU loads it every round): %v", b.Loads["hot"], b.Loads)
-	}
-	// Now hot was used before the last rare model: LRU would evict hot.
-	b.Ask("hot")
-	b.Ask("r1")
-	if got := b.Evicts("r2"); !slices.Equal(got, []string{"r1"}) {
-		t.Errorf("plan for r2 evicts %v, want [r1] (the hot model stays)", got)
-	}
+	policytest.KeepsTheHotModel(t, mk, 5)
 }
 
 // runFollowsMovingWorkingSets: after learning to keep a frequent model,

@@ -34,18 +34,10 @@ func keep(s **swapper, wrap func(*swapper) sdk.Swapper) policytest.MakeSwapper {
 
 // runKeepsThePopularModel: on skewed traffic over two slots the router
 // keeps the hot model, which LRU evicts for every rare request, and a
-// plan evicts the rare model used last over the hot one used before it.
+// plan evicts the rare model used last over the hot one used before it
+// (policytest.KeepsTheHotModel, at most 3 loads of hot).
 func runKeepsThePopularModel(t *testing.T, mk policytest.MakeSwapper) {
-	b := policytest.NewBox(t, mk, `{}`, 2, "hot", "r1", "r2", "r3")
-	b.AskAll(policytest.Skewed(30))
-	if b.Loads["hot"] > 3 {
-		t.Errorf("hot loaded %d times in 30 rounds (LRU loads it every round): %v", b.Loads["hot"], b.Loads)
-	}
-	b.Ask("hot")
-	b.Ask("r1")
-	if got := b.Evicts("r2"); !slices.Equal(got, []string{"r1"}) {
-		t.Errorf("plan for r2 evicts %v, want [r1] (the hot model stays)", got)
-	}
+	policytest.KeepsTheHotModel(t, mk, 3)
 }
 
 // runForgetsWhatTrafficLeft: after a long phase in which one model was

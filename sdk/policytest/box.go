@@ -147,6 +147,26 @@ func Skewed(rounds int) []string {
 	return seq
 }
 
+// KeepsTheHotModel is the case of a router that weighs how often models
+// are asked for, written once for every such router's tests: on
+// Skewed(30) over two slots ("hot", "r1", "r2", "r3") it loads hot at
+// most maxHot times (LRU: every round, 30), and once hot was asked for
+// before the last rare model — where LRU would evict hot — the plan for r2
+// evicts r1, the rare model used last. Failures are reported on tb.
+func KeepsTheHotModel(tb testing.TB, mk MakeSwapper, maxHot int) {
+	tb.Helper()
+	b := NewBox(tb, mk, `{}`, 2, "hot", "r1", "r2", "r3")
+	b.AskAll(Skewed(30))
+	if b.Loads["hot"] > maxHot {
+		tb.Errorf("hot loaded %d times in 30 rounds, want at most %d (LRU loads it every round): %v", b.Loads["hot"], maxHot, b.Loads)
+	}
+	b.Ask("hot")
+	b.Ask("r1")
+	if got := b.Evicts("r2"); !slices.Equal(got, []string{"r1"}) {
+		tb.Errorf("plan for r2 evicts %v, want [r1] (the hot model stays)", got)
+	}
+}
+
 // swapOnMiss is a Box's scheduler: a request for a ready model is
 // granted; one for another starts the swap the router plans (evicting
 // what the plan names) and waits for it.

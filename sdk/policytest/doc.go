@@ -63,4 +63,7 @@
 //	b := policytest.NewBox(t, policytest.NativeSwapperOf(New), `{}`, 2, "hot", "r1", "r2", "r3")
 //	b.AskAll(policytest.Skewed(30)) // LRU loads hot in every round
 //	if b.Loads["hot"] > 3 { t.Errorf("hot loaded %d times", b.Loads["hot"]) }
+//
+// KeepsTheHotModel is that case whole, for any router that weighs how
+// often models are asked for.
 package policytest
