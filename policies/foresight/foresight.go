@@ -228,11 +228,12 @@ func (s *swapper) orderValue(j int, g float64, d *sdk.ModelDemand) float64 {
 }
 
 // urgency is how soon d's model is expected back, for the order of
-// reuse: 1 / (1 + the box's requests until its next request). A model observed at least
-// twice is expected its last gap after its last request, while no more
-// than one request late; one that is later, back after a long absence
-// (its gap unknown, see OnSwapStart) or seen once is expected as long
-// after now as it has been away (the least recently used goes first).
+// reuse: 1 / (1 + the box's requests until its next request). A model
+// observed at least twice is expected its last gap after its last
+// request, while no more than one request late; one that is later, back
+// after a long absence (its gap unknown, see reuseGap) or seen once is
+// expected as long after now as it has been away (the least recently
+// used goes first).
 // In a cycle of more models than the box holds, the model asked for
 // longest ago is the next asked for, and LRU evicts it every request;
 // this order evicts the one asked for last (Belady's choice), and once
