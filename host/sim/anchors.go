@@ -235,8 +235,9 @@ func (a *arc) replace(inB2 bool) {
 func (a *arc) resident() []int { return slices.Sorted(slices.Values(slices.Concat(a.t1, a.t2))) }
 
 // cacheAnchor is an anchor whose rule is one of sdk/evict's cache types,
-// which the rule's router runs too: S3-FIFO (Yang et al., SOSP 2023) and
-// SIEVE (Zhang et al., NSDI 2024), fed one request at a time.
+// which the rule's router runs too: S3-FIFO (Yang et al., SOSP 2023),
+// SIEVE (Zhang et al., NSDI 2024) and GDSF (Cherkasova, HP Labs
+// HPL-98-69, 1998), fed one request at a time.
 type cacheAnchor struct {
 	c interface {
 		Access(int) bool
@@ -247,6 +248,11 @@ type cacheAnchor struct {
 func newS3FIFO(k int) cacheAnchor { return cacheAnchor{evict.NewS3FIFO[int](k)} }
 
 func newSIEVE(k int) cacheAnchor { return cacheAnchor{evict.NewSIEVE[int](k)} }
+
+// newGDSF weighs model m by cost[m], its load time (one slot each).
+func newGDSF(k int, cost []float64) cacheAnchor {
+	return cacheAnchor{evict.NewGDSF(k, func(m int) float64 { return cost[m] })}
+}
 
 func (a cacheAnchor) access(x, _ int, _ float64) bool { return a.c.Access(x) }
 
@@ -345,48 +351,6 @@ func (c *leCaR) reward(toLRU bool, at, i int) {
 }
 
 func (c *leCaR) resident() []int { return sortedKeys(c.res) }
-
-// gdsf is Greedy-Dual-Size-Frequency (Cherkasova, "Improving WWW Proxies
-// Performance with Greedy-Dual-Size-Frequency Caching Policy", HP Labs
-// HPL-98-69, 1998): each resident model has H = L + F·cost/size, F its
-// requests since it was loaded, cost its load time, size one slot; the
-// model of least H is evicted (ties to the least recent) and L, the
-// inflation that ages the others, becomes its H.
-type gdsf struct {
-	k    int
-	cost []float64
-	l    float64
-	h    map[int]float64
-	f    map[int]int
-	last map[int]int
-}
-
-func newGDSF(k int, cost []float64) *gdsf {
-	return &gdsf{k: k, cost: cost, h: map[int]float64{}, f: map[int]int{}, last: map[int]int{}}
-}
-
-func (c *gdsf) access(m, i int, _ float64) bool {
-	_, hit := c.h[m]
-	if !hit {
-		if len(c.h) == c.k {
-			victim := -1
-			for _, r := range c.resident() {
-				if victim < 0 || c.h[r] < c.h[victim] || (c.h[r] == c.h[victim] && c.last[r] < c.last[victim]) {
-					victim = r
-				}
-			}
-			c.l = c.h[victim]
-			delete(c.h, victim)
-		}
-		c.f[m] = 0
-	}
-	c.f[m]++
-	c.h[m] = c.l + float64(c.f[m])*c.cost[m]
-	c.last[m] = i
-	return !hit
-}
-
-func (c *gdsf) resident() []int { return sortedKeys(c.h) }
 
 func sortedKeys[V any](m map[int]V) []int {
 	out := make([]int, 0, len(m))

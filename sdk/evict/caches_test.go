@@ -26,7 +26,7 @@ func TestS3FIFO_PromotesRepeated(t *testing.T) {
 	}
 }
 
-// cache is what the equivalence test drives: S3FIFO and SIEVE.
+// cache is what the equivalence test drives: S3FIFO, SIEVE and GDSF.
 type cache interface {
 	Access(int) bool
 	Hit(int, int)
@@ -39,8 +39,8 @@ type cache interface {
 
 // What a router reads (Order's first key) and records (Evicted) is what
 // the anchor does (Access): on random sequences over slot counts from 1
-// to 40, a cache driven by Order and Evicted, as the s3fifo and sieve
-// routers drive theirs when their first choice is always free, holds the
+// to 40, a cache driven by Order and Evicted, as the s3fifo, sieve and
+// gdsf routers drive theirs when their first choice is always free, holds the
 // same keys as one driven by Access after every request, and misses on
 // the same requests.
 func TestCaches_OrderAndEvictedFollowAccess(t *testing.T) {
@@ -50,6 +50,7 @@ func TestCaches_OrderAndEvictedFollowAccess(t *testing.T) {
 	}{
 		{"S3-FIFO", func(n int) cache { return NewS3FIFO[int](n) }},
 		{"SIEVE", func(n int) cache { return NewSIEVE[int](n) }},
+		{"GDSF", func(n int) cache { return NewGDSF(n, func(k int) float64 { return float64(1 + k%3) }) }},
 	} {
 		r := rand.New(rand.NewPCG(1, 2))
 		for slots := 1; slots <= 40; slots++ {
@@ -221,5 +222,44 @@ func TestSIEVE_MatchesThePaper(t *testing.T) {
 				t.Fatalf("slots %d, request %d (key %d): missed=%v, the paper's SIEVE missed=%v", slots, i, k, got, want)
 			}
 		}
+	}
+}
+
+// GDSF keeps the model that is expensive to load: a (10 s) outlives b and
+// c (1 s each), which LRU would have kept, and evicting c (H = L + 1·1 =
+// 2, after b's eviction set L to 1) ages the rest to L = 2.
+func TestGDSF_KeepsCostly(t *testing.T) {
+	cost := map[string]float64{"a": 10, "b": 1, "c": 1}
+	c := NewGDSF(2, func(k string) float64 { return cost[k] })
+	misses := 0
+	for _, k := range strings.Fields("a b c b") {
+		if c.Access(k) {
+			misses++
+		}
+	}
+	if misses != 4 || !c.Contains("a") || !c.Contains("b") {
+		t.Fatalf("%d misses holding %v, want 4 holding a and b", misses, c.h)
+	}
+	if c.l != 2 {
+		t.Fatalf("L = %v, want 2 (c's H when evicted)", c.l)
+	}
+}
+
+// A key evicted out of GDSF's order (the router's first choice was busy)
+// ages the others only as GDSF's own choice would have: L becomes the
+// least H held, not the victim's larger one.
+func TestGDSF_EvictedOutOfOrder(t *testing.T) {
+	c := NewGDSF[string](3, nil)
+	for _, k := range strings.Fields("a b b b c c") {
+		c.Access(k)
+	}
+	c.Evicted("b") // H 3; a's is 1
+	if c.l != 1 || c.Contains("b") || !c.Contains("a") {
+		t.Fatalf("after evicting b: L = %v, held %v; want L 1, a and c held", c.l, c.h)
+	}
+	var order []string
+	c.Order(func(k string) bool { order = append(order, k); return true })
+	if !slices.Equal(order, []string{"a", "c"}) {
+		t.Fatalf("order %v, want [a c]", order)
 	}
 }

@@ -24,11 +24,11 @@
 // model's entry in the demand list (Demand, Requests), and a router's own
 // state per model kept in the demand list's order (Rows).
 //
-// S3FIFO and SIEVE are two classical cache rules' state, one type each
-// for both of its users: `loadout simulate`'s anchor feeds it a model
-// sequence (Access), and the s3fifo or sieve router feeds it the demand
-// counts at swaps and reads its eviction order (Hit, Admit, Order,
-// Evicted).
+// S3FIFO, SIEVE and GDSF are three classical cache rules' state, one
+// type each for both of its users: `loadout simulate`'s anchor feeds it a
+// model sequence (Access), and the s3fifo, sieve or gdsf router feeds it
+// the demand counts at swaps and reads its eviction order (Hit, Admit,
+// Order, Evicted).
 //
 // It compiles to wasip1 and allocates nothing per plan once its scratch
 // space has grown (in Go compiled to Wasm an allocation costs ~1.3 µs,
