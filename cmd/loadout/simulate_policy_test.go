@@ -221,7 +221,7 @@ func TestSimulate_ForesightWaitsWhereItIsFree(t *testing.T) {
 // as unavailable).
 func TestSimulate_PlacingRoutersKeepConstraints(t *testing.T) {
 	if testing.Short() {
-		t.Skip("replays a 1445-request workload six times")
+		t.Skip("replays a 1445-request workload seven times")
 	}
 	box := strings.Replace(repoFile(t, "testdata/simulate/eight-models.yaml"),
 		"options: {load_time: 6s,", "gpus: [1]\n    options: {load_time: 6s,", 1)
@@ -229,9 +229,9 @@ func TestSimulate_PlacingRoutersKeepConstraints(t *testing.T) {
 		t.Fatal("the box's m1 was not pinned: testdata/simulate/eight-models.yaml changed")
 	}
 	trace := repoFile(t, "testdata/traces/conv-zipf8-5m.csv")
-	rep := replayJSON(t, box, trace, simulateOptions{rate: 0.02, compare: []string{"router=prioritylru,ollama,adaptive,foresight,s3fifo,sieve"}})
-	if len(rep.Runs) != 6 {
-		t.Fatalf("%d runs, want 6", len(rep.Runs))
+	rep := replayJSON(t, box, trace, simulateOptions{rate: 0.02, compare: []string{"router=prioritylru,ollama,adaptive,foresight,s3fifo,sieve,gdsf"}})
+	if len(rep.Runs) != 7 {
+		t.Fatalf("%d runs, want 7", len(rep.Runs))
 	}
 	for _, r := range rep.Runs {
 		if r.Errors != 0 || r.Completed != r.Requests {
@@ -240,15 +240,16 @@ func TestSimulate_PlacingRoutersKeepConstraints(t *testing.T) {
 	}
 }
 
-// TestSimulate_CacheRoutersMatchTheirAnchors: the s3fifo and sieve
+// TestSimulate_CacheRoutersMatchTheirAnchors: the s3fifo, sieve and gdsf
 // routers, fed only what a router sees (the host's request counts at
 // swaps), replayed on a trace's model sequence through the run loop, make
 // their anchors' cold loads exactly, on the eight-model box (four equal
 // slots) for the two committed Azure traces and on the production
-// sample's box; one rule (sdk/evict's S3FIFO, SIEVE) under each pair.
+// sample's box; one rule (sdk/evict's S3FIFO, SIEVE, GDSF) under each
+// pair.
 func TestSimulate_CacheRoutersMatchTheirAnchors(t *testing.T) {
 	if testing.Short() {
-		t.Skip("replays three traces twice")
+		t.Skip("replays three traces three times")
 	}
 	for _, tc := range []struct {
 		name, config, trace string
@@ -258,16 +259,16 @@ func TestSimulate_CacheRoutersMatchTheirAnchors(t *testing.T) {
 		{"prod-sample", "testdata/simulate/prod-sample.yaml", "testdata/traces/prod-sample.csv"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			o := simulateOptions{rate: 1, sequence: true, compare: []string{"router=s3fifo,sieve"}}
+			o := simulateOptions{rate: 1, sequence: true, compare: []string{"router=s3fifo,sieve,gdsf"}}
 			rep := replayJSON(t, repoFile(t, tc.config), repoFile(t, tc.trace), o)
-			if rep.Bounds == nil || len(rep.Runs) != 2 {
-				t.Fatalf("%d runs, bounds %v: want two runs and the anchors", len(rep.Runs), rep.Bounds)
+			if rep.Bounds == nil || len(rep.Runs) != 3 {
+				t.Fatalf("%d runs, bounds %v: want three runs and the anchors", len(rep.Runs), rep.Bounds)
 			}
 			anchors := map[string]int{}
 			for _, a := range rep.Bounds.Anchors {
 				anchors[a.Name] = a.ColdLoads
 			}
-			for i, name := range []string{sim.AnchorS3FIFO, sim.AnchorSIEVE} {
+			for i, name := range []string{sim.AnchorS3FIFO, sim.AnchorSIEVE, sim.AnchorGDSF} {
 				run := rep.Runs[i]
 				if run.Errors != 0 || run.ColdLoads != anchors[name] {
 					t.Errorf("%s made %d cold loads (%d errors), the %s anchor %d", run.Router, run.ColdLoads, run.Errors, name, anchors[name])

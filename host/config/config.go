@@ -37,13 +37,14 @@ const (
 	// RouterOllama is Ollama's eviction rule on sdk/evict; its settings
 	// carry the placement constraints as prioritylru's do.
 	RouterOllama = "ollama"
-	// RouterAdaptive, RouterForesight, RouterS3FIFO and RouterSIEVE are
-	// the learning routers and the classical cache rules', on sdk/evict
-	// too: the same.
+	// RouterAdaptive, RouterForesight, RouterS3FIFO, RouterSIEVE and
+	// RouterGDSF are the learning routers and the classical cache
+	// rules', on sdk/evict too: the same.
 	RouterAdaptive  = "adaptive"
 	RouterForesight = "foresight"
 	RouterS3FIFO    = "s3fifo"
 	RouterSIEVE     = "sieve"
+	RouterGDSF      = "gdsf"
 )
 
 // placingRouters are the built-in routers that place models themselves
@@ -53,7 +54,7 @@ const (
 // refuses its plans that break them: adaptive and foresight were, and a
 // model pinned with gpus: failed requests under them (TestSimulate_
 // PlacingRoutersKeepConstraints).
-var placingRouters = []string{RouterPrioritylru, RouterOllama, RouterAdaptive, RouterForesight, RouterS3FIFO, RouterSIEVE}
+var placingRouters = []string{RouterPrioritylru, RouterOllama, RouterAdaptive, RouterForesight, RouterS3FIFO, RouterSIEVE, RouterGDSF}
 
 // Config is a loaded, validated configuration: every default applied, every
 // macro substituted, every alias and group resolved. Build one with Load or

@@ -141,7 +141,7 @@ func TestParse_Scenario(t *testing.T) {
 		}},
 		{file: "bad-routing-both.yaml", wantErrs: []string{
 			`bad-routing-both.yaml:6:11: routing.scheduler.wasm: set either use (a built-in scheduler) or wasm (a module), not both`,
-			`bad-routing-both.yaml:7:3: routing.router: want use: NAME (built-in: adaptive, foresight, group, matrix, ollama, prioritylru, s3fifo, sieve) or wasm: PATH`,
+			`bad-routing-both.yaml:7:3: routing.router: want use: NAME (built-in: adaptive, foresight, gdsf, group, matrix, ollama, prioritylru, s3fifo, sieve) or wasm: PATH`,
 		}},
 		{file: "bad-macros.yaml", wantErrs: []string{
 			`bad-macros.yaml:2:3: macros.PORT: PORT is a reserved macro name (PORT, MODEL_ID and PID are set by Loadout)`,

@@ -104,7 +104,7 @@ models:
 		t.Fatalf("RouterSettingsJSON = %s\nwant %s", b, want)
 	}
 	// Every router built on sdk/evict gets them.
-	for _, r := range []string{"ollama", "adaptive", "foresight", "s3fifo", "sieve"} {
+	for _, r := range []string{"ollama", "adaptive", "foresight", "s3fifo", "sieve", "gdsf"} {
 		cfg, errs, _ = parse(t, "routing: {router: {use: "+r+"}}\nmodels: {a: {backend: sim, gpus: [1]}}\n")
 		eq(t, r+" errors", errs, []string(nil))
 		if b, _ := cfg.RouterSettingsJSON(); string(b) != `{"placement":{"models":{"a":{"gpus":[1]}}}}` {

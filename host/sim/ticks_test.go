@@ -197,14 +197,14 @@ func BenchmarkReplay_ThreeWeeks86(b *testing.B) {
 
 // BenchmarkReplay_ThreeWeeks86Routers replays threeWeeks86 (each mix) with
 // fifo and each built-in router that chooses victims (prioritylru, ollama,
-// adaptive, foresight, s3fifo, sieve) through Wasm, ticked on demand: the ≤ 10 s a
+// adaptive, foresight, s3fifo, sieve, gdsf) through Wasm, ticked on demand: the ≤ 10 s a
 // policy target of issue 26 for every router, not only the default one.
 //
 //	go test ./host/sim -run '^$' -bench 'ThreeWeeks86Routers' -benchtime 1x
 func BenchmarkReplay_ThreeWeeks86Routers(b *testing.B) {
 	for _, mix := range []string{"zipf", "uniform"} {
 		trace, models := threeWeeks86(b, mix == "zipf")
-		for _, r := range []string{"prioritylru", "ollama", "adaptive", "foresight", "s3fifo", "sieve"} {
+		for _, r := range []string{"prioritylru", "ollama", "adaptive", "foresight", "s3fifo", "sieve", "gdsf"} {
 			swapperModule(b, r) // built and compiled before the timer
 			b.Run(mix+"/"+r, func(b *testing.B) {
 				for b.Loop() {

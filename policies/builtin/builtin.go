@@ -24,7 +24,7 @@ var modules embed.FS
 // policies/NAME with a main.go, and a test checks that they are these.
 var (
 	schedulers = []string{"fifo"}
-	routers    = []string{"adaptive", "foresight", "group", "matrix", "ollama", "prioritylru", "s3fifo", "sieve"}
+	routers    = []string{"adaptive", "foresight", "gdsf", "group", "matrix", "ollama", "prioritylru", "s3fifo", "sieve"}
 	builtins   = slices.Sorted(slices.Values(append(slices.Clone(schedulers), routers...)))
 )
 

@@ -12,7 +12,7 @@ import (
 
 func TestLookup_Unknown(t *testing.T) {
 	_, err := Lookup("lifo")
-	if err == nil || !strings.Contains(err.Error(), `"lifo"`) || !strings.Contains(err.Error(), "fifo, foresight, group") {
+	if err == nil || !strings.Contains(err.Error(), `"lifo"`) || !strings.Contains(err.Error(), "fifo, foresight, gdsf, group") {
 		t.Errorf("Lookup(lifo) error %v, want one naming it and listing the built-ins", err)
 	}
 }

@@ -37,7 +37,7 @@ type Victim struct {
 }
 
 // NotHigherPriority is the Eligible of prioritylru and every router after
-// it (adaptive, foresight, s3fifo, sieve): a model of higher priority than
+// it (adaptive, foresight, s3fifo, sieve, gdsf): a model of higher priority than
 // the target is never evicted; equal priorities may evict each other.
 // sdk/evict never evicts a pinned one whatever Eligible says.
 func NotHigherPriority(target, m *sdk.ModelInfo) bool { return m.Priority <= target.Priority }

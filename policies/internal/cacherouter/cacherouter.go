@@ -1,6 +1,6 @@
 // Package cacherouter is a router (swapper) policy built from a classical
-// cache rule's state (sdk/evict's S3FIFO and SIEVE): the s3fifo and sieve
-// built-ins are this package with one rule each. The rule's state is fed
+// cache rule's state (sdk/evict's S3FIFO, SIEVE and GDSF): the s3fifo,
+// sieve and gdsf built-ins are this package with one rule each. The rule's state is fed
 // what a router sees of the traffic — the host's request counts at each
 // swap (the optional `demand` import) — and its eviction order is the
 // order sdk/evict's planner evicts in.
@@ -49,6 +49,9 @@ func New[C Cache[C]](policy string, newCache func() C) func(sdk.Host, []byte) (s
 		}
 		s := &swapper[C]{policy: policy, h: h, rules: evict.NewRules(st.Placement, st.Margin), cache: newCache(),
 			seen: map[string]uint64{}, rank: map[string]int{}}
+		if w, ok := any(s.cache).(weighed); ok {
+			w.SetCost(s.cost)
+		}
 		s.plan = evict.Planner{
 			Policy:   policy,
 			Margin:   st.Margin,
@@ -59,6 +62,30 @@ func New[C Cache[C]](policy string, newCache func() C) func(sdk.Host, []byte) (s
 		}
 		return s, nil
 	}
+}
+
+// weighed is a cache whose rule weighs models by what a miss costs
+// (sdk/evict's GDSF): the router gives it Cost.
+type weighed interface {
+	SetCost(func(name string) float64)
+}
+
+// cost is what a miss on model name costs per byte of room it takes: its
+// cold load in seconds (the host's figure: the last measured, else the
+// configured or estimated one; 1 s when it has none) over its VRAM in GiB
+// (the host's estimate; 1 GiB when it has none). On K equal slots every
+// model costs the same, and GDSF is LFU with dynamic aging.
+func (s *swapper[C]) cost(name string) float64 {
+	m, _ := s.h.ModelState(name)
+	sec := float64(m.LoadTime) / 1e9
+	if sec <= 0 {
+		sec = 1
+	}
+	gib := float64(m.EstimatedVRAM) / (1 << 30)
+	if gib <= 0 {
+		gib = 1
+	}
+	return sec / gib
 }
 
 // swapper is a cache rule's router.
@@ -100,17 +127,30 @@ func (s *swapper[C]) Plan(q sdk.PlanRequest) (sdk.Plan, error) {
 }
 
 // update brings c up to the host's counts and running set: a held model
-// asked for since the last count is hit that many times, and a held model
-// no longer running (stopped by its TTL, unloaded, crashed) is out of the
-// cache, as if evicted. With commit, the counts are recorded as counted.
+// asked for since the last count is hit that many times, in the order
+// the host last used them (a rule that breaks ties by recency, as GDSF
+// does, so sees them as they came), and a held model no longer running
+// (stopped by its TTL, unloaded, crashed) is out of the cache, as if
+// evicted. With commit, the counts are recorded as counted.
 func (s *swapper[C]) update(c C, counts []sdk.ModelDemand, running []string, commit bool) {
+	type hit struct {
+		name    string
+		n       int
+		lastUse int64
+	}
+	var hits []hit
 	for _, d := range counts {
 		if n := d.Requests - min(s.seen[d.Name], d.Requests); n > 0 {
-			c.Hit(d.Name, int(n))
+			m, _ := s.h.ModelState(d.Name)
+			hits = append(hits, hit{d.Name, int(n), m.LastUse})
 		}
 		if commit {
 			s.seen[d.Name] = d.Requests
 		}
+	}
+	slices.SortStableFunc(hits, func(a, b hit) int { return cmp.Compare(a.lastUse, b.lastUse) })
+	for _, h := range hits {
+		c.Hit(h.name, h.n)
 	}
 	var gone []string
 	c.Held(func(name string) bool {
