@@ -669,7 +669,12 @@ func printBounds(w io.Writer, r *sim.Report) {
 		}
 		fmt.Fprintf(w, "classical anchors, cold loads (load time): %s\n", strings.Join(parts, ", "))
 		if r.SequenceGap == 0 {
-			fmt.Fprintln(w, "(limits and anchors load in no time and never find a victim busy; --sequence replays a router on their terms)")
+			var routers, rules []string
+			for _, a := range sim.AnchorRouters {
+				routers, rules = append(routers, a.Router), append(rules, a.Anchor)
+			}
+			fmt.Fprintf(w, "(limits and anchors load in no time and never find a victim busy: --sequence replays a router on their terms; routers %s are the %s anchors' rules on the loop's)\n",
+				strings.Join(routers, ", "), strings.Join(rules, ", "))
 		}
 	}
 	if lb := r.LoadBound; lb != nil {

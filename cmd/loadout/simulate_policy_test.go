@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"cmp"
 	"encoding/json"
 	"fmt"
@@ -240,16 +241,21 @@ func TestSimulate_PlacingRoutersKeepConstraints(t *testing.T) {
 	}
 }
 
-// TestSimulate_CacheRoutersMatchTheirAnchors: the s3fifo, sieve and gdsf
-// routers, fed only what a router sees (the host's request counts at
+// TestSimulate_AnchorRoutersMatchTheirAnchors: the routers that run an
+// anchor's rule (sim.AnchorRouters: prioritylru's LRU; s3fifo, sieve and
+// gdsf, fed only what a router sees — the host's request counts at
 // swaps), replayed on a trace's model sequence through the run loop, make
 // their anchors' cold loads exactly, on the eight-model box (four equal
 // slots) for the two committed Azure traces and on the production
 // sample's box; one rule (sdk/evict's S3FIFO, SIEVE, GDSF) under each
-// pair.
-func TestSimulate_CacheRoutersMatchTheirAnchors(t *testing.T) {
+// pair. The plain replay's footnote names them.
+func TestSimulate_AnchorRoutersMatchTheirAnchors(t *testing.T) {
 	if testing.Short() {
-		t.Skip("replays three traces three times")
+		t.Skip("replays three traces four times")
+	}
+	var routers []string
+	for _, a := range sim.AnchorRouters {
+		routers = append(routers, a.Router)
 	}
 	for _, tc := range []struct {
 		name, config, trace string
@@ -259,21 +265,26 @@ func TestSimulate_CacheRoutersMatchTheirAnchors(t *testing.T) {
 		{"prod-sample", "testdata/simulate/prod-sample.yaml", "testdata/traces/prod-sample.csv"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			o := simulateOptions{rate: 1, sequence: true, compare: []string{"router=s3fifo,sieve,gdsf"}}
+			o := simulateOptions{rate: 1, sequence: true, compare: []string{"router=" + strings.Join(routers, ",")}}
 			rep := replayJSON(t, repoFile(t, tc.config), repoFile(t, tc.trace), o)
-			if rep.Bounds == nil || len(rep.Runs) != 3 {
-				t.Fatalf("%d runs, bounds %v: want three runs and the anchors", len(rep.Runs), rep.Bounds)
+			if rep.Bounds == nil || len(rep.Runs) != len(routers) {
+				t.Fatalf("%d runs, bounds %v: want %d runs and the anchors", len(rep.Runs), rep.Bounds, len(routers))
 			}
 			anchors := map[string]int{}
 			for _, a := range rep.Bounds.Anchors {
 				anchors[a.Name] = a.ColdLoads
 			}
-			for i, name := range []string{sim.AnchorS3FIFO, sim.AnchorSIEVE, sim.AnchorGDSF} {
+			for i, a := range sim.AnchorRouters {
 				run := rep.Runs[i]
-				if run.Errors != 0 || run.ColdLoads != anchors[name] {
-					t.Errorf("%s made %d cold loads (%d errors), the %s anchor %d", run.Router, run.ColdLoads, run.Errors, name, anchors[name])
+				if run.Errors != 0 || run.ColdLoads != anchors[a.Anchor] {
+					t.Errorf("%s made %d cold loads (%d errors), the %s anchor %d", run.Router, run.ColdLoads, run.Errors, a.Anchor, anchors[a.Anchor])
 				}
 			}
 		})
+	}
+	var out bytes.Buffer
+	printBounds(&out, &sim.Report{Bounds: &sim.ColdLoads{Slots: 4}})
+	if want := "routers " + strings.Join(routers, ", ") + " are the"; !strings.Contains(out.String(), want) {
+		t.Errorf("the plain replay's footnote %q does not name the routers (%q)", out.String(), want)
 	}
 }

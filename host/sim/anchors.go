@@ -34,6 +34,20 @@ const (
 	AnchorGDSF   = "GDSF"
 )
 
+// AnchorRouters are the anchors whose rule is a built-in router too, and
+// that router: the rule on the run loop's terms (its victim may be busy,
+// requests overlap), where the anchor's figure is on the model
+// sequence's. On a sequence replay (`simulate --sequence`) each router
+// makes its anchor's cold loads exactly (cmd/loadout's
+// TestSimulate_AnchorRoutersMatchTheirAnchors). prioritylru is LRU's
+// (ollama is too, without priorities).
+var AnchorRouters = []struct{ Anchor, Router string }{
+	{AnchorLRU, "prioritylru"},
+	{AnchorS3FIFO, "s3fifo"},
+	{AnchorSIEVE, "sieve"},
+	{AnchorGDSF, "gdsf"},
+}
+
 // slotCache is an online eviction rule over k equal slots. access serves
 // model m (a dense index) at position i of the sequence and time t
 // (seconds) and says whether it missed; resident lists what it holds.

@@ -29,7 +29,7 @@
 // (its TTL, an unload, a crash) leaves as if evicted. On a replay of a
 // trace's model sequence (`simulate --sequence`) on equal slots it makes
 // the GDSF anchor's cold loads exactly
-// (TestSimulate_CacheRoutersMatchTheirAnchors).
+// (TestSimulate_AnchorRoutersMatchTheirAnchors).
 //
 // # What it does when a model must load
 //

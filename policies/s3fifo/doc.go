@@ -27,7 +27,7 @@
 // at once. A model that stops for another reason (its TTL, an unload, a
 // crash) leaves the queues as if evicted. On a replay of a trace's model
 // sequence (`simulate --sequence`) it makes the S3-FIFO anchor's cold
-// loads exactly (TestSimulate_CacheRoutersMatchTheirAnchors).
+// loads exactly (TestSimulate_AnchorRoutersMatchTheirAnchors).
 //
 // # What it does when a model must load
 //

@@ -27,7 +27,7 @@
 // reason (its TTL, an unload, a crash) leaves the queue as if evicted. On
 // a replay of a trace's model sequence (`simulate --sequence`) it makes
 // the SIEVE anchor's cold loads exactly
-// (TestSimulate_CacheRoutersMatchTheirAnchors).
+// (TestSimulate_AnchorRoutersMatchTheirAnchors).
 //
 // # What it does when a model must load
 //
