@@ -76,6 +76,9 @@ type server struct {
 	mu   sync.Mutex
 	logs bytes.Buffer
 	exit chan error
+	// exited is closed once the process has exited: what the cleanup
+	// reads, so that a test may take the exit status from exit first.
+	exited chan struct{}
 }
 
 var listenRE = regexp.MustCompile(`msg="loadout serving" listen=(\S+)`)
@@ -90,7 +93,7 @@ func startServer(t testing.TB, configPath string, extra ...string) *server {
 		args = append(args, "--config", configPath)
 	}
 	args = append(args, extra...)
-	s := &server{t: t, cmd: exec.Command(loadoutBin, args...), exit: make(chan error, 1)}
+	s := &server{t: t, cmd: exec.Command(loadoutBin, args...), exit: make(chan error, 1), exited: make(chan struct{})}
 	s.cmd.Env = append(os.Environ(),
 		"LOADOUT_BIN="+loadoutBin,
 		"LOADOUT_E2E_START_PORT="+strconv.Itoa(startPort()),
@@ -114,17 +117,12 @@ func startServer(t testing.TB, configPath string, extra ...string) *server {
 				listening <- m[1]
 			}
 		}
-		s.exit <- s.cmd.Wait()
+		err := s.cmd.Wait()
+		close(s.exited)
+		s.exit <- err
 	}()
 	t.Cleanup(func() {
-		if s.cmd.ProcessState == nil {
-			_ = s.cmd.Process.Signal(syscall.SIGTERM)
-			select {
-			case <-s.exit:
-			case <-time.After(30 * time.Second):
-				_ = s.cmd.Process.Kill()
-			}
-		}
+		s.terminate()
 		if t.Failed() {
 			t.Logf("loadout log:\n%s", s.log())
 		}
@@ -164,6 +162,24 @@ func (s *server) log() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.logs.String()
+}
+
+// terminate sends SIGTERM to the server if it is still running and waits
+// until it exits, killing it after 30 s; one that has exited is left as
+// it is.
+func (s *server) terminate() {
+	select {
+	case <-s.exited:
+		return
+	default:
+	}
+	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-s.exited:
+	case <-time.After(30 * time.Second):
+		_ = s.cmd.Process.Kill()
+		<-s.exited
+	}
 }
 
 // stop sends SIGTERM and waits for a clean exit.

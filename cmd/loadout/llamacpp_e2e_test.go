@@ -182,14 +182,7 @@ func startLlamaCpp(t *testing.T, config string, extra ...string) *server {
 	}
 	s := startServer(t, config, extra...)
 	t.Cleanup(func() {
-		if s.cmd.ProcessState == nil {
-			_ = s.cmd.Process.Signal(syscall.SIGTERM)
-			select {
-			case <-s.exit:
-			case <-time.After(30 * time.Second):
-				_ = s.cmd.Process.Kill()
-			}
-		}
+		s.terminate()
 		noLlamaServersLeft(t)
 	})
 	return s
