@@ -48,6 +48,18 @@
 // bursts' first among equals, as at start-up. At most 64 trials wait for
 // a verdict.
 //
+// A trial judges one eviction among the models the box holds, which the
+// forecast followed so far chose; what an estimator's own choices come
+// to when they compound, none sees. So each estimator also keeps a
+// shadow: the models its own cache would hold in the box's room (the
+// most bytes run at once), played through the models asked for at every
+// swap (between two swaps in the order of their last use), evicting its
+// least value per byte. Misses fade by 0.995 a swap, and where another
+// estimator's shadow has missed more than 5% less than the trials'
+// choice's, the forecast follows it instead (on chat users beside
+// agents, a count of bursts with a half-life of one or four
+// observations, which neither the scores nor the trials pick).
+//
 // # A duel with LRU
 //
 // Where agents move between small working sets, last use orders models

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"math"
+	"slices"
 	"testing"
 
 	"github.com/loadout-dev/loadout/sdk"
@@ -245,4 +247,57 @@ func (f *firstLRULead) OnSwapStart(ev sdk.SwapStartEvent) {
 	}
 	f.swaps++
 	f.swapper.OnSwapStart(ev)
+}
+
+// TestForesight_ForecastFollowsAShadowPastTheMargin: the forecast keeps
+// the trials' choice unless another estimator's own cache missed more
+// than shadowMargin less.
+func TestForesight_ForecastFollowsAShadowPastTheMargin(t *testing.T) {
+	sw, err := New(policytest.NewHost(t), []byte(`{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := sw.(*swapper)
+	trials := s.forecast() // at start-up: bursts' best-scored
+	other := lfu
+	for j := range nEst {
+		s.smiss[j] = 10
+	}
+	s.smiss[other] = 10 * (1 - shadowMargin/2)
+	if got := s.forecast(); got != trials {
+		t.Errorf("a shadow %g%% below the trials' choice's: the forecast follows %d, want the trials' %d", 100*shadowMargin/2, got, trials)
+	}
+	s.smiss[other] = 10 * (1 - 2*shadowMargin)
+	if got := s.forecast(); got != other {
+		t.Errorf("a shadow %g%% below the trials' choice's: the forecast follows %d, want %d", 200*shadowMargin, got, other)
+	}
+}
+
+// TestForesight_ShadowsAreEachEstimatorsOwnCache: on two slots, a model
+// asked for three times and then five others once each — LFU's own cache
+// keeps the first (where LRU's would not) and misses only once on each,
+// the box's room is two models, and the misses are counted.
+func TestForesight_ShadowsAreEachEstimatorsOwnCache(t *testing.T) {
+	var s *swapper
+	mk := func(tb testing.TB, h *policytest.Host, settings string) (policytest.Swapper, error) {
+		sw, err := New(h, []byte(settings))
+		if err == nil {
+			s = sw.(*swapper)
+		}
+		return policytest.NativeSwapper(sw), err
+	}
+	b := policytest.NewBox(t, mk, `{}`, 2, "a", "b", "c", "d", "e", "f")
+	b.AskAll([]string{"a", "a", "a", "b", "c", "d", "e", "f"})
+	if s.room != 2*policytest.SlotVRAM {
+		t.Errorf("room %d bytes, want two slots' %d", s.room, 2*policytest.SlotVRAM)
+	}
+	if got := s.shadow[lfu]; !slices.Contains(got, "a") || !slices.Contains(got, "f") || len(got) != 2 {
+		t.Errorf("LFU's shadow holds %v, want a (asked for three times) and f (the last)", got)
+	}
+	// Six misses (a to f), each swap's older ones times memory: at most
+	// six, at least six times memory to the number of swaps.
+	swaps := b.ColdLoads()
+	if m := s.smiss[lfu]; m > 6 || m < 6*math.Pow(memory, float64(swaps)) {
+		t.Errorf("LFU's shadow missed %g (decayed), want six misses over %d swaps", m, swaps)
+	}
 }

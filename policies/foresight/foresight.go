@@ -89,6 +89,16 @@ type swapper struct {
 	// trials, older ones times memory.
 	trials []evict.Trial
 	loss   [nEst]float64
+	// shadow is, per estimator, the models its own cache would hold
+	// (shadows); smiss its misses there, older ones times memory; room
+	// the shadows' size in bytes, the most the box has run at once;
+	// asks and shm the shadows' scratch: the models asked for since the
+	// last swap, and what the shadows need of each model.
+	shadow [nEst][]string
+	smiss  [nEst]float64
+	room   uint64
+	asks   []asked
+	shm    map[string]shadowModel
 	// idle is the duels' and trials' scratch: the swap's candidates;
 	// alt their values in one order; cand what judge values them by;
 	// victims each estimator's choice.
@@ -138,7 +148,8 @@ func New(h sdk.Host, raw []byte) (sdk.Swapper, error) {
 		return nil, sdksettings.Wrap("foresight settings", err)
 	}
 	s := &swapper{h: h, rules: evict.NewRules(st.Placement, st.Margin), patience: st.Patience,
-		freeWaits: !st.NoFreeWaits, value: map[string]float64{}, alt: map[string]float64{}}
+		freeWaits: !st.NoFreeWaits, value: map[string]float64{}, alt: map[string]float64{},
+		shm: map[string]shadowModel{}}
 	s.w = [nExperts]float64{0.5, 0.5}
 	s.rw = [nRecency]float64{0.5, 0.5}
 	s.best = len(halfLives)*countBursts + len(halfLives) - 1 // longest memory, bursts, until the traffic says otherwise
@@ -393,6 +404,7 @@ func (s *swapper) OnSwapStart(ev sdk.SwapStartEvent) {
 		s.challenge(ev)
 		s.recencyDuels(len(ev.Evict))
 	}
+	s.shadows(ev)
 	n := float64(len(s.counts.List))
 	// Score: each estimator's predicted share of every model asked for.
 	var asked float64
