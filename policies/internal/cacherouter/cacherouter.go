@@ -105,6 +105,17 @@ type swapper[C Cache[C]] struct {
 	// counts is the host's counts, read at the start of Plan or
 	// OnSwapStart.
 	counts sdk.DemandAt
+	// hits is update's scratch: the held models asked for since the last
+	// count.
+	hits []hit
+}
+
+// hit is a held model asked for n times since the last count, and when
+// the host last used it.
+type hit struct {
+	name    string
+	n       int
+	lastUse int64
 }
 
 // Plan decides what must stop before q.Target loads, and where it goes.
@@ -133,23 +144,18 @@ func (s *swapper[C]) Plan(q sdk.PlanRequest) (sdk.Plan, error) {
 // (stopped by its TTL, unloaded, crashed) is out of the cache, as if
 // evicted. With commit, the counts are recorded as counted.
 func (s *swapper[C]) update(c C, counts []sdk.ModelDemand, running []string, commit bool) {
-	type hit struct {
-		name    string
-		n       int
-		lastUse int64
-	}
-	var hits []hit
+	s.hits = s.hits[:0]
 	for _, d := range counts {
 		if n := d.Requests - min(s.seen[d.Name], d.Requests); n > 0 {
 			m, _ := s.h.ModelState(d.Name)
-			hits = append(hits, hit{d.Name, int(n), m.LastUse})
+			s.hits = append(s.hits, hit{d.Name, int(n), m.LastUse})
 		}
 		if commit {
 			s.seen[d.Name] = d.Requests
 		}
 	}
-	slices.SortStableFunc(hits, func(a, b hit) int { return cmp.Compare(a.lastUse, b.lastUse) })
-	for _, h := range hits {
+	slices.SortStableFunc(s.hits, func(a, b hit) int { return cmp.Compare(a.lastUse, b.lastUse) })
+	for _, h := range s.hits {
 		c.Hit(h.name, h.n)
 	}
 	var gone []string
