@@ -1,7 +1,6 @@
 package main
 
 import (
-	"cmp"
 	"math"
 	"slices"
 
@@ -272,13 +271,6 @@ func (s *swapper) forecast() int {
 // follow it.
 const shadowMargin = 0.05
 
-// asked is a model asked for since the last swap, and when the host last
-// used it.
-type asked struct {
-	name    string
-	lastUse int64
-}
-
 // shadows plays the swap into every estimator's shadow: the models asked
 // for since the last swap, in the order the host last used them, the
 // target last. A model a shadow holds is a hit; any other a miss, which
@@ -296,15 +288,12 @@ func (s *swapper) shadows(ev sdk.SwapStartEvent) {
 		}
 	}
 	s.room = max(s.room, held)
-	s.asks = s.asks[:0]
-	for i, m := range s.models.Align(s.counts.List) {
-		if d := &s.counts.List[i]; d.Requests > m.seen && d.Name != ev.Target {
-			info, _ := s.h.ModelState(d.Name)
-			s.asks = append(s.asks, asked{d.Name, info.LastUse})
-		}
+	row := s.models.Align(s.counts.List)
+	s.asks = evict.AskedSince(s.asks, s.h, s.counts.List, func(i int) uint64 { return row[i].seen })
+	if i := slices.IndexFunc(s.asks, func(a evict.Asked) bool { return a.Name == ev.Target }); i >= 0 {
+		s.asks = slices.Delete(s.asks, i, i+1)
 	}
-	slices.SortStableFunc(s.asks, func(a, b asked) int { return cmp.Compare(a.lastUse, b.lastUse) })
-	s.asks = append(s.asks, asked{name: ev.Target})
+	s.asks = append(s.asks, evict.Asked{Name: ev.Target})
 	for j := range nEst {
 		s.smiss[j] *= memory
 		g := s.scale(j)
@@ -313,17 +302,17 @@ func (s *swapper) shadows(ev sdk.SwapStartEvent) {
 			used += s.shadowed(name).bytes
 		}
 		for _, a := range s.asks {
-			if slices.Contains(s.shadow[j], a.name) {
+			if slices.Contains(s.shadow[j], a.Name) {
 				continue
 			}
 			s.smiss[j]++
-			for need := s.shadowed(a.name).bytes; len(s.shadow[j]) > 0 && used+need > s.room; {
+			for need := s.shadowed(a.Name).bytes; len(s.shadow[j]) > 0 && used+need > s.room; {
 				v, vv := 0, math.Inf(1)
 				for i, name := range s.shadow[j] {
 					sm := s.shadowed(name)
 					var x float64 // 0 for a model the host does not count, as in val
 					if sm.d != nil {
-						x = expected(j, g, sm.m, since(sm.d, sm.m), loadCost(sm.d, sm.m)) / float64(sm.bytes)
+						x = s.valueOf(j, g, sm.d) / float64(sm.bytes)
 					}
 					if x < vv {
 						v, vv = i, x
@@ -332,18 +321,17 @@ func (s *swapper) shadows(ev sdk.SwapStartEvent) {
 				used -= s.shadowed(s.shadow[j][v]).bytes
 				s.shadow[j] = slices.Delete(s.shadow[j], v, v+1)
 			}
-			s.shadow[j] = append(s.shadow[j], a.name)
-			used += s.shadowed(a.name).bytes
+			s.shadow[j] = append(s.shadow[j], a.Name)
+			used += s.shadowed(a.Name).bytes
 		}
 	}
 }
 
 // shadowModel is what a shadow needs of a model during one swap: its
-// counts and row (nil for a model the host does not count) and the bytes
-// it takes (its footprint, at least 1).
+// counts (nil for a model the host does not count) and the bytes it takes
+// (its footprint, at least 1).
 type shadowModel struct {
 	d     *sdk.ModelDemand
-	m     *model
 	bytes uint64
 }
 
@@ -355,9 +343,7 @@ func (s *swapper) shadowed(name string) shadowModel {
 	}
 	info, _ := s.h.ModelState(name)
 	sm := shadowModel{bytes: max(footprint(&info), 1)}
-	if d := evict.Demand(s.counts.List, name); d != nil {
-		sm.d, sm.m = d, s.models.Get(name)
-	}
+	sm.d = evict.Demand(s.counts.List, name)
 	s.shm[name] = sm
 	return sm
 }

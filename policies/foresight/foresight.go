@@ -97,7 +97,7 @@ type swapper struct {
 	shadow [nEst][]string
 	smiss  [nEst]float64
 	room   uint64
-	asks   []asked
+	asks   []evict.Asked
 	shm    map[string]shadowModel
 	// idle is the duels' and trials' scratch: the swap's candidates;
 	// alt their values in one order; cand what judge values them by;

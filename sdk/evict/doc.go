@@ -21,8 +21,10 @@
 // foresight) it keeps the machinery they share: duels and trials settled
 // by Belady's rule after the fact (Challenge, Settle, DuelVerdict; Trial,
 // SettleTrials, for many orders judged on one eviction), a
-// model's entry in the demand list (Demand, Requests), and a router's own
-// state per model kept in the demand list's order (Rows).
+// model's entry in the demand list (Demand, Requests), the models asked
+// for since a router's last count in the order of their last use
+// (AskedSince, which the cache routers use too), and a router's own state
+// per model kept in the demand list's order (Rows).
 //
 // S3FIFO, SIEVE and GDSF are three classical cache rules' state, one
 // type each for both of its users: `loadout simulate`'s anchor feeds it a

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/loadout-dev/loadout/sdk"
+	"github.com/loadout-dev/loadout/sdk/policytest"
 )
 
 // demandOf is a demand list naming names (sorted by the caller), every
@@ -72,5 +73,23 @@ func BenchmarkRows_Align(b *testing.B) {
 		for _, p := range r.Align(list) {
 			*p++
 		}
+	}
+}
+
+// AskedSince lists the models whose counts grew, by how much, in the
+// order the host last used them; a count that did not grow, or fell (a
+// model removed and added again), lists nothing.
+func TestAskedSince_InTheOrderOfLastUse(t *testing.T) {
+	h := policytest.NewHost(t,
+		sdk.ModelInfo{Name: "a", LastUse: 30},
+		sdk.ModelInfo{Name: "b", LastUse: 10},
+		sdk.ModelInfo{Name: "c", LastUse: 20},
+		sdk.ModelInfo{Name: "d", LastUse: 5})
+	demand := []sdk.ModelDemand{{Name: "a", Requests: 4}, {Name: "b", Requests: 2}, {Name: "c", Requests: 7}, {Name: "d", Requests: 1}}
+	seen := []uint64{1, 2, 6, 3}
+	got := AskedSince(nil, h, demand, func(i int) uint64 { return seen[i] })
+	want := []Asked{{"c", 1, 20}, {"a", 3, 30}}
+	if !slices.Equal(got, want) {
+		t.Errorf("AskedSince = %v, want %v", got, want)
 	}
 }

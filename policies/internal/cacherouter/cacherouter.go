@@ -105,17 +105,9 @@ type swapper[C Cache[C]] struct {
 	// counts is the host's counts, read at the start of Plan or
 	// OnSwapStart.
 	counts sdk.DemandAt
-	// hits is update's scratch: the held models asked for since the last
+	// hits is update's scratch: the models asked for since the last
 	// count.
-	hits []hit
-}
-
-// hit is a held model asked for n times since the last count, and when
-// the host last used it.
-type hit struct {
-	name    string
-	n       int
-	lastUse int64
+	hits []evict.Asked
 }
 
 // Plan decides what must stop before q.Target loads, and where it goes.
@@ -139,24 +131,19 @@ func (s *swapper[C]) Plan(q sdk.PlanRequest) (sdk.Plan, error) {
 
 // update brings c up to the host's counts and running set: a held model
 // asked for since the last count is hit that many times, in the order
-// the host last used them (a rule that breaks ties by recency, as GDSF
-// does, so sees them as they came), and a held model no longer running
+// the host last used them (evict.AskedSince: a rule that breaks ties by
+// recency, as GDSF does, so sees them as they came), and a held model no longer running
 // (stopped by its TTL, unloaded, crashed) is out of the cache, as if
 // evicted. With commit, the counts are recorded as counted.
 func (s *swapper[C]) update(c C, counts []sdk.ModelDemand, running []string, commit bool) {
-	s.hits = s.hits[:0]
-	for _, d := range counts {
-		if n := d.Requests - min(s.seen[d.Name], d.Requests); n > 0 {
-			m, _ := s.h.ModelState(d.Name)
-			s.hits = append(s.hits, hit{d.Name, int(n), m.LastUse})
-		}
-		if commit {
+	s.hits = evict.AskedSince(s.hits, s.h, counts, func(i int) uint64 { return s.seen[counts[i].Name] })
+	for _, h := range s.hits {
+		c.Hit(h.Name, int(h.N))
+	}
+	if commit {
+		for _, d := range counts {
 			s.seen[d.Name] = d.Requests
 		}
-	}
-	slices.SortStableFunc(s.hits, func(a, b hit) int { return cmp.Compare(a.lastUse, b.lastUse) })
-	for _, h := range s.hits {
-		c.Hit(h.name, h.n)
 	}
 	var gone []string
 	c.Held(func(name string) bool {
