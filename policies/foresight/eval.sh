@@ -8,8 +8,11 @@
 #	policies/foresight/eval.sh [SET]
 #
 # SET is tune (the workloads the design was iterated on), heldout (the
-# others: seeds and families never looked at while iterating) or all
-# (the default). Generated traces go to $EVAL_DIR (default
+# others: seeds and families never looked at while iterating), all (the
+# default: both) or mixed (24 seeds of the production-like workload of
+# mixed sizes, where the question is the p95 wait against LRU's; run it
+# with ROUTERS=foresight,adaptive,gdsf,s3fifo,sieve,ollama to compare
+# them all). Generated traces go to $EVAL_DIR (default
 # /tmp/foresight-eval) and are reused. Replays run under nice; the
 # three-week ones take a few minutes on two cores.
 #
@@ -161,4 +164,9 @@ if [ "$set_" = heldout ] || [ "$set_" = all ]; then
 	agent code-tenants1-s305 code 30 305 8 -mix tenants -agents 1 -chat-share 0.3
 	agent code-tenants3-s307 code 30 307 4 -mix tenants -agents 3 -chat-share 0.3
 	agent conv-tenants3-s304 conv 30 304 2 -mix tenants -agents 3 -chat-share 0.6
+fi
+if [ "$set_" = mixed ]; then
+	# Added 2026-11-29: where a p95 above LRU's comes from on boxes of
+	# mixed sizes (docs/BENCHMARKS.md, "The p95 on boxes of mixed sizes").
+	for s in $(seq 200 223); do prod "prod-mixed-sample-s$s" prod-mixed-sample "$s"; done
 fi
