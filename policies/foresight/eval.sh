@@ -9,10 +9,10 @@
 #
 # SET is tune (the workloads the design was iterated on), heldout (the
 # others: seeds and families never looked at while iterating), all (the
-# default: both) or mixed (24 seeds of the production-like workload of
-# mixed sizes, where the question is the p95 wait against LRU's; run it
-# with ROUTERS=foresight,adaptive,gdsf,s3fifo,sieve,ollama to compare
-# them all). Generated traces go to $EVAL_DIR (default
+# default: both) or mixed (52 traces on boxes of mixed sizes, where the
+# question is the p95 wait against LRU's; run it with
+# ROUTERS=foresight,adaptive,gdsf,s3fifo,sieve,ollama to compare them
+# all). Generated traces go to $EVAL_DIR (default
 # /tmp/foresight-eval) and are reused. Replays run under nice; the
 # three-week ones take a few minutes on two cores.
 #
@@ -169,4 +169,12 @@ if [ "$set_" = mixed ]; then
 	# Added 2026-11-29: where a p95 above LRU's comes from on boxes of
 	# mixed sizes (docs/BENCHMARKS.md, "The p95 on boxes of mixed sizes").
 	for s in $(seq 200 223); do prod "prod-mixed-sample-s$s" prod-mixed-sample "$s"; done
+	# Held out from the guards tried there (run once, after they were).
+	for s in $(seq 300 315); do prod "prod-mixed-sample-s$s" prod-mixed-sample "$s"; done
+	for s in 300 301 302 303; do prod "prod-mixed-1w-s$s" prod-mixed-1w "$s"; done
+	for s in $(seq 320 327); do
+		src=conv
+		[ $((s % 2)) = 1 ] && src=code
+		azure "$src-zipf8-s$s-mixed@0.02" "$src" zipf 8 "$s" testdata/simulate/mixed-sizes.yaml 0.02
+	done
 fi
