@@ -483,17 +483,22 @@ func TestLlamaCpp_LlamaServerBackend_SwapsAndEstimates(t *testing.T) {
 			t.Fatalf("count_tokens small: %d %s", code, body)
 		}
 		// Ollama's API over the real llama-server's stream: NDJSON lines,
-		// the last with the counts llama-server gave.
+		// the last with the counts and durations llama-server gave (its
+		// timings), from which Ollama's clients work out tokens per second.
 		code, body := s.post("/api/chat", `{"model":"small","options":{"num_predict":8},"messages":[{"role":"user","content":"hello"}]}`)
 		lines := strings.Split(strings.TrimSpace(body), "\n")
 		var last struct {
-			Done            bool
-			DoneReason      string `json:"done_reason"`
-			EvalCount       int    `json:"eval_count"`
-			PromptEvalCount int    `json:"prompt_eval_count"`
+			Done               bool
+			DoneReason         string `json:"done_reason"`
+			EvalCount          int    `json:"eval_count"`
+			PromptEvalCount    int    `json:"prompt_eval_count"`
+			TotalDuration      int64  `json:"total_duration"`
+			PromptEvalDuration int64  `json:"prompt_eval_duration"`
+			EvalDuration       int64  `json:"eval_duration"`
 		}
 		if code != 200 || len(lines) < 2 || json.Unmarshal([]byte(lines[len(lines)-1]), &last) != nil ||
-			!last.Done || last.DoneReason == "" || last.EvalCount < 1 || last.EvalCount > 8 || last.PromptEvalCount < 1 {
+			!last.Done || last.DoneReason == "" || last.EvalCount < 1 || last.EvalCount > 8 || last.PromptEvalCount < 1 ||
+			last.PromptEvalDuration <= 0 || last.EvalDuration <= 0 || last.PromptEvalDuration+last.EvalDuration > last.TotalDuration {
 			t.Fatalf("Ollama chat small: %d %s", code, body)
 		}
 	}

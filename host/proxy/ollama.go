@@ -182,7 +182,7 @@ func (s *Server) ollamaInference(kind int) http.HandlerFunc {
 		r2.Header.Set("Content-Type", "application/json")
 		r2.Header.Del("Accept-Encoding") // the translation reads the answer as it comes
 		setBody(r2, body)
-		ow := &ollamaWriter{w: w, kind: kind, stream: stream, model: asked, start: time.Now(), tools: map[int]*ollamaToolCall{}, limit: maxOllamaHeld}
+		ow := &ollamaWriter{w: w, kind: kind, stream: stream, model: asked, start: time.Now(), ex: exchangeOf(r), tools: map[int]*ollamaToolCall{}, limit: maxOllamaHeld}
 		next(ow, r2)
 		ow.finish()
 	}
@@ -446,6 +446,13 @@ type ollamaWriter struct {
 	stream bool      // the client asked for NDJSON lines
 	model  string    // the name the client asked for, in every line
 	start  time.Time // for total_duration
+	// ex is the request's exchange: its load wait and its response's
+	// usage meter (sent, first token, last) give the final line's
+	// durations (durations); nil where no request is proxied (tests).
+	ex *exchange
+	// timings is the model server's own account of its work, when its
+	// answer carries one (llama-server's "timings").
+	timings *serverTimings
 
 	status int
 	sse    bool   // the answer is an SSE stream being translated
@@ -542,6 +549,9 @@ func (o *ollamaWriter) event(data string) error {
 	if ch.Usage != nil {
 		o.usage.Prompt, o.usage.Completion = ch.Usage.PromptTokens, ch.Usage.CompletionTokens
 	}
+	if ch.Timings != nil {
+		o.timings = ch.Timings
+	}
 	for _, c := range ch.Choices {
 		if c.FinishReason != "" {
 			o.reason = c.FinishReason
@@ -622,13 +632,53 @@ func (o *ollamaWriter) chunk(text, thinking string, calls []ollamaToolCall, done
 			reason = "stop"
 		}
 		out["done_reason"] = reason
-		out["total_duration"] = time.Since(o.start).Nanoseconds()
-		out["load_duration"] = 0
+		o.durations(out)
 		out["prompt_eval_count"] = o.usage.Prompt
 		out["eval_count"] = o.usage.Completion
 	}
 	return out
 }
+
+// durations sets the final line's timings, in nanoseconds as Ollama's
+// API gives them (its docs/api.md, "Response"): total_duration, from the
+// request's arrival; load_duration, the part of its wait its model spent
+// loading or waking (0 for a model that was ready); and how long the
+// model server took over the prompt (prompt_eval_duration) and over the
+// answer (eval_duration), from which clients work out tokens per second.
+// Those two are the server's own figures where its answer carries them
+// (llama-server's timings.prompt_ms and predicted_ms); else, for a
+// stream, the time from sending the request to its first token and from
+// that to its last; for an answer sent whole, whose first token is not
+// seen, the whole time it took goes to eval_duration. A duration that is
+// unknown or 0 is left out, as Ollama's own server leaves out a 0
+// (omitempty), so that no client divides by it.
+func (o *ollamaWriter) durations(out map[string]any) {
+	out["total_duration"] = time.Since(o.start).Nanoseconds()
+	var load, prompt, eval time.Duration
+	if o.ex != nil {
+		load = o.ex.loadWait
+		if u := o.ex.usage; u != nil && !u.sent.IsZero() && !u.first.IsZero() {
+			if u.stream {
+				prompt, eval = u.first.Sub(u.sent), u.last.Sub(u.first)
+			} else {
+				eval = u.last.Sub(u.sent)
+			}
+		}
+	}
+	if t := o.timings; t != nil && t.PromptMS > 0 && t.PredictedMS > 0 {
+		prompt, eval = msDuration(t.PromptMS), msDuration(t.PredictedMS)
+	}
+	out["load_duration"] = load.Nanoseconds()
+	if prompt > 0 {
+		out["prompt_eval_duration"] = prompt.Nanoseconds()
+	}
+	if eval > 0 {
+		out["eval_duration"] = eval.Nanoseconds()
+	}
+}
+
+// msDuration is ms milliseconds.
+func msDuration(ms float64) time.Duration { return time.Duration(ms * float64(time.Millisecond)) }
 
 // line writes v as one NDJSON line.
 func (o *ollamaWriter) line(v any) error {
@@ -709,12 +759,17 @@ func (o *ollamaWriter) translate(a *openAIAnswer) []byte {
 		if a.Usage != nil {
 			prompt = a.Usage.PromptTokens
 		}
+		var load time.Duration
+		if o.ex != nil {
+			load = o.ex.loadWait
+		}
 		out = map[string]any{"model": o.model, "embeddings": vecs, "total_duration": time.Since(o.start).Nanoseconds(),
-			"load_duration": 0, "prompt_eval_count": prompt}
+			"load_duration": load.Nanoseconds(), "prompt_eval_count": prompt}
 	default:
 		if a.Usage != nil {
 			o.usage.Prompt, o.usage.Completion = a.Usage.PromptTokens, a.Usage.CompletionTokens
 		}
+		o.timings = a.Timings
 		var text, thinking string
 		var calls []ollamaToolCall
 		if len(a.Choices) > 0 {
@@ -766,6 +821,17 @@ type openAIAnswer struct {
 		CompletionTokens int `json:"completion_tokens"`
 	} `json:"usage"`
 	Error json.RawMessage `json:"error"`
+	// Timings is llama-server's account of the request (its final
+	// chunk's, or its whole answer's, "timings"); nil from other servers.
+	Timings *serverTimings `json:"timings"`
+}
+
+// serverTimings is what Ollama's translation reads of llama-server's
+// "timings" object (tools/server's response): the milliseconds spent on
+// the prompt and on the tokens predicted.
+type serverTimings struct {
+	PromptMS    float64 `json:"prompt_ms"`
+	PredictedMS float64 `json:"predicted_ms"`
 }
 
 // errorMessage is the answer's error message, "" when it is no error.

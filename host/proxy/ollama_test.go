@@ -1,8 +1,10 @@
 package proxy
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -397,4 +399,86 @@ func FuzzOllamaWriter(f *testing.F) {
 			}
 		}
 	})
+}
+
+// Through the proxy: the final line's durations are what happened, as
+// Ollama's clients work out tokens per second from them — the load the
+// request waited for, the model server's time to its first token and
+// from there to its last; a model already loaded has no load.
+func TestOllama_Durations(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	chat := request{path: "/api/chat", body: `{"model":"a","messages":[{"role":"user","content":"hi"}]}`,
+		headers: map[string]string{"X-Test-Mode": "gated"}}
+	// ask sends chat and returns its final line, the model server's
+	// second and third chunks sent once the client has the first.
+	ask := func(started func()) map[string]any {
+		resp := make(chan *http.Response, 1)
+		go func() { resp <- e.send(chat) }()
+		started()
+		r := <-resp
+		defer r.Body.Close()
+		br := bufio.NewReader(r.Body)
+		if _, err := br.ReadString('\n'); err != nil {
+			t.Fatalf("first line: %v", err)
+		}
+		e.world.stepOne(t)
+		e.world.stepOne(t)
+		rest, _ := io.ReadAll(br)
+		got := lines(t, string(rest))
+		return got[len(got)-1]
+	}
+	ns := func(m map[string]any, key string) time.Duration {
+		v, _ := m[key].(float64)
+		return time.Duration(v)
+	}
+	open := e.world.gate("a")
+	cold := ask(func() {
+		e.world.expect(t, "start a") // the request waits on a's load
+		open()
+	})
+	load, prompt, eval, total := ns(cold, "load_duration"), ns(cold, "prompt_eval_duration"), ns(cold, "eval_duration"), ns(cold, "total_duration")
+	if cold["done"] != true || load <= 0 || prompt <= 0 || eval <= 0 || load+prompt+eval > total {
+		t.Fatalf("a cold load's final line: %v; want load, prompt and eval durations above 0, together within the total", cold)
+	}
+
+	warm := ask(func() {})
+	if ns(warm, "load_duration") != 0 || ns(warm, "eval_duration") <= 0 {
+		t.Errorf("a loaded model's final line: %v; want no load, an eval duration", warm)
+	}
+}
+
+// llama-server's own timings, where its answer carries them, are the
+// durations; an answer sent whole, whose first token is not seen, gives
+// its whole time to eval_duration and none to the prompt (left out, as
+// Ollama leaves out a 0, so no client divides by it).
+func TestOllamaWriter_Durations(t *testing.T) {
+	sent := time.Now().Add(-3 * time.Second)
+	ex := &exchange{loadWait: 2 * time.Second, usage: &usage{sent: sent, first: sent.Add(time.Second), last: sent.Add(1500 * time.Millisecond)}}
+	run := func(stream bool, ctype string, pieces ...string) map[string]any {
+		rec := httptest.NewRecorder()
+		o := &ollamaWriter{w: rec, kind: ollamaChat, stream: stream, model: "m", start: sent.Add(-2 * time.Second), ex: ex, tools: map[int]*ollamaToolCall{}, limit: 1 << 20}
+		o.Header().Set("Content-Type", ctype)
+		o.WriteHeader(200)
+		for _, p := range pieces {
+			_, _ = o.Write([]byte(p))
+		}
+		o.finish()
+		got := lines(t, rec.Body.String())
+		return got[len(got)-1]
+	}
+	ex.usage.stream = true
+	got := run(true, "text/event-stream",
+		`data: {"choices":[{"delta":{"content":"a"},"finish_reason":"stop"}],"timings":{"prompt_n":5,"prompt_ms":12.5,"predicted_n":1,"predicted_ms":40}}`+"\n\ndata: [DONE]\n\n")
+	if got["load_duration"] != 2e9 || got["prompt_eval_duration"] != 12.5e6 || got["eval_duration"] != 40e6 {
+		t.Errorf("llama-server's timings: %v", got)
+	}
+	got = run(true, "text/event-stream", `data: {"choices":[{"delta":{"content":"a"},"finish_reason":"stop"}]}`+"\n\ndata: [DONE]\n\n")
+	if got["prompt_eval_duration"] != 1e9 || got["eval_duration"] != 0.5e9 {
+		t.Errorf("a stream without timings: %v; want the first token's time and the rest", got)
+	}
+	ex.usage.stream = false
+	got = run(false, "application/json", `{"choices":[{"message":{"content":"a"},"finish_reason":"stop"}]}`)
+	if _, ok := got["prompt_eval_duration"]; ok || got["eval_duration"] != 1.5e9 {
+		t.Errorf("a whole answer without timings: %v; want its whole time as eval_duration, no prompt_eval_duration", got)
+	}
 }
