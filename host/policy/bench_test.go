@@ -287,6 +287,28 @@ func BenchmarkDeadline_ReusedTimer(b *testing.B) {
 	_ = started
 }
 
+// BenchmarkDeadline_CPUClock is the mechanism the instances use
+// (deadline): the reused timer, the call locked to its thread and that
+// thread's id read, under a lock; its CPU clock is read only when a
+// budget runs out, which it never does here.
+func BenchmarkDeadline_CPUClock(b *testing.B) {
+	fn, ctx := deadlineBench(b, true)
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	d := newDeadline(cancel)
+	stack := []uint64{0}
+	for range b.N {
+		d.start(DefaultCallTimeout)
+		err := fn.CallWithStack(cctx, stack)
+		if d.stop() {
+			b.Fatal("deadline fired")
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 // BenchmarkScheduler_UnhealthyCall is what a call to a disabled policy
 // costs.
 func BenchmarkScheduler_UnhealthyCall(b *testing.B) {

@@ -3,7 +3,6 @@ package policy
 import (
 	"context"
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/loadout-dev/loadout/sdk"
@@ -28,11 +27,11 @@ func callerOf(ctx context.Context) *instance {
 // reuses: the guest's buffer addresses, the export handles, the
 // parameter/result stack and the deadline machinery.
 //
-// The deadline: ctx is cancelled by timer, which is armed (Reset) when a
-// call starts and stopped when it returns. wazero, configured with
+// The deadline: ctx is cancelled by clock (deadline), which is started
+// when a call starts and stopped when it returns. wazero, configured with
 // WithCloseOnContextDone, watches ctx during every call and closes the
 // module when it is cancelled; compiled code checks for that at every loop
-// back-edge, so even `for {}` stops. A fired timer means the instance is
+// back-edge, so even `for {}` stops. A call stopped means the instance is
 // discarded, so the ctx never needs to be made again. See docs/RATIONALE.md,
 // "Per-call deadline mechanism", for why this beats context.WithTimeout.
 type instance struct {
@@ -45,14 +44,9 @@ type instance struct {
 	inAddr, inCap, outAddr, outCap uint32
 	stack                          [1]uint64 // params and results of an event export
 
-	ctx     context.Context
-	cancel  context.CancelFunc
-	timer   *time.Timer
-	armed   bool          // timer is pending
-	expired bool          // timer fired: the call overran
-	left    time.Duration // deadline budget left when the current stretch started
-	started time.Time     // when the current stretch of guest time started
-	busy    bool          // a call is in progress
+	ctx   context.Context
+	clock *deadline // the calls' deadline; cancels ctx
+	busy  bool      // a call is in progress
 
 	pure    bool         // a swapper whose plan_is_pure returned 1 after init
 	sent    sentSnapshot // what snapshot_delta last sent this instance
@@ -67,55 +61,24 @@ func newInstance(sv *supervisor) *instance {
 	in := &instance{sv: sv, out: new(guestOutput)}
 	base, cancel := context.WithCancel(context.Background())
 	in.ctx = context.WithValue(base, instanceKey{}, in)
-	in.cancel = cancel
-	in.timer = time.AfterFunc(math.MaxInt64, cancel)
-	in.timer.Stop()
+	in.clock = newDeadline(cancel)
 	return in
 }
 
-// start begins a stretch of guest time with budget d.
-func (in *instance) start(d time.Duration) {
-	in.left = d
-	in.started = time.Now()
-	in.timer.Reset(d)
-	in.armed = true
-}
+// start begins a stretch of guest time with budget d (deadline.start).
+func (in *instance) start(d time.Duration) { in.clock.start(d) }
 
 // pause stops the deadline clock, while the guest waits on the host for
 // something that is not its fault (a nested swapper plan).
-func (in *instance) pause() {
-	if !in.armed {
-		return
-	}
-	in.armed = false
-	if !in.timer.Stop() {
-		in.expired = true
-		return
-	}
-	in.left -= time.Since(in.started)
-}
+func (in *instance) pause() { in.clock.pause() }
 
 // resume restarts the clock stopped by pause with what is left of the
 // budget.
-func (in *instance) resume() {
-	if in.expired || in.armed {
-		return
-	}
-	in.started = time.Now()
-	in.timer.Reset(in.left) // fires at once if nothing is left
-	in.armed = true
-}
+func (in *instance) resume() { in.clock.resume() }
 
-// stop ends the call's deadline clock and reports whether it fired.
-func (in *instance) stop() (overran bool) {
-	if in.armed {
-		in.armed = false
-		if !in.timer.Stop() {
-			in.expired = true
-		}
-	}
-	return in.expired
-}
+// stop ends the call's deadline clock and reports whether the call was
+// stopped: it overran.
+func (in *instance) stop() (overran bool) { return in.clock.stop() }
 
 // instantiate makes the instance live: instantiate the compiled module
 // (running _initialize) or take the module's spare instance, where that
@@ -267,9 +230,7 @@ func (in *instance) statusText(status uint32) string {
 // close discards the instance: stops its timer, cancels its ctx and closes
 // the module, releasing its memory.
 func (in *instance) close() {
-	in.timer.Stop()
-	in.armed = false
-	in.cancel()
+	in.clock.close()
 	if in.mod != nil {
 		_ = in.mod.Close(context.Background())
 	}
