@@ -34,6 +34,10 @@ const Version = "0.1.0"
 // value is not usable: call New. Close stops every server.
 type Backend struct {
 	log *slog.Logger
+	// Estimator, when set before the backend serves, estimates a model
+	// server's memory from its command line (Estimate); nil: every
+	// estimate is unknown.
+	Estimator CommandEstimator
 
 	mu     sync.Mutex
 	procs  map[string]*process // by model id; an exited one stays until restarted
@@ -182,10 +186,32 @@ func (b *Backend) Health(ctx context.Context, model string) (plugins.Health, err
 	return h, nil
 }
 
-// Estimate implements plugins.Backend: a command line says nothing about
-// memory, so the estimate is always unknown.
-func (b *Backend) Estimate(context.Context, plugins.ModelSpec) (plugins.Estimate, error) {
-	return plugins.Estimate{}, nil
+// CommandEstimator estimates the memory of a model server run by a command
+// line: argv is its words (${MODEL_ID} substituted, ${PORT} as written),
+// env the model's env entries (KEY=VALUE), devices the GPUs it will have
+// (0: unplaced yet). An estimate not Known, with no error, is a command it
+// cannot tell; an error, one it could tell but for a bad value or file.
+// cmd/loadout sets llama-server's (llamaserver.EstimateCommand), which
+// reads the GGUF file the command names.
+type CommandEstimator func(argv, env []string, devices int) (plugins.Estimate, error)
+
+// Estimate implements plugins.Backend: the Estimator's estimate from the
+// model's command line (split as Start splits it), or unknown where there
+// is none or the command cannot be split. Errors: the Estimator's, with
+// the model's id.
+func (b *Backend) Estimate(_ context.Context, spec plugins.ModelSpec) (plugins.Estimate, error) {
+	if b.Estimator == nil {
+		return plugins.Estimate{}, nil
+	}
+	argv, err := plugins.SplitCommand(strings.ReplaceAll(spec.Cmd, "${MODEL_ID}", spec.Model))
+	if err != nil {
+		return plugins.Estimate{}, nil // Validate and Start report it
+	}
+	e, err := b.Estimator(argv, spec.Env, len(spec.Devices))
+	if err != nil {
+		return plugins.Estimate{}, fmt.Errorf("model %q: %w", spec.Model, err)
+	}
+	return e, nil
 }
 
 // Stats implements plugins.Backend: the pids of the server's process group;
@@ -206,9 +232,11 @@ func (b *Backend) Stats(_ context.Context, model string) (plugins.Stats, error) 
 // options' to say (Sleep answers plugins.ErrNotSupported for one that
 // configures no sleep).
 func (b *Backend) Capabilities(context.Context) (plugins.Capabilities, error) {
-	return plugins.Capabilities{Name: "cmd", Version: Version, Features: []string{
-		plugins.FeatureSleep, plugins.FeatureSleepLevel2, plugins.FeatureResidency,
-	}}, nil
+	features := []string{plugins.FeatureSleep, plugins.FeatureSleepLevel2, plugins.FeatureResidency}
+	if b.Estimator != nil {
+		features = append(features, plugins.FeatureEstimate) // for the commands it can tell
+	}
+	return plugins.Capabilities{Name: "cmd", Version: Version, Features: features}, nil
 }
 
 // Sleep implements plugins.Sleeper: it runs the model's sleep steps, in

@@ -160,15 +160,26 @@ func (b *Backend) Estimate(_ context.Context, spec plugins.ModelSpec) (plugins.E
 	if err != nil {
 		return plugins.Estimate{}, fmt.Errorf("model %q: %w", spec.Model, err)
 	}
-	gf, err := readGGUF(o.Model)
+	e, err := estimate(o, len(spec.Devices))
 	if err != nil {
 		return plugins.Estimate{}, fmt.Errorf("model %q: %w", spec.Model, err)
+	}
+	return e, nil
+}
+
+// estimate is the estimate for o's server (estimateMemory, from its GGUF
+// file) split evenly over devices GPUs (one where devices is 0). Errors: a
+// model file that cannot be read or parsed, named.
+func estimate(o options, devices int) (plugins.Estimate, error) {
+	gf, err := readGGUF(o.Model)
+	if err != nil {
+		return plugins.Estimate{}, err
 	}
 	m, err := estimateMemory(gf, o)
 	if err != nil {
-		return plugins.Estimate{}, fmt.Errorf("model %q: %w", spec.Model, err)
+		return plugins.Estimate{}, err
 	}
-	n := uint64(max(1, len(spec.Devices)))
+	n := uint64(max(1, devices))
 	per := make([]uint64, n)
 	for i := range per {
 		per[i] = (m.total() + n - 1) / n

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"testing"
 
+	cmdbackend "github.com/loadout-dev/loadout/backends/cmd"
 	"github.com/loadout-dev/loadout/plugins"
 )
 
@@ -233,4 +234,56 @@ func FuzzReadGGUF(f *testing.F) {
 		}
 		_, _ = estimateMemory(gf, options{Model: path, CtxSize: 16})
 	})
+}
+
+// A llama-server run by the cmd backend (llama-swap's `cmd:`) is estimated
+// from its command line as this backend estimates its options: the same
+// GGUF file and the flags of the same options, written either way, or as
+// their LLAMA_ARG_* (the command line wins); a command that is no
+// llama-server's, or names no local file, is not estimated.
+func TestLlamaServer_EstimateCommand(t *testing.T) {
+	dir, m := ggufFixtures(t)
+	model := m.Models[0]
+	var weights uint64
+	for name, n := range model.TensorBytes {
+		if name != "token_embd.weight" || model.TiedOutput {
+			weights += n
+		}
+	}
+	kv := func(ctx uint64) uint64 { return model.NLayer * ctx * 2 * model.NHeadKV * model.HeadDim * 2 } // f16 K and V
+	cb := cmdbackend.New(quiet)
+	cb.Estimator = EstimateCommand
+	name := strings.TrimSuffix(model.File, ".gguf")
+	for _, tc := range []struct {
+		cmd  string
+		env  []string
+		want uint64 // 0: not estimated
+	}{
+		{"llama-server --port ${PORT} -m " + dir + "/${MODEL_ID}.gguf -c 128 --jinja", nil, weights + kv(128)},
+		{"/opt/llama.cpp/bin/llama-server --model=" + filepath.Join(dir, model.File) + " --ctx-size=64 -fa -np 4", nil, weights + kv(64)},
+		{"llama-server -m " + filepath.Join(dir, model.File) + " -ngl 99", []string{"LLAMA_ARG_CTX_SIZE=32"}, weights + kv(32)},
+		{"llama-server -m " + filepath.Join(dir, model.File) + " -c 128", []string{"LLAMA_ARG_CTX_SIZE=32"}, weights + kv(128)},
+		{"llama-server", []string{"LLAMA_ARG_MODEL=" + filepath.Join(dir, model.File), "LLAMA_ARG_CTX_SIZE=16"}, weights + kv(16)},
+		{"llama-server --port ${PORT} -hf ggml-org/gemma-3-1b-it-GGUF", nil, 0},
+		{"python3 -m vllm.entrypoints.openai.api_server --model " + filepath.Join(dir, model.File), nil, 0},
+	} {
+		e, err := cb.Estimate(context.Background(), plugins.ModelSpec{Model: name, Cmd: tc.cmd, Env: tc.env})
+		if err != nil {
+			t.Errorf("%s %v: %v", tc.cmd, tc.env, err)
+			continue
+		}
+		var got uint64
+		for _, b := range e.BytesPerDevice {
+			got += b
+		}
+		if e.Known != (tc.want > 0) || got != tc.want {
+			t.Errorf("%s %v: estimate %+v (%d bytes), want %d", tc.cmd, tc.env, e, got, tc.want)
+		}
+	}
+	if _, err := cb.Estimate(context.Background(), plugins.ModelSpec{Model: "gone", Cmd: "llama-server -m " + dir + "/gone.gguf"}); err == nil || !strings.Contains(err.Error(), "gone.gguf") {
+		t.Errorf("a missing model file: %v, want an error naming it", err)
+	}
+	if _, err := cb.Estimate(context.Background(), plugins.ModelSpec{Model: "x", Cmd: "llama-server -m " + filepath.Join(dir, model.File) + " -c lots"}); err == nil || !strings.Contains(err.Error(), "--ctx-size") {
+		t.Errorf("a bad --ctx-size: %v, want an error naming the flag", err)
+	}
 }

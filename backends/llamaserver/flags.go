@@ -6,11 +6,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/loadout-dev/loadout/plugins"
 )
 
 // optionFlag ties one of this backend's options to the llama-server flag
@@ -354,4 +357,78 @@ func CommandLine(args []Arg) string {
 func CheckArg(a Arg) error {
 	_, err := OptionsFromArgs([]Arg{{Flag: flagOf("model"), Words: []string{flagOf("model"), "m.gguf"}}, a})
 	return err
+}
+
+// EstimateCommand is Estimate for a llama-server run by a command line of
+// its own rather than this backend's options: the cmd backend's (llama-
+// swap's `cmd: llama-server --port ${PORT} -m model.gguf …`), argv its
+// words, env the model's env (KEY=VALUE). Where argv's program is
+// llama-server and a GGUF file is named (-m/--model, or LLAMA_ARG_MODEL in
+// env), the estimate is the one this backend makes for the options its
+// flags stand for (optionFlags: --ctx-size, --n-gpu-layers, --parallel,
+// --cache-type-k/-v, …, written `--flag value` or `--flag=value`, or as
+// their LLAMA_ARG_* in env, the command line winning as it does in
+// llama-server), split over devices GPUs; its other flags do not change
+// it. Any other command (another server, a model llama-server downloads
+// with -hf): an estimate not Known, and no error. Errors: a flag of these
+// options with a bad value, or a model file that cannot be read, named.
+func EstimateCommand(argv, env []string, devices int) (plugins.Estimate, error) {
+	if len(argv) == 0 || strings.TrimSuffix(filepath.Base(argv[0]), ".exe") != DefaultBinary {
+		return plugins.Estimate{}, nil
+	}
+	opts := map[string]any{}
+	set := func(option, value string) error {
+		if option == "ctx_size" || option == "parallel" || option == "sleep_idle_seconds" {
+			n, err := strconv.Atoi(strings.TrimSpace(value))
+			if err != nil {
+				return fmt.Errorf("%s %q: want a whole number", flagOf(option), value)
+			}
+			opts[option] = n
+			return nil
+		}
+		opts[option] = value
+		return nil
+	}
+	for _, kv := range env {
+		key, value, _ := strings.Cut(kv, "=")
+		for _, f := range optionFlags {
+			if f.option != "" && f.env == key {
+				if err := set(f.option, value); err != nil {
+					return plugins.Estimate{}, err
+				}
+			}
+		}
+	}
+	for i := 1; i < len(argv); i++ {
+		name, value, inline := strings.Cut(argv[i], "=")
+		option, ok := ownedFlags()[name]
+		if !ok || option == "" {
+			continue
+		}
+		switch {
+		case inline:
+		case option == "flash_attn" && (i+1 == len(argv) || strings.HasPrefix(argv[i+1], "-")):
+			value = "on" // older llama-servers' -fa takes no value
+		case i+1 == len(argv):
+			continue
+		default:
+			i++
+			value = argv[i]
+		}
+		if err := set(option, value); err != nil {
+			return plugins.Estimate{}, err
+		}
+	}
+	if _, ok := opts["model"]; !ok {
+		return plugins.Estimate{}, nil
+	}
+	raw, err := json.Marshal(opts)
+	if err != nil {
+		return plugins.Estimate{}, err
+	}
+	o, err := parseOptions(raw)
+	if err != nil {
+		return plugins.Estimate{}, err
+	}
+	return estimate(o, devices)
 }

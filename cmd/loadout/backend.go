@@ -40,7 +40,9 @@ serves that backend as a plugin: loadout serve runs it, not a person.`,
 			}
 			switch args[0] {
 			case "cmd":
-				plugins.Serve(cmdbackend.New(plugins.Logger()))
+				b := cmdbackend.New(plugins.Logger())
+				b.Estimator = llamaserver.EstimateCommand // llama-swap's `cmd: llama-server … -m FILE.gguf`
+				plugins.Serve(b)
 			case "llamaserver":
 				plugins.Serve(llamaserver.New(plugins.Logger()))
 			case "sim":

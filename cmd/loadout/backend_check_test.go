@@ -75,7 +75,7 @@ func TestBackendCheck_Plugins(t *testing.T) {
 		args []string
 		want []string
 	}{
-		{"cmd", []string{"cmd"}, []string{"protocol version 2 (this host speaks 1 to 2)", "name             cmd", "can sleep        yes, levels 1 and 2"}},
+		{"cmd", []string{"cmd"}, []string{"protocol version 2 (this host speaks 1 to 2)", "name             cmd", "can sleep        yes, levels 1 and 2", "estimates VRAM   yes"}}, // llama-server's command lines
 		{"llamaserver", []string{"llamaserver"}, []string{"protocol version 2", "name             llamaserver"}},
 		{"sim", []string{"sim", "--options", `{"tokens_per_second": -1}`}, []string{"estimates VRAM   yes", "measures memory  yes", "tokens_per_second: tokens per second must be positive"}},
 		{"example", []string{example, "--options", `{"model": "/m.gguf", "bogus": 1}`}, []string{"name             llamacpp-python 0.1.0", "estimates VRAM   yes", "1 problem(s)", "bogus: unknown option"}},

@@ -32,7 +32,7 @@ func Limitations(version int, caps plugins.Capabilities) []string {
 		}
 	}
 	if !has(plugins.FeatureEstimate) {
-		out = append(out, "gives no VRAM estimates (no \""+plugins.FeatureEstimate+"\" feature): a model's vram comes from the config or a file-size heuristic")
+		out = append(out, "gives no VRAM estimates (no \""+plugins.FeatureEstimate+"\" feature): a model's vram comes from the config, else from its measured use once it runs")
 	}
 	if !has(plugins.FeatureMeasuredMemory) {
 		out = append(out, "measures no memory (no \""+plugins.FeatureMeasuredMemory+"\" feature): the host measures its servers by pid")

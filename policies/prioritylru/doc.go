@@ -11,7 +11,7 @@
 // It reads the host's snapshot: every model with its state, requests in
 // flight, priority, pinned flag, last use, devices and VRAM (the measured
 // usage once the model has loaded, else the estimate: the config's vram:,
-// the backend's estimate, or a file-size heuristic), and every GPU with its
+// else the backend's estimate), and every GPU with its
 // total, free and leased memory. Then:
 //
 //  1. A model that is already loaded or loading needs nothing; nor does one
