@@ -197,3 +197,32 @@ func offloadFilter(gpuLayers string, nLayer uint64) func(layer uint64) bool {
 	start := nLayer + 1 - uint64(n)
 	return func(layer uint64) bool { return layer >= start }
 }
+
+// Facts are what a GGUF file's header says of its model, as Ollama's API
+// shows a model's details (api/types.go's ModelDetails, and /api/show's
+// model_info).
+type Facts struct {
+	// Architecture is general.architecture, e.g. "llama", "qwen2".
+	Architecture string
+	// Parameters is the model's parameter count.
+	Parameters uint64
+	// Quantization is the file's type as llama.cpp names it, e.g.
+	// "Q4_K_M", "F16".
+	Quantization string
+	// ContextLength is the context it was trained for (ARCH.context_length),
+	// in tokens; 0 where the file does not say.
+	ContextLength uint64
+}
+
+// Describe reads the facts of the GGUF file at path from its header (the
+// tensor data is not read). Errors: a file that is missing or not GGUF,
+// named.
+func Describe(path string) (Facts, error) {
+	gf, err := readGGUF(path)
+	if err != nil {
+		return Facts{}, err
+	}
+	md := gf.Metadata()
+	return Facts{Architecture: md.Architecture, Parameters: uint64(md.Parameters),
+		Quantization: md.FileTypeDescriptor, ContextLength: gf.Architecture().MaximumContextLength}, nil
+}

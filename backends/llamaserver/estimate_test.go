@@ -39,6 +39,11 @@ type manifest struct {
 		HeadDim       uint64            `json:"head_dim"`
 		ContextLength uint64            `json:"context_length"`
 		TiedOutput    bool              `json:"tied_output"`
+		NEmbd         uint64            `json:"n_embd"`
+		NHead         uint64            `json:"n_head"`
+		NFF           uint64            `json:"n_ff"`
+		NVocab        uint64            `json:"n_vocab"`
+		FileType      string            `json:"file_type"`
 		TensorBytes   map[string]uint64 `json:"tensor_bytes"`
 	}
 }
@@ -285,5 +290,30 @@ func TestLlamaServer_EstimateCommand(t *testing.T) {
 	}
 	if _, err := cb.Estimate(context.Background(), plugins.ModelSpec{Model: "x", Cmd: "llama-server -m " + filepath.Join(dir, model.File) + " -c lots"}); err == nil || !strings.Contains(err.Error(), "--ctx-size") {
 		t.Errorf("a bad --ctx-size: %v, want an error naming the flag", err)
+	}
+}
+
+// Describe reads a GGUF file's facts from its header: the architecture,
+// the parameters (counted here from the generator's shapes: embeddings, per
+// block two norms, Q, K, V, the attention output and three feed-forward
+// matrices, the output norm and, untied, the output), the file type and
+// the trained context.
+func TestLlamaServer_Describe(t *testing.T) {
+	dir, m := ggufFixtures(t)
+	for _, model := range m.Models {
+		hd := model.HeadDim
+		block := 2*model.NEmbd + 2*model.NHead*hd*model.NEmbd + 2*model.NHeadKV*hd*model.NEmbd + 3*model.NFF*model.NEmbd
+		params := model.NVocab*model.NEmbd + model.NLayer*block + model.NEmbd
+		if !model.TiedOutput {
+			params += model.NVocab * model.NEmbd
+		}
+		f, err := Describe(filepath.Join(dir, model.File))
+		want := Facts{Architecture: "llama", Parameters: params, Quantization: model.FileType, ContextLength: model.ContextLength}
+		if err != nil || f != want {
+			t.Errorf("%s: %+v, %v; want %+v", model.File, f, err, want)
+		}
+	}
+	if _, err := Describe(filepath.Join(dir, "manifest.json")); err == nil || !strings.Contains(err.Error(), "manifest.json") {
+		t.Errorf("a file that is not GGUF: %v, want an error naming it", err)
 	}
 }

@@ -362,19 +362,41 @@ func CheckArg(a Arg) error {
 // EstimateCommand is Estimate for a llama-server run by a command line of
 // its own rather than this backend's options: the cmd backend's (llama-
 // swap's `cmd: llama-server --port ${PORT} -m model.gguf …`), argv its
-// words, env the model's env (KEY=VALUE). Where argv's program is
-// llama-server and a GGUF file is named (-m/--model, or LLAMA_ARG_MODEL in
-// env), the estimate is the one this backend makes for the options its
-// flags stand for (optionFlags: --ctx-size, --n-gpu-layers, --parallel,
-// --cache-type-k/-v, …, written `--flag value` or `--flag=value`, or as
-// their LLAMA_ARG_* in env, the command line winning as it does in
-// llama-server), split over devices GPUs; its other flags do not change
-// it. Any other command (another server, a model llama-server downloads
-// with -hf): an estimate not Known, and no error. Errors: a flag of these
-// options with a bad value, or a model file that cannot be read, named.
+// words, env the model's env (KEY=VALUE). Where the command is one
+// commandOptions reads, the estimate is the one this backend makes for
+// those options, split over devices GPUs; any other command (another
+// server, a model llama-server downloads with -hf): an estimate not Known,
+// and no error. Errors: a flag of these options with a bad value, or a
+// model file that cannot be read, named.
 func EstimateCommand(argv, env []string, devices int) (plugins.Estimate, error) {
+	o, ok, err := commandOptions(argv, env)
+	if !ok || err != nil {
+		return plugins.Estimate{}, err
+	}
+	return estimate(o, devices)
+}
+
+// CommandModel is the GGUF file a llama-server command line names
+// (commandOptions), "" for any other command or one with a bad value.
+func CommandModel(argv, env []string) string {
+	o, ok, err := commandOptions(argv, env)
+	if !ok || err != nil {
+		return ""
+	}
+	return o.Model
+}
+
+// commandOptions reads a command line as this backend's options: where
+// argv's program is llama-server and a GGUF file is named (-m/--model, or
+// LLAMA_ARG_MODEL in env), the options its flags stand for (optionFlags:
+// --ctx-size, --n-gpu-layers, --parallel, --cache-type-k/-v, …, written
+// `--flag value` or `--flag=value`, or as their LLAMA_ARG_* in env, the
+// command line winning as it does in llama-server), and true; its other
+// flags are not read. false for any other command. Errors: a flag of
+// these options with a bad value, named.
+func commandOptions(argv, env []string) (options, bool, error) {
 	if len(argv) == 0 || strings.TrimSuffix(filepath.Base(argv[0]), ".exe") != DefaultBinary {
-		return plugins.Estimate{}, nil
+		return options{}, false, nil
 	}
 	opts := map[string]any{}
 	set := func(option, value string) error {
@@ -394,7 +416,7 @@ func EstimateCommand(argv, env []string, devices int) (plugins.Estimate, error) 
 		for _, f := range optionFlags {
 			if f.option != "" && f.env == key {
 				if err := set(f.option, value); err != nil {
-					return plugins.Estimate{}, err
+					return options{}, false, err
 				}
 			}
 		}
@@ -416,19 +438,19 @@ func EstimateCommand(argv, env []string, devices int) (plugins.Estimate, error) 
 			value = argv[i]
 		}
 		if err := set(option, value); err != nil {
-			return plugins.Estimate{}, err
+			return options{}, false, err
 		}
 	}
 	if _, ok := opts["model"]; !ok {
-		return plugins.Estimate{}, nil
+		return options{}, false, nil
 	}
 	raw, err := json.Marshal(opts)
 	if err != nil {
-		return plugins.Estimate{}, err
+		return options{}, false, err
 	}
 	o, err := parseOptions(raw)
 	if err != nil {
-		return plugins.Estimate{}, err
+		return options{}, false, err
 	}
-	return estimate(o, devices)
+	return o, true, nil
 }

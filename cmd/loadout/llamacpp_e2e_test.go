@@ -450,6 +450,20 @@ func TestLlamaCpp_LlamaServerBackend_SwapsAndEstimates(t *testing.T) {
 		t.Fatalf("GPU leases %+v, want tiny's GGUF estimate", holders)
 	}
 
+	// Ollama's details are what tiny.gguf's header says (the fixture is a
+	// llama-architecture model, F32, trained for 256 tokens).
+	var show struct {
+		Details struct {
+			Format, Family    string
+			QuantizationLevel string `json:"quantization_level"`
+		}
+		ModelInfo map[string]any `json:"model_info"`
+	}
+	if code, body := s.post("/api/show", `{"model":"tiny"}`); code != 200 || json.Unmarshal([]byte(body), &show) != nil ||
+		show.Details.Format != "gguf" || show.Details.Family != "llama" || show.Details.QuantizationLevel != "F32" || show.ModelInfo["llama.context_length"] != 256.0 {
+		t.Errorf("Ollama's show tiny: %d %s", code, body)
+	}
+
 	// A crash: tiny's server is killed; the next request starts it again.
 	if err := syscall.Kill(tiny[0], syscall.SIGKILL); err != nil {
 		t.Fatal(err)

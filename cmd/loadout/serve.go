@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"runtime/debug"
 	"slices"
 	"strings"
@@ -535,9 +536,41 @@ func modelTable(ctx context.Context, cfg *config.Config, ids []string, launchers
 			UseModelName: m.UseModelName, Cmd: m.Cmd, TTL: m.TTL, Unlisted: m.Unlisted, Backend: m.Backend,
 			Filters: m.Filters, Timeouts: &m.Timeouts, Metadata: m.Metadata,
 			Capabilities: m.Capabilities, IgnoreWebsockets: m.IgnoreWebsockets,
+			Details: modelDetails(cfg, m, log),
 		})
 	}
 	return models, catalog, nil
+}
+
+// modelDetails is what m's GGUF file says of it (llamaserver.Describe, its
+// header only), for Ollama's model details: the file is the first .gguf
+// of its weight files (the llamaserver backend's model, or `weights:`),
+// else the one a cmd: that runs llama-server names (-m, as llama-swap's
+// configurations do). Zero where there is none, or it cannot be read (a
+// missing file is the backend's to report when the model loads).
+func modelDetails(cfg *config.Config, m *config.Model, log *slog.Logger) proxy.ModelDetails {
+	path := ""
+	for _, f := range m.WeightFiles(cfg.Dir) {
+		if strings.EqualFold(filepath.Ext(f), ".gguf") {
+			path = f
+			break
+		}
+	}
+	if path == "" && m.Backend == config.BackendCmd {
+		if argv, err := config.SplitCommand(strings.ReplaceAll(m.Cmd, "${MODEL_ID}", m.ID)); err == nil {
+			path = llamaserver.CommandModel(argv, m.Env)
+		}
+	}
+	if path == "" {
+		return proxy.ModelDetails{}
+	}
+	f, err := llamaserver.Describe(path)
+	if err != nil {
+		log.Debug("no model details", "model", m.ID, "err", err)
+		return proxy.ModelDetails{}
+	}
+	return proxy.ModelDetails{Format: "gguf", Family: f.Architecture, Parameters: f.Parameters,
+		Quantization: f.Quantization, ContextLength: f.ContextLength}
 }
 
 // modelConfig is m as the run loop sees it (without its Process), with

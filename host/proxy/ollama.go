@@ -851,14 +851,44 @@ type openAIToolCall struct {
 	} `json:"function"`
 }
 
-// ollamaDetails is Ollama's model details: what Loadout knows of a
-// model's file is its backend, so the rest is empty.
+// ollamaDetails is Ollama's model details, from what Loadout read of the
+// model's file (ModelEntry.Details); empty where it read none.
 type ollamaDetails struct {
 	Format            string   `json:"format"`
 	Family            string   `json:"family"`
 	Families          []string `json:"families"`
 	ParameterSize     string   `json:"parameter_size"`
 	QuantizationLevel string   `json:"quantization_level"`
+}
+
+// ollamaDetailsOf is e's details in Ollama's shape: families is the
+// family alone (Ollama adds a projector's, which Loadout does not read),
+// parameter_size as Ollama writes it (ollamaParameters).
+func ollamaDetailsOf(e *ModelEntry) ollamaDetails {
+	d := e.Details
+	out := ollamaDetails{Format: d.Format, Family: d.Family, QuantizationLevel: d.Quantization}
+	if d.Family != "" {
+		out.Families = []string{d.Family}
+	}
+	if d.Parameters > 0 {
+		out.ParameterSize = ollamaParameters(d.Parameters)
+	}
+	return out
+}
+
+// ollamaParameters is a parameter count as Ollama's parameter_size
+// writes it: "7.6B", "494.03M", "184.64K".
+func ollamaParameters(n uint64) string {
+	x := float64(n)
+	switch {
+	case x >= 1e9:
+		return strconv.FormatFloat(x/1e9, 'f', 1, 64) + "B"
+	case x >= 1e6:
+		return strconv.FormatFloat(x/1e6, 'f', 2, 64) + "M"
+	case x >= 1e3:
+		return strconv.FormatFloat(x/1e3, 'f', 2, 64) + "K"
+	}
+	return strconv.FormatUint(n, 10)
 }
 
 // ollamaDigest is a stable stand-in for a model's digest: Ollama's
@@ -876,10 +906,15 @@ func (s *Server) ollamaTags(w http.ResponseWriter, r *http.Request) {
 		vram[st.Model] = st.VRAM
 	}
 	modified := ollamaTime(s.started)
+	cat := s.catalog.Load()
 	models := []map[string]any{}
 	for _, m := range s.modelList() {
+		details := ollamaDetails{}
+		if e := cat.lookup(m.ID); e != nil {
+			details = ollamaDetailsOf(e)
+		}
 		models = append(models, map[string]any{"name": m.ID, "model": m.ID, "modified_at": modified,
-			"size": vram[m.ID], "digest": ollamaDigest(m.ID), "details": ollamaDetails{}})
+			"size": vram[m.ID], "digest": ollamaDigest(m.ID), "details": details})
 	}
 	s.writeJSON(w, r, map[string]any{"models": models})
 }
@@ -905,7 +940,7 @@ func (s *Server) ollamaPs(w http.ResponseWriter, r *http.Request) {
 			size = st.Measured
 		}
 		m := map[string]any{"name": e.ID, "model": e.ID, "size": size, "size_vram": size, "digest": ollamaDigest(e.ID),
-			"details": ollamaDetails{}, "expires_at": ollamaTime(ollamaExpiry(st, now))}
+			"details": ollamaDetailsOf(e), "expires_at": ollamaTime(ollamaExpiry(st, now))}
 		if e.Capabilities.Context > 0 {
 			m["context_length"] = e.Capabilities.Context
 		}
@@ -956,11 +991,23 @@ func (s *Server) ollamaShow(w http.ResponseWriter, r *http.Request) {
 	if slices.Contains(e.Capabilities.In, "image") {
 		caps = append(caps, "vision")
 	}
-	info := map[string]any{"general.architecture": "", "general.basename": e.ID}
-	if e.Capabilities.Context > 0 {
-		info["general.context_length"] = e.Capabilities.Context
+	info := map[string]any{"general.architecture": e.Details.Family, "general.basename": e.ID}
+	if e.Details.Parameters > 0 {
+		info["general.parameter_count"] = e.Details.Parameters
 	}
-	s.writeJSON(w, r, map[string]any{"modelfile": "", "parameters": "", "template": "", "details": ollamaDetails{},
+	// The context a client may use: the one configured, else the one the
+	// model was trained for, under Ollama's key for its architecture.
+	ctxKey, ctx := "general.context_length", uint64(max(e.Capabilities.Context, 0))
+	if e.Details.Family != "" {
+		ctxKey = e.Details.Family + ".context_length"
+	}
+	if ctx == 0 {
+		ctx = e.Details.ContextLength
+	}
+	if ctx > 0 {
+		info[ctxKey] = ctx
+	}
+	s.writeJSON(w, r, map[string]any{"modelfile": "", "parameters": "", "template": "", "details": ollamaDetailsOf(e),
 		"model_info": info, "capabilities": caps, "modified_at": ollamaTime(s.started)})
 }
 

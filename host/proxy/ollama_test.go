@@ -8,6 +8,7 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -480,5 +481,59 @@ func TestOllamaWriter_Durations(t *testing.T) {
 	got = run(false, "application/json", `{"choices":[{"message":{"content":"a"},"finish_reason":"stop"}]}`)
 	if _, ok := got["prompt_eval_duration"]; ok || got["eval_duration"] != 1.5e9 {
 		t.Errorf("a whole answer without timings: %v; want its whole time as eval_duration, no prompt_eval_duration", got)
+	}
+}
+
+// What Loadout read of a model's file (ModelEntry.Details) is Ollama's
+// details in /api/tags, /api/show and /api/ps, and /api/show's
+// model_info under Ollama's keys; a model with no file read has empty
+// details, as before.
+func TestOllama_DetailsFromTheModelFile(t *testing.T) {
+	e := newEnv(t, envOpts{edit: func(m *ModelEntry) {
+		if m.ID == "a" {
+			m.Details = ModelDetails{Format: "gguf", Family: "qwen2", Parameters: 7_615_616_512, Quantization: "Q4_K_M", ContextLength: 32768}
+		}
+	}})
+	want := ollamaDetails{Format: "gguf", Family: "qwen2", Families: []string{"qwen2"}, ParameterSize: "7.6B", QuantizationLevel: "Q4_K_M"}
+	var tags struct {
+		Models []struct {
+			Name    string
+			Details ollamaDetails
+		}
+	}
+	if _, b := e.do(request{method: http.MethodGet, path: "/api/tags"}); json.Unmarshal(b, &tags) != nil {
+		t.Fatalf("tags: %s", b)
+	}
+	for _, m := range tags.Models {
+		switch {
+		case m.Name == "a" && !reflect.DeepEqual(m.Details, want):
+			t.Errorf("tags a: %+v, want %+v", m.Details, want)
+		case m.Name == "d" && !reflect.DeepEqual(m.Details, ollamaDetails{}):
+			t.Errorf("tags d (no file read): %+v, want empty details", m.Details)
+		}
+	}
+	var show struct {
+		Details   ollamaDetails
+		ModelInfo map[string]any `json:"model_info"`
+	}
+	if _, b := e.do(request{path: "/api/show", body: `{"model":"a"}`}); json.Unmarshal(b, &show) != nil ||
+		!reflect.DeepEqual(show.Details, want) || show.ModelInfo["general.architecture"] != "qwen2" ||
+		show.ModelInfo["general.parameter_count"] != 7_615_616_512.0 || show.ModelInfo["qwen2.context_length"] != 32768.0 {
+		t.Errorf("show a: %s", b)
+	}
+	e.do(request{path: "/v1/chat/completions", body: `{"model":"a","messages":[]}`}) // loads a
+	var ps struct {
+		Models []struct {
+			Name    string
+			Details ollamaDetails
+		}
+	}
+	if _, b := e.do(request{method: http.MethodGet, path: "/api/ps"}); json.Unmarshal(b, &ps) != nil || len(ps.Models) != 1 || !reflect.DeepEqual(ps.Models[0].Details, want) {
+		t.Errorf("ps: %s", b)
+	}
+	for n, s := range map[uint64]string{7_615_616_512: "7.6B", 494_032_768: "494.03M", 184_640: "184.64K", 12: "12"} {
+		if got := ollamaParameters(n); got != s {
+			t.Errorf("ollamaParameters(%d) = %q, want %q", n, got, s)
+		}
 	}
 }

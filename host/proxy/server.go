@@ -83,6 +83,23 @@ type ModelEntry struct {
 	// grant, so it never loads the model and is never in flight
 	// (llama-swap's compat.ignoreWebsockets); otherwise 409.
 	IgnoreWebsockets bool
+	// Details are what the model's weights file says of it, shown by
+	// Ollama's /api/tags, /api/show and /api/ps; zero where Loadout read
+	// no file.
+	Details ModelDetails
+}
+
+// ModelDetails are what a model's GGUF file says of it (its header, read
+// by the llamaserver backend's Describe), for Ollama's API's model details
+// (api/types.go's ModelDetails) and /api/show's model_info.
+type ModelDetails struct {
+	Format       string // "gguf"; "" where no file was read
+	Family       string // general.architecture, e.g. "llama"
+	Parameters   uint64 // the parameter count
+	Quantization string // llama.cpp's name of the file type, e.g. "Q4_K_M"
+	// ContextLength is the context the model was trained for, in tokens
+	// (ARCH.context_length); 0 where unknown.
+	ContextLength uint64
 }
 
 // PolicyInfo describes one loaded policy for GET /api/policies. The binary

@@ -208,6 +208,7 @@ def main():
             "n_head_kv": m["n_head_kv"], "head_dim": m["n_embd"] // m["n_head"],
             "n_ff": m["n_ff"], "n_vocab": len(tokens), "context_length": m["ctx"],
             "tied_output": m["tied"], "file_size": os.path.getsize(final),
+            "file_type": "F32" if m["linear"] == Q.F32 else "F16",
             "tensor_bytes": nbytes,
         })
         print(f"wrote {final} ({os.path.getsize(final) / 1e6:.1f} MB)")
