@@ -542,23 +542,37 @@ func modelTable(ctx context.Context, cfg *config.Config, ids []string, launchers
 	return models, catalog, nil
 }
 
+// weightFiles are the files m's load reads: the configuration's
+// (config.Model.WeightFiles: its weights:, else the llamaserver backend's
+// model), else, for a cmd: that runs llama-server, as llama-swap's
+// configurations do, the GGUF file its -m names (llamaserver.CommandModel).
+// They are read ahead into the page cache while a request waits for the
+// model, and read for Ollama's details (modelDetails).
+func weightFiles(cfg *config.Config, m *config.Model) []string {
+	if files := m.WeightFiles(cfg.Dir); len(files) > 0 || m.Backend != config.BackendCmd {
+		return files
+	}
+	argv, err := config.SplitCommand(strings.ReplaceAll(m.Cmd, "${MODEL_ID}", m.ID))
+	if err != nil {
+		return nil
+	}
+	if p := llamaserver.CommandModel(argv, m.Env); p != "" {
+		return []string{p}
+	}
+	return nil
+}
+
 // modelDetails is what m's GGUF file says of it (llamaserver.Describe, its
 // header only), for Ollama's model details: the file is the first .gguf
-// of its weight files (the llamaserver backend's model, or `weights:`),
-// else the one a cmd: that runs llama-server names (-m, as llama-swap's
-// configurations do). Zero where there is none, or it cannot be read (a
-// missing file is the backend's to report when the model loads).
+// of its weight files (weightFiles). Zero where there is none, or it
+// cannot be read (a missing file is the backend's to report when the
+// model loads).
 func modelDetails(cfg *config.Config, m *config.Model, log *slog.Logger) proxy.ModelDetails {
 	path := ""
-	for _, f := range m.WeightFiles(cfg.Dir) {
+	for _, f := range weightFiles(cfg, m) {
 		if strings.EqualFold(filepath.Ext(f), ".gguf") {
 			path = f
 			break
-		}
-	}
-	if path == "" && m.Backend == config.BackendCmd {
-		if argv, err := config.SplitCommand(strings.ReplaceAll(m.Cmd, "${MODEL_ID}", m.ID)); err == nil {
-			path = llamaserver.CommandModel(argv, m.Env)
 		}
 	}
 	if path == "" {
@@ -583,7 +597,7 @@ func modelConfig(cfg *config.Config, m *config.Model, vram uint64) router.ModelC
 	// The weight files' sizes now; a file missing now is not read ahead.
 	var weights []string
 	var weightBytes uint64
-	for _, f := range m.WeightFiles(cfg.Dir) {
+	for _, f := range weightFiles(cfg, m) {
 		if st, err := os.Stat(f); err == nil && st.Mode().IsRegular() {
 			weights = append(weights, f)
 			weightBytes += uint64(st.Size())

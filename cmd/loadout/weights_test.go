@@ -1,0 +1,48 @@
+package main
+
+import (
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/loadout-dev/loadout/host/config"
+)
+
+// A model's weight files (read ahead while a request waits for it, read
+// for Ollama's details): its weights:, else the llamaserver backend's
+// model, else the GGUF file a cmd: running llama-server names — llama-
+// swap's configurations, which name no weights: — and none for another
+// command.
+func TestWeightFiles(t *testing.T) {
+	dir := t.TempDir()
+	cfg, _, err := config.Parse(filepath.Join(dir, "loadout.yaml"), []byte(`
+models:
+  swap:
+    cmd: /opt/llama.cpp/llama-server --port ${PORT} -m /models/${MODEL_ID}.gguf -c 8192
+  env:
+    cmd: llama-server --port ${PORT}
+    env: [LLAMA_ARG_MODEL=/models/env.gguf]
+  declared:
+    cmd: llama-server --port ${PORT} -m /models/a.gguf
+    weights: [/models/b.gguf]
+  backend:
+    backend: llamaserver
+    options: {model: rel.gguf}
+  vllm:
+    cmd: vllm serve /models/hf --port ${PORT}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id, want := range map[string][]string{
+		"swap":     {"/models/swap.gguf"},
+		"env":      {"/models/env.gguf"},
+		"declared": {"/models/b.gguf"},
+		"backend":  {filepath.Join(dir, "rel.gguf")},
+		"vllm":     nil,
+	} {
+		if got := weightFiles(cfg, cfg.Models[id]); !slices.Equal(got, want) {
+			t.Errorf("%s: %q, want %q", id, got, want)
+		}
+	}
+}
