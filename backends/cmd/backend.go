@@ -195,11 +195,18 @@ func (b *Backend) Health(ctx context.Context, model string) (plugins.Health, err
 // reads the GGUF file the command names.
 type CommandEstimator func(argv, env []string, devices int) (plugins.Estimate, error)
 
+// estimateLimit bounds the Estimator's work (it reads a model file, which
+// a stalled disk or network share can hang): past it the estimate is
+// unknown and the plugin answers well inside the host's deadline for the
+// call, whose miss would kill the plugin with every model server it runs.
+const estimateLimit = 10 * time.Second
+
 // Estimate implements plugins.Backend: the Estimator's estimate from the
 // model's command line (split as Start splits it), or unknown where there
 // is none or the command cannot be split. Errors: the Estimator's, with
-// the model's id.
-func (b *Backend) Estimate(_ context.Context, spec plugins.ModelSpec) (plugins.Estimate, error) {
+// the model's id; one that took longer than estimateLimit (or the
+// caller's deadline), which is left to finish on its own.
+func (b *Backend) Estimate(ctx context.Context, spec plugins.ModelSpec) (plugins.Estimate, error) {
 	if b.Estimator == nil {
 		return plugins.Estimate{}, nil
 	}
@@ -207,11 +214,26 @@ func (b *Backend) Estimate(_ context.Context, spec plugins.ModelSpec) (plugins.E
 	if err != nil {
 		return plugins.Estimate{}, nil // Validate and Start report it
 	}
-	e, err := b.Estimator(argv, spec.Env, len(spec.Devices))
-	if err != nil {
-		return plugins.Estimate{}, fmt.Errorf("model %q: %w", spec.Model, err)
+	type result struct {
+		e   plugins.Estimate
+		err error
 	}
-	return e, nil
+	done := make(chan result, 1)
+	go func() {
+		e, err := b.Estimator(argv, spec.Env, len(spec.Devices))
+		done <- result{e, err}
+	}()
+	ctx, cancel := context.WithTimeout(ctx, estimateLimit)
+	defer cancel()
+	select {
+	case r := <-done:
+		if r.err != nil {
+			return plugins.Estimate{}, fmt.Errorf("model %q: %w", spec.Model, r.err)
+		}
+		return r.e, nil
+	case <-ctx.Done():
+		return plugins.Estimate{}, fmt.Errorf("model %q: no estimate: reading its model file did not end in time (%s at most)", spec.Model, estimateLimit)
+	}
 }
 
 // Stats implements plugins.Backend: the pids of the server's process group;

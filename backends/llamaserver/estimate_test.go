@@ -11,8 +11,10 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	cmdbackend "github.com/loadout-dev/loadout/backends/cmd"
+	"github.com/loadout-dev/loadout/internal/proctest"
 	"github.com/loadout-dev/loadout/plugins"
 )
 
@@ -288,7 +290,7 @@ func TestLlamaServer_EstimateCommand(t *testing.T) {
 	if _, err := cb.Estimate(context.Background(), plugins.ModelSpec{Model: "gone", Cmd: "llama-server -m " + dir + "/gone.gguf"}); err == nil || !strings.Contains(err.Error(), "gone.gguf") {
 		t.Errorf("a missing model file: %v, want an error naming it", err)
 	}
-	if _, err := cb.Estimate(context.Background(), plugins.ModelSpec{Model: "x", Cmd: "llama-server -m " + filepath.Join(dir, model.File) + " -c lots"}); err == nil || !strings.Contains(err.Error(), "--ctx-size") {
+	if _, err := cb.Estimate(context.Background(), plugins.ModelSpec{Model: "x", Cmd: "llama-server -m " + filepath.Join(dir, model.File) + " -c lots"}); err == nil || !strings.Contains(err.Error(), "flag -c:") {
 		t.Errorf("a bad --ctx-size: %v, want an error naming the flag", err)
 	}
 }
@@ -315,5 +317,20 @@ func TestLlamaServer_Describe(t *testing.T) {
 	}
 	if _, err := Describe(filepath.Join(dir, "manifest.json")); err == nil || !strings.Contains(err.Error(), "manifest.json") {
 		t.Errorf("a file that is not GGUF: %v, want an error naming it", err)
+	}
+}
+
+// A model file whose read hangs (a FIFO no one writes, as a stalled
+// network share would) ends the cmd backend's estimate at its bound with
+// an error naming the model, so the plugin answers its caller in time.
+func TestLlamaServer_EstimateCommandOfAFileThatHangs(t *testing.T) {
+	fifo := proctest.StalledFile(t, "stalled.gguf")
+	cb := cmdbackend.New(quiet)
+	cb.Estimator = EstimateCommand
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	e, err := cb.Estimate(ctx, plugins.ModelSpec{Model: "stalled", Cmd: "llama-server -m " + fifo})
+	if err == nil || e.Known || !strings.Contains(err.Error(), `model "stalled"`) || !strings.Contains(err.Error(), "did not end in time") {
+		t.Errorf("estimate %+v, %v; want none, and an error saying the read did not end", e, err)
 	}
 }

@@ -398,48 +398,40 @@ func commandOptions(argv, env []string) (options, bool, error) {
 	if len(argv) == 0 || strings.TrimSuffix(filepath.Base(argv[0]), ".exe") != DefaultBinary {
 		return options{}, false, nil
 	}
-	opts := map[string]any{}
-	set := func(option, value string) error {
-		if option == "ctx_size" || option == "parallel" || option == "sleep_idle_seconds" {
-			n, err := strconv.Atoi(strings.TrimSpace(value))
-			if err != nil {
-				return fmt.Errorf("%s %q: want a whole number", flagOf(option), value)
-			}
-			opts[option] = n
-			return nil
-		}
-		opts[option] = value
-		return nil
-	}
+	// The options' flags as OptionsFromArgs reads them, env's first so
+	// that the command line's, later, win.
+	var args []Arg
 	for _, kv := range env {
 		key, value, _ := strings.Cut(kv, "=")
 		for _, f := range optionFlags {
 			if f.option != "" && f.env == key {
-				if err := set(f.option, value); err != nil {
-					return options{}, false, err
-				}
+				args = append(args, Arg{Flag: f.flags[0], Words: []string{f.flags[0], value}})
 			}
 		}
 	}
 	for i := 1; i < len(argv); i++ {
 		name, value, inline := strings.Cut(argv[i], "=")
-		option, ok := ownedFlags()[name]
-		if !ok || option == "" {
+		if option, ok := ownedFlags()[name]; !ok || option == "" {
 			continue
+		} else if !inline {
+			switch {
+			case option == "flash_attn" && (i+1 == len(argv) || strings.HasPrefix(argv[i+1], "-")):
+				value = "on" // older llama-servers' -fa takes no value
+			case i+1 == len(argv):
+				continue
+			default:
+				i++
+				value = argv[i]
+			}
 		}
-		switch {
-		case inline:
-		case option == "flash_attn" && (i+1 == len(argv) || strings.HasPrefix(argv[i+1], "-")):
-			value = "on" // older llama-servers' -fa takes no value
-		case i+1 == len(argv):
-			continue
-		default:
-			i++
-			value = argv[i]
+		args = append(args, Arg{Flag: name, Words: []string{name, value}})
+	}
+	opts, err := OptionsFromArgs(args)
+	if err != nil {
+		if !slices.ContainsFunc(args, func(a Arg) bool { return ownedFlags()[a.Flag] == "model" }) {
+			return options{}, false, nil // no model named: not this backend's to estimate
 		}
-		if err := set(option, value); err != nil {
-			return options{}, false, err
-		}
+		return options{}, false, err
 	}
 	if _, ok := opts["model"]; !ok {
 		return options{}, false, nil
@@ -449,8 +441,5 @@ func commandOptions(argv, env []string) (options, bool, error) {
 		return options{}, false, err
 	}
 	o, err := parseOptions(raw)
-	if err != nil {
-		return options{}, false, err
-	}
-	return o, true, nil
+	return o, err == nil, err
 }

@@ -578,14 +578,38 @@ func modelDetails(cfg *config.Config, m *config.Model, log *slog.Logger) proxy.M
 	if path == "" {
 		return proxy.ModelDetails{}
 	}
-	f, err := llamaserver.Describe(path)
+	f, err := describeWithin(path, detailsLimit)
 	if err != nil {
-		log.Debug("no model details", "model", m.ID, "err", err)
+		log.Warn("no model details", "model", m.ID, "err", err)
 		return proxy.ModelDetails{}
 	}
 	return proxy.ModelDetails{Format: "gguf", Family: f.Architecture, Parameters: f.Parameters,
 		Quantization: f.Quantization, ContextLength: f.ContextLength}
 }
+
+// describeWithin is llamaserver.Describe(path), given up after limit: a
+// stalled disk or network share must not hold up serve (the read,
+// abandoned, ends on its own). Errors: Describe's, or the limit's.
+func describeWithin(path string, limit time.Duration) (llamaserver.Facts, error) {
+	type result struct {
+		f   llamaserver.Facts
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		f, err := llamaserver.Describe(path)
+		done <- result{f, err}
+	}()
+	select {
+	case r := <-done:
+		return r.f, r.err
+	case <-time.After(limit):
+		return llamaserver.Facts{}, fmt.Errorf("reading %s did not end in time (%s at most)", path, limit)
+	}
+}
+
+// detailsLimit bounds modelDetails' read of a model file's header.
+const detailsLimit = 5 * time.Second
 
 // modelConfig is m as the run loop sees it (without its Process), with
 // vram bytes as its declared or estimated need: for serve and simulate.

@@ -3,9 +3,12 @@ package main
 import (
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/loadout-dev/loadout/host/config"
+	"github.com/loadout-dev/loadout/internal/proctest"
 )
 
 // A model's weight files (read ahead while a request waits for it, read
@@ -44,5 +47,15 @@ models:
 		if got := weightFiles(cfg, cfg.Models[id]); !slices.Equal(got, want) {
 			t.Errorf("%s: %q, want %q", id, got, want)
 		}
+	}
+}
+
+// A model file whose read hangs (a FIFO no one writes, as a stalled
+// network share would) does not hold up serve: its details are given up
+// at the bound, with an error naming the file.
+func TestDescribeWithin_AFileThatHangs(t *testing.T) {
+	fifo := proctest.StalledFile(t, "stalled.gguf")
+	if _, err := describeWithin(fifo, 100*time.Millisecond); err == nil || !strings.Contains(err.Error(), "stalled.gguf") {
+		t.Errorf("%v, want an error naming the file that did not answer", err)
 	}
 }

@@ -1,6 +1,7 @@
-// Package proctest holds test helpers for real processes that tests of
-// several packages share (host/backend's hung plugins, backends/sim's hung
-// servers). Linux only: it reads /proc.
+// Package proctest holds test helpers for real processes, and files, that
+// tests of several packages share (host/backend's hung plugins,
+// backends/sim's hung servers, a model file whose read hangs). Linux only:
+// it reads /proc.
 package proctest
 
 import (
@@ -53,4 +54,22 @@ func AwaitStopped(t testing.TB, pid int) {
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// StalledFile is the path of a file named name, in a directory of t's,
+// whose open hangs as a stalled disk or network share's would: a FIFO no
+// one writes. At the end of t a writer opens and closes it, so a read a
+// test abandoned ends. Where FIFOs cannot be made, t is skipped.
+func StalledFile(t testing.TB, name string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name)
+	if err := syscall.Mkfifo(path, 0o600); err != nil {
+		t.Skip("no FIFOs here:", err)
+	}
+	t.Cleanup(func() {
+		if w, err := os.OpenFile(path, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+			w.Close()
+		}
+	})
+	return path
 }
