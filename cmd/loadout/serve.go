@@ -587,28 +587,37 @@ func modelDetails(cfg *config.Config, m *config.Model, log *slog.Logger) proxy.M
 		Quantization: f.Quantization, ContextLength: f.ContextLength}
 }
 
-// describeWithin is llamaserver.Describe(path), given up after limit: a
-// stalled disk or network share must not hold up serve (the read,
-// abandoned, ends on its own). Errors: Describe's, or the limit's.
+// describeWithin is llamaserver.Describe(path), given up after limit
+// (within). Errors: Describe's, or the limit's, naming the file.
 func describeWithin(path string, limit time.Duration) (llamaserver.Facts, error) {
+	return within(limit, "reading "+path, func() (llamaserver.Facts, error) { return llamaserver.Describe(path) })
+}
+
+// within is f's result, or, when f has not returned after limit, an error
+// saying what (doing) did not end in time; f, abandoned, ends on its own.
+// It bounds serve's reads of model files, which a stalled disk or network
+// share can hang, so that they never hold up serve.
+func within[T any](limit time.Duration, doing string, f func() (T, error)) (T, error) {
 	type result struct {
-		f   llamaserver.Facts
+		v   T
 		err error
 	}
 	done := make(chan result, 1)
 	go func() {
-		f, err := llamaserver.Describe(path)
-		done <- result{f, err}
+		v, err := f()
+		done <- result{v, err}
 	}()
 	select {
 	case r := <-done:
-		return r.f, r.err
+		return r.v, r.err
 	case <-time.After(limit):
-		return llamaserver.Facts{}, fmt.Errorf("reading %s did not end in time (%s at most)", path, limit)
+		var zero T
+		return zero, fmt.Errorf("%s did not end in time (%s at most)", doing, limit)
 	}
 }
 
-// detailsLimit bounds modelDetails' read of a model file's header.
+// detailsLimit bounds each of serve's reads of a model file: a stat
+// (modelConfig) and its header (modelDetails).
 const detailsLimit = 5 * time.Second
 
 // modelConfig is m as the run loop sees it (without its Process), with
@@ -618,11 +627,12 @@ func modelConfig(cfg *config.Config, m *config.Model, vram uint64) router.ModelC
 	if g := cfg.GroupOf(m.ID); g != nil {
 		group = g.Name
 	}
-	// The weight files' sizes now; a file missing now is not read ahead.
+	// The weight files' sizes now; a file missing now, or whose stat does
+	// not answer, is not read ahead.
 	var weights []string
 	var weightBytes uint64
 	for _, f := range weightFiles(cfg, m) {
-		if st, err := os.Stat(f); err == nil && st.Mode().IsRegular() {
+		if st, err := within(detailsLimit, "stat "+f, func() (os.FileInfo, error) { return os.Stat(f) }); err == nil && st.Mode().IsRegular() {
 			weights = append(weights, f)
 			weightBytes += uint64(st.Size())
 		}
