@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/loadout-dev/loadout/internal/bounded"
 	"github.com/loadout-dev/loadout/plugins"
 )
 
@@ -214,26 +215,13 @@ func (b *Backend) Estimate(ctx context.Context, spec plugins.ModelSpec) (plugins
 	if err != nil {
 		return plugins.Estimate{}, nil // Validate and Start report it
 	}
-	type result struct {
-		e   plugins.Estimate
-		err error
+	e, err := bounded.Call(ctx, estimateLimit, "reading its model file", func() (plugins.Estimate, error) {
+		return b.Estimator(argv, spec.Env, len(spec.Devices))
+	})
+	if err != nil {
+		return plugins.Estimate{}, fmt.Errorf("model %q: %w", spec.Model, err)
 	}
-	done := make(chan result, 1)
-	go func() {
-		e, err := b.Estimator(argv, spec.Env, len(spec.Devices))
-		done <- result{e, err}
-	}()
-	ctx, cancel := context.WithTimeout(ctx, estimateLimit)
-	defer cancel()
-	select {
-	case r := <-done:
-		if r.err != nil {
-			return plugins.Estimate{}, fmt.Errorf("model %q: %w", spec.Model, r.err)
-		}
-		return r.e, nil
-	case <-ctx.Done():
-		return plugins.Estimate{}, fmt.Errorf("model %q: no estimate: reading its model file did not end in time (%s at most)", spec.Model, estimateLimit)
-	}
+	return e, nil
 }
 
 // Stats implements plugins.Backend: the pids of the server's process group;

@@ -29,6 +29,7 @@ import (
 	"github.com/loadout-dev/loadout/host/proxy"
 	"github.com/loadout-dev/loadout/host/router"
 	"github.com/loadout-dev/loadout/host/sim"
+	"github.com/loadout-dev/loadout/internal/bounded"
 	"github.com/loadout-dev/loadout/plugins"
 	"github.com/loadout-dev/loadout/policies/builtin"
 	"github.com/loadout-dev/loadout/sdk"
@@ -552,7 +553,7 @@ func weightFiles(cfg *config.Config, m *config.Model) []string {
 	if files := m.WeightFiles(cfg.Dir); len(files) > 0 || m.Backend != config.BackendCmd {
 		return files
 	}
-	argv, err := config.SplitCommand(strings.ReplaceAll(m.Cmd, "${MODEL_ID}", m.ID))
+	argv, err := config.SplitCommand(m.Cmd) // its macros, ${MODEL_ID} among them, substituted
 	if err != nil {
 		return nil
 	}
@@ -588,32 +589,9 @@ func modelDetails(cfg *config.Config, m *config.Model, log *slog.Logger) proxy.M
 }
 
 // describeWithin is llamaserver.Describe(path), given up after limit
-// (within). Errors: Describe's, or the limit's, naming the file.
+// (bounded.Call). Errors: Describe's, or the limit's, naming the file.
 func describeWithin(path string, limit time.Duration) (llamaserver.Facts, error) {
-	return within(limit, "reading "+path, func() (llamaserver.Facts, error) { return llamaserver.Describe(path) })
-}
-
-// within is f's result, or, when f has not returned after limit, an error
-// saying what (doing) did not end in time; f, abandoned, ends on its own.
-// It bounds serve's reads of model files, which a stalled disk or network
-// share can hang, so that they never hold up serve.
-func within[T any](limit time.Duration, doing string, f func() (T, error)) (T, error) {
-	type result struct {
-		v   T
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		v, err := f()
-		done <- result{v, err}
-	}()
-	select {
-	case r := <-done:
-		return r.v, r.err
-	case <-time.After(limit):
-		var zero T
-		return zero, fmt.Errorf("%s did not end in time (%s at most)", doing, limit)
-	}
+	return bounded.Call(context.Background(), limit, "reading "+path, func() (llamaserver.Facts, error) { return llamaserver.Describe(path) })
 }
 
 // detailsLimit bounds each of serve's reads of a model file: a stat
@@ -632,7 +610,7 @@ func modelConfig(cfg *config.Config, m *config.Model, vram uint64) router.ModelC
 	var weights []string
 	var weightBytes uint64
 	for _, f := range weightFiles(cfg, m) {
-		if st, err := within(detailsLimit, "stat "+f, func() (os.FileInfo, error) { return os.Stat(f) }); err == nil && st.Mode().IsRegular() {
+		if st, err := bounded.Call(context.Background(), detailsLimit, "stat "+f, func() (os.FileInfo, error) { return os.Stat(f) }); err == nil && st.Mode().IsRegular() {
 			weights = append(weights, f)
 			weightBytes += uint64(st.Size())
 		}
