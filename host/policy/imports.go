@@ -264,9 +264,9 @@ func importPlan(ctx context.Context, mod api.Module, stack []uint64) {
 	}
 	sv := in.sv
 	target := sv.intern(b)
-	in.pause()
+	in.clock.pause()
 	p, err := fx.Plan(target)
-	in.resume()
+	in.clock.resume()
 	if err != nil {
 		var re sdk.ResultError
 		if errors.As(err, &re) {

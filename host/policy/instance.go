@@ -65,21 +65,6 @@ func newInstance(sv *supervisor) *instance {
 	return in
 }
 
-// start begins a stretch of guest time with budget d (deadline.start).
-func (in *instance) start(d time.Duration) { in.clock.start(d) }
-
-// pause stops the deadline clock, while the guest waits on the host for
-// something that is not its fault (a nested swapper plan).
-func (in *instance) pause() { in.clock.pause() }
-
-// resume restarts the clock stopped by pause with what is left of the
-// budget.
-func (in *instance) resume() { in.clock.resume() }
-
-// stop ends the call's deadline clock and reports whether the call was
-// stopped: it overran.
-func (in *instance) stop() (overran bool) { return in.clock.stop() }
-
 // instantiate makes the instance live: instantiate the compiled module
 // (running _initialize) or take the module's spare instance, where that
 // was done already, read abi_buffers, look up the exports and call init
@@ -97,9 +82,9 @@ func (in *instance) instantiate(settings []byte) (err error) {
 	if spare := sv.m.takeSpare(); spare != nil {
 		mod, in.out = spare.mod, spare.out
 	} else {
-		in.start(st)
+		in.clock.start(st)
 		mod, err = sv.r.wz.InstantiateModule(in.ctx, sv.m.compiled, sv.r.moduleConfig(in.out))
-		overran := in.stop()
+		overran := in.clock.stop()
 		if err != nil || overran {
 			return fmt.Errorf("instantiating: %s", crashReason(err, overran, st, in.out.text()))
 		}
@@ -111,9 +96,9 @@ func (in *instance) instantiate(settings []byte) (err error) {
 	if in.mem = mod.Memory(); in.mem == nil {
 		return fmt.Errorf("instantiating: the module has no memory")
 	}
-	in.start(st)
+	in.clock.start(st)
 	err = mod.ExportedFunction(exportBuffers).CallWithStack(in.ctx, in.stack[:])
-	overran := in.stop()
+	overran := in.clock.stop()
 	if err != nil || overran {
 		return fmt.Errorf("calling %s: %s", exportBuffers, crashReason(err, overran, st, in.out.text()))
 	}
@@ -135,9 +120,9 @@ func (in *instance) instantiate(settings []byte) (err error) {
 		return fmt.Errorf("%s: %s", exportInit, in.statusText(status))
 	}
 	if fn := mod.ExportedFunction(exportPlanIsPure); fn != nil && sv.m.Kind == sdk.KindSwapper {
-		in.start(st)
+		in.clock.start(st)
 		err := fn.CallWithStack(in.ctx, in.stack[:])
-		overran = in.stop()
+		overran = in.clock.stop()
 		if err != nil || overran {
 			return fmt.Errorf("calling %s: %s", exportPlanIsPure, crashReason(err, overran, st, in.out.text()))
 		}
@@ -188,9 +173,9 @@ func (in *instance) invoke(fn api.Function, msg any, d time.Duration) (res uint6
 	in.errText = in.errText[:0]
 	in.logs, in.dropped = 0, 0
 	in.busy = true
-	in.start(d)
+	in.clock.start(d)
 	err = fn.CallWithStack(in.ctx, in.stack[:])
-	overran = in.stop()
+	overran = in.clock.stop()
 	in.busy = false
 	return in.stack[0], overran, err
 }
