@@ -26,7 +26,12 @@ import (
 // model drawn uniformly (batch jobs favour no model), a geometric number
 // of requests (mean 25) a mean of 2 s apart. Prompts are log-normal
 // (median 600 tokens, capped at 16,000), outputs log-normal (median 180,
-// capped at 2,000).
+// capped at 2,000). A drifting workload (Drift, Releases) moves the
+// models' popularity through the trace, as a real one's does when models
+// are released, tried and dropped; its bursts pick among the models
+// already released. A workload of conversations (Turns) has each user
+// arrival start several requests to its model, minutes apart, as chat
+// users do.
 type Production struct {
 	Name     string  // the workload's name (--workload; the file's stem)
 	Models   int     // how many models, m1…mN
@@ -35,7 +40,23 @@ type Production struct {
 	ZipfS    float64 // popularity's exponent (> 1); 0: 1.5
 	BurstP   float64 // the share of arrivals that start a burst; 0: 0.01
 	Mixed    bool    // models of four sizes and load times (ModelClasses) instead of one
-	Seed     uint64
+	// Drift is how far popularity moves: the standard deviation, per
+	// day, of each model's log weight, a random walk stepped every hour
+	// (by Drift/√24); 0: the Zipf order holds for the whole trace.
+	Drift float64
+	// Releases is how many models (drawn at random) are released during
+	// the trace rather than before it, at times uniform over its middle
+	// 80%: none of their requests come earlier, and at release each is
+	// asked for as the most popular model is, its surplus fading with a
+	// time constant of three days to its own Zipf weight.
+	Releases int
+	// Turns is the mean length of a user's conversation: each user
+	// arrival then starts a geometric number of requests (mean Turns) to
+	// the one model it drew, a log-normal think time apart (median 40 s,
+	// the time to read an answer and type the next message); 0 or 1:
+	// every user request stands alone.
+	Turns float64
+	Seed  uint64
 }
 
 // ModelClass is a model size on the generated box, with its load time:
@@ -61,12 +82,18 @@ var ModelClasses = []ModelClass{
 // testdata/simulate); the others are generated when needed (`go run
 // ./host/sim/gentraces -workload NAME`): prod-3w has the shape of a
 // held-out real trace — three weeks, about 27,000 requests over 86 models,
-// on four equal slots.
+// on four equal slots. The -drift and -chat ones are the same boxes
+// under traffic whose popularity moves (and, -chat, comes in
+// conversations).
 var Productions = []Production{
 	{Name: "prod-sample", Models: 30, Requests: 1500, Days: 2, Seed: 1},
 	{Name: "prod-mixed-sample", Models: 30, Requests: 1500, Days: 2, Mixed: true, Seed: 2},
 	{Name: "prod-3w", Models: 86, Requests: 27000, Days: 21, Seed: 3},
 	{Name: "prod-mixed-1w", Models: 40, Requests: 9000, Days: 7, Mixed: true, Seed: 4},
+	{Name: "prod-drift-3w", Models: 86, Requests: 27000, Days: 21, Drift: 0.5, Releases: 10, Seed: 5},
+	{Name: "prod-mixed-drift-1w", Models: 40, Requests: 9000, Days: 7, Mixed: true, Drift: 0.5, Releases: 4, Seed: 6},
+	{Name: "prod-chat-3w", Models: 86, Requests: 27000, Days: 21, Drift: 0.5, Releases: 10, Turns: 6, Seed: 7},
+	{Name: "prod-mixed-chat-1w", Models: 40, Requests: 9000, Days: 7, Mixed: true, Drift: 0.5, Releases: 4, Turns: 6, Seed: 8},
 }
 
 // ProductionByName is the named workload of Productions.
@@ -118,9 +145,14 @@ func (p Production) Generate() []Request {
 		mean += rateShape(t + 30)
 	}
 	mean /= math.Ceil(span / 60)
-	events := float64(p.Requests) / (1 + pb*(burstMean-1))
+	turns := max(p.Turns, 1)
+	events := float64(p.Requests) / (1 + pb*(burstMean-1) + (1-pb)*(turns-1))
 	peak := events / (span * mean) // arrivals per second at rate shape 1
 	zipf := rand.NewZipf(r, s, 1, uint64(p.Models-1))
+	var pop *popularity
+	if p.Drift > 0 || p.Releases > 0 {
+		pop = newPopularity(p, s, span)
+	}
 	tokens := func(median, limit float64) int {
 		return int(min(math.Round(median*math.Exp(0.9*r.NormFloat64())), limit)) + 1
 	}
@@ -131,12 +163,28 @@ func (p Production) Generate() []Request {
 			continue // thinning
 		}
 		if r.Float64() >= pb {
-			out = append(out, Request{Arrival: t, Model: fmt.Sprintf("m%d", zipf.Uint64()+1),
-				PromptTokens: tokens(600, 16000), OutputTokens: tokens(180, 2000), Client: fmt.Sprintf("user-%d", r.IntN(userCount))})
+			m := 0
+			if pop != nil {
+				m = pop.draw(r, t)
+			} else {
+				m = int(zipf.Uint64())
+			}
+			q := Request{Arrival: t, Model: fmt.Sprintf("m%d", m+1),
+				PromptTokens: tokens(600, 16000), OutputTokens: tokens(180, 2000), Client: fmt.Sprintf("user-%d", r.IntN(userCount))}
+			out = append(out, q)
+			for turns > 1 && r.Float64() >= 1/turns { // the conversation's next turn
+				q.Arrival += 40 * math.Exp(0.8*r.NormFloat64())
+				q.PromptTokens, q.OutputTokens = tokens(600, 16000), tokens(180, 2000)
+				out = append(out, q)
+			}
 			continue
 		}
 		bursts++
-		model, client, at := fmt.Sprintf("m%d", 1+r.IntN(p.Models)), fmt.Sprintf("batch-%d", bursts), t
+		m := r.IntN(p.Models)
+		for pop != nil && !pop.released(m, t) {
+			m = r.IntN(p.Models)
+		}
+		model, client, at := fmt.Sprintf("m%d", 1+m), fmt.Sprintf("batch-%d", bursts), t
 		for {
 			out = append(out, Request{Arrival: at, Model: model, PromptTokens: tokens(600, 16000), OutputTokens: tokens(180, 2000), Client: client})
 			if r.Float64() < 1/burstMean {
@@ -158,6 +206,72 @@ func (p Production) Generate() []Request {
 		out[i].Arrival = math.Round(out[i].Arrival*1000) / 1000
 	}
 	return out
+}
+
+// popularity is a drifting workload's model weights through time: model
+// i's Zipf weight (1+i)^-s times e^X, X a random walk of its own, and
+// for a model released during the trace nothing before its release and a
+// surplus after it (see Production.Drift and Releases). The weights are
+// worked out once an hour of the trace.
+type popularity struct {
+	base, walk, release []float64 // release: seconds from the start; 0 for a model there from it
+	cum                 []float64 // the cumulative weights of hour
+	hour                int
+	step                float64 // the walk's standard deviation per hour
+	r                   *rand.Rand
+}
+
+// releaseFade is the time constant, in seconds, of a released model's
+// surplus of popularity.
+const releaseFade = 3 * 86400
+
+func newPopularity(p Production, s, span float64) *popularity {
+	pop := &popularity{
+		base: make([]float64, p.Models), walk: make([]float64, p.Models), release: make([]float64, p.Models),
+		cum: make([]float64, p.Models), hour: -1, step: p.Drift / math.Sqrt(24),
+		r: rand.New(rand.NewPCG(p.Seed^0x9e3779b97f4a7c15, p.Seed)), // its own: the arrivals draw as an undrifting workload's
+	}
+	for i := range pop.base {
+		pop.base[i] = math.Pow(1+float64(i), -s)
+	}
+	for _, i := range pop.r.Perm(p.Models)[:min(p.Releases, p.Models-1)] {
+		pop.release[i] = span * (0.1 + 0.8*pop.r.Float64())
+	}
+	return pop
+}
+
+// released reports whether model i can be asked for at t seconds.
+func (p *popularity) released(i int, t float64) bool { return p.release[i] <= t }
+
+// draw is a model (0-based) drawn by the weights at t seconds, which
+// must not go back in time between calls.
+func (p *popularity) draw(r *rand.Rand, t float64) int {
+	if h := int(t / 3600); h != p.hour {
+		for ; p.hour < h; p.hour++ {
+			for i := range p.walk {
+				p.walk[i] += p.step * p.r.NormFloat64()
+			}
+		}
+		end := float64(h+1) * 3600 // the hour's weights: a model released in it counts from it
+		total := 0.0
+		for i, b := range p.base {
+			if p.release[i] > 0 {
+				if p.release[i] >= end {
+					p.cum[i] = total
+					continue
+				}
+				b += (p.base[0] - b) * math.Exp(-max(0, float64(h)*3600-p.release[i])/releaseFade)
+			}
+			total += b * math.Exp(p.walk[i])
+			p.cum[i] = total
+		}
+	}
+	for {
+		i, _ := slices.BinarySearch(p.cum, r.Float64()*p.cum[len(p.cum)-1])
+		if i < len(p.cum) && p.released(i, t) {
+			return i
+		}
+	}
 }
 
 // class is model i's (0-based) ModelClass in a Mixed workload.

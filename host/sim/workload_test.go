@@ -244,6 +244,120 @@ func TestProduction_SamplesUpToDate(t *testing.T) {
 	}
 }
 
+// A drifting workload moves popularity: the models most asked for in
+// its first week take far less of its last week than a fixed Zipf
+// order's do (the same shape otherwise, over seeds); a model released
+// during the trace is asked for by no one, bursts included, before its
+// release, and by someone after it; the undrifting workloads are as
+// before (TestProduction_SamplesUpToDate).
+func TestProduction_Drift(t *testing.T) {
+	p, ok := ProductionByName("prod-drift-3w")
+	if !ok || p.Drift == 0 || p.Releases == 0 {
+		t.Fatalf("no drifting prod-drift-3w: %+v", p)
+	}
+	// topShare is the share of the last week's requests that go to the
+	// five models most asked for in the first.
+	topShare := func(reqs []Request) float64 {
+		first, last := map[string]int{}, map[string]int{}
+		end := reqs[len(reqs)-1].Arrival
+		for _, q := range reqs {
+			switch {
+			case q.Arrival < 7*86400:
+				first[q.Model]++
+			case q.Arrival >= end-7*86400:
+				last[q.Model]++
+			}
+		}
+		ms := slices.SortedFunc(maps.Keys(first), func(a, b string) int { return first[b] - first[a] })
+		n, all := 0, 0
+		for _, m := range ms[:5] {
+			n += last[m]
+		}
+		for _, c := range last {
+			all += c
+		}
+		return float64(n) / float64(all)
+	}
+	var drifting, fixed float64
+	for seed := uint64(1); seed <= 4; seed++ {
+		d, f := p, p
+		d.Seed, f.Seed, f.Drift, f.Releases = seed, seed, 0, 0
+		reqs := d.Generate()
+		if n := len(reqs); n < 24000 || n > 30000 {
+			t.Fatalf("seed %d: %d requests, want about 27,000", seed, n)
+		}
+		drifting += topShare(reqs)
+		fixed += topShare(f.Generate())
+	}
+	if drifting > 0.8*fixed {
+		t.Errorf("the first week's top five take %.2f of the last week drifting, %.2f fixed: popularity does not move", drifting/4, fixed/4)
+	}
+
+	reqs := p.Generate()
+	pop := newPopularity(p, 1.5, p.Days*86400)
+	firstAsked := map[string]float64{}
+	for _, q := range reqs {
+		if _, ok := firstAsked[q.Model]; !ok {
+			firstAsked[q.Model] = q.Arrival
+		}
+	}
+	released := 0
+	for i, at := range pop.release {
+		if at == 0 {
+			continue
+		}
+		released++
+		m := fmt.Sprintf("m%d", i+1)
+		first, ok := firstAsked[m]
+		if !ok || first < at {
+			t.Errorf("%s released at %.0f s, first asked for at %.0f s (asked: %v)", m, at, first, ok)
+		}
+	}
+	if released != p.Releases {
+		t.Errorf("%d models released during the trace, want %d", released, p.Releases)
+	}
+}
+
+// A workload of conversations (Turns) has a user's requests follow one
+// another to one model, a think time apart, where a workload of lone
+// requests has a user come back rarely within minutes; both keep about
+// the requests they promise.
+func TestProduction_Conversations(t *testing.T) {
+	p, ok := ProductionByName("prod-chat-3w")
+	if !ok || p.Turns <= 1 {
+		t.Fatalf("no conversations in prod-chat-3w: %+v", p)
+	}
+	// followUps is the share of user requests that follow the same
+	// user's previous one within ten minutes, to the same model.
+	followUps := func(reqs []Request) float64 {
+		last := map[string]Request{}
+		n, users := 0, 0
+		for _, q := range reqs {
+			if !strings.HasPrefix(q.Client, "user-") {
+				continue
+			}
+			users++
+			if prev, ok := last[q.Client]; ok && q.Arrival-prev.Arrival < 600 && prev.Model == q.Model {
+				n++
+			}
+			last[q.Client] = q
+		}
+		return float64(n) / float64(users)
+	}
+	lone := p
+	lone.Turns = 0
+	for _, w := range []Production{p, lone} {
+		reqs := w.Generate()
+		if n := len(reqs); n < 24000 || n > 30000 {
+			t.Fatalf("turns %v: %d requests, want about 27,000", w.Turns, n)
+		}
+		f := followUps(reqs)
+		if w.Turns > 1 && f < 0.6 || w.Turns <= 1 && f > 0.2 {
+			t.Errorf("turns %v: %.2f of the user requests follow up within ten minutes", w.Turns, f)
+		}
+	}
+}
+
 // TestAssign_Tenants: chat users' requests follow the Zipf law (the most
 // popular model takes the largest share of them), the agents' cycle
 // through working sets (a model seldom follows itself), and the mix's

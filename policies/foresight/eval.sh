@@ -164,6 +164,11 @@ if [ "$set_" = heldout ] || [ "$set_" = all ]; then
 	agent code-tenants1-s305 code 30 305 8 -mix tenants -agents 1 -chat-share 0.3
 	agent code-tenants3-s307 code 30 307 4 -mix tenants -agents 3 -chat-share 0.3
 	agent conv-tenants3-s304 conv 30 304 2 -mix tenants -agents 3 -chat-share 0.6
+	# Added 2026-11-29 (never iterated on): popularity that drifts, models
+	# released during the trace, and (chat) users in conversations.
+	for w in prod-drift-3w prod-mixed-drift-1w prod-chat-3w prod-mixed-chat-1w; do
+		for s in 51 52; do prod "$w-s$s" "$w" "$s"; done
+	done
 fi
 if [ "$set_" = mixed ]; then
 	# Added 2026-11-29: where a p95 above LRU's comes from on boxes of

@@ -45,7 +45,7 @@ func main() {
 	chatShare := flag.Float64("chat-share", 0.5, "with -o and -mix tenants: the share of requests from chat users (a Zipf law over the models), in [0, 1]")
 	window := flag.Duration("window", 0, "with -o: the source's first window (0: all of it)")
 	azure := flag.String("azure", "../shared/traces/azure-llm-2023", "with -o: the Azure traces' directory")
-	workload := flag.String("workload", "", "write this generated workload (prod-sample, prod-mixed-sample, prod-3w, prod-mixed-1w) and its box")
+	workload := flag.String("workload", "", "write this generated workload (prod-sample, prod-mixed-sample, prod-3w, prod-mixed-1w, prod-drift-3w, prod-mixed-drift-1w, prod-chat-3w, prod-mixed-chat-1w) and its box")
 	flag.Parse()
 	if *workload != "" {
 		seedSet := false
