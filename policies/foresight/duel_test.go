@@ -273,9 +273,29 @@ func TestForesight_ForecastFollowsAShadowPastTheMargin(t *testing.T) {
 	}
 }
 
+// TestForesight_LRUsShadowLeads: where LRU's own cache has missed less
+// than the forecast's, LRU's order is followed, though the duels favour
+// the forecast; where it has missed as much, the forecast leads.
+func TestForesight_LRUsShadowLeads(t *testing.T) {
+	sw, err := New(policytest.NewHost(t), []byte(`{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := sw.(*swapper)
+	s.w = [nExperts]float64{0.9, 0.1}
+	s.smiss[s.best], s.lmiss = 10, 10
+	if got := s.leader(); got != expertForecast {
+		t.Errorf("LRU's shadow missing as much as the forecast's: the leader is %s, want the forecast", expertNames[got])
+	}
+	s.lmiss = 9.5
+	if got := s.leader(); got != expertLRU {
+		t.Errorf("LRU's shadow missing less than the forecast's: the leader is %s, want lru", expertNames[got])
+	}
+}
+
 // TestForesight_ShadowsAreEachEstimatorsOwnCache: on two slots, a model
 // asked for three times and then five others once each — LFU's own cache
-// keeps the first (where LRU's would not) and misses only once on each,
+// keeps the first where LRU's keeps the last two, each misses once on each,
 // the box's room is two models, and the misses are counted.
 func TestForesight_ShadowsAreEachEstimatorsOwnCache(t *testing.T) {
 	var s *swapper
@@ -293,6 +313,9 @@ func TestForesight_ShadowsAreEachEstimatorsOwnCache(t *testing.T) {
 	}
 	if got := s.shadow[lfu]; !slices.Contains(got, "a") || !slices.Contains(got, "f") || len(got) != 2 {
 		t.Errorf("LFU's shadow holds %v, want a (asked for three times) and f (the last)", got)
+	}
+	if !slices.Equal(s.lru, []string{"e", "f"}) {
+		t.Errorf("LRU's shadow holds %v, want [e f], the two asked for last, least recent first", s.lru)
 	}
 	// Six misses (a to f), each swap's older ones times memory: at most
 	// six, at least six times memory to the number of swaps.

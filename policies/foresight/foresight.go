@@ -96,9 +96,14 @@ type swapper struct {
 	// last swap, and what the shadows need of each model.
 	shadow [nEst][]string
 	smiss  [nEst]float64
-	room   uint64
-	asks   []evict.Asked
-	shm    map[string]shadowModel
+	// lru is LRU's shadow: the models LRU's own cache would hold in the
+	// same room, the least recently used first; lmiss its misses, older
+	// ones times memory (leader).
+	lru   []string
+	lmiss float64
+	room  uint64
+	asks  []evict.Asked
+	shm   map[string]shadowModel
 	// idle is the duels' and trials' scratch: the swap's candidates;
 	// alt their values in one order; cand what judge values them by;
 	// victims each estimator's choice.
