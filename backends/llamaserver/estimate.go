@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 
@@ -212,7 +213,24 @@ type Facts struct {
 	// ContextLength is the context it was trained for (ARCH.context_length),
 	// in tokens; 0 where the file does not say.
 	ContextLength uint64
+	// What the model can do, as its header says (Ollama's /api/show
+	// capabilities are read from the same): Embedding, a pooling type is
+	// set (ARCH.pooling_type: llama-server pools its output into an
+	// embedding); Tools, its chat template (tokenizer.chat_template) takes
+	// a list of tools; Thinking, the template has a reasoning block
+	// (<think>, reasoning_content or enable_thinking, as the reasoning
+	// models' templates write it); Insert, its vocabulary has the
+	// fill-in-the-middle tokens llama-server's /infill needs
+	// (tokenizer.ggml.fim_pre_token_id and fim_suf_token_id).
+	Embedding, Tools, Thinking, Insert bool
 }
+
+// templateTools finds a chat template's use of the request's tools: the
+// word tools (a variable, `tools | tojson`, `if tools`).
+var templateTools = regexp.MustCompile(`\btools\b`)
+
+// templateThinking finds a chat template's reasoning block.
+var templateThinking = regexp.MustCompile(`<think>|reasoning_content|enable_thinking`)
 
 // Describe reads the facts of the GGUF file at path from its header (the
 // tensor data is not read). Errors: a file that is missing or not GGUF,
@@ -223,6 +241,15 @@ func Describe(path string) (Facts, error) {
 		return Facts{}, err
 	}
 	md := gf.Metadata()
-	return Facts{Architecture: md.Architecture, Parameters: uint64(md.Parameters),
-		Quantization: md.FileTypeDescriptor, ContextLength: gf.Architecture().MaximumContextLength}, nil
+	f := Facts{Architecture: md.Architecture, Parameters: uint64(md.Parameters),
+		Quantization: md.FileTypeDescriptor, ContextLength: gf.Architecture().MaximumContextLength}
+	kv := gf.Header.MetadataKV
+	has := func(key string) bool { _, ok := kv.Get(key); return ok }
+	f.Embedding = has(md.Architecture + ".pooling_type")
+	f.Insert = has("tokenizer.ggml.fim_pre_token_id") && has("tokenizer.ggml.fim_suf_token_id")
+	if t, ok := kv.Get("tokenizer.chat_template"); ok && t.ValueType == gguf.GGUFMetadataValueTypeString {
+		template := t.ValueString()
+		f.Tools, f.Thinking = templateTools.MatchString(template), templateThinking.MatchString(template)
+	}
+	return f, nil
 }

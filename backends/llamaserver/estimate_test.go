@@ -47,6 +47,9 @@ type manifest struct {
 		NVocab        uint64            `json:"n_vocab"`
 		FileType      string            `json:"file_type"`
 		TensorBytes   map[string]uint64 `json:"tensor_bytes"`
+		// What the header says the model can do (make_gguf.py's chat
+		// and embed models).
+		Tools, Thinking, FIM, Embedding bool
 	}
 }
 
@@ -85,8 +88,8 @@ func ggufFixtures(t testing.TB) (string, manifest) {
 
 func TestLlamaServer_EstimateFromGGUF(t *testing.T) {
 	dir, m := ggufFixtures(t)
-	if len(m.Models) != 3 {
-		t.Fatalf("manifest lists %d models, want 3", len(m.Models))
+	if len(m.Models) != 5 {
+		t.Fatalf("manifest lists %d models, want 5", len(m.Models))
 	}
 	b := New(quiet)
 	for _, model := range m.Models {
@@ -298,8 +301,11 @@ func TestLlamaServer_EstimateCommand(t *testing.T) {
 // Describe reads a GGUF file's facts from its header: the architecture,
 // the parameters (counted here from the generator's shapes: embeddings, per
 // block two norms, Q, K, V, the attention output and three feed-forward
-// matrices, the output norm and, untied, the output), the file type and
-// the trained context.
+// matrices, the output norm and, untied, the output), the file type, the
+// trained context, and what the model can do: tools and reasoning from
+// its chat template, fill-in-the-middle from its tokens, embeddings from
+// its pooling type (the generator's chat and embed models; the others
+// have none of these).
 func TestLlamaServer_Describe(t *testing.T) {
 	dir, m := ggufFixtures(t)
 	for _, model := range m.Models {
@@ -310,7 +316,8 @@ func TestLlamaServer_Describe(t *testing.T) {
 			params += model.NVocab * model.NEmbd
 		}
 		f, err := Describe(filepath.Join(dir, model.File))
-		want := Facts{Architecture: "llama", Parameters: params, Quantization: model.FileType, ContextLength: model.ContextLength}
+		want := Facts{Architecture: "llama", Parameters: params, Quantization: model.FileType, ContextLength: model.ContextLength,
+			Embedding: model.Embedding, Tools: model.Tools, Thinking: model.Thinking, Insert: model.FIM}
 		if err != nil || f != want {
 			t.Errorf("%s: %+v, %v; want %+v", model.File, f, err, want)
 		}

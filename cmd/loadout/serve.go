@@ -585,7 +585,8 @@ func modelDetails(cfg *config.Config, m *config.Model, log *slog.Logger) proxy.M
 		return proxy.ModelDetails{}
 	}
 	return proxy.ModelDetails{Format: "gguf", Family: f.Architecture, Parameters: f.Parameters,
-		Quantization: f.Quantization, ContextLength: f.ContextLength}
+		Quantization: f.Quantization, ContextLength: f.ContextLength,
+		Embedding: f.Embedding, Tools: f.Tools, Thinking: f.Thinking, Insert: f.Insert}
 }
 
 // describeWithin is llamaserver.Describe(path), given up after limit

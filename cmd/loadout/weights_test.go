@@ -1,6 +1,7 @@
 package main
 
 import (
+	"log/slog"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/loadout-dev/loadout/host/config"
+	"github.com/loadout-dev/loadout/host/proxy"
 	"github.com/loadout-dev/loadout/internal/proctest"
 )
 
@@ -57,5 +59,42 @@ func TestDescribeWithin_AFileThatHangs(t *testing.T) {
 	fifo := proctest.StalledFile(t, "stalled.gguf")
 	if _, err := describeWithin(fifo, 100*time.Millisecond); err == nil || !strings.Contains(err.Error(), "stalled.gguf") {
 		t.Errorf("%v, want an error naming the file that did not answer", err)
+	}
+}
+
+// What a model's GGUF header says it can do reaches Ollama's API: a
+// llama-swap cmd: running llama-server on the fixture with a chat
+// template of tools and reasoning and fill-in-the-middle tokens, and the
+// llamaserver backend on the embedding fixture; a file of neither says
+// nothing.
+func TestModelDetails_WhatTheFileCanDo(t *testing.T) {
+	dir := requireLlamaCpp(t)
+	cfg, _, err := config.Parse(filepath.Join(t.TempDir(), "loadout.yaml"), []byte(`
+models:
+  chat:
+    cmd: llama-server --port ${PORT} -m `+filepath.Join(dir, "chat.gguf")+`
+  embed:
+    backend: llamaserver
+    options: {model: `+filepath.Join(dir, "embed.gguf")+`}
+  tiny:
+    backend: llamaserver
+    options: {model: `+filepath.Join(dir, "tiny.gguf")+`}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.DiscardHandler)
+	for id, want := range map[string]proxy.ModelDetails{
+		"chat":  {Tools: true, Thinking: true, Insert: true},
+		"embed": {Embedding: true},
+		"tiny":  {},
+	} {
+		d := modelDetails(cfg, cfg.Models[id], log)
+		if d.Format != "gguf" || d.Family != "llama" {
+			t.Errorf("%s: details %+v, want a llama GGUF's", id, d)
+		}
+		if got := (proxy.ModelDetails{Embedding: d.Embedding, Tools: d.Tools, Thinking: d.Thinking, Insert: d.Insert}); got != want {
+			t.Errorf("%s: can do %+v, want %+v", id, got, want)
+		}
 	}
 }

@@ -971,8 +971,7 @@ func ollamaExpiry(st router.ModelStatus, now time.Time) time.Time {
 }
 
 // ollamaShow is POST /api/show: what Loadout knows of a model — its
-// capabilities as the configuration declares them ("completion" always,
-// "tools" and "vision" where declared) and its context length.
+// capabilities (ollamaCapabilities) and its context length.
 func (s *Server) ollamaShow(w http.ResponseWriter, r *http.Request) {
 	req, ok := s.parseOllama(w, r)
 	if !ok {
@@ -984,13 +983,7 @@ func (s *Server) ollamaShow(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, s.catalog.Load().unknown(name))
 		return
 	}
-	caps := []string{"completion"}
-	if e.Capabilities.Tools {
-		caps = append(caps, "tools")
-	}
-	if slices.Contains(e.Capabilities.In, "image") {
-		caps = append(caps, "vision")
-	}
+	caps := ollamaCapabilities(e)
 	info := map[string]any{"general.architecture": e.Details.Family, "general.basename": e.ID}
 	if e.Details.Parameters > 0 {
 		info["general.parameter_count"] = e.Details.Parameters
@@ -1009,6 +1002,33 @@ func (s *Server) ollamaShow(w http.ResponseWriter, r *http.Request) {
 	}
 	s.writeJSON(w, r, map[string]any{"modelfile": "", "parameters": "", "template": "", "details": ollamaDetailsOf(e),
 		"model_info": info, "capabilities": caps, "modified_at": ollamaTime(s.started)})
+}
+
+// ollamaCapabilities are e's capabilities in Ollama's names (api/types.go's
+// model capabilities; clients such as VS Code's Copilot list a model for
+// agent mode only with "tools"): "embedding" for a model whose file is
+// an embedding model's (ModelDetails.Embedding), "completion" for any
+// other; "tools" where the configuration or the file's chat template says
+// so;
+// "vision" where the configuration's input modalities have images;
+// "thinking" and "insert" where the file has a reasoning block or
+// fill-in-the-middle tokens.
+func ollamaCapabilities(e *ModelEntry) []string {
+	d := e.Details
+	caps := []string{"completion"}
+	if d.Embedding {
+		caps[0] = "embedding"
+	}
+	add := func(ok bool, c string) {
+		if ok {
+			caps = append(caps, c)
+		}
+	}
+	add(e.Capabilities.Tools || d.Tools, "tools")
+	add(slices.Contains(e.Capabilities.In, "image"), "vision")
+	add(d.Thinking, "thinking")
+	add(d.Insert, "insert")
+	return caps
 }
 
 // ollamaPull is POST /api/pull: Loadout pulls nothing, but a client

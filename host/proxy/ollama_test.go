@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -530,6 +531,28 @@ func TestOllama_DetailsFromTheModelFile(t *testing.T) {
 	}
 	if _, b := e.do(request{method: http.MethodGet, path: "/api/ps"}); json.Unmarshal(b, &ps) != nil || len(ps.Models) != 1 || !reflect.DeepEqual(ps.Models[0].Details, want) {
 		t.Errorf("ps: %s", b)
+	}
+	// Capabilities: the configuration's (a: none declared) with the
+	// file's; an embedding model completes nothing.
+	for _, tc := range []struct {
+		details ModelDetails
+		tools   bool
+		want    []string
+	}{
+		{ModelDetails{}, false, []string{"completion"}},
+		{ModelDetails{}, true, []string{"completion", "tools"}},
+		{ModelDetails{Tools: true, Thinking: true, Insert: true}, false, []string{"completion", "tools", "thinking", "insert"}},
+		{ModelDetails{Embedding: true}, false, []string{"embedding"}},
+	} {
+		e := newEnv(t, envOpts{edit: func(m *ModelEntry) {
+			if m.ID == "a" {
+				m.Details, m.Capabilities.Tools = tc.details, tc.tools
+			}
+		}})
+		var show struct{ Capabilities []string }
+		if _, b := e.do(request{path: "/api/show", body: `{"model":"a"}`}); json.Unmarshal(b, &show) != nil || !slices.Equal(show.Capabilities, tc.want) {
+			t.Errorf("details %+v, tools declared %v: capabilities %s, want %v", tc.details, tc.tools, b, tc.want)
+		}
 	}
 	for n, s := range map[uint64]string{7_615_616_512: "7.6B", 494_032_768: "494.03M", 184_640: "184.64K", 12: "12"} {
 		if got := ollamaParameters(n); got != s {

@@ -13,6 +13,11 @@ sizes are written, with a manifest.json the Go tests check estimates against:
   large.gguf   4 layers x 256 embd, F32, tied output embeddings,
                grouped-query attention                           ~39 MB
 
+and two more of tiny's shape whose headers say what the model can do, as
+Ollama's API shows it: chat.gguf has a chat template that takes tools and
+a reasoning block, and fill-in-the-middle tokens; embed.gguf has a pooling
+type (an embedding model).
+
 Output is deterministic for a seed. Files are written beside their final
 name and renamed into place, so a server reading an older copy is not
 disturbed, and nothing is rewritten when the manifest says the files were
@@ -36,7 +41,21 @@ MODELS = [
          ctx=512, linear=Q.F16, embd=Q.Q8_0, tied=False),
     dict(name="large", n_layer=4, n_embd=256, n_head=8, n_head_kv=4, n_ff=2816,
          ctx=1024, linear=Q.F32, embd=Q.F32, tied=True),
+    dict(name="chat", n_layer=2, n_embd=64, n_head=4, n_head_kv=4, n_ff=192,
+         ctx=256, linear=Q.F32, embd=Q.F32, tied=False, tools=True, thinking=True, fim=True),
+    dict(name="embed", n_layer=2, n_embd=64, n_head=4, n_head_kv=4, n_ff=192,
+         ctx=256, linear=Q.F32, embd=Q.F32, tied=False, pooling=gguf.PoolingType.MEAN),
 ]
+
+# chat.gguf's chat template (Jinja, as llama-server renders it): a tools
+# block when the request has tools, and the reasoning of earlier turns in
+# a <think> block.
+CHAT_TEMPLATE = """{%- if tools %}<|tools|>{{ tools | tojson }}
+{% endif -%}
+{%- for m in messages %}<|{{ m.role }}|>
+{%- if m.reasoning_content %}<think>{{ m.reasoning_content }}</think>{% endif %}{{ m.content }}
+{% endfor -%}
+{%- if add_generation_prompt %}<|assistant|>{% endif -%}"""
 
 # Pieces of English, so that common text tokenizes into words rather than
 # bytes; the rest falls back to the byte tokens.
@@ -105,6 +124,14 @@ def write_model(path, m, rng, tokens, scores, types):
     w.add_unk_token_id(0)
     w.add_add_bos_token(True)
     w.add_add_space_prefix(True)
+    if m.get("tools") or m.get("thinking"):
+        w.add_chat_template(CHAT_TEMPLATE)
+    if m.get("fim"):  # any three tokens: only the header is read for them
+        w.add_uint32(gguf.Keys.Tokenizer.FIM_PRE_ID, 3)
+        w.add_uint32(gguf.Keys.Tokenizer.FIM_SUF_ID, 4)
+        w.add_uint32(gguf.Keys.Tokenizer.FIM_MID_ID, 5)
+    if m.get("pooling") is not None:
+        w.add_pooling_type(m["pooling"])
 
     nbytes = {}
 
@@ -210,6 +237,8 @@ def main():
             "tied_output": m["tied"], "file_size": os.path.getsize(final),
             "file_type": "F32" if m["linear"] == Q.F32 else "F16",
             "tensor_bytes": nbytes,
+            "tools": bool(m.get("tools")), "thinking": bool(m.get("thinking")),
+            "fim": bool(m.get("fim")), "embedding": m.get("pooling") is not None,
         })
         print(f"wrote {final} ({os.path.getsize(final) / 1e6:.1f} MB)")
     tmp = f"{manifest_path}.tmp-{os.getpid()}"
