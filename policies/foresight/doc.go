@@ -81,7 +81,8 @@
 // streaks; what the two orders come to when their choices compound,
 // their own caches tell. So LRU keeps a shadow too (below), and its
 // order is also followed while its shadow has missed less than the
-// shadow of the estimator the forecast follows: users in conversations,
+// shadow of the estimator the forecast follows, both counted over about
+// the last 1,000 swaps: users in conversations,
 // who ask one model several times in a row, minutes apart, make LRU the
 // best classical rule, and there the duels had handed the forecast a
 // third of the swaps.

@@ -283,7 +283,7 @@ func TestForesight_LRUsShadowLeads(t *testing.T) {
 	}
 	s := sw.(*swapper)
 	s.w = [nExperts]float64{0.9, 0.1}
-	s.smiss[s.best], s.lmiss = 10, 10
+	s.slong[s.best], s.lmiss = 10, 10
 	if got := s.leader(); got != expertForecast {
 		t.Errorf("LRU's shadow missing as much as the forecast's: the leader is %s, want the forecast", expertNames[got])
 	}

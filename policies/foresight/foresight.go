@@ -97,10 +97,12 @@ type swapper struct {
 	shadow [nEst][]string
 	smiss  [nEst]float64
 	// lru is LRU's shadow: the models LRU's own cache would hold in the
-	// same room, the least recently used first; lmiss its misses, older
-	// ones times memory (leader).
+	// same room, the least recently used first; lmiss its misses and,
+	// per estimator, slong its shadow's, older ones times lruMemory, the
+	// longer memory they are compared on (leader).
 	lru   []string
 	lmiss float64
+	slong [nEst]float64
 	room  uint64
 	asks  []evict.Asked
 	shm   map[string]shadowModel
