@@ -729,9 +729,8 @@ func backendEstimate(ctx context.Context, launcher *backend.PluginLauncher, spec
 	for _, b := range est.BytesPerDevice {
 		sum += b
 	}
-	n, src := gpu.Estimate(0, sum, "")
-	log.Debug("VRAM estimate", "model", spec.Model, "bytes", n, "source", src)
-	return n
+	log.Debug("VRAM estimate", "model", spec.Model, "bytes", sum, "source", "backend")
+	return sum
 }
 
 // preload loads a model at startup (hooks.on_startup.preload) the way a

@@ -1,7 +1,9 @@
 // Package gpu owns Loadout's view of GPU memory: which devices there are and
-// how much memory each has free (the Inventory), how much a model will need
-// (Estimate), who holds what on which device (the Ledger), and where a new
-// model goes (Place, Split). Every figure is in bytes.
+// how much memory each has free (the Inventory), who holds what on which
+// device (the Ledger), and where a new model goes (Place, Split). How much
+// a model will need is the configuration's `vram:`, else its backend's
+// estimate (serve asks the plugin), until measured. Every figure is in
+// bytes.
 //
 // # Inventories
 //
