@@ -96,6 +96,30 @@ var Productions = []Production{
 	{Name: "prod-mixed-chat-1w", Models: 40, Requests: 9000, Days: 7, Mixed: true, Drift: 0.5, Releases: 4, Turns: 6, Seed: 8},
 }
 
+// Check reports the first setting a workload cannot be generated with:
+// no models, no requests or days, a Zipf exponent at or below 1, a burst
+// share outside [0, 1), a negative drift or turns, releases outside [0,
+// models).
+func (p Production) Check() error {
+	switch {
+	case p.Models < 1:
+		return fmt.Errorf("models %d: want at least 1", p.Models)
+	case p.Requests < 1 || p.Days <= 0:
+		return fmt.Errorf("requests %d over %g days: want both above 0", p.Requests, p.Days)
+	case p.ZipfS != 0 && p.ZipfS <= 1:
+		return fmt.Errorf("zipf exponent %g: want above 1", p.ZipfS)
+	case p.BurstP < 0 || p.BurstP >= 1:
+		return fmt.Errorf("burst share %g: want in [0, 1)", p.BurstP)
+	case p.Drift < 0 || math.IsNaN(p.Drift) || math.IsInf(p.Drift, 0):
+		return fmt.Errorf("drift %g: want 0 or more", p.Drift)
+	case p.Releases < 0 || p.Releases >= p.Models:
+		return fmt.Errorf("releases %d: want from 0 to %d (fewer than the %d models)", p.Releases, p.Models-1, p.Models)
+	case p.Turns < 0 || math.IsNaN(p.Turns) || math.IsInf(p.Turns, 0):
+		return fmt.Errorf("turns %g: want 0 or more", p.Turns)
+	}
+	return nil
+}
+
 // ProductionByName is the named workload of Productions.
 func ProductionByName(name string) (Production, bool) {
 	i := slices.IndexFunc(Productions, func(p Production) bool { return p.Name == name })

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"maps"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -354,6 +355,32 @@ func TestProduction_Conversations(t *testing.T) {
 		f := followUps(reqs)
 		if w.Turns > 1 && f < 0.6 || w.Turns <= 1 && f > 0.2 {
 			t.Errorf("turns %v: %.2f of the user requests follow up within ten minutes", w.Turns, f)
+		}
+	}
+}
+
+// Every named workload is one the generator can make; a setting it
+// cannot (gentraces' flags set it) is an error naming it.
+func TestProduction_Check(t *testing.T) {
+	for _, p := range Productions {
+		if err := p.Check(); err != nil {
+			t.Errorf("%s: %v", p.Name, err)
+		}
+	}
+	base, _ := ProductionByName("prod-sample")
+	for name, edit := range map[string]func(*Production){
+		"models":   func(p *Production) { p.Models = 0 },
+		"requests": func(p *Production) { p.Days = 0 },
+		"zipf":     func(p *Production) { p.ZipfS = 0.9 },
+		"burst":    func(p *Production) { p.BurstP = 1 },
+		"drift":    func(p *Production) { p.Drift = -0.1 },
+		"releases": func(p *Production) { p.Releases = p.Models },
+		"turns":    func(p *Production) { p.Turns = math.Inf(1) },
+	} {
+		p := base
+		edit(&p)
+		if err := p.Check(); err == nil || !strings.HasPrefix(err.Error(), name) {
+			t.Errorf("%s: %v, want an error naming it", name, err)
 		}
 	}
 }

@@ -13,10 +13,12 @@
 //
 // With -workload it writes a generated production-like workload
 // (sim.Productions) and its box: NAME.csv and NAME.yaml (or -o's path and
-// the same path ending .yaml); -seed, when given, replaces its seed:
+// the same path ending .yaml); -seed, -drift, -releases and -turns, when
+// given, replace its own (sim.Production's Seed, Drift, Releases, Turns):
 //
 //	go run ./host/sim/gentraces -workload prod-3w
 //	loadout simulate -c prod-3w.yaml -t prod-3w.csv --compare router=all
+//	go run ./host/sim/gentraces -workload prod-3w -turns 4 -drift 0.3 -o chatty.csv
 //
 // go generate also writes the small -sample workloads of sim.Productions,
 // with their boxes under testdata/simulate.
@@ -46,11 +48,29 @@ func main() {
 	window := flag.Duration("window", 0, "with -o: the source's first window (0: all of it)")
 	azure := flag.String("azure", "../shared/traces/azure-llm-2023", "with -o: the Azure traces' directory")
 	workload := flag.String("workload", "", "write this generated workload (prod-sample, prod-mixed-sample, prod-3w, prod-mixed-1w, prod-drift-3w, prod-mixed-drift-1w, prod-chat-3w, prod-mixed-chat-1w) and its box")
+	drift := flag.Float64("drift", 0, "with -workload: how far popularity moves, the daily standard deviation of each model's log weight (sim.Production.Drift)")
+	releases := flag.Int("releases", 0, "with -workload: how many models are released during the trace (sim.Production.Releases)")
+	turns := flag.Float64("turns", 0, "with -workload: the mean length of a user's conversation with one model, in requests (sim.Production.Turns; 0 or 1: none)")
 	flag.Parse()
 	if *workload != "" {
-		seedSet := false
-		flag.Visit(func(f *flag.Flag) { seedSet = seedSet || f.Name == "seed" })
-		if err := production(*workload, *out1, *seed, seedSet); err != nil {
+		set := map[string]bool{}
+		flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		edit := func(p *sim.Production) error {
+			if set["seed"] {
+				p.Seed = *seed
+			}
+			if set["drift"] {
+				p.Drift = *drift
+			}
+			if set["releases"] {
+				p.Releases = *releases
+			}
+			if set["turns"] {
+				p.Turns = *turns
+			}
+			return p.Check()
+		}
+		if err := production(*workload, *out1, edit); err != nil {
 			fmt.Fprintln(os.Stderr, "gentraces:", err)
 			os.Exit(1)
 		}
@@ -90,8 +110,8 @@ func main() {
 }
 
 // production writes the named workload to path (NAME.csv when empty) and
-// its box beside it, with seed instead of its own when seedSet.
-func production(name, path string, seed uint64, seedSet bool) error {
+// its box beside it, after edit (the flags that replace its settings).
+func production(name, path string, edit func(*sim.Production) error) error {
 	p, ok := sim.ProductionByName(name)
 	if !ok {
 		var names []string
@@ -100,8 +120,8 @@ func production(name, path string, seed uint64, seedSet bool) error {
 		}
 		return fmt.Errorf("-workload %q: want one of %s", name, strings.Join(names, ", "))
 	}
-	if seedSet {
-		p.Seed = seed
+	if err := edit(&p); err != nil {
+		return fmt.Errorf("-workload %s: %w", name, err)
 	}
 	if path == "" {
 		path = name + ".csv"
