@@ -82,10 +82,10 @@
 // their own caches tell. So LRU keeps a shadow too (below), and its
 // order is also followed while its shadow has missed less than the
 // shadow of the estimator the forecast follows, both counted over about
-// the last 1,000 swaps: users in conversations,
-// who ask one model several times in a row, minutes apart, make LRU the
-// best classical rule, and there the duels had handed the forecast a
-// third of the swaps.
+// the last 1,000 swaps: users in conversations, who ask one model
+// several times in a row, minutes apart, make LRU the best classical
+// rule, and there the duels had handed the forecast a third of the
+// swaps.
 //
 // The likelihood can tell sooner: while the best-scored bursts
 // estimator is the one of half-life 1 observation, the models asked for

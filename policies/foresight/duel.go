@@ -92,8 +92,8 @@ const (
 // the last 1,000 swaps (lruMemory). Where LRU's has missed fewer, its
 // order is followed; on Zipf and production traffic that seldom holds
 // (a handful of the 9,825 swaps of an Azure hour over 86 models on four
-// slots, none of prod-3w's; docs/BENCHMARKS.md, "Popularity that drifts, and users
-// in conversations").
+// slots, none of prod-3w's; docs/BENCHMARKS.md, "Popularity that
+// drifts, and users in conversations").
 func (s *swapper) leader() int {
 	if s.w[expertLRU] > lruLeads || s.recent() || s.lmiss < s.slong[s.best] {
 		return expertLRU
