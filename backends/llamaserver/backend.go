@@ -21,6 +21,8 @@ const Version = "0.1.0"
 //
 //	model         the GGUF file (required; a relative path is taken from
 //	              the working directory Loadout runs in)
+//	mmproj        --mmproj: a multimodal projector GGUF (a vision model's),
+//	              counted in the estimate
 //	binary        the server executable (default llama-server, on PATH)
 //	ctx_size      --ctx-size: the KV cache in tokens, shared by the slots
 //	              (default: the model's training context)
@@ -168,8 +170,9 @@ func (b *Backend) Estimate(_ context.Context, spec plugins.ModelSpec) (plugins.E
 }
 
 // estimate is the estimate for o's server (estimateMemory, from its GGUF
-// file) split evenly over devices GPUs (one where devices is 0). Errors: a
-// model file that cannot be read or parsed, named.
+// file, and its projector's tensors, projectorBytes) split evenly over
+// devices GPUs (one where devices is 0). Errors: a model or projector
+// file that cannot be read or parsed, named.
 func estimate(o options, devices int) (plugins.Estimate, error) {
 	gf, err := readGGUF(o.Model)
 	if err != nil {
@@ -177,6 +180,9 @@ func estimate(o options, devices int) (plugins.Estimate, error) {
 	}
 	m, err := estimateMemory(gf, o)
 	if err != nil {
+		return plugins.Estimate{}, err
+	}
+	if m.Projector, err = projectorBytes(o); err != nil {
 		return plugins.Estimate{}, err
 	}
 	n := uint64(max(1, devices))

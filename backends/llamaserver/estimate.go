@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -103,11 +104,32 @@ func readGGUF(path string) (gf *gguf.GGUFFile, err error) {
 
 // memory is a model's predicted memory on its GPUs, in bytes.
 type memory struct {
-	Weights uint64 // tensors placed on the GPUs
-	KVCache uint64 // the KV cache of the offloaded layers
+	Weights   uint64 // tensors placed on the GPUs
+	KVCache   uint64 // the KV cache of the offloaded layers
+	Projector uint64 // the multimodal projector's tensors (--mmproj)
 }
 
-func (m memory) total() uint64 { return m.Weights + m.KVCache }
+func (m memory) total() uint64 { return m.Weights + m.KVCache + m.Projector }
+
+// projectorBytes is what the projector o names puts on the GPU: all its
+// tensors (llama-server offloads the projector whole, whatever
+// --n-gpu-layers says), or 0 with --no-mmproj-offload among extra_args.
+// The encoder's compute buffer is not counted, as the model's are not.
+// Errors: the projector is missing or not GGUF, named.
+func projectorBytes(o options) (uint64, error) {
+	if o.MMProj == "" || slices.Contains(o.ExtraArgs, "--no-mmproj-offload") {
+		return 0, nil
+	}
+	gf, err := readGGUF(o.MMProj)
+	if err != nil {
+		return 0, err
+	}
+	var n uint64
+	for _, ti := range gf.TensorInfos {
+		n += ti.Bytes()
+	}
+	return n, nil
+}
 
 // estimateMemory predicts what llama-server puts on the GPUs for o:
 //
@@ -221,8 +243,11 @@ type Facts struct {
 	// (<think>, reasoning_content or enable_thinking, as the reasoning
 	// models' templates write it); Insert, its vocabulary has the
 	// fill-in-the-middle tokens llama-server's /infill needs
-	// (tokenizer.ggml.fim_pre_token_id and fim_suf_token_id).
-	Embedding, Tools, Thinking, Insert bool
+	// (tokenizer.ggml.fim_pre_token_id and fim_suf_token_id); Vision,
+	// the file is a projector with a vision encoder (--mmproj's: clip,
+	// clip.has_vision_encoder), so the model it serves beside takes
+	// images.
+	Embedding, Tools, Thinking, Insert, Vision bool
 }
 
 // templateTools finds a chat template's use of the request's tools: the
@@ -247,6 +272,9 @@ func Describe(path string) (Facts, error) {
 	has := func(key string) bool { _, ok := kv.Get(key); return ok }
 	f.Embedding = has(md.Architecture + ".pooling_type")
 	f.Insert = has("tokenizer.ggml.fim_pre_token_id") && has("tokenizer.ggml.fim_suf_token_id")
+	if v, ok := kv.Get("clip.has_vision_encoder"); ok && v.ValueType == gguf.GGUFMetadataValueTypeBool {
+		f.Vision = v.ValueBool()
+	}
 	if t, ok := kv.Get("tokenizer.chat_template"); ok && t.ValueType == gguf.GGUFMetadataValueTypeString {
 		template := t.ValueString()
 		f.Tools, f.Thinking = templateTools.MatchString(template), templateThinking.MatchString(template)

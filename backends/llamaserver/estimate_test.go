@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -50,6 +51,12 @@ type manifest struct {
 		// What the header says the model can do (make_gguf.py's chat
 		// and embed models).
 		Tools, Thinking, FIM, Embedding bool
+	}
+	// Projectors are its --mmproj files: their tensors' bytes.
+	Projectors []struct {
+		File        string
+		TensorBytes uint64 `json:"tensor_bytes"`
+		Vision      bool
 	}
 }
 
@@ -274,6 +281,8 @@ func TestLlamaServer_EstimateCommand(t *testing.T) {
 		{"llama-server -m " + filepath.Join(dir, model.File) + " -ngl 99", []string{"LLAMA_ARG_CTX_SIZE=32"}, weights + kv(32)},
 		{"llama-server -m " + filepath.Join(dir, model.File) + " -c 128", []string{"LLAMA_ARG_CTX_SIZE=32"}, weights + kv(128)},
 		{"llama-server", []string{"LLAMA_ARG_MODEL=" + filepath.Join(dir, model.File), "LLAMA_ARG_CTX_SIZE=16"}, weights + kv(16)},
+		{"llama-server -m " + filepath.Join(dir, model.File) + " -c 128 --mmproj " + filepath.Join(dir, m.Projectors[0].File), nil, weights + kv(128) + m.Projectors[0].TensorBytes},
+		{"llama-server -m " + filepath.Join(dir, model.File) + " -c 128", []string{"LLAMA_ARG_MMPROJ=" + filepath.Join(dir, m.Projectors[0].File)}, weights + kv(128) + m.Projectors[0].TensorBytes},
 		{"llama-server --port ${PORT} -hf ggml-org/gemma-3-1b-it-GGUF", nil, 0},
 		{"python3 -m vllm.entrypoints.openai.api_server --model " + filepath.Join(dir, model.File), nil, 0},
 	} {
@@ -324,6 +333,59 @@ func TestLlamaServer_Describe(t *testing.T) {
 	}
 	if _, err := Describe(filepath.Join(dir, "manifest.json")); err == nil || !strings.Contains(err.Error(), "manifest.json") {
 		t.Errorf("a file that is not GGUF: %v, want an error naming it", err)
+	}
+}
+
+// A projector (--mmproj) adds its tensors to the estimate, whatever
+// --n-gpu-layers says, and nothing with --no-mmproj-offload; a missing one
+// is an error naming it; it is among the command's files; and extra_args
+// may not name it beside the option.
+func TestLlamaServer_EstimateCountsTheProjector(t *testing.T) {
+	dir, m := ggufFixtures(t)
+	model, proj := filepath.Join(dir, m.Models[0].File), filepath.Join(dir, m.Projectors[0].File)
+	total := func(opts map[string]any) (uint64, error) {
+		opts["model"] = model
+		raw, _ := json.Marshal(opts)
+		o, err := parseOptions(raw)
+		if err != nil {
+			return 0, err
+		}
+		e, err := estimate(o, 1)
+		if err != nil {
+			return 0, err
+		}
+		return e.BytesPerDevice[0], nil
+	}
+	for _, layers := range []any{nil, 0} {
+		base := map[string]any{"ctx_size": 64}
+		if layers != nil {
+			base["n_gpu_layers"] = layers
+		}
+		without, err := total(base)
+		if err != nil {
+			t.Fatal(err)
+		}
+		base["mmproj"] = proj
+		with, err := total(base)
+		if err != nil || with-without != m.Projectors[0].TensorBytes {
+			t.Errorf("n_gpu_layers %v: the projector adds %d bytes (%v), want its tensors' %d", layers, with-without, err, m.Projectors[0].TensorBytes)
+		}
+		base["extra_args"] = []string{"--no-mmproj-offload"}
+		if kept, err := total(base); err != nil || kept != without {
+			t.Errorf("n_gpu_layers %v, --no-mmproj-offload: %d bytes (%v), want %d", layers, kept, err, without)
+		}
+	}
+	if _, err := total(map[string]any{"mmproj": filepath.Join(dir, "gone-mmproj.gguf")}); err == nil || !strings.Contains(err.Error(), "gone-mmproj.gguf") {
+		t.Errorf("a missing projector: %v, want an error naming it", err)
+	}
+	if got := CommandFiles([]string{"llama-server", "-m", model, "-mm", proj}, nil); !slices.Equal(got, []string{model, proj}) {
+		t.Errorf("CommandFiles: %q, want the model and its projector", got)
+	}
+	if _, err := parseOptions([]byte(`{"model": "m.gguf", "extra_args": ["--mmproj", "p.gguf"]}`)); err == nil || !strings.Contains(err.Error(), "mmproj option") {
+		t.Errorf("--mmproj in extra_args: %v, want an error pointing to the option", err)
+	}
+	if f, err := Describe(proj); err != nil || !f.Vision || f.Architecture != "clip" {
+		t.Errorf("Describe(projector): %+v, %v; want a clip file with a vision encoder", f, err)
 	}
 }
 

@@ -33,6 +33,7 @@ type optionFlag struct {
 
 var optionFlags = []optionFlag{
 	{"model", []string{"--model", "-m"}, "LLAMA_ARG_MODEL"},
+	{"mmproj", []string{"--mmproj", "-mm"}, "LLAMA_ARG_MMPROJ"},
 	{"ctx_size", []string{"--ctx-size", "-c"}, "LLAMA_ARG_CTX_SIZE"},
 	{"n_gpu_layers", []string{"--n-gpu-layers", "-ngl", "--gpu-layers"}, "LLAMA_ARG_N_GPU_LAYERS"},
 	{"parallel", []string{"--parallel", "-np"}, "LLAMA_ARG_N_PARALLEL"},
@@ -376,14 +377,15 @@ func EstimateCommand(argv, env []string, devices int) (plugins.Estimate, error) 
 	return estimate(o, devices)
 }
 
-// CommandModel is the GGUF file a llama-server command line names
-// (commandOptions), "" for any other command or one with a bad value.
-func CommandModel(argv, env []string) string {
+// CommandFiles are the GGUF files a llama-server command line names
+// (commandOptions): its model, then its projector (--mmproj) where it has
+// one; none for any other command or one with a bad value.
+func CommandFiles(argv, env []string) []string {
 	o, ok, err := commandOptions(argv, env)
 	if !ok || err != nil {
-		return ""
+		return nil
 	}
-	return o.Model
+	return o.files()
 }
 
 // commandOptions reads a command line as this backend's options: where

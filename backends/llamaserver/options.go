@@ -22,6 +22,12 @@ type options struct {
 	Binary string
 	// Model is the GGUF file (the first part of a split model).
 	Model string
+	// MMProj is --mmproj, the multimodal projector GGUF of a model that
+	// takes images or audio; "" for none. Its tensors are counted in the
+	// estimate (llama-server puts them on the GPU unless
+	// --no-mmproj-offload is among extra_args), and a vision projector
+	// makes the model's Ollama capabilities say "vision".
+	MMProj string
 	// CtxSize is llama-server's --ctx-size, the KV cache's cells shared by
 	// all slots; 0 leaves llama-server's default (the model's training
 	// context).
@@ -46,7 +52,7 @@ type options struct {
 }
 
 // optionNames are the keys of the options object, for error messages.
-var optionNames = []string{"binary", "cache_type_k", "cache_type_v", "ctx_size", "extra_args", "flash_attn", "model", "n_gpu_layers", "parallel", "sleep_idle_seconds"}
+var optionNames = []string{"binary", "cache_type_k", "cache_type_v", "ctx_size", "extra_args", "flash_attn", "mmproj", "model", "n_gpu_layers", "parallel", "sleep_idle_seconds"}
 
 // parseOptions decodes and checks a model's options (a JSON object). It does
 // not look at the model file.
@@ -54,6 +60,7 @@ func parseOptions(raw json.RawMessage) (options, error) {
 	var in struct {
 		Binary     *string         `json:"binary"`
 		Model      *string         `json:"model"`
+		MMProj     *string         `json:"mmproj"`
 		CtxSize    *int            `json:"ctx_size"`
 		GPULayers  json.RawMessage `json:"n_gpu_layers"`
 		Parallel   *int            `json:"parallel"`
@@ -75,6 +82,12 @@ func parseOptions(raw json.RawMessage) (options, error) {
 		return o, errors.New("llamaserver options: model (the GGUF file) is required")
 	}
 	o.Model = *in.Model
+	if in.MMProj != nil {
+		if strings.TrimSpace(*in.MMProj) == "" {
+			return o, errors.New("llamaserver options: mmproj is empty (leave it out for a model without a projector)")
+		}
+		o.MMProj = *in.MMProj
+	}
 	o.Binary = DefaultBinary
 	if in.Binary != nil {
 		if strings.TrimSpace(*in.Binary) == "" {
@@ -206,6 +219,9 @@ func flashAttn(raw json.RawMessage) (string, error) {
 // are what llama-server uses.
 func (o options) args() []string {
 	argv := []string{o.Binary, flagOf("model"), o.Model}
+	if o.MMProj != "" {
+		argv = append(argv, flagOf("mmproj"), o.MMProj)
+	}
 	if o.CtxSize > 0 {
 		argv = append(argv, flagOf("ctx_size"), strconv.Itoa(o.CtxSize))
 	}
@@ -229,6 +245,15 @@ func (o options) args() []string {
 	}
 	argv = append(argv, o.ExtraArgs...)
 	return append(argv, "--host", "127.0.0.1", "--port", "${PORT}")
+}
+
+// files are the GGUF files the options name: the model, then the
+// projector where there is one.
+func (o options) files() []string {
+	if o.MMProj == "" {
+		return []string{o.Model}
+	}
+	return []string{o.Model, o.MMProj}
 }
 
 // commandLine joins args into the cmd backend's Cmd: every word quoted for

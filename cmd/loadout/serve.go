@@ -546,7 +546,8 @@ func modelTable(ctx context.Context, cfg *config.Config, ids []string, launchers
 // weightFiles are the files m's load reads: the configuration's
 // (config.Model.WeightFiles: its weights:, else the llamaserver backend's
 // model), else, for a cmd: that runs llama-server, as llama-swap's
-// configurations do, the GGUF file its -m names (llamaserver.CommandModel).
+// configurations do, the GGUF files its -m and --mmproj name
+// (llamaserver.CommandFiles).
 // They are read ahead into the page cache while a request waits for the
 // model, and read for Ollama's details (modelDetails).
 func weightFiles(cfg *config.Config, m *config.Model) []string {
@@ -557,36 +558,37 @@ func weightFiles(cfg *config.Config, m *config.Model) []string {
 	if err != nil {
 		return nil
 	}
-	if p := llamaserver.CommandModel(argv, m.Env); p != "" {
-		return []string{p}
-	}
-	return nil
+	return llamaserver.CommandFiles(argv, m.Env)
 }
 
-// modelDetails is what m's GGUF file says of it (llamaserver.Describe, its
-// header only), for Ollama's model details: the file is the first .gguf
-// of its weight files (weightFiles). Zero where there is none, or it
-// cannot be read (a missing file is the backend's to report when the
-// model loads).
+// modelDetails is what m's GGUF files say of it (llamaserver.Describe, their
+// headers only), for Ollama's model details: the model's is the first
+// .gguf of its weight files (weightFiles), and a later one that is a
+// vision projector (--mmproj) makes it take images. Zero where there is
+// none, or the model's cannot be read (a missing file is the backend's to
+// report when the model loads).
 func modelDetails(cfg *config.Config, m *config.Model, log *slog.Logger) proxy.ModelDetails {
-	path := ""
-	for _, f := range weightFiles(cfg, m) {
-		if strings.EqualFold(filepath.Ext(f), ".gguf") {
-			path = f
-			break
+	var d proxy.ModelDetails
+	for _, path := range weightFiles(cfg, m) {
+		if !strings.EqualFold(filepath.Ext(path), ".gguf") {
+			continue
+		}
+		f, err := describeWithin(path, detailsLimit)
+		switch {
+		case err != nil && d.Format == "":
+			log.Warn("no model details", "model", m.ID, "err", err)
+			return proxy.ModelDetails{}
+		case err != nil:
+			log.Warn("no details of the model's projector", "model", m.ID, "err", err)
+		case d.Format == "":
+			d = proxy.ModelDetails{Format: "gguf", Family: f.Architecture, Parameters: f.Parameters,
+				Quantization: f.Quantization, ContextLength: f.ContextLength,
+				Embedding: f.Embedding, Tools: f.Tools, Thinking: f.Thinking, Insert: f.Insert}
+		default:
+			d.Vision = d.Vision || f.Vision
 		}
 	}
-	if path == "" {
-		return proxy.ModelDetails{}
-	}
-	f, err := describeWithin(path, detailsLimit)
-	if err != nil {
-		log.Warn("no model details", "model", m.ID, "err", err)
-		return proxy.ModelDetails{}
-	}
-	return proxy.ModelDetails{Format: "gguf", Family: f.Architecture, Parameters: f.Parameters,
-		Quantization: f.Quantization, ContextLength: f.ContextLength,
-		Embedding: f.Embedding, Tools: f.Tools, Thinking: f.Thinking, Insert: f.Insert}
+	return d
 }
 
 // describeWithin is llamaserver.Describe(path), given up after limit

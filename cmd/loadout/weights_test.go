@@ -33,6 +33,11 @@ models:
   backend:
     backend: llamaserver
     options: {model: rel.gguf}
+  vlm:
+    cmd: llama-server --port ${PORT} -m /models/vlm.gguf --mmproj /models/vlm-mmproj.gguf
+  vlm-backend:
+    backend: llamaserver
+    options: {model: vlm.gguf, mmproj: vlm-mmproj.gguf}
   vllm:
     cmd: vllm serve /models/hf --port ${PORT}
 `))
@@ -40,11 +45,13 @@ models:
 		t.Fatal(err)
 	}
 	for id, want := range map[string][]string{
-		"swap":     {"/models/swap.gguf"},
-		"env":      {"/models/env.gguf"},
-		"declared": {"/models/b.gguf"},
-		"backend":  {filepath.Join(dir, "rel.gguf")},
-		"vllm":     nil,
+		"swap":        {"/models/swap.gguf"},
+		"env":         {"/models/env.gguf"},
+		"declared":    {"/models/b.gguf"},
+		"backend":     {filepath.Join(dir, "rel.gguf")},
+		"vlm":         {"/models/vlm.gguf", "/models/vlm-mmproj.gguf"},
+		"vlm-backend": {filepath.Join(dir, "vlm.gguf"), filepath.Join(dir, "vlm-mmproj.gguf")},
+		"vllm":        nil,
 	} {
 		if got := weightFiles(cfg, cfg.Models[id]); !slices.Equal(got, want) {
 			t.Errorf("%s: %q, want %q", id, got, want)
@@ -64,9 +71,9 @@ func TestDescribeWithin_AFileThatHangs(t *testing.T) {
 
 // What a model's GGUF header says it can do reaches Ollama's API: a
 // llama-swap cmd: running llama-server on the fixture with a chat
-// template of tools and reasoning and fill-in-the-middle tokens, and the
-// llamaserver backend on the embedding fixture; a file of neither says
-// nothing.
+// template of tools and reasoning and fill-in-the-middle tokens, the
+// llamaserver backend on the embedding fixture, a cmd: with a vision
+// projector (--mmproj); a file of none of these says nothing.
 func TestModelDetails_WhatTheFileCanDo(t *testing.T) {
 	dir := requireLlamaCpp(t)
 	cfg, _, err := config.Parse(filepath.Join(t.TempDir(), "loadout.yaml"), []byte(`
@@ -79,6 +86,8 @@ models:
   tiny:
     backend: llamaserver
     options: {model: `+filepath.Join(dir, "tiny.gguf")+`}
+  vlm:
+    cmd: llama-server --port ${PORT} -m `+filepath.Join(dir, "tiny.gguf")+` --mmproj `+filepath.Join(dir, "mmproj.gguf")+`
 `))
 	if err != nil {
 		t.Fatal(err)
@@ -88,12 +97,13 @@ models:
 		"chat":  {Tools: true, Thinking: true, Insert: true},
 		"embed": {Embedding: true},
 		"tiny":  {},
+		"vlm":   {Vision: true},
 	} {
 		d := modelDetails(cfg, cfg.Models[id], log)
 		if d.Format != "gguf" || d.Family != "llama" {
 			t.Errorf("%s: details %+v, want a llama GGUF's", id, d)
 		}
-		if got := (proxy.ModelDetails{Embedding: d.Embedding, Tools: d.Tools, Thinking: d.Thinking, Insert: d.Insert}); got != want {
+		if got := (proxy.ModelDetails{Embedding: d.Embedding, Tools: d.Tools, Thinking: d.Thinking, Insert: d.Insert, Vision: d.Vision}); got != want {
 			t.Errorf("%s: can do %+v, want %+v", id, got, want)
 		}
 	}

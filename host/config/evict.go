@@ -240,17 +240,23 @@ func evictReport(m *Model) string {
 }
 
 // WeightFiles are the files m's load reads, for read-ahead into the page
-// cache: its weights:, else the llamaserver backend's options.model
-// (relative to the config's directory), else none.
+// cache: its weights:, else the llamaserver backend's options.model and
+// options.mmproj (relative to the config's directory), else none.
 func (m *Model) WeightFiles(dir string) []string {
 	if len(m.Weights) > 0 {
 		return m.Weights
 	}
-	if p, ok := m.Options["model"].(string); ok && m.Backend == BackendLlamaServer && p != "" {
-		if !filepath.IsAbs(p) {
-			p = filepath.Join(dir, p)
-		}
-		return []string{p}
+	if m.Backend != BackendLlamaServer {
+		return nil
 	}
-	return nil
+	var files []string
+	for _, key := range []string{"model", "mmproj"} { // the model, then its projector
+		if p, ok := m.Options[key].(string); ok && p != "" {
+			if !filepath.IsAbs(p) {
+				p = filepath.Join(dir, p)
+			}
+			files = append(files, p)
+		}
+	}
+	return files
 }

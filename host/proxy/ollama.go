@@ -1010,7 +1010,8 @@ func (s *Server) ollamaShow(w http.ResponseWriter, r *http.Request) {
 // an embedding model's (ModelDetails.Embedding), "completion" for any
 // other; "tools" where the configuration or the file's chat template says
 // so;
-// "vision" where the configuration's input modalities have images;
+// "vision" where the configuration's input modalities have images or the
+// model has a vision projector;
 // "thinking" and "insert" where the file has a reasoning block or
 // fill-in-the-middle tokens.
 func ollamaCapabilities(e *ModelEntry) []string {
@@ -1025,7 +1026,7 @@ func ollamaCapabilities(e *ModelEntry) []string {
 		}
 	}
 	add(e.Capabilities.Tools || d.Tools, "tools")
-	add(slices.Contains(e.Capabilities.In, "image"), "vision")
+	add(slices.Contains(e.Capabilities.In, "image") || d.Vision, "vision")
 	add(d.Thinking, "thinking")
 	add(d.Insert, "insert")
 	return caps

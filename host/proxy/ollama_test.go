@@ -543,6 +543,7 @@ func TestOllama_DetailsFromTheModelFile(t *testing.T) {
 		{ModelDetails{}, true, []string{"completion", "tools"}},
 		{ModelDetails{Tools: true, Thinking: true, Insert: true}, false, []string{"completion", "tools", "thinking", "insert"}},
 		{ModelDetails{Embedding: true}, false, []string{"embedding"}},
+		{ModelDetails{Vision: true}, false, []string{"completion", "vision"}},
 	} {
 		e := newEnv(t, envOpts{edit: func(m *ModelEntry) {
 			if m.ID == "a" {

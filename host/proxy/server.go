@@ -100,11 +100,12 @@ type ModelDetails struct {
 	// ContextLength is the context the model was trained for, in tokens
 	// (ARCH.context_length); 0 where unknown.
 	ContextLength uint64
-	// What the file says the model can do (llamaserver.Facts): an
+	// What the files say the model can do (llamaserver.Facts): an
 	// embedding model, a chat template that takes tools or has a
-	// reasoning block, fill-in-the-middle tokens. /api/show adds them to
-	// the capabilities the configuration declares.
-	Embedding, Tools, Thinking, Insert bool
+	// reasoning block, fill-in-the-middle tokens, a vision projector
+	// beside it. /api/show adds them to the capabilities the
+	// configuration declares.
+	Embedding, Tools, Thinking, Insert, Vision bool
 }
 
 // PolicyInfo describes one loaded policy for GET /api/policies. The binary

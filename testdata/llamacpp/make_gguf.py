@@ -16,7 +16,9 @@ sizes are written, with a manifest.json the Go tests check estimates against:
 and two more of tiny's shape whose headers say what the model can do, as
 Ollama's API shows it: chat.gguf has a chat template that takes tools and
 a reasoning block, and fill-in-the-middle tokens; embed.gguf has a pooling
-type (an embedding model).
+type (an embedding model). mmproj.gguf is the header and two tensors of a
+vision projector (llama-server's --mmproj), for the estimate and the
+capabilities only: no llama-server runs it.
 
 Output is deterministic for a seed. Files are written beside their final
 name and renamed into place, so a server reading an older copy is not
@@ -188,6 +190,23 @@ def write_model(path, m, rng, tokens, scores, types):
     return nbytes
 
 
+def write_projector(path, rng):
+    """A vision projector's header (architecture clip) and two tensors."""
+    w = gguf.GGUFWriter(path, "clip")
+    w.add_bool("clip.has_vision_encoder", True)
+    w.add_string("clip.projector_type", "mlp")
+    nbytes = 0
+    for name, shape in (("mm.0.weight", (64, 96)), ("mm.0.bias", (64,))):
+        data = rng.standard_normal(shape, dtype=np.float32)
+        w.add_tensor(name, data)
+        nbytes += int(data.nbytes)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return nbytes
+
+
 def fingerprint(seed):
     with open(__file__, "rb") as f:
         src = f.read()
@@ -211,7 +230,7 @@ def main():
             with open(manifest_path) as f:
                 old = json.load(f)
             if old.get("fingerprint") == fp and all(
-                    os.path.exists(os.path.join(args.out, m["file"])) for m in old["models"]):
+                    os.path.exists(os.path.join(args.out, m["file"])) for m in old["models"] + old["projectors"]):
                 print(f"up to date: {args.out}")
                 return
         except (OSError, ValueError, KeyError):
@@ -241,6 +260,15 @@ def main():
             "fim": bool(m.get("fim")), "embedding": m.get("pooling") is not None,
         })
         print(f"wrote {final} ({os.path.getsize(final) / 1e6:.1f} MB)")
+    final = os.path.join(args.out, "mmproj.gguf")
+    tmp = f"{final}.tmp-{os.getpid()}"
+    try:
+        nbytes = write_projector(tmp, np.random.default_rng([args.seed, len(MODELS)]))
+        os.replace(tmp, final)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+    manifest["projectors"] = [{"file": "mmproj.gguf", "tensor_bytes": nbytes, "vision": True}]
     tmp = f"{manifest_path}.tmp-{os.getpid()}"
     with open(tmp, "w") as f:
         json.dump(manifest, f, indent=1, sort_keys=True)

@@ -69,7 +69,7 @@ func TestModelsDir_NamesAsLlamaServer(t *testing.T) {
 		t.Fatalf("ids %v, want %v", got, want)
 	}
 	g := byID(t, ms, "gemma")
-	if g.Options["model"] != filepath.Join(dir, "gemma/gemma.gguf") || !slices.Equal(g.Options["extra_args"].([]string), []string{"--mmproj", mm}) {
+	if g.Options["model"] != filepath.Join(dir, "gemma/gemma.gguf") || g.Options["mmproj"] != mm || g.Options["extra_args"] != nil {
 		t.Fatalf("gemma options %v", g.Options)
 	}
 	if k := byID(t, ms, "kimi"); k.Options["model"] != first {
