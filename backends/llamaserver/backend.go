@@ -71,15 +71,18 @@ func New(logger *slog.Logger) *Backend {
 	return &Backend{cmd: cmdbackend.New(logger)}
 }
 
-// Start implements plugins.Backend: it checks the options and the GGUF file,
-// then runs llama-server and waits for /health.
+// Start implements plugins.Backend: it checks the options and the GGUF
+// files (the model's, the projector's), then runs llama-server and waits
+// for /health.
 func (b *Backend) Start(ctx context.Context, spec plugins.ModelSpec) (plugins.Started, error) {
 	o, err := parseOptions(spec.Options)
 	if err != nil {
 		return plugins.Started{}, fmt.Errorf("model %q: %w", spec.Model, err)
 	}
-	if err := checkGGUF(o.Model); err != nil {
-		return plugins.Started{}, fmt.Errorf("model %q: %w", spec.Model, err)
+	for _, f := range o.files() {
+		if err := checkGGUF(f); err != nil {
+			return plugins.Started{}, fmt.Errorf("model %q: %w", spec.Model, err)
+		}
 	}
 	if _, err := exec.LookPath(o.Binary); err != nil {
 		return plugins.Started{}, fmt.Errorf("model %q: llama-server executable %s: %w (install llama.cpp, or set the binary option)", spec.Model, o.Binary, unwrapExecError(err))

@@ -32,16 +32,21 @@ var cacheTypes = map[string]gguf.GGMLType{
 }
 
 // Validate checks a model's options (ModelSpec.Options, a JSON object) and
-// its GGUF file without starting anything: the options must be well formed
-// and name a readable GGUF file whose metadata parses. `loadout config
-// check` calls it; the error names the file.
+// its GGUF files without starting anything: the options must be well
+// formed and name readable GGUF files (the model, a projector) whose
+// metadata parses. `loadout config check` calls it; the error names the
+// file.
 func Validate(optionsJSON json.RawMessage) error {
 	o, err := parseOptions(optionsJSON)
 	if err != nil {
 		return err
 	}
-	_, err = readGGUF(o.Model)
-	return err
+	for _, f := range o.files() {
+		if _, err := readGGUF(f); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // BinaryOf is the llama-server executable a model's options name (its

@@ -217,6 +217,11 @@ func TestLlamaServer_BadModelFile(t *testing.T) {
 			}
 			_, err = b.Start(context.Background(), plugins.ModelSpec{Model: "m", Options: raw})
 			check("Start", err, tc.want)
+			// The same file as a projector beside a model Start accepts.
+			model := writeFile(t, "model.gguf", []byte("GGUF\x03\x00\x00\x00"))
+			raw = json.RawMessage(fmt.Sprintf(`{"model": %q, "mmproj": %q, "binary": "true"}`, model, tc.path))
+			_, err = b.Start(context.Background(), plugins.ModelSpec{Model: "m", Options: raw})
+			check("Start, as the projector", err, tc.want)
 		})
 	}
 }
