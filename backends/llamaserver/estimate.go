@@ -240,6 +240,10 @@ type Facts struct {
 	// ContextLength is the context it was trained for (ARCH.context_length),
 	// in tokens; 0 where the file does not say.
 	ContextLength uint64
+	// EmbeddingLength is the width of its embeddings
+	// (ARCH.embedding_length): an embedding model's vector size, which RAG
+	// clients read from /api/show; 0 where the file does not say.
+	EmbeddingLength uint64
 	// What the model can do, as its header says (Ollama's /api/show
 	// capabilities are read from the same): Embedding, a pooling type is
 	// set (ARCH.pooling_type: llama-server pools its output into an
@@ -272,7 +276,8 @@ func Describe(path string) (Facts, error) {
 	}
 	md := gf.Metadata()
 	f := Facts{Architecture: md.Architecture, Parameters: uint64(md.Parameters),
-		Quantization: md.FileTypeDescriptor, ContextLength: gf.Architecture().MaximumContextLength}
+		Quantization: md.FileTypeDescriptor, ContextLength: gf.Architecture().MaximumContextLength,
+		EmbeddingLength: gf.Architecture().EmbeddingLength}
 	kv := gf.Header.MetadataKV
 	has := func(key string) bool { _, ok := kv.Get(key); return ok }
 	f.Embedding = has(md.Architecture + ".pooling_type")

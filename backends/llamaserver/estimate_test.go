@@ -330,7 +330,7 @@ func TestLlamaServer_Describe(t *testing.T) {
 			params += model.NVocab * model.NEmbd
 		}
 		f, err := Describe(filepath.Join(dir, model.File))
-		want := Facts{Architecture: "llama", Parameters: params, Quantization: model.FileType, ContextLength: model.ContextLength,
+		want := Facts{Architecture: "llama", Parameters: params, Quantization: model.FileType, ContextLength: model.ContextLength, EmbeddingLength: model.NEmbd,
 			Embedding: model.Embedding, Tools: model.Tools, Thinking: model.Thinking, Insert: model.FIM}
 		if err != nil || f != want {
 			t.Errorf("%s: %+v, %v; want %+v", model.File, f, err, want)

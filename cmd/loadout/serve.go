@@ -582,7 +582,7 @@ func modelDetails(cfg *config.Config, m *config.Model, log *slog.Logger) proxy.M
 			log.Warn("no details of the model's projector", "model", m.ID, "err", err)
 		case d.Format == "":
 			d = proxy.ModelDetails{Format: "gguf", Family: f.Architecture, Parameters: f.Parameters,
-				Quantization: f.Quantization, ContextLength: f.ContextLength,
+				Quantization: f.Quantization, ContextLength: f.ContextLength, EmbeddingLength: f.EmbeddingLength,
 				Embedding: f.Embedding, Tools: f.Tools, Thinking: f.Thinking, Insert: f.Insert}
 		default:
 			d.Vision = d.Vision || f.Vision

@@ -1000,6 +1000,9 @@ func (s *Server) ollamaShow(w http.ResponseWriter, r *http.Request) {
 	if ctx > 0 {
 		info[ctxKey] = ctx
 	}
+	if e.Details.Family != "" && e.Details.EmbeddingLength > 0 { // an embedding's size, for RAG clients
+		info[e.Details.Family+".embedding_length"] = e.Details.EmbeddingLength
+	}
 	s.writeJSON(w, r, map[string]any{"modelfile": "", "parameters": "", "template": "", "details": ollamaDetailsOf(e),
 		"model_info": info, "capabilities": caps, "modified_at": ollamaTime(s.started)})
 }

@@ -492,7 +492,7 @@ func TestOllamaWriter_Durations(t *testing.T) {
 func TestOllama_DetailsFromTheModelFile(t *testing.T) {
 	e := newEnv(t, envOpts{edit: func(m *ModelEntry) {
 		if m.ID == "a" {
-			m.Details = ModelDetails{Format: "gguf", Family: "qwen2", Parameters: 7_615_616_512, Quantization: "Q4_K_M", ContextLength: 32768}
+			m.Details = ModelDetails{Format: "gguf", Family: "qwen2", Parameters: 7_615_616_512, Quantization: "Q4_K_M", ContextLength: 32768, EmbeddingLength: 3584}
 		}
 	}})
 	want := ollamaDetails{Format: "gguf", Family: "qwen2", Families: []string{"qwen2"}, ParameterSize: "7.6B", QuantizationLevel: "Q4_K_M"}
@@ -519,7 +519,8 @@ func TestOllama_DetailsFromTheModelFile(t *testing.T) {
 	}
 	if _, b := e.do(request{path: "/api/show", body: `{"model":"a"}`}); json.Unmarshal(b, &show) != nil ||
 		!reflect.DeepEqual(show.Details, want) || show.ModelInfo["general.architecture"] != "qwen2" ||
-		show.ModelInfo["general.parameter_count"] != 7_615_616_512.0 || show.ModelInfo["qwen2.context_length"] != 32768.0 {
+		show.ModelInfo["general.parameter_count"] != 7_615_616_512.0 || show.ModelInfo["qwen2.context_length"] != 32768.0 ||
+		show.ModelInfo["qwen2.embedding_length"] != 3584.0 {
 		t.Errorf("show a: %s", b)
 	}
 	e.do(request{path: "/v1/chat/completions", body: `{"model":"a","messages":[]}`}) // loads a

@@ -100,6 +100,9 @@ type ModelDetails struct {
 	// ContextLength is the context the model was trained for, in tokens
 	// (ARCH.context_length); 0 where unknown.
 	ContextLength uint64
+	// EmbeddingLength is the width of its embeddings
+	// (ARCH.embedding_length); 0 where unknown.
+	EmbeddingLength uint64
 	// What the files say the model can do (llamaserver.Facts): an
 	// embedding model, a chat template that takes tools or has a
 	// reasoning block, fill-in-the-middle tokens, a vision projector
