@@ -545,7 +545,7 @@ func modelTable(ctx context.Context, cfg *config.Config, ids []string, launchers
 
 // weightFiles are the files m's load reads: the configuration's
 // (config.Model.WeightFiles: its weights:, else the llamaserver backend's
-// model), else, for a cmd: that runs llama-server, as llama-swap's
+// model and mmproj), else, for a cmd: that runs llama-server, as llama-swap's
 // configurations do, the GGUF files its -m and --mmproj name
 // (llamaserver.CommandFiles).
 // They are read ahead into the page cache while a request waits for the
