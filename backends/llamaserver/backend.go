@@ -10,6 +10,7 @@ import (
 	"time"
 
 	cmdbackend "github.com/loadout-dev/loadout/backends/cmd"
+	"github.com/loadout-dev/loadout/internal/bounded"
 	"github.com/loadout-dev/loadout/plugins"
 )
 
@@ -158,14 +159,18 @@ func (b *Backend) Health(ctx context.Context, model string) (plugins.Health, err
 	return b.cmd.Health(ctx, model)
 }
 
-// Estimate implements plugins.Backend from the GGUF file's metadata (see
-// estimateMemory), split evenly over the spec's devices.
-func (b *Backend) Estimate(_ context.Context, spec plugins.ModelSpec) (plugins.Estimate, error) {
+// Estimate implements plugins.Backend from the GGUF files' metadata (see
+// estimate), split evenly over the spec's devices. A read that takes
+// longer than cmdbackend.EstimateLimit (or the caller's deadline) is an
+// error, left to finish on its own.
+func (b *Backend) Estimate(ctx context.Context, spec plugins.ModelSpec) (plugins.Estimate, error) {
 	o, err := parseOptions(spec.Options)
 	if err != nil {
 		return plugins.Estimate{}, fmt.Errorf("model %q: %w", spec.Model, err)
 	}
-	e, err := estimate(o, len(spec.Devices))
+	e, err := bounded.Call(ctx, cmdbackend.EstimateLimit, "reading its model file", func() (plugins.Estimate, error) {
+		return estimate(o, len(spec.Devices))
+	})
 	if err != nil {
 		return plugins.Estimate{}, fmt.Errorf("model %q: %w", spec.Model, err)
 	}

@@ -394,6 +394,18 @@ func TestLlamaServer_EstimateCountsTheProjector(t *testing.T) {
 	}
 }
 
+// The llamaserver backend's estimate of a model file whose read hangs
+// ends at its bound too, with an error naming the model.
+func TestLlamaServer_EstimateOfAFileThatHangs(t *testing.T) {
+	fifo := proctest.StalledFile(t, "stalled.gguf")
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	e, err := New(quiet).Estimate(ctx, plugins.ModelSpec{Model: "stalled", Options: json.RawMessage(fmt.Sprintf(`{"model": %q}`, fifo))})
+	if err == nil || e.Known || !strings.Contains(err.Error(), `model "stalled"`) || !strings.Contains(err.Error(), "did not end in time") {
+		t.Errorf("estimate %+v, %v; want none, and an error saying the read did not end", e, err)
+	}
+}
+
 // A model file whose read hangs (a FIFO no one writes, as a stalled
 // network share would) ends the cmd backend's estimate at its bound with
 // an error naming the model, so the plugin answers its caller in time.
