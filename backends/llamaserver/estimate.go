@@ -274,10 +274,10 @@ func Describe(path string) (Facts, error) {
 	if err != nil {
 		return Facts{}, err
 	}
-	md := gf.Metadata()
+	md, a := gf.Metadata(), gf.Architecture()
 	f := Facts{Architecture: md.Architecture, Parameters: uint64(md.Parameters),
-		Quantization: md.FileTypeDescriptor, ContextLength: gf.Architecture().MaximumContextLength,
-		EmbeddingLength: gf.Architecture().EmbeddingLength}
+		Quantization: md.FileTypeDescriptor, ContextLength: a.MaximumContextLength,
+		EmbeddingLength: a.EmbeddingLength}
 	kv := gf.Header.MetadataKV
 	has := func(key string) bool { _, ok := kv.Get(key); return ok }
 	f.Embedding = has(md.Architecture + ".pooling_type")

@@ -377,6 +377,18 @@ func EstimateCommand(argv, env []string, devices int) (plugins.Estimate, error) 
 	return estimate(o, devices)
 }
 
+// OptionFiles are the GGUF files a llamaserver model's options
+// (ModelSpec.Options) name, as the server will be given them: its model,
+// then its projector (mmproj) where it has one; none for options that do
+// not parse (Validate reports them).
+func OptionFiles(optionsJSON json.RawMessage) []string {
+	o, err := parseOptions(optionsJSON)
+	if err != nil {
+		return nil
+	}
+	return o.files()
+}
+
 // CommandFiles are the GGUF files a llama-server command line names
 // (commandOptions): its model, then its projector (--mmproj) where it has
 // one; none for any other command or one with a bad value.

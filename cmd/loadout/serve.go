@@ -543,22 +543,39 @@ func modelTable(ctx context.Context, cfg *config.Config, ids []string, launchers
 	return models, catalog, nil
 }
 
-// weightFiles are the files m's load reads: the configuration's
-// (config.Model.WeightFiles: its weights:, else the llamaserver backend's
-// model and mmproj), else, for a cmd: that runs llama-server, as llama-swap's
-// configurations do, the GGUF files its -m and --mmproj name
-// (llamaserver.CommandFiles).
-// They are read ahead into the page cache while a request waits for the
-// model, and read for Ollama's details (modelDetails).
+// weightFiles are the files m's load reads: its weights:, else the GGUF
+// files its llama-server will be given — the llamaserver backend's model
+// and mmproj (llamaserver.OptionFiles; a relative path taken from the
+// configuration's directory), or, for a cmd: that runs llama-server, as
+// llama-swap's configurations do, the files its -m and --mmproj name
+// (llamaserver.CommandFiles). They are read ahead into the page cache
+// while a request waits for the model, and read for Ollama's details
+// (modelDetails).
 func weightFiles(cfg *config.Config, m *config.Model) []string {
-	if files := m.WeightFiles(cfg.Dir); len(files) > 0 || m.Backend != config.BackendCmd {
+	if len(m.Weights) > 0 {
+		return m.Weights
+	}
+	switch m.Backend {
+	case config.BackendLlamaServer:
+		opts, err := m.OptionsJSON()
+		if err != nil {
+			return nil
+		}
+		files := llamaserver.OptionFiles(opts)
+		for i, p := range files {
+			if !filepath.IsAbs(p) {
+				files[i] = filepath.Join(cfg.Dir, p)
+			}
+		}
 		return files
+	case config.BackendCmd:
+		argv, err := config.SplitCommand(m.Cmd) // its macros, ${MODEL_ID} among them, substituted
+		if err != nil {
+			return nil
+		}
+		return llamaserver.CommandFiles(argv, m.Env)
 	}
-	argv, err := config.SplitCommand(m.Cmd) // its macros, ${MODEL_ID} among them, substituted
-	if err != nil {
-		return nil
-	}
-	return llamaserver.CommandFiles(argv, m.Env)
+	return nil
 }
 
 // modelDetails is what m's GGUF files say of it (llamaserver.Describe, their

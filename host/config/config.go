@@ -282,7 +282,8 @@ type Model struct {
 	WakeTimeout time.Duration
 	// Weights are the model's weight files (Loadout's `weights:`, paths
 	// relative to the config's directory), read ahead into the page cache
-	// before its load; WeightFiles adds the llamaserver backend's model.
+	// before its load (serve reads the files of a llama-server model that
+	// names none from its options or command line).
 	Weights []string
 	// GPUs are the device indices the model may be placed on (Loadout's
 	// `gpus: [1, 2]`: NVML's numbering, or the declared devices' order);

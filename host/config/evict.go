@@ -3,7 +3,6 @@ package config
 import (
 	"fmt"
 	"maps"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -237,26 +236,4 @@ func evictReport(m *Model) string {
 		}
 	}
 	return fmt.Sprintf("sleeps at level %d when evicted if host memory allows, else stopped", level)
-}
-
-// WeightFiles are the files m's load reads, for read-ahead into the page
-// cache: its weights:, else the llamaserver backend's options.model and
-// options.mmproj (relative to the config's directory), else none.
-func (m *Model) WeightFiles(dir string) []string {
-	if len(m.Weights) > 0 {
-		return m.Weights
-	}
-	if m.Backend != BackendLlamaServer {
-		return nil
-	}
-	var files []string
-	for _, key := range []string{"model", "mmproj"} { // the model, then its projector
-		if p, ok := m.Options[key].(string); ok && p != "" {
-			if !filepath.IsAbs(p) {
-				p = filepath.Join(dir, p)
-			}
-			files = append(files, p)
-		}
-	}
-	return files
 }
