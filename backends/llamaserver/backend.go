@@ -23,7 +23,8 @@ const Version = "0.1.0"
 //	model         the GGUF file (required; a relative path is taken from
 //	              the working directory Loadout runs in)
 //	mmproj        --mmproj: a multimodal projector GGUF (a vision model's),
-//	              counted in the estimate
+//	              counted in the estimate unless --no-mmproj-offload is in
+//	              extra_args (or LLAMA_ARG_MMPROJ_OFFLOAD=0 in env)
 //	binary        the server executable (default llama-server, on PATH)
 //	ctx_size      --ctx-size: the KV cache in tokens, shared by the slots
 //	              (default: the model's training context)
@@ -168,6 +169,7 @@ func (b *Backend) Estimate(ctx context.Context, spec plugins.ModelSpec) (plugins
 	if err != nil {
 		return plugins.Estimate{}, fmt.Errorf("model %q: %w", spec.Model, err)
 	}
+	o.ProjectorOnCPU = !projectorOffloaded(o.ExtraArgs, spec.Env)
 	e, err := bounded.Call(ctx, cmdbackend.EstimateLimit, "reading its model file", func() (plugins.Estimate, error) {
 		return estimate(o, len(spec.Devices))
 	})

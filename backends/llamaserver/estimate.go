@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -118,11 +117,11 @@ func (m memory) total() uint64 { return m.Weights + m.KVCache + m.Projector }
 
 // projectorBytes is what the projector o names puts on the GPU: all its
 // tensors (llama-server offloads the projector whole, whatever
-// --n-gpu-layers says), or 0 with --no-mmproj-offload among extra_args.
+// --n-gpu-layers says), or 0 where it stays on the CPU (ProjectorOnCPU).
 // The encoder's compute buffer is not counted, as the model's are not.
 // Errors: the projector is missing or not GGUF, named.
 func projectorBytes(o options) (uint64, error) {
-	if o.MMProj == "" || slices.Contains(o.ExtraArgs, "--no-mmproj-offload") {
+	if o.MMProj == "" || o.ProjectorOnCPU {
 		return 0, nil
 	}
 	gf, err := readGGUF(o.MMProj)

@@ -288,6 +288,14 @@ func TestLlamaServer_EstimateCommand(t *testing.T) {
 		{"llama-server", []string{"LLAMA_ARG_MODEL=" + filepath.Join(dir, model.File), "LLAMA_ARG_CTX_SIZE=16"}, weights + kv(16)},
 		{"llama-server -m " + filepath.Join(dir, model.File) + " -c 128 --mmproj " + filepath.Join(dir, m.Projectors[0].File), nil, weights + kv(128) + m.Projectors[0].TensorBytes},
 		{"llama-server -m " + filepath.Join(dir, model.File) + " -c 128", []string{"LLAMA_ARG_MMPROJ=" + filepath.Join(dir, m.Projectors[0].File)}, weights + kv(128) + m.Projectors[0].TensorBytes},
+		// The projector kept on the CPU: as llama.cpp's common/arg.cpp
+		// reads --mmproj-offload, the environment first, then the last
+		// of the flags.
+		{"llama-server -m " + filepath.Join(dir, model.File) + " -c 128 --mmproj " + filepath.Join(dir, m.Projectors[0].File) + " --no-mmproj-offload", nil, weights + kv(128)},
+		{"llama-server -m " + filepath.Join(dir, model.File) + " -c 128 --no-mmproj-offload --mmproj " + filepath.Join(dir, m.Projectors[0].File) + " --mmproj-offload", nil, weights + kv(128) + m.Projectors[0].TensorBytes},
+		{"llama-server -m " + filepath.Join(dir, model.File) + " -c 128 --mmproj " + filepath.Join(dir, m.Projectors[0].File), []string{"LLAMA_ARG_MMPROJ_OFFLOAD=off"}, weights + kv(128)},
+		{"llama-server -m " + filepath.Join(dir, model.File) + " -c 128 --mmproj " + filepath.Join(dir, m.Projectors[0].File), []string{"LLAMA_ARG_NO_MMPROJ_OFFLOAD=1", "LLAMA_ARG_MMPROJ_OFFLOAD=1"}, weights + kv(128)},
+		{"llama-server -m " + filepath.Join(dir, model.File) + " -c 128 --mmproj " + filepath.Join(dir, m.Projectors[0].File) + " --mmproj-offload", []string{"LLAMA_ARG_MMPROJ_OFFLOAD=0"}, weights + kv(128) + m.Projectors[0].TensorBytes},
 		{"llama-server --port ${PORT} -hf ggml-org/gemma-3-1b-it-GGUF", nil, 0},
 		{"python3 -m vllm.entrypoints.openai.api_server --model " + filepath.Join(dir, model.File), nil, 0},
 	} {
@@ -378,6 +386,24 @@ func TestLlamaServer_EstimateCountsTheProjector(t *testing.T) {
 		base["extra_args"] = []string{"--no-mmproj-offload"}
 		if kept, err := total(base); err != nil || kept != without {
 			t.Errorf("n_gpu_layers %v, --no-mmproj-offload: %d bytes (%v), want %d", layers, kept, err, without)
+		}
+	}
+	// Through the backend: the model's env keeps it on the CPU too, and a
+	// later --mmproj-offload in extra_args puts it back.
+	b := New(quiet)
+	for _, tc := range []struct {
+		env   []string
+		extra []string
+		proj  bool
+	}{{nil, nil, true}, {[]string{"LLAMA_ARG_MMPROJ_OFFLOAD=false"}, nil, false}, {[]string{"LLAMA_ARG_MMPROJ_OFFLOAD=false"}, []string{"--mmproj-offload"}, true}} {
+		raw, _ := json.Marshal(map[string]any{"model": model, "mmproj": proj, "ctx_size": 64, "extra_args": tc.extra})
+		e, err := b.Estimate(context.Background(), plugins.ModelSpec{Model: "vlm", Options: raw, Env: tc.env})
+		noProj, err2 := total(map[string]any{"ctx_size": 64})
+		if err != nil || err2 != nil {
+			t.Fatalf("env %v: %v %v", tc.env, err, err2)
+		}
+		if got := e.BytesPerDevice[0] != noProj; got != tc.proj {
+			t.Errorf("env %v, extra_args %v: the projector counted %v, want %v", tc.env, tc.extra, got, tc.proj)
 		}
 	}
 	if _, err := total(map[string]any{"mmproj": filepath.Join(dir, "gone-mmproj.gguf")}); err == nil || !strings.Contains(err.Error(), "gone-mmproj.gguf") {

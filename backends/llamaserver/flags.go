@@ -360,6 +360,41 @@ func CheckArg(a Arg) error {
 	return err
 }
 
+// projectorOffloaded reports whether llama-server puts a model's
+// projector (--mmproj) on the GPU, its default, given the words of its
+// command line after the program (args) and its environment (env,
+// KEY=VALUE), read as llama.cpp's common/arg.cpp reads them: the
+// environment first — LLAMA_ARG_NO_MMPROJ_OFFLOAD set to anything, or
+// LLAMA_ARG_MMPROJ_OFFLOAD false ("0", "false", "off", "disabled"),
+// keeps it on the CPU, and "1", "true", "on" or "enabled" offloads it —
+// then the command line, where the last of --mmproj-offload and
+// --no-mmproj-offload wins.
+func projectorOffloaded(args, env []string) bool {
+	on := true
+	for _, kv := range env { // the last of a key counts, as os/exec passes it on
+		if key, value, _ := strings.Cut(kv, "="); key == "LLAMA_ARG_MMPROJ_OFFLOAD" {
+			switch value {
+			case "0", "false", "off", "disabled":
+				on = false
+			case "1", "true", "on", "enabled":
+				on = true
+			}
+		}
+	}
+	if slices.ContainsFunc(env, func(kv string) bool { return strings.HasPrefix(kv, "LLAMA_ARG_NO_MMPROJ_OFFLOAD=") }) {
+		on = false
+	}
+	for _, a := range args {
+		switch a {
+		case "--mmproj-offload":
+			on = true
+		case "--no-mmproj-offload":
+			on = false
+		}
+	}
+	return on
+}
+
 // EstimateCommand is Estimate for a llama-server run by a command line of
 // its own rather than this backend's options: the cmd backend's (llama-
 // swap's `cmd: llama-server --port ${PORT} -m model.gguf …`), argv its
@@ -455,5 +490,6 @@ func commandOptions(argv, env []string) (options, bool, error) {
 		return options{}, false, err
 	}
 	o, err := parseOptions(raw)
+	o.ProjectorOnCPU = !projectorOffloaded(argv[1:], env)
 	return o, err == nil, err
 }

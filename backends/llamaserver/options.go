@@ -24,10 +24,13 @@ type options struct {
 	Model string
 	// MMProj is --mmproj, the multimodal projector GGUF of a model that
 	// takes images or audio; "" for none. Its tensors are counted in the
-	// estimate (llama-server puts them on the GPU unless
-	// --no-mmproj-offload is among extra_args), and a vision projector
-	// makes the model's Ollama capabilities say "vision".
+	// estimate unless ProjectorOnCPU, and a vision projector makes the
+	// model's Ollama capabilities say "vision".
 	MMProj string
+	// ProjectorOnCPU: llama-server keeps the projector in host memory
+	// (--no-mmproj-offload in extra_args or, for Estimate, the model's
+	// env; projectorOffloaded).
+	ProjectorOnCPU bool
 	// CtxSize is llama-server's --ctx-size, the KV cache's cells shared by
 	// all slots; 0 leaves llama-server's default (the model's training
 	// context).
@@ -147,6 +150,7 @@ func parseOptions(raw json.RawMessage) (options, error) {
 			return o, fmt.Errorf("llamaserver options: extra_args: %s is set by the %s option; use that instead", flag, opt)
 		}
 	}
+	o.ProjectorOnCPU = !projectorOffloaded(o.ExtraArgs, nil)
 	return o, nil
 }
 
