@@ -537,7 +537,7 @@ func modelTable(ctx context.Context, cfg *config.Config, ids []string, launchers
 			UseModelName: m.UseModelName, Cmd: m.Cmd, TTL: m.TTL, Unlisted: m.Unlisted, Backend: m.Backend,
 			Filters: m.Filters, Timeouts: &m.Timeouts, Metadata: m.Metadata,
 			Capabilities: m.Capabilities, IgnoreWebsockets: m.IgnoreWebsockets,
-			Details: modelDetails(cfg, m, log),
+			Details: modelDetails(m, log),
 		})
 	}
 	return models, catalog, nil
@@ -545,13 +545,15 @@ func modelTable(ctx context.Context, cfg *config.Config, ids []string, launchers
 
 // weightFiles are the files m's load reads: its weights:, else the GGUF
 // files its llama-server will be given — the llamaserver backend's model
-// and mmproj (llamaserver.OptionFiles; a relative path taken from the
-// configuration's directory), or, for a cmd: that runs llama-server, as
-// llama-swap's configurations do, the files its -m and --mmproj name
-// (llamaserver.CommandFiles). They are read ahead into the page cache
-// while a request waits for the model, and read for Ollama's details
-// (modelDetails).
-func weightFiles(cfg *config.Config, m *config.Model) []string {
+// and mmproj (llamaserver.OptionFiles), or, for a cmd: that runs
+// llama-server, as llama-swap's configurations do, the files its -m and
+// --mmproj name (llamaserver.CommandFiles). A relative path among the
+// latter is left as the server is given it, to be taken from the working
+// directory Loadout runs in, as the server takes it (weights: are the
+// configuration's, resolved against its directory). They are read ahead
+// into the page cache while a request waits for the model, and read for
+// Ollama's details (modelDetails).
+func weightFiles(m *config.Model) []string {
 	if len(m.Weights) > 0 {
 		return m.Weights
 	}
@@ -561,13 +563,7 @@ func weightFiles(cfg *config.Config, m *config.Model) []string {
 		if err != nil {
 			return nil
 		}
-		files := llamaserver.OptionFiles(opts)
-		for i, p := range files {
-			if !filepath.IsAbs(p) {
-				files[i] = filepath.Join(cfg.Dir, p)
-			}
-		}
-		return files
+		return llamaserver.OptionFiles(opts)
 	case config.BackendCmd:
 		argv, err := config.SplitCommand(m.Cmd) // its macros, ${MODEL_ID} among them, substituted
 		if err != nil {
@@ -584,9 +580,9 @@ func weightFiles(cfg *config.Config, m *config.Model) []string {
 // vision projector (--mmproj) makes it take images. Zero where there is
 // none, or the model's cannot be read (a missing file is the backend's to
 // report when the model loads).
-func modelDetails(cfg *config.Config, m *config.Model, log *slog.Logger) proxy.ModelDetails {
+func modelDetails(m *config.Model, log *slog.Logger) proxy.ModelDetails {
 	var d proxy.ModelDetails
-	for _, path := range weightFiles(cfg, m) {
+	for _, path := range weightFiles(m) {
 		if !strings.EqualFold(filepath.Ext(path), ".gguf") {
 			continue
 		}
@@ -629,7 +625,7 @@ func modelConfig(cfg *config.Config, m *config.Model, vram uint64) router.ModelC
 	// not answer, is not read ahead.
 	var weights []string
 	var weightBytes uint64
-	for _, f := range weightFiles(cfg, m) {
+	for _, f := range weightFiles(m) {
 		if st, err := bounded.Call(context.Background(), detailsLimit, "stat "+f, func() (os.FileInfo, error) { return os.Stat(f) }); err == nil && st.Mode().IsRegular() {
 			weights = append(weights, f)
 			weightBytes += uint64(st.Size())

@@ -17,7 +17,8 @@ import (
 // for Ollama's details): its weights:, else the llamaserver backend's
 // model, else the GGUF file a cmd: running llama-server names — llama-
 // swap's configurations, which name no weights: — and none for another
-// command.
+// command. A server's relative path is left as the server takes it, from
+// the working directory, not the configuration's.
 func TestWeightFiles(t *testing.T) {
 	dir := t.TempDir()
 	cfg, _, err := config.Parse(filepath.Join(dir, "loadout.yaml"), []byte(`
@@ -48,12 +49,12 @@ models:
 		"swap":        {"/models/swap.gguf"},
 		"env":         {"/models/env.gguf"},
 		"declared":    {"/models/b.gguf"},
-		"backend":     {filepath.Join(dir, "rel.gguf")},
+		"backend":     {"rel.gguf"},
 		"vlm":         {"/models/vlm.gguf", "/models/vlm-mmproj.gguf"},
-		"vlm-backend": {filepath.Join(dir, "vlm.gguf"), filepath.Join(dir, "vlm-mmproj.gguf")},
+		"vlm-backend": {"vlm.gguf", "vlm-mmproj.gguf"},
 		"vllm":        nil,
 	} {
-		if got := weightFiles(cfg, cfg.Models[id]); !slices.Equal(got, want) {
+		if got := weightFiles(cfg.Models[id]); !slices.Equal(got, want) {
 			t.Errorf("%s: %q, want %q", id, got, want)
 		}
 	}
@@ -99,7 +100,7 @@ models:
 		"tiny":  {},
 		"vlm":   {Vision: true},
 	} {
-		d := modelDetails(cfg, cfg.Models[id], log)
+		d := modelDetails(cfg.Models[id], log)
 		if d.Format != "gguf" || d.Family != "llama" {
 			t.Errorf("%s: details %+v, want a llama GGUF's", id, d)
 		}
