@@ -74,17 +74,26 @@ func New(logger *slog.Logger) *Backend {
 }
 
 // Start implements plugins.Backend: it checks the options and the GGUF
-// files (the model's, the projector's), then runs llama-server and waits
+// files (the model's, the projector's; a check that takes longer than
+// cmdbackend.EstimateLimit is an error), then runs llama-server and waits
 // for /health.
 func (b *Backend) Start(ctx context.Context, spec plugins.ModelSpec) (plugins.Started, error) {
 	o, err := parseOptions(spec.Options)
 	if err != nil {
 		return plugins.Started{}, fmt.Errorf("model %q: %w", spec.Model, err)
 	}
-	for _, f := range o.files() {
-		if err := checkGGUF(f); err != nil {
-			return plugins.Started{}, fmt.Errorf("model %q: %w", spec.Model, err)
+	// Bounded as the estimate is: a file on a stalled share would hold the
+	// call past the host's deadline, and the host kills a plugin that
+	// misses one, with every server it runs.
+	if _, err := bounded.Call(ctx, cmdbackend.EstimateLimit, "reading its model files", func() (struct{}, error) {
+		for _, f := range o.files() {
+			if err := checkGGUF(f); err != nil {
+				return struct{}{}, err
+			}
 		}
+		return struct{}{}, nil
+	}); err != nil {
+		return plugins.Started{}, fmt.Errorf("model %q: %w", spec.Model, err)
 	}
 	if _, err := exec.LookPath(o.Binary); err != nil {
 		return plugins.Started{}, fmt.Errorf("model %q: llama-server executable %s: %w (install llama.cpp, or set the binary option)", spec.Model, o.Binary, unwrapExecError(err))

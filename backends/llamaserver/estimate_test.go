@@ -432,6 +432,22 @@ func TestLlamaServer_EstimateOfAFileThatHangs(t *testing.T) {
 	}
 }
 
+// Start's check of a model file whose read hangs ends at the bound too,
+// with an error naming the model and saying the read did not end, so the
+// plugin answers the host before the host's deadline for the call (past
+// which it would kill the plugin, every server it runs with it).
+func TestLlamaServer_StartOnAFileThatHangs(t *testing.T) {
+	fifo := proctest.StalledFile(t, "stalled.gguf")
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	b := New(quiet)
+	defer b.Close()
+	_, err := b.Start(ctx, plugins.ModelSpec{Model: "stalled", Port: 1, Options: json.RawMessage(fmt.Sprintf(`{"model": %q}`, fifo))})
+	if err == nil || !strings.Contains(err.Error(), `model "stalled"`) || !strings.Contains(err.Error(), "did not end in time") {
+		t.Errorf("start: %v; want an error saying the read of its model files did not end", err)
+	}
+}
+
 // A model file whose read hangs (a FIFO no one writes, as a stalled
 // network share would) ends the cmd backend's estimate at its bound with
 // an error naming the model, so the plugin answers its caller in time.
