@@ -256,7 +256,7 @@ func runServe(ctx context.Context, o serveOptions) error {
 	defer rec.close(log)
 	// A missing model file may yet appear (a disk mounted later): say so
 	// now, and let the load fail with the same message if it has not.
-	if err := checkModelFiles(cfg); err != nil {
+	if err := checkModelFiles(cfg, detailsLimit); err != nil {
 		log.Warn("model file check failed; those models will fail to load", "err", err)
 	}
 
@@ -611,7 +611,8 @@ func describeWithin(path string, limit time.Duration) (llamaserver.Facts, error)
 }
 
 // detailsLimit bounds each of serve's reads of a model file: a stat
-// (modelConfig) and its header (modelDetails).
+// (modelConfig), its header (modelDetails), and the check of a model's
+// files at start-up and in `config check` (checkModelFiles).
 const detailsLimit = 5 * time.Second
 
 // modelConfig is m as the run loop sees it (without its Process), with
@@ -895,7 +896,7 @@ preset section became.`,
 			} else {
 				fmt.Fprintln(cmd.OutOrStdout(), "commands: every model's executable found")
 			}
-			if err := checkModelFiles(cfg); err != nil {
+			if err := checkModelFiles(cfg, detailsLimit); err != nil {
 				return err
 			}
 			if err := checkPolicies(cmd.Context(), cfg); err != nil {
@@ -913,8 +914,9 @@ preset section became.`,
 }
 
 // checkModelFiles checks what backends can check without starting anything:
-// the GGUF file of every llamaserver model.
-func checkModelFiles(cfg *config.Config) error {
+// the GGUF files of every llamaserver model (llamaserver.Validate), each
+// model's given up after limit (a stalled share), which is then its error.
+func checkModelFiles(cfg *config.Config, limit time.Duration) error {
 	var errs []error
 	for _, id := range cfg.ModelIDs() {
 		m := cfg.Models[id]
@@ -923,7 +925,9 @@ func checkModelFiles(cfg *config.Config) error {
 		}
 		opts, err := m.OptionsJSON()
 		if err == nil {
-			err = llamaserver.Validate(opts)
+			_, err = bounded.Call(context.Background(), limit, "reading its model files", func() (struct{}, error) {
+				return struct{}{}, llamaserver.Validate(opts)
+			})
 		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: models.%s.options: %w", cfg.File, id, err))

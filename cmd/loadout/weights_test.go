@@ -70,6 +70,34 @@ func TestDescribeWithin_AFileThatHangs(t *testing.T) {
 	}
 }
 
+// The check of a llamaserver model's files (serve's start-up, `config
+// check`) gives a file whose read hangs up at the bound, with an error
+// naming the model and saying the read did not end, and goes on to the
+// next model.
+func TestCheckModelFiles_AFileThatHangs(t *testing.T) {
+	fifo := proctest.StalledFile(t, "stalled.gguf")
+	dir := t.TempDir()
+	cfg, _, err := config.Parse(filepath.Join(dir, "loadout.yaml"), []byte(`
+models:
+  a-stalled:
+    backend: llamaserver
+    options: {model: `+fifo+`}
+  b-missing:
+    backend: llamaserver
+    options: {model: `+filepath.Join(dir, "gone.gguf")+`}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = checkModelFiles(cfg, 100*time.Millisecond)
+	if err == nil || !strings.Contains(err.Error(), "models.a-stalled") || !strings.Contains(err.Error(), "did not end in time") {
+		t.Errorf("%v, want an error saying the read of a-stalled's files did not end", err)
+	}
+	if err == nil || !strings.Contains(err.Error(), "gone.gguf") {
+		t.Errorf("%v, want b-missing's missing file named too", err)
+	}
+}
+
 // What a model's GGUF header says it can do reaches Ollama's API: a
 // llama-swap cmd: running llama-server on the fixture with a chat
 // template of tools and reasoning and fill-in-the-middle tokens, the
