@@ -196,17 +196,19 @@ func (b *Backend) Health(ctx context.Context, model string) (plugins.Health, err
 // reads the GGUF file the command names.
 type CommandEstimator func(argv, env []string, devices int) (plugins.Estimate, error)
 
-// EstimateLimit bounds an estimate's work (it reads a model file, which
-// a stalled disk or network share can hang), the Estimator's here and the
-// llamaserver backend's: past it the estimate is unknown and the plugin
-// answers well inside the host's deadline for the call, whose miss would
-// kill the plugin with every model server it runs.
-const EstimateLimit = 10 * time.Second
+// ModelFileLimit bounds a backend's reads of model files within one call
+// (a stalled disk or network share can hang them): an estimate's, the
+// Estimator's here and the llamaserver backend's, and the llamaserver
+// backend's check of its files in Start. Past it the estimate is unknown,
+// or the start fails, and the plugin answers well inside the host's
+// deadline for the call, whose miss would kill the plugin with every model
+// server it runs.
+const ModelFileLimit = 10 * time.Second
 
 // Estimate implements plugins.Backend: the Estimator's estimate from the
 // model's command line (split as Start splits it), or unknown where there
 // is none or the command cannot be split. Errors: the Estimator's, with
-// the model's id; one that took longer than EstimateLimit (or the
+// the model's id; one that took longer than ModelFileLimit (or the
 // caller's deadline), which is left to finish on its own.
 func (b *Backend) Estimate(ctx context.Context, spec plugins.ModelSpec) (plugins.Estimate, error) {
 	if b.Estimator == nil {
@@ -216,7 +218,7 @@ func (b *Backend) Estimate(ctx context.Context, spec plugins.ModelSpec) (plugins
 	if err != nil {
 		return plugins.Estimate{}, nil // Validate and Start report it
 	}
-	e, err := bounded.Call(ctx, EstimateLimit, "reading its model file", func() (plugins.Estimate, error) {
+	e, err := bounded.Call(ctx, ModelFileLimit, "reading its model file", func() (plugins.Estimate, error) {
 		return b.Estimator(argv, spec.Env, len(spec.Devices))
 	})
 	if err != nil {

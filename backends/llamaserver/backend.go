@@ -75,7 +75,7 @@ func New(logger *slog.Logger) *Backend {
 
 // Start implements plugins.Backend: it checks the options and the GGUF
 // files (the model's, the projector's; a check that takes longer than
-// cmdbackend.EstimateLimit is an error), then runs llama-server and waits
+// cmdbackend.ModelFileLimit is an error), then runs llama-server and waits
 // for /health.
 func (b *Backend) Start(ctx context.Context, spec plugins.ModelSpec) (plugins.Started, error) {
 	o, err := parseOptions(spec.Options)
@@ -85,7 +85,7 @@ func (b *Backend) Start(ctx context.Context, spec plugins.ModelSpec) (plugins.St
 	// Bounded as the estimate is: a file on a stalled share would hold the
 	// call past the host's deadline, and the host kills a plugin that
 	// misses one, with every server it runs.
-	if _, err := bounded.Call(ctx, cmdbackend.EstimateLimit, "reading its model files", func() (struct{}, error) {
+	if _, err := bounded.Call(ctx, cmdbackend.ModelFileLimit, "reading its model files", func() (struct{}, error) {
 		for _, f := range o.files() {
 			if err := checkGGUF(f); err != nil {
 				return struct{}{}, err
@@ -171,7 +171,7 @@ func (b *Backend) Health(ctx context.Context, model string) (plugins.Health, err
 
 // Estimate implements plugins.Backend from the GGUF files' metadata (see
 // estimate), split evenly over the spec's devices. A read that takes
-// longer than cmdbackend.EstimateLimit (or the caller's deadline) is an
+// longer than cmdbackend.ModelFileLimit (or the caller's deadline) is an
 // error, left to finish on its own.
 func (b *Backend) Estimate(ctx context.Context, spec plugins.ModelSpec) (plugins.Estimate, error) {
 	o, err := parseOptions(spec.Options)
@@ -179,7 +179,7 @@ func (b *Backend) Estimate(ctx context.Context, spec plugins.ModelSpec) (plugins
 		return plugins.Estimate{}, fmt.Errorf("model %q: %w", spec.Model, err)
 	}
 	o.ProjectorOnCPU = !projectorOffloaded(o.ExtraArgs, spec.Env)
-	e, err := bounded.Call(ctx, cmdbackend.EstimateLimit, "reading its model file", func() (plugins.Estimate, error) {
+	e, err := bounded.Call(ctx, cmdbackend.ModelFileLimit, "reading its model file", func() (plugins.Estimate, error) {
 		return estimate(o, len(spec.Devices))
 	})
 	if err != nil {
