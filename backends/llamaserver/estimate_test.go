@@ -391,6 +391,10 @@ func TestLlamaServer_EstimateCountsTheProjector(t *testing.T) {
 	// Through the backend: the model's env keeps it on the CPU too, and a
 	// later --mmproj-offload in extra_args puts it back.
 	b := New(quiet)
+	noProj, err := total(map[string]any{"ctx_size": 64})
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		env   []string
 		extra []string
@@ -398,9 +402,8 @@ func TestLlamaServer_EstimateCountsTheProjector(t *testing.T) {
 	}{{nil, nil, true}, {[]string{"LLAMA_ARG_MMPROJ_OFFLOAD=false"}, nil, false}, {[]string{"LLAMA_ARG_MMPROJ_OFFLOAD=false"}, []string{"--mmproj-offload"}, true}} {
 		raw, _ := json.Marshal(map[string]any{"model": model, "mmproj": proj, "ctx_size": 64, "extra_args": tc.extra})
 		e, err := b.Estimate(context.Background(), plugins.ModelSpec{Model: "vlm", Options: raw, Env: tc.env})
-		noProj, err2 := total(map[string]any{"ctx_size": 64})
-		if err != nil || err2 != nil {
-			t.Fatalf("env %v: %v %v", tc.env, err, err2)
+		if err != nil {
+			t.Fatalf("env %v: %v", tc.env, err)
 		}
 		if got := e.BytesPerDevice[0] != noProj; got != tc.proj {
 			t.Errorf("env %v, extra_args %v: the projector counted %v, want %v", tc.env, tc.extra, got, tc.proj)
