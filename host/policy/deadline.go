@@ -34,8 +34,8 @@ const ranShare = 4 // a quarter
 // starved is not declared crashed — which a deadline of wall time alone
 // did on a busy box (docs/RATIONALE.md, "Per-call deadline mechanism").
 // Reading the thread's clock costs a system call, made only when a budget
-// runs out; a call pays for the thread's id (one system call, ~0.1 µs)
-// and two uncontended locks. Where the thread's clock cannot be read (not
+// runs out; a call pays for the thread's id (one system call, ~0.1 µs),
+// two uncontended locks, and a read of the wall clock at stop (limit). Where the thread's clock cannot be read (not
 // Linux), the call is stopped when its budget runs out.
 //
 // The timer runs fire in its own goroutine; every field is guarded by mu.
@@ -51,6 +51,10 @@ type deadline struct {
 	due     time.Time     // when the pending timer is due
 	left    time.Duration // while paused: what was left until due
 	tid     int           // the thread the call runs on; 0 where unknown
+	// limit is when the stretch ends whatever the thread did (starvedFactor
+	// budgets after start, moved on by the time paused); pausedAt is when
+	// the clock was paused.
+	limit, pausedAt time.Time
 
 	window time.Duration // the budget, and the length of a grace window
 	grace  bool          // the budget is spent: grace windows are being watched
@@ -75,6 +79,7 @@ func (d *deadline) start(b time.Duration) {
 	d.mu.Lock()
 	d.tid, d.window, d.spare, d.grace = tid, b, (starvedFactor-1)*b, false
 	d.armLocked(b)
+	d.limit = d.due.Add((starvedFactor - 1) * b)
 	d.mu.Unlock()
 }
 
@@ -119,7 +124,8 @@ func (d *deadline) pause() {
 	}
 	d.armed = false
 	d.timer.Stop()
-	d.left = time.Until(d.due)
+	d.pausedAt = time.Now()
+	d.left = d.due.Sub(d.pausedAt)
 	if d.grace {
 		d.paused, _ = threadCPU(d.tid)
 	}
@@ -138,15 +144,21 @@ func (d *deadline) resume() {
 		}
 	}
 	d.armLocked(d.left) // fires at once if nothing is left
+	d.limit = d.limit.Add(d.due.Sub(d.pausedAt) - d.left)
 }
 
 // stop ends the stretch, releases the thread and reports whether the
-// call overran (was stopped).
+// call overran: it was stopped, or it ends past the stretch's limit of
+// wall time with the timer's verdict still pending — a timer kept from
+// running (its goroutine starved with the rest of the process, or a
+// guest that, without the loop checks, cannot be stopped) does not let
+// an overrun pass.
 func (d *deadline) stop() (overran bool) {
 	d.mu.Lock()
 	if d.armed {
 		d.armed = false
 		d.timer.Stop()
+		d.expired = !time.Now().Before(d.limit)
 	}
 	overran = d.expired
 	d.mu.Unlock()
