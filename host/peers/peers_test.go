@@ -430,11 +430,16 @@ func TestHealth_TimedOutChecksFollowEachOther(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	for i := 1; i < len(starts); i++ {
-		// Waiting an Interval after each timeout would make the gap 2 × every.
-		if gap := starts[i].Sub(starts[i-1]); gap < every*9/10 || gap >= every*3/2 {
-			t.Errorf("checks %d and %d started %s apart; want %s, give or take scheduling", i, i+1, gap, every)
-		}
+	// Waiting an Interval after each timeout would make the gaps 2 ×
+	// every. Their mean over the run is asserted, not each one: a check
+	// that reaches the server late (a loaded machine) shortens the next
+	// gap by what it lengthened its own.
+	if len(starts) < 4 {
+		t.Fatalf("%d checks reached the peer before it was found hung; want its 4", len(starts))
+	}
+	n := len(starts) - 1
+	if mean := starts[n].Sub(starts[0]) / time.Duration(n); mean < every*3/4 || mean >= every*3/2 {
+		t.Errorf("checks started %s apart on average (%d gaps); want %s, give or take scheduling", mean, n, every)
 	}
 }
 
