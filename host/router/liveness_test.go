@@ -45,7 +45,7 @@ func TestRouter_Liveness_UnansweredProbesKillTheServer(t *testing.T) {
 // Interval + Failures × max(Interval, Timeout) of its hang (20 s with the
 // defaults), not up to twice that; and never more often than Interval.
 func TestRouter_Liveness_TimedOutProbesFollowEachOther(t *testing.T) {
-	lv := Liveness{Interval: 500 * time.Millisecond, Timeout: 500 * time.Millisecond, Failures: 3}
+	lv := Liveness{Interval: 500 * time.Millisecond, Timeout: 500 * time.Millisecond, Failures: 4}
 	h := newHarness(t, harnessOpts{liveness: lv})
 	c := h.acquire("a")
 	h.world.expect(t, "starting a", "ready a")
@@ -64,12 +64,13 @@ func TestRouter_Liveness_TimedOutProbesFollowEachOther(t *testing.T) {
 		t.Fatalf("%d probes before the kill; want at least %d", len(probes), lv.Failures)
 	}
 	failed := probes[len(probes)-lv.Failures:] // the probes that failed in a row
-	for i := 1; i < len(failed); i++ {
-		// A probe's answer and the tick it misses are a moment apart; a
-		// wait for the next tick would make this gap 2 × Interval.
-		if gap := failed[i].Sub(failed[i-1]); gap < lv.Timeout || gap >= lv.Timeout+lv.Interval/2 {
-			t.Errorf("failed probes %d and %d started %s apart; want the timeout (%s), give or take scheduling", i, i+1, gap, lv.Timeout)
-		}
+	// A probe's answer and the tick it misses are a moment apart; a wait
+	// for the next tick would make the gaps 2 × Interval. Their mean is
+	// asserted, not each one: a probe started late on a loaded machine
+	// shortens the next gap by what it lengthened its own.
+	n := len(failed) - 1
+	if mean := failed[n].Sub(failed[0]) / time.Duration(n); mean < lv.Timeout*9/10 || mean >= lv.Timeout+lv.Interval/2 {
+		t.Errorf("failed probes started %s apart on average (%d gaps); want the timeout (%s), give or take scheduling", mean, n, lv.Timeout)
 	}
 }
 
