@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -24,6 +23,7 @@ import (
 	"github.com/loadout-dev/loadout/host/policy"
 	"github.com/loadout-dev/loadout/host/proxy"
 	"github.com/loadout-dev/loadout/host/router"
+	"github.com/loadout-dev/loadout/internal/bounded"
 )
 
 // reloader is serve's hot reload: on SIGHUP, POST /api/policies/reload or
@@ -249,7 +249,7 @@ func policyIdentity(cfg *config.Config) (string, error) {
 	for _, p := range []config.Policy{cfg.Routing.Scheduler, cfg.Routing.Router} {
 		fmt.Fprintf(h, "use=%q wasm=%q\n", p.Use, p.Wasm)
 		if p.Wasm != "" {
-			b, err := os.ReadFile(p.Wasm)
+			b, err := readInput(context.Background(), p.Wasm)
 			if err != nil {
 				return "", fmt.Errorf("policy module: %w", err)
 			}
@@ -439,12 +439,12 @@ func (rl *reloader) watch(ctx context.Context) error {
 // and content, or by the error reading it gave.
 func (rl *reloader) fingerprint() string {
 	h := sha256.New()
-	files, err := rl.src.files()
+	files, err := bounded.Call(rl.ctx, inputLimit, "listing the configuration files", rl.src.files)
 	if err != nil {
 		fmt.Fprintf(h, "files: %v\n", err)
 	}
 	for _, f := range append(files, rl.watchedModules()...) {
-		data, err := os.ReadFile(f)
+		data, err := readInput(context.Background(), f)
 		fmt.Fprintf(h, "%s\x00%d\x00%v\x00", f, len(data), err)
 		h.Write(data)
 	}

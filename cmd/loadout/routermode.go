@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"time"
 
 	"github.com/loadout-dev/loadout/backends/llamaserver/routermode"
 	"github.com/loadout-dev/loadout/host/config"
@@ -16,15 +15,7 @@ type routerModeOptions struct {
 	modelsDir    string
 	modelsPreset string
 	llamaServer  string
-	// limit bounds their reading (externalModels); 0 is routerModeLimit.
-	limit time.Duration
 }
-
-// routerModeLimit bounds the reading of the router-mode inputs: the
-// models directory, the preset, and llama-server --help (itself bounded
-// at 10 s). A directory or preset on a stalled share then fails start-up
-// or a reload with an error saying so, rather than hanging it.
-const routerModeLimit = 30 * time.Second
 
 // routerModeHelp is the part of serve's and config check's help on them.
 const routerModeHelp = `llama.cpp's router mode as an input: --models-dir DIR serves every GGUF in
@@ -45,8 +36,10 @@ func addRouterModeFlags(cmd *cobra.Command, o *routerModeOptions) {
 func (o routerModeOptions) set() bool { return o.modelsDir != "" || o.modelsPreset != "" }
 
 // externalModels reads the router-mode inputs into config models; nil
-// when there are none. The warnings name file and line. Errors: Load's,
-// or the reading not ending within o.limit.
+// when there are none: the models directory, the preset, and llama-server
+// --help (itself bounded at 10 s), within inputLimit (or ctx's deadline).
+// The warnings name file and line. Errors: Load's, or the reading not
+// ending in time.
 func (o routerModeOptions) externalModels(ctx context.Context) ([]config.External, []config.Warning, error) {
 	if !o.set() {
 		return nil, nil, nil
@@ -55,11 +48,7 @@ func (o routerModeOptions) externalModels(ctx context.Context) ([]config.Externa
 		models []routermode.Model
 		warns  []routermode.Warning
 	}
-	limit := o.limit
-	if limit <= 0 {
-		limit = routerModeLimit
-	}
-	r, err := bounded.Call(ctx, limit, "reading the router-mode models (--models-dir, --models-preset)", func() (loaded, error) {
+	r, err := bounded.Call(ctx, inputLimit, "reading the router-mode models (--models-dir, --models-preset)", func() (loaded, error) {
 		models, warns, err := routermode.Load(ctx, routermode.Input{Dir: o.modelsDir, Preset: o.modelsPreset, Binary: o.llamaServer})
 		return loaded{models, warns}, err
 	})

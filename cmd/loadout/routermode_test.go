@@ -16,8 +16,10 @@ import (
 // reload.
 func TestRouterMode_InputsThatHang(t *testing.T) {
 	rm := routerModeOptions{modelsDir: t.TempDir(), modelsPreset: proctest.StalledFile(t, "stalled.ini"),
-		llamaServer: filepath.Join(t.TempDir(), "llama-server"), limit: 100 * time.Millisecond}
-	_, _, err := loadConfig(context.Background(), configSource{}, defaultListen, rm)
+		llamaServer: filepath.Join(t.TempDir(), "llama-server")}
+	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond) // inputLimit's 30 s, shortened
+	defer cancel()
+	_, _, err := loadConfig(ctx, configSource{}, defaultListen, rm)
 	if err == nil || !strings.Contains(err.Error(), "router-mode models") || !strings.Contains(err.Error(), "did not end in time") {
 		t.Errorf("%v, want an error saying the reading of the router-mode models did not end", err)
 	}

@@ -160,6 +160,21 @@ func (s configSource) files() ([]string, error) {
 	return files, nil
 }
 
+// inputLimit bounds the reading of what the operator gives serve and
+// config check: the configuration files (--config, --config-dir), the
+// policy modules they name, and llama-server's router-mode inputs. One on
+// a stalled disk or network share then fails start-up, a reload or a
+// check with an error saying the reading did not end, rather than hanging
+// it (or, for a reload, every reload after it).
+const inputLimit = 30 * time.Second
+
+// readInput is os.ReadFile of one of the operator's inputs (a policy
+// module), within inputLimit or ctx's deadline. Errors: ReadFile's, or
+// the reading not ending in time.
+func readInput(ctx context.Context, path string) ([]byte, error) {
+	return bounded.Call(ctx, inputLimit, "reading "+path, func() ([]byte, error) { return os.ReadFile(path) })
+}
+
 // loadConfig reads the configuration src names, or the embedded default
 // when it names none, fitted to a Loadout listening on listen
 // (hostOptions), with the models of llama-server's router-mode inputs rm
@@ -171,7 +186,7 @@ func loadConfig(ctx context.Context, src configSource, listen string, rm routerM
 
 // loadConfigWith is loadConfig with the host options given.
 func loadConfigWith(ctx context.Context, src configSource, rm routerModeOptions, opts config.Options) (*config.Config, []config.Warning, error) {
-	files, err := src.files()
+	files, err := bounded.Call(ctx, inputLimit, "listing the configuration files", src.files)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -186,7 +201,16 @@ func loadConfigWith(ctx context.Context, src configSource, rm routerModeOptions,
 	)
 	switch {
 	case len(files) > 0:
-		cfg, w, err = config.LoadFiles(files, opts)
+		type loaded struct {
+			cfg *config.Config
+			w   []config.Warning
+		}
+		var r loaded
+		r, err = bounded.Call(ctx, inputLimit, "reading the configuration ("+strings.Join(files, ", ")+")", func() (loaded, error) {
+			cfg, w, err := config.LoadFiles(files, opts)
+			return loaded{cfg, w}, err
+		})
+		cfg, w = r.cfg, r.w
 	case rm.set():
 		name := rm.modelsPreset
 		if name == "" {
@@ -777,7 +801,7 @@ func loadPolicy(ctx context.Context, rt *policy.Runtime, p config.Policy, want s
 		name = "builtin:" + p.Use
 		wasm, err = builtin.Lookup(p.Use)
 	} else {
-		wasm, err = os.ReadFile(p.Wasm)
+		wasm, err = readInput(ctx, p.Wasm)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%s policy: %w", want, err)
