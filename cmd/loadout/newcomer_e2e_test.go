@@ -13,18 +13,33 @@ import (
 // version flag.
 
 // serve on an address something already listens on fails at once and
-// says what to do: stop the other server or pick another --listen.
+// says what to do: stop the other server or pick another --listen. It
+// fails before it touches what a Loadout already running there uses: the
+// trace it records is not truncated, the job database (where the job
+// queue would resume that Loadout's jobs) is not opened.
 func TestServe_AddressInUseSaysSo(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	serve := exec.Command(loadoutBin, "serve", "--listen", ln.Addr().String())
-	serve.Env = append(os.Environ(), "XDG_DATA_HOME="+t.TempDir())
+	data := t.TempDir()
+	trace := filepath.Join(t.TempDir(), "traffic.csv")
+	const recorded = "arrival_s,model,prompt_tokens,output_tokens\n0,small,10,5\n"
+	if err := os.WriteFile(trace, []byte(recorded), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	serve := exec.Command(loadoutBin, "serve", "--listen", ln.Addr().String(), "--record-trace", trace)
+	serve.Env = append(os.Environ(), "XDG_DATA_HOME="+data)
 	out, err := serve.CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "another server holds "+ln.Addr().String()) || !strings.Contains(string(out), "--listen") {
 		t.Fatalf("serve on a busy address: err=%v\n%s", err, out)
+	}
+	if b, err := os.ReadFile(trace); err != nil || string(b) != recorded {
+		t.Errorf("the other server's trace after a serve on its address: %q, %v; want it untouched", b, err)
+	}
+	if dbs, _ := filepath.Glob(filepath.Join(data, "loadout", "*.db")); len(dbs) > 0 {
+		t.Errorf("a serve on a busy address opened %v", dbs)
 	}
 }
 

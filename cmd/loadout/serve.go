@@ -160,6 +160,19 @@ func (s configSource) files() ([]string, error) {
 	return files, nil
 }
 
+// listen takes serve's address. Errors: net.Listen's, one held by
+// another server saying so and what to do.
+func listen(addr string) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return nil, fmt.Errorf("listen: %w: another server holds %s (a Loadout or llama-swap already running?); stop it, or serve on another address with --listen", err, addr)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("listen: %w", err)
+	}
+	return ln, nil
+}
+
 // inputLimit bounds the reading of what the operator gives serve and
 // config check: the configuration files (--config, --config-dir), the
 // policy modules they name, and llama-server's router-mode inputs. One on
@@ -271,8 +284,19 @@ func runServe(ctx context.Context, o serveOptions) error {
 	for _, m := range missingExecutables(cfg) {
 		log.Warn(m + " (the model's start fails until it is there)")
 	}
-	// First, so that a path that cannot be written fails before anything
-	// starts; closed after shutdown, so every request served is written.
+	// The address is taken before anything with an effect: a second serve
+	// on the address of one already running (the same --record-trace and
+	// job database, by default) fails here, before it truncates that
+	// trace, runs the job queue both share or starts a plugin. Requests
+	// that come meanwhile wait in the listen queue until start-up ends.
+	ln, err := listen(o.listen)
+	if err != nil {
+		return err
+	}
+	defer ln.Close() // on an error return; once served, the server closes it
+	// Before the rest, so that a path that cannot be written fails before
+	// anything starts; closed after shutdown, so every request served is
+	// written.
 	rec, err := openTraceRecorder(o.recordTrace, log)
 	if err != nil {
 		return err
@@ -418,13 +442,6 @@ func runServe(ctx context.Context, o serveOptions) error {
 		return err
 	}
 
-	ln, err := net.Listen("tcp", o.listen)
-	if errors.Is(err, syscall.EADDRINUSE) {
-		return fmt.Errorf("listen: %w: another server holds %s (a Loadout or llama-swap already running?); stop it, or serve on another address with --listen", err, o.listen)
-	}
-	if err != nil {
-		return fmt.Errorf("listen: %w", err)
-	}
 	// A connection kept alive between requests is closed after two idle
 	// minutes (without IdleTimeout or ReadTimeout net/http keeps it for
 	// ever, so clients that open connections and leave them would use
