@@ -8,6 +8,7 @@ require (
 	github.com/chromedp/cdproto v0.0.0-20250724212937-08a3db8b4327
 	github.com/chromedp/chromedp v0.14.2
 	github.com/fsnotify/fsnotify v1.10.1
+	github.com/gofrs/flock v0.13.2
 	github.com/gorilla/mux v1.8.1
 	github.com/loadout-dev/loadout/sdk v0.0.0-00010101000000-000000000000
 	github.com/prometheus/client_golang v1.25.0

@@ -13,6 +13,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/gofrs/flock"
 	"github.com/spf13/cobra"
 
 	"github.com/loadout-dev/loadout/host/gpu"
@@ -83,14 +84,28 @@ func startJobs(ctx context.Context, o jobsOptions, ledger *gpu.Ledger, r *router
 	if err != nil {
 		return nil, nil, err
 	}
+	lock, err := lockJobs(path)
+	if err != nil && o.db == "" {
+		// Another Loadout's queue runs on the default database (a second
+		// serve on another address): serving models must not depend on
+		// it, and two queues would each start jobs on GPUs only the
+		// other's ledger knows are in use. The jobs API says it is off.
+		log.Warn("job queue disabled: "+err.Error()+"; give this Loadout its own --db to run one", "db", path)
+		return nil, func() {}, nil
+	}
+	if err != nil {
+		return nil, nil, err
+	}
 	store, err := jobs.OpenStore(path)
 	if err != nil && o.db == "" {
 		// The default place is not writable (a read-only home): serving
 		// models must not depend on it. The jobs API says it is off.
+		lock.Unlock()
 		log.Warn("job queue disabled: its default database cannot be opened; give --db", "err", err)
 		return nil, func() {}, nil
 	}
 	if err != nil {
+		lock.Unlock()
 		return nil, nil, err
 	}
 	var runner *jobs.Runner
@@ -102,12 +117,14 @@ func startJobs(ctx context.Context, o jobsOptions, ledger *gpu.Ledger, r *router
 	local, err := jobs.NewLocalExecutor(lc)
 	if err != nil {
 		store.Close()
+		lock.Unlock()
 		return nil, nil, err
 	}
 	executors := map[string]jobs.Executor{jobs.ExecutorLocal: local}
 	ray, err := rayExecutor(o)
 	if err != nil {
 		store.Close()
+		lock.Unlock()
 		return nil, nil, err
 	}
 	if ray != nil {
@@ -117,6 +134,7 @@ func startJobs(ctx context.Context, o jobsOptions, ledger *gpu.Ledger, r *router
 		MaxRunning: o.maxRunning, Logger: log, OnTransition: onTransition})
 	if err != nil {
 		store.Close()
+		lock.Unlock()
 		return nil, nil, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
@@ -132,7 +150,27 @@ func startJobs(ctx context.Context, o jobsOptions, ledger *gpu.Ledger, r *router
 	case <-done:
 	}
 	log.Info("job queue open", "db", path, "api", o.token != "", "ray", o.rayAddress)
-	return runner, func() { cancel(); <-done; store.Close() }, nil
+	return runner, func() { cancel(); <-done; store.Close(); lock.Unlock() }, nil
+}
+
+// lockJobs takes the job database's lock (an exclusive flock on the file
+// beside it, path + ".lock"), held until the returned lock is unlocked or
+// the process ends: one Loadout's job queue runs on a database at a time,
+// so a job is never started, resumed or polled by two. Errors: the lock
+// held by another process, or the lock file that cannot be made.
+func lockJobs(path string) (*flock.Flock, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, fmt.Errorf("job database lock: %w", err)
+	}
+	lock := flock.New(path + ".lock")
+	ok, err := lock.TryLock()
+	if err != nil {
+		return nil, fmt.Errorf("job database lock: %w", err)
+	}
+	if !ok {
+		return nil, fmt.Errorf("the job database %s is in use by another Loadout's job queue (%s is locked)", path, lock.Path())
+	}
+	return lock, nil
 }
 
 func newJobsCmd() *cobra.Command {
