@@ -440,6 +440,26 @@ func TestFault_Kill9LoadoutLeavesNoOrphan(t *testing.T) {
 	}
 }
 
+// --max-request-body sets the limit: a body over it gets 413 with an error
+// naming the limit and the flag, one under it is served; a limit that is
+// not a size stops serve with an error naming the flag.
+func TestServe_MaxRequestBody(t *testing.T) {
+	s := startServer(t, "../../testdata/e2e/sim.yaml", "--max-request-body", "2KiB")
+	chat := func(n int) (int, string) {
+		return s.post("/v1/chat/completions", `{"model":"a","max_tokens":1,"messages":[{"role":"user","content":"`+strings.Repeat("x", n)+`"}]}`)
+	}
+	if code, body := chat(3000); code != 413 || !strings.Contains(body, "2 KiB") || !strings.Contains(body, "--max-request-body") {
+		t.Errorf("a 3 KB body under a 2 KiB limit: %d %s, want 413 naming the limit and the flag", code, body)
+	}
+	if code, body := chat(1000); code != 200 {
+		t.Errorf("a 1 KB body under a 2 KiB limit: %d %s, want 200", code, body)
+	}
+	out, err := exec.Command(loadoutBin, "serve", "--listen", "127.0.0.1:0", "--max-request-body", "lots").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "--max-request-body") {
+		t.Errorf("serve --max-request-body lots: %v\n%s, want an error naming the flag", err, out)
+	}
+}
+
 // Bodies that are too large or malformed get an OpenAI-shaped 4xx, and the
 // server goes on serving.
 func TestFault_OversizedAndMalformedBodies(t *testing.T) {

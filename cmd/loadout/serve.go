@@ -33,6 +33,7 @@ import (
 	"github.com/loadout-dev/loadout/plugins"
 	"github.com/loadout-dev/loadout/policies/builtin"
 	"github.com/loadout-dev/loadout/sdk"
+	sdksettings "github.com/loadout-dev/loadout/sdk/settings"
 	"github.com/prometheus/procfs"
 	"github.com/spf13/cobra"
 )
@@ -48,6 +49,7 @@ type serveOptions struct {
 	tlsCert, tlsKey string            // PEM files; both or neither
 	recordTrace     string            // record.go
 	routerMode      routerModeOptions // routermode.go
+	maxBody         string            // --max-request-body: a size (sdk/settings.ParseSize)
 }
 
 func newServeCmd() *cobra.Command {
@@ -119,6 +121,7 @@ configuration with peers: and no models: is a gateway in front of them.
 	cmd.Flags().StringVar(&o.tlsCert, "tls-cert-file", "", "serve HTTPS with this PEM certificate (chain); needs --tls-key-file (llama-swap's flags)")
 	cmd.Flags().StringVar(&o.tlsKey, "tls-key-file", "", "the PEM private key of --tls-cert-file")
 	cmd.Flags().StringVar(&o.recordTrace, "record-trace", "", "write the requests served to this CSV file as a trace for 'loadout simulate --trace' (see above)")
+	cmd.Flags().StringVar(&o.maxBody, "max-request-body", sdksettings.FormatSize(proxy.DefaultMaxBodyBytes, ""), "the largest request body accepted (e.g. 32MiB, 200MB); larger ones are answered 413 (raise it for large images, audio or video sent inline)")
 	addJobsFlags(cmd, &o.jobs)
 	addActivityFlags(cmd, &o.activity)
 	addRouterModeFlags(cmd, &o.routerMode)
@@ -158,6 +161,22 @@ func (s configSource) files() ([]string, error) {
 		files = append(files, more...)
 	}
 	return files, nil
+}
+
+// maxRequestBody is --max-request-body in bytes: "" is the proxy's
+// default. Errors: a size ParseSize refuses, or 0.
+func maxRequestBody(flag string) (int64, error) {
+	if flag == "" {
+		return proxy.DefaultMaxBodyBytes, nil
+	}
+	n, err := sdksettings.ParseSize(flag)
+	if err == nil && n == 0 {
+		err = errors.New("a limit of 0 bytes refuses every request with a body")
+	}
+	if err != nil {
+		return 0, fmt.Errorf("--max-request-body: %w", err)
+	}
+	return n, nil
 }
 
 // listen takes serve's address. Errors: net.Listen's, one held by
@@ -262,6 +281,10 @@ const idleConnTimeout = 2 * time.Minute
 
 func runServe(ctx context.Context, o serveOptions) error {
 	tlsConfig, err := loadTLS(o.tlsCert, o.tlsKey)
+	if err != nil {
+		return err
+	}
+	maxBody, err := maxRequestBody(o.maxBody)
 	if err != nil {
 		return err
 	}
@@ -394,6 +417,7 @@ func runServe(ctx context.Context, o serveOptions) error {
 		Reload: func(context.Context) (proxy.ReloadResult, error) {
 			return reload.reload("POST /api/policies/reload")
 		},
+		MaxBodyBytes:         maxBody,
 		Jobs:                 jobRunner,
 		JobToken:             o.jobs.token,
 		Router:               r,

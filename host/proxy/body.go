@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/loadout-dev/loadout/host/config"
+	"github.com/loadout-dev/loadout/sdk/settings"
 )
 
 // Loadout's extension fields: read by the proxy, passed to the router, and
@@ -97,7 +98,8 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *apiE
 
 func (s *Server) tooLarge() *apiError {
 	return &apiError{status: http.StatusRequestEntityTooLarge, code: "request_too_large",
-		msg: fmt.Sprintf("request body is larger than the limit of %d bytes", s.maxBody)}
+		msg: fmt.Sprintf("request body is larger than the limit of %s (%d bytes; serve's --max-request-body raises it)",
+			settings.FormatSize(uint64(s.maxBody), " "), s.maxBody)}
 }
 
 // requestFields are the top-level fields of a JSON body the proxy reads,
