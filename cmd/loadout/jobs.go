@@ -84,7 +84,7 @@ func startJobs(ctx context.Context, o jobsOptions, ledger *gpu.Ledger, r *router
 	if err != nil {
 		return nil, nil, err
 	}
-	lock, err := lockJobs(path)
+	lock, err := lockJobs(path, log)
 	if err != nil && o.db == "" {
 		// Another Loadout's queue runs on the default database (a second
 		// serve on another address): serving models must not depend on
@@ -156,21 +156,34 @@ func startJobs(ctx context.Context, o jobsOptions, ledger *gpu.Ledger, r *router
 // lockJobs takes the job database's lock (an exclusive flock on the file
 // beside it, path + ".lock"), held until the returned lock is unlocked or
 // the process ends: one Loadout's job queue runs on a database at a time,
-// so a job is never started, resumed or polled by two. Errors: the lock
-// held by another process, or the lock file that cannot be made.
-func lockJobs(path string) (*flock.Flock, error) {
+// so a job is never started, resumed or polled by two. A lock that cannot
+// be taken at all (a file system without locks, a directory that cannot
+// be written, where opening the database says why) is logged, and the
+// queue runs unguarded. Errors: the lock held by another process.
+func lockJobs(path string, log *slog.Logger) (*jobsLock, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return nil, fmt.Errorf("job database lock: %w", err)
+		return &jobsLock{}, nil // opening the database fails and says why
 	}
 	lock := flock.New(path + ".lock")
 	ok, err := lock.TryLock()
 	if err != nil {
-		return nil, fmt.Errorf("job database lock: %w", err)
+		log.Warn("job database lock not taken; a second Loadout on this database would not be refused", "lock", lock.Path(), "err", err)
+		return &jobsLock{}, nil
 	}
 	if !ok {
 		return nil, fmt.Errorf("the job database %s is in use by another Loadout's job queue (%s is locked)", path, lock.Path())
 	}
-	return lock, nil
+	return &jobsLock{lock}, nil
+}
+
+// jobsLock is lockJobs' lock, or none where it could not be taken.
+type jobsLock struct{ f *flock.Flock }
+
+// Unlock releases the lock, if one was taken.
+func (l *jobsLock) Unlock() {
+	if l.f != nil {
+		_ = l.f.Unlock()
+	}
 }
 
 func newJobsCmd() *cobra.Command {

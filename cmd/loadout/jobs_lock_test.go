@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -36,6 +37,22 @@ func TestJobs_OneQueueADatabase(t *testing.T) {
 		t.Fatalf("a queue on %s after the first stopped: on=%v, %v", db, on, err)
 	}
 	stop()
+
+	// A lock that cannot be taken (here its path is a directory) does not
+	// keep the queue from running; the log says it is unguarded.
+	unlockable := filepath.Join(t.TempDir(), "jobs.db")
+	if err := os.Mkdir(unlockable+".lock", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	on, stop, err = start(unlockable)
+	if err != nil || !on {
+		t.Errorf("a queue whose lock cannot be taken: on=%v, %v; want it running", on, err)
+	} else {
+		stop()
+	}
+	if !strings.Contains(logged.String(), "lock not taken") {
+		t.Errorf("the log says nothing of the lock not taken:\n%s", logged.String())
+	}
 
 	t.Setenv("XDG_DATA_HOME", t.TempDir()) // the default database's place
 	on, stop, err = start("")
