@@ -10,12 +10,12 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	cmdbackend "github.com/loadout-dev/loadout/backends/cmd"
+	"github.com/loadout-dev/loadout/internal/proctest"
 	"github.com/loadout-dev/loadout/plugins"
 )
 
@@ -142,29 +142,11 @@ func TestBackend_Readiness_ForeignHolderNamedOnTimeout(t *testing.T) {
 	}
 }
 
-// lockedBuffer is a log sink safe for the backend's goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // A server that takes long to start is logged as it goes: how long, the
 // last check's answer and the server's last output line.
 func TestBackend_Readiness_LongStartIsLoggedAsItGoes(t *testing.T) {
 	defer cmdbackend.SetStartProgressEvery(50 * time.Millisecond)()
-	var logs lockedBuffer
+	var logs proctest.LockedBuffer
 	b := cmdbackend.New(slog.New(slog.NewTextHandler(&logs, nil)))
 	t.Cleanup(func() { _ = b.Close() })
 	_, err := b.Start(context.Background(), plugins.ModelSpec{

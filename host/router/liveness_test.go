@@ -2,10 +2,13 @@ package router
 
 import (
 	"context"
+	"log/slog"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/loadout-dev/loadout/internal/proctest"
 )
 
 // quickLiveness probes often and gives up after two failures, so a hung
@@ -182,4 +185,30 @@ func TestRouter_UnloadAbortsALoad(t *testing.T) {
 	c = h.acquire("a")
 	h.world.expect(t, "starting a", "ready a")
 	c.wait(t).Release()
+}
+
+// Shutdown ends a load that nothing waits for any more (its request got
+// the shutdown's error) instead of waiting for it, however long (or hung)
+// it is, and returns without its deadline: the model is stopped, not
+// failed. Before, a large model's load held shutdown until it ended or
+// the shutdown timeout ran out.
+func TestRouter_ShutdownAbortsALoad(t *testing.T) {
+	var logged proctest.LockedBuffer
+	h := newHarness(t, harnessOpts{logger: slog.New(slog.NewTextHandler(&logged, nil))})
+	release := h.procs["a"].hold() // a load that never ends by itself
+	defer release()
+	c := h.acquire("a")
+	h.world.expect(t, "starting a")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := h.r.Shutdown(ctx); err != nil {
+		t.Fatalf("shutdown while a model loads: %v, want it done before its deadline", err)
+	}
+	h.world.expect(t, "aborted a")
+	if e := c.waitErr(t); !strings.Contains(e.Message, "shutting down") {
+		t.Errorf("the waiter's error %q, want shutting down", e.Message)
+	}
+	if out := logged.String(); !strings.Contains(out, `msg="model start aborted" model=a by=shutdown`) || strings.Contains(out, "failed to start") {
+		t.Errorf("the log of a load ended by shutdown, want it aborted, not failed:\n%s", out)
+	}
 }

@@ -504,11 +504,16 @@ func (r *Router) onSwapDone(ev swapDone) {
 	}
 	errText := ""
 	switch {
-	case errors.Is(ev.err, errStartAborted):
-		// The operator's unload: the model is stopped, not failed.
+	case errors.Is(ev.err, errStartAborted), errors.Is(ev.err, errStopped):
+		// The operator's unload, or shutdown: the model is stopped, not
+		// failed.
 		errText = ev.err.Error()
 		r.setState(m, sdk.StateStopped)
-		r.log.Info("model start aborted by an unload", "model", ev.target)
+		by := "shutdown"
+		if errors.Is(ev.err, errStartAborted) {
+			by = "an unload"
+		}
+		r.log.Info("model start aborted", "model", ev.target, "by", by)
 		r.releaseLease(m)
 		r.releaseUnloadWaiters(m)
 	case ev.err != nil:
@@ -770,7 +775,7 @@ func (r *Router) onShutdown() {
 	}
 	l.shuttingDown = true
 	r.revokeAll()
-	r.log.Info("shutting down: failing waiting requests, stopping models after in-flight requests finish")
+	r.log.Info("shutting down: failing waiting requests, ending loads, stopping models after in-flight requests finish")
 	err := l.sched.OnShutdown(sdk.ShutdownEvent{Now: r.stamp(), Reason: "shutting down"})
 	r.schedulerFailed("on_shutdown", err)
 	// Whatever the policy still holds gets the error anyway.
@@ -778,6 +783,13 @@ func (r *Router) onShutdown() {
 		r.deliver(w, result{err: ErrShuttingDown})
 	}
 	clear(l.waiters)
+	// Nothing waits for a load now: end it rather than wait for it, however
+	// long (the rest of a large model's load, up to the shutdown timeout).
+	for name, sw := range l.swaps {
+		if m := l.models[name]; m != nil && m.state == sdk.StateStarting && sw.abort != nil {
+			sw.abort(errStopped)
+		}
+	}
 	r.stopIdle()
 }
 

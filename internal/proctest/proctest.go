@@ -1,7 +1,7 @@
 // Package proctest holds test helpers for real processes, and files, that
 // tests of several packages share (host/backend's hung plugins,
-// backends/sim's hung servers, a model file whose read hangs). Linux only:
-// it reads /proc.
+// backends/sim's hung servers, a model file whose read hangs, a log sink
+// read while written). Linux only: it reads /proc.
 package proctest
 
 import (
@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -72,4 +73,25 @@ func StalledFile(t testing.TB, name string) string {
 		}
 	})
 	return path
+}
+
+// LockedBuffer is a log sink (an io.Writer for slog's handlers) that the
+// goroutines of the code under test may write while the test reads it.
+type LockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+// Write appends p; it never fails.
+func (l *LockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+// String is everything written so far.
+func (l *LockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
