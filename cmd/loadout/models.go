@@ -224,11 +224,20 @@ output, as in llama-swap.`,
 	c := modelsClient(cmd)
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "follow new output until interrupted")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		path := "/logs/" + url.PathEscape(args[0])
 		if follow {
-			path = "/logs/stream/" + url.PathEscape(args[0])
+			return c.do(cmd.Context(), http.MethodGet, "/logs/stream/"+url.PathEscape(args[0]), nil, c.out)
 		}
-		return c.do(cmd.Context(), http.MethodGet, path, nil, c.out)
+		var kept bytes.Buffer // the latest lines only: Loadout keeps a bounded tail
+		if err := c.do(cmd.Context(), http.MethodGet, "/logs/"+url.PathEscape(args[0]), nil, &kept); err != nil {
+			return err
+		}
+		if kept.Len() == 0 {
+			// Said, not printed: a script reading stdout gets no output.
+			fmt.Fprintf(cmd.ErrOrStderr(), "loadout: %s's server has written nothing Loadout kept: it has not run since Loadout started, or wrote no output\n", args[0])
+			return nil
+		}
+		_, err := c.out.Write(kept.Bytes())
+		return err
 	}
 	return cmd
 }

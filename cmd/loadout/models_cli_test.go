@@ -64,7 +64,8 @@ func psRow(out, model string) []string {
 // The Ollama-style CLI against a real `loadout serve` that requires an
 // API key: ps lists what is loaded (VRAM, GPUs, in flight, queued, TTL
 // left), load and unload wait for the model, logs prints and follows the
-// model server's output, and config default prints the embedded config.
+// model server's output (and says when there is none), and config default
+// prints the embedded config.
 func TestModelsCLI_AgainstServer(t *testing.T) {
 	s := startServer(t, "../../testdata/e2e/cli.yaml")
 
@@ -73,6 +74,9 @@ func TestModelsCLI_AgainstServer(t *testing.T) {
 	}
 	if out := cliOK(t, s, "ps", "--all"); psRow(out, "a") == nil || psRow(out, "a")[1] != "stopped" {
 		t.Errorf("ps --all lists no stopped a:\n%s", out)
+	}
+	if out := cliOK(t, s, "logs", "a"); !strings.Contains(out, "has written nothing") {
+		t.Errorf("logs a before it ever ran: %q, want it said that nothing was written", out)
 	}
 	if out := cliOK(t, s, "load", "a"); out != "a is ready\n" {
 		t.Errorf("load a: %q", out)
