@@ -114,18 +114,19 @@ func startJobs(ctx context.Context, o jobsOptions, ledger *gpu.Ledger, r *router
 	if ledger != nil {
 		lc.Evictor = r
 	}
-	local, err := jobs.NewLocalExecutor(lc)
-	if err != nil {
+	fail := func(err error) (*jobs.Runner, func(), error) {
 		store.Close()
 		lock.Unlock()
 		return nil, nil, err
 	}
+	local, err := jobs.NewLocalExecutor(lc)
+	if err != nil {
+		return fail(err)
+	}
 	executors := map[string]jobs.Executor{jobs.ExecutorLocal: local}
 	ray, err := rayExecutor(o)
 	if err != nil {
-		store.Close()
-		lock.Unlock()
-		return nil, nil, err
+		return fail(err)
 	}
 	if ray != nil {
 		executors[jobs.ExecutorRay] = ray
@@ -133,9 +134,7 @@ func startJobs(ctx context.Context, o jobsOptions, ledger *gpu.Ledger, r *router
 	runner, err = jobs.NewRunner(jobs.Config{Store: store, Executors: executors,
 		MaxRunning: o.maxRunning, Logger: log, OnTransition: onTransition})
 	if err != nil {
-		store.Close()
-		lock.Unlock()
-		return nil, nil, err
+		return fail(err)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
@@ -159,31 +158,22 @@ func startJobs(ctx context.Context, o jobsOptions, ledger *gpu.Ledger, r *router
 // so a job is never started, resumed or polled by two. A lock that cannot
 // be taken at all (a file system without locks, a directory that cannot
 // be written, where opening the database says why) is logged, and the
-// queue runs unguarded. Errors: the lock held by another process.
-func lockJobs(path string, log *slog.Logger) (*jobsLock, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return &jobsLock{}, nil // opening the database fails and says why
-	}
+// queue runs unguarded: the lock returned is then not held, and its Unlock
+// does nothing. Errors: the lock held by another process.
+func lockJobs(path string, log *slog.Logger) (*flock.Flock, error) {
 	lock := flock.New(path + ".lock")
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return lock, nil // opening the database fails and says why
+	}
 	ok, err := lock.TryLock()
 	if err != nil {
 		log.Warn("job database lock not taken; a second Loadout on this database would not be refused", "lock", lock.Path(), "err", err)
-		return &jobsLock{}, nil
+		return lock, nil
 	}
 	if !ok {
 		return nil, fmt.Errorf("the job database %s is in use by another Loadout's job queue (%s is locked)", path, lock.Path())
 	}
-	return &jobsLock{lock}, nil
-}
-
-// jobsLock is lockJobs' lock, or none where it could not be taken.
-type jobsLock struct{ f *flock.Flock }
-
-// Unlock releases the lock, if one was taken.
-func (l *jobsLock) Unlock() {
-	if l.f != nil {
-		_ = l.f.Unlock()
-	}
+	return lock, nil
 }
 
 func newJobsCmd() *cobra.Command {

@@ -1,12 +1,13 @@
 package main
 
 import (
-	"bytes"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/loadout-dev/loadout/internal/proctest"
 )
 
 // One job queue runs on a database at a time: a second Loadout on the
@@ -16,7 +17,7 @@ import (
 // serves models with its job queue off, saying why; the database is free
 // again once the first queue stops.
 func TestJobs_OneQueueADatabase(t *testing.T) {
-	var logged bytes.Buffer
+	var logged proctest.LockedBuffer // the runners' goroutines write it too
 	log := slog.New(slog.NewTextHandler(&logged, nil))
 	start := func(db string) (bool, func(), error) {
 		r, stop, err := startJobs(t.Context(), jobsOptions{db: db}, nil, nil, nil, log, nil)
