@@ -444,7 +444,7 @@ func (rl *reloader) fingerprint() string {
 		fmt.Fprintf(h, "files: %v\n", err)
 	}
 	for _, f := range append(files, rl.watchedModules()...) {
-		data, err := readInput(context.Background(), f)
+		data, err := readInput(rl.ctx, f)
 		fmt.Fprintf(h, "%s\x00%d\x00%v\x00", f, len(data), err)
 		h.Write(data)
 	}

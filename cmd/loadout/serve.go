@@ -201,8 +201,8 @@ func listen(addr string) (net.Listener, error) {
 const inputLimit = 30 * time.Second
 
 // readInput is os.ReadFile of one of the operator's inputs (a policy
-// module), within inputLimit or ctx's deadline. Errors: ReadFile's, or
-// the reading not ending in time.
+// module, or a configuration file --watch digests), within inputLimit or
+// ctx's deadline. Errors: ReadFile's, or the reading not ending in time.
 func readInput(ctx context.Context, path string) ([]byte, error) {
 	return bounded.Call(ctx, inputLimit, "reading "+path, func() ([]byte, error) { return os.ReadFile(path) })
 }
