@@ -35,8 +35,9 @@ const ranShare = 4 // a quarter
 // did on a busy box (docs/RATIONALE.md, "Per-call deadline mechanism").
 // Reading the thread's clock costs a system call, made only when a budget
 // runs out; a call pays for the thread's id (one system call, ~0.1 µs),
-// two uncontended locks, and a read of the wall clock at stop (limit). Where the thread's clock cannot be read (not
-// Linux), the call is stopped when its budget runs out.
+// two uncontended locks, and a read of the wall clock at stop (limit).
+// Where the thread's clock cannot be read (not Linux), the call is stopped
+// when its budget runs out.
 //
 // The timer runs fire in its own goroutine; every field is guarded by mu.
 // A fire that finds the clock stopped, or due later than now (it was
@@ -144,7 +145,9 @@ func (d *deadline) resume() {
 		}
 	}
 	d.armLocked(d.left) // fires at once if nothing is left
-	d.limit = d.limit.Add(d.due.Sub(d.pausedAt) - d.left)
+	// The time paused, read from the clock armLocked read (due is now +
+	// left, or now where nothing was left), not from one more read of it.
+	d.limit = d.limit.Add(d.due.Sub(d.pausedAt) - max(d.left, 0))
 }
 
 // stop ends the stretch, releases the thread and reports whether the
