@@ -223,6 +223,42 @@ func (s *Server) listModels(w http.ResponseWriter, r *http.Request) {
 	}{"list", data})
 }
 
+// getModel is GET /v1/models/{model}, OpenAI's "retrieve model": the
+// entry /v1/models lists under that id (a peer's model by its full name
+// PEER/MODEL), or, for a local name a request may use that the list
+// leaves out (an alias while include_aliases_in_list is off, an unlisted
+// model), the entry of the model it names under the name asked for. Any
+// other name is 404 model_not_found, as a request for it would be.
+func (s *Server) getModel(w http.ResponseWriter, r *http.Request) {
+	name := mux.Vars(r)["model"]
+	if origin := r.Header.Get("Origin"); origin != "" {
+		w.Header().Set("Access-Control-Allow-Origin", origin)
+	}
+	for _, m := range s.modelList() {
+		if m.ID == name {
+			s.writeJSON(w, r, m)
+			return
+		}
+	}
+	cat := s.catalog.Load()
+	e := cat.lookup(name)
+	if e == nil {
+		s.writeError(w, r, cat.unknown(name))
+		return
+	}
+	own := map[string]any{"type": "model"}
+	if name != e.ID {
+		own = map[string]any{"type": "alias", "modelID": e.ID}
+	}
+	var state string
+	for _, st := range s.router.Models() {
+		if st.Model == e.ID {
+			state = st.State
+		}
+	}
+	s.writeJSON(w, r, newModelObject(e, name, s.started.Unix(), own, routerStatus(state)))
+}
+
 // runningModel is one entry of GET /running, llama-swap's shape; a model
 // with replicas adds its Seldon-style state and its replicas (as in
 // /api/models), State being the most available of theirs.

@@ -13,6 +13,7 @@ import (
 	"mime/multipart"
 	"net"
 	"net/http"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -697,6 +698,65 @@ func TestModelsList_Scenario(t *testing.T) {
 				t.Errorf("ids %q, want %q", ids, tt.want)
 			}
 		})
+	}
+}
+
+// TestModelsGet_Scenario: GET /v1/models/{model}, OpenAI's retrieve,
+// answers what the list says of a listed id, answers for the names a
+// request may use that the list leaves out, and 404s any other.
+func TestModelsGet_Scenario(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	get := func(name string) (int, map[string]any, []byte) {
+		t.Helper()
+		resp, b := e.do(request{method: http.MethodGet, path: "/v1/models/" + name})
+		var m map[string]any
+		if resp.StatusCode == http.StatusOK {
+			if err := json.Unmarshal(b, &m); err != nil {
+				t.Fatalf("GET /v1/models/%s: %v: %s", name, err, b)
+			}
+		}
+		return resp.StatusCode, m, b
+	}
+	_, lb := e.do(request{method: http.MethodGet, path: "/v1/models"})
+	var list struct {
+		Data []json.RawMessage `json:"data"`
+	}
+	if err := json.Unmarshal(lb, &list); err != nil || len(list.Data) == 0 {
+		t.Fatalf("/v1/models: %s", lb)
+	}
+	var listed map[string]any
+	if err := json.Unmarshal(list.Data[0], &listed); err != nil {
+		t.Fatal(err)
+	}
+	code, got, b := get(listed["id"].(string))
+	if code != http.StatusOK || !reflect.DeepEqual(got, listed) {
+		t.Errorf("GET /v1/models/%s: %d %s, want the list's entry %s", listed["id"], code, b, list.Data[0])
+	}
+	// An alias the list leaves out (aliases are not listed by default),
+	// and an unlisted model by its id with a slash and by its alias.
+	for _, tt := range []struct{ name, typ, of string }{
+		{"first", "alias", "a"},
+		{"org/c", "model", ""},
+		{"c", "alias", "org/c"},
+	} {
+		code, got, b := get(tt.name)
+		if code != http.StatusOK {
+			t.Errorf("GET /v1/models/%s: %d %s", tt.name, code, b)
+			continue
+		}
+		meta, _ := got["meta"].(map[string]any)["llamaswap"].(map[string]any)
+		if got["id"] != tt.name || got["object"] != "model" || meta["type"] != tt.typ || (tt.of != "" && meta["modelID"] != tt.of) {
+			t.Errorf("GET /v1/models/%s: %s, want id %q, type %q of %q", tt.name, b, tt.name, tt.typ, tt.of)
+		}
+	}
+	// The status follows the model's.
+	e.echoOf(request{path: "/v1/chat/completions", body: `{"model":"a","messages":[]}`})
+	if _, got, b := get("alpha"); got["status"].(map[string]any)["value"] != "loaded" {
+		t.Errorf("GET /v1/models/alpha after a request to a: %s, want status loaded", b)
+	}
+	code, _, b = get("nope")
+	if code != http.StatusNotFound || openAIError(t, b).Code != "model_not_found" {
+		t.Errorf("GET /v1/models/nope: %d %s, want 404 model_not_found", code, b)
 	}
 }
 

@@ -432,6 +432,7 @@ func (s *Server) routes() *mux.Router {
 		post(p, s.inference(endpoint{}))
 	}
 	m.HandleFunc("/v1/models", s.listModels).Methods(http.MethodGet)
+	m.HandleFunc("/v1/models/{model:.+}", s.getModel).Methods(http.MethodGet)
 	// Ollama's API (ollama.go), over the same pipeline.
 	post("/api/chat", s.ollamaInference(ollamaChat))
 	post("/api/generate", s.ollamaInference(ollamaGenerate))
