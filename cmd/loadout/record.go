@@ -6,6 +6,8 @@ import (
 	"os"
 	"time"
 
+	"github.com/gofrs/flock"
+
 	"github.com/loadout-dev/loadout/host/proxy"
 	"github.com/loadout-dev/loadout/host/sim"
 )
@@ -15,9 +17,9 @@ import (
 const recordHelp = `With --record-trace FILE, every chat/completions, completions and
 embeddings request (by any of their routes: OpenAI's, llama-swap's
 versionless ones, llama-server's, Ollama's /api/chat, generate, embed and
-embeddings) is written to FILE (overwritten) as a trace that
-'loadout simulate --trace FILE' replays: arrival_s (seconds from the first
-request), model (its id, aliases resolved), prompt_tokens and
+embeddings) is written to FILE (overwritten; a second Loadout given the
+same file is refused) as a trace that 'loadout simulate --trace FILE'
+replays: arrival_s (seconds from the first request), model (its id, aliases resolved), prompt_tokens and
 output_tokens, priority and client (x_priority, x_client_id or their
 headers). Token counts are the model server's usage; without one, output
 is a stream's content chunks, or max_tokens when nothing was counted, and
@@ -42,17 +44,30 @@ type traceRecorder struct {
 	path string
 	f    *os.File
 	rec  *sim.Recorder
+	// lock is the file's advisory lock (flock), held while it records;
+	// nil where the file is not a regular one or could not be locked.
+	lock *flock.Flock
 }
 
 // openTraceRecorder creates (or truncates) the trace file and writes its
-// header. Errors: the file cannot be created or written; serve refuses to
-// start then, rather than run for hours recording nothing.
+// header. A regular file is locked first (flock on the file itself), so a
+// second Loadout given the same file, on another address, is refused
+// before it truncates what the first is recording; where the lock cannot
+// be taken (a file system without flock) it warns and records unguarded.
+// Errors: another process holds the lock, or the file cannot be created
+// or written; serve refuses to start then, rather than run for hours
+// recording nothing.
 func openTraceRecorder(path string, log *slog.Logger) (traceRecorder, error) {
 	if path == "" {
 		return traceRecorder{}, nil
 	}
+	lock, err := lockTrace(path, log)
+	if err != nil {
+		return traceRecorder{}, err
+	}
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
 	if err != nil {
+		unlock(lock)
 		return traceRecorder{}, fmt.Errorf("--record-trace: %w", err)
 	}
 	rec, err := sim.NewRecorder(f, sim.RecorderOptions{OnError: func(err error) {
@@ -60,10 +75,38 @@ func openTraceRecorder(path string, log *slog.Logger) (traceRecorder, error) {
 	}})
 	if err != nil {
 		f.Close()
+		unlock(lock)
 		return traceRecorder{}, fmt.Errorf("--record-trace %s: %w", path, err)
 	}
 	log.Info("recording a trace", "file", path)
-	return traceRecorder{path: path, f: f, rec: rec}, nil
+	return traceRecorder{path: path, f: f, rec: rec, lock: lock}, nil
+}
+
+// lockTrace takes the trace file's lock: nil, nil for a path that exists
+// and is not a regular file (a FIFO, /dev/stdout: opening one to lock it
+// could block, and two writers there truncate nothing), and where the lock
+// cannot be taken (logged). Errors: another process holds it.
+func lockTrace(path string, log *slog.Logger) (*flock.Flock, error) {
+	if st, err := os.Stat(path); err == nil && !st.Mode().IsRegular() {
+		return nil, nil
+	}
+	lock := flock.New(path, flock.SetPermissions(0o644))
+	ok, err := lock.TryLock()
+	if err != nil {
+		log.Warn("trace file lock not taken; a second Loadout recording to this file would not be refused", "file", path, "err", err)
+		return nil, nil
+	}
+	if !ok {
+		return nil, fmt.Errorf("--record-trace %s: another Loadout is recording to this file (it is locked); give each its own file", path)
+	}
+	return lock, nil
+}
+
+// unlock releases lock, if held.
+func unlock(lock *flock.Flock) {
+	if lock != nil {
+		lock.Unlock()
+	}
 }
 
 // config adds the recorder to the proxy's hooks, after the ones already
@@ -124,6 +167,7 @@ func (t traceRecorder) close(log *slog.Logger) {
 	if cerr := t.f.Close(); err == nil {
 		err = cerr
 	}
+	unlock(t.lock)
 	st := t.rec.Stats()
 	if err != nil {
 		log.Error("trace recording incomplete", "file", t.path, "rows", st.Rows, "err", err)
