@@ -123,9 +123,11 @@ func parseSources(srcs []source, o Options) (*Config, []Warning, error) {
 
 var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
 
-// syntaxError turns a yaml.v3 error into an *Error, lifting the line number
-// out of its text.
-func (d *decoder) syntaxError(err error) {
+// syntaxError turns a yaml.v3 error in data into an *Error, lifting the
+// line number out of its text; where that line is indented with a tab
+// (which YAML forbids, and yaml.v3 reports only as a character that
+// cannot start a token), the message says so.
+func (d *decoder) syntaxError(err error, data []byte) {
 	msg := err.Error()
 	var te *yaml.TypeError
 	if errors.As(err, &te) && len(te.Errors) > 0 {
@@ -140,6 +142,12 @@ func (d *decoder) syntaxError(err error) {
 		if strings.HasPrefix(e.Message, "did not find expected") {
 			e.Line++
 		}
+		if lines := bytes.Split(data, []byte("\n")); e.Line >= 1 && e.Line <= len(lines) {
+			line := lines[e.Line-1]
+			if indent := line[:len(line)-len(bytes.TrimLeft(line, " \t"))]; bytes.IndexByte(indent, '\t') >= 0 {
+				e.Message += " (the line is indented with a tab: YAML indents with spaces only)"
+			}
+		}
 	}
 	d.errs = append(d.errs, e)
 }
@@ -150,7 +158,7 @@ func (d *decoder) decodeOne(data []byte) (root *yaml.Node, ok bool) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node
 	if err := dec.Decode(&doc); err != nil && err != io.EOF {
-		d.syntaxError(err)
+		d.syntaxError(err, data)
 		return nil, false
 	}
 	var extra yaml.Node
@@ -158,7 +166,7 @@ func (d *decoder) decodeOne(data []byte) (root *yaml.Node, ok bool) {
 	case err == nil:
 		d.errorf(&extra, "", "a configuration is one YAML document; remove the second one (---)")
 	case err != io.EOF:
-		d.syntaxError(err)
+		d.syntaxError(err, data)
 	}
 	if doc.Kind == 0 {
 		return nil, true

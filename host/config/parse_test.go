@@ -27,7 +27,8 @@ func TestParse_SyntaxErrors(t *testing.T) {
 		{"a: 1\n- b\n", "c.yaml:2: did not find expected key"},
 		{"a:\n  b: 1\n c: 2\n", "c.yaml:3: did not find expected key"},
 		{"a: 1\nb: 2\nc: d: e\n", "c.yaml:3: mapping values are not allowed in this context"},
-		{"a: 1\nb:\n\t- x\n", "c.yaml:3: found character that cannot start any token"},
+		{"a: 1\nb:\n\t- x\n", "c.yaml:3: found character that cannot start any token (the line is indented with a tab: YAML indents with spaces only)"},
+		{"a: 1\nb: @x\n", "c.yaml:2: found character that cannot start any token"},
 		{"a: 1\nb: *nope\n", "c.yaml: unknown anchor 'nope' referenced"},
 	}
 	for _, tt := range tests {
