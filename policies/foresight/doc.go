@@ -161,6 +161,11 @@
 // comes) are won back where the traffic leaves room. What pays is the
 // p99: the requests that wait were above the p95 already, and wait
 // longer (on the Azure hours replayed on four slots, 10 s → 16–20 s).
+// The record is the host's most recent grants (4,096 in the router), so
+// the percentile kept is that window's: where a stretch of slow loads
+// lifts the window's p95 above the whole run's, the room it lends can
+// lift the run's (once in 52 mixed-size traces, 14.3 s → 17.9 s;
+// docs/BENCHMARKS.md, "Ten fresh seeds of the production families").
 // On a host without the record, or with patience set, the order is as
 // above.
 //
@@ -183,9 +188,9 @@
 // margin is the bytes left free on each GPU the model uses, beyond its
 // VRAM figure. What other routers take as settings (a half-life, a decay)
 // it learns. It leaves the operator two trades of waits for cold loads.
-// free_waits (default true) spends the waits that leave every p95 where
-// it is (above, "Waits that are free"); false keeps the p99 too, at the
-// loads they save. patience, in [0, 1] (default 0), spends more: above
+// free_waits (default true) spends the waits that leave the recent p95
+// where it is (above, "Waits that are free"); false keeps the p99 too,
+// at the loads they save (2.3% over the mixed-size traces measured). patience, in [0, 1] (default 0), spends more: above
 // 0, while the forecast leads, a model that is
 // loading or serving may be evicted in place of an idle one (step 1's
 // classes become one), its value divided by patience, and the request
