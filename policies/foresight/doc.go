@@ -164,8 +164,10 @@
 // The record is the host's most recent grants (4,096 in the router), so
 // the percentile kept is that window's: where a stretch of slow loads
 // lifts the window's p95 above the whole run's, the room it lends can
-// lift the run's (once in 52 mixed-size traces, 14.3 s → 17.9 s;
-// docs/BENCHMARKS.md, "Ten fresh seeds of the production families").
+// lift the run's (prod-mixed-1w seed 82: 14.3 s → 17.9 s; over 52
+// other mixed-size traces the same nine are above LRU's p95 with free
+// waits or without: docs/BENCHMARKS.md, "Ten fresh seeds of the
+// production families").
 // On a host without the record, or with patience set, the order is as
 // above.
 //
