@@ -29,6 +29,14 @@ assert arrivals[-1] - arrivals[0] > 0.1, "the stream arrived all at once"
 
 emb = client.embeddings.create(model="keep", input=["one", "two"])
 assert len(emb.data) == 2 and len(emb.data[0].embedding) > 0, emb
+# The client asks for base64 unless told otherwise and decodes it; the
+# floats asked for as floats are the same vector.
+flt = client.embeddings.create(model="keep", input=["one"], encoding_format="float")
+assert len(flt.data[0].embedding) == len(emb.data[0].embedding), (emb, flt)
+assert all(abs(a - b) < 1e-6 for a, b in zip(emb.data[0].embedding, flt.data[0].embedding)), (emb, flt)
+
+model = client.models.retrieve("keep")
+assert model.id == "keep" and model.object == "model", model
 
 comp = client.completions.create(model="b", prompt="once upon", max_tokens=4)
 assert comp.choices[0].text, comp

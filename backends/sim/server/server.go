@@ -2,9 +2,12 @@ package simserver
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -487,10 +490,15 @@ func (e encoding) whole(text string, usage map[string]int) map[string]any {
 	}
 }
 
+// embeddings is POST /v1/embeddings: a vector per input, as floats, or
+// with encoding_format "base64" as OpenAI's API and llama-server send them
+// (the float32 values little-endian, base64-encoded; the official Python
+// client asks for this by default). Any other format is a 400.
 func (s *server) embeddings(w http.ResponseWriter, r *http.Request) {
 	var q struct {
-		Model string          `json:"model"`
-		Input json.RawMessage `json:"input"`
+		Model  string          `json:"model"`
+		Input  json.RawMessage `json:"input"`
+		Format string          `json:"encoding_format"`
 	}
 	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody)).Decode(&q); err != nil {
 		writeError(w, http.StatusBadRequest, "invalid_request_error", "invalid JSON body: "+err.Error())
@@ -501,19 +509,37 @@ func (s *server) embeddings(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "invalid_request_error", err.Error())
 		return
 	}
+	if q.Format != "" && q.Format != "float" && q.Format != "base64" {
+		writeError(w, http.StatusBadRequest, "invalid_request_error", fmt.Sprintf("encoding_format: want float or base64, got %q", q.Format))
+		return
+	}
 	if q.Model == "" {
 		q.Model = s.opts.Model
 	}
 	data := make([]any, len(inputs))
 	tokens := 0
 	for i, in := range inputs {
-		data[i] = map[string]any{"object": "embedding", "index": i, "embedding": embedding(s.opts.Seed, in)}
+		var v any = embedding(s.opts.Seed, in)
+		if q.Format == "base64" {
+			v = base64Floats(v.([]float64))
+		}
+		data[i] = map[string]any{"object": "embedding", "index": i, "embedding": v}
 		tokens += countTokens(in)
 	}
 	writeJSON(w, http.StatusOK, map[string]any{
 		"object": "list", "data": data, "model": q.Model,
 		"usage": map[string]int{"prompt_tokens": tokens, "total_tokens": tokens},
 	})
+}
+
+// base64Floats is v as OpenAI's base64 embedding encoding: each value as
+// a little-endian float32, the bytes in standard base64.
+func base64Floats(v []float64) string {
+	b := make([]byte, 0, 4*len(v))
+	for _, f := range v {
+		b = binary.LittleEndian.AppendUint32(b, math.Float32bits(float32(f)))
+	}
+	return base64.StdEncoding.EncodeToString(b)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -428,6 +430,26 @@ func TestServer_Endpoints(t *testing.T) {
 	if math.Abs(norm-1) > 1e-9 {
 		t.Errorf("embedding norm² = %v, want 1", norm)
 	}
+	// encoding_format base64 (what the openai client asks for): the same
+	// vector as little-endian float32s.
+	resp = post(t, context.Background(), url+"/v1/embeddings", map[string]any{"input": "a", "encoding_format": "base64"})
+	var b64 struct {
+		Data []struct{ Embedding string }
+	}
+	_ = json.NewDecoder(resp.Body).Decode(&b64)
+	resp.Body.Close()
+	if len(b64.Data) != 1 {
+		t.Fatalf("base64 embeddings: %+v", b64)
+	}
+	raw, err := base64.StdEncoding.DecodeString(b64.Data[0].Embedding)
+	if err != nil || len(raw) != 4*len(again[0]) {
+		t.Fatalf("base64 embedding %q: %d bytes, %v; want %d float32s", b64.Data[0].Embedding, len(raw), err, len(again[0]))
+	}
+	for i, x := range again[0] {
+		if got := math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:])); got != float32(x) {
+			t.Fatalf("base64 embedding[%d] = %v, want %v", i, got, float32(x))
+		}
+	}
 
 	for _, bad := range []struct {
 		path string
@@ -437,6 +459,7 @@ func TestServer_Endpoints(t *testing.T) {
 		{"/v1/chat/completions", chatBody("x", 0, false)},
 		{"/v1/completions", map[string]any{"prompt": 42}},
 		{"/v1/embeddings", map[string]any{}},
+		{"/v1/embeddings", map[string]any{"input": "a", "encoding_format": "int8"}},
 	} {
 		resp := post(t, context.Background(), url+bad.path, bad.body)
 		var e struct{ Error struct{ Type string } }
