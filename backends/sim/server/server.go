@@ -251,8 +251,11 @@ type genRequest struct {
 	Prompt              json.RawMessage `json:"prompt"`
 	MaxTokens           *int            `json:"max_tokens"`
 	MaxCompletionTokens *int            `json:"max_completion_tokens"`
-	Stream              bool            `json:"stream"`
-	StreamOptions       struct {
+	// N is the choices asked for: the simulator answers one, as
+	// llama-server does, and refuses more rather than answer fewer.
+	N             *int `json:"n"`
+	Stream        bool `json:"stream"`
+	StreamOptions struct {
 		IncludeUsage bool `json:"include_usage"`
 	} `json:"stream_options"`
 }
@@ -267,6 +270,9 @@ func (q *genRequest) maxTokens() (int, error) {
 	}
 	if n < 1 || n > 1<<20 {
 		return 0, fmt.Errorf("max_tokens must be between 1 and %d, got %d", 1<<20, n)
+	}
+	if q.N != nil && *q.N != 1 {
+		return 0, fmt.Errorf("n: the simulated server answers one choice (as llama-server does), got n=%d", *q.N)
 	}
 	return n, nil
 }

@@ -458,6 +458,7 @@ func TestServer_Endpoints(t *testing.T) {
 		{"/v1/chat/completions", map[string]any{"messages": []any{}}},
 		{"/v1/chat/completions", chatBody("x", 0, false)},
 		{"/v1/completions", map[string]any{"prompt": 42}},
+		{"/v1/chat/completions", map[string]any{"messages": []any{map[string]any{"role": "user", "content": "hi"}}, "n": 2}},
 		{"/v1/embeddings", map[string]any{}},
 		{"/v1/embeddings", map[string]any{"input": "a", "encoding_format": "int8"}},
 	} {
