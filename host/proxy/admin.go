@@ -225,24 +225,41 @@ func (s *Server) listModels(w http.ResponseWriter, r *http.Request) {
 
 // getModel is GET /v1/models/{model}, OpenAI's "retrieve model": the
 // entry /v1/models lists under that id (a peer's model by its full name
-// PEER/MODEL), or, for a local name a request may use that the list
-// leaves out (an alias while include_aliases_in_list is off, an unlisted
-// model), the entry of the model it names under the name asked for. Any
-// other name is 404 model_not_found, as a request for it would be.
+// PEER/MODEL), or, for a name a request may use that the list leaves out
+// (an alias while include_aliases_in_list is off, an unlisted model, a
+// peer's model by its plain name: the first peer's, in peer id order),
+// the entry of the model it names under the name asked for. Any other
+// name is 404 model_not_found, as a request for it would be.
 func (s *Server) getModel(w http.ResponseWriter, r *http.Request) {
 	name := mux.Vars(r)["model"]
 	if origin := r.Header.Get("Origin"); origin != "" {
 		w.Header().Set("Access-Control-Allow-Origin", origin)
 	}
-	for _, m := range s.modelList() {
-		if m.ID == name {
-			s.writeJSON(w, r, m)
-			return
+	list := s.modelList()
+	find := func(id string) *modelObject {
+		i := slices.IndexFunc(list, func(m modelObject) bool { return m.ID == id })
+		if i < 0 {
+			return nil
 		}
+		return &list[i]
+	}
+	if m := find(name); m != nil {
+		s.writeJSON(w, r, m)
+		return
 	}
 	cat := s.catalog.Load()
 	e := cat.lookup(name)
 	if e == nil {
+		// A peer's model by its plain name: its listed entry, under it.
+		if set := s.peers.Load(); set != nil {
+			if ts := set.Lookup(name); len(ts) > 0 {
+				if m := find(ts[0].Name()); m != nil {
+					m.ID = name
+					s.writeJSON(w, r, m)
+					return
+				}
+			}
+		}
 		s.writeError(w, r, cat.unknown(name))
 		return
 	}

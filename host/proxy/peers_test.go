@@ -92,6 +92,19 @@ func TestPeers_ForwardRewrites(t *testing.T) {
 	if !strings.Contains(string(b), `{"id":"p/m","object":"model","created":`) || !strings.Contains(string(b), `"name":"p: m","meta":{"llamaswap":{"peerID":"p","type":"peer"}},"status":{"value":"unloaded"}}`) {
 		t.Errorf("/v1/models: %s", b)
 	}
+	// Retrieved by either name (GET /v1/models/{model}); a local model of
+	// the same plain name is the local one, as requests are.
+	for name, want := range map[string]string{
+		"p/m": `{"id":"p/m","object":"model"`,
+		"m":   `{"id":"m","object":"model"`,
+		"a":   `"id":"a","object":"model"`,
+	} {
+		resp, b := e.do(request{method: http.MethodGet, path: "/v1/models/" + name, headers: map[string]string{"Authorization": "Bearer client-key"}})
+		peer := strings.Contains(string(b), `"peerID":"p"`)
+		if resp.StatusCode != 200 || !strings.Contains(string(b), want) || peer != (name != "a") {
+			t.Errorf("GET /v1/models/%s: %d %s", name, resp.StatusCode, b)
+		}
+	}
 	_, b = e.do(request{method: http.MethodGet, path: "/api/peers", headers: map[string]string{"Authorization": "Bearer client-key"}})
 	if !strings.Contains(string(b), `"peer":"p"`) || !strings.Contains(string(b), `"state":"up"`) {
 		t.Errorf("/api/peers: %s", b)
