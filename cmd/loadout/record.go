@@ -19,11 +19,12 @@ embeddings request (by any of their routes: OpenAI's, llama-swap's
 versionless ones, llama-server's, Ollama's /api/chat, generate, embed and
 embeddings) is written to FILE (overwritten; a second Loadout given the
 same file is refused) as a trace that 'loadout simulate --trace FILE'
-replays: arrival_s (seconds from the first request), model (its id, aliases resolved), prompt_tokens and
-output_tokens, priority and client (x_priority, x_client_id or their
-headers). Token counts are the model server's usage; without one, output
-is a stream's content chunks, or max_tokens when nothing was counted, and
-the prompt is the request's text in bytes / 4 (token ids count one each).
+replays: arrival_s (seconds from the first request), model (its id,
+aliases resolved), prompt_tokens and output_tokens, priority and client
+(x_priority, x_client_id or their headers). Token counts are the model
+server's usage; without one, output is a stream's content chunks, or
+max_tokens when nothing was counted, and the prompt is the request's text
+in bytes / 4 (token ids count one each).
 Rows are in arrival order: a row is written once its request and every
 earlier one have ended, or with its estimates once its request has run
 10 minutes or 10000 requests wait behind it. Shutdown writes the rest.`
