@@ -1,7 +1,9 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"time"
@@ -85,14 +87,18 @@ func openTraceRecorder(path string, log *slog.Logger) (traceRecorder, error) {
 
 // lockTrace takes the trace file's lock: nil, nil for a path that exists
 // and is not a regular file (a FIFO, /dev/stdout: opening one to lock it
-// could block, and two writers there truncate nothing), and where the lock
-// cannot be taken (logged). Errors: another process holds it.
+// could block, and two writers there truncate nothing), for one that
+// cannot be created (opening it for writing then says why), and where the
+// lock cannot be taken (logged). Errors: another process holds it.
 func lockTrace(path string, log *slog.Logger) (*flock.Flock, error) {
 	if st, err := os.Stat(path); err == nil && !st.Mode().IsRegular() {
 		return nil, nil
 	}
 	lock := flock.New(path, flock.SetPermissions(0o644))
 	ok, err := lock.TryLock()
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) {
+		return nil, nil // the file cannot be created: opening it says why
+	}
 	if err != nil {
 		log.Warn("trace file lock not taken; a second Loadout recording to this file would not be refused", "file", path, "err", err)
 		return nil, nil

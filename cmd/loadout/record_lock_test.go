@@ -46,6 +46,16 @@ func TestRecordTrace_OneLoadoutAFile(t *testing.T) {
 	}
 	second.close(log)
 
+	// A file that cannot be created is one error, from opening it; the
+	// lock adds no warning of its own.
+	missing := filepath.Join(t.TempDir(), "no", "such", "traffic.csv")
+	if _, err := openTraceRecorder(missing, log); err == nil || !strings.Contains(err.Error(), "no such file") {
+		t.Errorf("a recorder in a missing directory: %v, want the open's error", err)
+	}
+	if strings.Contains(logged.String(), "lock not taken") {
+		t.Errorf("a recorder in a missing directory warned of its lock:\n%s", logged.String())
+	}
+
 	fifo := filepath.Join(t.TempDir(), "fifo")
 	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
 		t.Skipf("mkfifo: %v", err)
