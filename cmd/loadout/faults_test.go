@@ -458,6 +458,12 @@ func TestServe_MaxRequestBody(t *testing.T) {
 	if err == nil || !strings.Contains(string(out), "--max-request-body") {
 		t.Errorf("serve --max-request-body lots: %v\n%s, want an error naming the flag", err, out)
 	}
+	// The other bound serve's flags set: a negative shutdown timeout is a
+	// typo, not "at once".
+	out, err = exec.Command(loadoutBin, "serve", "--listen", "127.0.0.1:0", "--shutdown-timeout", "-1s").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "--shutdown-timeout") {
+		t.Errorf("serve --shutdown-timeout -1s: %v\n%s, want an error naming the flag", err, out)
+	}
 }
 
 // Bodies that are too large or malformed get an OpenAI-shaped 4xx, and the

@@ -115,7 +115,7 @@ configuration with peers: and no models: is a gateway in front of them.
 	o.config.addFlags(cmd)
 	cmd.Flags().StringVarP(&o.listen, "listen", "l", defaultListen, "address to listen on")
 	cmd.Flags().StringVar(&o.logLevel, "log-level", "", "debug, info, warn or error (default: the config's logLevel)")
-	cmd.Flags().DurationVar(&o.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long in-flight requests may take to finish on shutdown; then they are ended with an error")
+	cmd.Flags().DurationVar(&o.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long in-flight requests may take to finish on shutdown; then they are ended with an error (0: at once)")
 	cmd.Flags().BoolVar(&o.watch, "watch", false, "reload the configuration (models, peers, policies) when one of its files, a file of --config-dir or a policy module changes on disk (also: SIGHUP, POST /api/policies/reload)")
 	cmd.Flags().BoolVar(&o.watch, "watch-config", false, "llama-swap's name for --watch")
 	cmd.Flags().StringVar(&o.tlsCert, "tls-cert-file", "", "serve HTTPS with this PEM certificate (chain); needs --tls-key-file (llama-swap's flags)")
@@ -287,6 +287,9 @@ func runServe(ctx context.Context, o serveOptions) error {
 	maxBody, err := maxRequestBody(o.maxBody)
 	if err != nil {
 		return err
+	}
+	if o.shutdownTimeout < 0 {
+		return fmt.Errorf("--shutdown-timeout %s: want 0 (end requests in flight at once) or more", o.shutdownTimeout)
 	}
 	cfg, warnings, err := loadConfig(ctx, o.config, o.listen, o.routerMode)
 	if err != nil {
