@@ -55,7 +55,7 @@ not failures: they are what the plugin would say of a config.`,
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&options, "options", "{}", "a model's options, as JSON, for Validate")
-	fl.DurationVar(&timeout, "timeout", 10*time.Second, "how long the plugin may take to start and complete the handshake")
+	positiveDurationVar(fl, &timeout, "timeout", 10*time.Second, "how long the plugin may take to start and complete the handshake")
 	fl.BoolVarP(&verbose, "verbose", "v", false, "log go-plugin's lines and the plugin's stderr")
 	return cmd
 }

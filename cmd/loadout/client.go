@@ -46,7 +46,7 @@ func addClientFlags(fs *pflag.FlagSet, c *apiClient, tokenFlag, tokenEnv, what s
 	c.tokenFlag, c.tokenEnv = tokenFlag, tokenEnv
 	fs.StringVar(&c.server, "server", "http://"+defaultListen, "the Loadout to talk to (serve's --listen)")
 	fs.StringVar(&c.token, tokenFlag, os.Getenv(tokenEnv), what+" (default $"+tokenEnv+")")
-	fs.DurationVar(&c.timeout, "timeout", defaultClientTimeout, "how long to wait to connect to the server, and for its answer to begin")
+	positiveDurationVar(fs, &c.timeout, "timeout", defaultClientTimeout, "how long to wait to connect to the server, and for its answer to begin")
 }
 
 // httpClient returns the client for one call: connecting bounded by

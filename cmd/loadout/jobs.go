@@ -284,7 +284,7 @@ failed or canceled), like 'kubectl logs -f'; it asks the server every
 		},
 	}
 	logs.Flags().BoolVarP(&follow, "follow", "f", false, "follow the output until the job ends")
-	logs.Flags().DurationVar(&pollInterval, "poll-interval", 500*time.Millisecond, "with -f, how often to ask for new output")
+	positiveDurationVar(logs.Flags(), &pollInterval, "poll-interval", 500*time.Millisecond, "with -f, how often to ask for new output")
 	cmd.AddCommand(submit, list, get, cancel, logs)
 	return cmd
 }

@@ -160,7 +160,7 @@ POST /api/models/load/MODEL, the web UI's load button.`,
 		Args: cobra.ExactArgs(1),
 	}
 	c := modelsClient(cmd)
-	cmd.Flags().DurationVar(&wait, "wait", defaultLoadWait, "how long the model may take to be ready")
+	positiveDurationVar(cmd.Flags(), &wait, "wait", defaultLoadWait, "how long the model may take to be ready")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		if err := c.callOK(cmd.Context(), "/api/models/load/"+url.PathEscape(args[0]), wait); err != nil {
 			return err
@@ -186,7 +186,7 @@ llama-swap's.`,
 		Args: cobra.MaximumNArgs(1),
 	}
 	c := modelsClient(cmd)
-	cmd.Flags().DurationVar(&wait, "wait", defaultLoadWait, "how long the models may take to stop")
+	positiveDurationVar(cmd.Flags(), &wait, "wait", defaultLoadWait, "how long the models may take to stop")
 	cmd.Flags().BoolVar(&force, "force", false, "stop models with requests in flight at once, failing those requests")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		path, what := "/api/models/unload", "every model"

@@ -38,7 +38,7 @@ scenario files against the built module; docs/POLICIES.md walks through it.`,
 	}
 	pf := cmd.PersistentFlags()
 	pf.StringVar(&f.cacheDir, "cache-dir", "", "compilation cache directory (default: the user cache directory's loadout/wazero)")
-	pf.DurationVar(&f.timeout, "timeout", policy.DefaultCallTimeout, "deadline of one call into the policy")
+	positiveDurationVar(pf, &f.timeout, "timeout", policy.DefaultCallTimeout, "deadline of one call into the policy")
 	pf.Uint32Var(&f.memPages, "memory-pages", policy.DefaultMemoryLimitPages, "memory limit of one instance, in 64 KiB pages")
 	cmd.AddCommand(newPolicyNewCmd(), newPolicyCheckCmd(&f), newPolicyTestCmd(&f), newPolicyBenchCmd(&f), newPolicyTuneCmd(&f))
 	return cmd
@@ -180,8 +180,8 @@ A tenth of --events runs first as an unmeasured warm-up.`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.IntVar(&events, "events", 10000, "events per scenario")
-	fl.IntVar(&models, "models", 8, "ready models on the fake host")
+	positiveIntVar(fl, &events, "events", 10000, "events per scenario")
+	positiveIntVar(fl, &models, "models", 8, "ready models on the fake host")
 	fl.StringVar(&settings, "settings", "{}", "the policy's settings (JSON)")
 	fl.StringVar(&swapperFile, "swapper", "", "a swapper .wasm to answer a scheduler's plans (default: a native one)")
 	fl.StringVar(&swapperSettings, "swapper-settings", "{}", "the --swapper's settings (JSON)")

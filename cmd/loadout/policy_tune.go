@@ -99,7 +99,7 @@ foresight's patience: --set router.patience=0,0.1,0.25,0.5,1
 	fl.StringVar(&o.router, "router", "", "router policy instead of the configuration's: a built-in name or a .wasm file")
 	fl.StringVar(&o.jsonPath, "json", "", "write every point's figures as JSON to this file")
 	fl.StringArrayVar(&o.gpus, "gpu", nil, "a simulated GPU of this size (e.g. 24GiB), instead of the configuration's gpus:; repeat for more")
-	fl.Var((*slotsFlag)(&o.slots), "slots", slotsUsage)
+	positiveIntVar(fl, &o.slots, "slots", 0, slotsUsage)
 	fl.Float64Var(&o.rate, "rate", 1, "replay the trace at this multiple of its request rate")
 	fl.BoolVar(&o.sequence, "sequence", false, sequenceUsage)
 	fl.BoolVar(&o.runtime.Trusted, "trust-policies", false, trustUsage)

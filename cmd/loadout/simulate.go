@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"text/tabwriter"
@@ -132,7 +131,7 @@ wakes).`,
 	f.StringVar(&o.jsonPath, "json", "", "write the results as JSON to this file")
 	f.StringVar(&o.htmlPath, "html", "", "write a self-contained HTML report (GPU memory timeline, queue, swaps) to this file")
 	f.StringArrayVar(&o.gpus, "gpu", nil, "a simulated GPU of this size (e.g. 24GiB), instead of the configuration's gpus:; repeat for more")
-	f.Var((*slotsFlag)(&o.slots), "slots", slotsUsage)
+	positiveIntVar(f, &o.slots, "slots", 0, slotsUsage)
 	f.Float64Var(&o.rate, "rate", 1, "replay the trace at this multiple of its request rate (arrival times divided by it): 2 is twice the traffic, 0.1 a tenth")
 	f.BoolVar(&o.sequence, "sequence", false, sequenceUsage)
 	f.BoolVar(&o.runtime.Trusted, "trust-policies", false, trustUsage)
@@ -147,25 +146,6 @@ const trustUsage = "run .wasm policies without the loop checks too, as the built
 
 // sequenceUsage is the help of --sequence (simulate, policy tune).
 const sequenceUsage = "replay the trace's model sequence one request at a time (each arrives once the one before has finished, with one output token; TTLs off): the terms the anchors and Belady's optimum are computed on, so each router's cold loads compare with theirs exactly (the LRU router makes LRU's)"
-
-// slotsFlag is --slots (simulate, policy tune): a count of slots, at
-// least 1 when given; 0, its default, replays on the configuration.
-// Errors (at parse time): not a whole number, or below 1.
-type slotsFlag int
-
-func (f *slotsFlag) String() string { return strconv.Itoa(int(*f)) }
-func (f *slotsFlag) Type() string   { return "int" }
-func (f *slotsFlag) Set(v string) error {
-	n, err := strconv.Atoi(v)
-	if err != nil {
-		return errors.New("want a whole number of slots")
-	}
-	if n < 1 {
-		return fmt.Errorf("want at least 1 slot, got %d", n)
-	}
-	*f = slotsFlag(n)
-	return nil
-}
 
 // slotsUsage is the help of --slots (simulate, policy tune).
 const slotsUsage = "replay on a box of this many equal slots made for the trace, instead of --config: every model the trace names a 12 GiB sim model loading in 10 s (80 tokens/s), routed by prioritylru"
