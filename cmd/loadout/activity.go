@@ -18,7 +18,7 @@ type activityOptions struct {
 
 func addActivityFlags(cmd *cobra.Command, o *activityOptions) {
 	cmd.Flags().DurationVar(&o.maxAge, "activity-max-age", activity.DefaultMaxAge, "the activity log (/api/activity, kept in the --db file) keeps requests this long (negative: no age limit)")
-	cmd.Flags().IntVar(&o.maxRows, "activity-max-rows", activity.DefaultMaxRows, "the activity log keeps at most this many newest requests; 0 turns the log off")
+	cmd.Flags().IntVar(&o.maxRows, "activity-max-rows", activity.DefaultMaxRows, "the activity log keeps at most this many newest requests; 0 turns the log off (negative: no row limit)")
 }
 
 // activityLog is the activity log as serve wires it; its zero value (no

@@ -23,6 +23,7 @@ func TestFlags_PositiveValuesOnly(t *testing.T) {
 		{"simulate", "-t", "x.csv", "--slots", "0"},
 		{"policy", "tune", "-t", "x.csv", "--set", "router.x=1", "--slots", "-1"},
 		{"ps", "--timeout", "soon"},
+		{"serve", "--listen", "127.0.0.1:0", "--max-running-jobs", "0"},
 	} {
 		root := newRootCmd()
 		root.SetArgs(args)

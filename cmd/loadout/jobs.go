@@ -35,7 +35,7 @@ type jobsOptions struct {
 func addJobsFlags(cmd *cobra.Command, o *jobsOptions) {
 	cmd.Flags().StringVar(&o.db, "db", "", "the state database (SQLite: the job queue and the activity log); default $XDG_DATA_HOME/loadout/jobs.db or ~/.local/share/loadout/jobs.db")
 	cmd.Flags().StringVar(&o.token, "job-token", os.Getenv("LOADOUT_JOB_TOKEN"), "bearer token of the jobs API (/api/jobs), apart from the inference API keys; empty: the jobs API is off (default $LOADOUT_JOB_TOKEN)")
-	cmd.Flags().IntVar(&o.maxRunning, "max-running-jobs", 0, "most jobs submitted or running at once (0: 64)")
+	positiveIntVar(cmd.Flags(), &o.maxRunning, "max-running-jobs", 64, "most jobs submitted or running at once")
 	cmd.Flags().StringVar(&o.rayAddress, "ray-address", os.Getenv("LOADOUT_RAY_ADDRESS"), "a Ray cluster's dashboard (e.g. http://127.0.0.1:8265) for jobs with executor: ray; empty: no Ray executor (default $LOADOUT_RAY_ADDRESS)")
 	cmd.Flags().StringVar(&o.rayToken, "ray-token", os.Getenv("LOADOUT_RAY_TOKEN"), "bearer token for the Ray dashboard (default $LOADOUT_RAY_TOKEN)")
 	cmd.Flags().StringVar(&o.rayEntrypointResources, "ray-entrypoint-resources", "", `Ray entrypoint_resources for every job's driver, as JSON (e.g. '{"worker":1}': keeps the driver on a worker, off a head started with no GPUs)`)
