@@ -171,6 +171,7 @@ func TestParse_Scenario(t *testing.T) {
 			`bad-sizes.yaml:8:5: gpus[1]: GPU name "a" is already used (line 6)`,
 			`bad-sizes.yaml:9:13: gpus[1].memory: size "-1" is negative`,
 			`bad-sizes.yaml:10:5: gpus[2]: memory is required (for example memory: 24GiB)`,
+			`bad-sizes.yaml:12:13: gpus[3].memory: a GPU of 0 holds no model: want its memory, for example 24GiB`,
 		}},
 		{file: "bad-empty.yaml", wantErrs: []string{
 			`bad-empty.yaml: models: the configuration is empty: at least one model is required`,

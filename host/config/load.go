@@ -377,7 +377,11 @@ func (d *decoder) gpus(cfg *Config, n *yaml.Node) {
 				}
 			case "memory":
 				hasMemory = true
-				g.Memory, _ = d.size(p.val, kp)
+				if m, ok := d.size(p.val, kp); ok && m <= 0 {
+					d.errorf(p.val, kp, "a GPU of %s holds no model: want its memory, for example 24GiB", p.val.Value)
+				} else {
+					g.Memory = m
+				}
 			default:
 				d.unknownKey(p.key, kp, []string{"name", "memory"})
 			}
