@@ -562,8 +562,24 @@ func TestConfigCheck_ReportsFileLine(t *testing.T) {
 	}
 	good := exec.Command(loadoutBin, "config", "check", "../../testdata/e2e/sim.yaml")
 	good.Env = append(os.Environ(), "LOADOUT_BIN="+loadoutBin, "LOADOUT_E2E_START_PORT=20000")
-	out, err = good.CombinedOutput()
+	out, err = good.Output()
 	if err != nil {
 		t.Fatalf("config check of a good file: %v\n%s", err, out)
+	}
+	if lines := strings.Split(strings.TrimSpace(string(out)), "\n"); lines[len(lines)-1] != "OK" {
+		t.Errorf("config check of a good file does not end with OK:\n%s", out)
+	}
+	// A file that parses but whose router refuses its settings: the report
+	// is printed, the error names the setting's line, and nothing says OK.
+	cfg := writeConfig(t, t.TempDir(), "routing: {router: {use: foresight, settings: {patience: 2}}}\nmodels:\n  a:\n    backend: sim\n")
+	bad := exec.Command(loadoutBin, "config", "check", cfg)
+	var stderr strings.Builder
+	bad.Stderr = &stderr
+	out, err = bad.Output()
+	if err == nil || !strings.Contains(stderr.String(), cfg+":1:") || !strings.Contains(stderr.String(), "patience") {
+		t.Fatalf("config check of a router refusing its settings: %v\n%s%s", err, out, stderr.String())
+	}
+	if strings.Contains(string(out), "OK") {
+		t.Errorf("config check of a router refusing its settings says OK:\n%s", out)
 	}
 }

@@ -293,7 +293,7 @@ func TestReport_Default(t *testing.T) {
 	warns = append(warns, Warning{Pos: Pos{"default.yaml", 3, 1}, Key: "peers", Message: "example"})
 	r := Report(cfg, warns)
 	for _, want := range []string{
-		"default.yaml: OK: 3 models, 2 groups, 1 GPU",
+		"default.yaml: 3 models, 2 groups, 1 GPU",
 		"  embed   sim      5800  embeddings  never",
 		"  small   sim      5802  chat        5m",
 		`  small: backend sim, options {"load_time":"1s","tokens_per_second":80,"vram":"6GiB"}`,

@@ -19,7 +19,7 @@ import (
 func Report(cfg *Config, warnings []Warning) string {
 	var b strings.Builder
 	ids := cfg.ModelIDs()
-	fmt.Fprintf(&b, "%s%s: OK: %s, %s, %s\n", cfg.File, describeFiles(cfg.Files),
+	fmt.Fprintf(&b, "%s%s: %s, %s, %s\n", cfg.File, describeFiles(cfg.Files),
 		plural(len(cfg.ServedIDs()), "model"), plural(len(cfg.Groups), "group"), plural(len(cfg.GPUs), "GPU"))
 
 	b.WriteString("\nSettings\n")
