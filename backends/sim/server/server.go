@@ -103,7 +103,18 @@ func (s *server) routes() http.Handler {
 	mux.HandleFunc("POST /v1/chat/completions", s.ready(s.chat))
 	mux.HandleFunc("POST /v1/completions", s.ready(s.completions))
 	mux.HandleFunc("POST /v1/embeddings", s.ready(s.embeddings))
+	mux.HandleFunc("/", notServed)
 	return mux
+}
+
+// notServed answers any other endpoint (Anthropic's /v1/messages, the
+// Responses API, rerank, …) with an OpenAI-shaped 404 that says the
+// simulator does not serve it and what it does serve, rather than
+// net/http's bare "404 page not found".
+func notServed(w http.ResponseWriter, r *http.Request) {
+	writeError(w, http.StatusNotFound, "invalid_request_error", fmt.Sprintf(
+		"the simulated model server (backend sim) does not serve %s %s; it serves POST /v1/chat/completions, /v1/completions and /v1/embeddings, and GET /v1/models",
+		r.Method, r.URL.Path))
 }
 
 // ready answers 503 while the model loads, like llama-server, and while it
