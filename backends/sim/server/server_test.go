@@ -478,7 +478,9 @@ func TestServer_UnservedEndpointSaysSo(t *testing.T) {
 	url := start(t, simserver.Options{Model: "m"})
 	resp := post(t, context.Background(), url+"/v1/messages", map[string]any{"model": "m", "max_tokens": 4})
 	defer resp.Body.Close()
-	var e struct{ Error struct{ Message, Type string } }
+	var e struct {
+		Error struct{ Message, Type string }
+	}
 	if err := json.NewDecoder(resp.Body).Decode(&e); err != nil || resp.StatusCode != http.StatusNotFound ||
 		e.Error.Type != "invalid_request_error" || !strings.Contains(e.Error.Message, "POST /v1/messages") {
 		t.Errorf("POST /v1/messages: %d %+v %v; want a 404 naming the endpoint", resp.StatusCode, e, err)
