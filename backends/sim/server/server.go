@@ -103,6 +103,8 @@ func (s *server) routes() http.Handler {
 	mux.HandleFunc("POST /v1/chat/completions", s.ready(s.chat))
 	mux.HandleFunc("POST /v1/completions", s.ready(s.completions))
 	mux.HandleFunc("POST /v1/embeddings", s.ready(s.embeddings))
+	mux.HandleFunc("POST /v1/messages", s.ready(s.messages))
+	mux.HandleFunc("POST /v1/messages/count_tokens", s.ready(s.countMessageTokens))
 	mux.HandleFunc("/", notServed)
 	return mux
 }
@@ -113,7 +115,7 @@ func (s *server) routes() http.Handler {
 // net/http's bare "404 page not found".
 func notServed(w http.ResponseWriter, r *http.Request) {
 	writeError(w, http.StatusNotFound, "invalid_request_error", fmt.Sprintf(
-		"the simulated model server (backend sim) does not serve %s %s; it serves POST /v1/chat/completions, /v1/completions and /v1/embeddings, and GET /v1/models",
+		"the simulated model server (backend sim) does not serve %s %s; it serves POST /v1/chat/completions, /v1/completions, /v1/embeddings and /v1/messages, and GET /v1/models",
 		r.Method, r.URL.Path))
 }
 
@@ -253,9 +255,13 @@ func (s *server) models(w http.ResponseWriter, _ *http.Request) {
 	})
 }
 
-// genRequest is the part of a chat or completions request the simulator uses.
+// genRequest is the part of a chat, completions or Anthropic messages
+// request the simulator uses.
 type genRequest struct {
-	Model    string `json:"model"`
+	Model string `json:"model"`
+	// System is an Anthropic request's system prompt: a string or text
+	// blocks, read as a message before the others.
+	System   json.RawMessage `json:"system"`
 	Messages []struct {
 		Content json.RawMessage `json:"content"`
 	} `json:"messages"`
@@ -288,22 +294,23 @@ func (q *genRequest) maxTokens() (int, error) {
 	return n, nil
 }
 
-// chatPrompt joins the text of all messages; content is a string or a list
-// of parts with "text".
+// chatPrompt joins the text of the system prompt (Anthropic's) and of all
+// messages; each is a string or a list of parts (OpenAI's) or content
+// blocks (Anthropic's) with "text".
 func (q *genRequest) chatPrompt() (string, error) {
 	var b strings.Builder
+	if len(q.System) > 0 && string(q.System) != "null" {
+		text, ok := partsText(q.System)
+		if !ok {
+			return "", errors.New("system: want a string or a list of text blocks")
+		}
+		b.WriteString(text)
+		b.WriteByte('\n')
+	}
 	for i, m := range q.Messages {
-		var text string
-		if err := json.Unmarshal(m.Content, &text); err != nil {
-			var parts []struct {
-				Text string `json:"text"`
-			}
-			if err := json.Unmarshal(m.Content, &parts); err != nil {
-				return "", fmt.Errorf("messages[%d].content: want a string or a list of parts", i)
-			}
-			for _, p := range parts {
-				text += p.Text
-			}
+		text, ok := partsText(m.Content)
+		if !ok {
+			return "", fmt.Errorf("messages[%d].content: want a string or a list of parts", i)
 		}
 		b.WriteString(text)
 		b.WriteByte('\n')
@@ -312,6 +319,118 @@ func (q *genRequest) chatPrompt() (string, error) {
 		return "", errors.New("messages is required")
 	}
 	return b.String(), nil
+}
+
+// partsText is the text of content that is a string or a list of parts
+// with "text"; false for anything else.
+func partsText(raw json.RawMessage) (string, bool) {
+	var text string
+	if err := json.Unmarshal(raw, &text); err == nil {
+		return text, true
+	}
+	var parts []struct {
+		Text string `json:"text"`
+	}
+	if err := json.Unmarshal(raw, &parts); err != nil {
+		return "", false
+	}
+	for _, p := range parts {
+		text += p.Text
+	}
+	return text, true
+}
+
+// messages is POST /v1/messages, Anthropic's Messages API as llama-server
+// serves it: the generated text as one text block, stop_reason
+// "max_tokens" and usage in input and output tokens; streamed as
+// Anthropic's events (message_start, content_block_start, a
+// content_block_delta a token, content_block_stop, message_delta,
+// message_stop). Errors are Anthropic-shaped.
+func (s *server) messages(w http.ResponseWriter, r *http.Request) {
+	var q genRequest
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody)).Decode(&q); err != nil {
+		anthropicError(w, http.StatusBadRequest, "invalid JSON body: "+err.Error())
+		return
+	}
+	n, err := q.maxTokens()
+	var prompt string
+	if err == nil {
+		prompt, err = q.chatPrompt()
+	}
+	if err != nil {
+		anthropicError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	model := q.Model
+	if model == "" {
+		model = s.opts.Model
+	}
+	ctx := r.Context()
+	sq := s.begin(ctx, prompt, n)
+	gen := newGenerator(s.opts.Seed, prompt)
+	id := fmt.Sprintf("msg_sim%d", s.ids.Add(1))
+	in := countTokens(prompt)
+	message := func(content []any, stop any, out int) map[string]any {
+		return map[string]any{"id": id, "type": "message", "role": "assistant", "model": model, "content": content,
+			"stop_reason": stop, "stop_sequence": nil, "usage": map[string]int{"input_tokens": in, "output_tokens": out}}
+	}
+	if !q.Stream {
+		for range n {
+			next(ctx, sq)
+		}
+		writeJSON(w, http.StatusOK, message([]any{map[string]any{"type": "text", "text": gen.text(n)}}, "max_tokens", n))
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	send := func(event string, v map[string]any) error {
+		v["type"] = event
+		b, err := json.Marshal(v)
+		if err != nil {
+			return err
+		}
+		if _, err := fmt.Fprintf(w, "event: %s\ndata: %s\n\n", event, b); err != nil {
+			return err
+		}
+		return rc.Flush()
+	}
+	if send("message_start", map[string]any{"message": message([]any{}, nil, 0)}) != nil ||
+		send("content_block_start", map[string]any{"index": 0, "content_block": map[string]any{"type": "text", "text": ""}}) != nil {
+		return
+	}
+	for i := range n {
+		next(ctx, sq)
+		if send("content_block_delta", map[string]any{"index": 0, "delta": map[string]any{"type": "text_delta", "text": gen.piece(i)}}) != nil {
+			return // the client left; ctx is canceled and the loop drops the sequence
+		}
+	}
+	_ = send("content_block_stop", map[string]any{"index": 0})
+	_ = send("message_delta", map[string]any{"delta": map[string]any{"stop_reason": "max_tokens", "stop_sequence": nil},
+		"usage": map[string]int{"output_tokens": n}})
+	_ = send("message_stop", map[string]any{})
+}
+
+// countMessageTokens is POST /v1/messages/count_tokens: the prompt's
+// tokens as the simulator counts them, {"input_tokens": N}.
+func (s *server) countMessageTokens(w http.ResponseWriter, r *http.Request) {
+	var q genRequest
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody)).Decode(&q); err != nil {
+		anthropicError(w, http.StatusBadRequest, "invalid JSON body: "+err.Error())
+		return
+	}
+	prompt, err := q.chatPrompt()
+	if err != nil {
+		anthropicError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]int{"input_tokens": countTokens(prompt)})
+}
+
+// anthropicError writes an Anthropic-shaped error.
+func anthropicError(w http.ResponseWriter, status int, msg string) {
+	writeJSON(w, status, map[string]any{"type": "error", "error": map[string]any{"type": "invalid_request_error", "message": msg}})
 }
 
 // texts reads an input that is a string or a list of strings.
@@ -360,21 +479,7 @@ func (s *server) generate(w http.ResponseWriter, r *http.Request, chat bool) {
 		model = s.opts.Model
 	}
 	ctx := r.Context()
-
-	// Prefill, then join the decode loop.
-	if d := s.engine.model.Prefill(countTokens(prompt)); d > 0 {
-		t := time.NewTimer(d)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			abort()
-		}
-	}
-	sq := newSeq(ctx, n)
-	if err := s.engine.submit(sq); err != nil {
-		abort() // the server is stopping
-	}
+	sq := s.begin(ctx, prompt, n)
 
 	e := encoding{chat: chat, model: model, created: time.Now().Unix()}
 	if chat {
@@ -387,11 +492,7 @@ func (s *server) generate(w http.ResponseWriter, r *http.Request, chat bool) {
 
 	if !q.Stream {
 		for range n {
-			select {
-			case <-sq.tokens:
-			case <-ctx.Done():
-				abort()
-			}
+			next(ctx, sq)
 		}
 		writeJSON(w, http.StatusOK, e.whole(gen.text(n), usage))
 		return
@@ -417,11 +518,7 @@ func (s *server) generate(w http.ResponseWriter, r *http.Request, chat bool) {
 		}
 	}
 	for i := range n {
-		select {
-		case <-sq.tokens:
-		case <-ctx.Done():
-			abort()
-		}
+		next(ctx, sq)
 		if send(e.delta(gen.piece(i))) != nil {
 			return // the client left; ctx is canceled and the loop drops the sequence
 		}
@@ -440,6 +537,36 @@ func (s *server) generate(w http.ResponseWriter, r *http.Request, chat bool) {
 	}
 	_, _ = fmt.Fprint(w, "data: [DONE]\n\n")
 	_ = rc.Flush()
+}
+
+// begin prefills prompt (the model's prefill time) and joins the decode
+// loop with a sequence of n tokens; a client that leaves meanwhile, or a
+// server that stops, aborts the handler.
+func (s *server) begin(ctx context.Context, prompt string, n int) *seq {
+	if d := s.engine.model.Prefill(countTokens(prompt)); d > 0 {
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			abort()
+		}
+	}
+	sq := newSeq(ctx, n)
+	if err := s.engine.submit(sq); err != nil {
+		abort() // the server is stopping
+	}
+	return sq
+}
+
+// next waits for sq's next token; a client that leaves aborts the
+// handler (the decode loop drops its sequence).
+func next(ctx context.Context, sq *seq) {
+	select {
+	case <-sq.tokens:
+	case <-ctx.Done():
+		abort()
+	}
 }
 
 // encoding shapes OpenAI chat and completions responses.

@@ -476,14 +476,93 @@ func TestServer_Endpoints(t *testing.T) {
 // names it, not net/http's bare text.
 func TestServer_UnservedEndpointSaysSo(t *testing.T) {
 	url := start(t, simserver.Options{Model: "m"})
-	resp := post(t, context.Background(), url+"/v1/messages", map[string]any{"model": "m", "max_tokens": 4})
+	resp := post(t, context.Background(), url+"/v1/responses", map[string]any{"model": "m", "input": "hi"})
 	defer resp.Body.Close()
 	var e struct {
 		Error struct{ Message, Type string }
 	}
 	if err := json.NewDecoder(resp.Body).Decode(&e); err != nil || resp.StatusCode != http.StatusNotFound ||
-		e.Error.Type != "invalid_request_error" || !strings.Contains(e.Error.Message, "POST /v1/messages") {
-		t.Errorf("POST /v1/messages: %d %+v %v; want a 404 naming the endpoint", resp.StatusCode, e, err)
+		e.Error.Type != "invalid_request_error" || !strings.Contains(e.Error.Message, "POST /v1/responses") {
+		t.Errorf("POST /v1/responses: %d %+v %v; want a 404 naming the endpoint", resp.StatusCode, e, err)
+	}
+}
+
+// Anthropic's Messages API, as llama-server serves it: the text the chat
+// endpoint writes for the same prompt, as one text block, whole or as
+// Anthropic's stream of events; count_tokens counts the system prompt and
+// the messages; a bad body is an Anthropic-shaped 400.
+func TestServer_AnthropicMessages(t *testing.T) {
+	url := startLoaded(t, simserver.Options{Model: "m"})
+	body := func(stream bool) map[string]any {
+		return map[string]any{"model": "m", "max_tokens": 5, "stream": stream, "system": "be brief",
+			"messages": []any{map[string]any{"role": "user", "content": []any{map[string]any{"type": "text", "text": "hello there"}}}}}
+	}
+	resp := post(t, context.Background(), url+"/v1/messages", body(false))
+	var msg struct {
+		Content []struct{ Type, Text string }
+		Usage   struct {
+			InputTokens  int `json:"input_tokens"`
+			OutputTokens int `json:"output_tokens"`
+		}
+	}
+	var raw map[string]any // type, role, stop_reason
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err := json.Unmarshal(b, &msg); err != nil || json.Unmarshal(b, &raw) != nil || resp.StatusCode != 200 {
+		t.Fatalf("POST /v1/messages: %d %s", resp.StatusCode, b)
+	}
+	if raw["type"] != "message" || raw["role"] != "assistant" || raw["stop_reason"] != "max_tokens" ||
+		len(msg.Content) != 1 || msg.Content[0].Type != "text" || len(strings.Fields(msg.Content[0].Text)) != 5 ||
+		msg.Usage.OutputTokens != 5 || msg.Usage.InputTokens == 0 {
+		t.Errorf("POST /v1/messages: %s", b)
+	}
+
+	resp = post(t, context.Background(), url+"/v1/messages", body(true))
+	var events []string
+	var text strings.Builder
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		line := sc.Text()
+		if ev, ok := strings.CutPrefix(line, "event: "); ok {
+			events = append(events, ev)
+		}
+		if data, ok := strings.CutPrefix(line, "data: "); ok {
+			var d struct {
+				Type  string
+				Delta struct{ Text string }
+			}
+			if err := json.Unmarshal([]byte(data), &d); err != nil || d.Type != events[len(events)-1] {
+				t.Fatalf("event %q: data %s", events[len(events)-1], data)
+			}
+			text.WriteString(d.Delta.Text)
+		}
+	}
+	resp.Body.Close()
+	want := []string{"message_start", "content_block_start", "content_block_delta", "content_block_delta", "content_block_delta",
+		"content_block_delta", "content_block_delta", "content_block_stop", "message_delta", "message_stop"}
+	if strings.Join(events, ",") != strings.Join(want, ",") || text.String() != msg.Content[0].Text {
+		t.Errorf("streamed events %v, text %q; want %v and the whole answer's %q", events, text.String(), want, msg.Content[0].Text)
+	}
+
+	resp = post(t, context.Background(), url+"/v1/messages/count_tokens", body(false))
+	var count struct {
+		InputTokens int `json:"input_tokens"`
+	}
+	_ = json.NewDecoder(resp.Body).Decode(&count)
+	resp.Body.Close()
+	if count.InputTokens != msg.Usage.InputTokens {
+		t.Errorf("count_tokens %d, want the message's input_tokens %d", count.InputTokens, msg.Usage.InputTokens)
+	}
+
+	resp = post(t, context.Background(), url+"/v1/messages", map[string]any{"model": "m", "messages": []any{}})
+	var e struct {
+		Type  string
+		Error struct{ Type, Message string }
+	}
+	_ = json.NewDecoder(resp.Body).Decode(&e)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest || e.Type != "error" || e.Error.Type != "invalid_request_error" || e.Error.Message == "" {
+		t.Errorf("POST /v1/messages with no messages: %d %+v, want an Anthropic-shaped 400", resp.StatusCode, e)
 	}
 }
 
