@@ -347,24 +347,16 @@ func partsText(raw json.RawMessage) (string, bool) {
 // content_block_delta a token, content_block_stop, message_delta,
 // message_stop). Errors are Anthropic-shaped.
 func (s *server) messages(w http.ResponseWriter, r *http.Request) {
-	var q genRequest
-	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody)).Decode(&q); err != nil {
-		anthropicError(w, http.StatusBadRequest, "invalid JSON body: "+err.Error())
+	q, prompt, ok := readMessages(w, r)
+	if !ok {
 		return
 	}
 	n, err := q.maxTokens()
-	var prompt string
-	if err == nil {
-		prompt, err = q.chatPrompt()
-	}
 	if err != nil {
 		anthropicError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	model := q.Model
-	if model == "" {
-		model = s.opts.Model
-	}
+	model := s.modelOf(&q)
 	ctx := r.Context()
 	sq := s.begin(ctx, prompt, n)
 	gen := newGenerator(s.opts.Seed, prompt)
@@ -381,10 +373,7 @@ func (s *server) messages(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, message([]any{map[string]any{"type": "text", "text": gen.text(n)}}, "max_tokens", n))
 		return
 	}
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.WriteHeader(http.StatusOK)
-	rc := http.NewResponseController(w)
+	rc := startEvents(w)
 	send := func(event string, v map[string]any) error {
 		v["type"] = event
 		b, err := json.Marshal(v)
@@ -415,17 +404,25 @@ func (s *server) messages(w http.ResponseWriter, r *http.Request) {
 // countMessageTokens is POST /v1/messages/count_tokens: the prompt's
 // tokens as the simulator counts them, {"input_tokens": N}.
 func (s *server) countMessageTokens(w http.ResponseWriter, r *http.Request) {
+	if _, prompt, ok := readMessages(w, r); ok {
+		writeJSON(w, http.StatusOK, map[string]int{"input_tokens": countTokens(prompt)})
+	}
+}
+
+// readMessages reads an Anthropic messages request and its prompt; false
+// after answering a bad one with an Anthropic-shaped 400.
+func readMessages(w http.ResponseWriter, r *http.Request) (genRequest, string, bool) {
 	var q genRequest
 	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody)).Decode(&q); err != nil {
 		anthropicError(w, http.StatusBadRequest, "invalid JSON body: "+err.Error())
-		return
+		return q, "", false
 	}
 	prompt, err := q.chatPrompt()
 	if err != nil {
 		anthropicError(w, http.StatusBadRequest, err.Error())
-		return
+		return q, "", false
 	}
-	writeJSON(w, http.StatusOK, map[string]int{"input_tokens": countTokens(prompt)})
+	return q, prompt, true
 }
 
 // anthropicError writes an Anthropic-shaped error.
@@ -474,10 +471,7 @@ func (s *server) generate(w http.ResponseWriter, r *http.Request, chat bool) {
 		writeError(w, http.StatusBadRequest, "invalid_request_error", err.Error())
 		return
 	}
-	model := q.Model
-	if model == "" {
-		model = s.opts.Model
-	}
+	model := s.modelOf(&q)
 	ctx := r.Context()
 	sq := s.begin(ctx, prompt, n)
 
@@ -498,10 +492,7 @@ func (s *server) generate(w http.ResponseWriter, r *http.Request, chat bool) {
 		return
 	}
 
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.WriteHeader(http.StatusOK)
-	rc := http.NewResponseController(w)
+	rc := startEvents(w)
 	send := func(v any) error {
 		b, err := json.Marshal(v)
 		if err != nil {
@@ -537,6 +528,23 @@ func (s *server) generate(w http.ResponseWriter, r *http.Request, chat bool) {
 	}
 	_, _ = fmt.Fprint(w, "data: [DONE]\n\n")
 	_ = rc.Flush()
+}
+
+// modelOf is the model q names, else the server's own.
+func (s *server) modelOf(q *genRequest) string {
+	if q.Model != "" {
+		return q.Model
+	}
+	return s.opts.Model
+}
+
+// startEvents begins a 200 event stream on w and returns its controller,
+// which flushes each event.
+func startEvents(w http.ResponseWriter) *http.ResponseController {
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	return http.NewResponseController(w)
 }
 
 // begin prefills prompt (the model's prefill time) and joins the decode
