@@ -153,24 +153,18 @@ func startJobs(ctx context.Context, o jobsOptions, ledger *gpu.Ledger, r *router
 }
 
 // lockJobs takes the job database's lock (an exclusive flock on the file
-// beside it, path + ".lock"), held until the returned lock is unlocked or
-// the process ends: one Loadout's job queue runs on a database at a time,
-// so a job is never started, resumed or polled by two. A lock that cannot
-// be taken at all (a file system without locks, a directory that cannot
-// be written, where opening the database says why) is logged, and the
-// queue runs unguarded: the lock returned is then not held, and its Unlock
-// does nothing. Errors: the lock held by another process.
+// beside it, path + ".lock"; takeLock), held until the returned lock is
+// unlocked or the process ends: one Loadout's job queue runs on a
+// database at a time, so a job is never started, resumed or polled by
+// two. Where the lock cannot be taken at all the queue runs unguarded:
+// the lock returned is then not held, and its Unlock does nothing.
+// Errors: the lock held by another process.
 func lockJobs(path string, log *slog.Logger) (*flock.Flock, error) {
 	lock := flock.New(path + ".lock")
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return lock, nil // opening the database fails and says why
 	}
-	ok, err := lock.TryLock()
-	if err != nil {
-		log.Warn("job database lock not taken; a second Loadout on this database would not be refused", "lock", lock.Path(), "err", err)
-		return lock, nil
-	}
-	if !ok {
+	if err := takeLock(lock, log, "job database lock not taken; a second Loadout on this database would not be refused"); err != nil {
 		return nil, fmt.Errorf("the job database %s is in use by another Loadout's job queue (%s is locked)", path, lock.Path())
 	}
 	return lock, nil

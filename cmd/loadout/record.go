@@ -1,9 +1,7 @@
 package main
 
 import (
-	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"os"
 	"time"
@@ -47,8 +45,8 @@ type traceRecorder struct {
 	path string
 	f    *os.File
 	rec  *sim.Recorder
-	// lock is the file's advisory lock (flock), held while it records;
-	// nil where the file is not a regular one or could not be locked.
+	// lock is the file's advisory lock (flock), held while it records
+	// where the file is a regular one and could be locked.
 	lock *flock.Flock
 }
 
@@ -70,7 +68,7 @@ func openTraceRecorder(path string, log *slog.Logger) (traceRecorder, error) {
 	}
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
 	if err != nil {
-		unlock(lock)
+		lock.Unlock()
 		return traceRecorder{}, fmt.Errorf("--record-trace: %w", err)
 	}
 	rec, err := sim.NewRecorder(f, sim.RecorderOptions{OnError: func(err error) {
@@ -78,42 +76,27 @@ func openTraceRecorder(path string, log *slog.Logger) (traceRecorder, error) {
 	}})
 	if err != nil {
 		f.Close()
-		unlock(lock)
+		lock.Unlock()
 		return traceRecorder{}, fmt.Errorf("--record-trace %s: %w", path, err)
 	}
 	log.Info("recording a trace", "file", path)
 	return traceRecorder{path: path, f: f, rec: rec, lock: lock}, nil
 }
 
-// lockTrace takes the trace file's lock: nil, nil for a path that exists
-// and is not a regular file (a FIFO, /dev/stdout: opening one to lock it
-// could block, and two writers there truncate nothing), for one that
-// cannot be created (opening it for writing then says why), and where the
-// lock cannot be taken (logged). Errors: another process holds it.
+// lockTrace takes the trace file's lock (flock on the file itself;
+// takeLock). A path that exists and is not a regular file (a FIFO,
+// /dev/stdout: opening one to lock it could block, and two writers there
+// truncate nothing) is not locked. The lock returned may be unheld (its
+// Unlock then does nothing). Errors: another process holds it.
 func lockTrace(path string, log *slog.Logger) (*flock.Flock, error) {
-	if st, err := os.Stat(path); err == nil && !st.Mode().IsRegular() {
-		return nil, nil
-	}
 	lock := flock.New(path, flock.SetPermissions(0o644))
-	ok, err := lock.TryLock()
-	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) {
-		return nil, nil // the file cannot be created: opening it says why
+	if st, err := os.Stat(path); err == nil && !st.Mode().IsRegular() {
+		return lock, nil
 	}
-	if err != nil {
-		log.Warn("trace file lock not taken; a second Loadout recording to this file would not be refused", "file", path, "err", err)
-		return nil, nil
-	}
-	if !ok {
+	if err := takeLock(lock, log, "trace file lock not taken; a second Loadout recording to this file would not be refused"); err != nil {
 		return nil, fmt.Errorf("--record-trace %s: another Loadout is recording to this file (it is locked); give each its own file", path)
 	}
 	return lock, nil
-}
-
-// unlock releases lock, if held.
-func unlock(lock *flock.Flock) {
-	if lock != nil {
-		lock.Unlock()
-	}
 }
 
 // config adds the recorder to the proxy's hooks, after the ones already
@@ -174,7 +157,7 @@ func (t traceRecorder) close(log *slog.Logger) {
 	if cerr := t.f.Close(); err == nil {
 		err = cerr
 	}
-	unlock(t.lock)
+	t.lock.Unlock()
 	st := t.rec.Stats()
 	if err != nil {
 		log.Error("trace recording incomplete", "file", t.path, "rows", st.Rows, "err", err)

@@ -461,7 +461,6 @@ func TestSimulate_SlotsMakeTheBoxForTheTrace(t *testing.T) {
 	if err := runSimulate(context.Background(), o, &out, &warn); err == nil || !strings.Contains(err.Error(), "--slots") {
 		t.Fatalf("--slots with --config: %v; want an error naming --slots", err)
 	}
-
 }
 
 // --sequence replays the trace on the anchors' terms: the LRU router's cold
