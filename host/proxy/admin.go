@@ -162,24 +162,17 @@ func renderCapabilities(c config.Capabilities) (arch, caps map[string]any, param
 func (s *Server) modelList() []modelObject {
 	created := s.started.Unix()
 	cat := s.catalog.Load()
-	states := map[string]string{}
-	for _, st := range s.router.Models() {
-		states[st.Model] = st.State
-	}
+	states := s.modelStates()
 	data := make([]modelObject, 0, len(cat.entries)+len(s.cfg.Selectors))
 	for _, e := range cat.entries {
 		if e.Unlisted {
 			continue
 		}
-		own := map[string]any{"type": "model"}
-		if len(e.Aliases) > 0 {
-			own["aliases"] = e.Aliases
-		}
 		status := routerStatus(states[e.ID])
-		data = append(data, newModelObject(&e, e.ID, created, own, status))
+		data = append(data, catalogObject(&e, e.ID, created, status))
 		if s.cfg.IncludeAliasesInList {
 			for _, a := range e.Aliases {
-				data = append(data, newModelObject(&e, a, created, map[string]any{"type": "alias", "modelID": e.ID}, status))
+				data = append(data, catalogObject(&e, a, created, status))
 			}
 		}
 	}
@@ -211,12 +204,41 @@ func (s *Server) modelList() []modelObject {
 	return data
 }
 
-// listModels is GET /v1/models: modelList in OpenAI's list shape.
-func (s *Server) listModels(w http.ResponseWriter, r *http.Request) {
-	data := s.modelList()
+// modelStates is each model's state in the router, by id.
+func (s *Server) modelStates() map[string]string {
+	states := map[string]string{}
+	for _, st := range s.router.Models() {
+		states[st.Model] = st.State
+	}
+	return states
+}
+
+// catalogObject is catalog model e's /v1/models entry under id: its own
+// (meta type "model", with its aliases) or an alias's (type "alias", with
+// the model's id).
+func catalogObject(e *ModelEntry, id string, created int64, status routerModelStatus) modelObject {
+	own := map[string]any{"type": "model"}
+	switch {
+	case id != e.ID:
+		own = map[string]any{"type": "alias", "modelID": e.ID}
+	case len(e.Aliases) > 0:
+		own["aliases"] = e.Aliases
+	}
+	return newModelObject(e, id, created, own, status)
+}
+
+// allowModelsOrigin lets the page at the request's Origin read the model
+// listings (GET /v1/models and /v1/models/{model}), as llama-swap does.
+func allowModelsOrigin(w http.ResponseWriter, r *http.Request) {
 	if origin := r.Header.Get("Origin"); origin != "" {
 		w.Header().Set("Access-Control-Allow-Origin", origin)
 	}
+}
+
+// listModels is GET /v1/models: modelList in OpenAI's list shape.
+func (s *Server) listModels(w http.ResponseWriter, r *http.Request) {
+	data := s.modelList()
+	allowModelsOrigin(w, r)
 	s.writeJSON(w, r, struct {
 		Object string        `json:"object"`
 		Data   []modelObject `json:"data"`
@@ -232,9 +254,7 @@ func (s *Server) listModels(w http.ResponseWriter, r *http.Request) {
 // name is 404 model_not_found, as a request for it would be.
 func (s *Server) getModel(w http.ResponseWriter, r *http.Request) {
 	name := mux.Vars(r)["model"]
-	if origin := r.Header.Get("Origin"); origin != "" {
-		w.Header().Set("Access-Control-Allow-Origin", origin)
-	}
+	allowModelsOrigin(w, r)
 	list := s.modelList()
 	find := func(id string) *modelObject {
 		i := slices.IndexFunc(list, func(m modelObject) bool { return m.ID == id })
@@ -263,17 +283,7 @@ func (s *Server) getModel(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, cat.unknown(name))
 		return
 	}
-	own := map[string]any{"type": "model"}
-	if name != e.ID {
-		own = map[string]any{"type": "alias", "modelID": e.ID}
-	}
-	var state string
-	for _, st := range s.router.Models() {
-		if st.Model == e.ID {
-			state = st.State
-		}
-	}
-	s.writeJSON(w, r, newModelObject(e, name, s.started.Unix(), own, routerStatus(state)))
+	s.writeJSON(w, r, catalogObject(e, name, s.started.Unix(), routerStatus(s.modelStates()[e.ID])))
 }
 
 // runningModel is one entry of GET /running, llama-swap's shape; a model
