@@ -109,8 +109,7 @@ func (s *server) routes() http.Handler {
 	return mux
 }
 
-// notServed answers any other endpoint (Anthropic's /v1/messages, the
-// Responses API, rerank, …) with an OpenAI-shaped 404 that says the
+// notServed answers any other endpoint (the Responses API, rerank, …) with an OpenAI-shaped 404 that says the
 // simulator does not serve it and what it does serve, rather than
 // net/http's bare "404 page not found".
 func notServed(w http.ResponseWriter, r *http.Request) {
@@ -277,6 +276,8 @@ type genRequest struct {
 	} `json:"stream_options"`
 }
 
+// maxTokens is the tokens to write: max_tokens, else
+// max_completion_tokens, else defaultMaxTokens. Errors: outside 1 to 2^20.
 func (q *genRequest) maxTokens() (int, error) {
 	n := defaultMaxTokens
 	if q.MaxCompletionTokens != nil {
@@ -288,10 +289,16 @@ func (q *genRequest) maxTokens() (int, error) {
 	if n < 1 || n > 1<<20 {
 		return 0, fmt.Errorf("max_tokens must be between 1 and %d, got %d", 1<<20, n)
 	}
-	if q.N != nil && *q.N != 1 {
-		return 0, fmt.Errorf("n: the simulated server answers one choice (as llama-server does), got n=%d", *q.N)
-	}
 	return n, nil
+}
+
+// oneChoice refuses an OpenAI request for more than one choice, as
+// llama-server does, rather than answer fewer than asked.
+func (q *genRequest) oneChoice() error {
+	if q.N != nil && *q.N != 1 {
+		return fmt.Errorf("n: the simulated server answers one choice (as llama-server does), got n=%d", *q.N)
+	}
+	return nil
 }
 
 // chatPrompt joins the text of the system prompt (Anthropic's) and of all
@@ -459,6 +466,9 @@ func (s *server) generate(w http.ResponseWriter, r *http.Request, chat bool) {
 		return
 	}
 	n, err := q.maxTokens()
+	if err == nil {
+		err = q.oneChoice()
+	}
 	var prompt string
 	if err == nil && chat {
 		prompt, err = q.chatPrompt()
