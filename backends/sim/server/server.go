@@ -458,7 +458,10 @@ func (s *server) completions(w http.ResponseWriter, r *http.Request) {
 	s.generate(w, r, false)
 }
 
-// generate serves a chat (chat true) or completions request.
+// generate serves a chat (chat true) or completions request. A
+// completions request's prompt may be a list: each prompt is answered as
+// its own sequence, batched by the decode loop, and is its own choice,
+// index i for prompt i, as OpenAI's completions API answers a list.
 func (s *server) generate(w http.ResponseWriter, r *http.Request, chat bool) {
 	var q genRequest
 	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody)).Decode(&q); err != nil {
@@ -469,13 +472,13 @@ func (s *server) generate(w http.ResponseWriter, r *http.Request, chat bool) {
 	if err == nil {
 		err = q.oneChoice()
 	}
-	var prompt string
+	var prompts []string
 	if err == nil && chat {
+		var prompt string
 		prompt, err = q.chatPrompt()
+		prompts = []string{prompt}
 	} else if err == nil {
-		var ps []string
-		ps, err = texts(q.Prompt, "prompt")
-		prompt = strings.Join(ps, "\n")
+		prompts, err = texts(q.Prompt, "prompt")
 	}
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "invalid_request_error", err.Error())
@@ -483,7 +486,14 @@ func (s *server) generate(w http.ResponseWriter, r *http.Request, chat bool) {
 	}
 	model := s.modelOf(&q)
 	ctx := r.Context()
-	sq := s.begin(ctx, prompt, n)
+	seqs := make([]*seq, len(prompts))
+	gens := make([]generator, len(prompts))
+	in := 0
+	for i, p := range prompts {
+		seqs[i] = s.begin(ctx, p, n)
+		gens[i] = newGenerator(s.opts.Seed, p)
+		in += countTokens(p)
+	}
 
 	e := encoding{chat: chat, model: model, created: time.Now().Unix()}
 	if chat {
@@ -491,14 +501,20 @@ func (s *server) generate(w http.ResponseWriter, r *http.Request, chat bool) {
 	} else {
 		e.id = fmt.Sprintf("cmpl-sim%d", s.ids.Add(1))
 	}
-	gen := newGenerator(s.opts.Seed, prompt)
-	usage := map[string]int{"prompt_tokens": countTokens(prompt), "completion_tokens": n, "total_tokens": countTokens(prompt) + n}
+	out := n * len(prompts)
+	usage := map[string]int{"prompt_tokens": in, "completion_tokens": out, "total_tokens": in + out}
 
 	if !q.Stream {
 		for range n {
-			next(ctx, sq)
+			for _, sq := range seqs {
+				next(ctx, sq)
+			}
 		}
-		writeJSON(w, http.StatusOK, e.whole(gen.text(n), usage))
+		answers := make([]string, len(gens))
+		for i, g := range gens {
+			answers[i] = g.text(n)
+		}
+		writeJSON(w, http.StatusOK, e.whole(answers, usage))
 		return
 	}
 
@@ -514,22 +530,26 @@ func (s *server) generate(w http.ResponseWriter, r *http.Request, chat bool) {
 		return rc.Flush()
 	}
 	if chat {
-		if send(e.chunk(map[string]any{"role": "assistant", "content": ""}, nil)) != nil {
+		if send(e.chunk(0, map[string]any{"role": "assistant", "content": ""}, nil)) != nil {
 			return
 		}
 	}
-	for i := range n {
-		next(ctx, sq)
-		if send(e.delta(gen.piece(i))) != nil {
-			return // the client left; ctx is canceled and the loop drops the sequence
+	for t := range n {
+		for i, sq := range seqs {
+			next(ctx, sq)
+			if send(e.delta(i, gens[i].piece(t))) != nil {
+				return // the client left; ctx is canceled and the loop drops the sequences
+			}
 		}
 	}
 	finish := "length"
-	if send(e.chunk(e.emptyDelta(), &finish)) != nil {
-		return
+	for i := range seqs {
+		if send(e.chunk(i, e.emptyDelta(), &finish)) != nil {
+			return
+		}
 	}
 	if q.StreamOptions.IncludeUsage {
-		u := e.chunk(nil, nil)
+		u := e.chunk(0, nil, nil)
 		u["choices"] = []any{}
 		u["usage"] = usage
 		if send(u) != nil {
@@ -613,20 +633,20 @@ func (e encoding) emptyDelta() map[string]any {
 	return nil
 }
 
-// delta is a streamed chunk carrying one piece of text.
-func (e encoding) delta(text string) map[string]any {
+// delta is a streamed chunk carrying one piece of choice i's text.
+func (e encoding) delta(i int, text string) map[string]any {
 	if e.chat {
-		return e.chunk(map[string]any{"content": text}, nil)
+		return e.chunk(i, map[string]any{"content": text}, nil)
 	}
-	c := e.chunk(nil, nil)
-	c["choices"] = []any{map[string]any{"index": 0, "text": text, "finish_reason": nil}}
+	c := e.chunk(i, nil, nil)
+	c["choices"] = []any{map[string]any{"index": i, "text": text, "finish_reason": nil}}
 	return c
 }
 
-// chunk is a streamed chunk with a chat delta (or, for completions, empty
-// text) and a finish reason.
-func (e encoding) chunk(delta map[string]any, finish *string) map[string]any {
-	choice := map[string]any{"index": 0, "finish_reason": finish}
+// chunk is a streamed chunk of choice i with a chat delta (or, for
+// completions, empty text) and a finish reason.
+func (e encoding) chunk(i int, delta map[string]any, finish *string) map[string]any {
+	choice := map[string]any{"index": i, "finish_reason": finish}
 	if e.chat {
 		choice["delta"] = delta
 	} else {
@@ -638,17 +658,21 @@ func (e encoding) chunk(delta map[string]any, finish *string) map[string]any {
 	}
 }
 
-// whole is a non-streamed response.
-func (e encoding) whole(text string, usage map[string]int) map[string]any {
-	choice := map[string]any{"index": 0, "finish_reason": "length"}
-	if e.chat {
-		choice["message"] = map[string]any{"role": "assistant", "content": text}
-	} else {
-		choice["text"] = text
+// whole is a non-streamed response: one choice per text, in order.
+func (e encoding) whole(texts []string, usage map[string]int) map[string]any {
+	choices := make([]any, len(texts))
+	for i, text := range texts {
+		choice := map[string]any{"index": i, "finish_reason": "length"}
+		if e.chat {
+			choice["message"] = map[string]any{"role": "assistant", "content": text}
+		} else {
+			choice["text"] = text
+		}
+		choices[i] = choice
 	}
 	return map[string]any{
 		"id": e.id, "object": e.object(false), "created": e.created, "model": e.model,
-		"choices": []any{choice}, "usage": usage,
+		"choices": choices, "usage": usage,
 	}
 }
 

@@ -474,6 +474,82 @@ func TestServer_Endpoints(t *testing.T) {
 
 // An endpoint the simulator does not serve is an OpenAI-shaped 404 that
 // names it, not net/http's bare text.
+// A completions request's list of prompts is a choice per prompt, each
+// the answer that prompt alone gets, streamed or not (OpenAI's
+// completions API).
+func TestServer_CompletionsPromptList(t *testing.T) {
+	url := startLoaded(t, simserver.Options{Model: "tiny", TokensPerSecond: 2000})
+	type choice struct {
+		Index        int
+		Text         string
+		FinishReason *string `json:"finish_reason"`
+	}
+	complete := func(prompt any, stream bool) ([]choice, map[string]int) {
+		t.Helper()
+		body := map[string]any{"prompt": prompt, "max_tokens": 4, "stream": stream}
+		if stream {
+			body["stream_options"] = map[string]any{"include_usage": true}
+		}
+		resp := post(t, context.Background(), url+"/v1/completions", body)
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			b, _ := io.ReadAll(resp.Body)
+			t.Fatalf("completions %v = %d %s", prompt, resp.StatusCode, b)
+		}
+		var out struct {
+			Choices []choice
+			Usage   map[string]int
+		}
+		if !stream {
+			if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+				t.Fatal(err)
+			}
+			return out.Choices, out.Usage
+		}
+		var joined []choice
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			d, ok := strings.CutPrefix(sc.Text(), "data: ")
+			if !ok || d == "[DONE]" {
+				continue
+			}
+			out.Choices = nil
+			if err := json.Unmarshal([]byte(d), &out); err != nil {
+				t.Fatalf("bad chunk %q: %v", d, err)
+			}
+			for _, c := range out.Choices {
+				for len(joined) <= c.Index {
+					joined = append(joined, choice{Index: len(joined)})
+				}
+				joined[c.Index].Text += c.Text
+				if c.FinishReason != nil {
+					joined[c.Index].FinishReason = c.FinishReason
+				}
+			}
+		}
+		return joined, out.Usage
+	}
+	prompts := []string{"once upon", "a time there was"}
+	for _, stream := range []bool{false, true} {
+		got, usage := complete(prompts, stream)
+		if len(got) != len(prompts) {
+			t.Fatalf("stream %v: %d choices for %d prompts: %+v", stream, len(got), len(prompts), got)
+		}
+		for i, p := range prompts {
+			alone, _ := complete(p, false)
+			if got[i].Index != i || got[i].Text != alone[0].Text || got[i].FinishReason == nil || *got[i].FinishReason != "length" {
+				t.Errorf("stream %v: choice %d = %+v, want index %d, finish length and %q (the prompt's answer alone)", stream, i, got[i], i, alone[0].Text)
+			}
+		}
+		if got[0].Text == got[1].Text {
+			t.Errorf("stream %v: both prompts answered %q", stream, got[0].Text)
+		}
+		if usage["prompt_tokens"] != 6 || usage["completion_tokens"] != 8 || usage["total_tokens"] != 14 {
+			t.Errorf("stream %v: usage = %v, want 6 prompt and 8 completion tokens", stream, usage)
+		}
+	}
+}
+
 func TestServer_UnservedEndpointSaysSo(t *testing.T) {
 	url := start(t, simserver.Options{Model: "m"})
 	resp := post(t, context.Background(), url+"/v1/responses", map[string]any{"model": "m", "input": "hi"})
