@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+
+	"github.com/loadout-dev/loadout/host/policy"
 )
 
 // positiveDurationVar defines a duration flag that must be above 0 when
@@ -57,5 +59,30 @@ func (n *positiveInt) Set(v string) error {
 		return fmt.Errorf("want 1 or more, got %d", x)
 	}
 	*n = positiveInt(x)
+	return nil
+}
+
+// memoryPagesVar defines a policy memory limit flag, in 64 KiB pages,
+// with value as its default; what it takes is policy.CheckMemoryLimitPages's
+// rule (1 to 65,536), so a wrong value is a flag error, not a runtime's.
+func memoryPagesVar(fs *pflag.FlagSet, p *uint32, name string, value uint32, usage string) {
+	*p = value
+	fs.Var((*memoryPages)(p), name, usage)
+}
+
+// memoryPages is memoryPagesVar's flag value.
+type memoryPages uint32
+
+func (n *memoryPages) String() string { return strconv.FormatUint(uint64(*n), 10) }
+func (n *memoryPages) Type() string   { return "pages" }
+func (n *memoryPages) Set(v string) error {
+	x, err := strconv.ParseUint(v, 10, 32)
+	if err != nil {
+		return errors.New("want a whole number of 64 KiB pages")
+	}
+	if err := policy.CheckMemoryLimitPages(uint32(x)); err != nil {
+		return err
+	}
+	*n = memoryPages(x)
 	return nil
 }

@@ -24,6 +24,8 @@ func TestFlags_PositiveValuesOnly(t *testing.T) {
 		{"policy", "tune", "-t", "x.csv", "--set", "router.x=1", "--slots", "-1"},
 		{"ps", "--timeout", "soon"},
 		{"serve", "--listen", "127.0.0.1:0", "--max-running-jobs", "0"},
+		{"policy", "check", "x.wasm", "--memory-pages", "70000"}, // wazero panicked
+		{"policy", "tune", "-t", "x.csv", "--set", "router.x=1", "--memory-pages", "0"},
 	} {
 		root := newRootCmd()
 		root.SetArgs(args)

@@ -39,7 +39,7 @@ scenario files against the built module; docs/POLICIES.md walks through it.`,
 	pf := cmd.PersistentFlags()
 	pf.StringVar(&f.cacheDir, "cache-dir", "", "compilation cache directory (default: the user cache directory's loadout/wazero)")
 	positiveDurationVar(pf, &f.timeout, "timeout", policy.DefaultCallTimeout, "deadline of one call into the policy")
-	pf.Uint32Var(&f.memPages, "memory-pages", policy.DefaultMemoryLimitPages, "memory limit of one instance, in 64 KiB pages")
+	memoryPagesVar(pf, &f.memPages, "memory-pages", policy.DefaultMemoryLimitPages, "memory limit of one instance, in 64 KiB pages (1 to 65536)")
 	cmd.AddCommand(newPolicyNewCmd(), newPolicyCheckCmd(&f), newPolicyTestCmd(&f), newPolicyBenchCmd(&f), newPolicyTuneCmd(&f))
 	return cmd
 }

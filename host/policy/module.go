@@ -124,6 +124,11 @@ func (r *Runtime) Compile(ctx context.Context, name string, wasm []byte) (*Modul
 		return nil, fmt.Errorf("policy %s: not a WebAssembly module (%d bytes, starting %q)", name, len(wasm), head)
 	}
 	compiled, err := r.wz.CompileModule(ctx, wasm)
+	if err != nil && strings.Contains(err.Error(), "over limit of") {
+		// wazero's words for a memory section whose minimum is above
+		// the runtime's limit: the module is sound, the limit too low.
+		return nil, fmt.Errorf("policy %s: the module needs more memory than the limit of %d pages of 64 KiB (--memory-pages): %w", name, r.opts.MemoryLimitPages, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("policy %s: invalid or truncated WebAssembly module: %w", name, err)
 	}

@@ -203,3 +203,22 @@ func TestCompile_SpareInstance(t *testing.T) {
 	}
 	s.Close(ctx)
 }
+
+// A memory limit WebAssembly cannot have is NewRuntime's error (wazero
+// panics on one); a sound module whose memory is above a low limit is
+// refused saying so, not as invalid.
+func TestRuntime_MemoryLimit(t *testing.T) {
+	for _, pages := range []uint32{MaxMemoryLimitPages + 1, 1 << 31} {
+		if r, err := NewRuntime(context.Background(), Options{MemoryLimitPages: pages, CacheDir: cacheDir}); err == nil {
+			r.Close(context.Background())
+			t.Errorf("NewRuntime with %d pages: no error", pages)
+		} else if !strings.Contains(err.Error(), "want 1 to 65536 pages") {
+			t.Errorf("NewRuntime with %d pages: %v", pages, err)
+		}
+	}
+	r, _ := newTestRuntime(t, Options{MemoryLimitPages: 1})
+	_, err := r.Compile(context.Background(), "echo.wasm", guest(t, "echo"))
+	if err == nil || !strings.Contains(err.Error(), "needs more memory than the limit of 1 pages") || strings.Contains(err.Error(), "invalid") {
+		t.Errorf("echo under a 1-page limit: %v", err)
+	}
+}

@@ -47,7 +47,8 @@ type Options struct {
 	// compiles without a cache and logs why.
 	CacheDir string
 	// MemoryLimitPages caps each instance's linear memory, in 64 KiB pages.
-	// 0 means DefaultMemoryLimitPages (64 MiB).
+	// 0 means DefaultMemoryLimitPages (64 MiB); above MaxMemoryLimitPages
+	// NewRuntime fails (CheckMemoryLimitPages).
 	MemoryLimitPages uint32
 	// CallTimeout is the deadline of one call into a policy; the time a
 	// scheduler waits for a nested swapper plan does not count against it.
@@ -79,6 +80,20 @@ type Options struct {
 	// its virtual clock, so a replay is the same whatever the machine.
 	// Call latency statistics always use the wall clock.
 	Clock func() time.Time
+}
+
+// MaxMemoryLimitPages is the most memory a 32-bit WebAssembly module can
+// address, in 64 KiB pages: 65,536, 4 GiB (the WebAssembly core
+// specification's limit; wazero panics above it).
+const MaxMemoryLimitPages = 65536
+
+// CheckMemoryLimitPages checks a memory limit in 64 KiB pages. Errors: 0,
+// or above MaxMemoryLimitPages.
+func CheckMemoryLimitPages(pages uint32) error {
+	if pages < 1 || pages > MaxMemoryLimitPages {
+		return fmt.Errorf("memory limit: want 1 to %d pages of 64 KiB (4 GiB, WebAssembly's most), got %d", MaxMemoryLimitPages, pages)
+	}
+	return nil
 }
 
 func (o Options) withDefaults() Options {
@@ -132,6 +147,9 @@ type Runtime struct {
 // or real randomness, and the loadout_v2 host module.
 func NewRuntime(ctx context.Context, opts Options) (*Runtime, error) {
 	opts = opts.withDefaults()
+	if err := CheckMemoryLimitPages(opts.MemoryLimitPages); err != nil {
+		return nil, err
+	}
 	r := &Runtime{opts: opts, log: opts.Logger, startTimeout: max(defaultStartTimeout, 20*opts.CallTimeout)}
 
 	cfg := wazero.NewRuntimeConfigCompiler().
