@@ -127,7 +127,7 @@ wakes).`,
 	f.StringVarP(&o.tracePath, "trace", "t", "", "request trace (CSV: arrival_s,model,prompt_tokens,output_tokens[,priority,client])")
 	f.StringVar(&o.scheduler, "scheduler", "", "scheduler policy instead of the configuration's: a built-in name or a .wasm file")
 	f.StringVar(&o.router, "router", "", "router policy instead of the configuration's: a built-in name or a .wasm file")
-	f.StringArrayVar(&o.compare, "compare", nil, "replay under each policy: router=a,b,c.wasm or scheduler=a,b (router=all: every built-in router), or each evict: (evict=stop,sleep,sleep2,auto); repeat to combine")
+	f.StringArrayVar(&o.compare, "compare", nil, "replay under each policy: router=a,b,c.wasm or scheduler=a,b (all: every built-in of the role, e.g. router=all,./mine.wasm), or each evict: (evict=stop,sleep,sleep2,auto); repeat to combine")
 	f.StringVar(&o.jsonPath, "json", "", "write the results as JSON to this file")
 	f.StringVar(&o.htmlPath, "html", "", "write a self-contained HTML report (GPU memory timeline, queue, swaps) to this file")
 	f.StringArrayVar(&o.gpus, "gpu", nil, "a simulated GPU of this size (e.g. 24GiB), instead of the configuration's gpus:; repeat for more")
@@ -433,19 +433,13 @@ func policyPairs(o simulateOptions) ([]policyPair, error) {
 			}
 		}
 		if !ok || len(names) == 0 {
-			return nil, fmt.Errorf("--compare %q: want router=NAME,… or scheduler=NAME,…", c)
+			return nil, fmt.Errorf("--compare %q: want router=NAME,…, scheduler=NAME,… or evict=MODE,…", c)
 		}
 		switch role {
 		case "router":
-			if slices.Equal(names, []string{"all"}) {
-				names = builtin.Routers()
-			}
-			routers = names
+			routers = expandAll(names, builtin.Routers())
 		case "scheduler":
-			if slices.Equal(names, []string{"all"}) {
-				names = builtin.Schedulers()
-			}
-			scheds = names
+			scheds = expandAll(names, builtin.Schedulers())
 		case "evict":
 			for _, n := range names {
 				if _, err := config.ParseEvict(n); err != nil {
@@ -468,22 +462,41 @@ func policyPairs(o simulateOptions) ([]policyPair, error) {
 	return out, nil
 }
 
+// expandAll is names with "all" replaced by every built-in of the role
+// (builtins), in place, so "all,./mine.wasm" compares a module with every
+// built-in; a name already in the list is not run twice.
+func expandAll(names, builtins []string) []string {
+	var out []string
+	for _, n := range names {
+		add := []string{n}
+		if n == "all" {
+			add = builtins
+		}
+		for _, a := range add {
+			if !slices.Contains(out, a) {
+				out = append(out, a)
+			}
+		}
+	}
+	return out
+}
+
 // withPolicies is cfg with p's policies in place of its own: a built-in
 // name, or a path to a .wasm file. A policy replaced by another gets no
 // settings (the built-in group router reads the configuration's groups).
 func withPolicies(cfg *config.Config, p policyPair) (*config.Config, error) {
 	c := *cfg
 	var err error
-	if c.Routing.Scheduler, err = policyFlag(cfg.Routing.Scheduler, p.scheduler); err != nil {
+	if c.Routing.Scheduler, err = policyFlag(cfg.Routing.Scheduler, p.scheduler, "scheduler", builtin.Schedulers()); err != nil {
 		return nil, err
 	}
-	if c.Routing.Router, err = policyFlag(cfg.Routing.Router, p.router); err != nil {
+	if c.Routing.Router, err = policyFlag(cfg.Routing.Router, p.router, "router", builtin.Routers()); err != nil {
 		return nil, err
 	}
 	return &c, nil
 }
 
-func policyFlag(configured config.Policy, flag string) (config.Policy, error) {
+func policyFlag(configured config.Policy, flag, role string, builtins []string) (config.Policy, error) {
 	switch {
 	case flag == "" || flag == configured.Use || (configured.Wasm != "" && flag == configured.Wasm):
 		return configured, nil
@@ -493,10 +506,10 @@ func policyFlag(configured config.Policy, flag string) (config.Policy, error) {
 			return config.Policy{}, err
 		}
 		return config.Policy{Wasm: abs}, nil
-	case slices.Contains(builtin.Names(), flag):
+	case slices.Contains(builtins, flag):
 		return config.Policy{Use: flag}, nil
 	default:
-		return config.Policy{}, fmt.Errorf("policy %q: not a built-in (%s) nor a .wasm file", flag, strings.Join(builtin.Names(), ", "))
+		return config.Policy{}, fmt.Errorf("%s %q: not a built-in %s (%s) nor a .wasm file", role, flag, role, strings.Join(builtins, ", "))
 	}
 }
 

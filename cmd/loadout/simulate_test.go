@@ -11,11 +11,13 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/loadout-dev/loadout/host/config"
 	"github.com/loadout-dev/loadout/host/sim"
 	"github.com/loadout-dev/loadout/policies/builtin"
 )
@@ -244,6 +246,31 @@ func TestSimulate_TheSameInputsGiveTheSameReport(t *testing.T) {
 			}
 		}
 		t.Fatalf("two replays differ in length: %d and %d lines", len(a), len(b))
+	}
+}
+
+// "all" in a --compare list stands for every built-in of the role, beside
+// the list's other names (README: router=all,./mine.wasm), each once; a
+// scheduler named as a router is refused naming the role's built-ins.
+func TestSimulate_CompareAllBesideModules(t *testing.T) {
+	pairs, err := policyPairs(simulateOptions{compare: []string{"router=sieve,all,./mine.wasm"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var routers []string
+	for _, p := range pairs {
+		routers = append(routers, p.router)
+	}
+	want := append(builtin.Routers(), "./mine.wasm")
+	slices.Sort(want)
+	got := slices.Sorted(slices.Values(routers))
+	if !slices.Equal(got, want) {
+		t.Errorf("router=sieve,all,./mine.wasm compares %v, want each built-in router once and the module: %v", routers, want)
+	}
+	cfg := &config.Config{}
+	_, err = withPolicies(cfg, policyPair{router: "fifo"})
+	if err == nil || !strings.Contains(err.Error(), `router "fifo": not a built-in router (`+strings.Join(builtin.Routers(), ", ")+`)`) {
+		t.Errorf("router fifo: %v", err)
 	}
 }
 
