@@ -57,13 +57,17 @@ func (f *policyFlags) runtime(ctx context.Context, stderr io.Writer) (*policy.Ru
 }
 
 func newPolicyCheckCmd(f *policyFlags) *cobra.Command {
-	return &cobra.Command{
+	var settings string
+	cmd := &cobra.Command{
 		Use:   "check FILE.wasm",
 		Short: "Load a policy module and print what it is, or why it is refused",
 		Long: `check compiles FILE.wasm and runs every load check 'loadout serve' runs: it
 must be WebAssembly, import only from loadout_v2 and wasi_snapshot_preview1,
 speak this host's ABI version, register a scheduler or a swapper, and export
 every function its kind needs with exactly the right signature (docs/ABI.md).
+Then it makes one instance as serve does: the buffers abi_buffers gives must
+lie in the module's memory, and init must accept --settings (the settings:
+block serve would pass, as JSON; {} by default) on a fake host of eight models.
 
 It prints the file, its kind, its ABI version, its exports and imports with
 their signatures and how long compiling took (a second or so the first time,
@@ -86,7 +90,7 @@ exits non-zero with a message naming the file and what is wrong.`,
 				return err
 			}
 			defer r.Close(ctx)
-			rep, err := policy.Inspect(ctx, r, args[0], wasm)
+			rep, err := policy.Inspect(ctx, r, args[0], wasm, []byte(settings))
 			if err != nil {
 				return err
 			}
@@ -94,6 +98,8 @@ exits non-zero with a message naming the file and what is wrong.`,
 			return nil
 		},
 	}
+	cmd.Flags().StringVar(&settings, "settings", "{}", "the settings init is called with (JSON), as serve passes the configuration's settings: block")
+	return cmd
 }
 
 // versionNote says what an ABI version older than the host's means for the

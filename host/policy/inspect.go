@@ -2,6 +2,7 @@ package policy
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/loadout-dev/loadout/sdk"
@@ -27,9 +28,15 @@ type Function struct {
 }
 
 // Inspect compiles and checks wasm with r, measuring how long that takes,
-// and describes the module. The error is Compile's: it names the module and
-// says what is wrong.
-func Inspect(ctx context.Context, r *Runtime, name string, wasm []byte) (*Report, error) {
+// then makes the instance serve would make of it — abi_buffers read and
+// checked against its memory, init called with settings (JSON; nil means
+// "{}") on the fake host of Bench — and describes the module. The error
+// is Compile's, NewScheduler's or NewSwapper's: it names the module and
+// says what is wrong; one from instantiating ends with the settings given.
+func Inspect(ctx context.Context, r *Runtime, name string, wasm []byte, settings []byte) (*Report, error) {
+	if settings == nil {
+		settings = []byte("{}")
+	}
 	start := time.Now()
 	m, err := r.Compile(ctx, name, wasm)
 	elapsed := time.Since(start)
@@ -37,6 +44,9 @@ func Inspect(ctx context.Context, r *Runtime, name string, wasm []byte) (*Report
 		return nil, err
 	}
 	defer m.Close(ctx)
+	if err := instantiate(ctx, r, m, settings); err != nil {
+		return nil, err
+	}
 	rep := &Report{
 		Name:        m.Name,
 		Size:        m.Size,
@@ -52,4 +62,27 @@ func Inspect(ctx context.Context, r *Runtime, name string, wasm []byte) (*Report
 		rep.Imports = append(rep.Imports, Function{i, m.Signature(i)})
 	}
 	return rep, nil
+}
+
+// instantiate makes and closes one instance of m as serve makes its
+// policies, against Bench's fake host.
+func instantiate(ctx context.Context, r *Runtime, m *Module, settings []byte) error {
+	h := newBenchHost(8)
+	var err error
+	switch m.Kind {
+	case sdk.KindScheduler:
+		var s *Scheduler
+		if s, err = r.NewScheduler(ctx, m, settings, h); err == nil {
+			s.Close(ctx)
+		}
+	case sdk.KindSwapper:
+		var s *Swapper
+		if s, err = r.NewSwapper(ctx, m, settings, h); err == nil {
+			s.Close(ctx)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("%w (settings %s)", err, settings)
+	}
+	return nil
 }

@@ -11,7 +11,7 @@ import (
 func TestInspect_GoGuest(t *testing.T) {
 	r, _ := newTestRuntime(t, Options{})
 	wasm := guest(t, "swapper")
-	rep, err := Inspect(context.Background(), r, "swapper.wasm", wasm)
+	rep, err := Inspect(context.Background(), r, "swapper.wasm", wasm, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,9 +34,30 @@ func TestInspect_GoGuest(t *testing.T) {
 
 func TestInspect_Refused(t *testing.T) {
 	r, _ := newTestRuntime(t, Options{})
-	_, err := Inspect(context.Background(), r, "x.wasm", []byte("nope"))
+	_, err := Inspect(context.Background(), r, "x.wasm", []byte("nope"), nil)
 	if err == nil || !strings.Contains(err.Error(), "policy x.wasm: not a WebAssembly module") {
 		t.Errorf("got %v", err)
+	}
+}
+
+// Inspect refuses what serve would refuse when it makes the instance:
+// buffers outside the module's memory, settings init rejects (and takes
+// settings init accepts).
+func TestInspect_InstantiatesAsServe(t *testing.T) {
+	r, _ := newTestRuntime(t, Options{})
+	ctx := context.Background()
+	bad := miniPolicy()
+	bad.buffersAddr = 0x7FFFFFF0
+	if _, err := Inspect(ctx, r, "mini.wasm", bad.bytes(), nil); err == nil || !strings.Contains(err.Error(), "abi_buffers returned address 0x7ffffff0, outside the module's memory") {
+		t.Errorf("abi_buffers out of range: %v", err)
+	}
+	echo := guest(t, "echo")
+	if _, err := Inspect(ctx, r, "echo.wasm", echo, []byte(`{"fail_init": "needs a mode"}`)); err == nil ||
+		!strings.Contains(err.Error(), `policy echo.wasm: init: needs a mode (settings {"fail_init": "needs a mode"})`) {
+		t.Errorf("init error: %v", err)
+	}
+	if _, err := Inspect(ctx, r, "echo.wasm", echo, []byte(`{"fail_init": ""}`)); err != nil {
+		t.Errorf("settings init accepts: %v", err)
 	}
 }
 

@@ -29,7 +29,7 @@ func TestCompile_Versions(t *testing.T) {
 		if m.ABIVersion != uint32(v) {
 			t.Errorf("v%d: Module.ABIVersion = %d", v, m.ABIVersion)
 		}
-		rep, err := Inspect(context.Background(), r, m.Name, s.bytes())
+		rep, err := Inspect(context.Background(), r, m.Name, s.bytes(), nil)
 		if err != nil || rep.ABIVersion != uint32(v) {
 			t.Errorf("v%d: Inspect ABIVersion %d, %v", v, rep.ABIVersion, err)
 		}
