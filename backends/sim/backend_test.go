@@ -198,7 +198,7 @@ func TestBackend_BadOptions(t *testing.T) {
 		{`{"sleep_fails": "maybe"}`, "sleep_fails", "invalid boolean value"},
 		{`{"wake_time": "-1s"}`, "wake_time", "wake time must not be negative"},
 		{`{"max_batch": 0}`, "max_batch", "max batch"},
-		{`{"tokens_per_second": -5, "seed": 1}`, "tokens_per_second", "must be positive, got -5"},
+		{`{"tokens_per_second": -5, "seed": 1}`, "tokens_per_second", "must be 0.01 to 1e+09, got -5"},
 	} {
 		t.Run(tc.options, func(t *testing.T) {
 			spec := plugins.ModelSpec{Model: "m", Options: json.RawMessage(tc.options)}

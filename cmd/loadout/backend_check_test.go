@@ -77,7 +77,7 @@ func TestBackendCheck_Plugins(t *testing.T) {
 	}{
 		{"cmd", []string{"cmd"}, []string{"protocol version 2 (this host speaks 1 to 2)", "name             cmd", "can sleep        yes, levels 1 and 2", "estimates VRAM   yes"}}, // llama-server's command lines
 		{"llamaserver", []string{"llamaserver"}, []string{"protocol version 2", "name             llamaserver"}},
-		{"sim", []string{"sim", "--options", `{"tokens_per_second": -1}`}, []string{"estimates VRAM   yes", "measures memory  yes", "tokens_per_second: tokens per second must be positive"}},
+		{"sim", []string{"sim", "--options", `{"tokens_per_second": -1}`}, []string{"estimates VRAM   yes", "measures memory  yes", "tokens_per_second: tokens per second must be 0.01 to 1e+09, got -1"}},
 		{"example", []string{example, "--options", `{"model": "/m.gguf", "bogus": 1}`}, []string{"name             llamacpp-python 0.1.0", "estimates VRAM   yes", "1 problem(s)", "bogus: unknown option"}},
 		{"sleepy", []string{script(t, "sleepy", "exec "+testplugin+" sleepy")}, []string{"can sleep        yes, level 1", "residency        yes"}},
 		{"version 1 plugin", []string{script(t, "old", "exec "+testplugin+" cmd-v1")}, []string{"protocol version 1 (this host speaks 1 to 2)", "can sleep        no (protocol version 1)", "speaks protocol version 1 (this host speaks 1 to 2): it cannot sleep or wake models"}},

@@ -128,7 +128,7 @@ func TestE2E_Options_BadSimOptionRefused(t *testing.T) {
       load_time: 10ms
       tokens_per_second: -5
 `)
-	want := "loadout.yaml:6:7: models.fast.options.tokens_per_second: tokens per second must be positive, got -5"
+	want := "loadout.yaml:6:7: models.fast.options.tokens_per_second: tokens per second must be 0.01 to 1e+09, got -5"
 	out, err := loadout(t, "config", "check", path)
 	if err == nil || !strings.Contains(out, want) {
 		t.Fatalf("config check = %v, want an error containing %q:\n%s", err, want, out)

@@ -22,7 +22,6 @@ package decode
 import (
 	"errors"
 	"fmt"
-	"math"
 	"time"
 )
 
@@ -43,21 +42,35 @@ type Model struct {
 	MaxBatch int
 }
 
-// Validate reports a rate that is not positive and finite, a negative
-// TTFT or prefill rate, or a MaxBatch below 1.
+// The bounds Validate keeps a model within, so that every step, prefill
+// and replay's total stays a time.Duration (int64 nanoseconds, 292 years):
+// at the slowest a step of a full batch is under 10⁶ s, and the prefill of
+// a trace's largest prompt (10⁷ tokens) 10⁷ s.
+const (
+	MinTokensPerSecond        = 0.01 // a token every 100 s
+	MaxTokensPerSecond        = 1e9  // a step of 1 ns
+	MinPrefillTokensPerSecond = 1    // when not 0
+	MaxMaxBatch               = 65536
+	MaxTTFT                   = 24 * time.Hour
+)
+
+// Validate reports a decode rate outside MinTokensPerSecond to
+// MaxTokensPerSecond, a TTFT outside 0 to MaxTTFT, a prefill rate neither 0 nor within
+// MinPrefillTokensPerSecond to MaxTokensPerSecond, or a MaxBatch outside 1
+// to MaxMaxBatch.
 func (m Model) Validate() error {
 	var errs []error
-	if m.TTFT < 0 {
-		errs = append(errs, errors.New("ttft must not be negative"))
+	if m.TTFT < 0 || m.TTFT > MaxTTFT {
+		errs = append(errs, fmt.Errorf("ttft must be 0 to %s, got %s", MaxTTFT, m.TTFT))
 	}
-	if !(m.TokensPerSecond > 0) || math.IsInf(m.TokensPerSecond, 0) {
-		errs = append(errs, fmt.Errorf("tokens per second must be positive, got %v", m.TokensPerSecond))
+	if !(m.TokensPerSecond >= MinTokensPerSecond && m.TokensPerSecond <= MaxTokensPerSecond) {
+		errs = append(errs, fmt.Errorf("tokens per second must be %v to %v, got %v", MinTokensPerSecond, MaxTokensPerSecond, m.TokensPerSecond))
 	}
-	if m.PrefillTokensPerSecond < 0 || math.IsInf(m.PrefillTokensPerSecond, 0) || math.IsNaN(m.PrefillTokensPerSecond) {
-		errs = append(errs, fmt.Errorf("prefill tokens per second must be 0 or positive, got %v", m.PrefillTokensPerSecond))
+	if m.PrefillTokensPerSecond != 0 && !(m.PrefillTokensPerSecond >= MinPrefillTokensPerSecond && m.PrefillTokensPerSecond <= MaxTokensPerSecond) {
+		errs = append(errs, fmt.Errorf("prefill tokens per second must be 0 (the prefill is ttft alone) or %v to %v, got %v", MinPrefillTokensPerSecond, MaxTokensPerSecond, m.PrefillTokensPerSecond))
 	}
-	if m.MaxBatch < 1 {
-		errs = append(errs, fmt.Errorf("max batch must be at least 1, got %d", m.MaxBatch))
+	if m.MaxBatch < 1 || m.MaxBatch > MaxMaxBatch {
+		errs = append(errs, fmt.Errorf("max batch must be 1 to %d, got %d", MaxMaxBatch, m.MaxBatch))
 	}
 	return errors.Join(errs...)
 }

@@ -22,7 +22,18 @@ func TestModel_Rules(t *testing.T) {
 	if got, want := m.Step(5), 24*time.Millisecond; got != want { // 20 ms × (1 + 0.05·4)
 		t.Errorf("step of 5 = %v, want %v", got, want)
 	}
-	for _, bad := range []Model{{TokensPerSecond: 0, MaxBatch: 1}, {TokensPerSecond: 1, MaxBatch: 0}, {TTFT: -1, TokensPerSecond: 1, MaxBatch: 1}, {PrefillTokensPerSecond: -1, TokensPerSecond: 1, MaxBatch: 1}} {
+	// The slowest model within bounds: a full batch's step and the
+	// largest prompt's prefill are positive durations.
+	slow := Model{TTFT: MaxTTFT, PrefillTokensPerSecond: MinPrefillTokensPerSecond, TokensPerSecond: MinTokensPerSecond, MaxBatch: MaxMaxBatch}
+	if err := slow.Validate(); err != nil || slow.Step(MaxMaxBatch) <= 0 || slow.Prefill(10_000_000) <= 0 {
+		t.Errorf("slowest model: %v, step %v, prefill %v", err, slow.Step(MaxMaxBatch), slow.Prefill(10_000_000))
+	}
+	for _, bad := range []Model{{TokensPerSecond: 0, MaxBatch: 1}, {TokensPerSecond: 1, MaxBatch: 0}, {TTFT: -1, TokensPerSecond: 1, MaxBatch: 1}, {PrefillTokensPerSecond: -1, TokensPerSecond: 1, MaxBatch: 1},
+		// Rates and sizes whose steps or prefills leave a time.Duration
+		// (a replay reported a negative TTFT at 1e-10 tokens/s).
+		{TokensPerSecond: 1e-10, MaxBatch: 1}, {TokensPerSecond: 1e12, MaxBatch: 1},
+		{PrefillTokensPerSecond: 1e-6, TokensPerSecond: 1, MaxBatch: 1}, {TokensPerSecond: 1, MaxBatch: 1 << 30},
+		{TTFT: 1000 * time.Hour, TokensPerSecond: 1, MaxBatch: 1}} {
 		if bad.Validate() == nil {
 			t.Errorf("%+v validated", bad)
 		}
