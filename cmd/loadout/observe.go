@@ -111,7 +111,7 @@ func (o *observability) attach(srv *http.Server, h *proxy.Server, r *router.Rout
 
 func policyStat(role string, s policy.Status, c router.PolicyCounters) observe.PolicyStat {
 	st := observe.PolicyStat{Role: role, Name: s.Name, Healthy: s.Healthy, Active: s.Active,
-		Fallback: s.Fallback, Crashes: s.Crashes, Refused: c.RefusedEffects}
+		Fallback: s.Fallback, Crashes: s.Crashes, Refused: c.Of(s.Name, s.Active).RefusedEffects}
 	for _, call := range s.Calls {
 		st.Calls = append(st.Calls, observe.PolicyCalls{Event: call.Event, Count: call.Count, Seconds: call.Seconds,
 			Bounds: policy.CallBuckets[:], Buckets: call.Buckets[:]})

@@ -433,9 +433,7 @@ func (s *Server) apiPolicies(w http.ResponseWriter, r *http.Request) {
 		ap := apiPolicy{Role: pi.Role, Name: pi.Name, Active: pi.Active, Fallback: pi.Fallback, DisabledReason: pi.DisabledReason,
 			RetryAt: pi.RetryAt, Healthy: &healthy, Crashes: pi.Crashes, Instantiations: pi.Instantiations, LastError: pi.LastError,
 			ReloadError: pi.ReloadError, Reloaded: pi.Reloaded}
-		if pi.Active {
-			ap.Counters = counters[pi.Role] // the router counts per role, against the policy in charge
-		}
+		ap.Counters = counters[pi.Role].Of(pi.Name, pi.Active)
 		out = append(out, ap)
 		seen[pi.Role] = true
 	}

@@ -317,9 +317,9 @@ func (fx *effects) Plan(target string) (sdk.Plan, error) {
 			// waiting on it: its status is where an operator sees why.
 			m.lastErr = "cannot be placed: " + err.Error()
 		}
-		l.swapCounters.Failures++
-		l.swapCounters.LastError = err.Error()
-		r.observer().PolicyFailed("swapper", failedPolicy(err, r.cfg.SwapperName), "plan", err)
+		name := failedPolicy(err, r.cfg.SwapperName)
+		l.swapCounters.failed(name, err)
+		r.observer().PolicyFailed("swapper", name, "plan", err)
 		r.log.Error("swapper policy failed", "policy", r.cfg.SwapperName, "target", target, "err", err)
 		return sdk.Plan{}, sdk.ErrSwapperFailed
 	}
@@ -467,9 +467,9 @@ func (fx *effects) StartSwap(s sdk.SwapRequest) error {
 	if err := l.swapper.OnSwapStart(sdk.SwapStartEvent{
 		Now: l.now.UnixNano(), Target: s.Model, Running: running, Evict: sw.evict, Devices: sw.devices, Modes: modes,
 	}); err != nil {
-		l.swapCounters.Failures++
-		l.swapCounters.LastError = err.Error()
-		r.observer().PolicyFailed("swapper", failedPolicy(err, r.cfg.SwapperName), "on_swap_start", err)
+		name := failedPolicy(err, r.cfg.SwapperName)
+		l.swapCounters.failed(name, err)
+		r.observer().PolicyFailed("swapper", name, "on_swap_start", err)
 		r.log.Warn("swapper on_swap_start failed", "policy", r.cfg.SwapperName, "err", err)
 	}
 

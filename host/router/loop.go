@@ -839,9 +839,9 @@ func (r *Router) schedulerFailed(event string, err error) bool {
 		return false
 	}
 	r.revokeAll()
-	l.schedCounters.Failures++
-	l.schedCounters.LastError = err.Error()
-	r.observer().PolicyFailed("scheduler", failedPolicy(err, r.cfg.SchedulerName), event, err)
+	name := failedPolicy(err, r.cfg.SchedulerName)
+	l.schedCounters.failed(name, err)
+	r.observer().PolicyFailed("scheduler", name, event, err)
 	r.log.Error("scheduler policy failed; failing the requests it held", "policy", r.cfg.SchedulerName, "event", event, "waiting", len(l.waiters), "err", err)
 	msg := fmt.Sprintf("scheduler policy %s failed: %v", r.cfg.SchedulerName, err)
 	for id, w := range l.waiters {
@@ -866,7 +866,7 @@ func (r *Router) refused(c *PolicyCounters, what string) {
 // model stops — and which is logged at debug level, still counted.
 func (r *Router) refusedWith(c *PolicyCounters, err error, what string) {
 	c.RefusedEffects++
-	c.LastError = what
+	c.LastError, c.lastRefused = what, what
 	level := slog.LevelWarn
 	if sdk.NotNow(err) {
 		level = slog.LevelDebug

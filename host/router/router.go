@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/url"
 	"strings"
 	"sync"
@@ -275,11 +276,55 @@ type ModelStatus struct {
 	ReadAheadBytes uint64 `json:"read_ahead_bytes,omitempty"`
 }
 
-// PolicyCounters counts a policy's misbehaviour as the router saw it.
+// PolicyCounters counts a role's policy misbehaviour as the router saw it.
 type PolicyCounters struct {
 	Failures       int    `json:"failures"`        // calls that returned an error (crash, deadline, unhealthy)
 	RefusedEffects int    `json:"refused_effects"` // Effects calls the router refused (unknown id, busy evict, …)
 	LastError      string `json:"last_error,omitempty"`
+	// failures splits Failures by the policy that failed, keyed by its
+	// name as its errors carry it (failedPolicy): a policy and the
+	// built-in fallback serving while it is disabled fail apart.
+	failures map[string]policyFailures
+	// lastRefused is the last refused call's description.
+	lastRefused string
+}
+
+// policyFailures is one policy's share of PolicyCounters.Failures.
+type policyFailures struct {
+	n       int
+	lastErr string
+}
+
+// failed counts a failed call into the policy named policy.
+func (c *PolicyCounters) failed(policy string, err error) {
+	c.Failures++
+	c.LastError = err.Error()
+	if c.failures == nil {
+		c.failures = map[string]policyFailures{}
+	}
+	c.failures[policy] = policyFailures{n: c.failures[policy].n + 1, lastErr: err.Error()}
+}
+
+// Of is the counters of the role's policy named name: its own failures
+// and last error, and, when it is the one called now (active), the
+// role's refused effects (the calls the router refuses come from the
+// policy it calls). A disabled policy's failures are not its fallback's.
+func (c PolicyCounters) Of(name string, active bool) PolicyCounters {
+	f := c.failures[name]
+	out := PolicyCounters{Failures: f.n, LastError: f.lastErr}
+	if active {
+		out.RefusedEffects = c.RefusedEffects
+		if out.LastError == "" {
+			out.LastError = c.lastRefused
+		}
+	}
+	return out
+}
+
+// clone is c with its own map, for a caller off the run loop.
+func (c PolicyCounters) clone() PolicyCounters {
+	c.failures = maps.Clone(c.failures)
+	return c
 }
 
 // Router is the run loop and its API. Create with New; all methods are safe
@@ -483,8 +528,8 @@ func (r *Router) Models() []ModelStatus {
 func (r *Router) Counters() map[string]PolicyCounters {
 	out := map[string]PolicyCounters{}
 	r.query(func() {
-		out["scheduler"] = r.loop.schedCounters
-		out["swapper"] = r.loop.swapCounters
+		out["scheduler"] = r.loop.schedCounters.clone()
+		out["swapper"] = r.loop.swapCounters.clone()
 	})
 	return out
 }

@@ -784,8 +784,17 @@ func TestRouter_Rule7_FallbackTakesOverFromCrashLoop(t *testing.T) {
 		t.Fatalf("served after %d failed requests; want some crashes, then the fallback", crashes)
 	}
 	h.world.expect(t, "starting a", "ready a") // the fallback scheduled a real load
-	if c := h.r.Counters()["scheduler"]; c.Failures != crashes {
+	c := h.r.Counters()["scheduler"]
+	if c.Failures != crashes {
 		t.Fatalf("failures = %d, want %d", c.Failures, crashes)
+	}
+	// The failures are the disabled module's, not the fallback's that
+	// serves now (GET /api/policies and the metrics read them so).
+	if own := c.Of("evil.wasm", false); own.Failures != crashes || !strings.Contains(own.LastError, "evil.wasm") {
+		t.Errorf("evil.wasm's counters %+v, want its %d failures", own, crashes)
+	}
+	if fb := c.Of(fifo.Name, true); fb.Failures != 0 || fb.LastError != "" {
+		t.Errorf("the fallback's counters %+v, want no failures of its own", fb)
 	}
 }
 

@@ -93,7 +93,7 @@ func (v *Virtual) Models() []ModelStatus { return v.r.loop.modelStatuses() }
 
 // Counters returns the policies' failure counts, as Router.Counters.
 func (v *Virtual) Counters() map[string]PolicyCounters {
-	return map[string]PolicyCounters{"scheduler": v.r.loop.schedCounters, "swapper": v.r.loop.swapCounters}
+	return map[string]PolicyCounters{"scheduler": v.r.loop.schedCounters.clone(), "swapper": v.r.loop.swapCounters.clone()}
 }
 
 // virtualExecutor hands a virtual router's work to its VirtualWork and
