@@ -105,10 +105,14 @@ func writeBackendModule(name string, o backendNewOptions) (string, error) {
 	if !policyNameRE.MatchString(name) {
 		return "", fmt.Errorf("backend name %q: use lower-case letters, digits, '-' and '_', starting with a letter (it names a directory and the binary)", name)
 	}
-	data := backendScaffoldData{Name: name, Module: o.module, GoVersion: goVersion(), PluginsModule: plugins.ModulePath}
-	if data.Module == "" {
-		data.Module = name
+	mod, err := scaffoldModule(name, o.module)
+	if err != nil {
+		return "", err
 	}
+	if err := scaffoldRequire(plugins.ModulePath, "plugins-version", o.pluginsVersion, "plugins-path", o.pluginsPath); err != nil {
+		return "", err
+	}
+	data := backendScaffoldData{Name: name, Module: mod, GoVersion: goVersion(), PluginsModule: plugins.ModulePath}
 	dir := filepath.Join(o.dir, name)
 	files := map[string][]byte{}
 	var src fs.FS // the plugins module the new one is built against, if local
@@ -158,7 +162,7 @@ func writeBackendModule(name string, o backendNewOptions) (string, error) {
 			return "", fmt.Errorf("plugins module: %w", err)
 		}
 	}
-	err := fs.WalkDir(backendScaffold, "backend_scaffold", func(p string, d fs.DirEntry, err error) error {
+	err = fs.WalkDir(backendScaffold, "backend_scaffold", func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
 		}

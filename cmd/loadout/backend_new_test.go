@@ -64,3 +64,27 @@ func TestBackendNew_OutOfTheBox(t *testing.T) {
 		t.Errorf("backend check: %v\n%s", err, check)
 	}
 }
+
+// backend new refuses, as policy new does (one rule), what its go.mod
+// could not take, and writes nothing.
+func TestBackendNew_Refusals(t *testing.T) {
+	parent := t.TempDir()
+	for _, tc := range []struct {
+		name string
+		o    backendNewOptions
+		want string
+	}{
+		{"main", backendNewOptions{}, `module path "main" is reserved by the go command`},
+		{"x", backendNewOptions{module: "a b"}, `--module: malformed import path "a b"`},
+		{"x", backendNewOptions{pluginsVersion: "latest"}, `--plugins-version "latest": `},
+		{"x", backendNewOptions{pluginsVersion: "v0.1.0", pluginsPath: "../../plugins"}, "--plugins-path and --plugins-version: give one"},
+	} {
+		tc.o.dir = parent
+		if _, err := writeBackendModule(tc.name, tc.o); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s %+v: %v, want an error containing %q", tc.name, tc.o, err, tc.want)
+		}
+	}
+	if entries, _ := os.ReadDir(parent); len(entries) != 0 {
+		t.Errorf("refused news wrote %v", entries)
+	}
+}

@@ -136,10 +136,14 @@ func writePolicyModule(name string, o policyNewOptions) (string, scaffoldData, e
 	if o.kind != "scheduler" && o.kind != "swapper" {
 		return "", scaffoldData{}, fmt.Errorf("--kind: want scheduler or swapper, got %q", o.kind)
 	}
-	data := scaffoldData{Name: name, Kind: o.kind, Module: o.module, GoVersion: goVersion(), SDKModule: sdkModule}
-	if data.Module == "" {
-		data.Module = name
+	mod, err := scaffoldModule(name, o.module)
+	if err != nil {
+		return "", scaffoldData{}, err
 	}
+	if err := scaffoldRequire(sdkModule, "sdk-version", o.sdkVersion, "sdk-path", o.sdkPath); err != nil {
+		return "", scaffoldData{}, err
+	}
+	data := scaffoldData{Name: name, Kind: o.kind, Module: mod, GoVersion: goVersion(), SDKModule: sdkModule}
 	dir := filepath.Join(o.dir, name)
 	var sdkSum []byte
 	var archive *sdksource.Archive
@@ -166,7 +170,7 @@ func writePolicyModule(name string, o policyNewOptions) (string, scaffoldData, e
 			data.SDKVersion = v
 		}
 	}
-	err := newModuleDir(o.dir, dir, func() error { return fillPolicyModule(dir, &data, archive, sdkSum) })
+	err = newModuleDir(o.dir, dir, func() error { return fillPolicyModule(dir, &data, archive, sdkSum) })
 	return dir, data, err
 }
 

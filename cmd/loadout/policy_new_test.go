@@ -142,6 +142,14 @@ func TestPolicyNew_Refusals(t *testing.T) {
 		{[]string{"new", "empty", "--kind", "scheduler", "--dir", dir}, "empty already exists"},
 		{[]string{"new", "x", "--kind", "swapper", "--dir", dir, "--sdk-path", dir}, "--sdk-path " + dir + ": open"},
 		{[]string{"new", "x", "--kind", "swapper", "--dir", dir, "--sdk-path", filepath.Join("..", "..")}, "is not module github.com/loadout-dev/loadout/sdk"},
+		// What go.mod would refuse or `go test` fail on (module main
+		// cannot import its own package).
+		{[]string{"new", "main", "--kind", "scheduler", "--dir", dir}, `module path "main" is reserved by the go command`},
+		{[]string{"new", "x", "--kind", "scheduler", "--dir", dir, "--module", "all"}, `--module: module path "all" is reserved`},
+		{[]string{"new", "x", "--kind", "scheduler", "--dir", dir, "--module", "bad module path!"}, `--module: malformed import path "bad module path!"`},
+		{[]string{"new", "x", "--kind", "scheduler", "--dir", dir, "--sdk-version", "banana"}, `--sdk-version "banana": `},
+		{[]string{"new", "x", "--kind", "scheduler", "--dir", dir, "--sdk-version", "v2.0.0"}, `--sdk-version "v2.0.0": `},
+		{[]string{"new", "x", "--kind", "scheduler", "--dir", dir, "--sdk-path", sdkDir, "--sdk-version", "v1.0.0"}, "--sdk-path and --sdk-version: give one"},
 	} {
 		if out, err := runPolicyCmd(t, tc.args...); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: %v, want an error containing %q\n%s", tc.args, err, tc.want, out)
