@@ -266,7 +266,11 @@ func (m *Module) probe(ctx context.Context) (err error) {
 		return err
 	}
 	if !wire.Supported(m.ABIVersion) {
-		return fmt.Errorf("policy %s: built for ABI v%d, this host speaks versions %d to %d: rebuild it against the current SDK", m.Name, m.ABIVersion, wire.MinVersion, sdk.ABIVersion)
+		fix := "rebuild it against the current SDK"
+		if m.ABIVersion > sdk.ABIVersion {
+			fix = "it needs a newer loadout (or rebuild it against this loadout's SDK)"
+		}
+		return fmt.Errorf("policy %s: built for ABI v%d, this host speaks versions %d to %d: %s", m.Name, m.ABIVersion, wire.MinVersion, sdk.ABIVersion, fix)
 	}
 	kind, err := get(exportKind)
 	if err != nil {

@@ -59,6 +59,8 @@ func TestCompile_Refused(t *testing.T) {
 		{"truncated mini", func() []byte { b := miniPolicy().bytes(); return b[:len(b)-7] }, []string{"invalid or truncated"}},
 		{"wrong ABI version", func() []byte { s := miniPolicy(); s.version = 1; return s.bytes() },
 			[]string{"built for ABI v1, this host speaks versions 2 to 3"}},
+		{"newer ABI version", func() []byte { s := miniPolicy(); s.version = 4; return s.bytes() },
+			[]string{"built for ABI v4, this host speaks versions 2 to 3: it needs a newer loadout"}},
 		{"no policy registered", func() []byte { s := miniPolicy(); s.kind = 0; return s.bytes() },
 			[]string{"registers no policy", "sdk.RegisterScheduler"}},
 		{"unknown kind", func() []byte { s := miniPolicy(); s.kind = 7; return s.bytes() }, []string{"unknown policy kind 7"}},
