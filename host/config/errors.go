@@ -76,9 +76,12 @@ type Warning struct {
 func (w Warning) String() string { return format(w.Pos, w.Key, w.Message) }
 
 func format(p Pos, key, msg string) string {
-	s := p.String()
-	if key != "" {
-		s += ": " + key
+	var parts []string
+	if at := p.String(); at != "" { // a configuration made in memory has no file
+		parts = append(parts, at)
 	}
-	return s + ": " + msg
+	if key != "" {
+		parts = append(parts, key)
+	}
+	return strings.Join(append(parts, msg), ": ")
 }

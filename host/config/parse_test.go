@@ -343,6 +343,8 @@ func TestError_Format(t *testing.T) {
 	eq(t, "Error()", e.Error(), `config.yaml:14:5: models.llama.ttl: want a whole number of seconds, got "abc"`)
 	eq(t, "no key", (&Error{Pos: Pos{"c.yaml", 2, 0}, Message: "m"}).Error(), "c.yaml:2: m")
 	eq(t, "no line", (&Error{Pos: Pos{File: "c.yaml"}, Message: "m"}).Error(), "c.yaml: m")
+	// A configuration made in memory (policy tune's) has no file.
+	eq(t, "no file", (&Error{Key: "routing", Message: "m"}).Error(), "routing: m")
 	var err error = Errors{e, {Pos: Pos{"c", 1, 1}, Message: "x"}}
 	eq(t, "Errors", err.Error(), e.Error()+"\nc:1:1: x")
 	var first *Error
