@@ -139,6 +139,11 @@ func parseSet(s string) (sweptSetting, error) {
 		if err != nil {
 			return st, fmt.Errorf("--set %s: value %q: %w", st.flag, v, err)
 		}
+		for i, seen := range st.values {
+			if string(seen) == string(raw) {
+				return st, fmt.Errorf("--set %s: value %q is %q again: each point would be replayed twice", st.flag, v, st.text[i])
+			}
+		}
 		st.text, st.values = append(st.text, v), append(st.values, raw)
 	}
 	return st, nil
@@ -485,8 +490,14 @@ func (t *tuneReport) print(w io.Writer) {
 	}
 	head = append(head, "errors", "cold loads", "load s", "÷ bound", "wait p50", "p95", "p99", "TTFT p95", "wall")
 	fmt.Fprintln(tw, strings.Join(head, "\t")+"\t")
+	var failed []string
 	for _, p := range t.Points {
 		row := []string{fmt.Sprint(p.Rank)}
+		if p.Run.Fallback {
+			row[0] += " *"
+			failed = append(failed, fmt.Sprintf("* rank %d (%s): a policy failed during the replay (%d failed calls); the figures are partly its fallback's",
+				p.Rank, pointLabel(t.sets, p.point), p.Run.PolicyFailures))
+		}
 		for i, s := range t.sets {
 			row = append(row, s.text[p.point[i]])
 		}
@@ -501,6 +512,9 @@ func (t *tuneReport) print(w io.Writer) {
 		fmt.Fprintln(tw, strings.Join(row, "\t")+"\t")
 	}
 	tw.Flush()
+	if len(failed) > 0 {
+		fmt.Fprintf(w, "\n%s\n", strings.Join(failed, "\n"))
+	}
 	if t.same() {
 		fmt.Fprintf(w, "\nevery point gave the same figures: the policy may not read these settings, or they make no difference on this trace\n")
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -207,9 +208,10 @@ func TestPolicyTune_BadSweepNamesTheSetting(t *testing.T) {
 		"no role":                   {"", []string{"decay=1"}, "", []string{"want router.KEY=V1,V2"}},
 		"empty value":               {"", []string{"scheduler.max_wait=1s,"}, "", []string{"an empty value"}},
 		"twice":                     {"", []string{"scheduler.max_wait=1s", "scheduler.max_wait=2s"}, "", []string{"given twice"}},
+		"a value twice":             {"adaptive", []string{"router.decay=0.5,0.50"}, "", []string{`--set router.decay: value "0.50" is "0.5" again`}},
 		"list item":                 {"", []string{"scheduler.fifo[0]=1"}, "", []string{"list item"}},
 		"objective":                 {"", []string{"scheduler.max_wait=1s"}, "fastest", []string{`--objective "fastest"`, "cold-loads, load-seconds, p95-wait"}},
-		"too many points":           {"", []string{"scheduler.max_wait=" + strings.Repeat("1s,", 40) + "1s", "scheduler.max_queue=" + strings.Repeat("1,", 40) + "1"}, "", []string{"more than 1000 points"}},
+		"too many points":           {"", []string{"scheduler.max_wait=" + values(41, "s"), "scheduler.max_queue=" + values(41, "")}, "", []string{"more than 1000 points"}},
 		"no sweep":                  {"", nil, "", []string{"name a setting"}},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -223,6 +225,29 @@ func TestPolicyTune_BadSweepNamesTheSetting(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A point whose policy crashed is marked in the table and said under it,
+// as simulate marks a run partly its fallback's.
+func TestPolicyTune_ACrashingPointIsMarked(t *testing.T) {
+	out, rep, err := tuneIn(t, flakyConfig(t, t.TempDir(), "{}"), simTrace(120, 0.5, "a", "b", "c"), tuneOptions{sets: []string{"scheduler.panic_every=0,7"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var crashed *tuneResult
+	for i := range rep.Points {
+		if p := &rep.Points[i]; string(p.Settings["scheduler.panic_every"]) == "7" {
+			crashed = p
+		}
+	}
+	if crashed == nil || !crashed.Run.Fallback {
+		t.Fatalf("the panicking point did not fall back: %+v\n%s", crashed, out)
+	}
+	row := regexp.MustCompile(`(?m)^\s*` + strconv.Itoa(crashed.Rank) + ` \*\s+7\s`)
+	note := fmt.Sprintf("* rank %d (scheduler.panic_every=7): a policy failed during the replay (%d failed calls)", crashed.Rank, crashed.Run.PolicyFailures)
+	if !row.MatchString(out) || !strings.Contains(out, note) || strings.Count(out, " * ") > 1 {
+		t.Errorf("the crashed point is not marked once, with %q:\n%s", note, out)
 	}
 }
 
@@ -339,4 +364,13 @@ func TestPolicyTune_MaxP95RanksTheWaitYouAccept(t *testing.T) {
 	if _, _, err := tuneIn(t, simConfig(""), trace, o); err == nil || !strings.Contains(err.Error(), "--max-p95 -1s") {
 		t.Errorf("a negative --max-p95: error %v, want one naming it", err)
 	}
+}
+
+// values is "1U,2U,…,nU".
+func values(n int, unit string) string {
+	vs := make([]string, n)
+	for i := range vs {
+		vs[i] = strconv.Itoa(i+1) + unit
+	}
+	return strings.Join(vs, ",")
 }
