@@ -103,7 +103,11 @@ func ParseTrace(name string, r io.Reader) (*Trace, error) {
 		return nil, &TraceError{File: name, Line: 1, Msg: "empty file: want a header " + strings.Join([]string{ColArrival, ColModel, ColPrompt, ColOutput}, ",")}
 	}
 	if err != nil {
-		return nil, csvError(name, err)
+		err := csvError(name, err, 0)
+		if te, ok := err.(*TraceError); ok {
+			te.Msg += "; a trace is CSV whose first line is its header, e.g. " + strings.Join([]string{ColArrival, ColModel, ColPrompt, ColOutput}, ",")
+		}
+		return nil, err
 	}
 	t := &Trace{}
 	col := map[string]int{}
@@ -135,7 +139,7 @@ func ParseTrace(name string, r io.Reader) (*Trace, error) {
 			return t, nil
 		}
 		if err != nil {
-			return nil, csvError(name, err)
+			return nil, csvError(name, err, len(header))
 		}
 		line, _ := cr.FieldPos(0)
 		bad := func(column, format string, args ...any) error {
@@ -146,6 +150,7 @@ func ParseTrace(name string, r io.Reader) (*Trace, error) {
 			q.Arrival < 0 || math.IsInf(q.Arrival, 0) || math.IsNaN(q.Arrival) {
 			return nil, bad(ColArrival, "want seconds from the start, a number ≥ 0, got %q", rec[col[ColArrival]])
 		}
+		q.Arrival = math.Abs(q.Arrival) // -0 reads as 0 (it printed as "-0 s")
 		if n := len(out); n > 0 && q.Arrival < out[n-1].Arrival {
 			return nil, bad(ColArrival, "%g is earlier than the line before (%g): arrivals must ascend", q.Arrival, out[n-1].Arrival)
 		}
@@ -168,7 +173,7 @@ func ParseTrace(name string, r io.Reader) (*Trace, error) {
 		if i, ok := col[ColPriority]; ok && strings.TrimSpace(rec[i]) != "" {
 			p, err := strconv.ParseInt(strings.TrimSpace(rec[i]), 10, 32)
 			if err != nil {
-				return nil, bad(ColPriority, "want an integer, got %q", rec[i])
+				return nil, bad(ColPriority, "want an integer from %d to %d, got %q", math.MinInt32, math.MaxInt32, rec[i])
 			}
 			q.Priority = int32(p)
 		}
@@ -214,13 +219,18 @@ func Scale(reqs []Request, rate float64) error {
 	return nil
 }
 
-// csvError gives the CSV reader's error the file's name.
-func csvError(name string, err error) error {
+// csvError gives the CSV reader's error the file's name, its line and
+// where on the line (the character, counted from 1); a line of the wrong
+// width is told the header's (fields, 0 for the header itself).
+func csvError(name string, err error, fields int) error {
 	var pe *csv.ParseError
-	if errors.As(err, &pe) {
-		return &TraceError{File: name, Line: pe.Line, Msg: pe.Err.Error()}
+	if !errors.As(err, &pe) {
+		return fmt.Errorf("%s: %w", name, err)
 	}
-	return fmt.Errorf("%s: %w", name, err)
+	if errors.Is(pe.Err, csv.ErrFieldCount) && fields > 0 {
+		return &TraceError{File: name, Line: pe.Line, Msg: fmt.Sprintf("%v: the header has %d columns", pe.Err, fields)}
+	}
+	return &TraceError{File: name, Line: pe.Line, Msg: fmt.Sprintf("%v (at character %d)", pe.Err, pe.Column)}
 }
 
 // TraceWriter writes requests in the trace format, header first; what

@@ -71,6 +71,19 @@ func TestParseTrace_WhatOtherToolsWrite(t *testing.T) {
 
 // A bad line is an error naming the file, the line and the column; nothing
 // is returned with it.
+// An arrival written -0 is 0: nothing downstream prints "-0 s".
+func TestReadTrace_NegativeZero(t *testing.T) {
+	reqs, err := ReadTrace("t.csv", strings.NewReader("arrival_s,model,prompt_tokens,output_tokens\n-0,a,1,1\n-0.0,a,1,1\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range reqs {
+		if math.Signbit(q.Arrival) {
+			t.Errorf("arrival %v keeps its sign", q.Arrival)
+		}
+	}
+}
+
 func TestReadTrace_BadInput(t *testing.T) {
 	const head = "arrival_s,model,prompt_tokens,output_tokens\n"
 	cases := []struct{ name, src, want string }{
@@ -84,7 +97,10 @@ func TestReadTrace_BadInput(t *testing.T) {
 		{"arrival going back", head + "2,a,1,1\n1,a,1,1\n", "t.csv:3: arrival_s: 1 is earlier than the line before (2)"},
 		{"negative tokens", head + "0,a,-1,1\n", "t.csv:2: prompt_tokens: want a token count, a whole number from 0"},
 		{"empty model", head + "0, ,1,1\n", "t.csv:2: model: empty"},
-		{"short line", head + "0,a,1\n", "t.csv:2: wrong number of fields"},
+		{"short line", head + "0,a,1\n", "t.csv:2: wrong number of fields: the header has 4 columns"},
+		{"bare quote", head + "0,a\"b,1,1\n", `t.csv:2: bare " in non-quoted-field (at character 4)`},
+		{"JSON lines", `{"arrival_s": 0, "model": "a"}` + "\n", "a trace is CSV whose first line is its header, e.g. arrival_s,model,prompt_tokens,output_tokens"},
+		{"priority out of range", "arrival_s,model,prompt_tokens,output_tokens,priority\n0,a,1,1,-99999999999\n", "t.csv:2: priority: want an integer from -2147483648 to 2147483647"},
 		{"bad priority", "arrival_s,model,prompt_tokens,output_tokens,priority\n0,a,1,1,high\n", "t.csv:2: priority: want an integer"},
 	}
 	for _, tc := range cases {

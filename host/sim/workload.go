@@ -20,7 +20,7 @@ func ReadAzure(name string, r io.Reader, window time.Duration) ([]Request, error
 	cr := csv.NewReader(r)
 	header, err := cr.Read()
 	if err != nil {
-		return nil, csvError(name, err)
+		return nil, csvError(name, err, 0)
 	}
 	if strings.Join(header, ",") != "TIMESTAMP,ContextTokens,GeneratedTokens" {
 		return nil, &TraceError{File: name, Line: 1, Msg: fmt.Sprintf("header %q, want TIMESTAMP,ContextTokens,GeneratedTokens", strings.Join(header, ","))}
@@ -34,7 +34,7 @@ func ReadAzure(name string, r io.Reader, window time.Duration) ([]Request, error
 			return out, nil
 		}
 		if err != nil {
-			return nil, csvError(name, err)
+			return nil, csvError(name, err, len(header))
 		}
 		line, _ := cr.FieldPos(0)
 		at, err := time.Parse(layout, rec[0])
