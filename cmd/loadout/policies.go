@@ -86,6 +86,27 @@ func loadPolicies(ctx context.Context, rt *policy.Runtime, cfg *config.Config) (
 	return p, nil
 }
 
+// checkInit makes one instance of each policy with its settings against
+// an inert host of the configuration's models (newInertHost) and closes
+// it: what serve's start would refuse (settings only the policy
+// understands, such as a model in two groups for the group router) is
+// found before anything changes. The error is at the setting's line
+// (config.Policy.InitError).
+func (p *policySet) checkInit(ctx context.Context) error {
+	host := newInertHost(p.cfg)
+	s, err := p.rt.NewScheduler(ctx, p.sched, p.schedSettings, host)
+	if err != nil {
+		return p.cfg.Routing.Scheduler.InitError(err)
+	}
+	_ = s.Close(ctx)
+	sw, err := p.rt.NewSwapper(ctx, p.swap, p.swapSettings, host)
+	if err != nil {
+		return p.cfg.Routing.Router.InitError(err)
+	}
+	_ = sw.Close(ctx)
+	return nil
+}
+
 // prefetchFallbacks starts compiling the fallbacks in the background, once:
 // a policy that crashed once may crash-loop, and the fallback that then
 // takes over should not wait for a compilation (seconds without a warm

@@ -172,6 +172,14 @@ func (rl *reloader) apply() (proxy.ReloadResult, error) {
 	if err != nil {
 		return res, err
 	}
+	if ident != rl.ident {
+		// Settings only the policies understand (a model in two groups
+		// for the group router) are checked before any model changes:
+		// a reload is applied whole or not at all.
+		if err := ps.checkInit(rl.ctx); err != nil {
+			return res, err
+		}
+	}
 	if len(added)+len(removed)+len(changed) > 0 {
 		if err := rl.applyModels(cfg, models, added, removed, changed); err != nil {
 			return res, err

@@ -323,6 +323,31 @@ func TestServe_HotReload_Models(t *testing.T) {
 	}
 }
 
+// A reload whose policies would refuse the new configuration (the group
+// router: a model in two groups, which serve refuses at start) is refused
+// whole: no model is added, removed or restarted.
+func TestServe_HotReload_RefusedWhole(t *testing.T) {
+	good := "models:\n  a:\n    backend: sim\n    options: {load_time: 10ms}\n"
+	bad := good + "  d:\n    backend: sim\n    options: {load_time: 10ms}\ngroups:\n  g1: {members: [a]}\n  g2: {members: [a, d]}\n"
+	cfg := writeConfig(t, t.TempDir(), good)
+	s := startServer(t, cfg)
+	s.mustChat("a")
+	pidA := onePid(t, "a")
+	if err := os.WriteFile(cfg, []byte(bad), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, body := s.post("/api/policies/reload", ""); code != http.StatusUnprocessableEntity || !strings.Contains(body, "two groups") || strings.Contains(body, "were applied") {
+		t.Fatalf("reload with a model in two groups: %d %s", code, body)
+	}
+	if _, list := s.get("/v1/models"); strings.Contains(list, `"d"`) {
+		t.Errorf("the refused reload added d: %s", list)
+	}
+	s.mustChat("a")
+	if pids := modelPids(t, "a"); len(pids) != 1 || pids[0] != pidA {
+		t.Errorf("a's server is %v after the refused reload, want %d untouched", pids, pidA)
+	}
+}
+
 // procArgs is a process's command line.
 func procArgs(t *testing.T, pid int) []string {
 	t.Helper()

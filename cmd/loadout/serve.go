@@ -1093,32 +1093,11 @@ func checkPolicies(ctx context.Context, cfg *config.Config) error {
 		return err
 	}
 	defer rt.Close(context.Background())
-	schedMod, err := loadPolicy(ctx, rt, cfg.Routing.Scheduler, sdk.KindScheduler)
+	ps, err := loadPolicies(ctx, rt, cfg)
 	if err != nil {
 		return err
 	}
-	swapMod, err := loadPolicy(ctx, rt, cfg.Routing.Router, sdk.KindSwapper)
-	if err != nil {
-		return err
-	}
-	schedSettings, err := cfg.SchedulerSettingsJSON()
-	if err != nil {
-		return err
-	}
-	swapSettings, err := cfg.RouterSettingsJSON()
-	if err != nil {
-		return err
-	}
-	host := newInertHost(cfg)
-	// An error a policy reports at a settings path (sdk/settings) is
-	// reported at that setting's line in the file, as serve reports it.
-	if _, err := rt.NewScheduler(ctx, schedMod, schedSettings, host); err != nil {
-		return cfg.Routing.Scheduler.InitError(err)
-	}
-	if _, err := rt.NewSwapper(ctx, swapMod, swapSettings, host); err != nil {
-		return cfg.Routing.Router.InitError(err)
-	}
-	return nil
+	return ps.checkInit(ctx)
 }
 
 // inertHost is the host of `config check`: the configured models, stopped,
