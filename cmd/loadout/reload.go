@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -65,7 +66,7 @@ type reloader struct {
 	// read without waiting for one (residency, for job admission).
 	cfg     atomic.Pointer[config.Config]
 	ident   string            // what the running policies were made from (policyIdentity)
-	models  map[string]string // what each model was made from (modelDigests)
+	models  map[string]modelDigest // what each model was made from (modelDigests)
 	current atomic.Pointer[policySet]
 	status  atomic.Pointer[reloadStatus]
 }
@@ -151,9 +152,10 @@ func (rl *reloader) apply() (proxy.ReloadResult, error) {
 	if err != nil {
 		return res, err
 	}
-	added, removed, changed := diffModels(rl.models, models)
+	added, removed, changed, updated := diffModels(rl.models, models)
+	modelsChanged := len(added)+len(removed)+len(changed)+len(updated) > 0
 	placed := cfg.Placement != rl.cfg.Load().Placement // the box's pack or spread
-	if ident == rl.ident && len(added)+len(removed)+len(changed) == 0 && !placed && !peersChanged && !hostChanged {
+	if ident == rl.ident && !modelsChanged && !placed && !peersChanged && !hostChanged {
 		return res, nil
 	}
 	// Everything that can be checked is checked before anything changes:
@@ -180,12 +182,12 @@ func (rl *reloader) apply() (proxy.ReloadResult, error) {
 			return res, err
 		}
 	}
-	if len(added)+len(removed)+len(changed) > 0 {
+	if modelsChanged {
 		if err := rl.applyModels(cfg, models, added, removed, changed); err != nil {
 			return res, err
 		}
 		res.Changed = append(res.Changed, "models")
-		rl.log.Info("models reloaded", "added", added, "removed", removed, "changed", changed)
+		rl.log.Info("models reloaded", "added", added, "removed", removed, "changed", changed, "updated", updated)
 	}
 	if peersChanged {
 		if err := rl.applyPeers(cfg); err != nil {
@@ -289,41 +291,65 @@ func (rl *reloader) load(opts config.Options) (*config.Config, []config.Warning,
 	return loadConfigWith(rl.ctx, rl.src, rl.routerMode, opts)
 }
 
-// modelDigests is, for each model of the configuration file, a digest of
-// what it is made of (its spec, run-loop settings and aliases). The file
-// is read without asking which ports are free: serve's own configuration
-// skips ports taken, and the running models take some.
-func (rl *reloader) modelDigests() (map[string]string, error) {
+// modelDigest is what a model was made from, in two parts: restart, whose
+// change restarts it once idle (its process: the backend's spec, VRAM,
+// where it may run, which replica it is, its sleep levels and weights),
+// and live, whose change a reload hands over without a restart (the run
+// loop's settings — priority, concurrency, pinning, group, TTL, unload
+// timeout, evict, wake timeout, replica range — and the catalog's: name,
+// description, aliases, listing, filters, timeouts, metadata,
+// capabilities). An alias or a TTL added must not cost a cold load.
+type modelDigest struct{ restart, live string }
+
+// modelDigests is, for each model of the configuration file, its
+// modelDigest. The file is read without asking which ports are free:
+// serve's own configuration skips ports taken, and the running models
+// take some.
+func (rl *reloader) modelDigests() (map[string]modelDigest, error) {
 	cfg, _, err := rl.load(config.Options{Listen: rl.listen})
 	if err != nil {
 		return nil, err
 	}
-	out := map[string]string{}
+	out := map[string]modelDigest{}
 	for _, id := range cfg.ModelIDs() {
 		m := cfg.Models[id]
 		spec, err := modelSpec(cfg, m)
 		mc := modelConfig(cfg, m, uint64(max(m.VRAM, 0)))
-		mc.MinReplicas, mc.MaxReplicas = 0, 0 // a new replica count restarts nothing (applyModels hands it over)
-		mc.Evict = 0                          // nor does a new evict: (the router takes it over for the next eviction)
-		mc.WakeTimeout = 0                    // nor a new wakeTimeout (for the next wake)
-		h := sha256.New()
-		fmt.Fprintf(h, "%+v\x00%v\x00%+v\x00%q\x00%q\x00%q\x00%v\x00%v\x00%v %v", spec, err, mc,
-			m.Aliases, m.Name, m.Description, m.Unlisted, m.UseModelName, m.GPUs, m.Split)
-		out[id] = hex.EncodeToString(h.Sum(nil))
+		restart := sha256.New()
+		fmt.Fprintf(restart, "%+v\x00%v\x00%d\x00%q %d\x00%d\x00%q\x00%v %v", spec, err, mc.VRAM,
+			mc.ReplicaOf, mc.Replica, mc.SleepLevels, mc.Weights, m.GPUs, m.Split)
+		live, err := json.Marshal([]any{liveSettings(mc), m.Name, m.Description, m.Aliases, m.Unlisted, m.UseModelName,
+			m.Filters, m.Timeouts, m.Metadata, m.Capabilities, m.IgnoreWebsockets, m.SendLoadingState})
+		if err != nil {
+			return nil, fmt.Errorf("model %s: %w", id, err)
+		}
+		out[id] = modelDigest{restart: hex.EncodeToString(restart.Sum(nil)), live: string(live)}
 	}
 	return out, nil
 }
 
+// liveSettings is mc's settings the run loop takes at a reload without a
+// restart (router.UpdateModels).
+func liveSettings(mc router.ModelConfig) router.ModelConfig {
+	return router.ModelConfig{Priority: mc.Priority, ConcurrencyLimit: mc.ConcurrencyLimit, Pinned: mc.Pinned, Group: mc.Group,
+		TTL: mc.TTL, StopTimeout: mc.StopTimeout, Evict: mc.Evict, WakeTimeout: mc.WakeTimeout,
+		MinReplicas: mc.MinReplicas, MaxReplicas: mc.MaxReplicas}
+}
+
 // diffModels compares two sets of model digests: the ids only in now, only
-// in was, and in both with different digests, each sorted.
-func diffModels(was, now map[string]string) (added, removed, changed []string) {
+// in was, in both with a different restart digest (changed: restarted once
+// idle), and in both with only the live one different (updated: handed
+// over as they run), each sorted.
+func diffModels(was, now map[string]modelDigest) (added, removed, changed, updated []string) {
 	for id, d := range now {
 		old, ok := was[id]
 		switch {
 		case !ok:
 			added = append(added, id)
-		case old != d:
+		case old.restart != d.restart:
 			changed = append(changed, id)
+		case old.live != d.live:
+			updated = append(updated, id)
 		}
 	}
 	for id := range was {
@@ -331,16 +357,16 @@ func diffModels(was, now map[string]string) (added, removed, changed []string) {
 			removed = append(removed, id)
 		}
 	}
-	slices.Sort(added)
-	slices.Sort(removed)
-	slices.Sort(changed)
-	return added, removed, changed
+	for _, l := range [][]string{added, removed, changed, updated} {
+		slices.Sort(l)
+	}
+	return added, removed, changed, updated
 }
 
 // applyModels hands the router the new model table (processes made for
 // the added and changed models; the others keep theirs) and the proxy its
 // catalog.
-func (rl *reloader) applyModels(cfg *config.Config, digests map[string]string, added, removed, changed []string) error {
+func (rl *reloader) applyModels(cfg *config.Config, digests map[string]modelDigest, added, removed, changed []string) error {
 	build := append(slices.Clone(added), changed...)
 	table, catalog, err := modelTable(rl.ctx, cfg, build, rl.launchers, rl.ledger, rl.pluginLog)
 	if err != nil {
@@ -348,9 +374,9 @@ func (rl *reloader) applyModels(cfg *config.Config, digests map[string]string, a
 	}
 	for _, id := range cfg.ModelIDs() {
 		if _, ok := table[id]; !ok {
-			// Unchanged: the router keeps its own, but for the replica range.
-			m := cfg.Models[id]
-			table[id] = router.ModelConfig{MinReplicas: m.MinReplicas, MaxReplicas: m.MaxReplicas}
+			// Not restarted: the router keeps its process and takes
+			// its live settings.
+			table[id] = liveSettings(modelConfig(cfg, cfg.Models[id], 0))
 		}
 	}
 	if err := rl.r.UpdateModels(table, changed); err != nil {

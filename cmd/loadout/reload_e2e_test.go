@@ -348,6 +348,32 @@ func TestServe_HotReload_RefusedWhole(t *testing.T) {
 	}
 }
 
+// A reload that changes only what a model's server does not read (an
+// alias, its description, its TTL) hands it over as the model runs: the
+// alias serves at once and the server is not restarted (a cold load for
+// nothing, minutes for a large model).
+func TestServe_HotReload_LiveSettingsRestartNothing(t *testing.T) {
+	was := "models:\n  a:\n    backend: sim\n    options: {load_time: 10ms}\n"
+	now := "models:\n  a:\n    backend: sim\n    options: {load_time: 10ms}\n    aliases: [quick]\n    description: the fast one\n    ttl: 900\n"
+	cfg := writeConfig(t, t.TempDir(), was)
+	s := startServer(t, cfg)
+	s.mustChat("a")
+	pidA := onePid(t, "a")
+	if err := os.WriteFile(cfg, []byte(now), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, body := s.post("/api/policies/reload", ""); code != 200 || !strings.Contains(body, `"models"`) {
+		t.Fatalf("reload: %d %s", code, body)
+	}
+	s.mustChat("quick")
+	if pids := modelPids(t, "a"); len(pids) != 1 || pids[0] != pidA {
+		t.Errorf("a's server is %v after a reload of its alias, description and ttl, want %d untouched", pids, pidA)
+	}
+	if _, list := s.get("/v1/models"); !strings.Contains(list, "the fast one") {
+		t.Errorf("/v1/models after the reload lacks the new description: %s", list)
+	}
+}
+
 // procArgs is a process's command line.
 func procArgs(t *testing.T, pid int) []string {
 	t.Helper()

@@ -114,7 +114,8 @@ func TestServe_TTLPutsAModelToSleep(t *testing.T) {
 }
 
 // A reload that sets hostMemory: 0 and a new wakeTimeout applies both at
-// once and restarts nothing running: the sleeper's server is stopped (no
+// once (the wakeTimeout as the models' live settings) and restarts nothing
+// running: the sleeper's server is stopped (no
 // host memory is left for it), the running model keeps its process.
 func TestServe_HotReload_HostMemoryStopsSleepers(t *testing.T) {
 	raw, err := os.ReadFile("../../testdata/e2e/sleep.yaml")
@@ -137,8 +138,8 @@ func TestServe_HotReload_HostMemoryStopsSleepers(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, body := s.post("/api/policies/reload", "")
-	if code != 200 || !strings.Contains(body, `"hostMemory"`) || strings.Contains(body, `"models"`) {
-		t.Fatalf("reload: %d %s; want hostMemory changed and no model", code, body)
+	if code != 200 || !strings.Contains(body, `"hostMemory"`) || !strings.Contains(body, `"models"`) {
+		t.Fatalf("reload: %d %s; want hostMemory changed and the models' wakeTimeout handed over", code, body)
 	}
 	eventually(t, "a's sleeping server stopped", func() bool { return !alive(pidA) })
 	if st := s.modelStatus(t, "a"); st["state"] != "stopped" {

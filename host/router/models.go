@@ -20,10 +20,12 @@ import (
 //     started), and the next request for it loads it with the new one.
 //
 // Every other model is left as it is (its Process is not replaced), but
-// for its replica range (MinReplicas, MaxReplicas), which it takes from
-// models at once (a new replica count adds or removes replicas' rows and
-// restarts none), and its Evict and WakeTimeout, which its next eviction
-// and wake use.
+// for what a reload may change without a restart, which it takes from
+// models at once: its replica range (MinReplicas, MaxReplicas: a new
+// replica count adds or removes replicas' rows and restarts none), its
+// Priority, ConcurrencyLimit, Pinned and Group (which the policies read),
+// its TTL (counted from its last request), StopTimeout, and its Evict and
+// WakeTimeout, which its next eviction and wake use.
 // Errors: ErrShuttingDown.
 func (r *Router) UpdateModels(models map[string]ModelConfig, changed []string) error {
 	ran := false
@@ -54,6 +56,8 @@ func (r *Router) updateModels(models map[string]ModelConfig, changed []string) {
 			r.log.Info("model added", "model", name)
 		case !slices.Contains(changed, name):
 			// What a reload may change without a restart.
+			m.cfg.Priority, m.cfg.ConcurrencyLimit, m.cfg.Pinned, m.cfg.Group = mc.Priority, mc.ConcurrencyLimit, mc.Pinned, mc.Group
+			m.cfg.TTL, m.cfg.StopTimeout = mc.TTL, mc.StopTimeout
 			m.cfg.MinReplicas, m.cfg.MaxReplicas = mc.MinReplicas, mc.MaxReplicas
 			m.cfg.Evict = mc.Evict
 			m.cfg.WakeTimeout = mc.WakeTimeout
