@@ -65,7 +65,7 @@ type reloader struct {
 	// cfg is the configuration in force: written under mu by a reload,
 	// read without waiting for one (residency, for job admission).
 	cfg     atomic.Pointer[config.Config]
-	ident   string            // what the running policies were made from (policyIdentity)
+	ident   string                 // what the running policies were made from (policyIdentity)
 	models  map[string]modelDigest // what each model was made from (modelDigests)
 	current atomic.Pointer[policySet]
 	status  atomic.Pointer[reloadStatus]
