@@ -32,6 +32,7 @@ func TestOneDashLongFlags(t *testing.T) {
 		{[]string{"serve", "-c", "c.yaml", "--listen", ":1", "-bogus"}, []string{"serve", "-c", "c.yaml", "--listen", ":1", "-bogus"}},
 		{[]string{"config", "check", "-config-dir", "d", "--", "-listen"}, []string{"config", "check", "--config-dir", "d", "--", "-listen"}},
 		{[]string{"-version"}, []string{"--version"}},
+		{[]string{"serve", "-version"}, []string{"serve", "--version"}}, // llama-swap -version
 		{[]string{"-help"}, []string{"--help"}},
 	} {
 		if got := oneDashLongFlags(newRootCmd(), tt.in); !slices.Equal(got, tt.want) {

@@ -117,7 +117,9 @@ func (rl *reloader) reload(why string) (proxy.ReloadResult, error) {
 		return res, err
 	}
 	if len(res.Changed) == 0 {
-		rl.log.Info("reload: nothing changed", "trigger", why)
+		if len(res.Restart) == 0 {
+			rl.log.Info("reload: nothing changed", "trigger", why)
+		}
 		// A configuration fixed back to the running one: the refusal
 		// before it is over.
 		if st := rl.status.Load(); st.err != "" {
@@ -140,8 +142,9 @@ func (rl *reloader) apply() (proxy.ReloadResult, error) {
 		rl.log.Warn(w.String())
 	}
 	hostChanged := cfg.HostMemory != rl.cfg.Load().HostMemory
-	if cfg.Liveness != rl.cfg.Load().Liveness {
-		rl.log.Warn("liveness: the changed settings take effect when loadout serve restarts; a reload keeps the running ones")
+	keysChanged := !slices.Equal(cfg.APIKeys, rl.cfg.Load().APIKeys)
+	if res.Restart = restartOnlyChanges(rl.cfg.Load(), cfg); len(res.Restart) > 0 {
+		rl.log.Warn("reload: these settings changed and take effect when loadout serve restarts; a reload keeps the running ones", "settings", res.Restart)
 	}
 	peersChanged := fmt.Sprint(peerTable(cfg)) != fmt.Sprint(peerTable(rl.cfg.Load()))
 	models, err := rl.modelDigests()
@@ -155,7 +158,7 @@ func (rl *reloader) apply() (proxy.ReloadResult, error) {
 	added, removed, changed, updated := diffModels(rl.models, models)
 	modelsChanged := len(added)+len(removed)+len(changed)+len(updated) > 0
 	placed := cfg.Placement != rl.cfg.Load().Placement // the box's pack or spread
-	if ident == rl.ident && !modelsChanged && !placed && !peersChanged && !hostChanged {
+	if ident == rl.ident && !modelsChanged && !placed && !peersChanged && !hostChanged && !keysChanged {
 		return res, nil
 	}
 	// Everything that can be checked is checked before anything changes:
@@ -194,6 +197,12 @@ func (rl *reloader) apply() (proxy.ReloadResult, error) {
 			return res, err
 		}
 		res.Changed = append(res.Changed, "peers")
+	}
+	if keysChanged && rl.proxy != nil {
+		if err := rl.proxy.SetAPIKeys(cfg.APIKeys); err != nil {
+			return res, err
+		}
+		res.Changed = append(res.Changed, "apiKeys") // a key removed is revoked at once
 	}
 	if rl.ledger != nil {
 		rl.ledger.SetPlacement(gpuPlacement(cfg)) // for the loads to come
@@ -245,6 +254,82 @@ func (rl *reloader) apply() (proxy.ReloadResult, error) {
 	}
 	res.PauseMS = float64(pause) / float64(time.Millisecond)
 	return res, nil
+}
+
+// restartOnly are the top-level settings a reload does not apply, each
+// read for comparison (config positions left out, so a line that moved is
+// no change): what the server set up at start from them — the logger,
+// the ports of the models it keeps, the declared GPUs, the proxy's
+// listing, paths, sessions, captures, profiles and selectors, the event
+// ring, the liveness checks, the start-up preloads. What a model reads of
+// the global ones (globalTTL, evict, wakeTimeout, …) is its own and
+// reloads with it (modelDigest).
+var restartOnly = []struct {
+	key string
+	of  func(*config.Config) any
+}{
+	{"logLevel", func(c *config.Config) any { return c.LogLevel }},
+	{"logToStdout", func(c *config.Config) any { return c.LogToStdout }},
+	{"logTimeFormat", func(c *config.Config) any { return c.LogTime }},
+	{"startPort", func(c *config.Config) any { return c.StartPort }},
+	{"gpus", func(c *config.Config) any { return c.GPUs }},
+	{"includeAliasesInList", func(c *config.Config) any { return c.IncludeAliasesInList }},
+	{"upstream.ignorePaths", func(c *config.Config) any {
+		out := make([]string, len(c.IgnorePaths))
+		for i, re := range c.IgnorePaths {
+			out[i] = re.String()
+		}
+		return out
+	}},
+	{"ui.activity.session_id", func(c *config.Config) any { return c.SessionHeaders }},
+	{"metricsMaxInMemory", func(c *config.Config) any { return c.EventRing }},
+	{"captureBuffer", func(c *config.Config) any { return c.CaptureBuffer }},
+	{"profiles", func(c *config.Config) any { return c.Profiles }},
+	{"selectors", func(c *config.Config) any { return c.Selectors }},
+	{"liveness", func(c *config.Config) any { return c.Liveness }},
+	{"hooks.on_startup.preload", func(c *config.Config) any { return c.Preload }},
+}
+
+// restartOnlyChanges names the restartOnly settings that differ between
+// was and now, in restartOnly's order.
+func restartOnlyChanges(was, now *config.Config) []string {
+	var out []string
+	for _, s := range restartOnly {
+		if positionless(s.of(was)) != positionless(s.of(now)) {
+			out = append(out, s.key)
+		}
+	}
+	return out
+}
+
+// positionless is v as JSON without the configuration's positions (every
+// "Pos" key dropped), for comparing what two readings of a file say.
+func positionless(v any) string {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprintf("%#v", v)
+	}
+	var x any
+	if json.Unmarshal(raw, &x) != nil {
+		return string(raw)
+	}
+	var drop func(any)
+	drop = func(x any) {
+		switch t := x.(type) {
+		case map[string]any:
+			delete(t, "Pos")
+			for _, v := range t {
+				drop(v)
+			}
+		case []any:
+			for _, v := range t {
+				drop(v)
+			}
+		}
+	}
+	drop(x)
+	out, _ := json.Marshal(x) // maps marshal with sorted keys
+	return string(out)
 }
 
 func samePolicy(a, b config.Policy) bool {

@@ -374,6 +374,53 @@ func TestServe_HotReload_LiveSettingsRestartNothing(t *testing.T) {
 	}
 }
 
+// A reload rotates API keys at once (the removed key is refused on the
+// next request), and says which changed settings wait for a restart
+// rather than "nothing changed".
+func TestServe_HotReload_APIKeysAndRestartOnlySettings(t *testing.T) {
+	was := "apiKeys: [sk-old]\nmodels:\n  a:\n    backend: sim\n    options: {load_time: 10ms}\n"
+	cfg := writeConfig(t, t.TempDir(), was)
+	s := startServer(t, cfg)
+	call := func(method, path, key string) (int, string) {
+		t.Helper()
+		req, err := http.NewRequest(method, s.base+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, _ := call("GET", "/v1/models", "sk-old"); code != 200 {
+		t.Fatalf("the configured key: %d", code)
+	}
+	now := strings.Replace(was, "sk-old", "sk-new", 1) + "logLevel: debug\nstartPort: 6100\n"
+	if err := os.WriteFile(cfg, []byte(now), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, body := call("POST", "/api/policies/reload", "sk-old")
+	if code != 200 || !strings.Contains(body, `"apiKeys"`) || !strings.Contains(body, `"restart":["logLevel","startPort"]`) {
+		t.Fatalf("reload: %d %s; want apiKeys applied and logLevel, startPort waiting for a restart", code, body)
+	}
+	if code, _ := call("GET", "/v1/models", "sk-old"); code != http.StatusUnauthorized {
+		t.Errorf("the removed key after the reload: %d, want 401", code)
+	}
+	if code, _ := call("GET", "/v1/models", "sk-new"); code != 200 {
+		t.Errorf("the new key after the reload: %d, want 200", code)
+	}
+	s.mu.Lock()
+	logs := s.logs.String()
+	s.mu.Unlock()
+	if !strings.Contains(logs, "take effect when loadout serve restarts") {
+		t.Errorf("no warning of the settings that wait for a restart:\n%s", logs)
+	}
+}
+
 // procArgs is a process's command line.
 func procArgs(t *testing.T, pid int) []string {
 	t.Helper()

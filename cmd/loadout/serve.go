@@ -57,6 +57,9 @@ func newServeCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "serve [--config FILE] [--listen ADDR]",
 		Short: "Serve the OpenAI-compatible endpoint, loading and swapping models on demand",
+		// serve --version (-version) prints the version, as llama-swap's
+		// -version does.
+		Version: versionLine(),
 		Long: `Serve the OpenAI-compatible endpoint. Every request names a model; Loadout
 loads it through its backend plugin, evicting or queueing as the configured
 scheduler and router policies decide, and proxies the request to it.
@@ -88,8 +91,14 @@ compiled and instantiated first (a broken one is refused, the old ones keep
 running, and the error is logged and shown in /api/policies), requests the
 old scheduler held go to the new one in arrival order, and requests in
 flight finish. Models added, removed or changed in the configuration are
-applied too: a removed model stops after its requests in flight, a changed
-one reloads with its new configuration once idle.
+applied too: a removed model stops after its requests in flight, one whose
+server changes (its command, options, VRAM, GPUs) reloads with its new
+configuration once idle, and one whose other settings change (aliases, TTL,
+priority, filters, …) takes them as it runs. New apiKeys apply at once (a
+removed key is refused from the next request). Settings serve sets up at
+start (logLevel, startPort, gpus, profiles, …) take effect at the next
+start: a reload names them in a warning and in its answer ("restart").
+A reload is applied whole or not at all.
 
 Peers (llama-swap's peers: in the configuration) put other servers' models
 behind this endpoint: PEER/MODEL always, MODEL alone where unambiguous,
@@ -117,6 +126,8 @@ configuration with peers: and no models: is a gateway in front of them.
 	cmd.Flags().StringVar(&o.logLevel, "log-level", "", "debug, info, warn or error (default: the config's logLevel)")
 	cmd.Flags().DurationVar(&o.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long in-flight requests may take to finish on shutdown; then they are ended with an error (0: at once)")
 	cmd.Flags().BoolVar(&o.watch, "watch", false, "reload the configuration (models, peers, policies) when one of its files, a file of --config-dir or a policy module changes on disk (also: SIGHUP, POST /api/policies/reload)")
+	cmd.InitDefaultVersionFlag()
+	cmd.Flags().Lookup("version").Usage = "print the version and exit (llama-swap's -version)"
 	cmd.Flags().BoolVar(&o.watch, "watch-config", false, "llama-swap's name for --watch")
 	cmd.Flags().StringVar(&o.tlsCert, "tls-cert-file", "", "serve HTTPS with this PEM certificate (chain); needs --tls-key-file (llama-swap's flags)")
 	cmd.Flags().StringVar(&o.tlsKey, "tls-key-file", "", "the PEM private key of --tls-cert-file")

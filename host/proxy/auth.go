@@ -18,7 +18,8 @@ import (
 // configured key every time, so neither a key's bytes nor its length leak
 // through timing.
 func (s *Server) authorize(r *http.Request) *apiError {
-	if len(s.keyHashes) == 0 {
+	hashes := *s.keyHashes.Load()
+	if len(hashes) == 0 {
 		return nil
 	}
 	key := ""
@@ -36,14 +37,30 @@ func (s *Server) authorize(r *http.Request) *apiError {
 	}
 	sum := sha256.Sum256([]byte(key))
 	match := 0
-	for i := range s.keyHashes {
-		match |= subtle.ConstantTimeCompare(sum[:], s.keyHashes[i][:])
+	for i := range hashes {
+		match |= subtle.ConstantTimeCompare(sum[:], hashes[i][:])
 	}
 	if match != 1 {
 		return &apiError{status: http.StatusUnauthorized, code: "invalid_api_key", msg: "invalid API key"}
 	}
 	r.Header.Del("Authorization")
 	r.Header.Del("X-Api-Key")
+	return nil
+}
+
+// SetAPIKeys replaces the keys a client must present (none: no key is
+// asked for), as a hot reload of apiKeys: a request authorized after it
+// returns is checked against the new keys only, so a key removed is
+// revoked at once. Errors: an empty key (nothing is changed).
+func (s *Server) SetAPIKeys(keys []string) error {
+	hashes := make([][sha256.Size]byte, 0, len(keys))
+	for i, k := range keys {
+		if k == "" {
+			return fmt.Errorf("proxy: API key %d is empty", i)
+		}
+		hashes = append(hashes, sha256.Sum256([]byte(k)))
+	}
+	s.keyHashes.Store(&hashes)
 	return nil
 }
 

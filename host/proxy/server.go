@@ -142,6 +142,10 @@ type ReloadResult struct {
 	// PauseMS is how long scheduling paused while the policies were
 	// switched, in milliseconds.
 	PauseMS float64 `json:"pause_ms"`
+	// Restart names the settings that changed but take effect only when
+	// loadout serve restarts (logLevel, startPort, gpus, …); absent when
+	// none did.
+	Restart []string `json:"restart,omitempty"`
 }
 
 // Config builds a Server. Router and Models are required.
@@ -277,7 +281,7 @@ type Server struct {
 	log        *slog.Logger
 	maxBody    int64
 	streamIdle time.Duration // Config.StreamIdle; <= 0: no watch
-	keyHashes  [][sha256.Size]byte
+	keyHashes  atomic.Pointer[[][sha256.Size]byte] // SetAPIKeys; none: no key asked for
 	mux        *mux.Router
 	upstreams  *upstreams
 	metrics    *metrics
@@ -357,11 +361,8 @@ func New(cfg Config) (*Server, error) {
 		started:    time.Now(),
 	}
 	s.catalog.Store(cat)
-	for i, k := range cfg.APIKeys {
-		if k == "" {
-			return nil, fmt.Errorf("proxy: API key %d is empty", i)
-		}
-		s.keyHashes = append(s.keyHashes, sha256.Sum256([]byte(k)))
+	if err := s.SetAPIKeys(cfg.APIKeys); err != nil {
+		return nil, err
 	}
 	s.metrics = newMetrics(cat.ids())
 	s.metrics.reg.MustRegister(peerCollector{s})
