@@ -84,6 +84,8 @@ func servesFlags(root *cobra.Command, args []string) bool {
 	if err != nil {
 		return false
 	}
+	root.InitDefaultVersionFlag() // --version is root's too
+	root.InitDefaultHelpFlag()
 	for _, a := range args {
 		name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
 		if strings.HasPrefix(a, "-") && len(name) > 1 && serve.Flags().Lookup(name) != nil && root.Flags().Lookup(name) == nil {

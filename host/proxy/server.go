@@ -280,7 +280,7 @@ type Server struct {
 	peers      atomic.Pointer[peers.Set] // Config.Peers, replaced by SetPeers; nil: none
 	log        *slog.Logger
 	maxBody    int64
-	streamIdle time.Duration // Config.StreamIdle; <= 0: no watch
+	streamIdle time.Duration                       // Config.StreamIdle; <= 0: no watch
 	keyHashes  atomic.Pointer[[][sha256.Size]byte] // SetAPIKeys; none: no key asked for
 	mux        *mux.Router
 	upstreams  *upstreams
