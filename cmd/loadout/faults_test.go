@@ -549,3 +549,47 @@ func TestFault_BadAPIKeys(t *testing.T) {
 		t.Fatal("the authorised request did not load a (or an unauthorised one loaded another)")
 	}
 }
+
+// A forced unload cuts the requests its model serves: each is answered
+// 503 model_unloaded (a stream ends with that error event), and none is
+// granted again — a non-streaming request cut before its answer used to
+// be taken for a server that died, granted again, and the model the
+// operator had just stopped loaded back for it.
+func TestServe_ForcedUnloadCutsInFlight(t *testing.T) {
+	cfg := "models:\n  a:\n    backend: sim\n    options: {load_time: 10ms, tokens_per_second: 20}\n"
+	s := startServer(t, writeConfig(t, t.TempDir(), cfg))
+	s.mustChat("a")
+	type answer struct {
+		code int
+		body string
+		err  error
+	}
+	plain := make(chan answer, 1)
+	go func() {
+		resp, err := http.Post(s.base+"/v1/chat/completions", "application/json",
+			strings.NewReader(`{"model":"a","max_tokens":400,"messages":[{"role":"user","content":"go"}]}`))
+		if err != nil {
+			plain <- answer{err: err}
+			return
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		plain <- answer{resp.StatusCode, string(b), err}
+	}()
+	st := s.openStream(context.Background(), "a", 400)
+	st.until("content")
+	eventually(t, "both requests in flight", func() bool { return s.modelStatus(t, "a")["in_flight"] == float64(2) })
+	if code, body := s.post("/api/models/unload/a?force=true", ""); code != 200 {
+		t.Fatalf("forced unload: %d %s", code, body)
+	}
+	a := <-plain
+	if a.err != nil || a.code != http.StatusServiceUnavailable || !strings.Contains(a.body, "model_unloaded") {
+		t.Errorf("the non-streaming request: %d %s %v; want 503 model_unloaded", a.code, a.body, a.err)
+	}
+	if done, errEvent, tail := st.rest(); done || !errEvent || !strings.Contains(tail, "model_unloaded") {
+		t.Errorf("the stream: done %v, error event %v: %s; want a model_unloaded error event", done, errEvent, tail)
+	}
+	if st := s.modelStatus(t, "a"); st["state"] != "stopped" || st["cold_loads"] != float64(1) {
+		t.Errorf("a after the forced unload: %v; want stopped, loaded once", st)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"sync"
 
 	"github.com/loadout-dev/loadout/host/peers"
@@ -123,7 +124,60 @@ func abortedError(ctx context.Context) *apiError {
 type inflight struct {
 	mu      sync.Mutex
 	cancels map[*exchange]context.CancelCauseFunc
+	// serving names, for each request being proxied to a model, the
+	// names its grant answers to (the model asked for, and the replica
+	// serving it): what a forced unload cuts (cut).
+	serving map[*exchange][]string
 	aborted *abortError // set by abort: later requests are ended at once
+}
+
+// unloadedError is the cause of a request cut by a forced unload of its
+// model: 503, so a client may retry (the model loads again for it), and
+// not taken for the server's failure — which would be granted again,
+// loading the model the operator just stopped.
+func unloadedError(model string) *abortError {
+	return &abortError{status: http.StatusServiceUnavailable, code: "model_unloaded",
+		msg: fmt.Sprintf("model %s was unloaded by an operator (a forced unload) while this request was in flight", model)}
+}
+
+// serve records that ex is being proxied to a model whose grant answers
+// to names; done forgets it.
+func (f *inflight) serve(ex *exchange, names ...string) (done func()) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.serving == nil {
+		f.serving = map[*exchange][]string{}
+	}
+	f.serving[ex] = names
+	return func() {
+		f.mu.Lock()
+		delete(f.serving, ex)
+		f.mu.Unlock()
+	}
+}
+
+// cut ends the requests being proxied to any of models (every model when
+// none is named) with unloadedError's cause, before a forced unload stops
+// their servers, and returns how many it ended.
+func (f *inflight) cut(models []string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for ex, names := range f.serving {
+		cancel, ok := f.cancels[ex]
+		if !ok {
+			continue
+		}
+		for _, m := range names {
+			if len(models) == 0 || slices.Contains(models, m) {
+				cancel(unloadedError(names[0]))
+				delete(f.cancels, ex)
+				n++
+				break
+			}
+		}
+	}
+	return n
 }
 
 // add registers a request's cancel function, and cancels it at once when

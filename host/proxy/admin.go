@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -325,6 +326,19 @@ func (s *Server) running(w http.ResponseWriter, r *http.Request) {
 	s.writeJSON(w, r, map[string]any{"running": out})
 }
 
+// unload is an operator's unload (every model when opt names none). A
+// forced one first cuts the requests its models are serving, each
+// answered 503 model_unloaded (inflight.cut): the server stopped under
+// them is the operator's doing, not a failure to grant again.
+func (s *Server) unload(ctx context.Context, opt router.UnloadOptions) error {
+	if opt.Force {
+		if n := s.inflight.cut(opt.Models); n > 0 {
+			s.log.Info("forced unload: requests in flight cut", "models", opt.Models, "requests", n)
+		}
+	}
+	return s.router.Unload(ctx, opt)
+}
+
 // unloadOptions reads an unload's query: ?force=true stops models with
 // requests in flight at once (otherwise they stop when those end).
 func unloadOptions(r *http.Request, models ...string) router.UnloadOptions {
@@ -335,7 +349,7 @@ func unloadOptions(r *http.Request, models ...string) router.UnloadOptions {
 // unloadAll is GET|POST /unload and POST /api/models/unload: stop every
 // running model and answer "OK" once they have exited.
 func (s *Server) unloadAll(w http.ResponseWriter, r *http.Request) {
-	if err := s.router.Unload(r.Context(), unloadOptions(r)); err != nil {
+	if err := s.unload(r.Context(), unloadOptions(r)); err != nil {
 		s.writeError(w, r, acquireError(r.Context(), err, "(all)"))
 		return
 	}
@@ -362,7 +376,7 @@ func (s *Server) unloadModel(w http.ResponseWriter, r *http.Request) {
 	if e == nil {
 		return
 	}
-	if err := s.router.Unload(r.Context(), unloadOptions(r, e.ID)); err != nil {
+	if err := s.unload(r.Context(), unloadOptions(r, e.ID)); err != nil {
 		s.writeError(w, r, acquireError(r.Context(), err, e.ID))
 		return
 	}

@@ -260,6 +260,11 @@ func (s *Server) proxyGranted(w http.ResponseWriter, r *http.Request, grant *rou
 	}()
 	ex := exchangeOf(r)
 	rp := s.upstreams.proxy(grant.Upstream, ex.timeouts)
+	names := []string{grant.Model}
+	if grant.Replica != "" {
+		names = append(names, grant.Replica)
+	}
+	defer s.inflight.serve(ex, names...)()
 	ex.grant = grant
 	defer func() { ex.grant = nil }()
 	r, done := s.guardUpstream(r, answerLimit(ex.timeouts))

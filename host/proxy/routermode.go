@@ -237,7 +237,7 @@ func (s *Server) routerUnload(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, badRequest("not_running", "model is not running"))
 		return
 	}
-	if err := s.router.Unload(r.Context(), unloadOptions(r, entry.ID)); err != nil {
+	if err := s.unload(r.Context(), unloadOptions(r, entry.ID)); err != nil {
 		s.writeError(w, r, acquireError(r.Context(), err, entry.ID))
 		return
 	}
