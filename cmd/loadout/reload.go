@@ -524,8 +524,15 @@ func (rl *reloader) watch(ctx context.Context) error {
 	last := ""
 	go func() {
 		defer w.Close()
-		const settle = 250 * time.Millisecond
+		// A burst of events (an editor's truncate and write, a
+		// ConfigMap's swap) is read once it has been quiet for settle —
+		// but no later than maxSettle after its first event: the
+		// directories watched may hold files written all the time (a
+		// log beside the configuration), whose events would otherwise
+		// put a reload off for as long as they go on.
+		const settle, maxSettle = 250 * time.Millisecond, 2 * time.Second
 		var timer <-chan time.Time
+		var first time.Time
 		for {
 			select {
 			case <-ctx.Done():
@@ -534,7 +541,11 @@ func (rl *reloader) watch(ctx context.Context) error {
 				if !ok {
 					return
 				}
-				timer = time.After(settle)
+				now := time.Now()
+				if timer == nil {
+					first = now
+				}
+				timer = time.After(min(settle, first.Add(maxSettle).Sub(now)))
 			case err, ok := <-w.Errors:
 				if !ok {
 					return

@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/loadout-dev/loadout/internal/wasmbuild"
 )
@@ -466,6 +467,47 @@ routing: {scheduler: {use: fifo}, router: {use: group}}
 // A Kubernetes ConfigMap volume updates its files by swapping a symlink
 // (..data) to a new directory: the configuration file's own name sees no
 // event, and --watch still reloads.
+// A file beside the configuration written all the time (a log) does not
+// put a reload off: the edit is read within the watch's longest settle,
+// not once the other file falls quiet.
+func TestServe_WatchNotStarvedByAFileWrittenBeside(t *testing.T) {
+	dir := t.TempDir()
+	model := func(id string) string {
+		return "  " + id + ":\n    backend: sim\n    options: {load_time: 20ms}\n"
+	}
+	cfgPath := writeConfig(t, dir, "models:\n"+model("a"))
+	s := startServer(t, cfgPath, "--watch")
+	s.awaitWatch(t)
+	stop := make(chan struct{})
+	written := make(chan struct{})
+	go func() {
+		defer close(written)
+		f, err := os.Create(filepath.Join(dir, "noise.log"))
+		if err != nil {
+			return
+		}
+		defer f.Close()
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+				_, _ = f.WriteString("a line of log\n")
+			}
+		}
+	}()
+	defer func() { close(stop); <-written }()
+	if err := os.WriteFile(cfgPath, []byte("models:\n"+model("a")+model("b")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "model b while noise.log is written", func() bool {
+		_, body := s.get("/v1/models")
+		return strings.Contains(body, `"id":"b"`)
+	})
+}
+
 func TestServe_WatchSeesAConfigMapUpdate(t *testing.T) {
 	dir := t.TempDir()
 	model := func(id string) string {
