@@ -340,6 +340,7 @@ func (d *decoder) model(cfg *Config, id string, mp pair, nextPort *int) *modelSr
 			}
 		case "vram":
 			m.VRAM, _ = d.size(p.val, kp)
+			m.placed.vram = p.val
 		case "priority":
 			if n, ok := d.integer(p.val, kp, "a whole number (higher runs first)"); ok {
 				m.Priority = n

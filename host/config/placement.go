@@ -28,6 +28,7 @@ type placePos struct {
 	gpus  *yaml.Node   // the gpus: value
 	items []*yaml.Node // one per Model.GPUs entry
 	split *yaml.Node   // the split: value
+	vram  *yaml.Node   // the vram: value
 }
 
 // modelGPUs decodes a model's `gpus: [1, 2]`: a non-empty list of distinct
@@ -113,10 +114,10 @@ func (m *Model) Constrained() bool { return len(m.GPUs) > 0 || m.Split != placem
 // constraint can never hold: larger than every device it may use under
 // split: never, larger than all of them together otherwise. A model with
 // no constraint is left alone (a load that can never fit fails with a
-// clear error when it is asked for), and so is one without vram: (its
-// need is known only from the backend). It returns Errors, or nil. Parse
-// runs it against the declared gpus: when the file declares some; serve
-// against the devices it finds.
+// clear error when it is asked for; Parse warns of one, checkTotal), and
+// so is one without vram: (its need is known only from the backend). It
+// returns Errors, or nil. Parse runs it against the declared gpus: when
+// the file declares some; serve against the devices it finds.
 func (c *Config) CheckPlacement(totals []uint64, margin uint64) error {
 	var errs Errors
 	for _, id := range c.ModelIDs() {
@@ -207,6 +208,25 @@ func (m *Model) checkPlacement(totals []uint64, margin uint64) Errors {
 	return errs
 }
 
+// checkTotal warns of a model without a placement constraint whose
+// declared vram: is more than every device of the box holds together:
+// split over all of them, the widest placement there is, it still could
+// not load, and each request for it would fail. A warning, not an error:
+// the rest of the box serves (a constrained model's impossible placement
+// is an error, CheckPlacement).
+func (d *decoder) checkTotal(m *Model, totals []uint64) {
+	need := uint64(max(m.VRAM, 0))
+	var sum uint64
+	for _, t := range totals {
+		sum += t
+	}
+	if m.Constrained() || m.ReplicaOf != "" || need == 0 || need <= sum {
+		return
+	}
+	d.warnf(m.placed.vram, join(join("models", m.ID), "vram"),
+		"%s is larger than every GPU of the box holds together (%s): it could never load, and every request for it fails", formatSize(int64(need)), formatSize(int64(sum)))
+}
+
 func formatIndices(ids []int) string {
 	s := make([]string, len(ids))
 	for i, g := range ids {
@@ -227,5 +247,8 @@ func (d *decoder) declaredPlacement(cfg *Config) {
 	}
 	if errs, ok := cfg.CheckPlacement(totals, 0).(Errors); ok {
 		d.errs = append(d.errs, errs...)
+	}
+	for _, id := range cfg.ModelIDs() {
+		d.checkTotal(cfg.Models[id], totals)
 	}
 }

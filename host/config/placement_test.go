@@ -62,9 +62,13 @@ func TestParse_PlacementErrors(t *testing.T) {
 		eq(t, tc.src, errs, []string{tc.want})
 	}
 	// A model without a constraint that can never fit is the runtime's
-	// error, as before.
-	_, errs, _ := parse(t, twoGPUs+"models:\n  a: {backend: sim, vram: 200GiB}\n")
+	// error, as before, and a warning at its vram: (the rest of the box
+	// serves); one that fits split over every device is neither.
+	_, errs, warns := parse(t, twoGPUs+"models:\n  a: {backend: sim, vram: 200GiB}\n")
 	eq(t, "unconstrained", errs, []string(nil))
+	eq(t, "unconstrained, too big", warns, []string{"c.yaml:3:27: models.a.vram: 200GiB is larger than every GPU of the box holds together (104GiB): it could never load, and every request for it fails"})
+	_, errs, warns = parse(t, twoGPUs+"models:\n  a: {backend: sim, vram: 100GiB}\n")
+	eq(t, "unconstrained, split over both", append(errs, warns...), []string(nil))
 }
 
 // CheckPlacement against the devices serve finds (NVML), with its margin.
