@@ -219,3 +219,33 @@ func TestFault_ModelServerSIGSTOPWhileAsleep(t *testing.T) {
 		t.Fatalf("a after its hung wake: %v; want ready, no wake, 2 cold loads", st)
 	}
 }
+
+// A model whose backend sleeps others but whose own server cannot (a cmd:
+// model with no sleep steps, evict: auto) is stopped when evicted, said
+// once at info — not warned of as a sleep that "timed out after 1m" at
+// every swap — and not asked to sleep again.
+func TestServe_ACmdModelThatCannotSleepIsStopped(t *testing.T) {
+	cfg := `hostMemory: 4GiB
+models:
+  c1:
+    cmd: ${env.LOADOUT_BIN} sim-server --host 127.0.0.1 --port ${PORT} --model c1 --tokens-per-second 400
+  s1:
+    backend: sim
+    options: {load_time: 10ms}
+`
+	s := startServer(t, writeConfig(t, t.TempDir(), cfg))
+	for range 2 {
+		s.mustChat("c1")
+		s.mustChat("s1") // evicts c1 (one exclusive group)
+		eventually(t, "c1 stopped", func() bool { return s.modelStatus(t, "c1")["state"] == "stopped" })
+	}
+	s.mu.Lock()
+	logs := s.logs.String()
+	s.mu.Unlock()
+	if strings.Contains(logs, "timed out") || strings.Contains(logs, "did not sleep") || strings.Contains(logs, "could not sleep") {
+		t.Errorf("a server that cannot sleep was warned of as a failed sleep:\n%s", logs)
+	}
+	if n := strings.Count(logs, "cannot sleep; it is stopped when evicted"); n != 1 {
+		t.Errorf("said %d times that c1 cannot sleep, want once (then not asked again):\n%s", n, logs)
+	}
+}

@@ -52,7 +52,8 @@ func (i *pluginInstance) SleepLevels() uint8 {
 // once the server's memory is released. Errors wrap
 // plugins.ErrNotSupported (a level the backend lacks, or a v1 plugin),
 // plugins.ErrNotRunning, plugins.ErrPluginHung or the backend's refusal;
-// the caller stops the model after any of them.
+// the caller stops the model after any of them; ErrNotSupported is also
+// router.ErrSleepUnsupported, so the model is not asked to sleep again.
 func (i *pluginInstance) Sleep(ctx context.Context, level uint8) error {
 	select {
 	case <-i.exited:
@@ -60,6 +61,11 @@ func (i *pluginInstance) Sleep(ctx context.Context, level uint8) error {
 	default:
 	}
 	if err := i.client.Sleep(ctx, i.model, plugins.SleepLevel(level), timeoutOf(ctx)); err != nil {
+		if errors.Is(err, plugins.ErrNotSupported) {
+			// The backend sleeps, this model's server does not: the
+			// router stops asking.
+			return fmt.Errorf("sleep model %s at level %d: %w (%w)", i.model, level, err, router.ErrSleepUnsupported)
+		}
 		return fmt.Errorf("sleep model %s at level %d: %w", i.model, level, err)
 	}
 	return nil

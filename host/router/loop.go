@@ -152,6 +152,10 @@ type model struct {
 	// the wakes that failed (each a cold start instead); wakeTime is the
 	// last wake's duration from each level.
 	sleeps, wakes, wakeFailures, sleepFailures uint32
+	// sleepUnsupported: its server refused a sleep as one it cannot do
+	// (ErrSleepUnsupported); it is stopped when evicted until its
+	// configuration changes.
+	sleepUnsupported bool
 	wakeTime                                   [2]time.Duration
 	lastWake                                   time.Duration
 	lastLoadWoke                               bool // its last load was a wake (Grant.Woke)

@@ -64,6 +64,7 @@ func (r *Router) updateModels(models map[string]ModelConfig, changed []string) {
 		default:
 			m.cfg = mc
 			m.startFailures, m.retryAt = 0, time.Time{} // a new configuration starts afresh
+			m.sleepUnsupported = false
 			r.log.Info("model changed; it reloads with its new configuration once idle", "model", name, "state", m.visible().String())
 			r.restartWhenIdle(m)
 		}

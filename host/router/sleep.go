@@ -28,6 +28,12 @@ import (
 // sleeps are the simulator's (VirtualWork), so its model's configured
 // SleepLevels hold.
 
+// ErrSleepUnsupported is a SleepInstance's Sleep error for a model whose
+// server cannot sleep though its backend offers sleep (the cmd backend's
+// model whose options configure no sleep steps): the router stops it when
+// evicted from then on, until its configuration changes.
+var ErrSleepUnsupported = errors.New("this model's server cannot sleep")
+
 // SleepInstance is an Instance whose server can sleep (plugins.Sleeper,
 // vLLM's sleep mode). Its methods are called from the executor's
 // goroutines, never concurrently for one instance.
@@ -38,7 +44,9 @@ type SleepInstance interface {
 	SleepLevels() uint8
 	// Sleep releases the server's GPU memory at level (1 or 2) and keeps
 	// its process; it returns once the memory is released. An error
-	// leaves the server as it was or dead; the host then stops it.
+	// leaves the server as it was or dead; the host then stops it. One
+	// that is ErrSleepUnsupported says this model's server cannot sleep
+	// at all (its backend sleeps others): it is not asked again.
 	Sleep(ctx context.Context, level uint8) error
 	// Wake brings the sleeping server back and returns once it serves.
 	Wake(ctx context.Context) error
@@ -123,6 +131,9 @@ func (r *Router) sleepLevels(m *model) uint8 {
 
 // serverSleepLevels is what m's server can sleep at.
 func (r *Router) serverSleepLevels(m *model) uint8 {
+	if m.sleepUnsupported {
+		return 0
+	}
 	for _, inst := range []Instance{m.inst, m.asleep} {
 		if inst == nil {
 			continue
@@ -377,6 +388,11 @@ func (r *Router) onSlept(m *model, ev stopDone) {
 	if ev.slept == 0 {
 		m.stopAfterSleep = false
 		l.host.release(m.name)
+		if errors.Is(ev.sleepErr, ErrSleepUnsupported) {
+			m.sleepUnsupported = true
+			r.log.Info("model's server cannot sleep; it is stopped when evicted from now on", "model", m.name, "why", ev.sleepErr)
+			return
+		}
 		m.sleepFailures++
 		r.log.Warn("model could not sleep; it was stopped instead", "model", m.name, "level", level, "err", ev.sleepErr)
 		return
@@ -449,12 +465,13 @@ func sleepEviction(ctx context.Context, log interface {
 	}
 	sctx, cancel := context.WithTimeout(ctx, ev.sleepTimeout)
 	err := si.Sleep(sctx, ev.sleep)
+	timedOut := errors.Is(sctx.Err(), context.DeadlineExceeded) // read before cancel, which sets Err too
 	cancel()
 	if err != nil {
 		switch {
 		case ctx.Err() != nil:
 			err = fmt.Errorf("sleep cut: %w (%v)", context.Cause(ctx), err)
-		case sctx.Err() != nil:
+		case timedOut:
 			err = fmt.Errorf("sleep timed out after %s (the model's wakeTimeout): %w", ev.sleepTimeout, err)
 		}
 		done.sleepErr = err
@@ -467,7 +484,9 @@ func sleepEviction(ctx context.Context, log interface {
 		}
 		return done
 	}
-	log.Warn("model server did not sleep; stopping it", "model", ev.model, "level", ev.sleep, "err", done.sleepErr)
+	if !errors.Is(done.sleepErr, ErrSleepUnsupported) { // onSlept says that once
+		log.Warn("model server did not sleep; stopping it", "model", ev.model, "level", ev.sleep, "err", done.sleepErr)
+	}
 	stop := ev.inst.Stop
 	if k, ok := ev.inst.(Killer); ok {
 		stop = k.Kill // a server that failed to sleep may be hung
