@@ -179,7 +179,7 @@ func TestClient_Validate(t *testing.T) {
 	c, _ := launch(t, "sim")
 	ctx := context.Background()
 	problems, err := c.Validate(ctx, plugins.ModelSpec{Model: "m", Options: []byte(`{"tokens_per_second": -1}`)})
-	if err != nil || len(problems) != 1 || problems[0].Option != "tokens_per_second" || !strings.Contains(problems[0].Message, "must be positive") {
+	if err != nil || len(problems) != 1 || problems[0].Option != "tokens_per_second" || !strings.Contains(problems[0].Message, "must be 0.01 to 1e+09, got -1") {
 		t.Errorf("Validate(bad) = %+v, %v; want one tokens_per_second problem", problems, err)
 	}
 	problems, err = c.Validate(ctx, plugins.ModelSpec{Model: "m", Options: []byte(`{"tokens_per_second": 10}`)})

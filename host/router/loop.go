@@ -156,9 +156,9 @@ type model struct {
 	// (ErrSleepUnsupported); it is stopped when evicted until its
 	// configuration changes.
 	sleepUnsupported bool
-	wakeTime                                   [2]time.Duration
-	lastWake                                   time.Duration
-	lastLoadWoke                               bool // its last load was a wake (Grant.Woke)
+	wakeTime         [2]time.Duration
+	lastWake         time.Duration
+	lastLoadWoke     bool // its last load was a wake (Grant.Woke)
 	// sleepStart is when its sleep in flight began; lastSleep the last
 	// sleep's duration (ModelStatus.SleepSeconds).
 	sleepStart time.Time
