@@ -80,7 +80,8 @@ SIGINT or SIGTERM stops taking requests, fails queued ones, lets in-flight
 requests finish (up to --shutdown-timeout), stops every model process and
 exits 0. Requests still in flight at the timeout are ended with an error
 their clients can read (503, or a last SSE error event without [DONE]),
-and Loadout still exits 0, within the timeout plus one second.
+and Loadout still exits 0, within the timeout plus one second. A second
+SIGINT or SIGTERM (Ctrl-C again) brings the timeout forward to that moment.
 
 Hot reload: SIGHUP, POST /api/policies/reload, or with --watch any change
 to what the configuration's files or policy modules hold (a file replaced
@@ -534,8 +535,11 @@ func runServe(ctx context.Context, o serveOptions) error {
 	case err := <-serveErr:
 		log.Error("http server stopped", "err", err)
 	}
-	log.Info("shutting down", "timeout", o.shutdownTimeout)
-	if err := shutdown(srv, handler, r, o.shutdownTimeout, log); err != nil {
+	log.Info("shutting down; a second SIGINT or SIGTERM ends the requests in flight now", "timeout", o.shutdownTimeout)
+	again := make(chan os.Signal, 1)
+	signal.Notify(again, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(again)
+	if err := shutdown(srv, handler, r, o.shutdownTimeout, again, log); err != nil {
 		return fmt.Errorf("shutdown: %w", err)
 	}
 	log.Info("stopped")

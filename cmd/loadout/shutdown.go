@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/loadout-dev/loadout/host/proxy"
@@ -37,11 +39,23 @@ const (
 //
 // Hitting the deadline is an orderly shutdown, not an error: shutdown
 // returns an error only when connections or model processes outlived
-// their grace.
-func shutdown(srv *http.Server, h *proxy.Server, r *router.Router, timeout time.Duration, log *slog.Logger) error {
+// their grace. A value on now (a second SIGINT or SIGTERM: an operator
+// who will not wait) brings the deadline to that moment.
+func shutdown(srv *http.Server, h *proxy.Server, r *router.Router, timeout time.Duration, now <-chan os.Signal, log *slog.Logger) error {
 	deadline := time.Now().Add(timeout)
 	dctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
+	why := fmt.Sprintf("the shutdown timeout of %s ran out", timeout)
+	var urgent atomic.Bool
+	go func() {
+		select {
+		case sig := <-now:
+			urgent.Store(true)
+			log.Warn("second signal: ending the requests in flight and stopping the models now", "signal", sig.String())
+			cancel()
+		case <-dctx.Done():
+		}
+	}()
 	rctx, rcancel := context.WithCancel(context.Background())
 	defer rcancel()
 	routerDone := make(chan error, 1)
@@ -49,8 +63,11 @@ func shutdown(srv *http.Server, h *proxy.Server, r *router.Router, timeout time.
 
 	var errs []error
 	if srv.Shutdown(dctx) != nil {
-		n := h.Abort(fmt.Sprintf("the shutdown timeout of %s ran out", timeout))
-		log.Warn("shutdown timeout reached; ending the requests still in flight", "requests", n, "timeout", timeout)
+		if urgent.Load() {
+			why = "a second signal asked to stop now"
+		}
+		n := h.Abort(why)
+		log.Warn("ending the requests still in flight", "requests", n, "why", why)
 		gctx, gcancel := context.WithTimeout(context.Background(), abortGrace)
 		err := srv.Shutdown(gctx)
 		gcancel()
@@ -73,7 +90,7 @@ func shutdown(srv *http.Server, h *proxy.Server, r *router.Router, timeout time.
 	}
 	select {
 	case <-r.Done():
-		log.Info("shutdown timeout reached; model starts aborted")
+		log.Info("model starts aborted", "why", why)
 	default:
 		errs = append(errs, fmt.Errorf("model processes still stopping %s after the shutdown timeout of %s", killGrace, timeout))
 	}

@@ -99,6 +99,48 @@ func TestE2E_ShutdownTimeoutEndsRequests(t *testing.T) {
 	}
 }
 
+// A second signal during a shutdown that waits for a long request (an
+// operator pressing Ctrl-C again) ends it now: the stream gets the error
+// event saying why, and loadout exits without waiting out its timeout.
+func TestE2E_SecondSignalEndsTheShutdownsWait(t *testing.T) {
+	s := startServer(t, "../../testdata/e2e/sim.yaml", "--shutdown-timeout", "10m")
+	s.mustChat("a")
+	stream, err := http.Post(s.base+"/v1/chat/completions", "application/json",
+		strings.NewReader(`{"model":"a","stream":true,"max_tokens":100000,"messages":[{"role":"user","content":"long"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stream.Body.Close()
+	events := bufio.NewReader(stream.Body)
+	nextData(t, events)
+	if err := s.cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the shutdown to begin", func() bool { return strings.Contains(s.log(), "shutting down") })
+	if err := s.cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-s.exit:
+		if err != nil {
+			t.Errorf("loadout exited with %v after a second SIGINT, want status 0", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("loadout waits out its 10m shutdown timeout after a second SIGINT")
+	}
+	var last string
+	for {
+		ev, ok := readData(t, events)
+		if !ok {
+			break
+		}
+		last = ev
+	}
+	if !strings.Contains(last, "a second signal asked to stop now") {
+		t.Errorf("the stream's last event %q; want the shutdown's error saying a second signal ended it", last)
+	}
+}
+
 // TestE2E_ConcurrencyLimitQueuesUnderLoad is issue 9 item 2.6: many
 // concurrent requests over three models that exclude each other, each with
 // a concurrencyLimit of 2. Requests over a limit wait in the queue; with
