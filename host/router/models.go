@@ -13,7 +13,8 @@ import (
 //   - a model missing from models is removed: the scheduler hears an
 //     OnUnload for it (it fails the requests it holds for it, as for an
 //     operator's unload), a running one stops after its requests in
-//     flight, and it leaves the table once stopped;
+//     flight, one loading has its load aborted (as an unload's is), and
+//     it leaves the table once stopped;
 //   - a model new in models joins the table, stopped;
 //   - a model named in changed takes its new ModelConfig for its next
 //     load; if it is running, it stops once idle (a starting one once
@@ -82,6 +83,11 @@ func (r *Router) updateModels(models map[string]ModelConfig, changed []string) {
 			m.removed = true
 			l.removing++
 			r.restartWhenIdle(m)
+			if sw := l.swaps[name]; sw != nil && sw.abort != nil && m.state == sdk.StateStarting {
+				// A load for a model no longer configured is not
+				// waited for, however long: end it, as an unload does.
+				sw.abort(errStartAborted)
+			}
 		}
 	}
 	r.reapRemoved()

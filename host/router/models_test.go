@@ -49,3 +49,32 @@ func TestRouter_UpdateModels(t *testing.T) {
 	h.acquire("e").wait(t).Release()
 	h.world.expect(t, "starting e", "ready e")
 }
+
+// A reload that removes a model while it loads ends the load at once, as
+// an operator's unload does, instead of letting it run to its end (a
+// large model's minutes) only to stop it; the model leaves the table and
+// its waiter gets an error.
+func TestRouter_UpdateModelsAbortsARemovedModelsLoad(t *testing.T) {
+	h := newHarness(t, harnessOpts{})
+	release := h.procs["a"].hold() // a load that never ends by itself
+	defer release()
+	c := h.acquire("a")
+	h.world.expect(t, "starting a")
+	models := map[string]ModelConfig{}
+	for _, name := range []string{"b", "c", "e"} { // a removed
+		models[name] = ModelConfig{Process: h.world.process(name)}
+	}
+	if err := h.r.UpdateModels(models, nil); err != nil {
+		t.Fatal(err)
+	}
+	h.world.expect(t, "aborted a")
+	c.waitErr(t)
+	h.await(func() string {
+		for _, st := range h.r.Models() {
+			if st.Model == "a" {
+				return "a is still in the table: " + st.State
+			}
+		}
+		return ""
+	})
+}
