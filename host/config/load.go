@@ -121,7 +121,23 @@ func parseSources(srcs []source, o Options) (*Config, []Warning, error) {
 	return cfg, d.warns, nil
 }
 
-var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+var (
+	yamlLine      = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+	unknownAnchor = regexp.MustCompile(`^yaml: unknown anchor '(.+)' referenced$`)
+)
+
+// aliasLine is the line (from 1) of the first alias *name in data, 0 when
+// none is found: yaml.v3's error for an alias of an anchor never defined
+// names no line.
+func aliasLine(data []byte, name string) int {
+	re := regexp.MustCompile(`\*` + regexp.QuoteMeta(name) + `(?:[\s,\]}]|$)`)
+	for i, line := range bytes.Split(data, []byte("\n")) {
+		if re.Match(line) {
+			return i + 1
+		}
+	}
+	return 0
+}
 
 // syntaxError turns a yaml.v3 error in data into an *Error, lifting the
 // line number out of its text; where that line is indented with a tab
@@ -134,6 +150,10 @@ func (d *decoder) syntaxError(err error, data []byte) {
 		msg = te.Errors[0]
 	}
 	e := &Error{Pos: Pos{File: d.file}, Message: strings.TrimPrefix(msg, "yaml: ")}
+	if m := unknownAnchor.FindStringSubmatch(msg); m != nil {
+		e.Line = aliasLine(data, m[1])
+		e.Message += " (no anchor &" + m[1] + " is defined before it)"
+	}
 	if m := yamlLine.FindStringSubmatch(msg); m != nil {
 		e.Line, _ = strconv.Atoi(m[1])
 		e.Message = m[2]

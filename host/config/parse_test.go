@@ -29,7 +29,8 @@ func TestParse_SyntaxErrors(t *testing.T) {
 		{"a: 1\nb: 2\nc: d: e\n", "c.yaml:3: mapping values are not allowed in this context"},
 		{"a: 1\nb:\n\t- x\n", "c.yaml:3: found character that cannot start any token (the line is indented with a tab: YAML indents with spaces only)"},
 		{"a: 1\nb: @x\n", "c.yaml:2: found character that cannot start any token"},
-		{"a: 1\nb: *nope\n", "c.yaml: unknown anchor 'nope' referenced"},
+		{"a: 1\nb: *nope\n", "c.yaml:2: unknown anchor 'nope' referenced (no anchor &nope is defined before it)"},
+		{"a: &nopex 1\nb: [*nopex]\nc: [*nope, 1]\n", "c.yaml:3: unknown anchor 'nope' referenced (no anchor &nope is defined before it)"},
 	}
 	for _, tt := range tests {
 		_, errs, _ := parse(t, tt.src)
