@@ -13,27 +13,18 @@ import (
 
 // authorize checks the request's API key when keys are configured, and
 // removes it from the request so no upstream ever sees it. The key comes
-// from "Authorization: Bearer <key>" or, for clients that send it that way,
-// "X-Api-Key". Keys are compared as SHA-256 digests in constant time, every
-// configured key every time, so neither a key's bytes nor its length leak
-// through timing.
+// as apiKey finds it. Keys are compared as SHA-256 digests in constant
+// time, every configured key every time, so neither a key's bytes nor its
+// length leak through timing.
 func (s *Server) authorize(r *http.Request) *apiError {
 	hashes := *s.keyHashes.Load()
 	if len(hashes) == 0 {
 		return nil
 	}
-	key := ""
-	if auth := r.Header.Get("Authorization"); auth != "" {
-		if scheme, rest, ok := strings.Cut(auth, " "); ok && strings.EqualFold(scheme, "Bearer") {
-			key = strings.TrimSpace(rest)
-		}
-	}
-	if key == "" {
-		key = r.Header.Get("X-Api-Key")
-	}
+	key := apiKey(r)
 	if key == "" {
 		return &apiError{status: http.StatusUnauthorized, code: "missing_api_key",
-			msg: "missing API key: send it as \"Authorization: Bearer <key>\""}
+			msg: "missing API key: send it as \"Authorization: Bearer <key>\", as the password of \"Authorization: Basic\" credentials (any user name), or as \"X-Api-Key: <key>\""}
 	}
 	sum := sha256.Sum256([]byte(key))
 	match := 0
@@ -46,6 +37,29 @@ func (s *Server) authorize(r *http.Request) *apiError {
 	r.Header.Del("Authorization")
 	r.Header.Del("X-Api-Key")
 	return nil
+}
+
+// apiKey is the key a request presents, "" for none, in the three ways
+// llama-swap takes one: "Authorization: Bearer <key>"; the password of
+// "Authorization: Basic" credentials, whatever the user name, which is
+// what a browser's login prompt (the Basic challenge of a 401) sends; or,
+// for clients that send it that way, "X-Api-Key". Credentials that give
+// no key (an empty token, Basic that is not base64 of "user:password")
+// fall through to X-Api-Key, as llama-swap's do.
+func apiKey(r *http.Request) string {
+	if scheme, rest, ok := strings.Cut(r.Header.Get("Authorization"), " "); ok {
+		switch {
+		case strings.EqualFold(scheme, "Bearer"):
+			if key := strings.TrimSpace(rest); key != "" {
+				return key
+			}
+		case strings.EqualFold(scheme, "Basic"):
+			if _, password, ok := r.BasicAuth(); ok && password != "" {
+				return password
+			}
+		}
+	}
+	return r.Header.Get("X-Api-Key")
 }
 
 // SetAPIKeys replaces the keys a client must present (none: no key is

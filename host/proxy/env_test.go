@@ -21,6 +21,7 @@ import (
 
 	"github.com/loadout-dev/loadout/host/config"
 	"github.com/loadout-dev/loadout/host/events"
+	"github.com/loadout-dev/loadout/host/logs"
 	"github.com/loadout-dev/loadout/host/observe"
 	"github.com/loadout-dev/loadout/host/peers"
 	"github.com/loadout-dev/loadout/host/policy"
@@ -103,6 +104,8 @@ type envOpts struct {
 	// events gives the server an event bus fed by the run loop's
 	// observer (Config.Events), kept in env.bus.
 	events bool
+	// keepLogs gives the server a log store (Config.Logs) for /logs.
+	keepLogs bool
 }
 
 // env is one test's Loadout: model servers, a router, the proxy on a real
@@ -211,6 +214,10 @@ func newEnv(t testing.TB, o envOpts) *env {
 			t.Errorf("model servers left running after shutdown: %v", live)
 		}
 	})
+	var logStore *logs.Store
+	if o.keepLogs {
+		logStore = logs.New(64 << 10)
+	}
 	e.srv, err = New(Config{
 		Router:               e.rec,
 		Models:               catalog,
@@ -231,6 +238,7 @@ func newEnv(t testing.TB, o envOpts) *env {
 		Profiles:             o.profiles,
 		Selectors:            o.selectors,
 		CaptureBuffer:        o.captureBuffer,
+		Logs:                 logStore,
 		Logger:               cmp.Or(o.logger, slog.New(e.logs)),
 	})
 	if err != nil {

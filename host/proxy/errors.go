@@ -234,10 +234,26 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, e *apiError)
 		h.Set("Retry-After", "1")
 	}
 	if e.status == http.StatusUnauthorized {
-		h.Set("WWW-Authenticate", `Bearer realm="loadout"`)
+		h["WWW-Authenticate"] = challenges(r)
 	}
 	w.WriteHeader(e.status)
 	_, _ = w.Write(b)
+}
+
+// challenges are a 401's WWW-Authenticate challenges (RFC 9110 §11.6.1),
+// one a field line. Bearer is how API clients send a key. Basic, whose
+// password authorize takes as the key, is offered too, as llama-swap
+// offers it, so that a browser opening an endpoint prompts for the key —
+// but not to a page's own script (a Sec-Fetch-Mode other than navigate):
+// a browser prompts for a fetch's 401 too, over the web UI's own key
+// prompt, which keeps the key and sends it as a Bearer token. Nor on the
+// jobs API, whose token is only ever a Bearer token.
+func challenges(r *http.Request) []string {
+	bearer := `Bearer realm="loadout"`
+	if mode := r.Header.Get("Sec-Fetch-Mode"); mode != "" && mode != "navigate" || isJobsPath(r.URL.Path) {
+		return []string{bearer}
+	}
+	return []string{bearer, `Basic realm="loadout"`}
 }
 
 // acquireError turns an error from Router.Acquire (or Unload) into what the

@@ -27,6 +27,8 @@ import (
 //	        "stream": true: three SSE chunks and [DONE]
 //	gated   SSE; each chunk after the first waits for a receive on step
 //	die     SSE; one chunk, then the connection is hijacked and closed
+//	cut     SSE; two chunks, then the stream ends cleanly, without a
+//	        finish_reason or [DONE]
 //	diejson half a JSON answer, then the connection is closed
 //	upgrade 101 Switching Protocols, then one line echoed on the connection
 //	hold    announces itself on holding, then waits for a receive on
@@ -249,7 +251,7 @@ type echo struct {
 }
 
 // echoedHeaders are the request headers an echo reports.
-var echoedHeaders = []string{"Authorization", "X-Api-Key", headerPriority, headerClient, requestIDHeader, "X-Forwarded-For", "Transfer-Encoding", headerForwarded}
+var echoedHeaders = []string{"Authorization", "X-Api-Key", headerPriority, headerClient, requestIDHeader, "X-Forwarded-For", "Transfer-Encoding", headerForwarded, "Content-Encoding"}
 
 func (m *modelInstance) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(r.Body)
@@ -316,7 +318,7 @@ func (m *modelInstance) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprint(w, `{"error":{"message":"upstream says no","type":"invalid_request_error"}}`)
 		return
 	}
-	if mode == "gated" || mode == "die" || fields.Stream && mode != "hold" {
+	if mode == "gated" || mode == "die" || mode == "cut" || fields.Stream && mode != "hold" {
 		m.stream(w, r, mode, fields.Model)
 		return
 	}
@@ -360,6 +362,9 @@ func (m *modelInstance) stream(w http.ResponseWriter, r *http.Request, mode, mod
 			}
 			send(i)
 		}
+	case "cut":
+		send(2)
+		return
 	case "die":
 		conn, _, err := http.NewResponseController(w).Hijack()
 		if err != nil {

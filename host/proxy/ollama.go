@@ -52,6 +52,7 @@ type ollamaRequest struct {
 	Name      string          `json:"name"` // /api/show and /api/pull's older field
 	Messages  []ollamaMessage `json:"messages"`
 	Prompt    *string         `json:"prompt"`
+	Suffix    string          `json:"suffix"` // /api/generate's fill-in-the-middle: refused (ollamaInference)
 	System    string          `json:"system"`
 	Raw       bool            `json:"raw"`
 	Images    []string        `json:"images"`
@@ -133,8 +134,16 @@ func (s *Server) ollamaModel(name string) string {
 // ollamaInference serves /api/chat, /api/generate, /api/embed and
 // /api/embeddings (kind): the request translated and handed to the
 // OpenAI endpoint's handler, its answer translated back by an
-// ollamaWriter. A chat or generate that carries no messages or prompt is
-// Ollama's way to load a model, or with keep_alive 0 to unload it.
+// ollamaWriter. A chat or generate that carries no messages or prompt,
+// or an embed with no input, is Ollama's way to load a model, or (chat
+// and generate) with keep_alive 0 to unload it.
+//
+// A generate's suffix (fill-in-the-middle) is refused, before anything
+// loads, never dropped (the answer would ignore the code after the
+// cursor): no OpenAI endpoint the model servers take honours it —
+// /v1/completions' suffix is refused by llama-server ("Unsupported param")
+// and vLLM, and the simulator (backends/sim) reads none. llama-server's own
+// /infill takes it, through /upstream.
 func (s *Server) ollamaInference(kind int) http.HandlerFunc {
 	chat := s.inference(endpoint{path: "/v1/chat/completions", chat: true})
 	completions := s.inference(endpoint{path: "/v1/completions"})
@@ -152,19 +161,26 @@ func (s *Server) ollamaInference(kind int) http.HandlerFunc {
 			s.writeError(w, r, badRequest("invalid_body", err.Error()))
 			return
 		}
+		if kind == ollamaGenerate && req.Suffix != "" {
+			s.writeError(w, r, badRequest("unsupported_parameter", fmt.Sprintf(
+				"suffix (fill-in-the-middle) is not translated to the model servers' OpenAI API, which would ignore it: "+
+					"llama-server's /infill (input_prefix, input_suffix) is reachable at /upstream/%s/infill", req.Model)))
+			return
+		}
 		var (
 			body []byte
 			next http.HandlerFunc
 			path string
 		)
 		switch {
+		case kind == ollamaChat && len(req.Messages) == 0, kind == ollamaGenerate && req.prompt() == "" && len(req.Images) == 0,
+			kind == ollamaEmbed && req.noInput(), kind == ollamaEmbeddings && req.prompt() == "":
+			s.ollamaLoadOrUnload(w, r, req, asked, kind, keep, keepSet)
+			return
 		case kind == ollamaEmbed || kind == ollamaEmbeddings:
 			stream = false
 			body, err = req.embeddingsBody(kind)
 			next, path = embeddings, "/v1/embeddings"
-		case kind == ollamaChat && len(req.Messages) == 0, kind == ollamaGenerate && req.prompt() == "" && len(req.Images) == 0:
-			s.ollamaLoadOrUnload(w, r, req, asked, kind, keep, keepSet)
-			return
 		case kind == ollamaGenerate && req.Raw:
 			body, err = req.completionsBody(stream)
 			next, path = completions, "/v1/completions"
@@ -276,18 +292,33 @@ func (req *ollamaRequest) completionsBody(stream bool) ([]byte, error) {
 }
 
 // embeddingsBody is the /v1/embeddings body of an embed (input: a
-// string or a list of them) or an embeddings (prompt).
+// string or a list of them) or an embeddings (prompt); one with nothing
+// to embed never gets here (ollamaLoadOrUnload).
 func (req *ollamaRequest) embeddingsBody(kind int) ([]byte, error) {
-	out := map[string]any{"model": req.Model}
-	switch {
-	case kind == ollamaEmbeddings && req.Prompt != nil:
-		out["input"] = *req.Prompt
-	case kind == ollamaEmbed && len(req.Input) > 0:
-		out["input"] = req.Input
-	default:
-		return nil, fmt.Errorf(`give the text to embed: "input" for /api/embed, "prompt" for /api/embeddings`)
+	out := map[string]any{"model": req.Model, "input": req.Input}
+	if kind == ollamaEmbeddings {
+		out["input"] = req.prompt()
 	}
 	return json.Marshal(out)
+}
+
+// noInput reports whether an embed has nothing to embed: no input, null,
+// "" or []. Ollama's EmbedHandler loads the model for it and answers no
+// embeddings; an OpenAI-compatible server refuses an empty input.
+func (req *ollamaRequest) noInput() bool {
+	var v any
+	if len(req.Input) > 0 && json.Unmarshal(req.Input, &v) != nil {
+		return false
+	}
+	switch v := v.(type) {
+	case nil:
+		return true
+	case string:
+		return v == ""
+	case []any:
+		return len(v) == 0
+	}
+	return false
 }
 
 // sampling adds the request's options and format to out, and asks a
@@ -397,10 +428,12 @@ func routerTTL(d time.Duration, set bool) *time.Duration {
 	return &d
 }
 
-// ollamaLoadOrUnload answers a chat or generate with nothing to say:
-// Ollama loads the model (a request for it, released at once, whose
-// keep_alive is then the model's TTL), or with keep_alive 0 unloads it;
-// done_reason says which.
+// ollamaLoadOrUnload answers a chat, generate or embed with nothing to
+// say: Ollama loads the model (a request for it, released at once, whose
+// keep_alive is then the model's TTL), or for a chat or generate with
+// keep_alive 0 unloads it; done_reason says which. An embed answers its
+// empty embeddings once the model is loaded, as Ollama's EmbedHandler and
+// EmbeddingsHandler do; its keep_alive 0 lets the model go once idle.
 func (s *Server) ollamaLoadOrUnload(w http.ResponseWriter, r *http.Request, req *ollamaRequest, asked string, kind int, keep time.Duration, keepSet bool) {
 	entry := s.catalog.Load().lookup(req.Model)
 	if entry == nil {
@@ -409,7 +442,7 @@ func (s *Server) ollamaLoadOrUnload(w http.ResponseWriter, r *http.Request, req 
 	}
 	exchangeOf(r).model = entry.ID
 	reason := "load"
-	if keepSet && keep == 0 {
+	if keepSet && keep == 0 && (kind == ollamaChat || kind == ollamaGenerate) {
 		reason = "unload"
 		if err := s.router.Unload(r.Context(), router.UnloadOptions{Models: []string{entry.ID}}); err != nil {
 			s.writeError(w, r, acquireError(r.Context(), err, entry.ID))
@@ -423,11 +456,19 @@ func (s *Server) ollamaLoadOrUnload(w http.ResponseWriter, r *http.Request, req 
 		}
 		grant.Release()
 	}
-	out := map[string]any{"model": asked, "created_at": ollamaTime(time.Now()), "done": true, "done_reason": reason}
-	if kind == ollamaChat {
-		out["message"] = map[string]any{"role": "assistant", "content": ""}
-	} else {
-		out["response"] = ""
+	var out map[string]any
+	switch kind {
+	case ollamaEmbed:
+		out = map[string]any{"model": asked, "embeddings": []any{}}
+	case ollamaEmbeddings:
+		out = map[string]any{"embedding": []any{}}
+	default:
+		out = map[string]any{"model": asked, "created_at": ollamaTime(time.Now()), "done": true, "done_reason": reason}
+		if kind == ollamaChat {
+			out["message"] = map[string]any{"role": "assistant", "content": ""}
+		} else {
+			out["response"] = ""
+		}
 	}
 	s.writeJSON(w, r, out)
 }
@@ -458,6 +499,7 @@ type ollamaWriter struct {
 	sse    bool   // the answer is an SSE stream being translated
 	buf    []byte // a partial SSE line, or the whole answer
 	done   bool   // the final line is written
+	failed bool   // an error line is written
 	reason string // the finish_reason seen
 	usage  struct{ Prompt, Completion int }
 	tools  map[int]*ollamaToolCall  // streamed tool calls by index
@@ -544,6 +586,7 @@ func (o *ollamaWriter) event(data string) error {
 		return nil // not a chunk (a comment's kin): nothing to say
 	}
 	if msg := ch.errorMessage(); msg != "" {
+		o.failed = true
 		return o.line(map[string]any{"error": msg})
 	}
 	if ch.Usage != nil {
@@ -691,8 +734,10 @@ func (o *ollamaWriter) line(v any) error {
 }
 
 // finish writes what was held for the end: a stream's final line if the
-// upstream ended without [DONE] but said why, or the whole answer
-// translated (an answer not streamed, an error with its status).
+// upstream ended without [DONE] but said why, or an error line if it said
+// neither (the client must not take a cut answer for a whole one), or the
+// whole answer translated (an answer not streamed, an error with its
+// status).
 func (o *ollamaWriter) finish() {
 	switch {
 	case o.status == 0: // nothing was written (the client left)
@@ -702,8 +747,16 @@ func (o *ollamaWriter) finish() {
 		b, _ := json.Marshal(map[string]string{"error": o.tooLarge()})
 		o.whole(http.StatusBadGateway, append(b, '\n'))
 	case o.sse:
-		if !o.done && o.reason != "" {
+		switch {
+		case o.done || o.failed:
+		case o.reason != "":
 			_ = o.final()
+		default:
+			msg := "the model server ended the stream without finishing it (no finish_reason, no [DONE]): the answer may be cut short"
+			if o.ex != nil {
+				o.ex.fail(http.StatusBadGateway, msg)
+			}
+			_ = o.line(map[string]any{"error": msg})
 		}
 	case o.status != http.StatusOK:
 		b, _ := json.Marshal(map[string]string{"error": upstreamMessage(o.buf)})

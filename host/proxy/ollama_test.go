@@ -315,7 +315,6 @@ func TestOllama_Errors(t *testing.T) {
 		{request{path: "/api/chat", body: `{"messages":[]}`}, 400, "names no model"},
 		{request{path: "/api/generate", body: `{"model":`}, 400, "not an Ollama request"},
 		{request{path: "/api/chat", body: `{"model":"a","messages":[{"role":"user","content":"x"}],"format":"xml"}`}, 400, "format"},
-		{request{path: "/api/embed", body: `{"model":"a"}`}, 400, `"input"`},
 		{request{path: "/api/generate", body: `{"model":"a","prompt":"x","keep_alive":"soon"}`}, 400, "keep_alive"},
 		{request{path: "/api/chat", body: `{"model":"a","messages":[{"role":"user","content":"x"}],"think":"max"}`}, 400, "think"},
 		{request{path: "/api/show", body: `{"model":"nope"}`}, 404, "not found"},
@@ -559,6 +558,94 @@ func TestOllama_DetailsFromTheModelFile(t *testing.T) {
 	for n, s := range map[uint64]string{7_615_616_512: "7.6B", 494_032_768: "494.03M", 184_640: "184.64K", 12: "12"} {
 		if got := ollamaParameters(n); got != s {
 			t.Errorf("ollamaParameters(%d) = %q, want %q", n, got, s)
+		}
+	}
+}
+
+// An embed with nothing to embed is Ollama's way to load a model, as a
+// chat with nothing to say is: the model loads (with the request's
+// keep_alive) and the answer is no embeddings, as Ollama's EmbedHandler
+// and EmbeddingsHandler give — never a model server's 400 for an empty
+// input, nor one of the proxy's own.
+func TestOllama_EmbedWithNothingToEmbedLoadsTheModel(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	for i, tt := range []struct{ body, model string }{
+		{`{"model":"a"}`, "a"},
+		{`{"model":"a","input":[]}`, "a"},
+		{`{"model":"a","input":""}`, "a"},
+		{`{"model":"a:latest","input":null,"keep_alive":"10m"}`, "a:latest"},
+	} {
+		resp, b := e.do(request{path: "/api/embed", body: tt.body})
+		var got map[string]any
+		if err := json.Unmarshal(b, &got); err != nil || resp.StatusCode != 200 || !reflect.DeepEqual(got["embeddings"], []any{}) || got["model"] != tt.model {
+			t.Fatalf("/api/embed %s: %d %s, want 200, model %q and no embeddings", tt.body, resp.StatusCode, b, tt.model)
+		}
+		if i == 0 {
+			e.world.expect(t, "start a")
+		}
+		rq := e.rec.lastRequest(t)
+		if rq.Model != "a" {
+			t.Errorf("/api/embed %s asked the router for %+v", tt.body, rq)
+		}
+		if strings.Contains(tt.body, "keep_alive") && (rq.TTL == nil || *rq.TTL != 10*time.Minute) {
+			t.Errorf("keep_alive 10m asked for %+v", rq)
+		}
+	}
+	resp, b := e.do(request{path: "/api/embeddings", body: `{"model":"a"}`})
+	if resp.StatusCode != 200 || strings.TrimSpace(string(b)) != `{"embedding":[]}` {
+		t.Errorf("/api/embeddings with no prompt: %d %s", resp.StatusCode, b)
+	}
+	if resp, b := e.do(request{path: "/api/embed", body: `{"model":"nope","input":[]}`}); resp.StatusCode != 404 {
+		t.Errorf("an unknown model: %d %s", resp.StatusCode, b)
+	}
+	e.world.expectNone(t)
+}
+
+// A generate's suffix (fill-in-the-middle) has no faithful OpenAI form
+// the model servers honour: it is refused, before anything loads, with
+// where llama-server's /infill is, rather than dropped.
+func TestOllama_GenerateSuffixIsRefused(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	for _, body := range []string{
+		`{"model":"a","prompt":"def add(a, b):","suffix":"\n\nprint(add(1, 2))"}`,
+		`{"model":"a:latest","prompt":"x = ","suffix":"\n","raw":true,"stream":false}`,
+		`{"model":"a","suffix":"}"}`,
+	} {
+		resp, b := e.do(request{path: "/api/generate", body: body})
+		var got struct{ Error string }
+		if err := json.Unmarshal(b, &got); err != nil || resp.StatusCode != http.StatusBadRequest ||
+			!strings.Contains(got.Error, "suffix (fill-in-the-middle)") || !strings.Contains(got.Error, "/upstream/a/infill") {
+			t.Errorf("%s: %d %s, want 400 in Ollama's shape naming /upstream/a/infill", body, resp.StatusCode, b)
+		}
+	}
+	e.world.expectNone(t)
+	// An empty suffix is none.
+	if resp, b := e.do(request{path: "/api/generate", body: `{"model":"a","prompt":"hi","suffix":"","stream":false}`}); resp.StatusCode != 200 {
+		t.Errorf("an empty suffix: %d %s", resp.StatusCode, b)
+	}
+}
+
+// A stream the model server ends cleanly but without finishing it (no
+// finish_reason, no [DONE]) ends with an error line, so the client
+// cannot take the cut answer for a whole one; the request is logged as
+// failed.
+func TestOllama_StreamEndedWithoutFinishing(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	for _, rq := range []request{
+		{path: "/api/chat", body: `{"model":"a","messages":[{"role":"user","content":"hi"}]}`},
+		{path: "/api/generate", body: `{"model":"a","prompt":"hi"}`},
+	} {
+		rq.headers = map[string]string{"X-Test-Mode": "cut"}
+		resp, b := e.do(rq)
+		got := lines(t, string(b))
+		if resp.StatusCode != 200 || len(got) != 3 || got[1]["done"] != false {
+			t.Fatalf("%s: %d %s, want two pieces and an error line", rq.path, resp.StatusCode, b)
+		}
+		if msg, _ := got[2]["error"].(string); !strings.Contains(msg, "ended the stream without finishing") || got[2]["done"] != nil {
+			t.Errorf("%s: last line %v, want Ollama's error line", rq.path, got[2])
+		}
+		if line := e.logs.requestLine(t, resp.Header.Get(requestIDHeader)); line.attrs["status"] != "502" {
+			t.Errorf("%s logged %v, want a 502", rq.path, line.attrs)
 		}
 	}
 }

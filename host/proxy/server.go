@@ -498,11 +498,83 @@ func (s *Server) routes() *mux.Router {
 			msg: fmt.Sprintf("no endpoint %s %s", bounded(r.Method), bounded(r.URL.Path))})
 	})
 	m.MethodNotAllowedHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// RFC 9110 §15.5.6: a 405 lists the methods the path takes.
+		allow := s.allowed(r)
+		w.Header().Set("Allow", strings.Join(allow, ", "))
 		s.writeError(w, r, &apiError{status: http.StatusMethodNotAllowed, code: "method_not_allowed",
-			msg: fmt.Sprintf("method %s is not allowed on %s", bounded(r.Method), bounded(r.URL.Path))})
+			msg: fmt.Sprintf("method %s is not allowed on %s (allowed: %s)", bounded(r.Method), bounded(r.URL.Path), strings.Join(allow, ", "))})
 	})
+	m.Use(s.decodeBody) // encoding.go
 	return m
 }
+
+// allowMethods are the methods a 405's Allow header may list, in the
+// order it lists them.
+var allowMethods = []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete}
+
+// allowed is what the router takes on r's path, for a 405's Allow: each
+// method a route matches, HEAD wherever GET is (route), and OPTIONS,
+// which ServeHTTP answers on every path (preflight). Asked of the router
+// itself, so it cannot drift from the routes.
+func (s *Server) allowed(r *http.Request) []string {
+	var out []string
+	for _, method := range allowMethods {
+		if s.takes(r, method) || method == http.MethodHead && s.takes(r, http.MethodGet) {
+			out = append(out, method)
+		}
+	}
+	return append(out, http.MethodOptions)
+}
+
+// takes reports whether a route matches r's path with method.
+func (s *Server) takes(r *http.Request, method string) bool {
+	probe := r.WithContext(r.Context())
+	probe.Method = method
+	var rm mux.RouteMatch
+	return s.mux.Match(probe, &rm) && rm.MatchErr == nil
+}
+
+// route hands r to the router. A HEAD on a path whose route takes GET
+// but not HEAD is served by the GET route (RFC 9110 §9.3.2: HEAD is GET
+// without the body, and net/http drops the body a handler writes for
+// one), through a headWriter, so that an endpoint that streams (the
+// event and log streams) ends with its headers rather than never.
+func (s *Server) route(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodHead && !s.takes(r, http.MethodHead) && s.takes(r, http.MethodGet) {
+		// A copy: the request's log line still says HEAD.
+		get := r.WithContext(r.Context())
+		get.Method = http.MethodGet
+		s.mux.ServeHTTP(headWriter{w}, get)
+		return
+	}
+	s.mux.ServeHTTP(w, r)
+}
+
+// errHeadOnly is what a flush returns when a HEAD is served by a GET
+// route: the headers are the whole response.
+var errHeadOnly = errors.New("a HEAD request's response ends with its headers")
+
+// headWriter is the response writer of a HEAD served by a GET route. Its
+// flush sends the headers and then fails: a handler flushes only what it
+// streams, and each of the streaming ones (streamEvents, logsStream)
+// flushes its headers or its history first and returns when a flush
+// fails, so a HEAD on an endpoint that would stream for as long as the
+// client stays ends at once. A handler that answers whole never flushes,
+// and httputil.ReverseProxy ignores its flushes' errors.
+type headWriter struct{ http.ResponseWriter }
+
+// FlushError sends the headers and ends the response (errHeadOnly).
+func (h headWriter) FlushError() error {
+	_ = http.NewResponseController(h.ResponseWriter).Flush()
+	return errHeadOnly
+}
+
+// Flush sends the headers, for handlers that type-assert http.Flusher.
+func (h headWriter) Flush() { _ = h.FlushError() }
+
+// Unwrap lets http.ResponseController reach the exchange (write
+// deadlines).
+func (h headWriter) Unwrap() http.ResponseWriter { return h.ResponseWriter }
 
 // ServeHTTP gives the request an id, checks its API key, routes it, and
 // logs it and counts it when it ends (also when it panics: an aborted
@@ -533,7 +605,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	s.mux.ServeHTTP(ex, r)
+	s.route(ex, r)
 	ex.completed = true
 }
 
