@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"unicode"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -100,6 +101,12 @@ func (d *decoder) model(cfg *Config, id string, mp pair, nextPort *int) *modelSr
 	}
 	if id == "" {
 		d.errorf(mp.key, path, "a model id cannot be empty")
+		return nil
+	}
+	if i := strings.IndexFunc(id, unicode.IsControl); i >= 0 {
+		// A request could not name it in a header, and it would break
+		// every table and log line that prints it.
+		d.errorf(mp.key, path, "a model id cannot hold a control character (%q at byte %d)", id[i:i+1], i)
 		return nil
 	}
 	if mp.val.Kind != yaml.MappingNode {
@@ -341,6 +348,10 @@ func (d *decoder) model(cfg *Config, id string, mp pair, nextPort *int) *modelSr
 		case "vram":
 			m.VRAM, _ = d.size(p.val, kp)
 			m.placed.vram = p.val
+			if m.VRAM > 0 && m.VRAM < 1<<20 && !strings.ContainsFunc(p.val.Value, unicode.IsLetter) {
+				// vram: 12 is 12 bytes; no model is that small.
+				d.warnf(p.val, kp, "%s is %d bytes; write the unit, e.g. %sGiB", p.val.Value, m.VRAM, p.val.Value)
+			}
 		case "priority":
 			if n, ok := d.integer(p.val, kp, "a whole number (higher runs first)"); ok {
 				m.Priority = n

@@ -47,10 +47,18 @@ func TestParse_NotAMapping(t *testing.T) {
 		"models: [a]\n":                     "c.yaml:1:9: models: want a mapping, got a list",
 		"models:\n  a: 1\n":                 "c.yaml:2:6: models.a: want a mapping with at least cmd (or backend), got a number",
 		"models:\n  \"\": {backend: sim}\n": `c.yaml:2:3: models."": a model id cannot be empty`,
+		"models:\n  \"a\\tb\": {backend: sim}\n": `c.yaml:2:3: models."a\tb": a model id cannot hold a control character ("\t" at byte 1)`,
 	} {
 		_, errs, _ := parse(t, src)
 		eq(t, src, errs, []string{want})
 	}
+}
+
+// A vram: with no unit is bytes; one under a MiB is surely a missing unit.
+func TestParse_VRAMWithoutAUnit(t *testing.T) {
+	_, errs, warns := parse(t, "models:\n  a: {backend: sim, vram: 12}\n  b: {backend: sim, vram: 12GiB}\n  c: {backend: sim, vram: 12884901888}\n")
+	eq(t, "errors", errs, []string(nil))
+	eq(t, "warnings", warns, []string{"c.yaml:2:27: models.a.vram: 12 is 12 bytes; write the unit, e.g. 12GiB"})
 }
 
 func TestParse_EnvRetypesPlainScalars(t *testing.T) {
