@@ -9,8 +9,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"unicode"
 	"time"
+	"unicode"
 
 	"gopkg.in/yaml.v3"
 )

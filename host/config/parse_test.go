@@ -40,13 +40,13 @@ func TestParse_SyntaxErrors(t *testing.T) {
 
 func TestParse_NotAMapping(t *testing.T) {
 	for src, want := range map[string]string{
-		"- a\n- b\n":                        "c.yaml:1:1: want a mapping of settings at the top level, got a list",
-		"# only comments\n":                 "c.yaml: models: the configuration is empty: at least one model is required",
-		"models:\n":                         "c.yaml:1:1: models: no models defined: at least one model, or a peer under peers:, is required",
-		"models: {}\n":                      "c.yaml:1:1: models: no models defined: at least one model, or a peer under peers:, is required",
-		"models: [a]\n":                     "c.yaml:1:9: models: want a mapping, got a list",
-		"models:\n  a: 1\n":                 "c.yaml:2:6: models.a: want a mapping with at least cmd (or backend), got a number",
-		"models:\n  \"\": {backend: sim}\n": `c.yaml:2:3: models."": a model id cannot be empty`,
+		"- a\n- b\n":                             "c.yaml:1:1: want a mapping of settings at the top level, got a list",
+		"# only comments\n":                      "c.yaml: models: the configuration is empty: at least one model is required",
+		"models:\n":                              "c.yaml:1:1: models: no models defined: at least one model, or a peer under peers:, is required",
+		"models: {}\n":                           "c.yaml:1:1: models: no models defined: at least one model, or a peer under peers:, is required",
+		"models: [a]\n":                          "c.yaml:1:9: models: want a mapping, got a list",
+		"models:\n  a: 1\n":                      "c.yaml:2:6: models.a: want a mapping with at least cmd (or backend), got a number",
+		"models:\n  \"\": {backend: sim}\n":      `c.yaml:2:3: models."": a model id cannot be empty`,
 		"models:\n  \"a\\tb\": {backend: sim}\n": `c.yaml:2:3: models."a\tb": a model id cannot hold a control character ("\t" at byte 1)`,
 	} {
 		_, errs, _ := parse(t, src)
