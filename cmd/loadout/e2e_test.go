@@ -210,6 +210,32 @@ func (s *server) post(path, body string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
+// answer is what a request sent in the background got: its status and
+// body, or the error that stopped it.
+type answer struct {
+	code int
+	body string
+	err  error
+}
+
+// postAsync POSTs body (JSON) to path in the background, for a request
+// that must be in flight while the test acts; its answer comes on the
+// channel. It calls no t method, so it may run past a failed test.
+func (s *server) postAsync(path, body string) <-chan answer {
+	out := make(chan answer, 1)
+	go func() {
+		resp, err := http.Post(s.base+path, "application/json", strings.NewReader(body))
+		if err != nil {
+			out <- answer{err: err}
+			return
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		out <- answer{resp.StatusCode, string(b), err}
+	}()
+	return out
+}
+
 func (s *server) get(path string) (int, string) {
 	s.t.Helper()
 	resp, err := http.Get(s.base + path)

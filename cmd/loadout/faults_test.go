@@ -559,23 +559,7 @@ func TestServe_ForcedUnloadCutsInFlight(t *testing.T) {
 	cfg := "models:\n  a:\n    backend: sim\n    options: {load_time: 10ms, tokens_per_second: 20}\n"
 	s := startServer(t, writeConfig(t, t.TempDir(), cfg))
 	s.mustChat("a")
-	type answer struct {
-		code int
-		body string
-		err  error
-	}
-	plain := make(chan answer, 1)
-	go func() {
-		resp, err := http.Post(s.base+"/v1/chat/completions", "application/json",
-			strings.NewReader(`{"model":"a","max_tokens":400,"messages":[{"role":"user","content":"go"}]}`))
-		if err != nil {
-			plain <- answer{err: err}
-			return
-		}
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		plain <- answer{resp.StatusCode, string(b), err}
-	}()
+	plain := s.postAsync("/v1/chat/completions", `{"model":"a","max_tokens":400,"messages":[{"role":"user","content":"go"}]}`)
 	st := s.openStream(context.Background(), "a", 400)
 	st.until("content")
 	eventually(t, "both requests in flight", func() bool { return s.modelStatus(t, "a")["in_flight"] == float64(2) })

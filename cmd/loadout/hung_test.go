@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"io"
-	"net/http"
 	"strings"
 	"syscall"
 	"testing"
@@ -61,21 +59,7 @@ routing:
 	s := startServer(t, writeConfig(t, t.TempDir(), cfg))
 	s.mustChat("b") // the plugin runs
 	plugin := s.pluginPid("sim")
-	type answer struct {
-		code int
-		body string
-	}
-	first := make(chan answer, 1)
-	go func() {
-		resp, err := http.Post(s.base+"/v1/chat/completions", "application/json", strings.NewReader(chat("a", false)))
-		if err != nil {
-			first <- answer{0, err.Error()}
-			return
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		first <- answer{resp.StatusCode, string(b)}
-	}()
+	first := s.postAsync("/v1/chat/completions", chat("a", false))
 	eventually(t, "a to be loading", func() bool {
 		_, models := s.get("/api/models")
 		return strings.Contains(models, `"starting"`)
@@ -94,7 +78,7 @@ routing:
 		t.Errorf("the unload took %s: it waited for the stopped plugin", took)
 	}
 	if a := <-first; a.code < 500 {
-		t.Fatalf("the request whose load was unloaded: %d %s, want an error", a.code, a.body)
+		t.Fatalf("the request whose load was unloaded: %d %s %v, want an error", a.code, a.body, a.err)
 	}
 	// The next call into the stopped plugin with a deadline — the memory
 	// measurement of b, every 5 s, bounded by 10 s — kills it.

@@ -261,15 +261,7 @@ func TestServeJobs_ModelRequestWaitsForTheJobsGPUs(t *testing.T) {
 		filepath.Join(dir, "hold"), dir))
 	s.awaitJob(t, job.ID, "RUNNING")
 
-	type answer struct {
-		code int
-		body string
-	}
-	served := make(chan answer, 1)
-	go func() {
-		code, body := s.post("/v1/chat/completions", chat("m8", false))
-		served <- answer{code, body}
-	}()
+	served := s.postAsync("/v1/chat/completions", chat("m8", false))
 	eventually(t, "the m8 request to be queued", func() bool {
 		select {
 		case a := <-served:

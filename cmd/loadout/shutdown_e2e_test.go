@@ -37,23 +37,7 @@ func TestE2E_ShutdownTimeoutEndsRequests(t *testing.T) {
 		t.Fatalf("first event %q", first)
 	}
 
-	type answer struct {
-		code int
-		body string
-		err  error
-	}
-	plain := make(chan answer, 1)
-	go func() {
-		resp, err := http.Post(s.base+"/v1/chat/completions", "application/json",
-			strings.NewReader(`{"model":"a","max_tokens":1000,"messages":[{"role":"user","content":"long"}]}`))
-		if err != nil {
-			plain <- answer{err: err}
-			return
-		}
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		plain <- answer{resp.StatusCode, string(b), err}
-	}()
+	plain := s.postAsync("/v1/chat/completions", `{"model":"a","max_tokens":1000,"messages":[{"role":"user","content":"long"}]}`)
 	eventually(t, "both requests to be in flight", func() bool { return inFlight(t, s, "a") == 2 })
 
 	sent := time.Now()
