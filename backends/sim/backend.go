@@ -319,8 +319,13 @@ func parseOptions(raw json.RawMessage) ([]string, simserver.Options, []plugins.P
 	return flags, opts, nil
 }
 
+// flagValue is the flag package's error for a value its flag refuses.
+var flagValue = regexp.MustCompile(`^invalid (?:boolean )?value (".*") for flag -[a-z0-9-]+: (.*)$`)
+
 // flagError rewords a simserver.ParseFlags error for the option k: without
-// the "sim-server: " prefix, and an unknown flag as an unknown option.
+// the "sim-server: " prefix, an unknown flag as an unknown option, and a
+// refused value without the flag's name (the option is named where the
+// problem is reported).
 func flagError(err error, k string) string {
 	if inner := errors.Unwrap(err); inner != nil {
 		err = inner
@@ -328,6 +333,9 @@ func flagError(err error, k string) string {
 	msg := err.Error()
 	if strings.HasPrefix(msg, "flag provided but not defined") {
 		return "unknown option (see the sim backend's options)"
+	}
+	if m := flagValue.FindStringSubmatch(msg); m != nil {
+		return "invalid value " + m[1] + ": " + m[2]
 	}
 	return msg
 }

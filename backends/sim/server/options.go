@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math"
 	"net"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -162,7 +163,7 @@ func ParseFlags(args []string) (Options, error) {
 	fs.BoolVar(&o.SleepFails, "sleep-fails", false, "POST /sleep answers 500")
 	fs.BoolVar(&o.WakeHangs, "wake-hangs", false, "POST /wake_up never answers")
 	if err := fs.Parse(args); err != nil {
-		return Options{}, fmt.Errorf("sim-server: %w", err)
+		return Options{}, fmt.Errorf("sim-server: %w", valueError(fs, err))
 	}
 	if fs.NArg() > 0 {
 		return Options{}, fmt.Errorf("sim-server: unexpected argument %q", fs.Arg(0))
@@ -172,6 +173,38 @@ func ParseFlags(args []string) (Options, error) {
 		return Options{}, fmt.Errorf("sim-server: %w", err)
 	}
 	return o.withDefaults(), nil
+}
+
+// badValue is the flag package's error for a value its parser refused
+// without saying why ("parse error").
+var badValue = regexp.MustCompile(`^invalid (?:boolean )?value (".*") for flag -([a-z0-9-]+): parse error$`)
+
+// valueError is err with the flag package's bare "parse error" replaced
+// by the form the flag takes (read from its value's type); any other
+// error as it is.
+func valueError(fs *flag.FlagSet, err error) error {
+	m := badValue.FindStringSubmatch(err.Error())
+	if m == nil {
+		return err
+	}
+	f := fs.Lookup(m[2])
+	if f == nil {
+		return err
+	}
+	want := "another value"
+	if g, ok := f.Value.(flag.Getter); ok {
+		switch g.Get().(type) {
+		case time.Duration:
+			want = "a duration such as 2s or 500ms"
+		case float64:
+			want = "a number"
+		case int, int64:
+			want = "a whole number"
+		case bool:
+			want = "true or false"
+		}
+	}
+	return fmt.Errorf("invalid value %s for flag -%s: want %s", m[1], m[2], want)
 }
 
 // parseBytes reads "1073741824", "8GiB", "1.5 GB" and the like.
