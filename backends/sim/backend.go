@@ -320,7 +320,7 @@ func parseOptions(raw json.RawMessage) ([]string, simserver.Options, []plugins.P
 }
 
 // flagValue is the flag package's error for a value its flag refuses.
-var flagValue = regexp.MustCompile(`^invalid (?:boolean )?value (".*") for flag -[a-z0-9-]+: (.*)$`)
+var flagValue = regexp.MustCompile(`^invalid (?:boolean )?value (".*") for (?:flag )?-[a-z0-9-]+: (.*)$`)
 
 // flagError rewords a simserver.ParseFlags error for the option k: without
 // the "sim-server: " prefix, an unknown flag as an unknown option, and a

@@ -177,7 +177,7 @@ func ParseFlags(args []string) (Options, error) {
 
 // badValue is the flag package's error for a value its parser refused
 // without saying why ("parse error").
-var badValue = regexp.MustCompile(`^invalid (?:boolean )?value (".*") for flag -([a-z0-9-]+): parse error$`)
+var badValue = regexp.MustCompile(`^invalid (?:boolean )?value (".*") for (?:flag )?-([a-z0-9-]+): parse error$`)
 
 // valueError is err with the flag package's bare "parse error" replaced
 // by the form the flag takes (read from its value's type); any other
