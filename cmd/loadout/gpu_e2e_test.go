@@ -144,3 +144,16 @@ func TestServe_PinnedModelsMustFit(t *testing.T) {
 		t.Fatalf("serve with too many pinned models: err=%v\n%s", err, out)
 	}
 }
+
+// With the default router (group, llama-swap's, which weighs no memory),
+// a model that needs more than every GPU holds gets a 507 saying it can
+// never load — not a retryable 503 "cannot be placed now" whose reason
+// only the server's log knew.
+func TestServe_AModelLargerThanTheBoxIsA507WithTheDefaultRouter(t *testing.T) {
+	cfg := "gpus: [{name: sim0, memory: 8GiB}]\nmodels:\n  big:\n    backend: sim\n    options: {load_time: 10ms, vram: 12GiB}\n"
+	s := startServer(t, writeConfig(t, t.TempDir(), cfg))
+	code, body := s.post("/v1/chat/completions", chat("big", false))
+	if code != http.StatusInsufficientStorage || !strings.Contains(body, "needs 12 GiB of GPU memory; the box's GPUs hold 8 GiB together: it can never load") {
+		t.Fatalf("a model larger than the box: %d %s, want a 507 saying it can never load", code, body)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/loadout-dev/loadout/sdk"
+	sdksettings "github.com/loadout-dev/loadout/sdk/settings"
 )
 
 // request is one caller the scheduler holds: queued, or waiting on a swap.
@@ -223,9 +224,16 @@ func (s *scheduler) decide(r *request) verdict {
 		return handled
 	case errors.Is(err, sdk.ErrDoesNotFit):
 		// The host's ledger refused the plan: the swapper's view of free
-		// memory disagreed with it. That says "not now", not "never"
-		// (507 is for a model that fits on no placement at all).
-		s.fx.GrantError(r.id, sdk.CodeUnavailable, "model "+strconv.Quote(r.model)+" cannot be placed now: the host's GPU accounting refused the router policy's plan")
+		// memory disagreed with it (a router that weighs no memory, as
+		// group does, plans no eviction for memory at all). Where the
+		// model needs more than every GPU holds, that is "never" (507,
+		// which clients do not retry); else "not now".
+		if need, total, ok := s.tooLarge(r.model); ok {
+			s.fx.GrantError(r.id, sdk.CodeTooLarge, "model "+strconv.Quote(r.model)+" needs "+sdksettings.FormatSize(need, " ")+
+				" of GPU memory; the box's GPUs hold "+sdksettings.FormatSize(total, " ")+" together: it can never load")
+			return handled
+		}
+		s.fx.GrantError(r.id, sdk.CodeUnavailable, "model "+strconv.Quote(r.model)+" cannot be placed now: the host's GPU accounting refused the router policy's plan (the server's log says what it lacked)")
 		return handled
 	default:
 		s.fx.GrantError(r.id, sdk.CodeInternal, "starting a swap for model "+strconv.Quote(r.model)+": "+err.Error())
@@ -760,4 +768,19 @@ func (s *scheduler) OnShutdown(ev sdk.ShutdownEvent) {
 		s.fx.GrantError(r.id, sdk.CodeUnavailable, msg)
 	}
 	s.queue = nil
+}
+
+// tooLarge reports whether model needs more GPU memory than every GPU of
+// the box holds together (its VRAM figure against the GPUs' totals), with
+// both in bytes: no eviction can ever make room for it.
+func (s *scheduler) tooLarge(model string) (need, total uint64, ok bool) {
+	info, found := s.fx.ModelState(model)
+	if !found || info.EstimatedVRAM == 0 {
+		return 0, 0, false
+	}
+	snap := s.fx.Snapshot()
+	for _, g := range snap.GPUs {
+		total += g.Total
+	}
+	return info.EstimatedVRAM, total, len(snap.GPUs) > 0 && info.EstimatedVRAM > total
 }
