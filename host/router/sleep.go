@@ -527,6 +527,7 @@ func wakeTarget(ctx context.Context, job startJob) (Instance, error) {
 	}
 	wctx, cancel := context.WithTimeout(cut, job.mc.wakeTimeout())
 	err := si.Wake(wctx)
+	timedOut := errors.Is(wctx.Err(), context.DeadlineExceeded) // read before cancel, which sets Err too
 	cancel()
 	if err == nil {
 		return job.wake, nil
@@ -535,7 +536,7 @@ func wakeTarget(ctx context.Context, job startJob) (Instance, error) {
 	case ctx.Err() != nil:
 	case cut.Err() != nil:
 		err = fmt.Errorf("wake cut: %w (%v)", context.Cause(cut), err)
-	case wctx.Err() != nil:
+	case timedOut:
 		err = fmt.Errorf("wake timed out after %s: %w", job.mc.wakeTimeout(), err)
 	}
 	kctx, kcancel := context.WithTimeout(context.Background(), stopTimeout(job.mc))

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"runtime/pprof"
 	"slices"
 	"strings"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/loadout-dev/loadout/host/config"
 	"github.com/loadout-dev/loadout/host/gpu"
+	"github.com/loadout-dev/loadout/internal/proctest"
 	"github.com/loadout-dev/loadout/sdk"
 )
 
@@ -189,7 +191,11 @@ func TestSleep_HungWakeIsCutByLiveness(t *testing.T) {
 }
 
 func TestSleep_FailedWakeColdLoads(t *testing.T) {
-	h := sleepHarness(t, 8*gib, config.EvictAuto)
+	var logged proctest.LockedBuffer
+	mc := ModelConfig{VRAM: gib, SleepLevels: 3, Evict: config.EvictAuto, SleepOverhead: 256 << 20}
+	h := newHarness(t, harnessOpts{hostMemory: 8 * gib, models: map[string]ModelConfig{"a": mc, "b": mc},
+		logger: slog.New(slog.NewTextHandler(&logged, nil))})
+	h.procs["a"].sleepLevels, h.procs["b"].sleepLevels = 3, 3
 	serveOnce(t, h, "a")
 	serveOnce(t, h, "b")
 	h.world.expect(t, "starting a", "ready a", "asleep a 1", "starting b", "ready b")
@@ -199,6 +205,11 @@ func TestSleep_FailedWakeColdLoads(t *testing.T) {
 	st := h.status("a")
 	if st.State != "ready" || st.WakeFailures != 1 || st.ColdLoads != 2 || st.HostBytes != 0 {
 		t.Fatalf("a: %s, wake failures %d, cold loads %d, host bytes %d; want ready, 1, 2, 0", st.State, st.WakeFailures, st.ColdLoads, st.HostBytes)
+	}
+	// The wake's own error, not a timeout it never had (the context was
+	// read after its cancel).
+	if out := logged.String(); !strings.Contains(out, "500 on /wake_up") || strings.Contains(out, "timed out") {
+		t.Errorf("the failed wake's log, want its error and no timeout:\n%s", out)
 	}
 }
 
