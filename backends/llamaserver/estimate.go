@@ -48,6 +48,25 @@ func Validate(optionsJSON json.RawMessage) error {
 	return nil
 }
 
+// ValidateCommand checks the GGUF files a llama-server command line names
+// (a llama-swap `cmd: llama-server -m FILE.gguf …`, argv its words, env
+// the model's KEY=VALUE) as Validate checks the options' files: each must
+// be a readable GGUF file whose metadata parses. Nil for a command that is
+// not llama-server, or names no file (-hf). Errors: a flag of the
+// options it reads with a bad value, or a file, named.
+func ValidateCommand(argv, env []string) error {
+	o, ok, err := commandOptions(argv, env)
+	if !ok || err != nil {
+		return err
+	}
+	for _, f := range o.files() {
+		if _, err := readGGUF(f); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // BinaryOf is the llama-server executable a model's options name (its
 // binary option, else DefaultBinary): what Start looks up on PATH, for
 // `loadout config check` to look up first. Errors: options that do not

@@ -998,23 +998,39 @@ preset section became.`,
 }
 
 // checkModelFiles checks what backends can check without starting anything:
-// the GGUF files of every llamaserver model (llamaserver.Validate), each
-// model's given up after limit (a stalled share), which is then its error.
+// the GGUF files of every llamaserver model (llamaserver.Validate) and of
+// every cmd: that runs llama-server (llamaserver.ValidateCommand, as
+// llama-swap's configurations do), each model's given up after limit (a
+// stalled share), which is then its error, at the model's line.
 func checkModelFiles(cfg *config.Config, limit time.Duration) error {
 	var errs []error
 	for _, id := range cfg.ModelIDs() {
 		m := cfg.Models[id]
-		if m.Backend != config.BackendLlamaServer {
+		var key string
+		var check func() error
+		switch m.Backend {
+		case config.BackendLlamaServer:
+			opts, err := m.OptionsJSON()
+			key, check = "options", func() error {
+				if err != nil {
+					return err
+				}
+				return llamaserver.Validate(opts)
+			}
+		case config.BackendCmd:
+			argv, err := config.SplitCommand(m.Cmd)
+			if err != nil {
+				continue // the configuration's own check reports it
+			}
+			key, check = "cmd", func() error { return llamaserver.ValidateCommand(argv, m.Env) }
+		default:
 			continue
 		}
-		opts, err := m.OptionsJSON()
-		if err == nil {
-			_, err = bounded.Call(context.Background(), limit, "reading its model files", func() (struct{}, error) {
-				return struct{}{}, llamaserver.Validate(opts)
-			})
-		}
+		_, err := bounded.Call(context.Background(), limit, "reading its model files", func() (struct{}, error) {
+			return struct{}{}, check()
+		})
 		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: models.%s.options: %w", cfg.File, id, err))
+			errs = append(errs, fmt.Errorf("%s: models.%s.%s: %w", m.Pos, id, key, err))
 		}
 	}
 	return errors.Join(errs...)

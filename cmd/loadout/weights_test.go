@@ -3,6 +3,7 @@ package main
 import (
 	"log/slog"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -85,11 +86,20 @@ models:
   b-missing:
     backend: llamaserver
     options: {model: `+filepath.Join(dir, "gone.gguf")+`}
+  c-cmd:
+    cmd: llama-server --port ${PORT} -m `+filepath.Join(dir, "also-gone.gguf")+`
+  d-other:
+    cmd: my-server --port ${PORT} --weights `+filepath.Join(dir, "not-a-gguf-server.bin")+`
 `))
 	if err != nil {
 		t.Fatal(err)
 	}
 	err = checkModelFiles(cfg, 100*time.Millisecond)
+	// A llama-swap cmd: running llama-server is checked as the backend's
+	// options are, at the model's line; another command is not read.
+	if err == nil || !regexp.MustCompile(`loadout\.yaml:\d+:\d+: models\.c-cmd\.cmd: .*also-gone\.gguf`).MatchString(err.Error()) || strings.Contains(err.Error(), "d-other") {
+		t.Errorf("%v, want c-cmd's missing file named at its line, and nothing of d-other", err)
+	}
 	if err == nil || !strings.Contains(err.Error(), "models.a-stalled") || !strings.Contains(err.Error(), "did not end in time") {
 		t.Errorf("%v, want an error saying the read of a-stalled's files did not end", err)
 	}
