@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -192,11 +193,13 @@ func (d *decoder) checkSleep(cfg *Config, src map[string]*modelSrc, top map[stri
 			continue
 		}
 		if s.evict != nil {
-			d.errorf(s.evict, join(join("models", id), "evict"),
-				"backend %s cannot sleep at level %d (its models can only be stopped; use evict: stop or auto)", m.Backend, level)
+			d.errorf(s.evict, join(join("models", id), "evict"), "%s", cannotSleep(m, level))
 			continue
 		}
 		cannot = append(cannot, id)
+	}
+	for _, id := range slices.Sorted(maps.Keys(src)) {
+		d.checkIdleSleep(src[id].model)
 	}
 	if p, ok := top["evict"]; ok && len(cannot) > 0 {
 		d.warnf(p.val, p.name, "%s: the backends of %s cannot sleep; they are stopped when evicted", cfg.Evict, strings.Join(cannot, ", "))
@@ -204,6 +207,46 @@ func (d *decoder) checkSleep(cfg *Config, src map[string]*modelSrc, top map[stri
 	if p, ok := top["hostMemory"]; ok && cfg.HostMemory == 0 && cfg.Evict.Level() != 0 {
 		d.warnf(p.val, p.name, "0: nothing can sleep, so evict: %s stops every evicted model", cfg.Evict)
 	}
+}
+
+// cannotSleep says why m cannot sleep at level, and what would let it:
+// the evict: that matches the level its options give, or the options that
+// give one (docs/BACKENDS.md, "Sleeping").
+func cannotSleep(m *Model, level uint8) string {
+	msg := fmt.Sprintf("model %s cannot sleep at level %d", m.ID, level)
+	switch has := m.SleepLevels(); {
+	case has&1 != 0:
+		return msg + " (its options give level 1: use evict: sleep, or auto)"
+	case has&2 != 0:
+		return msg + " (its options give level 2: use evict: sleep2, or auto)"
+	}
+	switch m.Backend {
+	case BackendLlamaServer:
+		return msg + " (llama-server sleeps at level 2 only, with options.sleep_idle_seconds: set it and use evict: sleep2 or auto, or evict: stop)"
+	case BackendCmd, BackendVLLM:
+		return msg + " (give its options sleep: steps, or preset: vllm or sglang, as docs/BACKENDS.md shows; or use evict: stop)"
+	}
+	return msg + " (backend " + m.Backend + " offers no sleep: use evict: stop or auto)"
+}
+
+// checkIdleSleep warns of a llama-server model that sleeps by its own idle
+// timer (sleep_idle_seconds) no sooner than its wakeTimeout, which bounds a
+// sleep too: every eviction would wait the whole wakeTimeout for a sleep
+// that cannot come, then stop the server.
+func (d *decoder) checkIdleSleep(m *Model) {
+	if m.Backend != BackendLlamaServer || m.Evict == EvictStop || m.WakeTimeout <= 0 {
+		return
+	}
+	v, ok := m.Options["sleep_idle_seconds"]
+	if !ok {
+		return
+	}
+	secs, err := strconv.ParseFloat(fmt.Sprint(v), 64)
+	if err != nil || time.Duration(secs*float64(time.Second)) < m.WakeTimeout {
+		return
+	}
+	e := m.OptionError("sleep_idle_seconds", fmt.Sprintf("%v is not below the model's wakeTimeout (%s), which bounds its sleep: every eviction would wait %s for a sleep that cannot come, then stop the server; lower it (each eviction waits it out) or use evict: stop", v, m.WakeTimeout, m.WakeTimeout))
+	d.warns = append(d.warns, Warning{Pos: e.Pos, Key: e.Key, Message: e.Message})
 }
 
 // hostMemory is Report's hostMemory line.

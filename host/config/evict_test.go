@@ -91,3 +91,26 @@ models:
 		}
 	}
 }
+
+// An evict: a model cannot do says what would let it: the level its
+// options give, or the options that give one; a llama-server whose idle
+// sleep comes no sooner than its wakeTimeout is warned of.
+func TestEvict_WhatWouldLetItSleep(t *testing.T) {
+	for _, tc := range []struct{ model, want string }{
+		{"backend: llamaserver\n    evict: sleep\n    options: {model: m.gguf, sleep_idle_seconds: 5}", "its options give level 2: use evict: sleep2"},
+		{"backend: llamaserver\n    evict: sleep2\n    options: {model: m.gguf}", "set it and use evict: sleep2 or auto"},
+		{"cmd: server --port ${PORT}\n    evict: sleep", "give its options sleep: steps"},
+	} {
+		_, _, err := Parse("t.yaml", []byte("models:\n  a:\n    "+tc.model+"\n"))
+		if err == nil || !strings.Contains(err.Error(), "model a cannot sleep") || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "can only be stopped") {
+			t.Errorf("%q: %v; want the advice %q", tc.model, err, tc.want)
+		}
+	}
+	_, warnings, err := Parse("t.yaml", []byte("wakeTimeout: 5\nmodels:\n  a:\n    backend: llamaserver\n    options: {model: m.gguf, sleep_idle_seconds: 20}\n  b:\n    backend: llamaserver\n    options: {model: m.gguf, sleep_idle_seconds: 2}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(warnings) != 1 || !strings.Contains(warnings[0].String(), "t.yaml:5:30: models.a.options.sleep_idle_seconds: 20 is not below the model's wakeTimeout (5s)") {
+		t.Errorf("warnings %v, want one at a's sleep_idle_seconds", warnings)
+	}
+}
