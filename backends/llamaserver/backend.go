@@ -234,10 +234,8 @@ func (b *Backend) Wait(ctx context.Context, model string) (plugins.Exit, error) 
 // package function Validate also reads the GGUF file. A problem's message
 // names the option.
 func (b *Backend) Validate(_ context.Context, spec plugins.ModelSpec) ([]plugins.Problem, error) {
-	if _, err := parseOptions(spec.Options); err != nil {
-		return []plugins.Problem{{Message: err.Error()}}, nil
-	}
-	return nil, nil
+	_, problems := readOptions(spec.Options)
+	return problems, nil
 }
 
 // Close stops every server; plugins.Serve calls it on shutdown.

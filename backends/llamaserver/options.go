@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"reflect"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/loadout-dev/loadout/plugins"
 )
 
 // DefaultBinary is the server executable run when the options name none,
@@ -58,122 +60,147 @@ type options struct {
 var optionNames = []string{"binary", "cache_type_k", "cache_type_v", "ctx_size", "extra_args", "flash_attn", "mmproj", "model", "n_gpu_layers", "parallel", "sleep_idle_seconds"}
 
 // parseOptions decodes and checks a model's options (a JSON object). It does
-// not look at the model file.
+// not look at the model file. The error is every problem readOptions
+// finds, one a line, each "llamaserver options: OPTION: what is wrong".
 func parseOptions(raw json.RawMessage) (options, error) {
-	var in struct {
-		Binary     *string         `json:"binary"`
-		Model      *string         `json:"model"`
-		MMProj     *string         `json:"mmproj"`
-		CtxSize    *int            `json:"ctx_size"`
-		GPULayers  json.RawMessage `json:"n_gpu_layers"`
-		Parallel   *int            `json:"parallel"`
-		FlashAttn  json.RawMessage `json:"flash_attn"`
-		CacheTypeK *string         `json:"cache_type_k"`
-		CacheTypeV *string         `json:"cache_type_v"`
-		ExtraArgs  json.RawMessage `json:"extra_args"`
-		SleepIdle  *int            `json:"sleep_idle_seconds"`
+	o, problems := readOptions(raw)
+	if len(problems) == 0 {
+		return o, nil
 	}
-	if len(bytes.TrimSpace(raw)) > 0 {
-		dec := json.NewDecoder(bytes.NewReader(raw))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&in); err != nil {
-			return options{}, optionsError(err)
+	errs := make([]error, len(problems))
+	for i, p := range problems {
+		if p.Option == "" {
+			errs[i] = errors.New("llamaserver options: " + p.Message)
+		} else {
+			errs[i] = errors.New("llamaserver options: " + p.Option + ": " + p.Message)
 		}
 	}
+	return o, errors.Join(errs...)
+}
+
+// readOptions decodes and checks a model's options, each option on its
+// own, and returns every problem, each naming its option ("" for the
+// options as a whole), in the options' name order — what Validate reports
+// (docs/BACKENDS.md: every problem, each at its option's line).
+func readOptions(raw json.RawMessage) (options, []plugins.Problem) {
 	var o options
-	if in.Model == nil || strings.TrimSpace(*in.Model) == "" {
-		return o, errors.New("llamaserver options: model (the GGUF file) is required")
+	var problems []plugins.Problem
+	bad := func(option, format string, args ...any) {
+		problems = append(problems, plugins.Problem{Option: option, Message: fmt.Sprintf(format, args...)})
 	}
-	o.Model = *in.Model
-	if in.MMProj != nil {
-		if strings.TrimSpace(*in.MMProj) == "" {
-			return o, errors.New("llamaserver options: mmproj is empty (leave it out for a model without a projector)")
+	fields := map[string]json.RawMessage{}
+	if len(bytes.TrimSpace(raw)) > 0 {
+		if err := json.Unmarshal(raw, &fields); err != nil {
+			bad("", "want a JSON object: %v", err)
+			return o, problems
 		}
-		o.MMProj = *in.MMProj
+	}
+	for _, k := range slices.Sorted(maps.Keys(fields)) {
+		if !slices.Contains(optionNames, k) {
+			bad(k, "unknown option %q (known: %s; pass other llama-server flags in extra_args)", k, strings.Join(optionNames, ", "))
+		}
+	}
+	// text and whole read one option of their type; false when it is
+	// absent (or null) or does not decode, which is reported.
+	text := func(k string) (string, bool) {
+		v, ok := fields[k]
+		if !ok || string(v) == "null" {
+			return "", false
+		}
+		var s string
+		if err := json.Unmarshal(v, &s); err != nil {
+			bad(k, "want a string, got %s", v)
+			return "", false
+		}
+		return s, true
+	}
+	whole := func(k string) (int, bool) {
+		v, ok := fields[k]
+		if !ok || string(v) == "null" {
+			return 0, false
+		}
+		var n int
+		if err := json.Unmarshal(v, &n); err != nil {
+			bad(k, "want a whole number, got %s", v)
+			return 0, false
+		}
+		return n, true
+	}
+	if m, ok := text("model"); ok && strings.TrimSpace(m) != "" {
+		o.Model = m
+	} else if v := fields["model"]; ok || v == nil || string(v) == "null" { // not one of the wrong type, reported
+		bad("model", "required: the GGUF file")
+	}
+	if m, ok := text("mmproj"); ok {
+		if strings.TrimSpace(m) == "" {
+			bad("mmproj", "empty (leave it out for a model without a projector)")
+		}
+		o.MMProj = m
 	}
 	o.Binary = DefaultBinary
-	if in.Binary != nil {
-		if strings.TrimSpace(*in.Binary) == "" {
-			return o, errors.New("llamaserver options: binary is empty")
+	if b, ok := text("binary"); ok {
+		if strings.TrimSpace(b) == "" {
+			bad("binary", "empty (leave it out for llama-server on PATH)")
+		} else {
+			o.Binary = b
 		}
-		o.Binary = *in.Binary
 	}
-	if in.CtxSize != nil {
-		if *in.CtxSize < 0 {
-			return o, fmt.Errorf("llamaserver options: ctx_size %d: want 0 (the model's own) or more", *in.CtxSize)
+	if n, ok := whole("ctx_size"); ok {
+		if n < 0 {
+			bad("ctx_size", "%d: want 0 (the model's own) or more", n)
 		}
-		o.CtxSize = *in.CtxSize
+		o.CtxSize = n
 	}
-	if in.Parallel != nil {
-		if *in.Parallel < 1 {
-			return o, fmt.Errorf("llamaserver options: parallel %d: want 1 or more", *in.Parallel)
+	if n, ok := whole("parallel"); ok {
+		if n < 1 {
+			bad("parallel", "%d: want 1 or more", n)
 		}
-		o.Parallel = *in.Parallel
+		o.Parallel = n
 	}
-	if in.SleepIdle != nil {
-		if *in.SleepIdle < 1 {
-			return o, fmt.Errorf("llamaserver options: sleep_idle_seconds %d: want 1 or more (leave it out for a server that never sleeps)", *in.SleepIdle)
+	if n, ok := whole("sleep_idle_seconds"); ok {
+		if n < 1 {
+			bad("sleep_idle_seconds", "%d: want 1 or more (leave it out for a server that never sleeps)", n)
 		}
-		o.SleepIdleSeconds = *in.SleepIdle
+		o.SleepIdleSeconds = n
 	}
 	var err error
-	if o.GPULayers, err = gpuLayers(in.GPULayers); err != nil {
-		return o, err
+	if o.GPULayers, err = gpuLayers(fields["n_gpu_layers"]); err != nil {
+		bad("n_gpu_layers", "%v", err)
 	}
-	if o.FlashAttn, err = flashAttn(in.FlashAttn); err != nil {
-		return o, err
+	if o.FlashAttn, err = flashAttn(fields["flash_attn"]); err != nil {
+		bad("flash_attn", "%v", err)
 	}
 	for _, ct := range []struct {
 		name string
-		val  *string
 		dst  *string
-	}{{"cache_type_k", in.CacheTypeK, &o.CacheTypeK}, {"cache_type_v", in.CacheTypeV, &o.CacheTypeV}} {
-		if ct.val == nil {
+	}{{"cache_type_k", &o.CacheTypeK}, {"cache_type_v", &o.CacheTypeV}} {
+		v, ok := text(ct.name)
+		if !ok {
 			continue
 		}
-		if _, ok := cacheTypes[strings.ToLower(*ct.val)]; !ok {
-			return o, fmt.Errorf("llamaserver options: %s %q: want one of %s", ct.name, *ct.val, strings.Join(cacheTypeNames(), ", "))
+		if _, ok := cacheTypes[strings.ToLower(v)]; !ok {
+			bad(ct.name, "%q: want one of %s", v, strings.Join(cacheTypeNames(), ", "))
+			continue
 		}
-		*ct.dst = strings.ToLower(*ct.val)
+		*ct.dst = strings.ToLower(v)
 	}
-	if len(in.ExtraArgs) > 0 && string(in.ExtraArgs) != "null" {
-		if err := json.Unmarshal(in.ExtraArgs, &o.ExtraArgs); err != nil {
-			return o, errors.New("llamaserver options: extra_args: want a list of strings, one word each, e.g. [--threads, \"8\"]")
+	if v, ok := fields["extra_args"]; ok && string(v) != "null" {
+		if err := json.Unmarshal(v, &o.ExtraArgs); err != nil {
+			bad("extra_args", "want a list of strings, one word each, e.g. [--threads, \"8\"]")
 		}
 	}
 	for _, a := range o.ExtraArgs {
 		flag, _, _ := strings.Cut(a, "=")
 		if opt, ok := ownedFlags()[flag]; ok {
 			if opt == "" {
-				return o, fmt.Errorf("llamaserver options: extra_args: %s is set by the backend", flag)
+				bad("extra_args", "%s is set by the backend", flag)
+			} else {
+				bad("extra_args", "%s is set by the %s option; use that instead", flag, opt)
 			}
-			return o, fmt.Errorf("llamaserver options: extra_args: %s is set by the %s option; use that instead", flag, opt)
 		}
 	}
 	o.ProjectorOnCPU = !projectorOffloaded(o.ExtraArgs, nil)
-	return o, nil
-}
-
-// optionsError rewords a JSON decoding error for a config author.
-func optionsError(err error) error {
-	var te *json.UnmarshalTypeError
-	if errors.As(err, &te) {
-		if te.Field == "" {
-			return fmt.Errorf("llamaserver options: want a JSON object, got a %s", te.Value)
-		}
-		want := te.Type.String()
-		switch te.Type.Kind() {
-		case reflect.Int:
-			want = "whole number"
-		case reflect.String:
-			want = "string"
-		}
-		return fmt.Errorf("llamaserver options: %s: want a %s, got a %s", te.Field, want, te.Value)
-	}
-	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-		return fmt.Errorf("llamaserver options: unknown option %s (known: %s; pass other llama-server flags in extra_args)", name, strings.Join(optionNames, ", "))
-	}
-	return fmt.Errorf("llamaserver options: want a JSON object: %w", err)
+	return o, problems
 }
 
 // gpuLayers reads n_gpu_layers: a number, "auto" or "all".
@@ -189,11 +216,11 @@ func gpuLayers(raw json.RawMessage) (string, error) {
 		if n, err := strconv.Atoi(s); err == nil && n >= -2 {
 			return strconv.Itoa(n), nil
 		}
-		return "", fmt.Errorf("llamaserver options: n_gpu_layers %q: want a number of layers, auto or all", s)
+		return "", fmt.Errorf("%q: want a number of layers, auto or all", s)
 	}
 	var n int
 	if err := json.Unmarshal(raw, &n); err != nil || n < -2 {
-		return "", fmt.Errorf("llamaserver options: n_gpu_layers %s: want a number of layers, auto or all", raw)
+		return "", fmt.Errorf("%s: want a number of layers, auto or all", raw)
 	}
 	return strconv.Itoa(n), nil
 }
@@ -214,7 +241,7 @@ func flashAttn(raw json.RawMessage) (string, error) {
 	if json.Unmarshal(raw, &s) == nil && (s == "on" || s == "off" || s == "auto") {
 		return s, nil
 	}
-	return "", fmt.Errorf("llamaserver options: flash_attn %s: want true, false, on, off or auto", raw)
+	return "", fmt.Errorf("%s: want true, false, on, off or auto", raw)
 }
 
 // args returns the llama-server command line, binary first; the port is

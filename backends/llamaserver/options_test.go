@@ -1,11 +1,14 @@
 package llamaserver
 
 import (
+	"context"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/google/shlex"
+
+	"github.com/loadout-dev/loadout/plugins"
 )
 
 func TestLlamaServer_CommandLine(t *testing.T) {
@@ -73,24 +76,24 @@ func TestLlamaServer_BadOptions(t *testing.T) {
 	for _, tc := range []struct {
 		name, options, want string
 	}{
-		{"no options", ``, "model (the GGUF file) is required"},
-		{"no model", `{"ctx_size": 4096}`, "model (the GGUF file) is required"},
-		{"empty model", `{"model": " "}`, "model (the GGUF file) is required"},
+		{"no options", ``, "model: required: the GGUF file"},
+		{"no model", `{"ctx_size": 4096}`, "model: required: the GGUF file"},
+		{"empty model", `{"model": " "}`, "model: required: the GGUF file"},
 		{"unknown option", `{"model": "m.gguf", "ctx": 4096}`, `unknown option "ctx" (known: binary, cache_type_k`},
 		{"not an object", `[1]`, "want a JSON object"},
-		{"ctx_size a string", `{"model": "m.gguf", "ctx_size": "4k"}`, "ctx_size: want a whole number, got a string"},
-		{"negative ctx_size", `{"model": "m.gguf", "ctx_size": -1}`, "ctx_size -1"},
-		{"zero parallel", `{"model": "m.gguf", "parallel": 0}`, "parallel 0: want 1 or more"},
-		{"zero sleep_idle_seconds", `{"model": "m.gguf", "sleep_idle_seconds": 0}`, "sleep_idle_seconds 0: want 1 or more"},
+		{"ctx_size a string", `{"model": "m.gguf", "ctx_size": "4k"}`, `ctx_size: want a whole number, got "4k"`},
+		{"negative ctx_size", `{"model": "m.gguf", "ctx_size": -1}`, "ctx_size: -1: want 0"},
+		{"zero parallel", `{"model": "m.gguf", "parallel": 0}`, "parallel: 0: want 1 or more"},
+		{"zero sleep_idle_seconds", `{"model": "m.gguf", "sleep_idle_seconds": 0}`, "sleep_idle_seconds: 0: want 1 or more"},
 		{"sleep flag in extra_args", `{"model": "m.gguf", "extra_args": ["--sleep-idle-seconds", "5"]}`, "--sleep-idle-seconds is set by the sleep_idle_seconds option"},
-		{"gpu layers word", `{"model": "m.gguf", "n_gpu_layers": "most"}`, `n_gpu_layers "most"`},
-		{"gpu layers fraction", `{"model": "m.gguf", "n_gpu_layers": 1.5}`, "n_gpu_layers 1.5"},
-		{"flash_attn word", `{"model": "m.gguf", "flash_attn": "yes"}`, "flash_attn \"yes\": want true, false, on, off or auto"},
-		{"cache type", `{"model": "m.gguf", "cache_type_k": "q3_k"}`, `cache_type_k "q3_k": want one of bf16, f16, f32`},
+		{"gpu layers word", `{"model": "m.gguf", "n_gpu_layers": "most"}`, `n_gpu_layers: "most"`},
+		{"gpu layers fraction", `{"model": "m.gguf", "n_gpu_layers": 1.5}`, "n_gpu_layers: 1.5"},
+		{"flash_attn word", `{"model": "m.gguf", "flash_attn": "yes"}`, "flash_attn: \"yes\": want true, false, on, off or auto"},
+		{"cache type", `{"model": "m.gguf", "cache_type_k": "q3_k"}`, `cache_type_k: "q3_k": want one of bf16, f16, f32`},
 		{"extra_args a string", `{"model": "m.gguf", "extra_args": "--threads 8"}`, "extra_args: want a list of strings"},
 		{"extra_args sets the port", `{"model": "m.gguf", "extra_args": ["--port", "80"]}`, "--port is set by the backend"},
 		{"extra_args sets the context", `{"model": "m.gguf", "extra_args": ["-c=4096"]}`, "-c is set by the ctx_size option"},
-		{"empty binary", `{"model": "m.gguf", "binary": ""}`, "binary is empty"},
+		{"empty binary", `{"model": "m.gguf", "binary": ""}`, "binary: empty"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := parseOptions([]byte(tc.options))
@@ -101,5 +104,24 @@ func TestLlamaServer_BadOptions(t *testing.T) {
 				t.Fatalf("error %q does not say it is about the llamaserver options", err)
 			}
 		})
+	}
+}
+
+// Validate reports every problem, each naming its option, in the same
+// order every time (the options arrive as a JSON object from a map: a
+// decoder that stops at the first problem named a different one each run).
+func TestLlamaServer_ValidateReportsEveryProblem(t *testing.T) {
+	raw := []byte(`{"model": "m.gguf", "flash_attn": "maybe", "modle": "x", "parallel": 0, "ctx_size": 1.5, "n_gpu_layers": -1}`)
+	want := []plugins.Problem{
+		{Option: "modle", Message: `unknown option "modle" (known: ` + strings.Join(optionNames, ", ") + `; pass other llama-server flags in extra_args)`},
+		{Option: "ctx_size", Message: "want a whole number, got 1.5"},
+		{Option: "parallel", Message: "0: want 1 or more"},
+		{Option: "flash_attn", Message: `"maybe": want true, false, on, off or auto`},
+	}
+	for range 5 {
+		got, err := New(nil).Validate(context.Background(), plugins.ModelSpec{Model: "m", Options: raw})
+		if err != nil || !slices.Equal(got, want) {
+			t.Fatalf("Validate = %+v, %v;\nwant %+v", got, err, want)
+		}
 	}
 }
