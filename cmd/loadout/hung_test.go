@@ -27,6 +27,10 @@ func TestFault_ModelServerSIGSTOPMidStream(t *testing.T) {
 	defer syscall.Kill(pid, syscall.SIGKILL) // whatever happens, nothing stays stopped
 	if done, errEv, tail := st.rest(); done || !errEv {
 		t.Fatalf("stream after SIGSTOP of its server: done=%v error event=%v\n%s", done, errEv, tail)
+	} else if !strings.Contains(tail, "hung") {
+		// Told why the server went (its probes found it hung and it was
+		// killed, or the stream stalled), not only "unexpected EOF".
+		t.Errorf("the stream's error event does not say the server hung:\n%s", tail)
 	}
 	eventually(t, "a to be marked failed as hung", func() bool {
 		_, models := s.get("/api/models")

@@ -166,8 +166,21 @@ func (s *Server) upstreamFailed(w http.ResponseWriter, r *http.Request, err erro
 		ex.refused = true // serve grants it again: nothing was answered, nothing is written
 		return
 	}
-	s.writeError(w, r, &apiError{status: http.StatusBadGateway, code: "upstream_error",
-		msg: fmt.Sprintf("model %s: upstream request failed: %v", ex.model, err)})
+	msg := fmt.Sprintf("model %s: upstream request failed: %v", ex.model, err)
+	if why := ex.ended(); why != "" {
+		msg = fmt.Sprintf("model %s: its server was killed before it answered (%s)", ex.model, why)
+	}
+	s.writeError(w, r, &apiError{status: http.StatusBadGateway, code: "upstream_error", msg: msg})
+}
+
+// ended is why the router killed the server the exchange's grant went to
+// (router.Grant.Ended: a hang), "" when it did not, or for a request
+// without a grant (a peer's).
+func (ex *exchange) ended() string {
+	if ex.grant == nil {
+		return ""
+	}
+	return ex.grant.Ended()
 }
 
 // upstreamResponded is the ReverseProxy's ModifyResponse. The body is
@@ -370,6 +383,9 @@ func (g *responseGuard) Read(p []byte) (int, error) {
 	default:
 		e = &apiError{status: http.StatusBadGateway, code: "upstream_error",
 			msg: fmt.Sprintf("model %s: upstream failed mid-stream: %v", g.ex.model, err)}
+		if why := g.ex.ended(); why != "" {
+			e.msg = fmt.Sprintf("model %s: its server was killed mid-answer (%s)", g.ex.model, why)
+		}
 	}
 	g.ex.fail(e.status, e.msg)
 	if !g.sse {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/loadout-dev/loadout/host/gpu"
@@ -181,6 +182,10 @@ func (r *Router) serve(w *waiter, m *model) bool {
 		g.Model, g.Replica = w.asked, name
 	}
 	g.release = func() { r.exec.release(serveDone{id: id, model: name}) }
+	if m.ended == nil {
+		m.ended = new(atomic.Pointer[string])
+	}
+	g.ended = m.ended
 	gen := m.gen
 	g.stalled = func(reason string) {
 		select {

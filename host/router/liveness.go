@@ -239,6 +239,11 @@ func (r *Router) hung(m *model, reason string) {
 	r.log.Error("model server hung; killing it", "model", m.name, "in_flight", m.inFlight, "reason", reason)
 	m.lastErr = "hung: " + reason
 	m.hung = true
+	if m.ended != nil { // the grants to this instance learn why it ends
+		why := m.lastErr
+		m.ended.Store(&why)
+		m.ended = nil
+	}
 	r.setState(m, sdk.StateStopping)
 	r.exec.stop(eviction{model: m.name, gen: m.gen, inst: m.inst, timeout: stopTimeout(m.cfg), kill: true})
 	r.loop.changed = append(r.loop.changed, m.name)

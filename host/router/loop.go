@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/loadout-dev/loadout/host/gpu"
@@ -152,6 +153,9 @@ type model struct {
 	// the wakes that failed (each a cold start instead); wakeTime is the
 	// last wake's duration from each level.
 	sleeps, wakes, wakeFailures, sleepFailures uint32
+	// ended is what the grants to its running instance read to learn why
+	// the router killed it (Grant.Ended); replaced at each such kill.
+	ended *atomic.Pointer[string]
 	// sleepUnsupported: its server refused a sleep as one it cannot do
 	// (ErrSleepUnsupported); it is stopped when evicted until its
 	// configuration changes.

@@ -198,7 +198,24 @@ type Grant struct {
 	Woke    bool
 	release func()
 	stalled func(reason string) // nil: no liveness report (a peer, a test)
-	once    sync.Once
+	// ended is set, before its server is killed, to why the router ended
+	// the instance serving the grant (a hang); nil: no such report.
+	ended *atomic.Pointer[string]
+	once  sync.Once
+}
+
+// Ended is why the router killed the server the grant went to while it
+// was granted ("hung: its health check failed 3 times …"), "" when it did
+// not: what a request cut by that kill is told, rather than the broken
+// connection it saw.
+func (g *Grant) Ended() string {
+	if g.ended == nil {
+		return ""
+	}
+	if why := g.ended.Load(); why != nil {
+		return *why
+	}
+	return ""
 }
 
 // Release ends the grant: the model's in-flight count goes down.
