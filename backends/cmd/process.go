@@ -328,6 +328,10 @@ func (p *process) probe(ctx context.Context) error {
 	return nil
 }
 
+// minGrace is the shortest stop timeout that gives a server time to exit
+// by itself; a shorter one is a kill.
+const minGrace = 100 * time.Millisecond
+
 // stop asks the server to exit (cmdStop or SIGTERM to its group), SIGKILLs the
 // group after timeout or when ctx ends, and returns once it has exited.
 func (p *process) stop(ctx context.Context, timeout time.Duration) error {
@@ -351,7 +355,13 @@ func (p *process) stop(ctx context.Context, timeout time.Duration) error {
 	case <-p.done:
 		return nil
 	case <-grace.C:
-		p.log.Warn("model server ignored stop; killing", "pid", p.pid, "timeout", timeout.String())
+		if timeout < minGrace {
+			// A stop that gave no grace to speak of is a kill (the host's
+			// of a hung server): nothing was ignored.
+			p.log.Info("model server killed", "pid", p.pid, "grace", timeout.String())
+		} else {
+			p.log.Warn("model server ignored stop; killing", "pid", p.pid, "timeout", timeout.String())
+		}
 	case <-ctx.Done():
 	}
 	p.signal(syscall.SIGKILL)
