@@ -48,6 +48,18 @@ func Validate(optionsJSON json.RawMessage) error {
 	return nil
 }
 
+// CommandOf is the llama-server command line a model's options run, as
+// llama-swap's configurations write one (the port left as ${PORT}): what
+// /running shows as a llamaserver model's cmd. "" for options that do not
+// parse (Validate reports them).
+func CommandOf(optionsJSON json.RawMessage) string {
+	o, err := parseOptions(optionsJSON)
+	if err != nil {
+		return ""
+	}
+	return o.commandLine()
+}
+
 // ValidateCommand checks the GGUF files a llama-server command line names
 // (a llama-swap `cmd: llama-server -m FILE.gguf …`, argv its words, env
 // the model's KEY=VALUE) as Validate checks the options' files: each must

@@ -125,3 +125,18 @@ func TestLlamaServer_ValidateReportsEveryProblem(t *testing.T) {
 		}
 	}
 }
+
+// CommandOf is the command line Start runs, for /running's cmd; "" for
+// options that do not parse.
+func TestLlamaServer_CommandOf(t *testing.T) {
+	o, err := parseOptions([]byte(`{"model": "/m/a b.gguf", "ctx_size": 4096}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := CommandOf([]byte(`{"model": "/m/a b.gguf", "ctx_size": 4096}`)); got != o.commandLine() || !strings.Contains(got, "'/m/a b.gguf'") || !strings.Contains(got, "${PORT}") {
+		t.Errorf("CommandOf = %q, want the options' command line %q", got, o.commandLine())
+	}
+	if got := CommandOf([]byte(`{"ctx_size": 4096}`)); got != "" {
+		t.Errorf("CommandOf without a model = %q, want empty", got)
+	}
+}

@@ -615,9 +615,15 @@ func modelTable(ctx context.Context, cfg *config.Config, ids []string, launchers
 	var catalog []proxy.ModelEntry
 	for _, id := range cfg.ServedIDs() { // a replica is its model's, not a name of its own
 		m := cfg.Models[id]
+		cmd := m.Cmd
+		if m.Backend == config.BackendLlamaServer {
+			if opts, err := m.OptionsJSON(); err == nil {
+				cmd = llamaserver.CommandOf(opts) // what it runs, as /running shows a cmd: model's
+			}
+		}
 		catalog = append(catalog, proxy.ModelEntry{
 			ID: id, Name: m.Name, Description: m.Description, Aliases: m.Aliases,
-			UseModelName: m.UseModelName, Cmd: m.Cmd, TTL: m.TTL, Unlisted: m.Unlisted, Backend: m.Backend,
+			UseModelName: m.UseModelName, Cmd: cmd, TTL: m.TTL, Unlisted: m.Unlisted, Backend: m.Backend,
 			Filters: m.Filters, Timeouts: &m.Timeouts, Metadata: m.Metadata,
 			Capabilities: m.Capabilities, IgnoreWebsockets: m.IgnoreWebsockets,
 			Details: modelDetails(m, log),
