@@ -153,7 +153,8 @@ func newLoadCmd() *cobra.Command {
 		Long: `load asks a running Loadout to load MODEL (an id or alias) as a request for it
 would: the scheduler and swapper decide, evicting idle models or queueing as
 for any request. It returns when the model is ready, or fails with the
-reason (it does not fit, its server failed to start, --wait passed). It is
+reason (it does not fit, its server failed to start, --wait passed, or
+Loadout itself stopped answering for --timeout). It is
 POST /api/models/load/MODEL, the web UI's load button.`,
 		Example: `  loadout load qwen-7b
   LOADOUT_API_KEY=sk-… loadout load qwen-7b --server http://gpu-box:8080`,
@@ -212,10 +213,12 @@ func newLogsCmd() *cobra.Command {
 		Short: "Print a model server's output, kept by a running Loadout; -f follows it",
 		Long: `logs prints what MODEL's server (llama-server, vLLM, …) wrote, as the running
 Loadout keeps it (the latest lines of every start, across restarts of the
-server). With -f it then follows new output until interrupted. It is GET
-/logs/MODEL, and /logs/stream/MODEL with -f (llama-swap's). In place of a
-model, proxy is Loadout's own log and upstream every model server's
-output, as in llama-swap.`,
+server). With -f it then follows new output until interrupted; when the
+server ends the stream (it stopped or restarted) or stops answering its
+probes (GET /health, each within --timeout), it says so and exits
+non-zero. It is GET /logs/MODEL, and /logs/stream/MODEL with -f
+(llama-swap's). In place of a model, proxy is Loadout's own log and
+upstream every model server's output, as in llama-swap.`,
 		Example: `  loadout logs qwen-7b
   loadout logs -f qwen-7b
   loadout logs -f proxy`,
@@ -225,7 +228,7 @@ output, as in llama-swap.`,
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "follow new output until interrupted")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		if follow {
-			return c.do(cmd.Context(), http.MethodGet, "/logs/stream/"+url.PathEscape(args[0]), nil, c.out)
+			return c.follow(cmd.Context(), "/logs/stream/"+url.PathEscape(args[0]), c.out)
 		}
 		var kept bytes.Buffer // the latest lines only: Loadout keeps a bounded tail
 		if err := c.do(cmd.Context(), http.MethodGet, "/logs/"+url.PathEscape(args[0]), nil, &kept); err != nil {
@@ -243,10 +246,11 @@ output, as in llama-swap.`,
 }
 
 // callOK posts to path, an admin action that answers "OK" when done
-// (llama-swap's), waiting up to wait (--wait) for it.
+// (llama-swap's), waiting up to wait (--wait) for it while the server
+// answers (apiClient.await).
 func (c *apiClient) callOK(ctx context.Context, path string, wait time.Duration) error {
 	var body bytes.Buffer
-	if err := c.call(ctx, http.MethodPost, path, nil, &body, wait, "--wait"); err != nil {
+	if err := c.await(ctx, http.MethodPost, path, &body, wait); err != nil {
 		return err
 	}
 	if strings.TrimSpace(body.String()) != "OK" {
