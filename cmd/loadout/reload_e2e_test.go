@@ -422,6 +422,35 @@ func TestServe_HotReload_APIKeysAndRestartOnlySettings(t *testing.T) {
 	}
 }
 
+// A model a reload removed, still finishing a stream, can be unloaded by
+// name (with force, cutting the stream), as `loadout ps` still lists it;
+// it was a 404, "not found".
+func TestServe_HotReload_ARemovedModelDrainingCanBeUnloaded(t *testing.T) {
+	a := "  a:\n    backend: sim\n    options: {load_time: 10ms}\n"
+	b := "  b:\n    backend: sim\n    options: {load_time: 10ms, tokens_per_second: 20}\n"
+	groups := "groups:\n  all: {swap: false, exclusive: false, members: [a, b]}\n"
+	cfg := writeConfig(t, t.TempDir(), "models:\n"+a+b+groups)
+	s := startServer(t, cfg)
+	st := s.openStream(context.Background(), "b", 400)
+	st.until("content")
+	if err := os.WriteFile(cfg, []byte("models:\n"+a), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, body := s.post("/api/policies/reload", ""); code != 200 {
+		t.Fatalf("reload: %d %s", code, body)
+	}
+	if code, body := s.post("/api/models/unload/b?force=true", ""); code != 200 {
+		t.Fatalf("forced unload of the draining b: %d %s", code, body)
+	}
+	if done, errEvent, tail := st.rest(); done || !errEvent || !strings.Contains(tail, "model_unloaded") {
+		t.Errorf("b's stream: done %v, error event %v: %s; want it cut by the unload", done, errEvent, tail)
+	}
+	eventually(t, "b's server gone", func() bool { return len(modelPids(t, "b")) == 0 })
+	if code, _ := s.post("/api/models/unload/nope", ""); code != 404 {
+		t.Errorf("unload of a model never configured: %d, want 404", code)
+	}
+}
+
 // procArgs is a process's command line.
 func procArgs(t *testing.T, pid int) []string {
 	t.Helper()

@@ -372,15 +372,35 @@ func (s *Server) pathModel(w http.ResponseWriter, r *http.Request) *ModelEntry {
 
 // unloadModel is POST /api/models/unload/{model}: the model by id or alias.
 func (s *Server) unloadModel(w http.ResponseWriter, r *http.Request) {
-	e := s.pathModel(w, r)
-	if e == nil {
-		return
+	id := mux.Vars(r)["model"]
+	if !s.draining(id) { // a model a reload removed is still the router's while it drains
+		e := s.pathModel(w, r)
+		if e == nil {
+			return
+		}
+		id = e.ID
 	}
-	if err := s.unload(r.Context(), unloadOptions(r, e.ID)); err != nil {
-		s.writeError(w, r, acquireError(r.Context(), err, e.ID))
+	if err := s.unload(r.Context(), unloadOptions(r, id)); err != nil {
+		s.writeError(w, r, acquireError(r.Context(), err, id))
 		return
 	}
 	writeOK(w)
+}
+
+// draining reports whether id is a model the catalog no longer has (a
+// reload removed it) but the router still runs, finishing its requests
+// in flight: an operator may still unload it (with ?force=true, cut
+// them), as `loadout ps` lists it.
+func (s *Server) draining(id string) bool {
+	if s.catalog.Load().lookup(id) != nil {
+		return false
+	}
+	for _, m := range s.router.Models() {
+		if m.Model == id {
+			return true
+		}
+	}
+	return false
 }
 
 func writeOK(w http.ResponseWriter) {
