@@ -378,7 +378,7 @@ func (rl *reloader) load(opts config.Options) (*config.Config, []config.Warning,
 
 // modelDigest is what a model was made from, in two parts: restart, whose
 // change restarts it once idle (its process: the backend's spec, VRAM,
-// where it may run, which replica it is, its sleep levels and weights),
+// where it may run, whose replica it is, its sleep levels and weights),
 // and live, whose change a reload hands over without a restart (the run
 // loop's settings — priority, concurrency, pinning, group, TTL, unload
 // timeout, evict, wake timeout, replica range — and the catalog's: name,
@@ -401,8 +401,11 @@ func (rl *reloader) modelDigests() (map[string]modelDigest, error) {
 		spec, err := modelSpec(cfg, m)
 		mc := modelConfig(cfg, m, uint64(max(m.VRAM, 0)))
 		restart := sha256.New()
-		fmt.Fprintf(restart, "%+v\x00%v\x00%d\x00%q %d\x00%d\x00%q\x00%v %v", spec, err, mc.VRAM,
-			mc.ReplicaOf, mc.Replica, mc.SleepLevels, mc.Weights, m.GPUs, m.Split)
+		// A model's own replica number is not what it is made of: it is 1
+		// with replicas and 0 without, and a reload from one replica to
+		// two (or back) must restart none (README, "Replicas").
+		fmt.Fprintf(restart, "%+v\x00%v\x00%d\x00%q\x00%d\x00%q\x00%v %v", spec, err, mc.VRAM,
+			mc.ReplicaOf, mc.SleepLevels, mc.Weights, m.GPUs, m.Split)
 		live, err := json.Marshal([]any{liveSettings(mc), m.Name, m.Description, m.Aliases, m.Unlisted, m.UseModelName,
 			m.Filters, m.Timeouts, m.Metadata, m.Capabilities, m.IgnoreWebsockets, m.SendLoadingState})
 		if err != nil {

@@ -274,6 +274,37 @@ routing: {scheduler: {use: fifo}, router: {use: prioritylru}}
 	}
 }
 
+// A reload from one replica to two, and back, restarts none: the model's
+// own server keeps serving, the second replica is added and then removed
+// (a model's own entry is replica 1 with replicas and 0 without, and that
+// number made the reload take the model for a changed one and stop it).
+func TestServe_HotReload_OneReplicaToTwoAndBack(t *testing.T) {
+	cfg := func(n int) string {
+		return fmt.Sprintf("gpus: [{memory: 80GiB}]\nrouting: {router: {use: prioritylru}}\nmodels:\n  w:\n    backend: sim\n    replicas: %d\n    options: {load_time: 20ms, vram: 10GiB}\n", n)
+	}
+	path := writeConfig(t, t.TempDir(), cfg(1))
+	s := startServer(t, path)
+	s.mustChat("w")
+	pid := onePid(t, "w")
+	for _, n := range []int{2, 1} {
+		if err := os.WriteFile(path, []byte(cfg(n)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if code, body := s.post("/api/policies/reload", ""); code != 200 {
+			t.Fatalf("reload to %d replicas: %d %s", n, code, body)
+		}
+		if n == 2 {
+			eventually(t, "w's second replica to be ready", func() bool { return s.replicas("w").ReadyReplicas == 2 })
+		} else {
+			eventually(t, "w@2's server gone", func() bool { return len(modelPids(t, "w@2")) == 0 })
+		}
+		s.mustChat("w")
+		if pids := modelPids(t, "w"); len(pids) != 1 || pids[0] != pid {
+			t.Fatalf("after the reload to %d replicas w's server is %v, want %d untouched", n, pids, pid)
+		}
+	}
+}
+
 // A replica killed while requests queue behind both replicas (one at a
 // time each): every request is served — the one it was serving had not
 // been answered a byte, and the ones handed to the dead server in the
