@@ -242,6 +242,12 @@ func TestPeers_ReloadAppliesPeerChanges(t *testing.T) {
 	if pv := gw.peers(); len(pv.Peers) != 1 || pv.Peers[0].Peer != "c" {
 		t.Fatalf("/api/peers after the reload: %+v", pv)
 	}
+	// A reload that changes no peer leaves their health as it is (every
+	// reload restarted every peer's: a peer down for its failures was up
+	// again, its cool-down forgotten).
+	if code, body := gw.post("/api/policies/reload", ""); code != 200 || strings.Contains(body, `"peers"`) {
+		t.Fatalf("a reload with no change: %d %s, want no peers changed", code, body)
+	}
 }
 
 // Three real servers: A serves m itself and has two peers, B and C, that

@@ -146,7 +146,9 @@ func (rl *reloader) apply() (proxy.ReloadResult, error) {
 	if res.Restart = restartOnlyChanges(rl.cfg.Load(), cfg); len(res.Restart) > 0 {
 		rl.log.Warn("reload: these settings changed and take effect when loadout serve restarts; a reload keeps the running ones", "settings", res.Restart)
 	}
-	peersChanged := fmt.Sprint(peerTable(cfg)) != fmt.Sprint(peerTable(rl.cfg.Load()))
+	// Compared without positions: a line that moved (an edit above the
+	// peers) is no change, and a change restarts every peer's health.
+	peersChanged := positionless(peerTable(cfg)) != positionless(peerTable(rl.cfg.Load()))
 	models, err := rl.modelDigests()
 	if err != nil {
 		return res, err
