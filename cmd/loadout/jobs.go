@@ -8,8 +8,12 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptrace"
+	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync/atomic"
 	"text/tabwriter"
 	"time"
 
@@ -199,7 +203,17 @@ when it lost a race for resources. See docs/JOBS.md.`,
 				return err
 			}
 			var t jobs.Task
-			if err := c.do(cmd.Context(), http.MethodPost, "/api/jobs", spec, &t); err != nil {
+			// Whether the spec was sent whole: if so and no answer
+			// came, the server may have queued the job all the same.
+			var sent atomic.Bool
+			ctx := httptrace.WithClientTrace(cmd.Context(), &httptrace.ClientTrace{
+				WroteRequest:         func(i httptrace.WroteRequestInfo) { sent.Store(i.Err == nil) },
+				GotFirstResponseByte: func() { sent.Store(false) }, // an answer came: it says what happened
+			})
+			if err := c.do(ctx, http.MethodPost, "/api/jobs", spec, &t); err != nil {
+				if sent.Load() {
+					return fmt.Errorf("%w; the job may have been submitted all the same: see `loadout jobs list` before submitting it again", err)
+				}
 				return err
 			}
 			fmt.Fprintln(c.out, t.ID)
@@ -227,7 +241,7 @@ when it lost a race for resources. See docs/JOBS.md.`,
 			fmt.Fprintln(tw, "ID\tSTATE\tEXECUTOR\tGPUS\tATTEMPTS\tCREATED\tNOTE")
 			for _, t := range out.Jobs {
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%dx%d\t%d\t%s\t%s\n", t.ID, t.State, t.Executor, t.Spec.NNodes, t.Spec.GPUsPerNode,
-					t.Attempts, t.CreatedAt.Local().Format(time.DateTime), t.Error)
+					t.Attempts, t.CreatedAt.Local().Format(time.DateTime), note(t.Error))
 			}
 			return tw.Flush()
 		},
@@ -265,16 +279,24 @@ when it lost a race for resources. See docs/JOBS.md.`,
 	logs := &cobra.Command{
 		Use:   "logs [-f] ID",
 		Short: "Print the output of a job's latest attempt; -f follows it until the job ends",
-		Long: `logs prints the output of a job's latest attempt. With -f it then follows it,
-printing new output as the job writes it, until the job ends (succeeded,
-failed or canceled), like 'kubectl logs -f'; it asks the server every
---poll-interval.`,
+		Long: `logs prints the whole output of a job's latest attempt. With -f it then
+follows it, printing new output as the job writes it, until the job ends
+(succeeded, failed or canceled), like 'kubectl logs -f'; it asks the server
+every --poll-interval. A new attempt's output is printed from its start.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if follow {
 				return followJobLogs(cmd.Context(), c, args[0], pollInterval)
 			}
-			return c.do(cmd.Context(), http.MethodGet, "/api/jobs/"+args[0]+"/logs", nil, c.out)
+			var t jobs.Task
+			if err := c.do(cmd.Context(), http.MethodGet, "/api/jobs/"+args[0], nil, &t); err != nil {
+				return err
+			}
+			if t.LatestAttempt == nil { // the server's answer says why there is none
+				return c.do(cmd.Context(), http.MethodGet, "/api/jobs/"+args[0]+"/logs", nil, c.out)
+			}
+			_, err := copyJobLogs(cmd.Context(), c, args[0], t.LatestAttempt.SubmissionID, 0)
+			return err
 		},
 	}
 	logs.Flags().BoolVarP(&follow, "follow", "f", false, "follow the output until the job ends")
@@ -283,34 +305,70 @@ failed or canceled), like 'kubectl logs -f'; it asks the server every
 	return cmd
 }
 
+// note is a task's error as `jobs list` shows it: its first line (a Ray
+// failure's message may hold a whole traceback).
+func note(s string) string {
+	first, _, cut := strings.Cut(strings.TrimSpace(s), "\n")
+	if cut {
+		return strings.TrimSpace(first) + " …"
+	}
+	return first
+}
+
+// copyJobLogs prints the output of job id's attempt submissionID from
+// byte from of it to its end as the server has it now, asking for it a
+// part at a time (GET …/logs?from=BYTE&attempt=…, each answer at most
+// jobs.MaxLogChunk bytes), and returns the offset it stopped at.
+func copyJobLogs(ctx context.Context, c *apiClient, id, submissionID string, from int64) (int64, error) {
+	var buf bytes.Buffer
+	for {
+		buf.Reset()
+		path := fmt.Sprintf("/api/jobs/%s/logs?from=%d&attempt=%s", id, from, url.QueryEscape(submissionID))
+		if err := c.do(ctx, http.MethodGet, path, nil, &buf); err != nil {
+			return from, err
+		}
+		if buf.Len() == 0 {
+			return from, nil
+		}
+		if _, err := c.out.Write(buf.Bytes()); err != nil {
+			return from, err
+		}
+		from += int64(buf.Len())
+	}
+}
+
 // followJobLogs prints job id's output and then what it adds, asking the
 // server every interval, until the job ends (jobs.State.Terminal), then
-// prints what is left. Output that shrinks (a new attempt's) is printed
-// again from its start.
+// prints what is left. It asks for the output from the byte it stopped at
+// (offsets into the whole output, whatever its size); a new attempt's
+// output is printed from its start, once the previous attempt's is all
+// printed.
 func followJobLogs(ctx context.Context, c *apiClient, id string, interval time.Duration) error {
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
-	printed := 0
-	var buf bytes.Buffer
+	attempt, printed := "", int64(0)
 	for {
 		// The state first: output read after the job ended is all of it.
 		var t jobs.Task
 		if err := c.do(ctx, http.MethodGet, "/api/jobs/"+id, nil, &t); err != nil {
 			return err
 		}
-		buf.Reset()
-		if err := c.do(ctx, http.MethodGet, "/api/jobs/"+id+"/logs", nil, &buf); err != nil && !t.State.Terminal() && t.State != jobs.StateRunning {
-			buf.Reset() // not started yet: no output to follow
-		} else if err != nil {
-			return err
+		if t.LatestAttempt != nil && t.LatestAttempt.SubmissionID != attempt {
+			if attempt != "" { // the rest of the attempt before
+				if _, err := copyJobLogs(ctx, c, id, attempt, printed); err != nil {
+					return err
+				}
+			}
+			attempt, printed = t.LatestAttempt.SubmissionID, 0
 		}
-		if buf.Len() < printed {
-			printed = 0
+		if attempt != "" {
+			n, err := copyJobLogs(ctx, c, id, attempt, printed)
+			printed = n
+			// Before it runs, an attempt may have no output yet.
+			if err != nil && (t.State.Terminal() || t.State == jobs.StateRunning) {
+				return err
+			}
 		}
-		if _, err := c.out.Write(buf.Bytes()[printed:]); err != nil {
-			return err
-		}
-		printed = buf.Len()
 		if t.State.Terminal() {
 			return nil
 		}

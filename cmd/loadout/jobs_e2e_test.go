@@ -410,3 +410,34 @@ routing:
 	s.awaitJob(t, cpu.ID, "SUCCEEDED")
 	_, _ = s.jobReq(http.MethodPost, "/api/jobs/"+big.ID+"/cancel", "")
 }
+
+// A job's output over the server's 4 MiB answer: `loadout jobs logs -f`
+// follows all of it, byte for byte, asking from where it stopped, and so
+// does `loadout jobs logs`.
+func TestServeJobs_LogsPast4MiBWhole(t *testing.T) {
+	s, _ := jobsServer(t)
+	// 6 MiB of numbered lines, "%07d\n": 8 bytes each, written over a
+	// few polls of -f.
+	const lines = 6 << 20 / 8
+	j := s.submitJob(fmt.Sprintf("command: 'i=0; while [ $i -lt %d ]; do printf \"%%07d\\n\" $i; i=$((i+1)); done'\ngpus_per_node: 0\n", lines))
+	var want strings.Builder
+	for i := range lines {
+		fmt.Fprintf(&want, "%07d\n", i)
+	}
+	for _, args := range [][]string{{"logs", "-f", "--poll-interval", "50ms", j.ID}, {"logs", j.ID}} {
+		cmd := exec.Command(loadoutBin, append([]string{"jobs", "--server", s.base, "--token", e2eJobToken}, args...)...)
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("jobs %v: %v\n%s", args, err, stderr.String())
+		}
+		if string(out) != want.String() {
+			i := 0
+			for i < len(out) && i < want.Len() && out[i] == want.String()[i] {
+				i++
+			}
+			t.Fatalf("jobs %v: %d bytes, want %d; they differ from byte %d", args, len(out), want.Len(), i)
+		}
+	}
+}

@@ -130,3 +130,22 @@ func TestSubmit_WarnsWhenPinnedOrPersistentModelsMakeItUnplaceable(t *testing.T)
 		})
 	}
 }
+
+// A task held back because the most tasks run (MaxRunning) says so in
+// its error, as every waiting task says what it waits for.
+func TestRunner_HeldBackByMaxRunningSaysSo(t *testing.T) {
+	dir := t.TempDir()
+	r := newRunner(t, dir, newLedger(2), nil, func(c *Config) { c.MaxRunning = 1 })
+	start(t, r)
+	busy := submitTo(t, r, gate(dir, "busy"))
+	wait(t, r, busy.ID, StateRunning)
+	held := submitTo(t, r, "command: exit 0\n")
+	w := waitUntil(t, r, held.ID, "said it waits for a slot", func(w *Task) bool { return w.Error != "" })
+	if w.State != StatePendingResources || !strings.Contains(w.Error, "max running jobs 1") || !strings.Contains(w.Error, "--max-running-jobs") {
+		t.Fatalf("held-back task %s: %q", w.State, w.Error)
+	}
+	_ = os.WriteFile(filepath.Join(dir, "busy"), nil, 0o644)
+	if done := wait(t, r, held.ID, StateSucceeded, StateFailed); done.State != StateSucceeded || done.Error != "" {
+		t.Fatalf("task %s (%q)", done.State, done.Error)
+	}
+}

@@ -35,8 +35,11 @@ type Executor interface {
 	Poll(ctx context.Context, t *Task, a *Attempt) (Status, error)
 	// Stop asks the attempt to stop; Poll later says STOPPED.
 	Stop(ctx context.Context, t *Task, a *Attempt) error
-	// Logs returns the attempt's output so far (a tail, at most a few MiB).
-	Logs(ctx context.Context, t *Task, a *Attempt) (string, error)
+	// Logs returns at most limit bytes of the attempt's output so far,
+	// from byte from of the whole output (negative: its last limit
+	// bytes); it need not set the chunk's SubmissionID. Errors: ErrNoLogs
+	// (wrapped) when it has no output of the attempt.
+	Logs(ctx context.Context, t *Task, a *Attempt, from, limit int64) (LogChunk, error)
 	// Resume takes back what an attempt holds: after a restart, for a
 	// running attempt (the local executor's GPU leases); and for a remote
 	// executor's attempt at its admission, before its submission answers
@@ -107,7 +110,14 @@ type StartError struct {
 	// agent starts). Like Unreachable, the attempt is recorded and the
 	// task waits and retries after a backoff: not a failure of the job.
 	NotReady bool
-	Err      error
+	// Ambiguous: the submission was sent but its answer never came (no
+	// answer in time, a connection reset while waiting for it), so the
+	// executor may have taken it. The runner then submits no new attempt:
+	// it keeps the task SUBMITTING and looks this attempt's submission id
+	// up at the next status sync (Poll), adopting it when found and
+	// submitting it again, under the same id, when not.
+	Ambiguous bool
+	Err       error
 }
 
 func (e *StartError) Error() string { return e.Err.Error() }

@@ -112,6 +112,9 @@ func (r Residency) String() string {
 type LocalExecutor struct {
 	cfg    LocalConfig
 	cgOnce sync.Once // logs once why jobs run without a cgroup
+	// wrapper is the wrapper script (wrapperScript), with the absolute
+	// path of mv found on Loadout's PATH.
+	wrapper string
 }
 
 // NewLocalExecutor returns a local executor; it makes cfg.Dir.
@@ -131,8 +134,18 @@ func NewLocalExecutor(cfg LocalConfig) (*LocalExecutor, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("local jobs: %w", err)
 	}
-	return &LocalExecutor{cfg: cfg}, nil
+	mv, err := exec.LookPath("mv")
+	if err != nil {
+		mv = "/bin/mv"
+	}
+	if mv, err = filepath.Abs(mv); err != nil {
+		return nil, fmt.Errorf("local jobs: %w", err)
+	}
+	return &LocalExecutor{cfg: cfg, wrapper: fmt.Sprintf(wrapperScript, shellQuote(mv))}, nil
 }
+
+// shellQuote quotes s as one word of /bin/sh.
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
 // localHandle is a local attempt's Handle: the wrapper's pid and its start
 // time (clock ticks since boot, /proc's starttime), so that after a restart
@@ -240,12 +253,32 @@ func (e *LocalExecutor) evicts(spec Spec, free int) bool {
 	return spec.EvictIdleModels && e.cfg.Evictor != nil && spec.GPUsPerNode > free
 }
 
-// wrapper runs the command and records its pid and exit status.
-const wrapper = `echo $$ > "$LOADOUT_JOB_PIDFILE"
-/bin/sh -c "$LOADOUT_JOB_COMMAND"
+// wrapperScript runs the command and records its pid and exit status;
+// %s is mv's absolute path. It runs in the job's environment (a spec's env
+// may set PATH), so it names every program it runs itself by its absolute
+// path and uses shell builtins otherwise. The command is read from a file
+// in the job's directory (<submission id>.sh), not passed in a variable or
+// an argument: Linux caps each of those at 128 KiB (MAX_ARG_STRLEN).
+const wrapperScript = `echo $$ > "$LOADOUT_JOB_PIDFILE"
+/bin/sh "$LOADOUT_JOB_SCRIPT"
 s=$?
-echo $s > "$LOADOUT_JOB_EXITFILE.tmp" && mv "$LOADOUT_JOB_EXITFILE.tmp" "$LOADOUT_JOB_EXITFILE"
+echo "$s" > "$LOADOUT_JOB_EXITFILE.tmp" && %s "$LOADOUT_JOB_EXITFILE.tmp" "$LOADOUT_JOB_EXITFILE"
 exit $s`
+
+// LoadoutSecrets are the variables of Loadout's own environment that hold
+// its secrets (the jobs API's token, the Ray dashboard's, the inference API
+// key): a local job does not inherit them. A spec's env may still set them.
+var LoadoutSecrets = []string{"LOADOUT_JOB_TOKEN", "LOADOUT_RAY_TOKEN", "LOADOUT_API_KEY"}
+
+// jobEnviron is Loadout's environment less LoadoutSecrets: what a local
+// job inherits.
+func jobEnviron() []string {
+	env := os.Environ()
+	return slices.DeleteFunc(env, func(kv string) bool {
+		k, _, _ := strings.Cut(kv, "=")
+		return slices.Contains(LoadoutSecrets, k)
+	})
+}
 
 // Start leases the job's devices, then starts the process: unheld devices,
 // lowest index first, or, when too few are unheld and the spec allows
@@ -310,10 +343,13 @@ func (e *LocalExecutor) spawn(t *Task, a *Attempt, devices []int) (int, string, 
 	for _, ext := range []string{".exit", ".pid"} {
 		_ = os.Remove(e.path(a, ext))
 	}
-	cmd := exec.Command("/bin/sh", "-c", wrapper)
+	if err := os.WriteFile(e.path(a, ".sh"), []byte(t.Spec.Entrypoint+"\n"), 0o600); err != nil {
+		return 0, "", fmt.Errorf("writing the job's command: %w", err)
+	}
+	cmd := exec.Command("/bin/sh", "-c", e.wrapper)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	env := os.Environ()
+	env := jobEnviron()
 	for _, k := range slices.Sorted(maps.Keys(t.Spec.Env)) {
 		env = append(env, k+"="+t.Spec.Env[k])
 	}
@@ -325,7 +361,7 @@ func (e *LocalExecutor) spawn(t *Task, a *Attempt, devices []int) (int, string, 
 	env = append(env,
 		"LOADOUT_JOB_ID="+t.ID,
 		"LOADOUT_SUBMISSION_ID="+a.SubmissionID,
-		"LOADOUT_JOB_COMMAND="+t.Spec.Entrypoint,
+		"LOADOUT_JOB_SCRIPT="+e.path(a, ".sh"),
 		"LOADOUT_JOB_PIDFILE="+e.path(a, ".pid"),
 		"LOADOUT_JOB_EXITFILE="+e.path(a, ".exit"),
 	)
@@ -534,12 +570,32 @@ func (e *LocalExecutor) Stop(ctx context.Context, t *Task, a *Attempt) error {
 	return nil
 }
 
-// Logs returns the attempt's log file, its last 4 MiB at most.
-func (e *LocalExecutor) Logs(ctx context.Context, t *Task, a *Attempt) (string, error) {
-	if _, err := os.Stat(e.path(a, ".log")); err != nil {
-		return "", fmt.Errorf("no log for %s: %w", a.SubmissionID, err)
+// Logs reads the attempt's log file: limit bytes from from (negative: its
+// last limit bytes). Errors: ErrNoLogs when there is no log file.
+func (e *LocalExecutor) Logs(ctx context.Context, t *Task, a *Attempt, from, limit int64) (LogChunk, error) {
+	f, err := os.Open(e.path(a, ".log"))
+	if errors.Is(err, os.ErrNotExist) {
+		return LogChunk{}, fmt.Errorf("no log for %s: %w", a.SubmissionID, ErrNoLogs)
 	}
-	return e.tail(a, 4<<20), nil
+	if err != nil {
+		return LogChunk{}, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return LogChunk{}, err
+	}
+	size := fi.Size()
+	start := from
+	if from < 0 {
+		start = max(size-limit, 0)
+	}
+	start = min(start, size)
+	b, err := io.ReadAll(io.NewSectionReader(f, start, limit))
+	if err != nil {
+		return LogChunk{}, err
+	}
+	return LogChunk{Text: string(b), Start: start, Size: max(size, start+int64(len(b)))}, nil
 }
 
 func (e *LocalExecutor) tail(a *Attempt, n int64) string {
@@ -564,7 +620,10 @@ func (e *LocalExecutor) watch(wake func()) {
 	}
 }
 
-// Resume leases the devices a running attempt was started on again.
+// Resume leases the devices a running attempt was started on again. A
+// device that no longer exists (Loadout restarted with fewer GPUs) is
+// left out, with a warning: the job keeps the lease on the ones that
+// still exist, so none of them is given to a model or another job.
 func (e *LocalExecutor) Resume(t *Task, a *Attempt) error {
 	if e.cfg.Ledger == nil || len(a.Devices) == 0 {
 		return nil
@@ -572,7 +631,26 @@ func (e *LocalExecutor) Resume(t *Task, a *Attempt) error {
 	if _, ok := e.cfg.Ledger.Lease(t.ID); ok {
 		return nil
 	}
-	_, err := e.cfg.Ledger.AcquireDevices(t.ID, a.Devices)
+	devs, err := e.cfg.Ledger.Inventory().Devices()
+	if err != nil {
+		return err
+	}
+	var keep, gone []int
+	for _, d := range a.Devices {
+		if slices.ContainsFunc(devs, func(dev gpu.Device) bool { return dev.Index == d }) {
+			keep = append(keep, d)
+		} else {
+			gone = append(gone, d)
+		}
+	}
+	if len(gone) > 0 {
+		e.cfg.Logger.Warn("job resumed without GPUs that no longer exist", "task", t.ID, "submission_id", a.SubmissionID,
+			"gpus", keep, "missing", gone)
+	}
+	if len(keep) == 0 {
+		return nil
+	}
+	_, err = e.cfg.Ledger.AcquireDevices(t.ID, keep)
 	return err
 }
 

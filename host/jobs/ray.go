@@ -10,10 +10,12 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -57,7 +59,13 @@ func (e *RayHTTPError) Error() string {
 
 // RayUnreachableError wraps a failure to reach the dashboard at all
 // (connection refused, timeout): the cluster is down, not the job wrong.
-type RayUnreachableError struct{ Err error }
+type RayUnreachableError struct {
+	Err error
+	// Sent: the request was written whole before the call failed (no
+	// answer in time, a connection reset while waiting for it), so the
+	// dashboard may have acted on it: a submission may have been taken.
+	Sent bool
+}
 
 func (e *RayUnreachableError) Error() string { return "ray dashboard unreachable: " + e.Err.Error() }
 func (e *RayUnreachableError) Unwrap() error { return e.Err }
@@ -103,6 +111,10 @@ func (c *RayClient) do(ctx context.Context, method, path string, body, out any) 
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	var sent atomic.Bool
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		WroteRequest: func(i httptrace.WroteRequestInfo) { sent.Store(i.Err == nil) },
+	})
 	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(c.Address, "/")+path, rd)
 	if err != nil {
 		return err
@@ -120,12 +132,12 @@ func (c *RayClient) do(ctx context.Context, method, path string, body, out any) 
 	resp, err := hc.Do(req)
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil {
-			return &RayUnreachableError{fmt.Errorf("%s %s: no answer within %s", method, req.URL.Redacted(), timeout)}
+			return &RayUnreachableError{Err: fmt.Errorf("%s %s: no answer within %s", method, req.URL.Redacted(), timeout), Sent: sent.Load()}
 		}
 		var ne net.Error
 		var ue *url.Error
 		if errors.As(err, &ne) || errors.As(err, &ue) {
-			return &RayUnreachableError{err}
+			return &RayUnreachableError{Err: err, Sent: sent.Load()}
 		}
 		return err
 	}
@@ -135,7 +147,7 @@ func (c *RayClient) do(ctx context.Context, method, path string, body, out any) 
 		if ctx.Err() != nil {
 			err = fmt.Errorf("%s %s: the answer did not end within %s", method, req.URL.Redacted(), timeout)
 		}
-		return &RayUnreachableError{err}
+		return &RayUnreachableError{Err: err, Sent: true}
 	}
 	if resp.StatusCode/100 != 2 {
 		return &RayHTTPError{Status: resp.StatusCode, Body: string(b)}
@@ -404,6 +416,11 @@ func (e *RayExecutor) Start(ctx context.Context, t *Task, a *Attempt) error {
 		var ue *RayUnreachableError
 		var he *RayHTTPError
 		switch {
+		case errors.As(err, &ue) && ue.Sent:
+			// The dashboard may have taken the job before the call
+			// failed: the runner looks the submission id up before it
+			// submits anything again.
+			return &StartError{Unreachable: true, Ambiguous: true, Err: err}
 		case errors.As(err, &ue):
 			return &StartError{Unreachable: true, Err: err}
 		case errors.As(err, &he) && he.Status == http.StatusBadRequest && strings.Contains(he.Body, "already exists"):
@@ -452,9 +469,19 @@ func (e *RayExecutor) Stop(ctx context.Context, t *Task, a *Attempt) error {
 	return err
 }
 
-// Logs is GET /api/jobs/{submission id}/logs.
-func (e *RayExecutor) Logs(ctx context.Context, t *Task, a *Attempt) (string, error) {
-	return e.cfg.Client.Logs(ctx, a.SubmissionID)
+// Logs is GET /api/jobs/{submission id}/logs (Ray answers the whole
+// output), cut as asked. Errors: ErrNoLogs when Ray has no such job
+// (404), *RayUnreachableError.
+func (e *RayExecutor) Logs(ctx context.Context, t *Task, a *Attempt, from, limit int64) (LogChunk, error) {
+	logs, err := e.cfg.Client.Logs(ctx, a.SubmissionID)
+	var he *RayHTTPError
+	if errors.As(err, &he) && he.Status == http.StatusNotFound {
+		return LogChunk{}, fmt.Errorf("ray has no job %s: %w", a.SubmissionID, ErrNoLogs)
+	}
+	if err != nil {
+		return LogChunk{}, err
+	}
+	return chunk(logs, from, limit), nil
 }
 
 // Resume counts the attempt's gang as taken again.

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 )
@@ -223,21 +224,81 @@ func (r *Runner) Cancel(ctx context.Context, id string) error {
 	}
 }
 
-// Logs returns the latest attempt's output. Errors: ErrNotFound; a task
-// never submitted has no logs.
+// Logs returns the end of the latest attempt's output: its last
+// MaxLogChunk bytes (LogsFrom). Errors: as LogsFrom's.
 func (r *Runner) Logs(ctx context.Context, id string) (string, error) {
+	c, err := r.LogsFrom(ctx, id, "", -1)
+	return c.Text, err
+}
+
+// MaxLogChunk is the most bytes of output one LogsFrom answer holds.
+const MaxLogChunk = 4 << 20
+
+// ErrNoLogs: the attempt has no output to show (the task was never
+// submitted, or its executor has no log of the attempt).
+var ErrNoLogs = errors.New("no logs")
+
+// LogChunk is a part of an attempt's output.
+type LogChunk struct {
+	// SubmissionID names the attempt.
+	SubmissionID string
+	// Text is the output's bytes [Start, Start+len(Text)).
+	Text string
+	// Start is the offset of Text's first byte in the output: the
+	// number of bytes left out before it.
+	Start int64
+	// Size is the whole output's size so far; Size - Start - len(Text)
+	// bytes are left out after Text.
+	Size int64
+}
+
+// LogsFrom returns at most MaxLogChunk bytes of the output of task id's
+// attempt submissionID ("": the latest), from byte from of the whole
+// output (negative: its last MaxLogChunk bytes). Offsets are into the
+// whole output, so a reader that follows it asks from where it stopped.
+// Errors: ErrNotFound (no such task or attempt), ErrNoLogs (wrapped; no
+// attempt yet, or no output of it), the executor's (Ray's dashboard
+// unreachable: *RayUnreachableError).
+func (r *Runner) LogsFrom(ctx context.Context, id, submissionID string, from int64) (LogChunk, error) {
 	t, err := r.store.Get(ctx, id)
 	if err != nil {
-		return "", err
+		return LogChunk{}, err
 	}
-	if t.LatestAttempt == nil {
-		return "", fmt.Errorf("task %s has not been submitted yet (%s): no logs", id, t.State)
+	a := t.LatestAttempt
+	if a == nil {
+		return LogChunk{}, fmt.Errorf("task %s has not been submitted yet (%s): %w", id, t.State, ErrNoLogs)
+	}
+	if submissionID != "" && submissionID != a.SubmissionID {
+		as, err := r.store.Attempts(ctx, id)
+		if err != nil {
+			return LogChunk{}, err
+		}
+		i := slices.IndexFunc(as, func(a *Attempt) bool { return a.SubmissionID == submissionID })
+		if i < 0 {
+			return LogChunk{}, fmt.Errorf("task %s has no attempt %s: %w", id, submissionID, ErrNotFound)
+		}
+		a = as[i]
 	}
 	ex, ok := r.cfg.Executors[t.Executor]
 	if !ok {
-		return "", fmt.Errorf("task %s: executor %q is not configured", id, t.Executor)
+		return LogChunk{}, fmt.Errorf("task %s: executor %q is not configured", id, t.Executor)
 	}
-	return ex.Logs(ctx, t, t.LatestAttempt)
+	c, err := ex.Logs(ctx, t, a, from, MaxLogChunk)
+	c.SubmissionID = a.SubmissionID
+	return c, err
+}
+
+// chunk cuts out of text, the whole output so far, what LogsFrom asks:
+// limit bytes from from (negative: the last limit bytes).
+func chunk(text string, from, limit int64) LogChunk {
+	size := int64(len(text))
+	start := from
+	if from < 0 {
+		start = max(size-limit, 0)
+	}
+	start = min(start, size)
+	end := min(start+limit, size)
+	return LogChunk{Text: text[start:end], Start: start, Size: size}
 }
 
 // Resumed is closed once Run has taken back what the attempts of a
@@ -349,6 +410,18 @@ func (r *Runner) resume(ctx context.Context) error {
 			r.log.Warn("job resumed without its GPU lease", "task", t.ID, "err", err)
 		}
 		r.log.Info("job tracking resumed", "task", t.ID, "state", t.State, "submission_id", t.LatestAttempt.SubmissionID)
+		if t.CancelRequested && !isRemote(ex) {
+			// A cancel saved before the restart is carried out again:
+			// the stop (SIGTERM, then SIGKILL after the grace) of the
+			// run that took it ended with that run. A remote
+			// executor's attempt is stopped again at its status sync
+			// (step).
+			if err := ex.Stop(ctx, t, t.LatestAttempt); err != nil {
+				r.log.Warn("job stop failed", "task", t.ID, "submission_id", t.LatestAttempt.SubmissionID, "err", err)
+			} else {
+				r.log.Info("job cancel resumed: stopping it", "task", t.ID, "submission_id", t.LatestAttempt.SubmissionID)
+			}
+		}
 	}
 	return nil
 }
@@ -412,6 +485,13 @@ func (r *Runner) step(ctx context.Context, pollRemote bool) {
 		if pollRemote {
 			r.goRemote(ctx, t.ID, "poll", func() func(context.Context) {
 				st, err := ex.Poll(ctx, t, t.LatestAttempt)
+				var stopErr error
+				if err == nil && st.Found && t.CancelRequested && (st.Status == StatusPending || st.Status == StatusRunning) {
+					// A cancel is pending and the attempt still runs:
+					// its stop failed or has not taken yet. Stop it
+					// again, at every status sync until it has.
+					stopErr = ex.Stop(ctx, t, t.LatestAttempt)
+				}
 				return func(ctx context.Context) {
 					// The task may have moved meanwhile: apply the
 					// status to it as it is now, if it is the same
@@ -422,6 +502,9 @@ func (r *Runner) step(ctx context.Context, pollRemote bool) {
 						return
 					}
 					r.sync(ctx, now, st, err)
+					if stopErr != nil && now.State.active() {
+						r.stopFailed(ctx, now, now.LatestAttempt, stopErr)
+					}
 				}
 			})
 		}
@@ -444,7 +527,21 @@ func (r *Runner) sync(ctx context.Context, t *Task, st Status, err error) {
 		return
 	}
 	if !st.Found {
-		if t.State == StateSubmitting { // lost between the write and the submission
+		if t.State == StateSubmitting && t.CancelRequested {
+			// Cancelled before the executor took it (a submission lost
+			// in a crash, or one that got no answer): nothing to stop.
+			a.Status, a.Message, a.EndedAt = StatusStopped, "never submitted: canceled", time.Now().UTC()
+			ex.Finish(t, a)
+			r.transition(ctx, t, StateCanceled, Change{Attempt: a, Error: strp("canceled"), Kind: "cancel",
+				Message: "canceled before " + a.SubmissionID + " was submitted"})
+			return
+		}
+		if t.State == StateSubmitting {
+			// Lost between the write and the submission, or a
+			// submission that got no answer and that the executor has
+			// not taken: submit it again, under the same submission
+			// id, so that a submission the executor takes late is
+			// found, never run twice.
 			r.start(ctx, t, ex, a)
 			return
 		}
@@ -587,8 +684,17 @@ func (r *Runner) admit(ctx context.Context) {
 		if err != nil {
 			return
 		}
-		for _, t := range waiting {
+		for i, t := range waiting {
 			if !consider(t) {
+				// The most tasks run: the waiting tasks of this page
+				// say so (those further on are not read: a long queue
+				// costs one page).
+				why := fmt.Sprintf("waiting for a slot: %d task(s) have an attempt, the most at once (max running jobs %d: loadout serve --max-running-jobs)", running, r.cfg.MaxRunning)
+				for _, t := range waiting[i:] {
+					if !t.NextRunAt.After(now) {
+						r.wait(ctx, t, why)
+					}
+				}
 				return
 			}
 		}
@@ -626,7 +732,7 @@ func (r *Runner) start(ctx context.Context, t *Task, ex Executor, a *Attempt) {
 	}
 	r.goRemote(ctx, t.ID, "start", func() func(context.Context) {
 		err := ex.Start(ctx, t, a)
-		if err != nil {
+		if err != nil && !startFailure(err).Ambiguous {
 			ex.Finish(t, a)
 		}
 		return func(ctx context.Context) {
@@ -658,7 +764,28 @@ func (r *Runner) started(ctx context.Context, t *Task, ex Executor, a *Attempt, 
 		return
 	}
 	se := startFailure(err)
+	if se.Ambiguous {
+		// The executor may have taken it: no new attempt. The task stays
+		// SUBMITTING and its status sync looks this attempt up (sync):
+		// found, it is adopted; not found, it is submitted again under
+		// the same submission id; cancelled meanwhile, it is stopped.
+		a.Message = "submit: " + err.Error()
+		msg := fmt.Sprintf("the submission of %s got no answer (%v): it may have been taken; it is looked up before anything is submitted again", a.SubmissionID, err)
+		r.transition(ctx, t, StateSubmitting, Change{Attempt: a, Error: &msg, Kind: "status", Message: msg})
+		return
+	}
 	a.Status, a.Message, a.EndedAt = StatusFailed, "submit: "+err.Error(), time.Now().UTC()
+	if t.CancelRequested {
+		// Cancelled while it was being submitted, and the executor did
+		// not take it: canceled, with no new attempt.
+		a.FailureKind = se.Kind
+		if se.Unreachable || se.NotReady {
+			a.FailureKind = FailureUnknown
+		}
+		r.transition(ctx, t, StateCanceled, Change{Attempt: a, Error: strp("canceled"), Kind: "cancel",
+			Message: "canceled while it was being submitted; " + a.SubmissionID + " was not taken: " + err.Error()})
+		return
+	}
 	switch {
 	case se.Unreachable:
 		a.FailureKind = FailureUnknown
@@ -706,29 +833,44 @@ func (r *Runner) cancel(ctx context.Context, id string) error {
 		r.Wake()
 		return nil
 	}
-	if r.inflight[t.ID] != "start" { // else its start, once done, stops it
+	// A task in SUBMITTING is stopped once its submission answers
+	// (start), or, when the answer never came, once its status sync has
+	// found it; one found running is stopped at every status sync until it
+	// stops (step), so a stop that fails now is asked again.
+	if t.State != StateSubmitting {
 		r.stop(ctx, t, ex, t.LatestAttempt)
 	}
 	return nil
 }
 
 // stop asks a remote executor to stop attempt a of t on a goroutine of
-// its own; a failure is recorded as an event of t (the next status sync
-// still sees the attempt run, and a later cancel may ask again).
+// its own; a failure is recorded on t (stopFailed), and the next status
+// sync that sees the attempt still run asks again (step).
 func (r *Runner) stop(ctx context.Context, t *Task, ex Executor, a *Attempt) {
 	r.calls.Go(func() {
 		if err := ex.Stop(ctx, t, a); err != nil && ctx.Err() == nil {
-			r.log.Warn("job stop failed", "task", t.ID, "submission_id", a.SubmissionID, "err", err)
 			select {
 			case r.results <- func(ctx context.Context) {
 				if now, gerr := r.store.Get(ctx, t.ID); gerr == nil && now.State.active() {
-					r.transition(ctx, now, now.State, Change{Kind: "cancel", Message: "stopping " + a.SubmissionID + " failed: " + err.Error()})
+					r.stopFailed(ctx, now, a, err)
 				}
 			}:
 			case <-ctx.Done():
 			}
 		}
 	})
+}
+
+// stopFailed records on t that stopping its attempt a failed: its error
+// says so (an event and a log line when the failure is new, not at every
+// try), until the attempt stops.
+func (r *Runner) stopFailed(ctx context.Context, t *Task, a *Attempt, err error) {
+	msg := fmt.Sprintf("cancel requested; stopping %s failed: %v; asked again at every status sync", a.SubmissionID, err)
+	if t.Error == msg {
+		return
+	}
+	r.log.Warn("job stop failed", "task", t.ID, "submission_id", a.SubmissionID, "err", err)
+	r.transition(ctx, t, t.State, Change{Error: &msg, Kind: "cancel", Message: msg})
 }
 
 func ptrTrue() *bool { b := true; return &b }

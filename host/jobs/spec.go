@@ -189,7 +189,7 @@ func decodeField(n *yaml.Node, v any, want string) error {
 		return fmt.Errorf("want %s, got null", want)
 	}
 	if err := n.Decode(v); err != nil {
-		return fmt.Errorf("want %s (line %d)", want, n.Line)
+		return fmt.Errorf("want %s", want) // the FieldError names the line
 	}
 	return nil
 }
@@ -199,7 +199,7 @@ func decodeField(n *yaml.Node, v any, want string) error {
 // literal is taken.
 func decodeInt(n *yaml.Node, v *int) error {
 	if n.Kind == yaml.ScalarNode && n.Tag == "!!float" {
-		return fmt.Errorf("want an integer, got %s (line %d)", n.Value, n.Line)
+		return fmt.Errorf("want an integer, got %s", n.Value) // the FieldError names the line
 	}
 	return decodeField(n, v, "an integer")
 }
@@ -225,6 +225,16 @@ func (s *Spec) Validate() error {
 		if k == "" || strings.ContainsAny(k, "=\x00") {
 			return &FieldError{Field: "env", Msg: fmt.Sprintf("%q is not a variable name", k)}
 		}
+		if n := len(k) + 1 + len(s.Env[k]) + 1; n > MaxEnvEntryBytes {
+			return &FieldError{Field: "env", Msg: fmt.Sprintf("%s: %d bytes; Linux takes at most %d (128 KiB) for one variable, name and value together: pass a file instead",
+				k, n, MaxEnvEntryBytes)}
+		}
 	}
 	return nil
 }
+
+// MaxEnvEntryBytes is the most bytes of one variable of a job's
+// environment, "NAME=value" and its NUL: Linux's MAX_ARG_STRLEN (32 pages
+// of 4 KiB), past which starting the job fails with "argument list too
+// long". The command has no such bound: it is passed in a file.
+const MaxEnvEntryBytes = 128 << 10

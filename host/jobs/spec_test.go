@@ -121,3 +121,27 @@ func TestParseSpec_FieldErrorsNameTheLine(t *testing.T) {
 		}
 	}
 }
+
+// A field error names its line once, in front: the value's decoder does
+// not repeat it.
+func TestParseSpec_FieldErrorNamesTheLineOnce(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"command: x\ngpus_per_node: 0.5\n", "job spec: line 2: gpus_per_node: want an integer, got 0.5"},
+		{"command: x\ngpus_per_node: two\n", "job spec: line 2: gpus_per_node: want an integer"},
+		{"command: x\nenv: [a]\n", "job spec: line 2: env: want a mapping of names to strings"},
+	} {
+		if _, err := ParseSpec([]byte(tc.in)); err == nil || err.Error() != tc.want {
+			t.Errorf("%q: got %v, want %q", tc.in, err, tc.want)
+		}
+	}
+}
+
+// An env variable over Linux's bound on one (MaxEnvEntryBytes) is refused
+// at submit, naming the bound, not accepted to fail at start.
+func TestParseSpec_EnvOverTheArgumentBoundRefused(t *testing.T) {
+	_, err := ParseSpec([]byte("command: x\nenv: {BIG: " + strings.Repeat("x", MaxEnvEntryBytes) + "}\n"))
+	var fe *FieldError
+	if !errors.As(err, &fe) || fe.Field != "env" || !strings.Contains(err.Error(), "128 KiB") || fe.Line != 2 {
+		t.Fatalf("got %v, want a FieldError of env on line 2 naming the 128 KiB bound", err)
+	}
+}

@@ -27,7 +27,8 @@ func isJobsPath(path string) bool {
 
 // jobRoutes registers the jobs API on m: POST /api/jobs (a YAML or JSON
 // job spec → the task), GET /api/jobs[?state=A,B][&limit=N[&after=ID]],
-// GET /api/jobs/{id}, POST /api/jobs/{id}/cancel, GET /api/jobs/{id}/logs.
+// GET /api/jobs/{id}, POST /api/jobs/{id}/cancel, GET
+// /api/jobs/{id}/logs[?from=BYTE][&attempt=SUBMISSION_ID].
 func (s *Server) jobRoutes(m *mux.Router) {
 	m.HandleFunc(jobsPrefix, s.jobsAuth(s.submitJob)).Methods(http.MethodPost)
 	m.HandleFunc(jobsPrefix, s.jobsAuth(s.listJobs)).Methods(http.MethodGet)
@@ -73,6 +74,8 @@ func jobError(err error) *apiError {
 	var fe *jobs.FieldError
 	var se *jobs.SpecError
 	var re *jobs.RefusedError
+	var ue *jobs.RayUnreachableError
+	var he *jobs.RayHTTPError
 	switch {
 	case errors.As(err, &fe), errors.As(err, &se):
 		return &apiError{status: http.StatusBadRequest, code: "invalid_job_spec", msg: err.Error()}
@@ -82,6 +85,18 @@ func jobError(err error) *apiError {
 		return &apiError{status: http.StatusNotFound, code: "job_not_found", msg: err.Error()}
 	case errors.Is(err, jobs.ErrConflict):
 		return &apiError{status: http.StatusConflict, code: "job_finished", msg: err.Error()}
+	case errors.Is(err, jobs.ErrNoLogs):
+		return &apiError{status: http.StatusNotFound, code: "no_logs", msg: err.Error()}
+	case errors.As(err, &ue):
+		// The executor (Ray's dashboard) did not answer: a gateway's
+		// failure, not the job's.
+		status := http.StatusBadGateway
+		if strings.Contains(ue.Err.Error(), "no answer within") {
+			status = http.StatusGatewayTimeout
+		}
+		return &apiError{status: status, code: "executor_unreachable", msg: err.Error()}
+	case errors.As(err, &he):
+		return &apiError{status: http.StatusBadGateway, code: "executor_error", msg: err.Error()}
 	default:
 		return &apiError{status: http.StatusInternalServerError, code: "internal_error", msg: err.Error()}
 	}
@@ -229,16 +244,46 @@ func (s *Server) cancelJob(w http.ResponseWriter, r *http.Request) {
 	s.writeJSON(w, r, t)
 }
 
+// Headers of GET /api/jobs/{id}/logs: which attempt's output the answer
+// holds, the offset of its first byte in the whole output (the bytes left
+// out before it), and the whole output's size so far.
+const (
+	headerLogAttempt = "X-Loadout-Log-Attempt"
+	headerLogStart   = "X-Loadout-Log-Start"
+	headerLogSize    = "X-Loadout-Log-Size"
+	// headerLogOmitted, on an answer that leaves out the start of the
+	// output (one without from, of an output over jobs.MaxLogChunk), is
+	// the number of bytes left out.
+	headerLogOmitted = "X-Loadout-Log-Omitted"
+)
+
+// jobLogs is GET /api/jobs/{id}/logs[?from=BYTE][&attempt=SUBMISSION_ID]:
+// at most jobs.MaxLogChunk bytes of the attempt's output (the latest
+// attempt's without attempt), from byte BYTE of the whole output, or,
+// without from, its end. The headers say which part it is.
 func (s *Server) jobLogs(w http.ResponseWriter, r *http.Request) {
-	logs, err := s.cfg.Jobs.Logs(r.Context(), mux.Vars(r)["id"])
-	if err != nil {
-		if errors.Is(err, jobs.ErrNotFound) {
-			s.writeError(w, r, jobError(err))
+	q := r.URL.Query()
+	from := int64(-1)
+	if v := q.Get("from"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			s.writeError(w, r, &apiError{status: http.StatusBadRequest, code: "invalid_request", msg: fmt.Sprintf("from: %q is not a byte offset (0 or more)", v)})
 			return
 		}
-		s.writeError(w, r, &apiError{status: http.StatusNotFound, code: "no_logs", msg: err.Error()})
+		from = n
+	}
+	c, err := s.cfg.Jobs.LogsFrom(r.Context(), mux.Vars(r)["id"], q.Get("attempt"), from)
+	if err != nil {
+		s.writeError(w, r, jobError(err))
 		return
 	}
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	_, _ = io.WriteString(w, logs)
+	h := w.Header()
+	h.Set("Content-Type", "text/plain; charset=utf-8")
+	h.Set(headerLogAttempt, c.SubmissionID)
+	h.Set(headerLogStart, strconv.FormatInt(c.Start, 10))
+	h.Set(headerLogSize, strconv.FormatInt(c.Size, 10))
+	if from < 0 && c.Start > 0 {
+		h.Set(headerLogOmitted, strconv.FormatInt(c.Start, 10))
+	}
+	_, _ = io.WriteString(w, c.Text)
 }
