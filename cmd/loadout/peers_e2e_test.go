@@ -134,6 +134,24 @@ func TestPeers_TwoServersKillAndReturn(t *testing.T) {
 	if st, _ := a.modelState("alocal"); st != "stopped" {
 		t.Fatalf("a's own model is %q: a served the peer's request itself?", st)
 	}
+	// /v1/models gives a peer's model the state the peer reported (it
+	// always said unloaded).
+	eventually(t, "b/bonly listed as loaded by a", func() bool {
+		var list struct {
+			Data []struct {
+				ID     string
+				Status struct{ Value string }
+			}
+		}
+		_, body := a.get("/v1/models")
+		_ = json.Unmarshal([]byte(body), &list)
+		for _, m := range list.Data {
+			if m.ID == "b/bonly" {
+				return m.Status.Value == "loaded"
+			}
+		}
+		return false
+	})
 
 	// A stream through the peer arrives token by token.
 	st := a.openStream(t.Context(), "b/m", 5)

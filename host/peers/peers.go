@@ -304,13 +304,21 @@ type Name struct {
 	Name  string // PEER/MODEL
 	Peer  string
 	Model string
+	// State is the model's state as the peer reported it at its last
+	// check (ready, starting, stopped, …); "" when unknown (a peer that
+	// is not a Loadout, or does not list it) or the peer is down.
+	State string
 }
 
 // Names returns every peer model's full name, sorted.
 func (s *Set) Names() []Name {
 	out := make([]Name, 0, len(s.full))
 	for _, t := range s.full {
-		out = append(out, Name{Name: t.name, Peer: t.peer.ID, Model: t.model})
+		n := Name{Name: t.name, Peer: t.peer.ID, Model: t.model}
+		if st := t.peer.state.Load(); st.health() != Down {
+			n.State = st.models[t.model].state
+		}
+		out = append(out, n)
 	}
 	slices.SortFunc(out, func(a, b Name) int { return strings.Compare(a.Name, b.Name) })
 	return out

@@ -181,7 +181,7 @@ func (s *Server) modelList() []modelObject {
 	if set != nil {
 		for _, n := range set.Names() {
 			data = append(data, modelObject{ID: n.Name, Object: "model", Created: created, OwnedBy: "loadout", Name: n.Peer + ": " + n.Model,
-				Meta: map[string]any{"llamaswap": map[string]any{"type": "peer", "peerID": n.Peer}}, Status: routerStatus("")})
+				Meta: map[string]any{"llamaswap": map[string]any{"type": "peer", "peerID": n.Peer}}, Status: routerStatus(n.State)})
 		}
 	}
 	listed := func(name string) bool { // a name a client can already ask for
