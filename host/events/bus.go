@@ -162,14 +162,19 @@ type Subscription struct {
 
 // Subscribe starts reading after the event with id after: 0 replays the
 // whole ring, LastID() only new events. A resume (Last-Event-ID) whose
-// next events have left the ring starts from the oldest kept, and Gap
-// reports it, so the reader can tell its client to reload its state.
+// next events have left the ring, or with an id past this run's newest
+// (one from a previous run of the server), starts from the oldest kept,
+// and Gap reports it, so the reader can tell its client to reload its
+// state.
 func (b *Bus) Subscribe(after uint64) *Subscription {
 	s := &Subscription{b: b, wake: make(chan struct{}, 1), next: after + 1}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if s.next > b.next {
-		s.next = b.next // an id from a previous run of the server
+		// An id from a previous run of the server: what this run said
+		// was never read. Replay the ring, and say the reader's state is
+		// stale (Gap).
+		s.next, s.gap = b.oldest(), true
 	}
 	if oldest := b.oldest(); s.next < oldest {
 		s.gap = after != 0

@@ -56,6 +56,17 @@ func TestBus_ResumeOlderThanRingReportsGap(t *testing.T) {
 	if s := b.Subscribe(0); s.Gap() {
 		t.Fatal("a fresh subscriber has no gap")
 	}
+	// An id past this run's newest is a previous run's: this run's
+	// events are replayed and the reader told its state is stale (it was
+	// sent only new events, silently).
+	s = b.Subscribe(50)
+	got, err = s.Ready(100)
+	if err != nil || fmt.Sprint(ids(got)) != "[7 8 9 10]" || !s.Gap() {
+		t.Fatalf("resume after 50 (a previous run's id) = %v gap=%t err=%v", ids(got), s.Gap(), err)
+	}
+	if s := b.Subscribe(10); s.Gap() {
+		t.Fatal("a resume at the newest id has no gap")
+	}
 }
 
 // A subscriber that does not read is dropped once the ring laps it;
