@@ -22,6 +22,10 @@ const (
 	TypePeer           = "peer"            // a peer went up or down, hung, or a model of it changed state (peers.Status)
 )
 
+// Types are every event type a Bus carries, sorted: what a reader may
+// ask for by name (GET /api/events/history?type=).
+var Types = []string{TypeEviction, TypeJob, TypeModel, TypePeer, TypePolicyFailed, TypePolicyHandover, TypeRequest, TypeSwapEnd, TypeSwapStart}
+
 // Event is one numbered event. Data is marshalled to JSON once, when the
 // first subscriber reads it, so publishing stays cheap.
 type Event struct {

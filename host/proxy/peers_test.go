@@ -87,9 +87,10 @@ func TestPeers_ForwardRewrites(t *testing.T) {
 		t.Errorf("logged model %q, want the full name", line.attrs["model"])
 	}
 
-	// Listed by full name, as llama-swap lists them.
+	// Listed by full name, as llama-swap lists them, with the state the
+	// peer reported (the fake peer's models are ready).
 	_, b = e.do(request{method: http.MethodGet, path: "/v1/models", headers: map[string]string{"Authorization": "Bearer client-key"}})
-	if !strings.Contains(string(b), `{"id":"p/m","object":"model","created":`) || !strings.Contains(string(b), `"name":"p: m","meta":{"llamaswap":{"peerID":"p","type":"peer"}},"status":{"value":"unloaded"}}`) {
+	if !strings.Contains(string(b), `{"id":"p/m","object":"model","created":`) || !strings.Contains(string(b), `"name":"p: m","meta":{"llamaswap":{"peerID":"p","type":"peer"}},"status":{"value":"loaded"}}`) {
 		t.Errorf("/v1/models: %s", b)
 	}
 	// Retrieved by either name (GET /v1/models/{model}); a local model of

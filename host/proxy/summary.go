@@ -3,7 +3,9 @@ package proxy
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -133,11 +135,23 @@ func (s *Server) apiEventsHistory(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := r.URL.Query()
+	for name := range q {
+		if name != "type" && name != "limit" {
+			s.writeError(w, r, badRequest("unknown_parameter", fmt.Sprintf("unknown parameter %q: want type or limit", name)))
+			return
+		}
+	}
 	var types []string
 	for _, t := range strings.Split(q.Get("type"), ",") {
-		if t = strings.TrimSpace(t); t != "" {
-			types = append(types, t)
+		if t = strings.TrimSpace(t); t == "" {
+			continue
 		}
+		if !slices.Contains(events.Types, t) {
+			// A typo (evictions) would read as "none happened".
+			s.writeError(w, r, badRequest("invalid_type", fmt.Sprintf("parameter type: unknown event type %q: want %s", t, strings.Join(events.Types, ", "))))
+			return
+		}
+		types = append(types, t)
 	}
 	if len(types) == 0 {
 		s.writeError(w, r, badRequest("invalid_type", "parameter type: name one or more event types, comma-separated (e.g. type="+

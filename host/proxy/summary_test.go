@@ -117,6 +117,8 @@ func TestEventsHistory_SwapsWithTimesAndResumeID(t *testing.T) {
 		{"?type=swap_start&limit=0", "invalid_limit"},
 		{"?type=swap_start&limit=1001", "invalid_limit"},
 		{"?type=swap_start&limit=x", "invalid_limit"},
+		{"?type=evictions", "invalid_type"}, // a typo is not "none happened"
+		{"?type=swap_start&bogus=1", "unknown_parameter"},
 	} {
 		resp, b := e.do(request{method: http.MethodGet, path: "/api/events/history" + bad.query})
 		if resp.StatusCode != 400 {
