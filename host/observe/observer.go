@@ -51,12 +51,15 @@ type Observer struct {
 
 	// Touched only on the run loop (and New).
 	models map[string]bool
-	last   map[string]string    // model → the state last heard
-	hint   map[string]string    // model → why it is about to stop
-	by     map[string]string    // model → the swap target that evicts it
-	starts map[string]time.Time // swap target → when its swap started
-	cold   map[string]bool      // swap target → it is being started
-	wake   map[string]bool      // swap target → it is being woken
+	last   map[string]string // model → the state last heard
+	// replicas: a replica's row id → its state last heard (a model
+	// with replicas stays ready while one of them stops or crashes).
+	replicas map[string]string
+	hint     map[string]string    // model → why it is about to stop
+	by       map[string]string    // model → the swap target that evicts it
+	starts   map[string]time.Time // swap target → when its swap started
+	cold     map[string]bool      // swap target → it is being started
+	wake     map[string]bool      // swap target → it is being woken
 }
 
 var _ router.Observer = (*Observer)(nil)
@@ -113,13 +116,14 @@ func New(models []string, bus *events.Bus) *Observer {
 			Help:    "Time from a swap's start to its sleeping target serving again (evictions and the wake), for successful wakes.",
 			Buckets: []float64{.05, .1, .25, .5, 1, 2.5, 5, 10, 20, 30, 60},
 		}, []string{"model"}),
-		models: map[string]bool{},
-		wake:   map[string]bool{},
-		last:   map[string]string{},
-		hint:   map[string]string{},
-		by:     map[string]string{},
-		starts: map[string]time.Time{},
-		cold:   map[string]bool{},
+		models:   map[string]bool{},
+		wake:     map[string]bool{},
+		last:     map[string]string{},
+		replicas: map[string]string{},
+		hint:     map[string]string{},
+		by:       map[string]string{},
+		starts:   map[string]time.Time{},
+		cold:     map[string]bool{},
 	}
 	for _, m := range models {
 		o.addModel(m)
@@ -158,6 +162,9 @@ type Eviction struct {
 	Model  string `json:"model"`
 	Reason string `json:"reason"`
 	By     string `json:"by,omitempty"` // the swap's target, for ReasonSwap
+	// Replica is, for a model with replicas, the replica that stopped
+	// (its row id: the model's own for replica 1, "model@k" after).
+	Replica string `json:"replica,omitempty"`
 }
 
 // ModelChanged updates the model's gauges, counts an eviction when a
@@ -168,6 +175,17 @@ func (o *Observer) ModelChanged(s router.ModelStatus) {
 		// the models of its table, so the label set stays the config's.
 		o.addModel(s.Model)
 	}
+	// Replicas first: the model's own transition below forgets why it
+	// stops (its hint), which the last of its replicas to stop still
+	// needs.
+	for _, rs := range s.Replicas {
+		prev := o.replicas[rs.ID]
+		o.replicas[rs.ID] = rs.State
+		if reason, ok := o.replicaStopReason(s.Model, prev, rs.State); ok {
+			o.evictions.WithLabelValues(s.Model, reason).Inc()
+			o.publish(events.TypeEviction, Eviction{Model: s.Model, Reason: reason, By: o.by[s.Model], Replica: rs.ID})
+		}
+	}
 	prev := o.last[s.Model]
 	if prev != s.State {
 		o.last[s.Model] = s.State
@@ -175,8 +193,10 @@ func (o *Observer) ModelChanged(s router.ModelStatus) {
 			o.state.WithLabelValues(s.Model, st).Set(boolFloat(st == s.State))
 		}
 		if reason, ok := o.stopReason(s.Model, prev, s.State); ok {
-			o.evictions.WithLabelValues(s.Model, reason).Inc()
-			o.publish(events.TypeEviction, Eviction{Model: s.Model, Reason: reason, By: o.by[s.Model]})
+			if len(s.Replicas) == 0 { // a model with replicas counts them one by one (below)
+				o.evictions.WithLabelValues(s.Model, reason).Inc()
+				o.publish(events.TypeEviction, Eviction{Model: s.Model, Reason: reason, By: o.by[s.Model]})
+			}
 			delete(o.hint, s.Model)
 			delete(o.by, s.Model)
 		}
@@ -197,6 +217,27 @@ func (o *Observer) stopReason(model, prev, now string) (string, bool) {
 	case "failed":
 		return ReasonExited, true
 	case "stopping", "stopped", "sleeping", "asleep":
+		if r, ok := o.hint[model]; ok {
+			return r, true
+		}
+		return ReasonPolicy, true
+	}
+	return "", false
+}
+
+// replicaStopReason says whether a replica going from prev to now (its
+// replica states) is a running replica stopping, and why: one that
+// crashed exited; one stopped by its model's unload, removal or a swap
+// has that reason (the model's hint); any other (a scale-in) is the
+// scheduler's.
+func (o *Observer) replicaStopReason(model, prev, now string) (string, bool) {
+	if prev != router.ReplicaLoaded {
+		return "", false
+	}
+	switch now {
+	case router.ReplicaLoadFailed:
+		return ReasonExited, true
+	case router.ReplicaUnloading, router.ReplicaUnloaded:
 		if r, ok := o.hint[model]; ok {
 			return r, true
 		}
