@@ -295,6 +295,13 @@ func TestServe_HotReload_OneReplicaToTwoAndBack(t *testing.T) {
 		}
 		if n == 2 {
 			eventually(t, "w's second replica to be ready", func() bool { return s.replicas("w").ReadyReplicas == 2 })
+			// A replica's own server output, by its row id.
+			if code, body := s.get("/logs/w@2"); code != 200 || body == "" {
+				t.Errorf("/logs/w@2: %d %q, want the replica's lines", code, body)
+			}
+			if code, _ := s.get("/logs/w@9"); code != 404 {
+				t.Errorf("/logs/w@9, a replica w does not have: %d, want 404", code)
+			}
 		} else {
 			eventually(t, "w@2's server gone", func() bool { return len(modelPids(t, "w@2")) == 0 })
 		}

@@ -392,12 +392,20 @@ func (s *Server) unloadModel(w http.ResponseWriter, r *http.Request) {
 // in flight: an operator may still unload it (with ?force=true, cut
 // them), as `loadout ps` lists it.
 func (s *Server) draining(id string) bool {
-	if s.catalog.Load().lookup(id) != nil {
-		return false
-	}
+	return s.catalog.Load().lookup(id) == nil && s.runs(id)
+}
+
+// runs reports whether the router's table has a row id: a model's, or
+// one of its replicas' (m@2).
+func (s *Server) runs(id string) bool {
 	for _, m := range s.router.Models() {
 		if m.Model == id {
 			return true
+		}
+		for _, r := range m.Replicas {
+			if r.ID == id {
+				return true
+			}
 		}
 	}
 	return false

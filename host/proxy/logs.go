@@ -7,6 +7,7 @@ import (
 
 	"github.com/gorilla/mux"
 
+	"github.com/loadout-dev/loadout/host/config"
 	"github.com/loadout-dev/loadout/host/logs"
 )
 
@@ -33,8 +34,9 @@ func (s *Server) logsHistory(w http.ResponseWriter, r *http.Request) {
 // logRing resolves the ring a log route reads: logs.All without a
 // {model}; llama-swap's names proxy (Loadout's own lines) and upstream
 // (every model server's), which win over a model of that id as in
-// llama-swap; else the model's, by id or alias. False when it answered
-// the request with an error.
+// llama-swap; a replica's (m@2) while the router has it; else the
+// model's, by id or alias. False when it answered the request with an
+// error.
 func (s *Server) logRing(w http.ResponseWriter, r *http.Request) (string, bool) {
 	if s.cfg.Logs == nil {
 		s.writeError(w, r, &apiError{status: http.StatusNotFound, code: "no_logs", msg: "logs are not kept"})
@@ -48,6 +50,11 @@ func (s *Server) logRing(w http.ResponseWriter, r *http.Request) (string, bool) 
 		return logs.Proxy, true
 	case name == "upstream":
 		return logs.Upstream, true
+	case config.ModelOf(name) != name && s.catalog.Load().lookup(config.ModelOf(name)) != nil && s.runs(name):
+		// A replica of a model (m@2), whose server is its own: its
+		// lines, as /logs/upstream prefixes them. (Replica 1 is the
+		// model's own id.)
+		return name, true
 	}
 	e := s.pathModel(w, r)
 	if e == nil {
