@@ -577,3 +577,30 @@ func TestServe_ForcedUnloadCutsInFlight(t *testing.T) {
 		t.Errorf("a after the forced unload: %v; want stopped, loaded once", st)
 	}
 }
+
+// A model server that ignores SIGTERM is killed after its unloadTimeout,
+// not the backend's default 10 s: the grace was never passed to the
+// backend's stop.
+func TestServe_UnloadTimeoutIsTheGraceBeforeTheKill(t *testing.T) {
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("python3 is not installed")
+	}
+	script, err := filepath.Abs("../../testdata/e2e/deaf_server.py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := fmt.Sprintf("models:\n  deaf:\n    cmd: python3 %s ${PORT}\n    checkEndpoint: /\n    unloadTimeout: 1\n", script)
+	s := startServer(t, writeConfig(t, t.TempDir(), cfg))
+	if code, body := s.post("/api/models/load/deaf", ""); code != 200 {
+		t.Fatalf("load: %d %s", code, body)
+	}
+	start := time.Now()
+	if code, body := s.post("/api/models/unload/deaf", ""); code != 200 {
+		t.Fatalf("unload: %d %s", code, body)
+	}
+	// Within the grace and the kill's moment, well short of the 10 s
+	// default it waited before.
+	if took := time.Since(start); took >= 5*time.Second {
+		t.Errorf("the unload of a server that ignores SIGTERM took %s, want about its unloadTimeout of 1 s", took)
+	}
+}

@@ -153,6 +153,7 @@ func (p *PluginProcess) Start(ctx context.Context, s router.StartSpec) (router.I
 		upstream: upstream,
 		exited:   make(chan struct{}),
 		caps:     p.launcher.capabilities(),
+		grace:    s.StopTimeout,
 	}
 	go inst.watch()
 	return inst, nil
@@ -191,6 +192,9 @@ type pluginInstance struct {
 	exited        chan struct{}
 	err           error                // written once, before exited is closed
 	caps          plugins.Capabilities // the plugin's, as read at its launch
+	// grace is what Stop gives the server before SIGKILL (the model's
+	// unloadTimeout, router.StartSpec.StopTimeout); 0: the backend's.
+	grace time.Duration
 }
 
 func (i *pluginInstance) Upstream() *url.URL      { return i.upstream }
@@ -247,14 +251,15 @@ func (i *pluginInstance) pluginGone() bool {
 // plugin two seconds to exit before killing it.
 const pluginExitGrace = 5 * time.Second
 
-// Stop implements Instance, with the backend's default grace before SIGKILL.
+// Stop implements Instance: the server gets the model's unloadTimeout
+// (grace; else the backend's default, 10 s) to exit before SIGKILL.
 func (i *pluginInstance) Stop(ctx context.Context) error {
 	select {
 	case <-i.exited:
 		return nil
 	default:
 	}
-	err := i.client.Stop(ctx, i.model, 0)
+	err := i.client.Stop(ctx, i.model, i.grace)
 	if err != nil && !errors.Is(err, plugins.ErrPluginExited) {
 		return fmt.Errorf("stop model %s: %w", i.model, err)
 	}

@@ -3,6 +3,7 @@ package router
 import (
 	"context"
 	"net/url"
+	"time"
 )
 
 // StartSpec is what the run loop hands a Process when a swap starts it.
@@ -11,6 +12,10 @@ type StartSpec struct {
 	// CPU or whatever the backend decides). The backend exports them to the
 	// model server as CUDA_VISIBLE_DEVICES.
 	Devices []int
+	// StopTimeout is the grace the instance's Stop gives the server
+	// between asking it to exit and SIGKILL (the model's unloadTimeout);
+	// 0: the backend's default (10 s).
+	StopTimeout time.Duration
 }
 
 // Process is one model's server as the run loop drives it: the lowest seam

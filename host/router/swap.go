@@ -193,7 +193,7 @@ func startTarget(ctx context.Context, job startJob) swapDone {
 			return res
 		}
 	}
-	inst, err := job.mc.Process.Start(ctx, StartSpec{Devices: job.devices})
+	inst, err := job.mc.Process.Start(ctx, StartSpec{Devices: job.devices, StopTimeout: job.mc.StopTimeout})
 	switch {
 	case err != nil && errors.Is(context.Cause(ctx), errStartAborted):
 		res.err = errStartAborted

@@ -127,7 +127,7 @@ func (x virtualExecutor) start(job startJob) {
 	// coldStart starts the target's server; wakeErr is why a sleeper
 	// was not woken instead (nil: there was none).
 	coldStart := func(wakeErr error) {
-		x.v.work.Start(job.target, job.mc.Process, StartSpec{Devices: job.devices}, func(inst Instance, err error) {
+		x.v.work.Start(job.target, job.mc.Process, StartSpec{Devices: job.devices, StopTimeout: job.mc.StopTimeout}, func(inst Instance, err error) {
 			x.v.turn(func() {
 				r.onSwapDone(swapDone{target: job.target, evicted: job.evicted, inst: inst, err: err, wakeErr: wakeErr})
 			})
