@@ -56,7 +56,13 @@ func (r *Router) updateModels(models map[string]ModelConfig, changed []string) {
 			l.names = append(l.names, name)
 			r.log.Info("model added", "model", name)
 		case !slices.Contains(changed, name):
-			// What a reload may change without a restart.
+			// What a reload may change without a restart. The warm
+			// path's admission was the scheduler's under the old
+			// settings (its limit was the old concurrencyLimit): revoked,
+			// the scheduler grants again under the new ones.
+			if m.cfg.ConcurrencyLimit != mc.ConcurrencyLimit || m.cfg.Priority != mc.Priority || m.cfg.Pinned != mc.Pinned || m.cfg.Group != mc.Group {
+				r.revoke(m)
+			}
 			m.cfg.Priority, m.cfg.ConcurrencyLimit, m.cfg.Pinned, m.cfg.Group = mc.Priority, mc.ConcurrencyLimit, mc.Pinned, mc.Group
 			m.cfg.TTL, m.cfg.StopTimeout = mc.TTL, mc.StopTimeout
 			m.cfg.MinReplicas, m.cfg.MaxReplicas = mc.MinReplicas, mc.MaxReplicas

@@ -235,3 +235,32 @@ func TestEffects_SnapshotIntoReusesStorage(t *testing.T) {
 		}
 	})
 }
+
+// A reload that lowers a running model's concurrencyLimit (no restart)
+// takes effect at once: the warm path's admission, made under the old
+// limit, is revoked, and the scheduler admits again under the new one
+// (the old admission kept granting up to the old limit).
+func TestRouter_WarmPath_ReloadedLimitRevokes(t *testing.T) {
+	h, _ := countingHarness(t, true, map[string]ModelConfig{"a": {ConcurrencyLimit: 4}})
+	h.admit(t, "a")
+	if got := h.admitted("a"); got != 4 {
+		t.Fatalf("admission limit %d, want 4", got)
+	}
+	models := map[string]ModelConfig{}
+	for _, name := range []string{"a", "b", "c", "e"} {
+		models[name] = ModelConfig{}
+	}
+	models["a"] = ModelConfig{ConcurrencyLimit: 1}
+	if err := h.r.UpdateModels(models, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.admitted("a"); got != 0 {
+		t.Fatalf("admission %d after the limit was lowered to 1, want revoked", got)
+	}
+	g1 := h.acquire("a").wait(t)
+	second := h.acquire("a")
+	second.held(t, false) // the new limit: one at a time
+	g1.Release()
+	second.wait(t).Release()
+	h.idle(t, "a")
+}
