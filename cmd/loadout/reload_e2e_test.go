@@ -604,3 +604,35 @@ func TestServe_WatchFollowsASymlinkedConfig(t *testing.T) {
 		return strings.Contains(body, `"id":"b"`)
 	})
 }
+
+// sendLoadingState is each model's (a model's own over the global one),
+// and a reload that changes it applies at once: the proxy read only the
+// global value, set at start.
+func TestServe_SendLoadingStatePerModelAndReloaded(t *testing.T) {
+	cfg := func(global string) string {
+		return "sendLoadingState: " + global + "\nmodels:\n  a:\n    backend: sim\n    options: {load_time: 300ms}\n  b:\n    backend: sim\n    sendLoadingState: false\n    options: {load_time: 300ms}\n"
+	}
+	path := writeConfig(t, t.TempDir(), cfg("true"))
+	s := startServer(t, path)
+	loading := func(model string) bool {
+		t.Helper()
+		if code, body := s.post("/api/models/unload/"+model, ""); code != 200 {
+			t.Fatalf("unload %s: %d %s", model, code, body)
+		}
+		st := s.openStream(context.Background(), model, 3)
+		all, _ := io.ReadAll(st.r)
+		return strings.Contains(string(all), "reasoning_content")
+	}
+	if !loading("a") || loading("b") {
+		t.Fatalf("a cold stream of a (global true) and of b (its own false): want loading state for a only")
+	}
+	if err := os.WriteFile(path, []byte(cfg("false")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, body := s.post("/api/policies/reload", ""); code != 200 {
+		t.Fatalf("reload: %d %s", code, body)
+	}
+	if loading("a") {
+		t.Errorf("a still sends its loading state after sendLoadingState: false was reloaded")
+	}
+}

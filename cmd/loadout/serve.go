@@ -625,7 +625,7 @@ func modelTable(ctx context.Context, cfg *config.Config, ids []string, launchers
 			ID: id, Name: m.Name, Description: m.Description, Aliases: m.Aliases,
 			UseModelName: m.UseModelName, Cmd: cmd, TTL: m.TTL, Unlisted: m.Unlisted, Backend: m.Backend,
 			Filters: m.Filters, Timeouts: &m.Timeouts, Metadata: m.Metadata,
-			Capabilities: m.Capabilities, IgnoreWebsockets: m.IgnoreWebsockets,
+			Capabilities: m.Capabilities, IgnoreWebsockets: m.IgnoreWebsockets, SendLoadingState: m.SendLoadingState,
 			Details: modelDetails(m, log),
 		})
 	}

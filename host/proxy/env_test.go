@@ -161,6 +161,14 @@ func newEnv(t testing.TB, o envOpts) *env {
 			o.edit(&catalog[i])
 		}
 	}
+	if o.loadingState {
+		// Each model's sendLoadingState, as serve gives its catalog the
+		// configuration's (the global one where a model sets none).
+		catalog = slices.Clone(catalog)
+		for i := range catalog {
+			catalog[i].SendLoadingState = true
+		}
+	}
 	if o.errors != nil {
 		catalog = nil
 		for m := range o.errors {

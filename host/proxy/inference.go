@@ -92,7 +92,7 @@ func (s *Server) inference(ep endpoint) http.HandlerFunc {
 			ex.estimate = estimateBody(body)
 		}
 		req := router.Request{Model: entry.ID, Priority: mr.priority, Client: mr.client, TTL: ex.keepAlive}
-		s.serve(w, r, req, mr.model, chat && mr.stream && s.cfg.SendLoadingState, nil)
+		s.serve(w, r, req, mr.model, chat && mr.stream && entry.SendLoadingState, nil)
 	}
 }
 

@@ -83,6 +83,10 @@ type ModelEntry struct {
 	// grant, so it never loads the model and is never in flight
 	// (llama-swap's compat.ignoreWebsockets); otherwise 409.
 	IgnoreWebsockets bool
+	// SendLoadingState: a streaming chat that must wait for the model's
+	// load gets its loading progress first (the model's
+	// sendLoadingState, else the global one; Config.SendLoadingState).
+	SendLoadingState bool
 	// Details are what the model's weights file says of it, shown by
 	// Ollama's /api/tags, /api/show and /api/ps; zero where Loadout read
 	// no file.
@@ -186,7 +190,8 @@ type Config struct {
 	// IncludeAliasesInList lists every alias in /v1/models as a model of
 	// its own (llama-swap's includeAliasesInList).
 	IncludeAliasesInList bool
-	// SendLoadingState starts the SSE response of a streaming chat
+	// SendLoadingState, for a selector (a model takes its own,
+	// ModelEntry.SendLoadingState), starts the SSE response of a streaming chat
 	// completion that has to wait, and reports its queue position or the
 	// model's load as reasoning_content chunks (llama-swap's
 	// sendLoadingState).
