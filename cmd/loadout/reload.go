@@ -64,7 +64,10 @@ type reloader struct {
 	mu sync.Mutex // one reload at a time; guards ident and models, and writes of cfg
 	// cfg is the configuration in force: written under mu by a reload,
 	// read without waiting for one (residency, for job admission).
-	cfg     atomic.Pointer[config.Config]
+	cfg atomic.Pointer[config.Config]
+	// started is the configuration serve started with: what the settings
+	// a reload does not apply (restartOnly) are in force from.
+	started *config.Config
 	ident   string                 // what the running policies were made from (policyIdentity)
 	models  map[string]modelDigest // what each model was made from (modelDigests)
 	current atomic.Pointer[policySet]
@@ -80,11 +83,12 @@ type reloadStatus struct {
 func newReloader(ctx context.Context, o serveOptions, cfg *config.Config, rt *policy.Runtime, r *router.Router, ps *policySet, log *slog.Logger) (*reloader, error) {
 	rl := &reloader{ctx: ctx, src: o.config, routerMode: o.routerMode, listen: o.listen, rt: rt, r: r, log: log}
 	rl.cfg.Store(cfg)
+	rl.started = cfg
 	var err error
 	if rl.ident, err = policyIdentity(cfg); err != nil {
 		return nil, err
 	}
-	if rl.models, err = rl.modelDigests(); err != nil {
+	if rl.models, err = modelDigests(cfg); err != nil {
 		return nil, err
 	}
 	rl.current.Store(ps)
@@ -143,13 +147,13 @@ func (rl *reloader) apply() (proxy.ReloadResult, error) {
 	}
 	hostChanged := cfg.HostMemory != rl.cfg.Load().HostMemory
 	keysChanged := !slices.Equal(cfg.APIKeys, rl.cfg.Load().APIKeys)
-	if res.Restart = restartOnlyChanges(rl.cfg.Load(), cfg); len(res.Restart) > 0 {
+	if res.Restart = restartOnlyChanges(rl.started, cfg); len(res.Restart) > 0 {
 		rl.log.Warn("reload: these settings changed and take effect when loadout serve restarts; a reload keeps the running ones", "settings", res.Restart)
 	}
 	// Compared without positions: a line that moved (an edit above the
 	// peers) is no change, and a change restarts every peer's health.
 	peersChanged := positionless(peerTable(cfg)) != positionless(peerTable(rl.cfg.Load()))
-	models, err := rl.modelDigests()
+	models, err := modelDigests(cfg)
 	if err != nil {
 		return res, err
 	}
@@ -188,7 +192,7 @@ func (rl *reloader) apply() (proxy.ReloadResult, error) {
 		}
 	}
 	if modelsChanged {
-		if err := rl.applyModels(cfg, models, added, removed, changed); err != nil {
+		if err := rl.applyModels(cfg, models, added, changed, updated); err != nil {
 			return res, err
 		}
 		res.Changed = append(res.Changed, "models")
@@ -293,7 +297,8 @@ var restartOnly = []struct {
 }
 
 // restartOnlyChanges names the restartOnly settings that differ between
-// was and now, in restartOnly's order.
+// was (the configuration serve started with, whose values are in force)
+// and now, in restartOnly's order.
 func restartOnlyChanges(was, now *config.Config) []string {
 	var out []string
 	for _, s := range restartOnly {
@@ -388,20 +393,21 @@ func (rl *reloader) load(opts config.Options) (*config.Config, []config.Warning,
 // capabilities). An alias or a TTL added must not cost a cold load.
 type modelDigest struct{ restart, live string }
 
-// modelDigests is, for each model of the configuration file, its
-// modelDigest. The file is read without asking which ports are free:
-// serve's own configuration skips ports taken, and the running models
-// take some.
-func (rl *reloader) modelDigests() (map[string]modelDigest, error) {
-	cfg, _, err := rl.load(config.Options{Listen: rl.listen})
-	if err != nil {
-		return nil, err
-	}
+// modelDigests is, for each model of cfg, its modelDigest. cfg is the
+// configuration in force or about to be: serve's own at start, each
+// reload's as it read the file (the ports of the models it keeps kept,
+// a new one's free when it was read), so that a model's port, and so its
+// digest, does not move between two readings.
+func modelDigests(cfg *config.Config) (map[string]modelDigest, error) {
 	out := map[string]modelDigest{}
 	for _, id := range cfg.ModelIDs() {
 		m := cfg.Models[id]
 		spec, err := modelSpec(cfg, m)
 		mc := modelConfig(cfg, m, uint64(max(m.VRAM, 0)))
+		// How long a load may take to be ready bounds the next load, not
+		// the running server: live (its new Process, applyModels).
+		healthCheck := spec.HealthCheckTimeout
+		spec.HealthCheckTimeout = 0
 		restart := sha256.New()
 		// A model's own replica number is not what it is made of: it is 1
 		// with replicas and 0 without, and a reload from one replica to
@@ -409,7 +415,7 @@ func (rl *reloader) modelDigests() (map[string]modelDigest, error) {
 		fmt.Fprintf(restart, "%+v\x00%v\x00%d\x00%q\x00%d\x00%q\x00%v %v", spec, err, mc.VRAM,
 			mc.ReplicaOf, mc.SleepLevels, mc.Weights, m.GPUs, m.Split)
 		live, err := json.Marshal([]any{liveSettings(mc), m.Name, m.Description, m.Aliases, m.Unlisted, m.UseModelName,
-			m.Filters, m.Timeouts, m.Metadata, m.Capabilities, m.IgnoreWebsockets, m.SendLoadingState})
+			m.Filters, m.Timeouts, m.Metadata, m.Capabilities, m.IgnoreWebsockets, m.SendLoadingState, healthCheck})
 		if err != nil {
 			return nil, fmt.Errorf("model %s: %w", id, err)
 		}
@@ -456,8 +462,11 @@ func diffModels(was, now map[string]modelDigest) (added, removed, changed, updat
 // applyModels hands the router the new model table (processes made for
 // the added and changed models; the others keep theirs) and the proxy its
 // catalog.
-func (rl *reloader) applyModels(cfg *config.Config, digests map[string]modelDigest, added, removed, changed []string) error {
-	build := append(slices.Clone(added), changed...)
+func (rl *reloader) applyModels(cfg *config.Config, digests map[string]modelDigest, added, changed, updated []string) error {
+	// An updated model keeps its server, and gets a new Process for its
+	// next start (what it is made of is the same; how long its load may
+	// take may not be).
+	build := append(append(slices.Clone(added), changed...), updated...)
 	table, catalog, err := modelTable(rl.ctx, cfg, build, rl.launchers, rl.ledger, rl.pluginLog)
 	if err != nil {
 		return err
@@ -468,6 +477,11 @@ func (rl *reloader) applyModels(cfg *config.Config, digests map[string]modelDige
 			// its live settings.
 			table[id] = liveSettings(modelConfig(cfg, cfg.Models[id], 0))
 		}
+	}
+	for _, id := range updated {
+		mc := liveSettings(table[id])
+		mc.Process = table[id].Process
+		table[id] = mc
 	}
 	if err := rl.r.UpdateModels(table, changed); err != nil {
 		return err

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -350,12 +351,13 @@ func TestServe_HotReload_RefusedWhole(t *testing.T) {
 }
 
 // A reload that changes only what a model's server does not read (an
-// alias, its description, its TTL) hands it over as the model runs: the
+// alias, its description, its TTL, how long its load may take) hands it
+// over as the model runs: the
 // alias serves at once and the server is not restarted (a cold load for
 // nothing, minutes for a large model).
 func TestServe_HotReload_LiveSettingsRestartNothing(t *testing.T) {
 	was := "models:\n  a:\n    backend: sim\n    options: {load_time: 10ms}\n"
-	now := "models:\n  a:\n    backend: sim\n    options: {load_time: 10ms}\n    aliases: [quick]\n    description: the fast one\n    ttl: 900\n"
+	now := "healthCheckTimeout: 45\nmodels:\n  a:\n    backend: sim\n    options: {load_time: 10ms}\n    aliases: [quick]\n    description: the fast one\n    ttl: 900\n"
 	cfg := writeConfig(t, t.TempDir(), was)
 	s := startServer(t, cfg)
 	s.mustChat("a")
@@ -419,6 +421,59 @@ func TestServe_HotReload_APIKeysAndRestartOnlySettings(t *testing.T) {
 	s.mu.Unlock()
 	if !strings.Contains(logs, "take effect when loadout serve restarts") {
 		t.Errorf("no warning of the settings that wait for a restart:\n%s", logs)
+	}
+	// They still wait after another reload (the list was taken against
+	// the last file read, not what runs), and the file set back to what
+	// runs waits for nothing.
+	if code, body := call("POST", "/api/policies/reload", "sk-new"); code != 200 || !strings.Contains(body, `"restart":["logLevel","startPort"]`) {
+		t.Errorf("a second reload: %d %s; want logLevel and startPort still waiting", code, body)
+	}
+	if err := os.WriteFile(cfg, []byte(strings.Replace(was, "sk-old", "sk-new", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, body := call("POST", "/api/policies/reload", "sk-new"); code != 200 || strings.Contains(body, `"restart"`) {
+		t.Errorf("the file set back to the running settings: %d %s; want nothing waiting", code, body)
+	}
+}
+
+// A model added by a reload whose port skipped one in use keeps that port
+// at the next reload: an unrelated edit does not restart it (the digest
+// read the file again without the port check and saw it move).
+func TestServe_HotReload_AnAddedModelsPortHolds(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	busy, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", start+1))
+	if err != nil {
+		t.Skipf("port %d: %v", start+1, err)
+	}
+	defer busy.Close()
+	model := func(id, extra string) string {
+		return "  " + id + ":\n    backend: sim\n    options: {load_time: 10ms}\n" + extra
+	}
+	head := fmt.Sprintf("startPort: %d\nmodels:\n", start)
+	path := writeConfig(t, t.TempDir(), head+model("a", ""))
+	s := startServer(t, path)
+	if err := os.WriteFile(path, []byte(head+model("a", "")+model("c", "")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, body := s.post("/api/policies/reload", ""); code != 200 {
+		t.Fatalf("reload adding c: %d %s", code, body)
+	}
+	s.mustChat("c")
+	pid := onePid(t, "c")
+	if err := os.WriteFile(path, []byte(head+model("a", "    aliases: [aa]\n")+model("c", "")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, body := s.post("/api/policies/reload", ""); code != 200 {
+		t.Fatalf("reload of a's alias: %d %s", code, body)
+	}
+	s.mustChat("c")
+	if pids := modelPids(t, "c"); len(pids) != 1 || pids[0] != pid {
+		t.Errorf("c's server is %v after a reload of a's alias, want %d untouched", pids, pid)
 	}
 }
 

@@ -26,7 +26,9 @@ import (
 // replica count adds or removes replicas' rows and restarts none), its
 // Priority, ConcurrencyLimit, Pinned and Group (which the policies read),
 // its TTL (counted from its last request), StopTimeout, and its Evict and
-// WakeTimeout, which its next eviction and wake use.
+// WakeTimeout, which its next eviction and wake use; and, when given, the
+// Process its next start uses (its server's spec unchanged but for how
+// long its load may take).
 // Errors: ErrShuttingDown.
 func (r *Router) UpdateModels(models map[string]ModelConfig, changed []string) error {
 	ran := false
@@ -68,6 +70,9 @@ func (r *Router) updateModels(models map[string]ModelConfig, changed []string) {
 			m.cfg.MinReplicas, m.cfg.MaxReplicas = mc.MinReplicas, mc.MaxReplicas
 			m.cfg.Evict = mc.Evict
 			m.cfg.WakeTimeout = mc.WakeTimeout
+			if mc.Process != nil { // for its next start; the running server is kept
+				m.cfg.Process = mc.Process
+			}
 		default:
 			m.cfg = mc
 			m.startFailures, m.retryAt = 0, time.Time{} // a new configuration starts afresh
