@@ -65,6 +65,7 @@ const (
 // readBody reads the whole request body, at most s.maxBody bytes.
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *apiError) {
 	if r.ContentLength > s.maxBody {
+		w.Header().Set("Connection", "close") // the body is not read (below)
 		return nil, s.tooLarge()
 	}
 	if r.Body == nil || r.Body == http.NoBody {
@@ -81,6 +82,11 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *apiE
 	}
 	_, err := buf.ReadFrom(body)
 	if err != nil {
+		// The rest of the body is not read: the connection ends with the
+		// answer. Otherwise net/http reads what remains of a body with a
+		// Content-Length before it answers, and a body that stalled holds
+		// the answer (a 408) for as long as its client waits.
+		w.Header().Set("Connection", "close")
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
 			return nil, s.tooLarge()

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"strings"
@@ -38,11 +39,15 @@ func trickle(pw *io.PipeWriter, head string, gap time.Duration, stop <-chan stru
 // byte a second).
 func TestBody_SlowBodyCutWith408(t *testing.T) {
 	tests := []struct {
-		name string
-		gap  time.Duration // between bytes; 0: none after the head
+		name   string
+		gap    time.Duration // between bytes; 0: none after the head
+		length int64         // the Content-Length sent; 0: chunked
 	}{
-		{"stalled", 0},
-		{"a byte every 20ms, under 100 B/s", 20 * time.Millisecond},
+		{"stalled", 0, 0},
+		{"a byte every 20ms, under 100 B/s", 20 * time.Millisecond, 0},
+		// With a Content-Length the server would read the rest of the
+		// body before answering: the 408 never came.
+		{"stalled, with a Content-Length", 0, 1000},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -51,11 +56,15 @@ func TestBody_SlowBodyCutWith408(t *testing.T) {
 			stop := make(chan struct{})
 			go trickle(pw, `{"model":"a","messages":[`, tt.gap, stop)
 			defer func() { close(stop); pw.Close() }()
-			req, err := http.NewRequest(http.MethodPost, e.ts.URL+"/v1/chat/completions", pr)
+			// A 408 that never comes fails the test, not hangs it.
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.ts.URL+"/v1/chat/completions", pr)
 			if err != nil {
 				t.Fatal(err)
 			}
 			req.Header.Set("Content-Type", "application/json")
+			req.ContentLength = tt.length
 			resp, err := e.client.Do(req)
 			if err != nil {
 				t.Fatal(err)
