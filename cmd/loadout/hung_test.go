@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"net/http"
 	"strings"
 	"syscall"
 	"testing"
@@ -119,5 +120,25 @@ func TestFault_ModelServerBriefPauseIsNotAHang(t *testing.T) {
 	s.mustChat("a")
 	if again := onePid(t, "a"); again != pid {
 		t.Fatalf("a is served by pid %d after a brief pause of %d: it was restarted", again, pid)
+	}
+}
+
+// A non-streaming request whose server is stopped (SIGSTOP) before it
+// answers a byte ends with an error saying the server hung and was
+// killed: it is not sent again to the restarted server (it may be what
+// hung it, and its client never heard of the hang).
+func TestFault_ModelServerSIGSTOPBeforeItAnswers(t *testing.T) {
+	s := startServer(t, writeConfig(t, t.TempDir(), simModels+quickLiveness))
+	s.mustChat("a")
+	pid := onePid(t, "a")
+	answer := s.postAsync("/v1/chat/completions", `{"model":"a","max_tokens":400,"messages":[{"role":"user","content":"go"}]}`)
+	eventually(t, "the request in flight", func() bool { return s.modelStatus(t, "a")["in_flight"] == float64(1) })
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Kill(pid, syscall.SIGKILL)
+	a := <-answer
+	if a.err != nil || a.code != http.StatusBadGateway || !strings.Contains(a.body, "hung") {
+		t.Errorf("the request whose server hung: %d %s %v; want a 502 saying it hung", a.code, a.body, a.err)
 	}
 }

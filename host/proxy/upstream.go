@@ -162,7 +162,9 @@ func (s *Server) upstreamFailed(w http.ResponseWriter, r *http.Request, err erro
 		s.writeError(w, r, peerFailed(ex.peer, what, err))
 		return
 	}
-	if ex.grantAgain(err) {
+	if ex.ended() == "" && ex.grantAgain(err) {
+		// Not a server the router killed as hung: a request that
+		// reached one may be what hung it, and its client is told.
 		ex.refused = true // serve grants it again: nothing was answered, nothing is written
 		return
 	}
@@ -346,6 +348,10 @@ type responseGuard struct {
 	recent []byte
 }
 
+// errKilledMidStream ends a stream its server's kill cut short without an
+// error of the connection's own (responseGuard.Read).
+var errKilledMidStream = errors.New("the stream ended when its server was killed")
+
 // sseDone is the OpenAI streaming terminator.
 var sseDone = []byte("data: [DONE]")
 
@@ -369,6 +375,12 @@ func (g *responseGuard) Read(p []byte) (int, error) {
 		if g.sse {
 			g.track(p[:n])
 		}
+	}
+	if err == io.EOF && g.sse && !g.ex.streamDone && g.ex.ended() != "" {
+		// A stream framed by its connection's close (neither a length
+		// nor chunks) ends cleanly when the router kills a hung server:
+		// it did not finish, and the client is told why.
+		err = errKilledMidStream
 	}
 	if err == nil || err == io.EOF {
 		return n, err
