@@ -213,9 +213,10 @@ func (s *server) post(path, body string) (int, string) {
 // answer is what a request sent in the background got: its status and
 // body, or the error that stopped it.
 type answer struct {
-	code int
-	body string
-	err  error
+	code   int
+	body   string
+	err    error
+	header http.Header
 }
 
 // postAsync POSTs body (JSON) to path in the background, for a request
@@ -231,7 +232,7 @@ func (s *server) postAsync(path, body string) <-chan answer {
 		}
 		defer resp.Body.Close()
 		b, err := io.ReadAll(resp.Body)
-		out <- answer{resp.StatusCode, string(b), err}
+		out <- answer{resp.StatusCode, string(b), err, resp.Header}
 	}()
 	return out
 }

@@ -570,6 +570,11 @@ func TestServe_ForcedUnloadCutsInFlight(t *testing.T) {
 	if a.err != nil || a.code != http.StatusServiceUnavailable || !strings.Contains(a.body, "model_unloaded") {
 		t.Errorf("the non-streaming request: %d %s %v; want 503 model_unloaded", a.code, a.body, a.err)
 	}
+	// Not an invitation to retry at once (the OpenAI SDKs retried after
+	// Retry-After: 1 and loaded the model back).
+	if a.header.Get("Retry-After") != "" || a.header.Get("X-Should-Retry") != "false" {
+		t.Errorf("the cut request's headers %v; want no Retry-After and X-Should-Retry: false", a.header)
+	}
 	if done, errEvent, tail := st.rest(); done || !errEvent || !strings.Contains(tail, "model_unloaded") {
 		t.Errorf("the stream: done %v, error event %v: %s; want a model_unloaded error event", done, errEvent, tail)
 	}

@@ -131,12 +131,16 @@ type inflight struct {
 	aborted *abortError // set by abort: later requests are ended at once
 }
 
+// codeModelUnloaded is the code of a request a forced unload cut.
+const codeModelUnloaded = "model_unloaded"
+
 // unloadedError is the cause of a request cut by a forced unload of its
-// model: 503, so a client may retry (the model loads again for it), and
-// not taken for the server's failure — which would be granted again,
-// loading the model the operator just stopped.
+// model: 503 without Retry-After and with X-Should-Retry: false (a
+// client's own retry would load the model back at once), and not taken
+// for the server's failure — which would be granted again, loading the
+// model the operator just stopped.
 func unloadedError(model string) *abortError {
-	return &abortError{status: http.StatusServiceUnavailable, code: "model_unloaded",
+	return &abortError{status: http.StatusServiceUnavailable, code: codeModelUnloaded,
 		msg: fmt.Sprintf("model %s was unloaded by an operator (a forced unload) while this request was in flight", model)}
 }
 

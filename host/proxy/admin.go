@@ -339,17 +339,40 @@ func (s *Server) unload(ctx context.Context, opt router.UnloadOptions) error {
 	return s.router.Unload(ctx, opt)
 }
 
-// unloadOptions reads an unload's query: ?force=true stops models with
-// requests in flight at once (otherwise they stop when those end).
-func unloadOptions(r *http.Request, models ...string) router.UnloadOptions {
-	force, _ := strconv.ParseBool(r.URL.Query().Get("force"))
-	return router.UnloadOptions{Models: models, Force: force}
+// unloadOptions reads an unload's query: ?force=true (or a bare ?force)
+// stops models with requests in flight at once (otherwise they stop when
+// those end). Errors: another value of force (force=yes read as false
+// waited for requests the operator meant to cut), or force given twice.
+func unloadOptions(r *http.Request, models ...string) (router.UnloadOptions, *apiError) {
+	opt := router.UnloadOptions{Models: models}
+	vs, given := r.URL.Query()["force"]
+	if !given {
+		return opt, nil
+	}
+	if len(vs) > 1 {
+		return opt, badRequest("invalid_force", "parameter force given twice")
+	}
+	if vs[0] == "" {
+		opt.Force = true
+		return opt, nil
+	}
+	force, err := strconv.ParseBool(vs[0])
+	if err != nil {
+		return opt, badRequest("invalid_force", "parameter force: "+strconv.Quote(vs[0])+": want true or false")
+	}
+	opt.Force = force
+	return opt, nil
 }
 
 // unloadAll is GET|POST /unload and POST /api/models/unload: stop every
 // running model and answer "OK" once they have exited.
 func (s *Server) unloadAll(w http.ResponseWriter, r *http.Request) {
-	if err := s.unload(r.Context(), unloadOptions(r)); err != nil {
+	opt, e := unloadOptions(r)
+	if e != nil {
+		s.writeError(w, r, e)
+		return
+	}
+	if err := s.unload(r.Context(), opt); err != nil {
 		s.writeError(w, r, acquireError(r.Context(), err, "(all)"))
 		return
 	}
@@ -380,7 +403,12 @@ func (s *Server) unloadModel(w http.ResponseWriter, r *http.Request) {
 		}
 		id = e.ID
 	}
-	if err := s.unload(r.Context(), unloadOptions(r, id)); err != nil {
+	opt, e := unloadOptions(r, id)
+	if e != nil {
+		s.writeError(w, r, e)
+		return
+	}
+	if err := s.unload(r.Context(), opt); err != nil {
 		s.writeError(w, r, acquireError(r.Context(), err, id))
 		return
 	}

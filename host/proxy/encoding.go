@@ -27,6 +27,12 @@ import (
 // which decodes to nothing for as long as it is sent.
 func (s *Server) decodeBody(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Body == nil || r.Body == http.NoBody {
+			// No body, nothing to decode: the header says nothing.
+			r.Header.Del("Content-Encoding")
+			next.ServeHTTP(w, r)
+			return
+		}
 		gz, e := gzipCoded(r.Header)
 		if e != nil {
 			w.Header().Set("Accept-Encoding", "gzip")

@@ -95,3 +95,15 @@ func TestContentEncoding_LimitsAndRefusals(t *testing.T) {
 	// once the model is loaded, under the same limit.
 	tooLarge("/upstream/a/v1/embeddings")
 }
+
+// A Content-Encoding on a request without a body has nothing to decode:
+// it is not refused (GET /health with one was a 415).
+func TestContentEncoding_NoBodyNothingToRefuse(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	for _, path := range []string{"/health", "/v1/models"} {
+		resp, b := e.do(request{method: http.MethodGet, path: path, headers: map[string]string{"Content-Encoding": "br"}})
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("GET %s with Content-Encoding br: %d %s, want 200", path, resp.StatusCode, b)
+		}
+	}
+}

@@ -230,7 +230,14 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, e *apiError)
 	h.Set("Content-Type", "application/json")
 	h.Set("Content-Length", strconv.Itoa(len(b)))
 	h.Del("Content-Encoding")
-	if e.status == http.StatusTooManyRequests || e.status == http.StatusServiceUnavailable {
+	switch {
+	case e.code == codeModelUnloaded:
+		// An operator's forced unload: a client that retries at once
+		// (the OpenAI SDKs retry a 503, sooner with Retry-After) would
+		// load back the model just stopped. x-should-retry is the SDKs'
+		// own "do not".
+		h.Set("X-Should-Retry", "false")
+	case e.status == http.StatusTooManyRequests || e.status == http.StatusServiceUnavailable:
 		h.Set("Retry-After", "1")
 	}
 	if e.status == http.StatusUnauthorized {

@@ -68,7 +68,11 @@ func TestMethods_405HasAllow(t *testing.T) {
 		{http.MethodGet, "/v1/chat/completions", "POST, OPTIONS"},
 		{http.MethodHead, "/v1/chat/completions", "POST, OPTIONS"},
 		{http.MethodGet, "/api/chat", "POST, OPTIONS"},
-		{http.MethodPut, "/unload", "GET, HEAD, POST, OPTIONS"},
+		{http.MethodPut, "/unload", "GET, POST, OPTIONS"},
+		// GET /unload acts (llama-swap's): a HEAD, which monitors and link
+		// checkers send as safe, is not served by it (it unloaded every
+		// model).
+		{http.MethodHead, "/unload", "GET, POST, OPTIONS"},
 		{http.MethodGet, "/api/delete", "POST, DELETE, OPTIONS"},
 		{http.MethodPost, "/health", "GET, HEAD, OPTIONS"},
 	} {

@@ -806,6 +806,11 @@ func TestOps_Unload(t *testing.T) {
 		{"by alias", request{method: http.MethodPost, path: "/api/models/unload/alpha"}, []string{"a"}, []string{"org/c"}, 200},
 		{"id with a slash", request{method: http.MethodPost, path: "/api/models/unload/org/c"}, []string{"org/c"}, []string{"a"}, 200},
 		{"unknown", request{method: http.MethodPost, path: "/api/models/unload/nope"}, nil, []string{"a", "org/c"}, 404},
+		{"a bare force", request{method: http.MethodPost, path: "/api/models/unload/a?force"}, []string{"a"}, []string{"org/c"}, 200},
+		// force=yes was read as false: it waited for what it meant to cut.
+		{"force=yes", request{method: http.MethodPost, path: "/api/models/unload/a?force=yes"}, nil, []string{"a", "org/c"}, 400},
+		{"force twice", request{method: http.MethodPost, path: "/unload?force=true&force=false"}, nil, []string{"a", "org/c"}, 400},
+		{"HEAD /unload does nothing", request{method: http.MethodHead, path: "/unload"}, nil, []string{"a", "org/c"}, 405},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -819,7 +824,7 @@ func TestOps_Unload(t *testing.T) {
 			if tt.status == 200 && string(b) != "OK" {
 				t.Errorf("body %q, want OK", b)
 			}
-			if tt.status != 200 {
+			if tt.status != 200 && tt.rq.method != http.MethodHead {
 				openAIError(t, b)
 			}
 			for _, m := range tt.unloaded {

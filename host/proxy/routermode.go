@@ -237,7 +237,12 @@ func (s *Server) routerUnload(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, badRequest("not_running", "model is not running"))
 		return
 	}
-	if err := s.unload(r.Context(), unloadOptions(r, entry.ID)); err != nil {
+	opt, e := unloadOptions(r, entry.ID)
+	if e != nil {
+		s.writeError(w, r, e)
+		return
+	}
+	if err := s.unload(r.Context(), opt); err != nil {
 		s.writeError(w, r, acquireError(r.Context(), err, entry.ID))
 		return
 	}

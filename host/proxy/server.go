@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"regexp"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -513,6 +514,11 @@ func (s *Server) routes() *mux.Router {
 	return m
 }
 
+// unsafeGets are the paths whose GET acts (llama-swap's GET /unload
+// stops every model): HEAD, which a monitor or a link checker sends
+// believing it safe, is not served there by their GET.
+var unsafeGets = []string{"/unload"}
+
 // allowMethods are the methods a 405's Allow header may list, in the
 // order it lists them.
 var allowMethods = []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete}
@@ -524,7 +530,7 @@ var allowMethods = []string{http.MethodGet, http.MethodHead, http.MethodPost, ht
 func (s *Server) allowed(r *http.Request) []string {
 	var out []string
 	for _, method := range allowMethods {
-		if s.takes(r, method) || method == http.MethodHead && s.takes(r, http.MethodGet) {
+		if s.takes(r, method) || method == http.MethodHead && s.takes(r, http.MethodGet) && !slices.Contains(unsafeGets, r.URL.Path) {
 			out = append(out, method)
 		}
 	}
@@ -545,7 +551,7 @@ func (s *Server) takes(r *http.Request, method string) bool {
 // one), through a headWriter, so that an endpoint that streams (the
 // event and log streams) ends with its headers rather than never.
 func (s *Server) route(w http.ResponseWriter, r *http.Request) {
-	if r.Method == http.MethodHead && !s.takes(r, http.MethodHead) && s.takes(r, http.MethodGet) {
+	if r.Method == http.MethodHead && !s.takes(r, http.MethodHead) && s.takes(r, http.MethodGet) && !slices.Contains(unsafeGets, r.URL.Path) {
 		// A copy: the request's log line still says HEAD.
 		get := r.WithContext(r.Context())
 		get.Method = http.MethodGet

@@ -135,9 +135,13 @@ func (s *Server) apiEventsHistory(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := r.URL.Query()
-	for name := range q {
+	for name, vs := range q {
 		if name != "type" && name != "limit" {
 			s.writeError(w, r, badRequest("unknown_parameter", fmt.Sprintf("unknown parameter %q: want type or limit", name)))
+			return
+		}
+		if len(vs) > 1 { // the second was ignored: name types comma-separated
+			s.writeError(w, r, badRequest("invalid_"+name, fmt.Sprintf("parameter %s given twice (name several types comma-separated: type=A,B)", name)))
 			return
 		}
 	}

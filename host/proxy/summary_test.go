@@ -119,6 +119,8 @@ func TestEventsHistory_SwapsWithTimesAndResumeID(t *testing.T) {
 		{"?type=swap_start&limit=x", "invalid_limit"},
 		{"?type=evictions", "invalid_type"}, // a typo is not "none happened"
 		{"?type=swap_start&bogus=1", "unknown_parameter"},
+		{"?type=model&type=bogus", "invalid_type"}, // the second was ignored
+		{"?type=model&limit=5&limit=x", "invalid_limit"},
 	} {
 		resp, b := e.do(request{method: http.MethodGet, path: "/api/events/history" + bad.query})
 		if resp.StatusCode != 400 {
