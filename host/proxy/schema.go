@@ -65,6 +65,7 @@ func (t jsonType) String() string {
 type member struct {
 	typ    jsonType
 	isTrue bool
+	empty  bool // an array with no element
 }
 
 // UnmarshalJSON records b's type; encoding/json has already checked that b
@@ -80,7 +81,7 @@ func (m *member) UnmarshalJSON(b []byte) error {
 	case '"':
 		m.typ = typeString
 	case '[':
-		m.typ = typeArray
+		m.typ, m.empty = typeArray, len(bytes.TrimSpace(b[1:len(b)-1])) == 0
 	case '{':
 		m.typ = typeObject
 	default:
@@ -151,6 +152,11 @@ var (
 	ruleTools            = rule{"tools", typeArray | typeNull, false, func(f *requestFields) member { return f.Tools }}
 	ruleUser             = rule{"user", stringOrNull, false, func(f *requestFields) member { return f.User }}
 )
+
+// nonEmpty are the members that, as an array, must hold something: a
+// completion's prompts and an embedding's inputs (OpenAI refuses []; a
+// model loaded for one would answer nothing).
+var nonEmpty = map[string]bool{"prompt": true, "input": true}
 
 // schemas are the endpoints' schemas by path, from OpenAI's API reference
 // (chat completions, completions, embeddings, responses, audio speech,
@@ -228,6 +234,8 @@ func (sc *schema) check(f *requestFields) *apiError {
 			return invalidParam(ru.name, "missing_required_parameter", fmt.Sprintf("%q is required in the request body: %s", ru.name, ru.types))
 		case m.typ != 0 && m.typ&ru.types == 0:
 			return invalidParam(ru.name, "invalid_type", fmt.Sprintf("%q in the request body must be %s, got %s", ru.name, ru.types, m.typ))
+		case m.empty && nonEmpty[ru.name]:
+			return invalidParam(ru.name, "invalid_value", fmt.Sprintf("%q in the request body must not be an empty array: there is nothing to answer", ru.name))
 		}
 	}
 	return nil

@@ -34,6 +34,8 @@ func TestSchema_BadBodyRefusedBeforeAnySwap(t *testing.T) {
 		{"/v1/chat/completions", `{"model":"b","messages":[],"logprobs":3}`, "logprobs"},
 		{"/v1/completions", `{"model":"b"}`, "prompt"},
 		{"/v1/completions", `{"model":"b","prompt":{"text":"x"}}`, "prompt"},
+		{"/v1/completions", `{"model":"b","prompt":[ ]}`, "prompt"}, // it loaded the model to refuse it
+		{"/v1/embeddings", `{"model":"b","input":[]}`, "input"},
 		{"/v1/completions", `{"model":"b","prompt":"x","logprobs":true}`, "logprobs"},
 		{"/v1/embeddings", `{"model":"b"}`, "input"},
 		{"/v1/embeddings", `{"model":"b","input":3}`, "input"},

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -450,6 +451,36 @@ func texts(raw json.RawMessage, field string) ([]string, error) {
 	return many, nil
 }
 
+// promptTexts reads a completions prompt as OpenAI's API takes it: a
+// string, a list of strings, a list of token ids (one prompt) or a list
+// of such lists; a prompt of token ids is read as its ids, one word each,
+// so it counts as many tokens.
+func promptTexts(raw json.RawMessage) ([]string, error) {
+	if ps, err := texts(raw, "prompt"); err == nil {
+		return ps, nil
+	}
+	ids := func(v []int) string {
+		words := make([]string, len(v))
+		for i, id := range v {
+			words[i] = strconv.Itoa(id)
+		}
+		return strings.Join(words, " ")
+	}
+	var one []int
+	if err := json.Unmarshal(raw, &one); err == nil && len(one) > 0 {
+		return []string{ids(one)}, nil
+	}
+	var many [][]int
+	if err := json.Unmarshal(raw, &many); err == nil && len(many) > 0 && !slices.ContainsFunc(many, func(v []int) bool { return len(v) == 0 }) {
+		out := make([]string, len(many))
+		for i, v := range many {
+			out[i] = ids(v)
+		}
+		return out, nil
+	}
+	return nil, errors.New("prompt must be a string, a non-empty list of strings, a list of token ids or a list of such lists")
+}
+
 func (s *server) chat(w http.ResponseWriter, r *http.Request) {
 	s.generate(w, r, true)
 }
@@ -478,7 +509,7 @@ func (s *server) generate(w http.ResponseWriter, r *http.Request, chat bool) {
 		prompt, err = q.chatPrompt()
 		prompts = []string{prompt}
 	} else if err == nil {
-		prompts, err = texts(q.Prompt, "prompt")
+		prompts, err = promptTexts(q.Prompt)
 	}
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "invalid_request_error", err.Error())

@@ -529,6 +529,13 @@ func TestServer_CompletionsPromptList(t *testing.T) {
 		}
 		return joined, out.Usage
 	}
+	// Token ids, as OpenAI's API takes a prompt too: one word a token.
+	if got, usage := complete([]int{11, 22, 33}, false); len(got) != 1 || usage["prompt_tokens"] != 3 {
+		t.Errorf("a prompt of 3 token ids: %+v, usage %v; want one choice and 3 prompt tokens", got, usage)
+	}
+	if got, _ := complete([][]int{{1, 2}, {3}}, false); len(got) != 2 {
+		t.Errorf("two prompts of token ids: %d choices, want 2", len(got))
+	}
 	prompts := []string{"once upon", "a time there was"}
 	for _, stream := range []bool{false, true} {
 		got, usage := complete(prompts, stream)
