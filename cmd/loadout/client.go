@@ -84,7 +84,7 @@ func parseServer(v string) (string, error) {
 		// Without a scheme, url.Parse reads "localhost:8080" as scheme
 		// "localhost": HOST:PORT is split first.
 		host, port, err := net.SplitHostPort(v)
-		if err != nil {
+		if err != nil || port == "" {
 			return "", errServerForm
 		}
 		if host == "" {

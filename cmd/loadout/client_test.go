@@ -127,7 +127,7 @@ func TestParseServer_Forms(t *testing.T) {
 			t.Errorf("parseServer(%q) = %q, %v; want %q", tt.in, got, err, tt.want)
 		}
 	}
-	for _, bad := range []string{"", "x", "gpu-box", "ftp://gpu-box:21", "http://", "http://:8080", "127.0.0.1:99999", "127.0.0.1:0", "127.0.0.1:http",
+	for _, bad := range []string{"", "x", "gpu-box", "ftp://gpu-box:21", "http://", "http://:8080", "127.0.0.1:99999", "127.0.0.1:0", "127.0.0.1:http", ":", "127.0.0.1:",
 		"http://h:1/?q=1", "http://h:1/#top", "unix:///run/loadout.sock", "a b:80"} {
 		if got, err := parseServer(bad); !errors.Is(err, errServerForm) {
 			t.Errorf("parseServer(%q) = %q, %v; want errServerForm", bad, got, err)

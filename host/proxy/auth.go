@@ -22,6 +22,12 @@ func (s *Server) authorize(r *http.Request) *apiError {
 		return nil
 	}
 	key := apiKey(r)
+	if key == "" && r.Header.Get("Authorization") != "" {
+		// Credentials were sent, in no form that gives a key (Basic that
+		// is not base64 of user:password, an empty token): not missing.
+		return &apiError{status: http.StatusUnauthorized, code: "invalid_api_key",
+			msg: "invalid API key: the Authorization header gives none (send \"Authorization: Bearer <key>\", or the key as the password of Basic credentials)"}
+	}
 	if key == "" {
 		return &apiError{status: http.StatusUnauthorized, code: "missing_api_key",
 			msg: "missing API key: send it as \"Authorization: Bearer <key>\", as the password of \"Authorization: Basic\" credentials (any user name), or as \"X-Api-Key: <key>\""}

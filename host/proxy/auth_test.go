@@ -29,7 +29,8 @@ func TestAuth_BasicCredentials(t *testing.T) {
 		{"no user", basicAuth("", "key-one"), 200, ""},
 		{"scheme in lower case", "basic " + base64.StdEncoding.EncodeToString([]byte("u:key-one")), 200, ""},
 		{"wrong key", basicAuth("u", "key-three"), 401, "invalid_api_key"},
-		{"the key as the user: the password is the key", basicAuth("key-one", ""), 401, "missing_api_key"},
+		{"the key as the user: the password is the key", basicAuth("key-one", ""), 401, "invalid_api_key"},
+		{"Basic that is not base64: sent, not missing", "Basic !!!", 401, "invalid_api_key"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			resp, b := e.do(request{path: "/v1/chat/completions", body: chat, headers: map[string]string{"Authorization": tt.auth}})
