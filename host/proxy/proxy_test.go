@@ -556,7 +556,7 @@ func TestAuth_APIKeys(t *testing.T) {
 		{"no key", request{path: "/v1/chat/completions", body: `{"model":"a","messages":[]}`}, 401, "missing_api_key"},
 		{"wrong key", request{path: "/v1/chat/completions", body: `{"model":"a","messages":[]}`, headers: map[string]string{"Authorization": "Bearer key-three"}}, 401, "invalid_api_key"},
 		{"prefix of a key", request{path: "/v1/chat/completions", body: `{"model":"a","messages":[]}`, headers: map[string]string{"Authorization": "Bearer key-"}}, 401, "invalid_api_key"},
-		{"not bearer", request{path: "/v1/chat/completions", body: `{"model":"a","messages":[]}`, headers: map[string]string{"Authorization": "Basic a2V5LW9uZQ=="}}, 401, "missing_api_key"},
+		{"not bearer", request{path: "/v1/chat/completions", body: `{"model":"a","messages":[]}`, headers: map[string]string{"Authorization": "Basic a2V5LW9uZQ=="}}, 401, "invalid_api_key"},
 		{"bearer", request{path: "/v1/chat/completions", body: `{"model":"a","messages":[]}`, headers: map[string]string{"Authorization": "Bearer key-two"}}, 200, ""},
 		{"x-api-key", request{path: "/v1/chat/completions", body: `{"model":"a","messages":[]}`, headers: map[string]string{"X-Api-Key": "key-one"}}, 200, ""},
 		{"health is open", request{method: http.MethodGet, path: "/health"}, 200, ""},
