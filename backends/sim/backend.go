@@ -319,23 +319,21 @@ func parseOptions(raw json.RawMessage) ([]string, simserver.Options, []plugins.P
 	return flags, opts, nil
 }
 
-// flagValue is the flag package's error for a value its flag refuses.
-var flagValue = regexp.MustCompile(`^invalid (?:boolean )?value (".*") for (?:flag )?-[a-z0-9-]+: (.*)$`)
-
 // flagError rewords a simserver.ParseFlags error for the option k: without
 // the "sim-server: " prefix, an unknown flag as an unknown option, and a
 // refused value without the flag's name (the option is named where the
 // problem is reported).
 func flagError(err error, k string) string {
+	var ve *simserver.ValueError
+	if errors.As(err, &ve) {
+		return "invalid value " + ve.Value + ": " + ve.Why
+	}
 	if inner := errors.Unwrap(err); inner != nil {
 		err = inner
 	}
 	msg := err.Error()
 	if strings.HasPrefix(msg, "flag provided but not defined") {
 		return "unknown option (see the sim backend's options)"
-	}
-	if m := flagValue.FindStringSubmatch(msg); m != nil {
-		return "invalid value " + m[1] + ": " + m[2]
 	}
 	return msg
 }

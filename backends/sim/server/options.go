@@ -175,36 +175,45 @@ func ParseFlags(args []string) (Options, error) {
 	return o.withDefaults(), nil
 }
 
-// badValue is the flag package's error for a value its parser refused
-// without saying why ("parse error").
-var badValue = regexp.MustCompile(`^invalid (?:boolean )?value (".*") for (?:flag )?-([a-z0-9-]+): parse error$`)
+// badValue is the flag package's error for a value its flag refused.
+var badValue = regexp.MustCompile(`^invalid (?:boolean )?value (".*") for (?:flag )?-([a-z0-9-]+): (.*)$`)
 
-// valueError is err with the flag package's bare "parse error" replaced
-// by the form the flag takes (read from its value's type); any other
-// error as it is.
+// ValueError is ParseFlags's error for a flag's value that was refused:
+// the value as given (quoted), the flag's name and why, where the flag
+// package's bare "parse error" is replaced by the form the flag takes.
+type ValueError struct {
+	Value, Flag, Why string
+}
+
+func (e *ValueError) Error() string {
+	return fmt.Sprintf("invalid value %s for flag -%s: %s", e.Value, e.Flag, e.Why)
+}
+
+// valueError is err as a *ValueError when it is the flag package's
+// refusal of a value (its "parse error" replaced by the form the flag
+// takes, read from its value's type); any other error as it is.
 func valueError(fs *flag.FlagSet, err error) error {
 	m := badValue.FindStringSubmatch(err.Error())
 	if m == nil {
 		return err
 	}
-	f := fs.Lookup(m[2])
-	if f == nil {
-		return err
-	}
-	want := "another value"
-	if g, ok := f.Value.(flag.Getter); ok {
-		switch g.Get().(type) {
-		case time.Duration:
-			want = "a duration such as 2s or 500ms"
-		case float64:
-			want = "a number"
-		case int, int64:
-			want = "a whole number"
-		case bool:
-			want = "true or false"
+	ve := &ValueError{Value: m[1], Flag: m[2], Why: m[3]}
+	if f := fs.Lookup(m[2]); f != nil && ve.Why == "parse error" {
+		ve.Why = "want another value"
+		if g, ok := f.Value.(flag.Getter); ok {
+			switch g.Get().(type) {
+			case time.Duration:
+				ve.Why = "want a duration such as 2s or 500ms"
+			case float64:
+				ve.Why = "want a number"
+			case int, int64:
+				ve.Why = "want a whole number"
+			case bool:
+				ve.Why = "want true or false"
+			}
 		}
 	}
-	return fmt.Errorf("invalid value %s for flag -%s: want %s", m[1], m[2], want)
+	return ve
 }
 
 // parseBytes reads "1073741824", "8GiB", "1.5 GB" and the like.
