@@ -46,13 +46,7 @@ func runJobsServer(t *testing.T, ray string) (*httptest.Server, *jobs.Runner) {
 	done := make(chan struct{})
 	go func() { _ = r.Run(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
-	srv, err := New(Config{Router: &recordingRouter{}, Jobs: r, JobToken: "tok", Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := httptest.NewServer(srv)
-	t.Cleanup(ts.Close)
-	return ts, r
+	return serveJobs(t, r), r
 }
 
 // submitAndWait submits spec and waits until its task is in state.

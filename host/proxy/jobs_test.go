@@ -34,13 +34,20 @@ func jobsServer(t *testing.T, dir string) (*httptest.Server, *jobs.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return serveJobs(t, runner), store
+}
+
+// serveJobs serves runner as the jobs API, with job token "tok", until
+// the test ends.
+func serveJobs(t *testing.T, runner *jobs.Runner) *httptest.Server {
+	t.Helper()
 	srv, err := New(Config{Router: &recordingRouter{}, Jobs: runner, JobToken: "tok", Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ts := httptest.NewServer(srv)
 	t.Cleanup(ts.Close)
-	return ts, store
+	return ts
 }
 
 // jobsCall sends one jobs API request with the token and returns the
