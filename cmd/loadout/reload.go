@@ -9,7 +9,9 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -66,7 +68,7 @@ type reloader struct {
 	// read without waiting for one (residency, for job admission).
 	cfg atomic.Pointer[config.Config]
 	// started is the configuration serve started with: what the settings
-	// a reload does not apply (restartOnly) are in force from.
+	// a reload does not apply (restartOnlyChanges) are in force from.
 	started *config.Config
 	ident   string                 // what the running policies were made from (policyIdentity)
 	models  map[string]modelDigest // what each model was made from (modelDigests)
@@ -262,48 +264,21 @@ func (rl *reloader) apply() (proxy.ReloadResult, error) {
 	return res, nil
 }
 
-// restartOnly are the top-level settings a reload does not apply, each
-// read for comparison (config positions left out, so a line that moved is
-// no change): what the server set up at start from them — the logger,
-// the ports of the models it keeps, the declared GPUs, the proxy's
-// listing, paths, sessions, captures, profiles and selectors, the event
-// ring, the liveness checks, the start-up preloads. What a model reads of
-// the global ones (globalTTL, evict, wakeTimeout, …) is its own and
-// reloads with it (modelDigest).
-var restartOnly = []struct {
-	key string
-	of  func(*config.Config) any
-}{
-	{"logLevel", func(c *config.Config) any { return c.LogLevel }},
-	{"logToStdout", func(c *config.Config) any { return c.LogToStdout }},
-	{"logTimeFormat", func(c *config.Config) any { return c.LogTime }},
-	{"startPort", func(c *config.Config) any { return c.StartPort }},
-	{"gpus", func(c *config.Config) any { return c.GPUs }},
-	{"includeAliasesInList", func(c *config.Config) any { return c.IncludeAliasesInList }},
-	{"upstream.ignorePaths", func(c *config.Config) any {
-		out := make([]string, len(c.IgnorePaths))
-		for i, re := range c.IgnorePaths {
-			out[i] = re.String()
-		}
-		return out
-	}},
-	{"ui.activity.session_id", func(c *config.Config) any { return c.SessionHeaders }},
-	{"metricsMaxInMemory", func(c *config.Config) any { return c.EventRing }},
-	{"captureBuffer", func(c *config.Config) any { return c.CaptureBuffer }},
-	{"profiles", func(c *config.Config) any { return c.Profiles }},
-	{"selectors", func(c *config.Config) any { return c.Selectors }},
-	{"liveness", func(c *config.Config) any { return c.Liveness }},
-	{"hooks.on_startup.preload", func(c *config.Config) any { return c.Preload }},
-}
-
-// restartOnlyChanges names the restartOnly settings that differ between
-// was (the configuration serve started with, whose values are in force)
-// and now, in restartOnly's order.
+// restartOnlyChanges names the top-level settings a reload does not
+// apply (config.Config's fields tagged reload:"restart,KEY", by KEY) that
+// differ between was (the configuration serve started with, whose values
+// are in force) and now, in the fields' order. Compared without config
+// positions: a line that moved is no change.
 func restartOnlyChanges(was, now *config.Config) []string {
 	var out []string
-	for _, s := range restartOnly {
-		if positionless(s.of(was)) != positionless(s.of(now)) {
-			out = append(out, s.key)
+	a, b := reflect.ValueOf(was).Elem(), reflect.ValueOf(now).Elem()
+	for _, f := range reflect.VisibleFields(a.Type()) {
+		class, key, _ := strings.Cut(f.Tag.Get("reload"), ",")
+		if class != "restart" {
+			continue
+		}
+		if positionless(a.FieldByIndex(f.Index).Interface()) != positionless(b.FieldByIndex(f.Index).Interface()) {
+			out = append(out, key)
 		}
 	}
 	return out

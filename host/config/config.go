@@ -59,119 +59,127 @@ var placingRouters = []string{RouterPrioritylru, RouterOllama, RouterAdaptive, R
 // Config is a loaded, validated configuration: every default applied, every
 // macro substituted, every alias and group resolved. Build one with Load or
 // Parse; the zero value is not useful.
+//
+// Each field's reload tag says what a hot reload (loadout serve's
+// reloader) does when the field changes: "source", nothing (where the
+// configuration was read from); "model", it reloads with each model that
+// reads it (a model's own settings, defaults and macros resolved);
+// "live", it is applied to the running server; "restart,KEY", it was
+// set up at start and a change waits for a restart, reported under its
+// YAML key KEY. A new field needs one (TestConfig_EveryFieldHasAReloadTag).
 type Config struct {
 	// File is the name the configuration was loaded from, as used in messages.
-	File string
+	File string `reload:"source"`
 	// Files are the files the configuration was merged from, File first
 	// (LoadFiles: --config and --config-dir); one for Load and Parse.
-	Files []string
+	Files []string `reload:"source"`
 	// Dir is the directory relative paths (wasm policies, backend plugins)
 	// were resolved against: the directory of File.
-	Dir string
+	Dir string `reload:"source"`
 
 	// HealthCheckTimeout is how long a model may take to become ready.
 	// YAML: healthCheckTimeout, whole seconds, default 120, raised to
 	// llama-swap's minimum of 15 with a warning.
-	HealthCheckTimeout time.Duration
+	HealthCheckTimeout time.Duration `reload:"model"`
 	// Liveness is the liveness: block (liveness.go): how a hung model
 	// server is found.
-	Liveness Liveness
+	Liveness Liveness `reload:"restart,liveness"`
 	// LogLevel is one of debug, info, warn, error (llama-swap's logLevel),
 	// default info.
-	LogLevel string
+	LogLevel string `reload:"restart,logLevel"`
 	// StartPort is the first port handed out for ${PORT} (llama-swap's
 	// startPort), default 5800.
-	StartPort int
+	StartPort int `reload:"restart,startPort"`
 	// GlobalTTL is how long an idle model stays loaded (ModelConfig.TTL);
 	// 0 means forever.
 	// YAML: globalTTL, whole seconds, default 0 (llama-swap's).
-	GlobalTTL time.Duration
+	GlobalTTL time.Duration `reload:"model"`
 	// UnloadTimeout is how long a stopping model gets before it is killed.
 	// YAML: unloadTimeout, whole seconds, default 10 (llama-swap's).
-	UnloadTimeout time.Duration
+	UnloadTimeout time.Duration `reload:"model"`
 	// APIKeys, when not empty, are the keys a client must present
 	// (llama-swap's apiKeys); ${env.VAR} substituted.
-	APIKeys []string
+	APIKeys []string `reload:"live"`
 	// Macros are the global macros in definition order, ${env.VAR} substituted.
-	Macros []Macro
+	Macros []Macro `reload:"model"`
 	// SendLoadingState streams loading progress in the reasoning field
 	// (llama-swap's sendLoadingState); each Model carries the effective value.
-	SendLoadingState bool
+	SendLoadingState bool `reload:"model"`
 	// IncludeAliasesInList lists aliases in /v1/models (llama-swap's
 	// includeAliasesInList).
-	IncludeAliasesInList bool
+	IncludeAliasesInList bool `reload:"restart,includeAliasesInList"`
 	// HostMemory is the host memory in bytes sleeping models may lease
 	// (evict.go; DESIGN.md, "Residency"). YAML: hostMemory, a size
 	// (96GiB), 0 (nothing sleeps), or auto (the default, HostMemoryAuto:
 	// the machine's available memory at start minus a reserve).
-	HostMemory int64
+	HostMemory int64 `reload:"live"`
 	// Evict is every model's evict: unless it has its own. YAML: evict,
 	// default auto.
-	Evict Evict
+	Evict Evict `reload:"model"`
 	// WakeTimeout bounds the wake of a sleeping model (evict.go): past it
 	// the server is killed and the model cold-loaded in the same swap;
 	// and a sleep: past it the server is killed and the eviction is a
 	// stop. YAML: wakeTimeout, whole seconds, default 60
 	// (DefaultWakeTimeout).
-	WakeTimeout time.Duration
+	WakeTimeout time.Duration `reload:"model"`
 
 	// Models maps model id to model. ModelIDs gives them in a stable order.
-	Models map[string]*Model
+	Models map[string]*Model `reload:"model"`
 	// Groups are the effective swap groups in definition order, followed by
 	// DefaultGroup when some model is in no configured group. They come from
 	// the legacy top-level `groups:` or from routing.router.settings.groups of
 	// the built-in group router; with any other router every model is in
 	// DefaultGroup.
-	Groups []*Group
+	Groups []*Group `reload:"model"`
 	// Routing names the scheduler and router (swapper) policies.
-	Routing Routing
+	Routing Routing `reload:"live"`
 	// GPUs are the declared devices (`gpus:`), used when NVML is absent.
-	GPUs []GPU
+	GPUs []GPU `reload:"restart,gpus"`
 	// Placement is the box's `placement:` (Loadout's): PlacementSpread,
 	// the default, or PlacementPack. It picks the device a model that fits
 	// on one goes on; each model's GPUs and Split narrow the choice.
-	Placement string
+	Placement string `reload:"live"`
 	// Peers are the other servers whose models this one forwards to, by
 	// peer id (llama-swap's peers:); PeerIDs gives them in order.
-	Peers map[string]*Peer
+	Peers map[string]*Peer `reload:"live"`
 	// External are the models defined outside the file (Options.Models)
 	// that were made, in the order given.
-	External []External
+	External []External `reload:"model"`
 	// Preload lists the model ids to load at startup
 	// (hooks.on_startup.preload, aliases resolved, in order).
-	Preload []string
+	Preload []string `reload:"restart,hooks.on_startup.preload"`
 
 	// LogToStdout is what Loadout's log output carries (llama-swap's
 	// logToStdout): LogProxy (the default), LogUpstream, LogBoth or LogNone.
-	LogToStdout string
+	LogToStdout string `reload:"restart,logToStdout"`
 	// LogTime is the time layout of log lines (llama-swap's logTimeFormat,
 	// its name resolved to a Go layout; "" is lines without a timestamp);
 	// nil when the key is absent: Loadout's logger's own timestamps.
-	LogTime *string
+	LogTime *string `reload:"restart,logTimeFormat"`
 	// IgnorePaths are the paths under /upstream/{model}/ that never load a
 	// model (llama-swap's upstream.ignorePaths, RE2, matched against the
 	// path after the model; DefaultIgnorePaths when absent or empty): a
 	// request for one while the model is not ready gets 409.
-	IgnorePaths []*regexp.Regexp
+	IgnorePaths []*regexp.Regexp `reload:"restart,upstream.ignorePaths"`
 	// SessionHeaders are the request headers whose first non-empty value
 	// is the client id of a request that names none (llama-swap's
 	// ui.activity.session_id; DefaultSessionHeaders when absent).
-	SessionHeaders []string
+	SessionHeaders []string `reload:"restart,ui.activity.session_id"`
 	// EventRing is how many events /api/events keeps in memory for the UI
 	// to replay (llama-swap's metricsMaxInMemory); 0 means the default
 	// (events.DefaultRingSize).
-	EventRing int
+	EventRing int `reload:"restart,metricsMaxInMemory"`
 	// CaptureBuffer is the memory, in bytes, that request/response
 	// captures may take, compressed (llama-swap's captureBuffer, in
 	// megabytes there; default DefaultCaptureBuffer); 0 turns capture off.
-	CaptureBuffer int64
+	CaptureBuffer int64 `reload:"restart,captureBuffer"`
 	// Profiles are llama-swap's profiles: by id, each a set of model
 	// name pins an operator switches on at run time (profiles.go).
-	Profiles map[string]*Profile
+	Profiles map[string]*Profile `reload:"restart,profiles"`
 	// Selectors are llama-swap's selectors: by id, each a virtual model
 	// the run loop resolves to one of its targets per request
 	// (selectors.go).
-	Selectors map[string]*Selector
+	Selectors map[string]*Selector `reload:"restart,selectors"`
 
 	aliases map[string]string // alias -> model id
 	notes   []string          // how llama-swap keys were mapped, for Report

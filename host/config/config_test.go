@@ -301,3 +301,21 @@ func eq[T any](t *testing.T, what string, got, want T) {
 		t.Errorf("%s:\n got  %#v\n want %#v", what, got, want)
 	}
 }
+
+// Every exported field of Config says what a hot reload does with it (its
+// reload tag, Config's doc): a new setting left out would be neither
+// applied nor reported as waiting for a restart.
+func TestConfig_EveryFieldHasAReloadTag(t *testing.T) {
+	for _, f := range reflect.VisibleFields(reflect.TypeFor[Config]()) {
+		if !f.IsExported() {
+			continue
+		}
+		class, key, _ := strings.Cut(f.Tag.Get("reload"), ",")
+		switch {
+		case class == "restart" && key != "":
+		case (class == "source" || class == "model" || class == "live") && key == "":
+		default:
+			t.Errorf("Config.%s: reload tag %q: want source, model, live or restart,KEY", f.Name, f.Tag.Get("reload"))
+		}
+	}
+}
