@@ -1,8 +1,10 @@
 package proxy
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"sync/atomic"
@@ -121,6 +123,16 @@ func exchangeOf(r *http.Request) *exchange {
 // fail records the request's outcome for the log line and metrics.
 func (ex *exchange) fail(status int, msg string) {
 	ex.logical, ex.errMsg = status, msg
+}
+
+// streamFailed records, as the request's failure, the error its model
+// server reported inside a stream begun under a 200 (usage.streamErr):
+// its code when that is an HTTP error status, else 502, as an upstream
+// that failed mid-stream. A failure recorded first stands.
+func (ex *exchange) streamFailed() {
+	if u := ex.usage; u != nil && u.streamErr != "" && ex.logical == 0 {
+		ex.fail(cmp.Or(u.streamStatus, http.StatusBadGateway), fmt.Sprintf("model %s: its server reported an error mid-stream: %s", ex.model, u.streamErr))
+	}
 }
 
 // outcome is the status to log and count.

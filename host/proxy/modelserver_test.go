@@ -318,7 +318,7 @@ func (m *modelInstance) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprint(w, `{"error":{"message":"upstream says no","type":"invalid_request_error"}}`)
 		return
 	}
-	if mode == "gated" || mode == "die" || mode == "cut" || fields.Stream && mode != "hold" {
+	if mode == "gated" || mode == "die" || mode == "cut" || mode == "errorevent" || fields.Stream && mode != "hold" {
 		m.stream(w, r, mode, fields.Model)
 		return
 	}
@@ -364,6 +364,10 @@ func (m *modelInstance) stream(w http.ResponseWriter, r *http.Request, mode, mod
 		}
 	case "cut":
 		send(2)
+		return
+	case "errorevent": // llama-server's mid-stream failure: an error event under the 200, then the end
+		fmt.Fprint(w, `data: {"error":{"code":500,"message":"context shift is disabled","type":"server_error"}}`+"\n\n")
+		flush()
 		return
 	case "die":
 		conn, _, err := http.NewResponseController(w).Hijack()

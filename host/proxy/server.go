@@ -641,6 +641,7 @@ func (s *Server) finish(ex *exchange, r *http.Request) {
 		}
 		defer panic(p)
 	}
+	ex.streamFailed()
 	status := ex.outcome()
 	d := time.Since(ex.start)
 	if ex.inference {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"mime"
+	"strconv"
 	"time"
 )
 
@@ -20,6 +21,13 @@ type usage struct {
 	reported   bool  // the response carried a usage object
 	chunks     int64 // a stream's content chunks
 	stream     bool
+	// streamErr is the error a model server reported in its stream,
+	// under the 200 already sent: a data event whose object has an
+	// "error" (llama-server's and vLLM's failures mid-generation) or is
+	// of type "error" (the Responses API's); "" when none. streamStatus
+	// is its code when that is an HTTP error status (400 to 599), else 0.
+	streamErr    string
+	streamStatus int
 }
 
 // ttft is the time to first token as a client sees it: from the request's
@@ -168,6 +176,46 @@ func (m *usageMeter) line(l []byte, now time.Time) {
 	}
 	if bytes.Contains(data, []byte(`"usage"`)) {
 		m.decodeUsage(data)
+	}
+	if m.u.streamErr == "" && bytes.Contains(data, []byte(`"error"`)) {
+		m.decodeStreamError(data)
+	}
+}
+
+// decodeStreamError records the error a stream's data event reports, if
+// it is one (usage.streamErr): {"error": {"message", "code"}} (OpenAI's
+// error object, as llama-server and vLLM send it mid-stream), {"error":
+// "text"}, or the Responses API's {"type": "error", "message", "code"}.
+func (m *usageMeter) decodeStreamError(data []byte) {
+	type errorObject struct {
+		Message string          `json:"message"`
+		Code    json.RawMessage `json:"code"`
+	}
+	var v struct {
+		Error json.RawMessage `json:"error"`
+		Type  string          `json:"type"`
+		errorObject
+	}
+	if json.Unmarshal(data, &v) != nil {
+		return
+	}
+	e := v.errorObject
+	switch {
+	case len(v.Error) > 0 && string(v.Error) != "null":
+		if json.Unmarshal(v.Error, &e) != nil || e.Message == "" {
+			var text string
+			if json.Unmarshal(v.Error, &text) != nil || text == "" {
+				text = string(v.Error)
+			}
+			e = errorObject{Message: text}
+		}
+	case v.Type == "error" && e.Message != "":
+	default:
+		return
+	}
+	m.u.streamErr = bounded(e.Message)
+	if code, err := strconv.Atoi(string(e.Code)); err == nil && code >= 400 && code <= 599 {
+		m.u.streamStatus = code
 	}
 }
 

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"io"
+	"net/http"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -101,4 +102,53 @@ func FuzzUsageMeter(f *testing.F) {
 			t.Fatalf("negative count %d", u.completion)
 		}
 	})
+}
+
+// An error a model server reports inside its stream (under the 200 it
+// sent) is read from the event: OpenAI's error object with an HTTP code,
+// a bare error text, the Responses API's error event; content that only
+// mentions "error" is not one.
+func TestUsageMeter_ReadsAStreamsErrorEvent(t *testing.T) {
+	for _, tc := range []struct {
+		name, event, err string
+		status           int
+	}{
+		{"llama-server", `{"error":{"code":500,"message":"context shift is disabled","type":"server_error"}}`, "context shift is disabled", 500},
+		{"vLLM", `{"error": {"object":"error","message":"too long","type":"BadRequestError","code":400}}`, "too long", 400},
+		{"code not a status", `{"error":{"message":"boom","code":"overloaded"}}`, "boom", 0},
+		{"error text", `{"error":"out of memory"}`, "out of memory", 0},
+		{"responses api", `{"type":"error","code":"server_error","message":"failed","sequence_number":3}`, "failed", 0},
+		{"content mentioning error", `{"choices":[{"delta":{"content":"\"error\": none"}}]}`, "", 0},
+		{"error null", `{"error":null,"choices":[]}`, "", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			u := &usage{sent: time.Now()}
+			body := "data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\ndata: " + tc.event + "\n\n"
+			m := newUsageMeter(io.NopCloser(iotest.OneByteReader(strings.NewReader(body))), u, "text/event-stream")
+			if _, err := io.ReadAll(m); err != nil {
+				t.Fatal(err)
+			}
+			if u.streamErr != tc.err || u.streamStatus != tc.status {
+				t.Errorf("stream error %q, status %d; want %q, %d", u.streamErr, u.streamStatus, tc.err, tc.status)
+			}
+		})
+	}
+}
+
+// A stream its model server ended with an error event is a failed
+// request in the request's summary (activity log, events), metrics and
+// log line, at the event's code, though the client was sent a 200: it
+// was counted as a success.
+func TestProxy_StreamErrorEventIsAFailure(t *testing.T) {
+	summaries := make(chan RequestSummary, 1)
+	e := newEnv(t, envOpts{onRequest: func(s RequestSummary) { summaries <- s }})
+	resp, body := e.do(request{path: "/v1/chat/completions", body: `{"model":"a","stream":true,"messages":[]}`,
+		headers: map[string]string{"X-Test-Mode": "errorevent"}})
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "context shift is disabled") {
+		t.Fatalf("the client got %d %q; want the 200 stream with the server's error event", resp.StatusCode, body)
+	}
+	s := <-summaries
+	if s.Status != 500 || !strings.Contains(s.Error, "context shift is disabled") {
+		t.Errorf("summary: status %d, error %q; want 500 and the server's error", s.Status, s.Error)
+	}
 }
