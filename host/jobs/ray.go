@@ -96,7 +96,19 @@ type RayJob struct {
 	DriverExitCode *int   `json:"driver_exit_code"`
 }
 
-func (c *RayClient) do(ctx context.Context, method, path string, body, out any) error {
+// rayAnswerLimit bounds an answer of the dashboard, read whole (a job's
+// status, a submission's, the cluster's), in bytes; rayLogsLimit bounds
+// GET /api/jobs/{id}/logs's, which holds the driver's whole output (Ray's
+// API has no range).
+const (
+	rayAnswerLimit = 8 << 20
+	rayLogsLimit   = 256 << 20
+)
+
+// do calls the dashboard: body (when not nil) sent as JSON, the answer,
+// at most limit bytes, decoded into out (when not nil). Errors:
+// *RayUnreachableError, *RayHTTPError, an answer past limit or not JSON.
+func (c *RayClient) do(ctx context.Context, method, path string, limit int64, body, out any) error {
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
@@ -142,12 +154,15 @@ func (c *RayClient) do(ctx context.Context, method, path string, body, out any) 
 		return err
 	}
 	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+	b, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
 	if err != nil {
 		if ctx.Err() != nil {
 			err = fmt.Errorf("%s %s: the answer did not end within %s", method, req.URL.Redacted(), timeout)
 		}
 		return &RayUnreachableError{Err: err, Sent: true}
+	}
+	if int64(len(b)) > limit {
+		return fmt.Errorf("ray: %s %s: the answer is over %d MiB, more than Loadout reads", method, path, limit>>20)
 	}
 	if resp.StatusCode/100 != 2 {
 		return &RayHTTPError{Status: resp.StatusCode, Body: string(b)}
@@ -174,7 +189,7 @@ func (c *RayClient) Submit(ctx context.Context, req RaySubmitRequest) (string, e
 	var out struct {
 		SubmissionID string `json:"submission_id"`
 	}
-	if err := c.do(ctx, http.MethodPost, "/api/jobs/", req, &out); err != nil {
+	if err := c.do(ctx, http.MethodPost, "/api/jobs/", rayAnswerLimit, req, &out); err != nil {
 		return "", err
 	}
 	return out.SubmissionID, nil
@@ -184,7 +199,7 @@ func (c *RayClient) Submit(ctx context.Context, req RaySubmitRequest) (string, e
 // Ray has no such job, *RayUnreachableError.
 func (c *RayClient) Job(ctx context.Context, id string) (RayJob, error) {
 	var j RayJob
-	err := c.do(ctx, http.MethodGet, "/api/jobs/"+url.PathEscape(id), nil, &j)
+	err := c.do(ctx, http.MethodGet, "/api/jobs/"+url.PathEscape(id), rayAnswerLimit, nil, &j)
 	return j, err
 }
 
@@ -194,7 +209,7 @@ func (c *RayClient) Stop(ctx context.Context, id string) (bool, error) {
 	var out struct {
 		Stopped bool `json:"stopped"`
 	}
-	err := c.do(ctx, http.MethodPost, "/api/jobs/"+url.PathEscape(id)+"/stop", nil, &out)
+	err := c.do(ctx, http.MethodPost, "/api/jobs/"+url.PathEscape(id)+"/stop", rayAnswerLimit, nil, &out)
 	return out.Stopped, err
 }
 
@@ -203,7 +218,7 @@ func (c *RayClient) Logs(ctx context.Context, id string) (string, error) {
 	var out struct {
 		Logs string `json:"logs"`
 	}
-	err := c.do(ctx, http.MethodGet, "/api/jobs/"+url.PathEscape(id)+"/logs", nil, &out)
+	err := c.do(ctx, http.MethodGet, "/api/jobs/"+url.PathEscape(id)+"/logs", rayLogsLimit, nil, &out)
 	return out.Logs, err
 }
 
@@ -232,7 +247,7 @@ func (c *RayClient) GPUsPerNode(ctx context.Context) ([]RayNode, error) {
 			} `json:"clusterStatus"`
 		} `json:"data"`
 	}
-	if err := c.do(ctx, http.MethodGet, "/api/cluster_status", nil, &out); err != nil {
+	if err := c.do(ctx, http.MethodGet, "/api/cluster_status", rayAnswerLimit, nil, &out); err != nil {
 		return nil, err
 	}
 	if out.Data.ClusterStatus == nil {

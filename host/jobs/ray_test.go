@@ -373,3 +373,32 @@ func TestRay_NotReadyAnswerIsRetriedNotFailed(t *testing.T) {
 		t.Fatalf("no retry event saying Ray could not take the job: %+v", events)
 	}
 }
+
+// A Ray job's output past the answers' usual bound (8 MiB; Ray's logs API
+// answers the whole output in one JSON string) is read whole: it failed
+// to decode, the job's logs unreadable.
+func TestRay_LogsPast8MiBWhole(t *testing.T) {
+	r, _, _ := rayRig(t)
+	// 9 MiB: 9,216 lines of 1,023 x's and a newline.
+	task, err := r.Submit(context.Background(), []byte("executor: ray\ngpus_per_node: 0\ncommand: python3 -c \"import sys; sys.stdout.write(('x' * 1023 + '\\\\n') * 9216)\"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if done := wait(t, r, task.ID, StateSucceeded, StateFailed); done.State != StateSucceeded {
+		t.Fatalf("got %s (%s)", done.State, done.Error)
+	}
+	var logs strings.Builder
+	for from := int64(0); ; {
+		c, err := r.LogsFrom(context.Background(), task.ID, "", from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		logs.WriteString(c.Text)
+		if from = c.Start + int64(len(c.Text)); from >= c.Size {
+			break
+		}
+	}
+	if want := strings.Repeat(strings.Repeat("x", 1023)+"\n", 9216); !strings.Contains(logs.String(), want) {
+		t.Fatalf("the logs hold %d bytes, not the job's 9 MiB of output", logs.Len())
+	}
+}
