@@ -13,13 +13,15 @@ import (
 
 // startPeers makes the configuration's peers (llama-swap's peers:) and
 // starts their health checks, each change of a peer's health published on
-// bus; nil when there are none. stop ends the checks. A peer that does not
-// answer now is logged as down, not refused: it may come up later.
-func startPeers(ctx context.Context, cfg *config.Config, bus *events.Bus, log *slog.Logger) (set *peers.Set, stop func(), err error) {
+// bus; nil when there are none. A peer configured as it is in previous
+// (the running set a reload replaces, or nil) keeps its health there.
+// stop ends the checks. A peer that does not answer now is logged as
+// down, not refused: it may come up later.
+func startPeers(ctx context.Context, cfg *config.Config, previous *peers.Set, bus *events.Bus, log *slog.Logger) (set *peers.Set, stop func(), err error) {
 	if len(cfg.Peers) == 0 {
 		return nil, func() {}, nil
 	}
-	pc := peers.Config{Logger: log, OnChange: func(st peers.Status) { bus.Publish(events.TypePeer, st) }}
+	pc := peers.Config{Logger: log, Previous: previous, OnChange: func(st peers.Status) { bus.Publish(events.TypePeer, st) }}
 	for _, id := range cfg.PeerIDs() {
 		p := cfg.Peers[id]
 		u, err := url.Parse(p.Proxy)

@@ -23,6 +23,7 @@ import (
 	"github.com/loadout-dev/loadout/host/events"
 	"github.com/loadout-dev/loadout/host/gpu"
 	"github.com/loadout-dev/loadout/host/jobs"
+	"github.com/loadout-dev/loadout/host/peers"
 	"github.com/loadout-dev/loadout/host/policy"
 	"github.com/loadout-dev/loadout/host/proxy"
 	"github.com/loadout-dev/loadout/host/router"
@@ -57,10 +58,11 @@ type reloader struct {
 	ledger    *gpu.Ledger
 	pluginLog *slog.Logger
 	proxy     *proxy.Server
-	// For peer changes: the event bus peers publish their health on, and
-	// how to stop the running peers' health checks (swapped on a reload
-	// that changes peers:; serve calls it at exit).
+	// For peer changes: the event bus peers publish their health on, the
+	// running peers (nil: none), and how to stop their health checks
+	// (swapped on a reload that changes peers:; serve calls it at exit).
 	bus       *events.Bus
+	peers     *peers.Set
 	stopPeers func()
 
 	mu sync.Mutex // one reload at a time; guards ident and models, and writes of cfg
@@ -153,7 +155,7 @@ func (rl *reloader) apply() (proxy.ReloadResult, error) {
 		rl.log.Warn("reload: these settings changed and take effect when loadout serve restarts; a reload keeps the running ones", "settings", res.Restart)
 	}
 	// Compared without positions: a line that moved (an edit above the
-	// peers) is no change, and a change restarts every peer's health.
+	// peers) is no change; a peer configured as it was keeps its health.
 	peersChanged := positionless(peerTable(cfg)) != positionless(peerTable(rl.cfg.Load()))
 	models, err := modelDigests(cfg)
 	if err != nil {
@@ -607,7 +609,7 @@ func (rl *reloader) watchedModules() []string {
 // health checks start, the proxy forwards through it, and the old set's
 // checks stop (a request already forwarded finishes on its peer).
 func (rl *reloader) applyPeers(cfg *config.Config) error {
-	set, stop, err := startPeers(rl.ctx, cfg, rl.bus, rl.log)
+	set, stop, err := startPeers(rl.ctx, cfg, rl.peers, rl.bus, rl.log)
 	if err != nil {
 		return err
 	}
@@ -615,7 +617,7 @@ func (rl *reloader) applyPeers(cfg *config.Config) error {
 		rl.proxy.SetPeers(set)
 	}
 	rl.stopPeers()
-	rl.stopPeers = stop
+	rl.peers, rl.stopPeers = set, stop
 	rl.log.Info("peers reloaded", "peers", cfg.PeerIDs())
 	return nil
 }

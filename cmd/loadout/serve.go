@@ -419,11 +419,11 @@ func runServe(ctx context.Context, o serveOptions) error {
 	}
 	defer act.close(log) // after shutdown: what the last requests left is written
 
-	peerSet, stopPeers, err := startPeers(ctx, cfg, obsv.bus, log)
+	peerSet, stopPeers, err := startPeers(ctx, cfg, nil, obsv.bus, log)
 	if err != nil {
 		return err
 	}
-	reload.bus, reload.stopPeers = obsv.bus, stopPeers
+	reload.bus, reload.peers, reload.stopPeers = obsv.bus, peerSet, stopPeers
 	defer func() { reload.stopPeers() }() // the peers in place at exit (a reload may change them)
 
 	pcfg := proxy.Config{

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -64,6 +65,12 @@ type Config struct {
 	// peer's lock; it must not block. Counts of requests in flight alone
 	// are no change.
 	OnChange func(Status)
+	// Previous is the set this one replaces (a reload of peers:), nil
+	// for none: a peer configured exactly as it was there keeps the
+	// health it had (its checks' findings, a bench and its cool-down, a
+	// hang) rather than starting Unknown. Stop the previous set after
+	// New.
+	Previous *Set
 	// Now is the clock passive health's cool-downs are measured on; nil:
 	// time.Now. Tests set it to move through a cool-down without
 	// sleeping.
@@ -276,6 +283,10 @@ func New(cfg Config) (*Set, error) {
 			s.full[t.name] = t
 			s.plain[m] = append(s.plain[m], t)
 		}
+		if was := cfg.Previous.peer(p.ID); was != nil && reflect.DeepEqual(was.Peer, p.Peer) {
+			p.state.Store(was.state.Load()) // a state is replaced whole, never changed
+			p.hung.Store(was.hung.Load())
+		}
 		s.peers = append(s.peers, p)
 	}
 	// A full name is reserved: the plain name of another peer's model
@@ -286,6 +297,19 @@ func New(cfg Config) (*Set, error) {
 		}
 	}
 	return s, nil
+}
+
+// peer returns the peer of id, nil when s is nil or has none.
+func (s *Set) peer(id string) *peer {
+	if s == nil {
+		return nil
+	}
+	for _, p := range s.peers {
+		if p.ID == id {
+			return p
+		}
+	}
+	return nil
 }
 
 // Lookup returns the targets name means: the one model a full name

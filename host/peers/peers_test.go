@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -613,5 +614,38 @@ func TestPassive_BenchCoolDownTrial(t *testing.T) {
 	tg.Begin()(true)
 	if st := await(Up); st.Failures != 0 || st.Error != "" || !st.RetryAt.IsZero() {
 		t.Fatalf("back: %+v", st)
+	}
+}
+
+// A set that replaces another (a reload of peers:) keeps the health of a
+// peer configured as it was — benched by its failures, it stays down
+// until its cool-down ends — and starts a changed or new one afresh.
+// Every such reload put every peer back to unknown, forwarding to one
+// benched a moment before.
+func TestNew_PreviousKeepsTheHealthOfUnchangedPeers(t *testing.T) {
+	clock := &fakeClock{now: time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)}
+	peer := func(id, u string) Peer {
+		return Peer{ID: id, URL: mustURL(t, u), Models: []string{"m"}, Interval: time.Hour, Timeout: time.Second, CoolDown: time.Minute}
+	}
+	old := newSet(t, Config{Peers: []Peer{peer("b", "http://127.0.0.1:1"), peer("c", "http://127.0.0.1:2")}, Now: clock.Now})
+	for _, id := range []string{"b", "c"} {
+		tg := old.Lookup(id + "/m")[0]
+		for i := range DefaultFailures {
+			end := tg.Begin()
+			tg.Failed(fmt.Errorf("reset (%d)", i))
+			end(false)
+		}
+	}
+	next := newSet(t, Config{Peers: []Peer{peer("b", "http://127.0.0.1:1"), peer("c", "http://127.0.0.1:3"), peer("d", "http://127.0.0.1:4")},
+		Previous: old, Now: clock.Now})
+	got := map[string]string{}
+	for _, st := range next.Statuses() {
+		got[st.Peer] = st.State
+	}
+	if want := map[string]string{"b": Down, "c": Unknown, "d": Unknown}; !maps.Equal(got, want) {
+		t.Fatalf("after the reload: %v, want %v (b unchanged and benched; c moved; d new)", got, want)
+	}
+	if _, err := next.Choose(context.Background(), next.Lookup("b/m"), nil); err == nil {
+		t.Fatal("a request went to b, benched before the reload, inside its cool-down")
 	}
 }
