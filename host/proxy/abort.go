@@ -124,10 +124,6 @@ func abortedError(ctx context.Context) *apiError {
 type inflight struct {
 	mu      sync.Mutex
 	cancels map[*exchange]context.CancelCauseFunc
-	// serving names, for each request being proxied to a model, the
-	// names its grant answers to (the model asked for, and the replica
-	// serving it): what a forced unload cuts (cut).
-	serving map[*exchange][]string
 	aborted *abortError // set by abort: later requests are ended at once
 }
 
@@ -144,22 +140,6 @@ func unloadedError(model string) *abortError {
 		msg: fmt.Sprintf("model %s was unloaded by an operator (a forced unload) while this request was in flight", model)}
 }
 
-// serve records that ex is being proxied to a model whose grant answers
-// to names; done forgets it.
-func (f *inflight) serve(ex *exchange, names ...string) (done func()) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.serving == nil {
-		f.serving = map[*exchange][]string{}
-	}
-	f.serving[ex] = names
-	return func() {
-		f.mu.Lock()
-		delete(f.serving, ex)
-		f.mu.Unlock()
-	}
-}
-
 // cut ends the requests being proxied to any of models (every model when
 // none is named) with unloadedError's cause, before a forced unload stops
 // their servers, and returns how many it ended.
@@ -167,14 +147,14 @@ func (f *inflight) cut(models []string) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	n := 0
-	for ex, names := range f.serving {
-		cancel, ok := f.cancels[ex]
-		if !ok {
-			continue
+	for ex, cancel := range f.cancels {
+		names := ex.serving.Load()
+		if names == nil {
+			continue // not proxied to a model now
 		}
-		for _, m := range names {
+		for _, m := range *names {
 			if len(models) == 0 || slices.Contains(models, m) {
-				cancel(unloadedError(names[0]))
+				cancel(unloadedError((*names)[0]))
 				delete(f.cancels, ex)
 				n++
 				break

@@ -58,6 +58,10 @@ type exchange struct {
 	// left (statusClientGone).
 	logical int
 	errMsg  string // why it failed, for the log line
+	// serving is, while the request is proxied to a model, the names its
+	// grant answers to (the model asked for, the replica serving it):
+	// what a forced unload cuts (inflight.cut, on another goroutine).
+	serving atomic.Pointer[[]string]
 
 	sse *loadingStream // the early SSE response, once started
 

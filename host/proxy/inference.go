@@ -264,7 +264,8 @@ func (s *Server) proxyGranted(w http.ResponseWriter, r *http.Request, grant *rou
 	if grant.Replica != "" {
 		names = append(names, grant.Replica)
 	}
-	defer s.inflight.serve(ex, names...)()
+	ex.serving.Store(&names) // what a forced unload of one of them cuts (inflight.cut)
+	defer ex.serving.Store(nil)
 	ex.grant = grant
 	defer func() { ex.grant = nil }()
 	r, done := s.guardUpstream(r, answerLimit(ex.timeouts))
