@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -223,17 +224,22 @@ func TestFault_ModelServerSIGSTOPWhileAsleep(t *testing.T) {
 // A model whose backend sleeps others but whose own server cannot (a cmd:
 // model with no sleep steps, evict: auto) is stopped when evicted, said
 // once at info — not warned of as a sleep that "timed out after 1m" at
-// every swap — and not asked to sleep again.
+// every swap — and not asked to sleep again. It is stopped as any stop
+// is, its cmdStop run (llama-swap's): the first eviction killed it at
+// once, without its cmdStop (a docker run's container lived on).
 func TestServe_ACmdModelThatCannotSleepIsStopped(t *testing.T) {
+	dir := t.TempDir()
+	mark := filepath.Join(dir, "stops")
 	cfg := `hostMemory: 4GiB
 models:
   c1:
     cmd: ${env.LOADOUT_BIN} sim-server --host 127.0.0.1 --port ${PORT} --model c1 --tokens-per-second 400
+    cmdStop: sh -c 'echo ${PID} >> ` + mark + ` && kill ${PID}'
   s1:
     backend: sim
     options: {load_time: 10ms}
 `
-	s := startServer(t, writeConfig(t, t.TempDir(), cfg))
+	s := startServer(t, writeConfig(t, dir, cfg))
 	for range 2 {
 		s.mustChat("c1")
 		s.mustChat("s1") // evicts c1 (one exclusive group)
@@ -247,5 +253,8 @@ models:
 	}
 	if n := strings.Count(logs, "cannot sleep; it is stopped when evicted"); n != 1 {
 		t.Errorf("said %d times that c1 cannot sleep, want once (then not asked again):\n%s", n, logs)
+	}
+	if b, _ := os.ReadFile(mark); strings.Count(string(b), "\n") != 2 {
+		t.Errorf("c1's cmdStop ran for %q of its two evictions, want both:\n%s", b, logs)
 	}
 }
