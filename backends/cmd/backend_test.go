@@ -208,6 +208,13 @@ func TestBackend_StopEscalation(t *testing.T) {
 			timeout:    10 * time.Second,
 			wantSignal: "",
 		},
+		{
+			// llama-swap runs cmdStop in the server's environment.
+			name:       "cmdStop reads the model's env",
+			spec:       plugins.ModelSpec{Cmd: simCmd(""), CmdStop: "sh -c 'kill -$STOP_SIGNAL ${PID}'", Env: []string{"STOP_SIGNAL=INT"}},
+			timeout:    5 * time.Second,
+			wantSignal: "",
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := newBackend(t)

@@ -380,7 +380,9 @@ func (p *process) signal(sig syscall.Signal) {
 	}
 }
 
-// runCmdStop runs cmdStop with ${PID} substituted; a failure is logged, and
+// runCmdStop runs cmdStop with ${PID} substituted, in the server's
+// environment (llama-swap's: a DOCKER_HOST or container name set in the
+// model's env: reaches it); a failure is logged, and
 // the SIGKILL escalation in stop still applies.
 func (p *process) runCmdStop(ctx context.Context, timeout time.Duration) {
 	argv, err := plugins.SplitCommand(strings.ReplaceAll(p.cmdStop, "${PID}", strconv.Itoa(p.pid)))
@@ -391,7 +393,9 @@ func (p *process) runCmdStop(ctx context.Context, timeout time.Duration) {
 	}
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	out, err := exec.CommandContext(cctx, argv[0], argv[1:]...).CombinedOutput()
+	stop := exec.CommandContext(cctx, argv[0], argv[1:]...)
+	stop.Env = p.env // the server's: its env: and devices (llama-swap's)
+	out, err := stop.CombinedOutput()
 	if err != nil {
 		p.log.Warn("cmdStop failed", "cmd", p.cmdStop, "err", err, "output", string(out))
 	}
