@@ -313,6 +313,10 @@ func TestStreaming_ChunkByChunk(t *testing.T) {
 			if resp.StatusCode != http.StatusOK || !isEventStream(resp.Header.Get("Content-Type")) {
 				t.Fatalf("status %d content type %q", resp.StatusCode, resp.Header.Get("Content-Type"))
 			}
+			// nginx in front does not buffer it (llama-swap sets it on every stream).
+			if got := resp.Header.Get("X-Accel-Buffering"); got != "no" {
+				t.Errorf("X-Accel-Buffering %q, want no", got)
+			}
 			sse := newSSEReader(t, resp)
 			// The upstream sends tok2 only after the step below: reading
 			// tok1 first proves the proxy does not buffer.

@@ -210,6 +210,9 @@ func (s *Server) upstreamResponded(resp *http.Response) error {
 		resp.Body = newUsageMeter(resp.Body, ex.usage, resp.Header.Get("Content-Type"))
 	}
 	isSSE := isEventStream(resp.Header.Get("Content-Type"))
+	if isSSE {
+		resp.Header.Set("X-Accel-Buffering", "no") // nginx in front: do not buffer (llama-swap's)
+	}
 	if ex.sse == nil {
 		resp.Body = &responseGuard{s: s, body: resp.Body, ex: ex, req: resp.Request, sse: isSSE, atBoundary: true}
 		if isSSE {
