@@ -11,9 +11,11 @@ import (
 	"sync/atomic"
 )
 
-// authorize checks the request's API key when keys are configured, and
-// removes it from the request so no upstream ever sees it. The key comes
-// as apiKey finds it. Keys are compared as SHA-256 digests in constant
+// authorize checks the request's API key when keys are configured. The
+// key comes as apiKey finds it, and stays on the request: the model
+// server is sent the client's credentials as they came (llama-swap's, so
+// that a llama-server or vLLM started with the same --api-key takes
+// them; a peer with an apiKey of its own is sent that instead). Keys are compared as SHA-256 digests in constant
 // time, every configured key every time, so neither a key's bytes nor its
 // length leak through timing.
 func (s *Server) authorize(r *http.Request) *apiError {
@@ -40,8 +42,6 @@ func (s *Server) authorize(r *http.Request) *apiError {
 	if match != 1 {
 		return &apiError{status: http.StatusUnauthorized, code: "invalid_api_key", msg: "invalid API key"}
 	}
-	r.Header.Del("Authorization")
-	r.Header.Del("X-Api-Key")
 	return nil
 }
 
