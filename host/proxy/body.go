@@ -125,6 +125,8 @@ type requestFields struct {
 	Input               member `json:"input"`
 	Query               member `json:"query"`
 	Documents           member `json:"documents"`
+	Texts               member `json:"texts"`   // text-embeddings-inference's documents
+	Content             member `json:"content"` // llama-server's embeddings input
 	MaxTokens           member `json:"max_tokens"`
 	MaxCompletionTokens member `json:"max_completion_tokens"`
 	MaxOutputTokens     member `json:"max_output_tokens"`

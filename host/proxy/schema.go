@@ -122,6 +122,17 @@ type rule struct {
 type schema struct {
 	rules    []rule
 	messages bool
+	// standIns are, by a required member's name, another server's name
+	// for it that a body may give instead: what that server takes, the
+	// check passes on to it.
+	standIns map[string]standIn
+}
+
+// standIn is another server's name for a required member.
+type standIn struct {
+	name   string // the member, e.g. "content"
+	server string // whose name it is, for the error
+	of     func(*requestFields) member
 }
 
 // Nullable and plain sets of the rules below.
@@ -185,6 +196,9 @@ var schemas = map[string]*schema{
 		{"dimensions", typeInteger, false, func(f *requestFields) member { return f.Dimensions }},
 		{"encoding_format", typeString, false, func(f *requestFields) member { return f.EncodingFormat }},
 		ruleUser,
+	}, standIns: map[string]standIn{
+		// llama-server's embeddings take "content" where "input" is absent.
+		"input": {"content", "llama-server's", func(f *requestFields) member { return f.Content }},
 	}},
 	"/v1/responses": {rules: []rule{
 		{"input", textOrList, false, func(f *requestFields) member { return f.Input }},
@@ -211,6 +225,9 @@ var rerank = &schema{rules: []rule{
 	{"query", typeString | typeObject, true, func(f *requestFields) member { return f.Query }},
 	{"documents", typeArray | typeObject, true, func(f *requestFields) member { return f.Documents }},
 	{"top_n", intOrNull, false, func(f *requestFields) member { return f.TopN }},
+}, standIns: map[string]standIn{
+	// Hugging Face's text-embeddings-inference reranks "texts".
+	"documents": {"texts", "text-embeddings-inference's", func(f *requestFields) member { return f.Texts }},
 }}
 
 func init() {
@@ -231,7 +248,13 @@ func (sc *schema) check(f *requestFields) *apiError {
 		ru := &sc.rules[i]
 		switch m := ru.of(f); {
 		case m.typ == 0 && ru.required:
-			return invalidParam(ru.name, "missing_required_parameter", fmt.Sprintf("%q is required in the request body: %s", ru.name, ru.types))
+			alt, ok := sc.standIns[ru.name]
+			if !ok {
+				return invalidParam(ru.name, "missing_required_parameter", fmt.Sprintf("%q is required in the request body: %s", ru.name, ru.types))
+			}
+			if alt.of(f).typ == 0 {
+				return invalidParam(ru.name, "missing_required_parameter", fmt.Sprintf("%q is required in the request body: %s (or %s %q)", ru.name, ru.types, alt.server, alt.name))
+			}
 		case m.typ != 0 && m.typ&ru.types == 0:
 			return invalidParam(ru.name, "invalid_type", fmt.Sprintf("%q in the request body must be %s, got %s", ru.name, ru.types, m.typ))
 		case m.empty && nonEmpty[ru.name]:

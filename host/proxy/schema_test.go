@@ -84,6 +84,11 @@ func TestSchema_LenientBodiesPass(t *testing.T) {
 		{"/v1/rerank", `{"model":"a","query":"q","documents":["x"],"top_n":1}`},
 		{"/v1/audio/speech", `{"model":"a","input":"hi","voice":"alloy"}`},
 		{"/v1/images/generations", `{"model":"a","prompt":"a cat","n":1}`},
+		// Other servers' names for a required member, which llama-swap
+		// passes on: llama-server's embeddings "content", TEI's rerank
+		// "texts" (both refused as missing "input", "documents").
+		{"/v1/embeddings", `{"model":"a","content":"hello"}`},
+		{"/rerank", `{"model":"a","query":"q","texts":["x","y"]}`},
 	} {
 		if ec := e.echoOf(request{path: tt.path, body: tt.body}); ec.Body != tt.body {
 			t.Errorf("%s: upstream got %q, want the body as sent", tt.path, ec.Body)
