@@ -287,17 +287,18 @@ func (s *Server) getModel(w http.ResponseWriter, r *http.Request) {
 	s.writeJSON(w, r, catalogObject(e, name, s.started.Unix(), routerStatus(s.modelStates()[e.ID])))
 }
 
-// runningModel is one entry of GET /running, llama-swap's shape; a model
+// runningModel is one entry of GET /running, llama-swap's shape (its
+// fields always there, "" when unset); a model
 // with replicas adds its Seldon-style state and its replicas (as in
 // /api/models), State being the most available of theirs.
 type runningModel struct {
 	Model        string                 `json:"model"`
 	State        string                 `json:"state"`
-	Proxy        string                 `json:"proxy,omitempty"`
+	Proxy        string                 `json:"proxy"`
 	Cmd          string                 `json:"cmd"`
 	TTL          int64                  `json:"ttl"` // seconds, 0: never (llama-swap's)
-	Name         string                 `json:"name,omitempty"`
-	Description  string                 `json:"description,omitempty"`
+	Name         string                 `json:"name"`
+	Description  string                 `json:"description"`
 	ReplicaState string                 `json:"replica_state,omitempty"`
 	Replicas     []router.ReplicaStatus `json:"replicas,omitempty"`
 	// SleepLevel is an asleep (or waking) model's sleep level, 1 or 2.
@@ -365,7 +366,8 @@ func unloadOptions(r *http.Request, models ...string) (router.UnloadOptions, *ap
 }
 
 // unloadAll is GET|POST /unload and POST /api/models/unload: stop every
-// running model and answer "OK" once they have exited.
+// running model and answer once they have exited, as llama-swap answers
+// each: "OK", and {"msg": "ok"} from the API's.
 func (s *Server) unloadAll(w http.ResponseWriter, r *http.Request) {
 	opt, e := unloadOptions(r)
 	if e != nil {
@@ -374,6 +376,10 @@ func (s *Server) unloadAll(w http.ResponseWriter, r *http.Request) {
 	}
 	if err := s.unload(r.Context(), opt); err != nil {
 		s.writeError(w, r, acquireError(r.Context(), err, "(all)"))
+		return
+	}
+	if r.URL.Path == "/api/models/unload" {
+		s.writeJSON(w, r, map[string]string{"msg": "ok"})
 		return
 	}
 	writeOK(w)

@@ -794,6 +794,12 @@ func TestOps_Running(t *testing.T) {
 	if r[0]["cmd"] != "llama-server --port 5800" || r[0]["ttl"] != float64(90) {
 		t.Errorf("running: cmd %v ttl %v, want the configured command and 90", r[0]["cmd"], r[0]["ttl"])
 	}
+	// Every field of llama-swap's entry is there, empty or not.
+	for _, k := range []string{"model", "state", "cmd", "proxy", "ttl", "name", "description"} {
+		if _, ok := r[0][k]; !ok {
+			t.Errorf("running: no %q in %v", k, r[0])
+		}
+	}
 }
 
 func TestOps_Unload(t *testing.T) {
@@ -826,8 +832,14 @@ func TestOps_Unload(t *testing.T) {
 			if resp.StatusCode != tt.status {
 				t.Fatalf("status %d, want %d: %s", resp.StatusCode, tt.status, b)
 			}
-			if tt.status == 200 && string(b) != "OK" {
-				t.Errorf("body %q, want OK", b)
+			// llama-swap's answers: JSON from the API's unload of every
+			// model, OK from the rest.
+			want := "OK"
+			if tt.rq.path == "/api/models/unload" {
+				want = `{"msg":"ok"}`
+			}
+			if tt.status == 200 && strings.TrimSpace(string(b)) != want {
+				t.Errorf("body %q, want %s", b, want)
 			}
 			if tt.status != 200 && tt.rq.method != http.MethodHead {
 				openAIError(t, b)
