@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -245,15 +246,18 @@ upstream every model server's output, as in llama-swap.`,
 	return cmd
 }
 
-// callOK posts to path, an admin action that answers "OK" when done
-// (llama-swap's), waiting up to wait (--wait) for it while the server
-// answers (apiClient.await).
+// callOK posts to path, an admin action that answers "OK" when done, or
+// {"msg": "ok"} (llama-swap's two answers), waiting up to wait (--wait)
+// for it while the server answers (apiClient.await).
 func (c *apiClient) callOK(ctx context.Context, path string, wait time.Duration) error {
 	var body bytes.Buffer
 	if err := c.await(ctx, http.MethodPost, path, &body, wait); err != nil {
 		return err
 	}
-	if strings.TrimSpace(body.String()) != "OK" {
+	var msg struct {
+		Msg string `json:"msg"`
+	}
+	if strings.TrimSpace(body.String()) != "OK" && (json.Unmarshal(body.Bytes(), &msg) != nil || msg.Msg != "ok") {
 		return fmt.Errorf("POST %s: the answer from %s is not Loadout's (is it a Loadout?): %s", path, c.server, oneLine(body.Bytes()))
 	}
 	return nil
