@@ -87,9 +87,11 @@ type exchange struct {
 	grant *router.Grant
 	idle  *idleWatch
 	// answered: the upstream of the current attempt sent a response
-	// byte (set from the transport's goroutine); regranted: a lost
-	// connection was already granted again once.
+	// byte; unwritten: writing the current attempt's request failed, so
+	// no server read it whole (both set from the transport's goroutine);
+	// regranted: a lost connection was already granted again once.
 	answered  atomic.Bool
+	unwritten atomic.Bool
 	regranted bool
 	// answerTimer bounds a forwarded request's wait for its peer's answer
 	// (guardUpstream); stream is the request's "stream": true, which

@@ -180,6 +180,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, req router.Reques
 		ex.retryRefused = try < refusedTries && (r.GetBody != nil || r.Body == nil || r.Body == http.NoBody)
 		ex.refused = false
 		ex.answered.Store(false)
+		ex.unwritten.Store(false)
 		s.proxyGranted(w, r, grant, mm)
 		grant = nil
 		if ex.refused {
@@ -217,14 +218,24 @@ func refusedBackoff() backoff.BackOff {
 // server either refused the connection (dialFailed: nothing was sent) or
 // lost it before answering a byte (lostBeforeAnswer), which is granted
 // again once per request — a request that reached a server that then
-// died may be what killed it, so it kills at most one more.
+// died may be what killed it, so it kills at most one more — or without
+// count when the connection was lost while the request was written (no
+// server read it whole). A pooled connection the server closed before it
+// was written on is the transport's to send again (upstreams.proxy).
 func (ex *exchange) grantAgain(err error) bool {
 	switch {
 	case !ex.retryRefused:
 		return false
 	case dialFailed(err):
 		return true
-	case ex.regranted || ex.answered.Load() || !lostBeforeAnswer(err):
+	case ex.answered.Load() || !lostBeforeAnswer(err):
+		return false
+	case ex.unwritten.Load():
+		// Lost while the request was written (a pooled keep-alive
+		// connection the server had closed: EPIPE, a reset): no server
+		// read it whole, so it killed none, and it is not counted.
+		return true
+	case ex.regranted:
 		return false
 	}
 	ex.regranted = true
@@ -275,6 +286,11 @@ func (s *Server) proxyGranted(w http.ResponseWriter, r *http.Request, grant *rou
 		// connection may be granted again (grantAgain).
 		r = r.WithContext(httptrace.WithClientTrace(r.Context(), &httptrace.ClientTrace{
 			GotFirstResponseByte: func() { ex.answered.Store(true) },
+			WroteRequest: func(i httptrace.WroteRequestInfo) {
+				if i.Err != nil {
+					ex.unwritten.Store(true)
+				}
+			},
 		}))
 	}
 	if ex.sse != nil {

@@ -51,22 +51,27 @@ type modelWorld struct {
 	// read, then the connection reset), "eof" (read, then closed),
 	// "header" (read, half a status line sent, then closed).
 	dies map[string][]string
-	live map[string]*modelInstance
+	// closeIdle: the model's servers close each connection once its
+	// response is done, having offered keep-alive (llama-server after a
+	// stream).
+	closeIdle map[string]bool
+	live      map[string]*modelInstance
 }
 
 func newModelWorld(t testing.TB) *modelWorld {
 	return &modelWorld{
-		t:       t,
-		events:  make(chan string, 256),
-		step:    make(chan struct{}),
-		holding: make(chan string, 16),
-		release: make(chan struct{}),
-		quit:    make(chan struct{}),
-		gates:   map[string]chan struct{}{},
-		fails:   map[string]error{},
-		dead:    map[string]bool{},
-		dies:    map[string][]string{},
-		live:    map[string]*modelInstance{},
+		t:         t,
+		events:    make(chan string, 256),
+		step:      make(chan struct{}),
+		holding:   make(chan string, 16),
+		release:   make(chan struct{}),
+		quit:      make(chan struct{}),
+		gates:     map[string]chan struct{}{},
+		fails:     map[string]error{},
+		dead:      map[string]bool{},
+		closeIdle: map[string]bool{},
+		dies:      map[string][]string{},
+		live:      map[string]*modelInstance{},
 	}
 }
 
@@ -175,7 +180,7 @@ func (p *modelProcess) Start(ctx context.Context, spec router.StartSpec) (router
 	w := p.w
 	w.emit("start " + p.name)
 	w.mu.Lock()
-	gate, fail, dead := w.gates[p.name], w.fails[p.name], w.dead[p.name]
+	gate, fail, dead, closeIdle := w.gates[p.name], w.fails[p.name], w.dead[p.name], w.closeIdle[p.name]
 	var dies string
 	if q := w.dies[p.name]; len(q) > 0 {
 		dies, w.dies[p.name] = q[0], q[1:]
@@ -192,7 +197,15 @@ func (p *modelProcess) Start(ctx context.Context, spec router.StartSpec) (router
 		return nil, fail
 	}
 	inst := &modelInstance{name: p.name, w: w, dies: dies, exited: make(chan struct{}), stopping: make(chan struct{})}
-	inst.srv = httptest.NewServer(inst)
+	inst.srv = httptest.NewUnstartedServer(inst)
+	if closeIdle {
+		inst.srv.Config.ConnState = func(c net.Conn, s http.ConnState) {
+			if s == http.StateIdle {
+				c.Close()
+			}
+		}
+	}
+	inst.srv.Start()
 	u, err := url.Parse(inst.srv.URL)
 	if err != nil {
 		return nil, err
