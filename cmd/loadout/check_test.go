@@ -41,7 +41,7 @@ func TestConfigCheck_PolicySettingsErrors(t *testing.T) {
 		name, body, want string
 	}{
 		{"fifo-unknown.yaml", models + "routing:\n  scheduler:\n    use: fifo\n    settings:\n      max_qeue: 3\n",
-			`fifo-unknown.yaml:9:7: routing.scheduler.settings.max_qeue: unknown setting "max_qeue" (known: fifo, max_queue, max_wait, load_order, scale_in_after, reload_evicted)`},
+			`fifo-unknown.yaml:9:7: routing.scheduler.settings.max_qeue: unknown setting "max_qeue" (known: fifo, max_queue, max_wait, load_order, scale_in_after, reload_evicted, drain_after)`},
 		{"fifo-wait.yaml", models + "routing:\n  scheduler:\n    use: fifo\n    settings: {max_wait: soon}\n",
 			`fifo-wait.yaml:8:16: routing.scheduler.settings.max_wait: want a duration like "30s" or "1m30s", got "soon"`},
 		{"matrix-var.yaml", models + "routing:\n  router:\n    use: matrix\n    settings:\n      matrix:\n        vars:\n          l: llama-70b\n          \"bad id\": a\n        sets: {s: l & b}\n",

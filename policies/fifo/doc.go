@@ -26,7 +26,14 @@
 //     to end).
 //  5. If loading it would evict a model that is still serving requests, the
 //     request is queued until that model is idle: a busy model is never
-//     evicted.
+//     evicted. Once the request has waited drain_after (5 s), the busy
+//     model's new requests that come after it in queue order queue behind
+//     it rather than being served at once (3): its requests in flight end,
+//     and the swap starts. Before, a model under steady traffic (two
+//     users, back to back) stayed busy for as long as the traffic lasted,
+//     and the request for the other model waited all that time, past
+//     max_wait. llama-swap's group lock holds the model's new requests at
+//     once (drain_after: 0).
 //  6. Otherwise a swap starts (the evictions the swapper chose, each in
 //     the mode it chose — sleep or stop, ABI version 3 — then the load)
 //     and the request waits for it. Swaps that touch disjoint models
@@ -149,6 +156,9 @@
 //	                        # docs/BENCHMARKS.md for when it pays)
 //	      scale_in_after: 2m  # idle time before a replica beyond min_replicas
 //	                        # is stopped; 0 = never
+//	      drain_after: 5s   # how long a request that must evict a busy model
+//	                        # lets that model's new requests go first (5);
+//	                        # 0 = never (llama-swap's strict order)
 //	      reload_evicted: at_once  # a model a running swap has stopped loads
 //	                        # again at once (at_once) or after that swap
 //	                        # (after_swap: fewer cold loads on a saturated

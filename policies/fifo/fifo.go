@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"errors"
+	"maps"
 	"math"
 	"slices"
 	"sort"
@@ -43,6 +44,15 @@ type scheduler struct {
 	// blocked caches, within one drain, the models whose requests were
 	// found blocked; see drain.
 	blocked map[string]bool
+	// awaited are the busy models a queued request waits to evict (5),
+	// each with the first such request in queue order: once that request
+	// has waited drain_after, a request for the model that comes after it
+	// in queue order is queued behind it, not served at once (3), so that
+	// the model's new requests cannot keep it busy for ever while the
+	// request that needs it gone waits (llama-swap's group lock does the
+	// same at once). Rebuilt by every full drain.
+	awaited map[string]request
+	now     int64 // the Now of the event being handled (age)
 	// Scratch of a drain under load_order: queued_wait (see visitOrder):
 	// each model's total queued wait, the visiting order, and which
 	// requests were handled.
@@ -101,6 +111,7 @@ func New(fx sdk.Effects, rawSettings []byte) (sdk.Scheduler, error) {
 		active:   make(map[string]*swap),
 		agingAt:  math.MaxInt64,
 		blocked:  make(map[string]bool),
+		awaited:  make(map[string]request),
 		waited:   make(map[string]int64),
 	}, nil
 }
@@ -131,7 +142,9 @@ func (s *scheduler) OnRequest(ev sdk.RequestEvent) {
 	r := request{id: ev.ID, model: ev.Model, priority: prio, arrived: ev.Now, seq: s.seq}
 	switch s.decide(&r) {
 	case blocked:
-		s.enqueue(r)
+		if !s.enqueue(r) {
+			s.unawait(r.id)
+		}
 	case served:
 		s.admit(r.model)
 	}
@@ -148,6 +161,9 @@ func (s *scheduler) OnRequest(ev sdk.RequestEvent) {
 func (s *scheduler) admit(model string) {
 	if s.admitter == nil || slices.ContainsFunc(s.queue, func(r request) bool { return r.model == model }) {
 		return
+	}
+	if _, ok := s.awaited[model]; ok {
+		return // its requests queue behind the one waiting to evict it
 	}
 	switch err := s.admitter.Admit(model, s.servedLimit, 0); {
 	case errors.Is(err, sdk.ErrNotAllowed):
@@ -179,6 +195,9 @@ func (s *scheduler) decide(r *request) verdict {
 	// it as in (4). The swapper is not asked: nothing needs to load, and a
 	// failing swapper must not take down models that are ready.
 	if info.State == sdk.StateReady {
+		if w, ok := s.awaited[r.model]; ok && !before(r, &w) && s.now-w.arrived >= s.cfg.drainAfter {
+			return blocked // behind the request waiting to evict it (5)
+		}
 		if s.collides(r.model, nil) || !s.grant(r, &info) {
 			// Another replica of the model may take it, or be started
 			// for it (replicas.go).
@@ -208,7 +227,11 @@ func (s *scheduler) decide(r *request) verdict {
 		return handled
 	}
 	// (4) Collides with a running swap; (5) would evict a busy model.
-	if s.collides(r.model, plan.Evict) || s.busy(plan.Evict) {
+	if s.collides(r.model, plan.Evict) {
+		return blocked
+	}
+	if busy := s.busyOf(plan.Evict); len(busy) > 0 {
+		s.await(busy, r)
 		return blocked
 	}
 	// (6) Start a swap and wait on it.
@@ -320,15 +343,38 @@ func (s *scheduler) evicting(sw *swap, model string) bool {
 	return ok && info.State == sdk.StateStopping
 }
 
-// busy reports whether any of models has requests in flight. It reads the
-// host's count, which survives a re-instantiation of this policy.
-func (s *scheduler) busy(models []string) bool {
+// busyOf returns those of models that have requests in flight, nil when
+// none. It reads the host's count, which survives a re-instantiation of
+// this policy.
+func (s *scheduler) busyOf(models []string) []string {
+	var busy []string
 	for _, m := range models {
 		if info, ok := s.fx.ModelState(m); ok && info.InFlight > 0 {
-			return true
+			busy = append(busy, m)
 		}
 	}
-	return false
+	return busy
+}
+
+// await records that r waits to evict the busy models (awaited), unless
+// a request before it in queue order already does, and takes back their
+// warm paths: their next requests come to the policy, and queue.
+func (s *scheduler) await(models []string, r *request) {
+	for _, m := range models {
+		if w, ok := s.awaited[m]; ok && !before(r, &w) {
+			continue
+		}
+		s.awaited[m] = *r
+		if s.admitter != nil {
+			_ = s.admitter.Admit(m, 0, 0) // revoke; an error says there was none
+		}
+	}
+}
+
+// unawait forgets what request id waited to evict (it left the queue
+// other than by a drain, which rebuilds awaited).
+func (s *scheduler) unawait(id sdk.RequestID) {
+	maps.DeleteFunc(s.awaited, func(_ string, w request) bool { return w.id == id })
 }
 
 // before is the queue order: aged requests first, in arrival order; then
@@ -344,12 +390,12 @@ func before(a, b *request) bool {
 }
 
 // enqueue queues a new blocked request in order, or refuses it when the
-// queue is full.
-func (s *scheduler) enqueue(r request) {
+// queue is full (false).
+func (s *scheduler) enqueue(r request) bool {
 	if s.cfg.maxQueue > 0 && len(s.queue) >= s.cfg.maxQueue {
 		s.fx.GrantError(r.id, sdk.CodeQueueFull,
 			"the queue is full ("+strconv.Itoa(len(s.queue))+" requests waiting)")
-		return
+		return false
 	}
 	i := sort.Search(len(s.queue), func(i int) bool { return before(&r, &s.queue[i]) })
 	s.queue = slices.Insert(s.queue, i, r)
@@ -358,11 +404,13 @@ func (s *scheduler) enqueue(r request) {
 		s.wantTick(clampTick(r.arrived, s.agingAt))
 	}
 	s.sendPositions(i)
+	return true
 }
 
 // age marks the requests queued longer than max_wait at now and re-sorts
 // the queue if any aged.
 func (s *scheduler) age(now int64) {
+	s.now = now
 	if s.cfg.maxWait <= 0 || now < s.agingAt {
 		return
 	}
@@ -425,6 +473,9 @@ func (s *scheduler) drain(now int64) { s.drainFor(now, "") }
 // They keep their places as blocked requests do; if a request of model
 // starts a swap (a replica scaling out), the drain goes on over them all.
 func (s *scheduler) drainFor(now int64, model string) {
+	if model == "" {
+		clear(s.awaited) // the requests still waiting to evict say so again
+	}
 	if len(s.queue) == 0 {
 		return
 	}
@@ -637,6 +688,10 @@ func (s *scheduler) OnCancel(ev sdk.CancelEvent) {
 	if i := slices.IndexFunc(s.queue, func(r request) bool { return r.id == ev.ID }); i >= 0 {
 		s.queue = slices.Delete(s.queue, i, i+1)
 		s.sendPositions(i)
+		if len(s.awaited) > 0 {
+			s.unawait(ev.ID)
+			s.drain(ev.Now) // the requests queued behind it may be served now
+		}
 		return
 	}
 	if sw := s.active[ev.Model]; sw != nil && removeWaiter(sw, ev.ID) {

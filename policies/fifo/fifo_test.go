@@ -697,7 +697,7 @@ var scenarios = []scenario{
 func TestFIFO_BadSettings(t *testing.T) { runBadSettings(t, nativeScheduler) }
 
 var badSettings = []struct{ settings, want string }{
-	{`{"nope": 1}`, `settings: nope: unknown setting "nope" (known: fifo, max_queue, max_wait, load_order, scale_in_after, reload_evicted)`},
+	{`{"nope": 1}`, `settings: nope: unknown setting "nope" (known: fifo, max_queue, max_wait, load_order, scale_in_after, reload_evicted, drain_after)`},
 	{`{"reload_evicted": "later"}`, `settings: reload_evicted: want at_once or after_swap, got "later"`},
 	{`{"load_order": "lifo"}`, `settings: load_order: want arrival or queued_wait, got "lifo"`},
 	{`{"load_order": 1}`, "settings: load_order: "},
@@ -705,6 +705,7 @@ var badSettings = []struct{ settings, want string }{
 	{`{"max_queue": 1.5}`, "settings: max_queue: "},
 	{`{"max_queue": "ten"}`, "settings: max_queue: "},
 	{`{"max_wait": "soon"}`, "settings: max_wait: "},
+	{`{"drain_after": "soon"}`, "settings: drain_after: "},
 	{`{"max_wait": "-5s"}`, "settings: max_wait: "},
 	{`{"max_wait": -1}`, "settings: max_wait: "},
 	{`{"max_wait": true}`, "settings: max_wait: "},

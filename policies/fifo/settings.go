@@ -13,6 +13,7 @@ const (
 	defaultMaxWait          = 60 * time.Second
 	defaultConcurrencyLimit = 10 // llama-swap's default concurrencyLimit
 	defaultScaleInAfter     = 2 * time.Minute
+	defaultDrainAfter       = 5 * time.Second
 )
 
 // settings is the parsed `settings:` object.
@@ -28,6 +29,12 @@ type settings struct {
 	// for that swap to end even once the model has stopped
 	// (reload_evicted: after_swap), rather than start its load at once.
 	afterSwap bool
+	// drainAfter is how long a queued request that must evict a busy
+	// model lets that model's new requests be served ahead of it; after
+	// it, they queue behind it, so the model's in-flight requests end and
+	// it can be evicted (drain_after), nanoseconds; 0: at once
+	// (llama-swap's strict order).
+	drainAfter int64
 }
 
 // loadOrder is the order in which a drain of the queue goes through the
@@ -52,18 +59,18 @@ var loadOrderNames = [...]string{byArrival: "arrival", byQueuedWait: "queued_wai
 // parseSettings parses the settings JSON:
 //
 //	{"max_queue": 1024, "max_wait": "60s", "load_order": "arrival",
-//	 "scale_in_after": "2m", "reload_evicted": "at_once",
+//	 "scale_in_after": "2m", "reload_evicted": "at_once", "drain_after": "5s",
 //	 "fifo": {"priority": {"MODEL": 10}}}
 //
 // every key optional. Errors are *sdksettings.Error naming the offending
 // setting's path ("max_wait", "fifo.priority.llama").
 func parseSettings(raw []byte) (settings, error) {
-	cfg := settings{maxQueue: defaultMaxQueue, maxWait: int64(defaultMaxWait), scaleInAfter: int64(defaultScaleInAfter)}
+	cfg := settings{maxQueue: defaultMaxQueue, maxWait: int64(defaultMaxWait), scaleInAfter: int64(defaultScaleInAfter), drainAfter: int64(defaultDrainAfter)}
 	root, err := sdksettings.Decode(raw)
 	if err != nil {
 		return cfg, err
 	}
-	top, err := root.Object("fifo", "max_queue", "max_wait", "load_order", "scale_in_after", "reload_evicted")
+	top, err := root.Object("fifo", "max_queue", "max_wait", "load_order", "scale_in_after", "reload_evicted", "drain_after")
 	if err != nil {
 		return cfg, err
 	}
@@ -94,6 +101,13 @@ func parseSettings(raw []byte) (settings, error) {
 			return cfg, err
 		}
 		cfg.scaleInAfter = int64(d)
+	}
+	if v := top.Get("drain_after"); !v.IsNull() {
+		d, err := v.Duration()
+		if err != nil {
+			return cfg, err
+		}
+		cfg.drainAfter = int64(d)
 	}
 	if v := top.Get("max_wait"); !v.IsNull() {
 		d, err := v.Duration()
