@@ -484,8 +484,10 @@ func sleepEviction(ctx context.Context, log interface {
 		}
 		return done
 	}
-	stop := ev.inst.Stop // a server that cannot sleep is stopped as any is: its grace, its cmdStop
-	if !errors.Is(done.sleepErr, ErrSleepUnsupported) { // onSlept says that once
+	// A server that cannot sleep is stopped as any is: its grace, its
+	// cmdStop. onSlept says once that it cannot.
+	stop := ev.inst.Stop
+	if !errors.Is(done.sleepErr, ErrSleepUnsupported) {
 		log.Warn("model server did not sleep; stopping it", "model", ev.model, "level", ev.sleep, "err", done.sleepErr)
 		if k, ok := ev.inst.(Killer); ok {
 			stop = k.Kill // a server that failed to sleep may be hung
