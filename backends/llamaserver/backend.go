@@ -98,7 +98,7 @@ func (b *Backend) Start(ctx context.Context, spec plugins.ModelSpec) (plugins.St
 	if _, err := exec.LookPath(o.Binary); err != nil {
 		return plugins.Started{}, fmt.Errorf("model %q: llama-server executable %s: %w (install llama.cpp, or set the binary option)", spec.Model, o.Binary, unwrapExecError(err))
 	}
-	spec.Cmd = o.commandLine()
+	spec.Cmd = o.withAlias(spec.Model).commandLine()
 	spec.CmdStop, spec.Proxy = "", ""
 	if spec.CheckEndpoint == "" || spec.CheckEndpoint == "none" {
 		spec.CheckEndpoint = "/health"

@@ -48,16 +48,16 @@ func Validate(optionsJSON json.RawMessage) error {
 	return nil
 }
 
-// CommandOf is the llama-server command line a model's options run, as
+// CommandOf is the llama-server command line model's options run, as
 // llama-swap's configurations write one (the port left as ${PORT}): what
 // /running shows as a llamaserver model's cmd. "" for options that do not
 // parse (Validate reports them).
-func CommandOf(optionsJSON json.RawMessage) string {
+func CommandOf(model string, optionsJSON json.RawMessage) string {
 	o, err := parseOptions(optionsJSON)
 	if err != nil {
 		return ""
 	}
-	return o.commandLine()
+	return o.withAlias(model).commandLine()
 }
 
 // ValidateCommand checks the GGUF files a llama-server command line names

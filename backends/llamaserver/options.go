@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/loadout-dev/loadout/host/config"
 	"github.com/loadout-dev/loadout/plugins"
 )
 
@@ -54,6 +55,18 @@ type options struct {
 	SleepIdleSeconds int
 	// ExtraArgs are appended to the command line as they are.
 	ExtraArgs []string
+	// Alias is --alias, the name the server gives its model in its
+	// answers ("model" of a completion, /v1/models): the model's id, not
+	// the GGUF file's path; set from the model (withAlias), not an
+	// option. An --alias or -a in ExtraArgs wins.
+	Alias string
+}
+
+// withAlias is o with Alias set to the id of the model whose process-table
+// row is row (a replica "m@2" answers as m).
+func (o options) withAlias(row string) options {
+	o.Alias = config.ModelOf(row)
+	return o
 }
 
 // optionNames are the keys of the options object, for error messages.
@@ -273,6 +286,11 @@ func (o options) args() []string {
 	}
 	if o.SleepIdleSeconds > 0 {
 		argv = append(argv, flagOf("sleep_idle_seconds"), strconv.Itoa(o.SleepIdleSeconds))
+	}
+	if o.Alias != "" && !slices.ContainsFunc(o.ExtraArgs, func(a string) bool {
+		return a == "--alias" || a == "-a" || strings.HasPrefix(a, "--alias=")
+	}) {
+		argv = append(argv, "--alias", o.Alias)
 	}
 	argv = append(argv, o.ExtraArgs...)
 	return append(argv, "--host", "127.0.0.1", "--port", "${PORT}")

@@ -126,17 +126,25 @@ func TestLlamaServer_ValidateReportsEveryProblem(t *testing.T) {
 	}
 }
 
-// CommandOf is the command line Start runs, for /running's cmd; "" for
-// options that do not parse.
+// CommandOf is the command line Start runs, for /running's cmd, the
+// model's id its --alias (a replica's, its model's: the server names its
+// model in its answers, which named the GGUF file's path); "" for options
+// that do not parse.
 func TestLlamaServer_CommandOf(t *testing.T) {
 	o, err := parseOptions([]byte(`{"model": "/m/a b.gguf", "ctx_size": 4096}`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := CommandOf([]byte(`{"model": "/m/a b.gguf", "ctx_size": 4096}`)); got != o.commandLine() || !strings.Contains(got, "'/m/a b.gguf'") || !strings.Contains(got, "${PORT}") {
-		t.Errorf("CommandOf = %q, want the options' command line %q", got, o.commandLine())
+	for _, row := range []string{"qwen", "qwen@2"} {
+		got := CommandOf(row, []byte(`{"model": "/m/a b.gguf", "ctx_size": 4096}`))
+		if got != o.withAlias(row).commandLine() || !strings.Contains(got, "'/m/a b.gguf'") || !strings.Contains(got, "${PORT}") || !strings.Contains(got, "--alias qwen ") {
+			t.Errorf("CommandOf(%s) = %q, want the options' command line with --alias qwen", row, got)
+		}
 	}
-	if got := CommandOf([]byte(`{"ctx_size": 4096}`)); got != "" {
+	if got := CommandOf("qwen", []byte(`{"model": "/m/a.gguf", "extra_args": ["-a", "mine"]}`)); strings.Contains(got, "--alias") {
+		t.Errorf("CommandOf with an alias of the options' own = %q, want theirs alone", got)
+	}
+	if got := CommandOf("qwen", []byte(`{"ctx_size": 4096}`)); got != "" {
 		t.Errorf("CommandOf without a model = %q, want empty", got)
 	}
 }

@@ -436,7 +436,9 @@ func TestLlamaCpp_LlamaServerBackend_SwapsAndEstimates(t *testing.T) {
 	t.Setenv("LOADOUT_LLAMA_BINARY", bin)
 	s := startLlamaCpp(t, "../../testdata/llamacpp/llamaserver.yaml")
 
-	if code, body := s.post("/v1/chat/completions", llamaChat("tiny", 8, false)); code != 200 || !strings.Contains(body, `"completion_tokens"`) {
+	// The answer names the model as the client knows it (the server's
+	// --alias), not the GGUF file's path.
+	if code, body := s.post("/v1/chat/completions", llamaChat("tiny", 8, false)); code != 200 || !strings.Contains(body, `"completion_tokens"`) || !strings.Contains(body, `"model":"tiny"`) {
 		t.Fatalf("chat tiny: %d %s", code, body)
 	}
 	tiny := llamaServerPids(t, "tiny")

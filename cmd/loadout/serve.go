@@ -618,7 +618,7 @@ func modelTable(ctx context.Context, cfg *config.Config, ids []string, launchers
 		cmd := m.Cmd
 		if m.Backend == config.BackendLlamaServer {
 			if opts, err := m.OptionsJSON(); err == nil {
-				cmd = llamaserver.CommandOf(opts) // what it runs, as /running shows a cmd: model's
+				cmd = llamaserver.CommandOf(id, opts) // what it runs, as /running shows a cmd: model's
 			}
 		}
 		catalog = append(catalog, proxy.ModelEntry{

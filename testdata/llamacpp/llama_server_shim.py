@@ -35,6 +35,7 @@ def parse():
     ap.add_argument("-ctk", "--cache-type-k", default="f16")
     ap.add_argument("-ctv", "--cache-type-v", default="f16")
     ap.add_argument("-t", "--threads", type=int, default=1)
+    ap.add_argument("-a", "--alias", default=None)
     ap.add_argument("--shim-load-delay", type=float, default=0.0)
     return ap.parse_args()
 
@@ -77,7 +78,7 @@ def load(args, shim, server):
         if ngl is None:
             ngl = int(args.n_gpu_layers)
         model = ModelSettings(
-            model=args.model, n_ctx=args.ctx_size, n_gpu_layers=ngl, n_threads=args.threads,
+            model=args.model, model_alias=args.alias, n_ctx=args.ctx_size, n_gpu_layers=ngl, n_threads=args.threads,
             n_threads_batch=args.threads, flash_attn=args.flash_attn == "on", verbose=False)
         shim.app = create_app(server_settings=ServerSettings(host=args.host, port=args.port, interrupt_requests=False),
                               model_settings=[model])
