@@ -52,8 +52,22 @@ func newCatalog(models []ModelEntry) (*catalog, error) {
 	return c, nil
 }
 
-// lookup resolves a model id or alias; nil if unknown.
-func (c *catalog) lookup(name string) *ModelEntry { return c.byName[name] }
+// lookup resolves a model id or alias; nil if unknown. Names follow
+// Ollama's tags as well: a name without one is also NAME:latest, and
+// NAME:latest is also NAME (a configuration of llama3:latest answers
+// llama3, one of llama3 answers llama3:latest).
+func (c *catalog) lookup(name string) *ModelEntry {
+	if e := c.byName[name]; e != nil {
+		return e
+	}
+	if base, ok := strings.CutSuffix(name, ":latest"); ok {
+		return c.byName[base]
+	}
+	if !strings.Contains(name, ":") {
+		return c.byName[name+":latest"]
+	}
+	return nil
+}
 
 func (c *catalog) ids() []string {
 	out := make([]string, len(c.entries))

@@ -120,17 +120,6 @@ func (s *Server) parseOllama(w http.ResponseWriter, r *http.Request) (*ollamaReq
 	return &req, true
 }
 
-// ollamaModel resolves an Ollama model name: as given, else without the
-// ":latest" tag Ollama's clients add to a bare name.
-func (s *Server) ollamaModel(name string) string {
-	if base, ok := strings.CutSuffix(name, ":latest"); ok && s.catalog.Load().lookup(name) == nil {
-		if s.catalog.Load().lookup(base) != nil {
-			return base
-		}
-	}
-	return name
-}
-
 // ollamaInference serves /api/chat, /api/generate, /api/embed and
 // /api/embeddings (kind): the request translated and handed to the
 // OpenAI endpoint's handler, its answer translated back by an
@@ -154,7 +143,6 @@ func (s *Server) ollamaInference(kind int) http.HandlerFunc {
 			return
 		}
 		asked := req.Model
-		req.Model = s.ollamaModel(req.Model)
 		stream := req.Stream == nil || *req.Stream
 		keep, keepSet, err := keepAlive(req.KeepAlive)
 		if err != nil {
@@ -162,9 +150,13 @@ func (s *Server) ollamaInference(kind int) http.HandlerFunc {
 			return
 		}
 		if kind == ollamaGenerate && req.Suffix != "" {
+			id := req.Model
+			if e := s.catalog.Load().lookup(id); e != nil {
+				id = e.ID
+			}
 			s.writeError(w, r, badRequest("unsupported_parameter", fmt.Sprintf(
 				"suffix (fill-in-the-middle) is not translated to the model servers' OpenAI API, which would ignore it: "+
-					"llama-server's /infill (input_prefix, input_suffix) is reachable at /upstream/%s/infill", req.Model)))
+					"llama-server's /infill (input_prefix, input_suffix) is reachable at /upstream/%s/infill", id)))
 			return
 		}
 		var (
@@ -1030,7 +1022,7 @@ func (s *Server) ollamaShow(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	name := s.ollamaModel(req.Model)
+	name := req.Model
 	e := s.catalog.Load().lookup(name)
 	if e == nil {
 		s.writeError(w, r, s.catalog.Load().unknown(name))
@@ -1097,7 +1089,7 @@ func (s *Server) ollamaPull(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	name := s.ollamaModel(req.Model)
+	name := req.Model
 	if s.catalog.Load().lookup(name) == nil {
 		set := s.peers.Load()
 		if set == nil || len(set.Lookup(name)) == 0 {
