@@ -264,7 +264,7 @@ type echo struct {
 }
 
 // echoedHeaders are the request headers an echo reports.
-var echoedHeaders = []string{"Authorization", "X-Api-Key", headerPriority, headerClient, requestIDHeader, "X-Forwarded-For", "Transfer-Encoding", headerForwarded, "Content-Encoding"}
+var echoedHeaders = []string{"Accept-Encoding", "Authorization", "X-Api-Key", headerPriority, headerClient, requestIDHeader, "X-Forwarded-For", "Transfer-Encoding", headerForwarded, "Content-Encoding"}
 
 func (m *modelInstance) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(r.Body)

@@ -152,3 +152,21 @@ func TestProxy_StreamErrorEventIsAFailure(t *testing.T) {
 		t.Errorf("summary: status %d, error %q; want 500 and the server's error", s.Status, s.Error)
 	}
 }
+
+// A model endpoint's request reaches the model server without the
+// client's Accept-Encoding, so the answer comes plain and its usage is
+// read: a server that gzips when asked (the OpenAI SDK asks) answered
+// compressed, and the request counted no tokens.
+func TestProxy_ModelEndpointsAskForAPlainAnswer(t *testing.T) {
+	summaries := make(chan RequestSummary, 1)
+	e := newEnv(t, envOpts{onRequest: func(s RequestSummary) { summaries <- s }})
+	ec := e.echoOf(request{path: "/v1/chat/completions", body: `{"model":"a","messages":[]}`, headers: map[string]string{"Accept-Encoding": "gzip, deflate"}})
+	if got := ec.Headers["Accept-Encoding"]; got != "" {
+		t.Errorf("the model server was sent Accept-Encoding %q, want none", got)
+	}
+	<-summaries
+	// /upstream passes the client's request on as it is.
+	if ec := e.echoOf(request{path: "/upstream/a/v1/chat/completions", body: `{}`, headers: map[string]string{"Accept-Encoding": "gzip"}}); ec.Headers["Accept-Encoding"] != "gzip" {
+		t.Errorf("through /upstream the model server was sent Accept-Encoding %q, want the client's", ec.Headers["Accept-Encoding"])
+	}
+}
