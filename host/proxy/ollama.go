@@ -2,10 +2,12 @@ package proxy
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"net/http"
 	"slices"
@@ -63,6 +65,12 @@ type ollamaRequest struct {
 	KeepAlive json.RawMessage `json:"keep_alive"`
 	Think     json.RawMessage `json:"think"`
 	Input     json.RawMessage `json:"input"`
+	// Logprobs and TopLogprobs ask for each token's log probability and
+	// the most likely alternatives' (chat and generate); Dimensions is an
+	// embed's vector size. OpenAI's fields of the same names carry them.
+	Logprobs    bool `json:"logprobs"`
+	TopLogprobs int  `json:"top_logprobs"`
+	Dimensions  *int `json:"dimensions"`
 }
 
 // ollamaMessage is a chat message in Ollama's shape.
@@ -259,6 +267,12 @@ func (req *ollamaRequest) chatBody(kind int, stream bool) ([]byte, error) {
 	if len(req.Tools) > 0 && string(req.Tools) != "null" {
 		out["tools"] = req.Tools
 	}
+	if req.Logprobs {
+		out["logprobs"] = true
+		if req.TopLogprobs > 0 {
+			out["top_logprobs"] = req.TopLogprobs
+		}
+	}
 	if err := req.sampling(out, stream); err != nil {
 		return nil, err
 	}
@@ -277,6 +291,11 @@ func (req *ollamaRequest) prompt() string {
 // prompt as it is, no chat template.
 func (req *ollamaRequest) completionsBody(stream bool) ([]byte, error) {
 	out := map[string]any{"model": req.Model, "prompt": req.prompt(), "stream": stream}
+	if req.Logprobs {
+		// Completions' logprobs is how many alternatives; llama-server
+		// reads 0 as none at all.
+		out["logprobs"] = max(1, req.TopLogprobs)
+	}
 	if err := req.sampling(out, stream); err != nil {
 		return nil, err
 	}
@@ -290,6 +309,9 @@ func (req *ollamaRequest) embeddingsBody(kind int) ([]byte, error) {
 	out := map[string]any{"model": req.Model, "input": req.Input}
 	if kind == ollamaEmbeddings {
 		out["input"] = req.prompt()
+	}
+	if req.Dimensions != nil {
+		out["dimensions"] = *req.Dimensions
 	}
 	return json.Marshal(out)
 }
@@ -598,8 +620,13 @@ func (o *ollamaWriter) event(data string) error {
 				o.toolDelta(tc)
 			}
 		}
-		if text != "" || thinking != "" {
-			if err := o.line(o.chunk(text, thinking, nil, false)); err != nil {
+		lps := ollamaLogprobs(c.Logprobs)
+		if text != "" || thinking != "" || len(lps) > 0 {
+			line := o.chunk(text, thinking, nil, false)
+			if len(lps) > 0 {
+				line["logprobs"] = lps
+			}
+			if err := o.line(line); err != nil {
 				return err
 			}
 		}
@@ -817,6 +844,7 @@ func (o *ollamaWriter) translate(a *openAIAnswer) []byte {
 		o.timings = a.Timings
 		var text, thinking string
 		var calls []ollamaToolCall
+		var lps []ollamaLogprob
 		if len(a.Choices) > 0 {
 			c := a.Choices[0]
 			o.reason = c.FinishReason
@@ -827,11 +855,63 @@ func (o *ollamaWriter) translate(a *openAIAnswer) []byte {
 					calls = append(calls, ollamaToolCall{Function: ollamaFunction{Name: tc.Function.Name, Arguments: toolArguments(tc.Function.Arguments)}})
 				}
 			}
+			lps = ollamaLogprobs(c.Logprobs)
 		}
-		out = o.chunk(text, thinking, calls, true)
+		line := o.chunk(text, thinking, calls, true)
+		if len(lps) > 0 {
+			line["logprobs"] = lps
+		}
+		out = line
 	}
 	b, _ := json.Marshal(out)
 	return append(b, '\n')
+}
+
+// ollamaLogprob is one token's log probability in Ollama's shape (its
+// API's "logprobs": the token, its log probability, its UTF-8 bytes and
+// the most likely alternatives').
+type ollamaLogprob struct {
+	Token       string          `json:"token"`
+	Logprob     float64         `json:"logprob"`
+	Bytes       []int           `json:"bytes,omitempty"`
+	TopLogprobs []ollamaLogprob `json:"top_logprobs,omitempty"`
+}
+
+// ollamaLogprobs is an OpenAI choice's logprobs in Ollama's shape: a chat
+// choice's content list (the same fields), or a completion's parallel
+// lists (tokens, token_logprobs, and top_logprobs as maps of token to
+// log probability); nil for none.
+func ollamaLogprobs(raw json.RawMessage) []ollamaLogprob {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil
+	}
+	var v struct {
+		Content       []ollamaLogprob      `json:"content"`
+		Tokens        []string             `json:"tokens"`
+		TokenLogprobs []float64            `json:"token_logprobs"`
+		TopLogprobs   []map[string]float64 `json:"top_logprobs"`
+	}
+	if json.Unmarshal(raw, &v) != nil {
+		return nil
+	}
+	if len(v.Content) > 0 {
+		return v.Content
+	}
+	out := make([]ollamaLogprob, 0, len(v.Tokens))
+	for i, tok := range v.Tokens {
+		lp := ollamaLogprob{Token: tok}
+		if i < len(v.TokenLogprobs) {
+			lp.Logprob = v.TokenLogprobs[i]
+		}
+		if i < len(v.TopLogprobs) {
+			for _, alt := range slices.Sorted(maps.Keys(v.TopLogprobs[i])) {
+				lp.TopLogprobs = append(lp.TopLogprobs, ollamaLogprob{Token: alt, Logprob: v.TopLogprobs[i][alt]})
+			}
+			slices.SortStableFunc(lp.TopLogprobs, func(a, b ollamaLogprob) int { return cmp.Compare(b.Logprob, a.Logprob) })
+		}
+		out = append(out, lp)
+	}
+	return out
 }
 
 // toolArguments is OpenAI's arguments string as Ollama's object: the
@@ -857,6 +937,9 @@ type openAIAnswer struct {
 		FinishReason string         `json:"finish_reason"`
 		Delta        *openAIMessage `json:"delta"`
 		Message      *openAIMessage `json:"message"`
+		// Logprobs is a chat choice's {"content": [...]} or a
+		// completion's {"tokens", "token_logprobs", "top_logprobs"}.
+		Logprobs json.RawMessage `json:"logprobs"`
 	} `json:"choices"`
 	Data []struct {
 		Embedding json.RawMessage `json:"embedding"`

@@ -649,3 +649,49 @@ func TestOllama_StreamEndedWithoutFinishing(t *testing.T) {
 		}
 	}
 }
+
+// Ollama's logprobs and top_logprobs reach the model server as OpenAI's
+// (a chat's; a raw generate's completions count) and its answer's come
+// back in Ollama's shape, on each streamed line and on a whole answer; an
+// embed's dimensions reach it too. All three were dropped: the client
+// got no logprobs, and vectors of the model's full size.
+func TestOllama_LogprobsAndDimensions(t *testing.T) {
+	var req ollamaRequest
+	if err := json.Unmarshal([]byte(`{"model":"m","prompt":"hi","logprobs":true,"top_logprobs":2,"dimensions":8,"input":"x"}`), &req); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		body func() ([]byte, error)
+		want string
+	}{
+		{"chat", func() ([]byte, error) { return req.chatBody(ollamaGenerate, false) }, `"logprobs":true`},
+		{"chat's alternatives", func() ([]byte, error) { return req.chatBody(ollamaGenerate, false) }, `"top_logprobs":2`},
+		{"raw generate", func() ([]byte, error) { return req.completionsBody(false) }, `"logprobs":2`},
+		{"embed", func() ([]byte, error) { return req.embeddingsBody(ollamaEmbed) }, `"dimensions":8`},
+	} {
+		b, err := tc.body()
+		if err != nil || !strings.Contains(string(b), tc.want) {
+			t.Errorf("%s: body %s (%v), want %s", tc.name, b, err, tc.want)
+		}
+	}
+
+	chatLP := `{"content":[{"token":"Hi","logprob":-0.1,"bytes":[72,105],"top_logprobs":[{"token":"Hi","logprob":-0.1},{"token":"Yo","logprob":-2.5}]}]}`
+	rec := feed(t, ollamaChat, true, 200, "text/event-stream",
+		`data: {"choices":[{"delta":{"content":"Hi"},"logprobs":`+chatLP+`}]}`+"\n\n", "data: [DONE]\n\n")
+	got := lines(t, rec.Body.String())
+	if lp, _ := got[0]["logprobs"].([]any); len(lp) != 1 || lp[0].(map[string]any)["token"] != "Hi" || len(lp[0].(map[string]any)["top_logprobs"].([]any)) != 2 {
+		t.Errorf("streamed chat line: %v", got[0])
+	}
+	rec = feed(t, ollamaGenerate, false, 200, "application/json",
+		`{"choices":[{"text":"Hi","logprobs":{"tokens":["Hi"],"token_logprobs":[-0.1],"top_logprobs":[{"Yo":-2.5,"Hi":-0.1}]}}]}`)
+	got = lines(t, rec.Body.String())
+	lp, _ := got[0]["logprobs"].([]any)
+	if len(lp) != 1 {
+		t.Fatalf("whole raw generate: %v", got[0])
+	}
+	top := lp[0].(map[string]any)["top_logprobs"].([]any)
+	if lp[0].(map[string]any)["logprob"] != -0.1 || len(top) != 2 || top[0].(map[string]any)["token"] != "Hi" {
+		t.Errorf("whole raw generate's logprobs: %v (alternatives most likely first)", lp)
+	}
+}
