@@ -52,21 +52,30 @@ func TestRouter_StartCrashLoopBacksOff(t *testing.T) {
 }
 
 // An operator's unload of a model in its backoff lets the next request
-// start it at once (the operator has fixed what made it fail).
+// start it at once (the operator has fixed what made it fail) — an unload
+// of every model too, which named only the running ones and left a failed
+// model's backoff in place.
 func TestRouter_UnloadEndsTheStartBackoff(t *testing.T) {
-	clock := newManualClock()
-	h := newHarness(t, harnessOpts{clock: clock})
-	h.procs["a"].fail = errors.New("error loading model")
-	for range 2 {
-		h.acquire("a").waitErr(t)
-		h.world.expect(t, "starting a", "failed a")
+	for _, tc := range []struct {
+		name   string
+		models []string
+	}{{"the model", []string{"a"}}, {"every model", nil}} {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := newManualClock()
+			h := newHarness(t, harnessOpts{clock: clock})
+			h.procs["a"].fail = errors.New("error loading model")
+			for range 2 {
+				h.acquire("a").waitErr(t)
+				h.world.expect(t, "starting a", "failed a")
+			}
+			h.procs["a"].fail = nil
+			if err := h.r.Unload(t.Context(), UnloadOptions{Models: tc.models}); err != nil {
+				t.Fatal(err)
+			}
+			h.acquire("a").wait(t).Release()
+			h.world.expect(t, "starting a", "ready a")
+		})
 	}
-	h.procs["a"].fail = nil
-	if err := h.r.Unload(t.Context(), UnloadOptions{Models: []string{"a"}}); err != nil {
-		t.Fatal(err)
-	}
-	h.acquire("a").wait(t).Release()
-	h.world.expect(t, "starting a", "ready a")
 }
 
 func TestBackoffAfter_DoublesToTheCap(t *testing.T) {

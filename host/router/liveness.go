@@ -121,11 +121,10 @@ type stall struct {
 }
 
 // startProbing probes, off the loop, every server someone waits on
-// (probed) that is not being probed already.
+// (probed) that is not being probed already — during a shutdown too,
+// which waits for the requests in flight: a server hung under them is
+// killed, rather than holding the shutdown to its timeout.
 func (r *Router) startProbing() {
-	if r.loop.shuttingDown {
-		return
-	}
 	for _, name := range r.loop.names {
 		r.probe(r.loop.models[name])
 	}
@@ -186,7 +185,7 @@ func (r *Router) onProbe(p probeResult) {
 	r.log.Warn("model server did not answer its health check", "model", m.name, "in_flight", m.inFlight,
 		"while", p.phase.String(), "failures", m.probeFailures, "of", need, "err", p.err)
 	if m.probeFailures < need {
-		if !r.loop.shuttingDown && time.Since(m.probeStart) >= r.cfg.Liveness.Interval {
+		if time.Since(m.probeStart) >= r.cfg.Liveness.Interval {
 			r.probe(m) // due already: the tick it missed will not come again for an Interval
 		}
 		return

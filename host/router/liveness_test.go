@@ -212,3 +212,27 @@ func TestRouter_ShutdownAbortsALoad(t *testing.T) {
 		t.Errorf("the log of a load ended by shutdown, want it aborted, not failed:\n%s", out)
 	}
 }
+
+// A server that hangs while shutdown waits for its requests in flight is
+// still found hung and killed, so the requests end with the hang's error
+// and the shutdown goes on: probing stopped at shutdown, and the shutdown
+// waited out its timeout (or the stream's idle limit) with its clients.
+func TestRouter_Liveness_ProbesDuringShutdown(t *testing.T) {
+	h := newHarness(t, harnessOpts{liveness: quickLiveness})
+	c := h.acquire("a")
+	h.world.expect(t, "starting a", "ready a")
+	g := c.wait(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	shut := make(chan error, 1)
+	go func() { shut <- h.r.Shutdown(ctx) }()
+	h.procs["a"].hang()
+	h.world.expect(t, "killed a")
+	if why := g.Ended(); !strings.Contains(why, "hung") {
+		t.Errorf("the grant's server ended for %q, want its hang", why)
+	}
+	g.Release() // the proxy ends the request when its server is killed
+	if err := <-shut; err != nil {
+		t.Fatalf("shutdown: %v, want it done once the hung server was killed", err)
+	}
+}

@@ -651,9 +651,12 @@ func (r *Router) onUnload(req unloadRequest) {
 	targets := req.models
 	if len(targets) == 0 {
 		for _, name := range l.names {
-			if m := l.models[name]; m.state.Running() || m.isAsleep() {
+			m := l.models[name]
+			if m.state.Running() || m.isAsleep() {
 				targets = append(targets, name)
+				continue
 			}
+			m.startFailures, m.retryAt = 0, time.Time{} // a failed one's backoff ends too (below for the targets)
 		}
 	}
 	for _, name := range targets {
