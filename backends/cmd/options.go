@@ -25,6 +25,15 @@ const (
 
 var optionNames = []string{optIsSleeping, optPreset, optSleep, optSleepLevels, optWake, optWakeLevel2}
 
+// StepOptions are the options that hold sleep and wake steps, and
+// StepMacros the macros a step may use that are substituted when it runs
+// (the level asked for, the server's pid: runStep), besides the
+// configuration's own: a configuration check leaves them in place.
+var (
+	StepOptions = []string{optSleep, optWake, optWakeLevel2, optIsSleeping}
+	StepMacros  = []string{"level", "PID"}
+)
+
 // Preset is a server whose sleep API the cmd backend knows: options
 // {"preset": NAME} stand for its sleep, wake and is_sleeping steps, and the
 // flags it needs are added to a command line that runs it.

@@ -13,6 +13,8 @@ import (
 	"unicode"
 
 	"gopkg.in/yaml.v3"
+
+	cmdbackend "github.com/loadout-dev/loadout/backends/cmd"
 )
 
 // modelKeys are the keys a model may have: llama-swap's (modelNotHonoured
@@ -213,12 +215,27 @@ func (d *decoder) model(cfg *Config, id string, mp pair, nextPort *int) *modelSr
 		proxy = strings.ReplaceAll(proxy, "${PORT}", fmt.Sprint(m.Port))
 	}
 	for _, k := range order {
-		if k != "macros" {
-			a := allow
-			if k == "cmdStop" {
-				a = append(slices.Clone(allow), macroPID)
+		switch k {
+		case "macros":
+		case "cmdStop":
+			d.leftoverMacros(fields[k].val, join(path, k), append(slices.Clone(allow), macroPID)...)
+		case "options":
+			// The cmd backend's sleep and wake steps have macros of their
+			// own, substituted when a step runs (${level}, ${PID}).
+			n := fields[k].val
+			if n.Kind != yaml.MappingNode {
+				d.leftoverMacros(n, join(path, k), allow...)
+				break
 			}
-			d.leftoverMacros(fields[k].val, join(path, k), a...)
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				a := allow
+				if slices.Contains(cmdbackend.StepOptions, n.Content[i].Value) {
+					a = append(slices.Clone(allow), cmdbackend.StepMacros...)
+				}
+				d.leftoverMacros(n.Content[i+1], join(join(path, k), n.Content[i].Value), a...)
+			}
+		default:
+			d.leftoverMacros(fields[k].val, join(path, k), allow...)
 		}
 	}
 

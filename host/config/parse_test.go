@@ -435,3 +435,15 @@ func must(b []byte, err error) []byte {
 	}
 	return b
 }
+
+// A cmd: model's sleep and wake steps may use the macros substituted when
+// a step runs (${level}, ${PID}; docs/BACKENDS.md's example), which the
+// check refused as unknown; elsewhere they are still unknown, and a
+// misspelt one in a step still is.
+func TestParse_SleepStepMacros(t *testing.T) {
+	_, errs, _ := parse(t, "models:\n  m:\n    cmd: server --port ${PORT}\n    options:\n"+
+		"      sleep: POST /sleep?level=${level}\n      wake: [POST /wake_up, './reload.sh ${PORT} ${PID}']\n      sleep_levels: [1, 2]\n")
+	eq(t, "errors", errs, []string(nil))
+	_, errs, _ = parse(t, "models:\n  m:\n    cmd: server --port ${PORT} ${level}\n    options:\n      sleep: POST /sleep?level=${levle}\n")
+	eq(t, "errors", errs, []string{"c.yaml:3:10: models.m.cmd: unknown macro ${level}", "c.yaml:5:14: models.m.options.sleep: unknown macro ${levle}"})
+}
