@@ -159,7 +159,10 @@ func (b *Backend) Stop(ctx context.Context, model string, timeout time.Duration)
 	return p.stop(ctx, timeout)
 }
 
-// Health implements plugins.Backend; a ready server is probed once.
+// Health implements plugins.Backend; a ready server is probed once, within
+// nine tenths of the call's time (answerBefore): a server that does not
+// answer is this call's message, so the host tells it from a plugin that
+// did not answer the call.
 func (b *Backend) Health(ctx context.Context, model string) (plugins.Health, error) {
 	p, err := b.lookup(model)
 	if err != nil {
@@ -170,7 +173,12 @@ func (b *Backend) Health(ctx context.Context, model string) (plugins.Health, err
 	case plugins.StateReady:
 		if p.checkURL == "" {
 			h.Ready = true
-		} else if err := p.probe(ctx); err != nil {
+			break
+		}
+		pctx, cancel := answerBefore(ctx)
+		err := p.probe(pctx)
+		cancel()
+		if err != nil {
 			h.Message = err.Error()
 		} else {
 			h.Ready = true
@@ -370,4 +378,15 @@ func freePort() (int, error) {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// answerBefore is ctx with a deadline a tenth of its time left earlier
+// (none: ctx as it is), for work whose failure the call must still be
+// able to report before its caller's deadline.
+func answerBefore(ctx context.Context) (context.Context, context.CancelFunc) {
+	d, ok := ctx.Deadline()
+	if !ok {
+		return context.WithCancel(ctx)
+	}
+	return context.WithDeadline(ctx, d.Add(-time.Until(d)/10))
 }

@@ -285,6 +285,11 @@ func (i *pluginInstance) Memory(ctx context.Context) ([]int, uint64, error) {
 func (i *pluginInstance) Healthy(ctx context.Context) error {
 	h, err := i.client.Health(ctx, i.model)
 	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		// The plugin answers for a server that does not answer within the
+		// call (the cmd backend probes it within nine tenths of it): this
+		// is the plugin itself not answering.
+		return fmt.Errorf("its backend plugin did not answer the health call, so its server's health is not known: %w", err)
 	case err != nil:
 		return err
 	case h.Ready:
