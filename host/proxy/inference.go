@@ -225,13 +225,13 @@ func refusedBackoff() backoff.BackOff {
 // again once per request — a request that reached a server that then
 // died may be what killed it, so it kills at most one more — or without
 // count when the connection was lost while the request was written (no
-// server read it whole). A pooled connection the server closed before it
-// was written on is the transport's to send again (upstreams.proxy).
+// server read it whole), or was a pooled one the server had closed
+// before the request reached it (serverClosedIdle).
 func (ex *exchange) grantAgain(err error) bool {
 	switch {
 	case !ex.retryRefused:
 		return false
-	case dialFailed(err):
+	case dialFailed(err), serverClosedIdle(err):
 		return true
 	case ex.answered.Load() || !lostBeforeAnswer(err):
 		return false
@@ -245,6 +245,19 @@ func (ex *exchange) grantAgain(err error) bool {
 	}
 	ex.regranted = true
 	return true
+}
+
+// serverClosedIdle reports whether err is net/http's "server closed idle
+// connection": the model server closed a pooled keep-alive connection
+// while no request was pending on it (the transport's read loop sets it
+// only then), and the request sent on it as the close arrived was never
+// read. llama-server closes its connection after each stream while
+// offering keep-alive: under concurrency 3–5% of streams failed so, with
+// a 502. (A server that read a request and then closed is an EOF, not
+// this: lostBeforeAnswer, granted again once.) The error is unexported;
+// its text is net/http's since Go 1.6.
+func serverClosedIdle(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "http: server closed idle connection")
 }
 
 // lostBeforeAnswer reports whether err is a connection to the model

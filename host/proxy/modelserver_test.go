@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -56,6 +57,9 @@ type modelWorld struct {
 	// stream).
 	closeIdle map[string]bool
 	live      map[string]*modelInstance
+	// readCloses counts the requests of mode "readclose" that reached a
+	// server: read whole, then the connection closed with no answer.
+	readCloses atomic.Int32
 }
 
 func newModelWorld(t testing.TB) *modelWorld {
@@ -300,6 +304,15 @@ func (m *modelInstance) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		line, _ := brw.ReadString('\n')
 		brw.WriteString("echo " + line)
 		brw.Flush()
+		return
+	case "readclose":
+		// The whole request read, then the connection closed with no
+		// answer (a server's own timeout, an aborted generation); the
+		// server lives on.
+		m.w.readCloses.Add(1)
+		if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+			conn.Close()
+		}
 		return
 	case "diejson":
 		// Half a JSON answer, then the connection dies.

@@ -145,3 +145,30 @@ func TestUpstream_ServerClosingEachConnection(t *testing.T) {
 		t.Fatalf("%d of %d requests failed", n, clients*each)
 	}
 }
+
+// TestUpstream_ReadThenClosedIsSentAgainOnce: a model server that read a
+// whole request and then closed its connection without answering, on a
+// pooled keep-alive connection with others idle beside it, gets the
+// request twice at most (the one re-grant a lost request has): marking
+// requests replayable for the transport had it sent again on each idle
+// pooled connection in turn, 3 to 8 times (a hostile second pass).
+func TestUpstream_ReadThenClosedIsSentAgainOnce(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	// Idle pooled connections: requests at once, each on its own.
+	var wg sync.WaitGroup
+	for range 6 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			e.echoOf(request{path: "/v1/chat/completions", body: `{"model":"a","messages":[]}`})
+		}()
+	}
+	wg.Wait()
+	resp, b := e.do(request{path: "/v1/chat/completions", body: `{"model":"a","messages":[]}`, headers: map[string]string{"X-Test-Mode": "readclose"}})
+	if resp.StatusCode != http.StatusBadGateway {
+		t.Errorf("status %d, want 502: %s", resp.StatusCode, b)
+	}
+	if n := e.world.readCloses.Load(); n > 2 {
+		t.Fatalf("the model server read the request %d times, want at most 2", n)
+	}
+}

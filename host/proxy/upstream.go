@@ -122,17 +122,6 @@ func (u *upstreams) proxy(target *url.URL, t *config.Timeouts) *httputil.Reverse
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(&dest)
 			pr.SetXForwarded()
-			if out := pr.Out; out.GetBody != nil || out.Body == nil || out.Body == http.NoBody {
-				// A body the proxy holds whole may be sent again by the
-				// transport when a pooled keep-alive connection turns
-				// out closed by the server before it answered (net/http's
-				// rule for an idempotent request; the nil value is never
-				// sent): llama-server closes its connection after a
-				// stream, and a request handed that connection before
-				// the close was seen failed with a 502, "server closed
-				// idle connection", 3–5% of streams under concurrency.
-				out.Header["X-Idempotency-Key"] = nil
-			}
 		},
 		Transport:      tr,
 		FlushInterval:  -1, // SSE and chunked bodies reach the client as they arrive
