@@ -44,8 +44,9 @@ type scheduler struct {
 	// blocked caches, within one drain, the models whose requests were
 	// found blocked; see drain.
 	blocked map[string]bool
-	// awaited are the busy models a queued request waits to evict (5),
-	// each with the first such request in queue order: once that request
+	// awaited are the models a queued request waits to evict, some of
+	// them busy (5), each with the first such request in queue order:
+	// once that request
 	// has waited drain_after, a request for the model that comes after it
 	// in queue order is queued behind it, not served at once (3), so that
 	// the model's new requests cannot keep it busy for ever while the
@@ -65,6 +66,9 @@ type scheduler struct {
 	// last served at once (3).
 	admitter    sdk.Admitter
 	servedLimit uint32
+	// admitted are the models fifo handed a warm path since it last took
+	// it back itself (await); the host may have taken one back already.
+	admitted map[string]bool
 
 	// sets caches the replica sets read from the host by model or replica
 	// name (nil: none), until a reload's tick, which names every model
@@ -166,6 +170,11 @@ func (s *scheduler) admit(model string) {
 		return // its requests queue behind the one waiting to evict it
 	}
 	switch err := s.admitter.Admit(model, s.servedLimit, 0); {
+	case err == nil:
+		if s.admitted == nil {
+			s.admitted = map[string]bool{}
+		}
+		s.admitted[model] = true
 	case errors.Is(err, sdk.ErrNotAllowed):
 		s.admitter = nil // this host has no warm path: stop asking
 	case err != nil:
@@ -230,8 +239,10 @@ func (s *scheduler) decide(r *request) verdict {
 	if s.collides(r.model, plan.Evict) {
 		return blocked
 	}
-	if busy := s.busyOf(plan.Evict); len(busy) > 0 {
-		s.await(busy, r)
+	if len(s.busyOf(plan.Evict)) > 0 {
+		// Every victim waits for it, the idle ones too: one that served
+		// new requests would be busy again when the others go idle.
+		s.await(plan.Evict, r)
 		return blocked
 	}
 	// (6) Start a swap and wait on it.
@@ -356,17 +367,19 @@ func (s *scheduler) busyOf(models []string) []string {
 	return busy
 }
 
-// await records that r waits to evict the busy models (awaited), unless
-// a request before it in queue order already does, and takes back their
-// warm paths: their next requests come to the policy, and queue.
+// await records that r waits to evict models (awaited: its plan's
+// victims, some busy), unless a request before it in queue order already
+// does, and takes back their warm paths: their next requests come to the
+// policy, and queue once r has waited drain_after.
 func (s *scheduler) await(models []string, r *request) {
 	for _, m := range models {
 		if w, ok := s.awaited[m]; ok && !before(r, &w) {
 			continue
 		}
 		s.awaited[m] = *r
-		if s.admitter != nil {
-			_ = s.admitter.Admit(m, 0, 0) // revoke; an error says there was none
+		if s.admitted[m] {
+			delete(s.admitted, m)
+			_ = s.admitter.Admit(m, 0, 0) // revoke; an error says the host did already
 		}
 	}
 }
