@@ -198,11 +198,20 @@ func (s *Server) ollamaInference(kind int) http.HandlerFunc {
 		r2.Header.Set("Content-Type", "application/json")
 		r2.Header.Del("Accept-Encoding") // the translation reads the answer as it comes
 		setBody(r2, body)
-		ow := &ollamaWriter{w: w, kind: kind, stream: stream, model: asked, start: time.Now(), ex: exchangeOf(r), tools: map[int]*ollamaToolCall{}, limit: maxOllamaHeld}
+		ow := &ollamaWriter{w: w, kind: kind, stream: stream, model: asked, start: time.Now(), ex: exchangeOf(r), tools: map[int]*ollamaToolCall{}, limit: maxOllamaHeld,
+			topLogprobs: req.topLogprobs()}
 		next(ow, r2)
 		ow.finish()
 	}
 }
+
+// maxTopLogprobs is the most alternatives a token's logprobs list (Ollama's
+// and OpenAI's cap).
+const maxTopLogprobs = 20
+
+// topLogprobs is how many alternatives each token's logprobs list: the
+// request's top_logprobs within 0 to maxTopLogprobs.
+func (req *ollamaRequest) topLogprobs() int { return min(max(req.TopLogprobs, 0), maxTopLogprobs) }
 
 // chatBody is the /v1/chat/completions body of a chat (or a generate,
 // as its system and prompt).
@@ -269,8 +278,8 @@ func (req *ollamaRequest) chatBody(kind int, stream bool) ([]byte, error) {
 	}
 	if req.Logprobs {
 		out["logprobs"] = true
-		if req.TopLogprobs > 0 {
-			out["top_logprobs"] = req.TopLogprobs
+		if n := req.topLogprobs(); n > 0 {
+			out["top_logprobs"] = n
 		}
 	}
 	if err := req.sampling(out, stream); err != nil {
@@ -294,7 +303,7 @@ func (req *ollamaRequest) completionsBody(stream bool) ([]byte, error) {
 	if req.Logprobs {
 		// Completions' logprobs is how many alternatives; llama-server
 		// reads 0 as none at all.
-		out["logprobs"] = max(1, req.TopLogprobs)
+		out["logprobs"] = max(1, req.topLogprobs())
 	}
 	if err := req.sampling(out, stream); err != nil {
 		return nil, err
@@ -523,6 +532,9 @@ type ollamaWriter struct {
 	// the answer held passed it and was dropped.
 	limit    int
 	overflow bool
+	// topLogprobs is how many alternatives each token's logprobs list
+	// (the request's top_logprobs, ollamaRequest.topLogprobs).
+	topLogprobs int
 }
 
 func (o *ollamaWriter) Header() http.Header { return o.w.Header() }
@@ -620,7 +632,7 @@ func (o *ollamaWriter) event(data string) error {
 				o.toolDelta(tc)
 			}
 		}
-		lps := ollamaLogprobs(c.Logprobs)
+		lps := ollamaLogprobs(c.Logprobs, o.topLogprobs)
 		if text != "" || thinking != "" || len(lps) > 0 {
 			line := o.chunk(text, thinking, nil, false)
 			if len(lps) > 0 {
@@ -855,7 +867,7 @@ func (o *ollamaWriter) translate(a *openAIAnswer) []byte {
 					calls = append(calls, ollamaToolCall{Function: ollamaFunction{Name: tc.Function.Name, Arguments: toolArguments(tc.Function.Arguments)}})
 				}
 			}
-			lps = ollamaLogprobs(c.Logprobs)
+			lps = ollamaLogprobs(c.Logprobs, o.topLogprobs)
 		}
 		line := o.chunk(text, thinking, calls, true)
 		if len(lps) > 0 {
@@ -881,7 +893,25 @@ type ollamaLogprob struct {
 // choice's content list (the same fields), or a completion's parallel
 // lists (tokens, token_logprobs, and top_logprobs as maps of token to
 // log probability); nil for none.
-func ollamaLogprobs(raw json.RawMessage) []ollamaLogprob {
+func ollamaLogprobs(raw json.RawMessage, top int) []ollamaLogprob {
+	lps := decodeLogprobs(raw)
+	for i := range lps {
+		// As many alternatives as asked for: a server's default (20 from
+		// llama-server when none were asked) or a completion's minimum of
+		// one is cut.
+		if len(lps[i].TopLogprobs) > top {
+			lps[i].TopLogprobs = lps[i].TopLogprobs[:top]
+		}
+		if len(lps[i].TopLogprobs) == 0 {
+			lps[i].TopLogprobs = nil
+		}
+	}
+	return lps
+}
+
+// decodeLogprobs reads a choice's logprobs in either of OpenAI's shapes
+// (ollamaLogprobs).
+func decodeLogprobs(raw json.RawMessage) []ollamaLogprob {
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil
 	}

@@ -158,8 +158,15 @@ func feed(t *testing.T, kind int, stream bool, status int, contentType string, p
 // feedLimited is feed with the translation holding at most limit bytes.
 func feedLimited(t *testing.T, limit, kind int, stream bool, status int, contentType string, pieces ...string) *httptest.ResponseRecorder {
 	t.Helper()
+	return feedTop(t, limit, 0, kind, stream, status, contentType, pieces...)
+}
+
+// feedTop is feedLimited for a request that asked for top alternatives
+// of each token's logprobs.
+func feedTop(t *testing.T, limit, top, kind int, stream bool, status int, contentType string, pieces ...string) *httptest.ResponseRecorder {
+	t.Helper()
 	rec := httptest.NewRecorder()
-	o := &ollamaWriter{w: rec, kind: kind, stream: stream, model: "m:latest", start: time.Now(), tools: map[int]*ollamaToolCall{}, limit: limit}
+	o := &ollamaWriter{w: rec, kind: kind, stream: stream, model: "m:latest", start: time.Now(), tools: map[int]*ollamaToolCall{}, limit: limit, topLogprobs: top}
 	o.Header().Set("Content-Type", contentType)
 	o.Header().Set("Content-Length", "999")
 	o.WriteHeader(status)
@@ -676,16 +683,29 @@ func TestOllama_LogprobsAndDimensions(t *testing.T) {
 		}
 	}
 
-	chatLP := `{"content":[{"token":"Hi","logprob":-0.1,"bytes":[72,105],"top_logprobs":[{"token":"Hi","logprob":-0.1},{"token":"Yo","logprob":-2.5}]}]}`
-	rec := feed(t, ollamaChat, true, 200, "text/event-stream",
-		`data: {"choices":[{"delta":{"content":"Hi"},"logprobs":`+chatLP+`}]}`+"\n\n", "data: [DONE]\n\n")
-	got := lines(t, rec.Body.String())
-	if lp, _ := got[0]["logprobs"].([]any); len(lp) != 1 || lp[0].(map[string]any)["token"] != "Hi" || len(lp[0].(map[string]any)["top_logprobs"].([]any)) != 2 {
-		t.Errorf("streamed chat line: %v", got[0])
+	// The server's alternatives are cut to those asked for: llama-server
+	// lists 20 when none were, a completion at least one.
+	chatLP := `{"content":[{"token":"Hi","logprob":-0.1,"bytes":[72,105],"top_logprobs":[{"token":"Hi","logprob":-0.1},{"token":"Yo","logprob":-2.5},{"token":"Ho","logprob":-3}]}]}`
+	for top, want := range []int{0, 1, 2} {
+		rec := feedTop(t, maxOllamaHeld, top, ollamaChat, true, 200, "text/event-stream",
+			`data: {"choices":[{"delta":{"content":"Hi"},"logprobs":`+chatLP+`}]}`+"\n\n", "data: [DONE]\n\n")
+		got := lines(t, rec.Body.String())
+		lp, _ := got[0]["logprobs"].([]any)
+		if len(lp) != 1 || lp[0].(map[string]any)["token"] != "Hi" {
+			t.Fatalf("streamed chat line: %v", got[0])
+		}
+		if alts, _ := lp[0].(map[string]any)["top_logprobs"].([]any); len(alts) != want {
+			t.Errorf("top_logprobs %d: %d alternatives (%v), want %d", top, len(alts), alts, want)
+		}
 	}
-	rec = feed(t, ollamaGenerate, false, 200, "application/json",
+	for _, tc := range []struct{ asked, want int }{{-1, 0}, {0, 0}, {5, 5}, {1000, 20}} {
+		if got := (&ollamaRequest{TopLogprobs: tc.asked}).topLogprobs(); got != tc.want {
+			t.Errorf("top_logprobs %d is %d, want %d (0 to 20, Ollama's and OpenAI's cap)", tc.asked, got, tc.want)
+		}
+	}
+	rec := feedTop(t, maxOllamaHeld, 2, ollamaGenerate, false, 200, "application/json",
 		`{"choices":[{"text":"Hi","logprobs":{"tokens":["Hi"],"token_logprobs":[-0.1],"top_logprobs":[{"Yo":-2.5,"Hi":-0.1}]}}]}`)
-	got = lines(t, rec.Body.String())
+	got := lines(t, rec.Body.String())
 	lp, _ := got[0]["logprobs"].([]any)
 	if len(lp) != 1 {
 		t.Fatalf("whole raw generate: %v", got[0])
