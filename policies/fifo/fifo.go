@@ -204,8 +204,13 @@ func (s *scheduler) decide(r *request) verdict {
 	// it as in (4). The swapper is not asked: nothing needs to load, and a
 	// failing swapper must not take down models that are ready.
 	if info.State == sdk.StateReady {
-		if w, ok := s.awaited[r.model]; ok && !before(r, &w) && s.now-w.arrived >= s.cfg.drainAfter {
-			return blocked // behind the request waiting to evict it (5)
+		if s.drained(r.model, r) {
+			// Behind the request waiting to evict it (5); another
+			// replica of its model may take it.
+			if s.serveOnSibling(r) {
+				return handled
+			}
+			return blocked
 		}
 		if s.collides(r.model, nil) || !s.grant(r, &info) {
 			// Another replica of the model may take it, or be started
@@ -382,6 +387,13 @@ func (s *scheduler) await(models []string, r *request) {
 			_ = s.admitter.Admit(m, 0, 0) // revoke; an error says the host did already
 		}
 	}
+}
+
+// drained reports whether model takes no new request r: a request
+// before r in queue order has waited drain_after to evict it (awaited).
+func (s *scheduler) drained(model string, r *request) bool {
+	w, ok := s.awaited[model]
+	return ok && !before(r, &w) && s.now-w.arrived >= s.cfg.drainAfter
 }
 
 // unawait forgets what request id waited to evict (it left the queue

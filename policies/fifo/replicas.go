@@ -58,7 +58,8 @@ func (s *scheduler) replicaSet(name string) *sdk.ReplicaSet {
 
 // serveOnSibling serves r on the ready replica of its model with the
 // fewest requests in flight, among those under their limit that no swap
-// evicts, and reports whether it did (r is then done with).
+// evicts and that drain for no request before r (drained), and reports
+// whether it did (r is then done with).
 func (s *scheduler) serveOnSibling(r *request) bool {
 	set := s.replicaSet(r.model)
 	if set == nil {
@@ -70,7 +71,7 @@ func (s *scheduler) serveOnSibling(r *request) bool {
 			continue
 		}
 		info, ok := s.fx.ModelState(name)
-		if !ok || info.State != sdk.StateReady || info.InFlight >= concurrencyLimit(&info) || s.collides(name, nil) {
+		if !ok || info.State != sdk.StateReady || info.InFlight >= concurrencyLimit(&info) || s.collides(name, nil) || s.drained(name, r) {
 			continue
 		}
 		if best == "" || info.InFlight < bestInfo.InFlight {
