@@ -26,10 +26,12 @@
 //     to end).
 //  5. If loading it would evict a model that is still serving requests, the
 //     request is queued until that model is idle: a busy model is never
-//     evicted. Once the request has waited drain_after (5 s), the busy
-//     model's new requests that come after it in queue order queue behind
-//     it rather than being served at once (3): its requests in flight end,
-//     and the swap starts. Before, a model under steady traffic (two
+//     evicted. Once the request has waited drain_after (5 s), the new
+//     requests of the models its load would evict (the idle ones too)
+//     that come after it in queue order queue behind it rather than being
+//     served at once (3), or go to a ready replica of their model that is
+//     not drained: the busy ones' requests in flight end, and the swap
+//     starts. Before, a model under steady traffic (two
 //     users, back to back) stayed busy for as long as the traffic lasted,
 //     and the request for the other model waited all that time, past
 //     max_wait. llama-swap's group lock holds the model's new requests at
