@@ -299,9 +299,11 @@ func (s *Server) proxyGranted(w http.ResponseWriter, r *http.Request, grant *rou
 	defer func() { ex.grant = nil }()
 	r, done := s.guardUpstream(r, answerLimit(ex.timeouts))
 	defer done()
-	if ex.retryRefused && !ex.regranted {
-		// Whether the upstream answered a byte decides whether a lost
-		// connection may be granted again (grantAgain).
+	if ex.retryRefused {
+		// Whether the upstream answered a byte, and whether the request
+		// was written whole, decide whether a lost connection may be
+		// granted again (grantAgain) — after a counted re-grant too, for
+		// a loss that is not counted.
 		r = r.WithContext(httptrace.WithClientTrace(r.Context(), &httptrace.ClientTrace{
 			GotFirstResponseByte: func() { ex.answered.Store(true) },
 			WroteRequest: func(i httptrace.WroteRequestInfo) {
