@@ -46,8 +46,9 @@ func (s *Server) inference(ep endpoint) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		ex := exchangeOf(r)
 		ex.inference = true
-		// The usage meter reads the answer (tokens, the first token's
-		// time): it must come plain. A client's Accept-Encoding: gzip
+		// The usage meter (and Ollama's translation, which calls this
+		// handler) reads the answer as it comes: it must come plain. A
+		// client's Accept-Encoding: gzip
 		// (httpx and the OpenAI SDK send it) had a server that honours
 		// it answer compressed, and the request counted no tokens.
 		r.Header.Del("Accept-Encoding")

@@ -196,7 +196,6 @@ func (s *Server) ollamaInference(kind int) http.HandlerFunc {
 		r2 := r.Clone(r.Context())
 		r2.URL.Path, r2.URL.RawPath = path, ""
 		r2.Header.Set("Content-Type", "application/json")
-		r2.Header.Del("Accept-Encoding") // the translation reads the answer as it comes
 		setBody(r2, body)
 		ow := &ollamaWriter{w: w, kind: kind, stream: stream, model: asked, start: time.Now(), ex: exchangeOf(r), tools: map[int]*ollamaToolCall{}, limit: maxOllamaHeld,
 			topLogprobs: req.topLogprobs()}
