@@ -63,11 +63,7 @@ func hangingListener(t *testing.T) string {
 func hangRig(t *testing.T, ray *RayExecutor) *Runner {
 	t.Helper()
 	dir := t.TempDir()
-	store, err := OpenStore(filepath.Join(dir, "jobs.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
+	store := testStore(t, dir)
 	var r *Runner
 	local, err := NewLocalExecutor(LocalConfig{Ledger: newLedger(2), Dir: filepath.Join(dir, "logs"),
 		StopGrace: time.Second, Notify: func() { r.Wake() }, Logger: slog.New(slog.DiscardHandler)})

@@ -51,11 +51,7 @@ func rayProxy(t *testing.T, addr string, hook rayHook) string {
 func rayProxyRig(t *testing.T, addr string, hook rayHook) (*Runner, *RayClient, string) {
 	t.Helper()
 	dir := t.TempDir()
-	store, err := OpenStore(filepath.Join(dir, "jobs.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
+	store := testStore(t, dir)
 	ex := NewRayExecutor(RayConfig{Client: &RayClient{Address: rayProxy(t, addr, hook), Timeout: 2 * time.Second},
 		RefreshInterval: 200 * time.Millisecond})
 	r, err := NewRunner(Config{Store: store, Executors: map[string]Executor{ExecutorRay: ex},

@@ -38,11 +38,7 @@ func rayAddress(t *testing.T) string {
 func rayRig(t *testing.T) (*Runner, *RayExecutor, string) {
 	addr := rayAddress(t)
 	dir := t.TempDir()
-	store, err := OpenStore(filepath.Join(dir, "jobs.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
+	store := testStore(t, dir)
 	ex := NewRayExecutor(RayConfig{Client: &RayClient{Address: addr}})
 	r, err := NewRunner(Config{Store: store, Executors: map[string]Executor{ExecutorRay: ex},
 		PollInterval: 200 * time.Millisecond, RetryBackoff: 500 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})

@@ -35,15 +35,22 @@ func newLedger(n int) *gpu.Ledger {
 	return gpu.NewLedger(gpu.NewDeclared(devs), 0)
 }
 
-// newRunner builds a runner polling every 100 ms with a 20 ms retry
-// backoff; tune changes its Config before it is built.
-func newRunner(t testing.TB, dir string, ledger *gpu.Ledger, ev Evictor, tune ...func(*Config)) *Runner {
+// testStore is a jobs database in dir, closed when the test ends.
+func testStore(t testing.TB, dir string) *Store {
 	t.Helper()
 	store, err := OpenStore(filepath.Join(dir, "jobs.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
+	return store
+}
+
+// newRunner builds a runner polling every 100 ms with a 20 ms retry
+// backoff; tune changes its Config before it is built.
+func newRunner(t testing.TB, dir string, ledger *gpu.Ledger, ev Evictor, tune ...func(*Config)) *Runner {
+	t.Helper()
+	store := testStore(t, dir)
 	var r *Runner
 	local, err := NewLocalExecutor(LocalConfig{Ledger: ledger, Evictor: ev, Dir: filepath.Join(dir, "logs"),
 		StopGrace: 2 * time.Second, Notify: func() { r.Wake() }, Logger: slog.New(slog.DiscardHandler)})
