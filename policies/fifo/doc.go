@@ -26,12 +26,16 @@
 //     to end).
 //  5. If loading it would evict a model that is still serving requests, the
 //     request is queued until that model is idle: a busy model is never
-//     evicted. Once the request has waited drain_after (5 s), the new
-//     requests of the models its load would evict (the idle ones too)
-//     that come after it in queue order queue behind it rather than being
-//     served at once (3), or go to a ready replica of their model that is
-//     not drained: the busy ones' requests in flight end, and the swap
-//     starts. Before, a model under steady traffic (two
+//     evicted. The requests a model was serving when the request began
+//     to wait would have kept it busy that long anyway; once the model's
+//     new requests have held the request back drain_after (5 s) beyond
+//     them (or beyond its arrival, if later), the new requests of the
+//     models its load would evict (the idle ones too) that come after it
+//     in queue order queue behind it rather than being served at once
+//     (3), or go to a ready replica of their model that is not drained:
+//     the busy ones' requests in flight end, and the swap starts. A model
+//     finishing one long request while short ones come and go is not
+//     drained for them. Before, a model under steady traffic (two
 //     users, back to back) stayed busy for as long as the traffic lasted,
 //     and the request for the other model waited all that time, past
 //     max_wait. llama-swap's group lock holds the model's new requests at
@@ -147,7 +151,7 @@
 //
 //	routing:
 //	  scheduler:
-//	    name: fifo
+//	    use: fifo
 //	    settings:
 //	      max_queue: 1024   # most requests queued at once; 0 = unlimited; beyond: 429
 //	      max_wait: 60s     # age after which a queued request goes first; a Go
@@ -158,9 +162,10 @@
 //	                        # docs/BENCHMARKS.md for when it pays)
 //	      scale_in_after: 2m  # idle time before a replica beyond min_replicas
 //	                        # is stopped; 0 = never
-//	      drain_after: 5s   # how long a request that must evict a busy model
-//	                        # lets that model's new requests go first (5);
-//	                        # 0 = never (llama-swap's strict order)
+//	      drain_after: 5s   # how long a busy model's new requests may hold
+//	                        # back a request that must evict it, counted
+//	                        # once the requests it was serving then end (5);
+//	                        # 0 = not at all (llama-swap's strict order)
 //	      reload_evicted: at_once  # a model a running swap has stopped loads
 //	                        # again at once (at_once) or after that swap
 //	                        # (after_swap: fewer cold loads on a saturated

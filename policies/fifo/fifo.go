@@ -53,7 +53,11 @@ type scheduler struct {
 	// request that needs it gone waits (llama-swap's group lock does the
 	// same at once). Rebuilt by every full drain.
 	awaited map[string]request
-	now     int64 // the Now of the event being handled (age)
+	// holds are, per awaited model, what its drain_after counts from
+	// (hold); kept across the drains that rebuild awaited, forgotten
+	// once the model is awaited no longer.
+	holds map[string]*hold
+	now   int64 // the Now of the event being handled (age)
 	// Scratch of a drain under load_order: queued_wait (see visitOrder):
 	// each model's total queued wait, the visiting order, and which
 	// requests were handled.
@@ -116,6 +120,7 @@ func New(fx sdk.Effects, rawSettings []byte) (sdk.Scheduler, error) {
 		agingAt:  math.MaxInt64,
 		blocked:  make(map[string]bool),
 		awaited:  make(map[string]request),
+		holds:    make(map[string]*hold),
 		waited:   make(map[string]int64),
 	}, nil
 }
@@ -222,6 +227,7 @@ func (s *scheduler) decide(r *request) verdict {
 			return blocked
 		}
 		s.servedLimit = concurrencyLimit(&info)
+		s.served(r.model, r.id)
 		return served
 	}
 	if s.serveOnSibling(r) { // a ready replica of the model needs no load
@@ -382,6 +388,13 @@ func (s *scheduler) await(models []string, r *request) {
 			continue
 		}
 		s.awaited[m] = *r
+		if s.holds[m] == nil {
+			h := &hold{fresh: map[sdk.RequestID]bool{}}
+			if info, ok := s.fx.ModelState(m); ok {
+				h.old = info.InFlight
+			}
+			s.holds[m] = h
+		}
 		if s.admitted[m] {
 			delete(s.admitted, m)
 			_ = s.admitter.Admit(m, 0, 0) // revoke; an error says the host did already
@@ -390,16 +403,70 @@ func (s *scheduler) await(models []string, r *request) {
 }
 
 // drained reports whether model takes no new request r: a request
-// before r in queue order has waited drain_after to evict it (awaited).
+// before r in queue order waits to evict it (awaited), and the model's
+// new requests have kept it busy for drain_after (hold.since) — at once
+// where drain_after is 0.
 func (s *scheduler) drained(model string, r *request) bool {
 	w, ok := s.awaited[model]
-	return ok && !before(r, &w) && s.now-w.arrived >= s.cfg.drainAfter
+	if !ok || before(r, &w) {
+		return false
+	}
+	if s.cfg.drainAfter == 0 {
+		return true
+	}
+	h := s.holds[model]
+	return h != nil && h.old == 0 && s.now-max(w.arrived, h.oldDone) >= s.cfg.drainAfter
+}
+
+// hold is what an awaited model's drain_after counts from. The requests
+// it was serving when a queued request began to wait to evict it (old)
+// would have kept it busy as long had nothing else come; what keeps the
+// waiting request from its swap beyond them is the requests the model
+// took since (fresh). So drain_after counts from when the last of the old
+// ones ended (oldDone), or from the waiting request's arrival if later:
+// a model finishing one long request while short ones come and go is not
+// drained for them, and one that two users keep busy back to back is,
+// drain_after after its old requests end.
+type hold struct {
+	old     uint32                 // requests in flight from before the wait, not yet done
+	oldDone int64                  // when the last of them ended (Unix ns); 0 while some are in flight
+	fresh   map[sdk.RequestID]bool // requests fifo granted it since, not yet done
+}
+
+// served notes a request granted on model (3): while the model is
+// awaited, it is one of the fresh requests that keep it busy (hold).
+func (s *scheduler) served(model string, id sdk.RequestID) {
+	if h := s.holds[model]; h != nil {
+		h.fresh[id] = true
+	}
+}
+
+// done notes that request id on model ended (hold): a fresh one is
+// forgotten; any other was in flight before the wait, and the last of
+// those starts drain_after's count.
+func (s *scheduler) done(model string, id sdk.RequestID, now int64) {
+	h := s.holds[model]
+	switch {
+	case h == nil:
+	case h.fresh[id]:
+		delete(h.fresh, id)
+	case h.old > 0:
+		if h.old--; h.old == 0 {
+			h.oldDone = now
+		}
+	}
 }
 
 // unawait forgets what request id waited to evict (it left the queue
 // other than by a drain, which rebuilds awaited).
 func (s *scheduler) unawait(id sdk.RequestID) {
 	maps.DeleteFunc(s.awaited, func(_ string, w request) bool { return w.id == id })
+	s.forgetHolds()
+}
+
+// forgetHolds forgets the holds of models no longer awaited.
+func (s *scheduler) forgetHolds() {
+	maps.DeleteFunc(s.holds, func(m string, _ *hold) bool { _, ok := s.awaited[m]; return !ok })
 }
 
 // before is the queue order: aged requests first, in arrival order; then
@@ -500,6 +567,7 @@ func (s *scheduler) drain(now int64) { s.drainFor(now, "") }
 func (s *scheduler) drainFor(now int64, model string) {
 	if model == "" {
 		clear(s.awaited) // the requests still waiting to evict say so again
+		defer s.forgetHolds()
 	}
 	if len(s.queue) == 0 {
 		return
@@ -683,6 +751,7 @@ func (s *scheduler) requeue(rs ...request) {
 // another replica of its model).
 func (s *scheduler) OnServeDone(ev sdk.ServeDoneEvent) {
 	s.age(ev.Now)
+	s.done(ev.Model, ev.ID, ev.Now)
 	if len(s.queue) == 0 {
 		return // nothing to drain: spare the host read
 	}

@@ -219,7 +219,7 @@ func init() {
 			name: "replicas: a replica drained for a request that waits to evict it sends its model's new request to a sibling, not to the queue",
 			models: []sdk.ModelInfo{
 				{Name: "r", State: sdk.StateReady, ConcurrencyLimit: 2},
-				{Name: "r@2", State: sdk.StateReady, ConcurrencyLimit: 2, InFlight: 1},
+				{Name: "r@2", State: sdk.StateReady, ConcurrencyLimit: 2},
 				{Name: "x"},
 			},
 			swapper: policytest.PlanFunc(func(pr sdk.PlanRequest) (sdk.Plan, error) {
@@ -227,11 +227,14 @@ func init() {
 			}),
 			run: func(t *testing.T, h *policytest.Host) {
 				replicaBox(h, 1)
+				h.Request(10, "r@2") // r@2 busy when x's request comes
 				h.Request(1, "x")
 				if pos, ok := h.QueuePosition(1); !ok || pos != 1 {
 					t.Fatalf("x's request: %s, want queued (r@2 is busy)", h.Outcome(1))
 				}
-				h.Advance(6 * time.Second) // past drain_after
+				h.Request(11, "r@2") // a new request keeps r@2 busy
+				h.ServeDone(10)
+				h.Advance(6 * time.Second) // past drain_after since r@2's old request ended
 				h.Request(2, "r@2")        // the host's routing sent it to r@2
 				if got := grantedOn(h, 2); got != "r" {
 					t.Fatalf("r's request on the drained r@2: %s (served on %q), want it served on r", h.Outcome(2), got)

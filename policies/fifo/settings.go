@@ -30,10 +30,12 @@ type settings struct {
 	// (reload_evicted: after_swap), rather than start its load at once.
 	afterSwap bool
 	// drainAfter is how long a queued request that must evict a busy
-	// model lets that model's new requests be served ahead of it; after
-	// it, they queue behind it, so the model's in-flight requests end and
-	// it can be evicted (drain_after), nanoseconds; 0: at once
-	// (llama-swap's strict order).
+	// model lets that model's new requests be served ahead of it,
+	// counted from when the requests the model was serving as the
+	// request began to wait have ended (hold); after it, they queue
+	// behind it, so the model's in-flight requests end and it can be
+	// evicted (drain_after), nanoseconds; 0: at once (llama-swap's
+	// strict order).
 	drainAfter int64
 }
 
