@@ -8,19 +8,21 @@ import (
 
 	"github.com/gofrs/flock"
 
+	"github.com/loadout-dev/loadout/host/config"
 	"github.com/loadout-dev/loadout/host/proxy"
 	"github.com/loadout-dev/loadout/host/sim"
 )
 
 // recordHelp is serve's help on --record-trace: what a row holds, where
 // each field comes from, and when it is written.
-const recordHelp = `With --record-trace FILE, every chat/completions, completions and
-embeddings request (by any of their routes: OpenAI's, llama-swap's
-versionless ones, llama-server's, Ollama's /api/chat, generate, embed and
-embeddings) is written to FILE (overwritten; a second Loadout given the
+const recordHelp = `With --record-trace FILE, every chat/completions, completions,
+responses, Anthropic messages and embeddings request (by any of their
+routes: OpenAI's, llama-swap's versionless ones, llama-server's with its
+/completion, /infill and /embedding, Ollama's /api/chat, generate, embed
+and embeddings) is written to FILE (overwritten; a second Loadout given the
 same file is refused) as a trace that 'loadout simulate --trace FILE'
 replays: arrival_s (seconds from the first request), model (its id,
-aliases resolved), prompt_tokens and output_tokens, priority and client
+aliases resolved; a llama-swap selector's pick), prompt_tokens and output_tokens, priority and client
 (x_priority, x_client_id or their headers). Token counts are the model
 server's usage; without one, output is a stream's content chunks, or
 max_tokens when nothing was counted, and the prompt is the request's text
@@ -35,8 +37,9 @@ earlier one have ended, or with its estimates once its request has run
 // ones, llama-server's own and Ollama's.
 var recordedPaths = map[string]bool{
 	"/v1/chat/completions": true, "/v/chat/completions": true, "/chat/completions": true, "/api/chat": true, "/api/generate": true,
-	"/v1/completions": true, "/v/completions": true, "/completions": true,
-	"/v1/embeddings": true, "/v/embeddings": true, "/embeddings": true, "/api/embed": true, "/api/embeddings": true,
+	"/v1/completions": true, "/v/completions": true, "/completions": true, "/completion": true, "/infill": true,
+	"/v1/responses": true, "/v/responses": true, "/responses": true, "/v1/messages": true, "/v/messages": true,
+	"/v1/embeddings": true, "/v/embeddings": true, "/embeddings": true, "/embedding": true, "/api/embed": true, "/api/embeddings": true,
 }
 
 // traceRecorder is serve's --record-trace: the proxy's request hooks
@@ -48,6 +51,9 @@ type traceRecorder struct {
 	// lock is the file's advisory lock (flock), held while it records
 	// where the file is a regular one and could be locked.
 	lock *flock.Flock
+	// selectors are the proxy configuration's llama-swap selectors
+	// (model), by id.
+	selectors map[string]*config.Selector
 }
 
 // openTraceRecorder creates (or truncates) the trace file and writes its
@@ -105,8 +111,19 @@ func (t traceRecorder) config(c *proxy.Config) {
 	if t.rec == nil {
 		return
 	}
+	t.selectors = c.Selectors
 	c.OnRequestStart = chain(c.OnRequestStart, t.start)
 	c.OnRequest = chain(c.OnRequest, t.end)
+}
+
+// model is the model a trace row names for a request that asked for
+// name: name, or for a llama-swap selector (which a replay cannot load)
+// its first target, until the request's summary says which it picked.
+func (t traceRecorder) model(name string) string {
+	if sel := t.selectors[name]; sel != nil && len(sel.Models) > 0 {
+		return sel.Models[0]
+	}
+	return name
 }
 
 // chain calls first (when set), then then.
@@ -127,7 +144,7 @@ func (t traceRecorder) start(s proxy.RequestStart) {
 		return
 	}
 	t.rec.Start(s.Seq, s.Time, sim.Request{
-		Model: s.Model, Priority: s.Priority, Client: s.Client,
+		Model: t.model(s.Model), Priority: s.Priority, Client: s.Client,
 		PromptTokens: int(s.PromptEstimate), OutputTokens: int(s.MaxTokens),
 	})
 }
@@ -143,6 +160,9 @@ func (t traceRecorder) end(s proxy.RequestSummary) {
 	}
 	if s.CompletionTokens > 0 {
 		output = int(s.CompletionTokens)
+	}
+	if t.selectors[s.Model] == nil {
+		t.rec.Served(s.Seq, s.Model) // a selector's pick, where it picked
 	}
 	t.rec.End(s.Seq, s.Time.Add(time.Duration(s.Duration*float64(time.Second))), prompt, output)
 }

@@ -91,6 +91,19 @@ func TestServe_RecordTrace(t *testing.T) {
 		t.Errorf("unknown model: %d, want 404", code)
 	}
 
+	// A selector's request names the model it picked; Anthropic's
+	// Messages API and llama-server's native /completion (which the sim
+	// server does not serve: a failed request is recorded too) are
+	// recorded as the others.
+	mustPost("/v1/chat/completions", chatBody("pick", "s t", 14, ""))
+	wants[14] = want{"chat", 2, 0, ""}
+	mustPost("/v1/messages", `{"model":"chat","max_tokens":16,"messages":[{"role":"user","content":"m n o"}]}`)
+	wants[16] = want{"chat", 3, 0, ""}
+	if code, _ := s.post("/completion", `{"model":"chat","prompt":"w x","max_tokens":17}`); code == http.StatusOK {
+		t.Errorf("POST /completion to the sim server: 200, want its refusal")
+	}
+	wants[17] = want{"chat", 1, 0, ""}
+
 	mustPost("/v1/chat/completions", chatBody("chat", "z", 10, ""))
 	wants[10] = want{"chat", 1, 0, ""}
 	// Ollama's API is recorded as the OpenAI request it became.

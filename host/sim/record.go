@@ -114,6 +114,17 @@ func (r *Recorder) Start(id uint64, at time.Time, est Request) {
 	r.drain(at)
 }
 
+// Served records the model that served request id, in place of Start's
+// (a llama-swap selector's pick: the trace names models, which a replay
+// can load); "" or an id whose row was already written changes nothing.
+func (r *Recorder) Served(id uint64, model string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if e, ok := r.pending[id]; ok && model != "" {
+		e.q.Model = model
+	}
+}
+
 // End records that request id ended at at, with its counted tokens: each
 // count ≥ 0 replaces Start's estimate, a negative one keeps it. An id
 // that Start did not see, or whose row was already written, is ignored.
