@@ -28,7 +28,7 @@
 //     request is queued until that model is idle: a busy model is never
 //     evicted. The requests a model was serving when the request began
 //     to wait would have kept it busy that long anyway; once the model's
-//     new requests have held the request back drain_after (5 s) beyond
+//     new requests have held the request back drain_after (10 s) beyond
 //     them (or beyond its arrival, if later), the new requests of the
 //     models its load would evict (the idle ones too) that come after it
 //     in queue order queue behind it rather than being served at once
@@ -162,7 +162,7 @@
 //	                        # docs/BENCHMARKS.md for when it pays)
 //	      scale_in_after: 2m  # idle time before a replica beyond min_replicas
 //	                        # is stopped; 0 = never
-//	      drain_after: 5s   # how long a busy model's new requests may hold
+//	      drain_after: 10s  # how long a busy model's new requests may hold
 //	                        # back a request that must evict it, counted
 //	                        # once the requests it was serving then end (5);
 //	                        # 0 = not at all (llama-swap's strict order)

@@ -13,7 +13,7 @@ const (
 	defaultMaxWait          = 60 * time.Second
 	defaultConcurrencyLimit = 10 // llama-swap's default concurrencyLimit
 	defaultScaleInAfter     = 2 * time.Minute
-	defaultDrainAfter       = 5 * time.Second
+	defaultDrainAfter       = 10 * time.Second
 )
 
 // settings is the parsed `settings:` object.
@@ -61,7 +61,7 @@ var loadOrderNames = [...]string{byArrival: "arrival", byQueuedWait: "queued_wai
 // parseSettings parses the settings JSON:
 //
 //	{"max_queue": 1024, "max_wait": "60s", "load_order": "arrival",
-//	 "scale_in_after": "2m", "reload_evicted": "at_once", "drain_after": "5s",
+//	 "scale_in_after": "2m", "reload_evicted": "at_once", "drain_after": "10s",
 //	 "fifo": {"priority": {"MODEL": 10}}}
 //
 // every key optional. Errors are *sdksettings.Error naming the offending
