@@ -270,8 +270,9 @@ type TickRequester interface {
 	// call replaces the one before; a request is used up by the first
 	// OnTick at or after at (an OnTick delivered earlier, for a change,
 	// leaves it standing). The host clamps at to no earlier than
-	// MinTickDelay after now and no later than MaxTickDelay after it,
-	// and logs the first clamp. A new instance (after a crash, a reload,
+	// MinTickDelay after now and no later than MaxTickDelay after it; a
+	// time already past (at or before now) is taken as PastTickDelay
+	// after now, the periodic tick's interval. It logs the first clamp. A new instance (after a crash, a reload,
 	// a fallback's hand-over) is ticked periodically until it asks.
 	//
 	// Errors: ErrNotAllowed from a swapper's effects or a host without
@@ -280,13 +281,18 @@ type TickRequester interface {
 }
 
 // The bounds a host clamps a TickRequester.RequestTick to, after now: no
-// sooner than MinTickDelay (a policy that keeps asking for "now" would
-// otherwise be called in a loop at one instant of virtual time), no later
-// than MaxTickDelay (an absurd time, e.g. a duration passed as a time,
-// still gets a tick within a day).
+// sooner than MinTickDelay (a policy that keeps asking for a time just
+// ahead would otherwise be called in a loop at one instant of virtual
+// time), no later than MaxTickDelay (an absurd time, e.g. a duration
+// passed as a time, still gets a tick within a day). A time at or before
+// now — a deadline the policy let pass, or a bug — is taken as
+// PastTickDelay after now, the periodic tick's interval: a policy that
+// keeps asking for the past is ticked as one that never asked, not every
+// MinTickDelay (which made a replay of two days take hours).
 const (
-	MinTickDelay int64 = 1e6             // 1 ms, in ns
-	MaxTickDelay int64 = 24 * 3600 * 1e9 // 24 h, in ns
+	MinTickDelay  int64 = 1e6             // 1 ms, in ns
+	MaxTickDelay  int64 = 24 * 3600 * 1e9 // 24 h, in ns
+	PastTickDelay int64 = 1e9             // 1 s, in ns
 )
 
 // AdmitFlags modify an admission (Admitter.Admit). The zero value asks for

@@ -293,6 +293,7 @@ func cHeader() (string, error) {
 	defines("Bounds of a requested tick after now, ns (request_tick; ticks on demand).", []cConst{
 		{"LOADOUT_MIN_TICK_DELAY", sdk.MinTickDelay, "a sooner tick is clamped to now + this"},
 		{"LOADOUT_MAX_TICK_DELAY", sdk.MaxTickDelay, "a later tick is clamped to now + this"},
+		{"LOADOUT_PAST_TICK_DELAY", sdk.PastTickDelay, "a tick at or before now is taken as now + this"},
 	})
 	defines("Log levels (log).", []cConst{
 		{"LOADOUT_LEVEL_DEBUG", int64(sdk.LevelDebug), ""},

@@ -25,8 +25,8 @@ type tickState struct {
 }
 
 // RequestTick records the scheduler's next tick (sdk.TickRequester),
-// clamped to [now+sdk.MinTickDelay, now+sdk.MaxTickDelay] (the first clamp
-// is logged). Errors: sdk.ErrNotAllowed with Config.PeriodicTicks.
+// clamped to [now+sdk.MinTickDelay, now+sdk.MaxTickDelay], a time at or
+// before now taken as now+sdk.PastTickDelay (the first clamp is logged). Errors: sdk.ErrNotAllowed with Config.PeriodicTicks.
 func (fx *effects) RequestTick(at int64) error {
 	r := fx.r
 	l := &r.loop
@@ -41,6 +41,9 @@ func (fx *effects) RequestTick(at int64) error {
 	now := r.cfg.Clock().UnixNano()
 	if lo, hi := now+sdk.MinTickDelay, now+sdk.MaxTickDelay; at < lo || at > hi {
 		c := min(max(at, lo), hi)
+		if at <= now {
+			c = now + sdk.PastTickDelay
+		}
 		if !l.ticks.clamped {
 			l.ticks.clamped = true
 			r.log.Warn("scheduler asked for a tick too soon or too far off; clamped (logged once)", "policy", r.cfg.SchedulerName,

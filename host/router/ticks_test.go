@@ -118,15 +118,21 @@ func TestRouter_TicksOnDemand_AtTheRequestedTime(t *testing.T) {
 	}
 }
 
-// A request in the past or absurdly far is clamped to
-// [now+MinTickDelay, now+MaxTickDelay], logged once.
+// A request in the past is taken as now+PastTickDelay, one too soon or
+// absurdly far clamped to [now+MinTickDelay, now+MaxTickDelay], logged
+// once.
 func TestRouter_TicksOnDemand_ClampedAndLoggedOnce(t *testing.T) {
 	s := &tickScheduler{}
 	v, clk, logs := tickRouter(t, s, false)
 	s.ask = func(now int64) int64 { return now - int64(time.Hour) }
 	advanceTo(t, v, clk)
+	if at, _ := v.NextTick(); at.Sub(clk.now()) != time.Duration(sdk.PastTickDelay) {
+		t.Fatalf("a tick asked in the past is due in %v, want PastTickDelay", at.Sub(clk.now()))
+	}
+	s.ask = func(now int64) int64 { return now + 1 }
+	advanceTo(t, v, clk)
 	if at, _ := v.NextTick(); at.Sub(clk.now()) != time.Duration(sdk.MinTickDelay) {
-		t.Fatalf("a tick asked in the past is due in %v, want MinTickDelay", at.Sub(clk.now()))
+		t.Fatalf("a tick asked 1 ns ahead is due in %v, want MinTickDelay", at.Sub(clk.now()))
 	}
 	s.ask = func(now int64) int64 { return now + int64(1000*time.Hour) }
 	advanceTo(t, v, clk)

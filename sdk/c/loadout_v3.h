@@ -102,8 +102,9 @@
 #define LOADOUT_ADMIT_SERVE_DONE 1 /* keep sending on_serve_done for the model */
 
 /* Bounds of a requested tick after now, ns (request_tick; ticks on demand). */
-#define LOADOUT_MIN_TICK_DELAY 1000000 /* a sooner tick is clamped to now + this */
-#define LOADOUT_MAX_TICK_DELAY 86400000000000 /* a later tick is clamped to now + this */
+#define LOADOUT_MIN_TICK_DELAY  1000000 /* a sooner tick is clamped to now + this */
+#define LOADOUT_MAX_TICK_DELAY  86400000000000 /* a later tick is clamped to now + this */
+#define LOADOUT_PAST_TICK_DELAY 1000000000 /* a tick at or before now is taken as now + this */
 
 /* Log levels (log). */
 #define LOADOUT_LEVEL_DEBUG (-4)

@@ -565,14 +565,19 @@ func (h *Host) Tick() {
 
 // RequestTick records the scheduler's next tick (sdk.TickRequester) in
 // NextTick, clamped to [Now+sdk.MinTickDelay, Now+sdk.MaxTickDelay] as the
-// host clamps it; 0 clears it. Without TicksOnDemand it answers
+// host clamps it, a time at or before Now taken as Now+sdk.PastTickDelay;
+// 0 clears it. Without TicksOnDemand it answers
 // sdk.ErrNotAllowed.
 func (h *Host) RequestTick(at int64) error {
 	if !h.TicksOnDemand {
 		return sdk.ErrNotAllowed
 	}
 	h.OnDemand = true
-	if at != 0 {
+	switch {
+	case at == 0:
+	case at <= h.Now:
+		at = h.Now + sdk.PastTickDelay
+	default:
 		at = min(max(at, h.Now+sdk.MinTickDelay), h.Now+sdk.MaxTickDelay)
 	}
 	h.NextTick = at
