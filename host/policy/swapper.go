@@ -77,18 +77,23 @@ func (s *Swapper) PlanJob(q sdk.JobPlanRequest) (sdk.Plan, error) {
 }
 
 // readPlan decodes the Plan of n bytes a plan call left in the out-buffer.
+// An answer that is not a Plan of the module's ABI version (longer than
+// the out-buffer, outside its memory, malformed) is a crash, as a status
+// outside the ABI is: the guest's state is unknown, and a module that
+// answers so every time is disabled and its fallback plans, rather than
+// every load failing.
 func (s *Swapper) readPlan(n uint32) (sdk.Plan, error) {
 	in := s.sv.in
 	if n > in.outCap {
-		return sdk.Plan{}, s.sv.fail(fmt.Errorf("policy %s: plan: output of %d bytes exceeds the %d-byte out-buffer", s.sv.m.Name, n, in.outCap))
+		return sdk.Plan{}, s.sv.crash(in, evPlan, fmt.Sprintf("its plan of %d bytes exceeds the %d-byte out-buffer", n, in.outCap), nil)
 	}
 	b, ok := in.mem.Read(in.outAddr, n)
 	if !ok {
-		return sdk.Plan{}, s.sv.fail(fmt.Errorf("policy %s: plan: out-buffer outside the module's memory", s.sv.m.Name))
+		return sdk.Plan{}, s.sv.crash(in, evPlan, "its out-buffer is outside the module's memory", nil)
 	}
 	var p sdk.Plan
 	if err := wire.DecodeVersion(b, s.sv.ver, &p); err != nil {
-		return sdk.Plan{}, s.sv.fail(fmt.Errorf("policy %s: plan: %w", s.sv.m.Name, err))
+		return sdk.Plan{}, s.sv.crash(in, evPlan, "its plan is not the ABI's: "+err.Error(), err)
 	}
 	return p, nil
 }

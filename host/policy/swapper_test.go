@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -173,5 +174,37 @@ func TestSwapper_ErrorsNameThePolicy(t *testing.T) {
 	}
 	if err := evil.OnRequest(sdk.RequestEvent{ID: 9, Model: "good"}); !errors.Is(err, ErrUnhealthy) {
 		t.Errorf("disabled: %v", err)
+	}
+}
+
+// TestSwapper_MalformedPlanIsACrash: a plan answer that is not a Plan
+// message (testdata/guests/badplan) is a crash, as a status outside the
+// ABI is: the instance is discarded, and a module that answers so every
+// time is disabled (ErrUnhealthy), so its fallback plans rather than every
+// load failing.
+func TestSwapper_MalformedPlanIsACrash(t *testing.T) {
+	r, logs := newTestRuntime(t, Options{MaxCrashes: 2, CrashWindow: time.Hour})
+	m := compile(t, r, "badplan.wasm", guest(t, "badplan"))
+	s, err := r.NewSwapper(context.Background(), m, nil, newFakeEffects())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close(context.Background()) })
+	_, err = s.Plan(sdk.PlanRequest{Target: "m"})
+	var ce *CrashError
+	if !errors.As(err, &ce) || ce.Event != "plan" || !strings.Contains(ce.Reason, "not the ABI's") {
+		t.Fatalf("first plan: %v, want a crash in plan naming the malformed answer", err)
+	}
+	if st := s.Status(); st.Crashes != 1 || st.Instantiations != 2 {
+		t.Errorf("status after one malformed plan: %+v, want 1 crash and a fresh instance", st)
+	}
+	if got := logs.find("policy crashed; instance discarded", "event=plan"); len(got) != 1 {
+		t.Errorf("crash log lines %q, want 1", got)
+	}
+	for range 2 {
+		s.Plan(sdk.PlanRequest{Target: "m"})
+	}
+	if _, err := s.Plan(sdk.PlanRequest{Target: "m"}); !errors.Is(err, ErrUnhealthy) {
+		t.Fatalf("after 3 malformed plans: %v, want the swapper disabled (ErrUnhealthy)", err)
 	}
 }
