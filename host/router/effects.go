@@ -365,6 +365,36 @@ func (fx *effects) afterSwapperCall() {
 
 // StartSwap checks the request against the run-loop rules and launches the
 // swap goroutine. The scheduler hears the result as OnSwapDone.
+// keepPinned returns s without its evictions of pinned models: a pinned
+// model is never evicted (ModelConfig.Pinned, README's "never evict"),
+// whatever the router policy planned — llama-swap's group semantics evict
+// every other member of a swap group, and a third-party module may evict
+// anything. Each dropped eviction is counted against the scheduler's
+// policy counters and logged; the swap goes on without it, and the
+// ledger refuses it if the target then does not fit.
+func (r *Router) keepPinned(s sdk.SwapRequest) sdk.SwapRequest {
+	l := &r.loop
+	var kept []string
+	var modes []sdk.EvictMode
+	for i, name := range s.Evict {
+		if m, ok := l.models[name]; ok && m.cfg.Pinned {
+			r.refused(&l.schedCounters, fmt.Sprintf("StartSwap(%q): evicts %q, which is pinned: kept", s.Model, name))
+			continue
+		}
+		kept = append(kept, name)
+		if i < len(s.Modes) {
+			modes = append(modes, s.Modes[i])
+		}
+	}
+	if len(kept) < len(s.Evict) {
+		s.Evict = kept
+		if len(s.Modes) > 0 {
+			s.Modes = modes
+		}
+	}
+	return s
+}
+
 func (fx *effects) StartSwap(s sdk.SwapRequest) error {
 	r, l := fx.r, &fx.r.loop
 	refuse := func(err error, why string) error {
@@ -389,6 +419,7 @@ func (fx *effects) StartSwap(s sdk.SwapRequest) error {
 			return refuse(sdk.ErrSwapActive, fmt.Sprintf("the swap for %q is evicting it", sw.target))
 		}
 	}
+	s = r.keepPinned(s)
 	var evicted []*model
 	for _, name := range s.Evict {
 		m, ok := l.models[name]

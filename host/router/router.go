@@ -52,7 +52,7 @@ type ModelConfig struct {
 	Process          Process       // how to start it
 	Priority         int32         // default request priority
 	ConcurrencyLimit uint32        // max in-flight requests; 0 = the scheduler's default
-	Pinned           bool          // never evicted by eviction policies that honour it
+	Pinned           bool          // never evicted: the host drops a plan's eviction of it (keepPinned)
 	Group            string        // swap group name, for policies and the API
 	TTL              time.Duration // leave the GPU after this long idle (expire: a sleep or a stop); 0 = never
 	StopTimeout      time.Duration // how long Stop may take before the backend kills (0: 10 s)

@@ -224,6 +224,27 @@ func TestRouter_Rule6_BusyModelNeverEvicted(t *testing.T) {
 	cb.wait(t).Release()
 }
 
+// A pinned model is never evicted, whatever the router plans: llama-swap's
+// group semantics evict a swap group's other member, and the host keeps
+// the pinned one, counts the dropped eviction against the policy and logs
+// it; the target loads beside it.
+func TestRouter_PinnedModelNeverEvicted(t *testing.T) {
+	logs := &recordedLogs{}
+	h := newHarness(t, harnessOpts{models: map[string]ModelConfig{"a": {Pinned: true}}, logger: slog.New(logs)})
+	h.acquire("a").wait(t).Release()
+	h.world.expect(t, "starting a", "ready a")
+	before := h.r.Counters()["scheduler"].RefusedEffects
+	h.acquire("b").wait(t).Release()
+	h.world.expect(t, "starting b", "ready b")
+	h.expectState("a", "ready")
+	if got := h.r.Counters()["scheduler"].RefusedEffects - before; got != 1 {
+		t.Errorf("%d refusals counted; want the dropped eviction", got)
+	}
+	if _, ok := logs.level("policy call refused", "what", `StartSwap("b"): evicts "a", which is pinned: kept`); !ok {
+		t.Error("the dropped eviction of a pinned model was not logged")
+	}
+}
+
 // Rule 6 in the host: a StartSwap that evicts a busy model is refused even
 // if a policy asks for it. The refusal says "not now" (sdk.NotNow), which
 // fifo meets at every tick while it waits: counted, and logged at debug
