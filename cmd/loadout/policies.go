@@ -28,6 +28,10 @@ type policySet struct {
 	fallbacks     func() (fallbackModules, error)
 	prefetch      sync.Once
 	groupSettings []byte
+	// backoff is how long a disabled policy waits to be tried again
+	// (zero: policy.Backoff's defaults, serve's; a replay's is
+	// sim.PolicyBackoff).
+	backoff policy.Backoff
 
 	// Scheduler and Swapper are the decorators the router's constructors
 	// made, once the router is built (for /api/policies).
@@ -130,7 +134,7 @@ func (p *policySet) routerConfig(ctx context.Context, rc *router.Config) {
 				return nil, err
 			}
 			return p.rt.NewScheduler(ctx, f.sched, []byte("{}"), fx)
-		}, policy.Backoff{})
+		}, p.backoff)
 		return p.Scheduler, nil
 	}
 	rc.NewSwapper = func(h sdk.Host) (router.SwapperPolicy, error) {
@@ -144,7 +148,7 @@ func (p *policySet) routerConfig(ctx context.Context, rc *router.Config) {
 				return nil, err
 			}
 			return p.rt.NewSwapper(ctx, f.swap, p.groupSettings, h)
-		}, policy.Backoff{})
+		}, p.backoff)
 		return p.Swapper, nil
 	}
 }

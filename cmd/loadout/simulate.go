@@ -745,6 +745,9 @@ func replayPair(ctx context.Context, o simulateOptions, cfg *config.Config, p po
 	if ro.CallTimeout <= 0 {
 		ro.CallTimeout = sim.PolicyCallTimeout
 	}
+	if ro.MaxCrashes <= 0 {
+		ro.MaxCrashes = sim.PolicyMaxCrashes
+	}
 	ro.Trusted = ro.Trusted || builtinPolicies(pc)
 	rt, err := policy.NewRuntime(ctx, ro)
 	if err != nil {
@@ -755,6 +758,7 @@ func replayPair(ctx context.Context, o simulateOptions, cfg *config.Config, p po
 	if err != nil {
 		return nil, err
 	}
+	ps.backoff = sim.PolicyBackoff
 	rc := router.Config{Logger: log}
 	if pc.HostMemory > 0 { // auto means this machine's, not the simulated box's: none
 		rc.HostMemory = uint64(pc.HostMemory)

@@ -311,6 +311,38 @@ func TestSimulate_ACrashingPolicyIsReportedAndTheFallbackServes(t *testing.T) {
 	}
 }
 
+// A policy that crashes at every call, over two days of virtual time with
+// a request an hour: a replay retries it after 30 s doubling to a day
+// (sim.PolicyBackoff) and disables it at its third crash
+// (sim.PolicyMaxCrashes), where serve's cool-down, doubling to 10 minutes,
+// retried it at every request (48 retries of six crashes each). A policy
+// that loops costs a deadline of wall time per crash, so those retries
+// made a replay of weeks take hours.
+func TestSimulate_ACrashLoopingPolicyIsRetriedSeldomInAReplay(t *testing.T) {
+	cfg := flakyConfig(t, t.TempDir(), "{panic_every: 1}")
+	raw := reportJSON(t, cfg, simTrace(48, 3600, "a", "b", "c"), simulateOptions{rate: 1})
+	var report struct {
+		Runs []struct {
+			Completed      int  `json:"completed"`
+			Fallback       bool `json:"fallback"`
+			PolicyFailures int  `json:"policy_failures"`
+		} `json:"runs"`
+	}
+	if err := json.Unmarshal(raw, &report); err != nil || len(report.Runs) != 1 {
+		t.Fatalf("report: %v\n%s", err, raw)
+	}
+	r := report.Runs[0]
+	if !r.Fallback || r.Completed == 0 {
+		t.Errorf("run %+v, want the fallback serving", r)
+	}
+	// Retries after 30 s, 1, 2, 4, 8, 16 and 32 min come at the next
+	// hourly request, then after 64 min to a day: about 14 disables of
+	// three failed calls each.
+	if r.PolicyFailures > 3*16 {
+		t.Errorf("%d failed policy calls, want at most %d: the replay retried the policy too often", r.PolicyFailures, 3*16)
+	}
+}
+
 // A .wasm policy runs with wazero's loop checks, though the built-ins run
 // without them in a replay: one that loops is stopped at its deadline,
 // the failure reported, and the fallback serves every request.

@@ -212,6 +212,22 @@ type Device struct {
 // allows this much (a looping policy still ends).
 const PolicyCallTimeout = 2 * time.Second
 
+// PolicyBackoff is how long a policy disabled for crash-looping in a
+// replay waits, in virtual time, before it is tried again: 30 s doubling
+// to a day, where serve's doubles to 10 minutes. A policy that loops costs
+// its calls' deadlines in wall time (PolicyCallTimeout) at every retry,
+// and weeks of virtual time retried every 10 minutes took hours; a day
+// bounds a three-week replay to about fifteen retries, and the report
+// marks its figures as partly the fallback's either way.
+var PolicyBackoff = policy.Backoff{Initial: policy.DefaultBackoffInitial, Max: 24 * time.Hour}
+
+// PolicyMaxCrashes is the crashes a replay tolerates of a policy within
+// its crash window before it disables it (serve's: policy.DefaultMaxCrashes,
+// 5). A replay is deterministic: a policy that crashed twice at one point of
+// the trace crashes again, and each crash of a looping policy costs a
+// deadline of wall time.
+const PolicyMaxCrashes = 2
+
 // Run replays s.Trace through a virtual router (router.NewVirtual) with
 // s's policies, in virtual time. Errors: the router's construction (a
 // policy that fails to initialise) and a trace that names a model the
