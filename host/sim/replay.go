@@ -66,9 +66,12 @@ type Setup struct {
 	// proxy.ClientError: "unavailable", "queue_full", …); nil uses the
 	// number.
 	CodeName func(sdk.ErrorCode) string
-	// Drain bounds how long after the last arrival the replay goes on
-	// for requests still unanswered (a policy that holds a request
-	// forever); they are then counted as errors. 0 means 1 hour.
+	// Drain bounds how long the replay goes on without progress once
+	// every request has arrived: past Drain after the last arrival, the
+	// last grant and the last request finished, with no request
+	// decoding, the requests still unanswered (a policy that holds them
+	// forever) or unfinished are counted as errors. A backlog that is
+	// being served is not cut. 0 means 1 hour.
 	Drain time.Duration
 }
 
@@ -304,6 +307,8 @@ type engine struct {
 
 	next    int // the next trace request to arrive
 	pending int // requests arrived and not yet answered
+	// progress is when a request was last granted or finished (Drain).
+	progress time.Duration
 	reqs    []*request
 	busy    busyMeter
 }
@@ -418,7 +423,7 @@ func (e *engine) run() *Result {
 	last := e.arrival(len(trace) - 1)
 	for e.events.Len() > 0 {
 		ev := heap.Pop(&e.events).(event)
-		if ev.at > last+e.setup.Drain {
+		if ev.at > max(last, e.progress)+e.setup.Drain && !e.decoding() {
 			break
 		}
 		e.setNow(ev.at)
@@ -526,6 +531,7 @@ func (e *engine) arriveAt(i int) {
 				return
 			}
 			r.grant, r.granted = g, e.now
+			e.progress = e.now
 			in := e.instances[g.Upstream.Host+g.Upstream.Path]
 			e.at(e.now+in.model.Decode.Prefill(q.PromptTokens), func() { in.join(r) })
 		})
@@ -660,9 +666,22 @@ func (in *instance) end(gen int) {
 	in.begin()
 	for _, r := range finished {
 		r.finished, r.ok = in.e.now, true
+		in.e.progress = in.e.now
 		in.e.pending--
 		r.grant.Release()
 	}
+}
+
+// decoding reports whether some model server is decoding a request: the
+// replay is making progress, however long since a request last finished
+// (Drain).
+func (e *engine) decoding() bool {
+	for _, in := range e.instances {
+		if in.running {
+			return true
+		}
+	}
+	return false
 }
 
 // busyMeter adds up device time with at least one model decoding.

@@ -246,3 +246,33 @@ func TestRun_ModelThatCannotFitIsErroredRequests(t *testing.T) {
 		t.Fatalf("errors %d (%v), completed %d: want the big model's request failed and the small one served", res.Errors, res.ErrorsByCode, res.Completed)
 	}
 }
+
+// A backlog being served is not cut at the drain bound: with Drain one
+// minute, 40 requests arriving together, each decoding for 20 minutes in
+// batches of four on two models that swap, all end (hours after the last
+// arrival), as does one request that decodes for two hours alone. Before,
+// the replay stopped Drain after the last arrival and counted the rest as
+// errors. A policy that holds requests forever still ends at the bound:
+// TestReplay_TickInThePastOrNever_ClampedLoggedOnceAndEnds.
+func TestRun_ABacklogBeingServedOutlastsTheDrainBound(t *testing.T) {
+	models := map[string]Model{
+		"a": simModel(16*gib, 5*time.Second, 10, 4),
+		"b": simModel(16*gib, 5*time.Second, 10, 4),
+	}
+	var trace []Request
+	for i := range 40 {
+		trace = append(trace, Request{Arrival: float64(i) / 10, Model: []string{"a", "b"}[i%2], PromptTokens: 10, OutputTokens: 12000})
+	}
+	long := []Request{{Model: "a", PromptTokens: 10, OutputTokens: 72000}}
+	for name, tr := range map[string][]Request{"backlog": trace, "one long request": long} {
+		s := setup(t, "prioritylru", "{}", models, []uint64{24 * gib}, tr)
+		s.Drain = time.Minute
+		res, err := Run(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Completed != len(tr) || res.Errors != 0 {
+			t.Errorf("%s: completed %d of %d, errors %v", name, res.Completed, len(tr), res.ErrorsByCode)
+		}
+	}
+}
