@@ -309,8 +309,8 @@ type engine struct {
 	pending int // requests arrived and not yet answered
 	// progress is when a request was last granted or finished (Drain).
 	progress time.Duration
-	reqs    []*request
-	busy    busyMeter
+	reqs     []*request
+	busy     busyMeter
 }
 
 type event struct {
