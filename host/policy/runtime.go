@@ -22,6 +22,7 @@ const (
 	DefaultCallTimeout      = 100 * time.Millisecond // per event
 	DefaultMaxCrashes       = 5                      // crashes tolerated within DefaultCrashWindow
 	DefaultCrashWindow      = time.Minute            // the crash-loop window
+	DefaultCrashCalls       = 100                    // the crash-loop window in calls
 )
 
 // BuiltinCallTimeout is the deadline serve gives the built-in policies
@@ -60,6 +61,12 @@ type Options struct {
 	// CrashWindow is the sliding window MaxCrashes counts in. 0 means
 	// DefaultCrashWindow (1 minute).
 	CrashWindow time.Duration
+	// CrashCalls is the window MaxCrashes also counts in, in calls into
+	// the policy: more than MaxCrashes crashes within the last CrashCalls
+	// calls disable it too, however far apart in time (a policy that
+	// crashes at every request, requests minutes apart). 0 means
+	// DefaultCrashCalls (100).
+	CrashCalls int
 	// Logger receives the runtime's log lines and the policies' own (each
 	// with policy=<name>). nil discards them.
 	Logger *slog.Logger
@@ -111,6 +118,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.CrashWindow <= 0 {
 		o.CrashWindow = DefaultCrashWindow
+	}
+	if o.CrashCalls <= 0 {
+		o.CrashCalls = DefaultCrashCalls
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)

@@ -288,7 +288,7 @@ func TestSandbox_CrashLoop(t *testing.T) {
 		t.Errorf("status %+v", st)
 	}
 	err := s.OnRequest(sdk.RequestEvent{ID: 9, Model: "good"})
-	if !errors.Is(err, ErrUnhealthy) || err.Error() != "policy evil.wasm: disabled after crashing repeatedly (3 crashes within 1m0s)" {
+	if !errors.Is(err, ErrUnhealthy) || err.Error() != "policy evil.wasm: disabled after crashing repeatedly (3 crashes within 1m0s or 100 calls)" {
 		t.Fatalf("got %v", err)
 	}
 	ev := sdk.RequestEvent{ID: 10, Model: "good"}
@@ -310,9 +310,10 @@ func TestSandbox_CrashLoop(t *testing.T) {
 	}
 }
 
-// TestSandbox_CrashWindow: crashes older than the window do not count.
+// TestSandbox_CrashWindow: crashes older than the window, in time and in
+// calls, do not count.
 func TestSandbox_CrashWindow(t *testing.T) {
-	r, _ := newTestRuntime(t, Options{MaxCrashes: 1, CrashWindow: time.Nanosecond})
+	r, _ := newTestRuntime(t, Options{MaxCrashes: 1, CrashWindow: time.Nanosecond, CrashCalls: 1})
 	s := newScheduler(t, r, "evil", `{"misbehave": "panic"}`, newFakeEffects())
 	for i := range 4 {
 		err := s.OnRequest(sdk.RequestEvent{ID: sdk.RequestID(i), Model: "x"})
@@ -323,6 +324,27 @@ func TestSandbox_CrashWindow(t *testing.T) {
 	}
 	if st := s.Status(); !st.Healthy || st.Crashes != 4 || st.Instantiations != 5 {
 		t.Errorf("status %+v", st)
+	}
+}
+
+// TestSandbox_CrashCallsWindow: a policy that crashes at every request,
+// the requests further apart than the crash window, is disabled all the
+// same once more than MaxCrashes of its last CrashCalls calls crashed
+// (before, it was never disabled and every request failed).
+func TestSandbox_CrashCallsWindow(t *testing.T) {
+	r, _ := newTestRuntime(t, Options{MaxCrashes: 2, CrashWindow: time.Nanosecond, CrashCalls: 10})
+	s := newScheduler(t, r, "evil", `{"misbehave": "panic"}`, newFakeEffects())
+	for i := range 3 {
+		if err := s.OnTick(sdk.TickEvent{}); err != nil { // other exports' calls do not move on_request's window
+			t.Fatalf("tick %d: %v", i, err)
+		}
+		var ce *CrashError
+		if err := s.OnRequest(sdk.RequestEvent{ID: sdk.RequestID(i), Model: "x"}); !errors.As(err, &ce) {
+			t.Fatalf("request %d: %v, want a crash", i, err)
+		}
+	}
+	if st := s.Status(); st.Healthy || st.Crashes != 3 {
+		t.Errorf("status %+v, want disabled after 3 crashes in 6 calls", st)
 	}
 }
 

@@ -48,7 +48,8 @@ type supervisor struct {
 
 	in       *instance // nil between a failed re-instantiation and the next call
 	disabled error     // returned by every call: ErrUnhealthy wrapped once crash-looping, or "closed"
-	crashes  []time.Time
+	crashes  []crash
+	ncalls   [numEvents]uint64 // calls made, per export (CrashCalls)
 	status   Status
 	calls    callStats
 
@@ -117,6 +118,7 @@ func (sv *supervisor) call(ev event, msg any) (uint32, error) {
 	if in.busy {
 		return 0, sv.fail(fmt.Errorf("policy %s: %s called while a call into the same policy is in progress", sv.m.Name, ev))
 	}
+	sv.ncalls[ev]++
 	start := time.Now()
 	res, overran, err := in.invoke(in.fns[ev], msg, sv.timeout)
 	sv.calls.record(ev, time.Since(start))
@@ -178,7 +180,7 @@ func (sv *supervisor) crash(in *instance, ev event, reason string, cause error) 
 	in.close()
 	sv.in = nil
 	ce := &CrashError{Policy: sv.m.Name, Event: ev.String(), Reason: reason, cause: cause}
-	ce.disabled = sv.countCrash()
+	ce.disabled = sv.countCrash(ev)
 	attrs := []any{"event", ce.Event, "reason", reason, "crashes", sv.status.Crashes}
 	if output != "" {
 		attrs = append(attrs, "output", output)
@@ -196,24 +198,43 @@ func (sv *supervisor) crash(in *instance, ev event, reason string, cause error) 
 	return ce
 }
 
-// countCrash records a crash now and reports whether it made the policy
-// crash-looping: more than MaxCrashes within CrashWindow.
-func (sv *supervisor) countCrash() (disabled bool) {
-	now := sv.r.opts.Clock()
+// crash is when a crash happened: the clock's time, and the export that
+// crashed with the calls made to it by then (supervisor.ncalls); ev is
+// -1 for a failed re-instantiation, which no call made.
+type crash struct {
+	at   time.Time
+	ev   event
+	call uint64
+}
+
+// countCrash records a crash of export ev now (-1: re-instantiating) and
+// reports whether it made the policy crash-looping: more than MaxCrashes
+// within CrashWindow, or within the last CrashCalls calls to the export
+// that crashed. The second: a policy that crashes at every request, where
+// requests come minutes apart, never had more than one crash in a minute
+// and failed every request for ever; counted in the calls to that export,
+// as a scheduler ticked every second makes sixty calls a minute that do
+// not crash.
+func (sv *supervisor) countCrash(ev event) (disabled bool) {
+	now, o := sv.r.opts.Clock(), &sv.r.opts
 	sv.status.Crashes++
 	keep := sv.crashes[:0]
-	for _, t := range sv.crashes {
-		if now.Sub(t) < sv.r.opts.CrashWindow {
-			keep = append(keep, t)
+	for _, c := range sv.crashes {
+		if now.Sub(c.at) < o.CrashWindow || (c.ev >= 0 && sv.ncalls[c.ev]-c.call < uint64(o.CrashCalls)) {
+			keep = append(keep, c)
 		}
 	}
-	sv.crashes = append(keep, now)
-	if len(sv.crashes) <= sv.r.opts.MaxCrashes {
+	c := crash{at: now, ev: ev}
+	if ev >= 0 {
+		c.call = sv.ncalls[ev]
+	}
+	sv.crashes = append(keep, c)
+	if len(sv.crashes) <= o.MaxCrashes {
 		return false
 	}
-	sv.disabled = sv.named(fmt.Errorf("policy %s: %w (%d crashes within %s)", sv.m.Name, ErrUnhealthy, len(sv.crashes), sv.r.opts.CrashWindow))
+	sv.disabled = sv.named(fmt.Errorf("policy %s: %w (%d crashes within %s or %d calls)", sv.m.Name, ErrUnhealthy, len(sv.crashes), o.CrashWindow, o.CrashCalls))
 	sv.status.Healthy = false
-	sv.log.Error("policy disabled: crash-looping", "crashes", len(sv.crashes), "window", sv.r.opts.CrashWindow)
+	sv.log.Error("policy disabled: crash-looping", "crashes", len(sv.crashes), "window", o.CrashWindow, "calls", o.CrashCalls)
 	return true
 }
 
@@ -223,7 +244,7 @@ func (sv *supervisor) restart() (*instance, error) {
 	in := newInstance(sv)
 	if err := in.instantiate(sv.settings); err != nil {
 		err = fmt.Errorf("policy %s: re-instantiating: %w", sv.m.Name, err)
-		if sv.countCrash() {
+		if sv.countCrash(-1) {
 			return nil, sv.disabled
 		}
 		return nil, err
