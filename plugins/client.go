@@ -105,7 +105,7 @@ func Launch(ctx context.Context, cmd *exec.Cmd, logger *slog.Logger) (*Client, e
 	case <-ctx.Done():
 		// go-plugin holds its lock for the whole handshake: end the process
 		// first so the handshake fails at once, then clean up.
-		_ = proc.Kill(context.Background())
+		proc.abandon()
 		<-ch
 		pc.Kill()
 		if parent.Err() == nil {
@@ -518,6 +518,21 @@ func (r *procRunner) Kill(context.Context) error {
 		return err
 	}
 	return nil
+}
+
+// abandon kills a plugin that never completed its handshake and closes
+// the host's ends of its stdout and stderr: a child it started (a shell
+// wrapper's command) may hold them open for as long as it lives, and
+// go-plugin reads the handshake line until they close.
+func (r *procRunner) abandon() {
+	_ = r.Kill(context.Background())
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, p := range []io.ReadCloser{r.stdout, r.stderr} {
+		if p != nil {
+			_ = p.Close()
+		}
+	}
 }
 
 func (r *procRunner) Stdout() io.ReadCloser { return r.stdout }

@@ -81,6 +81,11 @@ func TestLaunch_Handshake(t *testing.T) {
 func TestLaunch_Failures(t *testing.T) {
 	canceled, cancel := context.WithCancel(context.Background())
 	cancel()
+	// A shell wrapper that hangs before the handshake: its child holds
+	// the plugin's stdout open after the wrapper is killed, and the launch
+	// waited for the child (30 s here) before it failed.
+	soon, cancelSoon := context.WithTimeout(context.Background(), time.Second)
+	defer cancelSoon()
 	for _, tc := range []struct {
 		name string
 		ctx  context.Context
@@ -90,6 +95,7 @@ func TestLaunch_Failures(t *testing.T) {
 		{"not a plugin", context.Background(), exec.Command("true"), "handshake"},
 		{"missing binary", context.Background(), exec.Command("/nonexistent/plugin"), "no such file"},
 		{"canceled", canceled, exec.Command("sleep", "60"), "context canceled"},
+		{"a wrapper's child holds stdout", soon, exec.Command("sh", "-c", "sleep 30; true"), "context deadline exceeded"},
 		{"newer protocol", context.Background(), exec.Command(testPlugin, "v3"), "the plugin speaks protocol version 3, this host speaks versions 1 to 2; upgrade loadout"},
 		{"stdout before the handshake", context.Background(), exec.Command(testPlugin, "stdout"), `it wrote "starting up" to stdout before the handshake`},
 		{"crashes at start", context.Background(), exec.Command("false"), "exited or closed its stdout before the handshake"},
