@@ -73,7 +73,7 @@ It prints the file, its kind, its ABI version, its exports and imports with
 their signatures and how long compiling took (a second or so the first time,
 tens of milliseconds once the compilation cache holds it). A refused module
 exits non-zero with a message naming the file and what is wrong.`,
-		Example: `  loadout policy check policies/fifo.wasm
+		Example: `  loadout policy check policies/builtin/wasm/fifo.wasm   # after make build
   loadout policy check --cache-dir /tmp/wz ./mine.wasm`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -159,9 +159,9 @@ A swapper gets plan calls for a target that must evict one model, and an
 on_swap_start every tenth plan.
 
 A tenth of --events runs first as an unmeasured warm-up.`,
-		Example: `  loadout policy bench policies/fifo.wasm
-  loadout policy bench --events 50000 --models 16 --swapper policies/lru.wasm policies/group.wasm
-  loadout policy bench --settings '{"max_running": 4}' policies/lru.wasm`,
+		Example: `  loadout policy bench policies/builtin/wasm/fifo.wasm   # after make build
+  loadout policy bench --events 50000 --models 16 --swapper policies/builtin/wasm/prioritylru.wasm policies/builtin/wasm/group.wasm
+  loadout policy bench --settings '{"margin": "1GiB"}' policies/builtin/wasm/prioritylru.wasm`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return f.withModule(cmd, args[0], func(ctx context.Context, r *policy.Runtime, m *policy.Module) error {
