@@ -47,7 +47,9 @@ trace (serve --record-trace writes one) under every combination of the
 values given by --set, exactly as 'loadout simulate' replays it — the same
 run loop and policy modules, model servers simulated in virtual time,
 one replay per core at once — and prints every point ranked by the
-objective, then the best settings as YAML to paste into the configuration.
+objective (a point whose policy failed during its replay, its figures
+partly the fallback's, below every other), then the best settings as YAML
+to paste into the configuration.
 
 --set router.KEY=V1,V2,… sweeps a setting of the router
 (routing.router.settings), --set scheduler.KEY=… one of the scheduler.
@@ -400,6 +402,14 @@ func newTuneReport(in *replayInputs, o tuneOptions, sets []sweptSetting, grid []
 	}
 	order := append([]string{o.objective}, slices.DeleteFunc(slices.Clone(tuneObjectives), func(s string) bool { return s == o.objective })...)
 	slices.SortStableFunc(t.Points, func(a, b tuneResult) int {
+		// A point whose policy failed measured its fallback in part:
+		// below every point whose policy did not.
+		if a.Run.Fallback != b.Run.Fallback {
+			if a.Run.Fallback {
+				return 1
+			}
+			return -1
+		}
 		if c := cmp.Compare(a.Run.Errors, b.Run.Errors); c != 0 {
 			return c
 		}
@@ -529,6 +539,9 @@ func (t *tuneReport) print(w io.Writer) {
 		fmt.Fprintln(w)
 	}
 	printBounds(w, t.report)
+	if t.Points[0].Run.Fallback {
+		fmt.Fprintf(w, "\nthe policy failed at every point: the figures are partly its fallback's, and the best below is no fit\n")
+	}
 	fmt.Fprintf(w, "\nbest: %s\n%s", pointLabel(t.sets, t.Points[0].point), t.Best)
 }
 

@@ -249,6 +249,22 @@ func TestPolicyTune_ACrashingPointIsMarked(t *testing.T) {
 	if !row.MatchString(out) || !strings.Contains(out, note) || strings.Count(out, " * ") > 1 {
 		t.Errorf("the crashed point is not marked once, with %q:\n%s", note, out)
 	}
+	// Its figures are partly the fallback's: it ranks below the point
+	// whose policy did not fail, and is not the best.
+	if crashed.Rank != len(rep.Points) || strings.Contains(out, "best: scheduler.panic_every=7") {
+		t.Errorf("the crashed point ranks %d of %d:\n%s", crashed.Rank, len(rep.Points), out)
+	}
+}
+
+// A sweep whose every point fell back says the best is no fit.
+func TestPolicyTune_EveryPointCrashedIsSaid(t *testing.T) {
+	out, _, err := tuneIn(t, flakyConfig(t, t.TempDir(), "{}"), simTrace(60, 0.5, "a", "b", "c"), tuneOptions{sets: []string{"scheduler.panic_every=1,2"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "the policy failed at every point") {
+		t.Errorf("no warning that every point failed:\n%s", out)
+	}
 }
 
 // The sweep's JSON carries, per point, simulate's figures and the load

@@ -978,7 +978,7 @@ preset section became.`,
 			if err := checkBackends(cmd.Context(), cfg); err != nil {
 				return err
 			}
-			fmt.Fprintln(cmd.OutOrStdout(), "backends: every model's options accepted")
+			fmt.Fprintln(cmd.OutOrStdout(), "backends: every model's options well-formed (the files they name are read next)")
 			if missing := missingExecutables(cfg); len(missing) > 0 {
 				fmt.Fprintf(cmd.OutOrStdout(), "commands: %d not found here (a warning: those models fail to start until they are)\n  %s\n",
 					len(missing), strings.Join(missing, "\n  "))

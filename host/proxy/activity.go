@@ -67,7 +67,7 @@ type activityPage struct {
 func (s *Server) apiActivity(w http.ResponseWriter, r *http.Request) {
 	if s.cfg.Activity == nil {
 		s.writeError(w, r, &apiError{status: http.StatusNotFound, code: "no_activity",
-			msg: "the activity log is not enabled (it needs the state database: see serve's log and --db)"})
+			msg: "the activity log is not enabled (--activity-max-rows 0 turns it off; otherwise it needs the state database: see serve's log and --db)"})
 		return
 	}
 	f, e := parseActivityFilter(r.URL.Query())
