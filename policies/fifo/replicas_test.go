@@ -235,7 +235,7 @@ func init() {
 				h.Request(11, "r@2") // a new request keeps r@2 busy
 				h.ServeDone(10)
 				h.Advance(11 * time.Second) // past drain_after (10 s) since r@2's old request ended
-				h.Request(2, "r@2")        // the host's routing sent it to r@2
+				h.Request(2, "r@2")         // the host's routing sent it to r@2
 				if got := grantedOn(h, 2); got != "r" {
 					t.Fatalf("r's request on the drained r@2: %s (served on %q), want it served on r", h.Outcome(2), got)
 				}
