@@ -128,7 +128,11 @@ func ParseTrace(name string, r io.Reader) (*Trace, error) {
 	}
 	for _, req := range known[:4] {
 		if _, ok := col[req]; !ok {
-			return nil, &TraceError{File: name, Line: 1, Column: req, Msg: "required column missing (the format: " + strings.Join(known, ", ") + "; the last two optional)"}
+			msg := "required column missing (the format: " + strings.Join(known, ", ") + "; the last two optional)"
+			if len(t.Ignored) > 0 {
+				msg += "; the header's other columns: " + strings.Join(t.Ignored, ", ") + " (names are case-sensitive)"
+			}
+			return nil, &TraceError{File: name, Line: 1, Column: req, Msg: msg}
 		}
 	}
 	var out []Request

@@ -89,6 +89,7 @@ func TestReadTrace_BadInput(t *testing.T) {
 	cases := []struct{ name, src, want string }{
 		{"empty file", "", "t.csv:1: empty file"},
 		{"missing column", "arrival_s,model,prompt_tokens\n", "t.csv:1: output_tokens: required column missing"},
+		{"column in capitals", "ARRIVAL_S,model,prompt_tokens,output_tokens\n", "the header's other columns: ARRIVAL_S (names are case-sensitive)"},
 		{"column twice", head[:len(head)-1] + ",model\n", "t.csv:1: model: column given twice"},
 		{"fractional tokens", head + "0,a,1.5,1\n", "t.csv:2: prompt_tokens: want a token count, a whole number"},
 		{"too many tokens", head + "0,a,1,1e12\n", "t.csv:2: output_tokens: want a token count, a whole number from 0 to 10000000"},
