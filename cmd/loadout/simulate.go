@@ -422,6 +422,26 @@ func readTrace(path string, cfg *config.Config, warn io.Writer) ([]sim.Request, 
 
 // policyPairs is every scheduler × router to replay under, from
 // --scheduler, --router and --compare.
+// distinctLabels returns names (the policies of --compare flag c) with a
+// name given twice kept once (router=all,foresight), and refuses two names
+// the report would show alike (sim.PolicyLabel: a.wasm and b/a.wasm),
+// whose rows could not be told apart.
+func distinctLabels(c string, names []string) ([]string, error) {
+	var out []string
+	seen := map[string]string{}
+	for _, n := range names {
+		label := sim.PolicyLabel(n)
+		switch prev, ok := seen[label]; {
+		case !ok:
+			seen[label] = n
+			out = append(out, n)
+		case prev != n && filepath.Clean(prev) != filepath.Clean(n):
+			return nil, fmt.Errorf("--compare %q: %s and %s would both be shown as %q; give one of them another file name", c, prev, n, label)
+		}
+	}
+	return out, nil
+}
+
 func policyPairs(o simulateOptions) ([]policyPair, error) {
 	scheds, routers, evicts := []string{o.scheduler}, []string{o.router}, []string{""}
 	for _, c := range o.compare {
@@ -435,11 +455,12 @@ func policyPairs(o simulateOptions) ([]policyPair, error) {
 		if !ok || len(names) == 0 {
 			return nil, fmt.Errorf("--compare %q: want router=NAME,…, scheduler=NAME,… or evict=MODE,…", c)
 		}
+		var err error
 		switch role {
 		case "router":
-			routers = expandAll(names, builtin.Routers())
+			routers, err = distinctLabels(c, expandAll(names, builtin.Routers()))
 		case "scheduler":
-			scheds = expandAll(names, builtin.Schedulers())
+			scheds, err = distinctLabels(c, expandAll(names, builtin.Schedulers()))
 		case "evict":
 			for _, n := range names {
 				if _, err := config.ParseEvict(n); err != nil {
@@ -449,6 +470,9 @@ func policyPairs(o simulateOptions) ([]policyPair, error) {
 			evicts = names
 		default:
 			return nil, fmt.Errorf("--compare %q: %q is not router, scheduler or evict", c, role)
+		}
+		if err != nil {
+			return nil, err
 		}
 	}
 	var out []policyPair

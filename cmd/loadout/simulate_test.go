@@ -267,6 +267,15 @@ func TestSimulate_CompareAllBesideModules(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("router=sieve,all,./mine.wasm compares %v, want each built-in router once and the module: %v", routers, want)
 	}
+	// The same file twice is replayed once; two files the table would
+	// name alike are refused, naming both.
+	if pairs, err := policyPairs(simulateOptions{compare: []string{"router=./mine.wasm,mine.wasm"}}); err != nil || len(pairs) != 1 {
+		t.Errorf("router=./mine.wasm,mine.wasm: %d pairs, %v; want one", len(pairs), err)
+	}
+	_, err = policyPairs(simulateOptions{compare: []string{"router=a/mine.wasm,b/mine.wasm"}})
+	if err == nil || !strings.Contains(err.Error(), `a/mine.wasm and b/mine.wasm would both be shown as "mine.wasm"`) {
+		t.Errorf("router=a/mine.wasm,b/mine.wasm: %v, want them refused", err)
+	}
 	cfg := &config.Config{}
 	_, err = withPolicies(cfg, policyPair{router: "fifo"})
 	if err == nil || !strings.Contains(err.Error(), `router "fifo": not a built-in router (`+strings.Join(builtin.Routers(), ", ")+`)`) {
