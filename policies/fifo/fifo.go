@@ -227,7 +227,6 @@ func (s *scheduler) decide(r *request) verdict {
 			return blocked
 		}
 		s.servedLimit = concurrencyLimit(&info)
-		s.served(r.model, r.id)
 		return served
 	}
 	if s.serveOnSibling(r) { // a ready replica of the model needs no load
@@ -250,7 +249,7 @@ func (s *scheduler) decide(r *request) verdict {
 	if s.collides(r.model, plan.Evict) {
 		return blocked
 	}
-	if len(s.busyOf(plan.Evict)) > 0 {
+	if s.busy(plan.Evict) {
 		// Every victim waits for it, the idle ones too: one that served
 		// new requests would be busy again when the others go idle.
 		s.await(plan.Evict, r)
@@ -314,6 +313,7 @@ func (s *scheduler) grant(r *request, info *sdk.ModelInfo) bool {
 	}
 	if s.fx.GrantServe(r.id, r.model) {
 		info.InFlight++
+		s.served(r.model, r.id)
 	}
 	return true
 }
@@ -365,17 +365,15 @@ func (s *scheduler) evicting(sw *swap, model string) bool {
 	return ok && info.State == sdk.StateStopping
 }
 
-// busyOf returns those of models that have requests in flight, nil when
-// none. It reads the host's count, which survives a re-instantiation of
-// this policy.
-func (s *scheduler) busyOf(models []string) []string {
-	var busy []string
+// busy reports whether any of models has requests in flight. It reads the
+// host's count, which survives a re-instantiation of this policy.
+func (s *scheduler) busy(models []string) bool {
 	for _, m := range models {
 		if info, ok := s.fx.ModelState(m); ok && info.InFlight > 0 {
-			busy = append(busy, m)
+			return true
 		}
 	}
-	return busy
+	return false
 }
 
 // await records that r waits to evict models (awaited: its plan's
@@ -404,7 +402,7 @@ func (s *scheduler) await(models []string, r *request) {
 
 // drained reports whether model takes no new request r: a request
 // before r in queue order waits to evict it (awaited), and the model's
-// new requests have kept it busy for drain_after (hold.since) — at once
+// new requests have kept it busy for drain_after (hold) — at once
 // where drain_after is 0.
 func (s *scheduler) drained(model string, r *request) bool {
 	w, ok := s.awaited[model]
@@ -433,8 +431,9 @@ type hold struct {
 	fresh   map[sdk.RequestID]bool // requests fifo granted it since, not yet done
 }
 
-// served notes a request granted on model (3): while the model is
-// awaited, it is one of the fresh requests that keep it busy (hold).
+// served notes a request granted on model (grant, serveOnSibling): while
+// the model is awaited, it is one of the fresh requests that keep it busy
+// (hold).
 func (s *scheduler) served(model string, id sdk.RequestID) {
 	if h := s.holds[model]; h != nil {
 		h.fresh[id] = true

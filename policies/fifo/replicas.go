@@ -81,7 +81,9 @@ func (s *scheduler) serveOnSibling(r *request) bool {
 	if best == "" {
 		return false
 	}
-	s.fx.GrantServe(r.id, best)
+	if s.fx.GrantServe(r.id, best) {
+		s.served(best, r.id)
+	}
 	return true
 }
 
@@ -167,7 +169,7 @@ func (s *scheduler) scaleOut(model string, evict bool, only replicaKind, why str
 		s.fx.Log(sdk.LevelWarn, "model "+set.Model+": "+strconv.Itoa(running)+" of min_replicas "+strconv.FormatUint(uint64(set.Min), 10)+
 			" running; replica "+target+" cannot be placed: "+err.Error())
 	}
-	if err != nil || (len(plan.Evict) > 0 && !evict) || s.collides(target, plan.Evict) || len(s.busyOf(plan.Evict)) > 0 {
+	if err != nil || (len(plan.Evict) > 0 && !evict) || s.collides(target, plan.Evict) || s.busy(plan.Evict) {
 		return false
 	}
 	if err := s.fx.StartSwap(plan.SwapFor(target)); err != nil {

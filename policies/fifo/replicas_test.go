@@ -242,3 +242,36 @@ func init() {
 			},
 		})
 }
+
+func init() {
+	scenarios = append(scenarios,
+		scenario{
+			name: "replicas: a request served on an awaited replica as its sibling's stand-in is one of its new requests, not one it was serving when the wait began: its end does not start drain_after's count",
+			models: []sdk.ModelInfo{
+				{Name: "r", State: sdk.StateReady, ConcurrencyLimit: 1, InFlight: 1},
+				{Name: "r@2", State: sdk.StateReady, ConcurrencyLimit: 4},
+				{Name: "x"},
+			},
+			swapper: policytest.PlanFunc(func(pr sdk.PlanRequest) (sdk.Plan, error) {
+				return sdk.Plan{Evict: []string{"r@2"}}, nil // x takes r@2's place
+			}),
+			run: func(t *testing.T, h *policytest.Host) {
+				replicaBox(h, 1)
+				h.Request(10, "r@2") // r@2 is serving it when x's request comes
+				h.Request(1, "x")
+				if pos, ok := h.QueuePosition(1); !ok || pos != 1 {
+					t.Fatalf("x's request: %s, want queued (r@2 is busy)", h.Outcome(1))
+				}
+				h.Request(20, "r") // r is at its limit: served on r@2
+				if got := grantedOn(h, 20); got != "r@2" {
+					t.Fatalf("r's request: %s (served on %q), want it on r@2", h.Outcome(20), got)
+				}
+				h.ServeDone(20)
+				h.Advance(11 * time.Second) // past drain_after, but request 10 has not ended
+				h.Request(2, "r@2")
+				if got := grantedOn(h, 2); got != "r@2" {
+					t.Fatalf("a new request on r@2 while its old one runs: %s (served on %q), want r@2 (not drained)", h.Outcome(2), got)
+				}
+			},
+		})
+}
