@@ -422,24 +422,20 @@ func readTrace(path string, cfg *config.Config, warn io.Writer) ([]sim.Request, 
 
 // policyPairs is every scheduler × router to replay under, from
 // --scheduler, --router and --compare.
-// distinctLabels returns names (the policies of --compare flag c) with a
-// name given twice kept once (router=all,foresight), and refuses two names
-// the report would show alike (sim.PolicyLabel: a.wasm and b/a.wasm),
-// whose rows could not be told apart.
+// distinctLabels returns names (the policies of --compare flag c, each
+// once: expandAll) unless two of them would be shown alike in the report
+// (sim.PolicyLabel: a/mine.wasm and b/mine.wasm), whose rows could not
+// be told apart.
 func distinctLabels(c string, names []string) ([]string, error) {
-	var out []string
 	seen := map[string]string{}
 	for _, n := range names {
 		label := sim.PolicyLabel(n)
-		switch prev, ok := seen[label]; {
-		case !ok:
-			seen[label] = n
-			out = append(out, n)
-		case prev != n && filepath.Clean(prev) != filepath.Clean(n):
+		if prev, ok := seen[label]; ok {
 			return nil, fmt.Errorf("--compare %q: %s and %s would both be shown as %q; give one of them another file name", c, prev, n, label)
 		}
+		seen[label] = n
 	}
-	return out, nil
+	return names, nil
 }
 
 func policyPairs(o simulateOptions) ([]policyPair, error) {
@@ -497,8 +493,8 @@ func expandAll(names, builtins []string) []string {
 			add = builtins
 		}
 		for _, a := range add {
-			if !slices.Contains(out, a) {
-				out = append(out, a)
+			if !slices.ContainsFunc(out, func(o string) bool { return filepath.Clean(o) == filepath.Clean(a) }) {
+				out = append(out, a) // a name given twice (./m.wasm, m.wasm; all and foresight) once
 			}
 		}
 	}

@@ -374,10 +374,14 @@ func (fx *effects) afterSwapperCall() {
 // ledger refuses it if the target then does not fit.
 func (r *Router) keepPinned(s sdk.SwapRequest) sdk.SwapRequest {
 	l := &r.loop
+	pinned := func(name string) bool { m, ok := l.models[name]; return ok && m.cfg.Pinned }
+	if !slices.ContainsFunc(s.Evict, pinned) {
+		return s // the usual plan: nothing to drop, nothing allocated
+	}
 	var kept []string
 	var modes []sdk.EvictMode
 	for i, name := range s.Evict {
-		if m, ok := l.models[name]; ok && m.cfg.Pinned {
+		if pinned(name) {
 			r.refused(&l.schedCounters, fmt.Sprintf("StartSwap(%q): evicts %q, which is pinned: kept", s.Model, name))
 			continue
 		}
@@ -386,11 +390,9 @@ func (r *Router) keepPinned(s sdk.SwapRequest) sdk.SwapRequest {
 			modes = append(modes, s.Modes[i])
 		}
 	}
-	if len(kept) < len(s.Evict) {
-		s.Evict = kept
-		if len(s.Modes) > 0 {
-			s.Modes = modes
-		}
+	s.Evict = kept
+	if len(s.Modes) > 0 {
+		s.Modes = modes
 	}
 	return s
 }

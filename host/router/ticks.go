@@ -26,7 +26,8 @@ type tickState struct {
 
 // RequestTick records the scheduler's next tick (sdk.TickRequester),
 // clamped to [now+sdk.MinTickDelay, now+sdk.MaxTickDelay], a time at or
-// before now taken as now+sdk.PastTickDelay (the first clamp is logged). Errors: sdk.ErrNotAllowed with Config.PeriodicTicks.
+// before now taken as now+sdk.PastTickDelay (the first clamp is logged).
+// Errors: sdk.ErrNotAllowed with Config.PeriodicTicks.
 func (fx *effects) RequestTick(at int64) error {
 	r := fx.r
 	l := &r.loop
