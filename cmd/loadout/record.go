@@ -22,8 +22,9 @@ routes: OpenAI's, llama-swap's versionless ones, llama-server's with its
 and embeddings) is written to FILE (overwritten; a second Loadout given the
 same file is refused) as a trace that 'loadout simulate --trace FILE'
 replays: arrival_s (seconds from the first request), model (its id,
-aliases resolved; a llama-swap selector's pick), prompt_tokens and output_tokens, priority and client
-(x_priority, x_client_id or their headers). Token counts are the model
+aliases resolved; a llama-swap selector's pick), prompt_tokens and
+output_tokens, priority and client (x_priority, x_client_id or their
+headers). Token counts are the model
 server's usage; without one, output is a stream's content chunks, or
 max_tokens when nothing was counted, and the prompt is the request's text
 in bytes / 4 (token ids count one each).
